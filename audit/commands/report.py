@@ -1,0 +1,38 @@
+"""``python -m audit report RUN_DIR``: re-render the report of a finished run.
+
+Reads ``results.json`` (required) and ``config.json`` (optional) from the run directory, re-creates
+the PNG plots and ``report.html`` (see :func:`reports.html.render_report`). Nothing is retrained.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from audit.errors import UserError
+
+
+def run_report(args: argparse.Namespace) -> int:
+    """Re-render ``args.run_dir``; prints the path of the report. Returns the exit status."""
+    from reports.html import render_report
+
+    run_dir = Path(args.run_dir)
+    if not run_dir.exists():
+        raise UserError(f"run directory {run_dir} does not exist: pass the directory of a finished run")
+    if not run_dir.is_dir():
+        raise UserError(f"{run_dir} is not a directory: pass the directory of a finished run")
+    path = render_report(run_dir)
+    print(f"report: {path}")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``report`` command to ``subparsers``."""
+    parser = subparsers.add_parser(
+        "report",
+        help="re-render the HTML report and plots of a finished run",
+        description="Re-render report.html and the PNG plots of a finished run from its results.json "
+                    "(and config.json when present). Nothing is retrained.",
+    )
+    parser.add_argument("run_dir", metavar="RUN_DIR", help="run directory holding results.json")
+    parser.set_defaults(func=run_report)

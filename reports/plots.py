@@ -1,0 +1,269 @@
+"""Plots for audit reports (matplotlib, Agg backend, deterministic PNG bytes).
+
+Every function renders into memory (``BytesIO``) and writes the file with
+:func:`audit.io.atomic_write_bytes`, so a crash never leaves a half-written PNG. Figures use a fixed
+size and dpi and the PNG metadata is emptied (no ``Software`` text chunk, no timestamp), so the
+same input gives byte-identical files.
+
+The curves drawn are the hypothesis-testing view of differential privacy [Kairouz, Oh, Viswanath
+2015; Dong, Roth, Su 2019 "Gaussian Differential Privacy"]: a mechanism with tradeoff function
+``f`` forces every membership test to have ``FNR >= f(FPR)``, equivalently ``TPR <= 1 - f(FPR)``.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.patches import Rectangle  # noqa: E402
+
+from audit.io import atomic_write_bytes  # noqa: E402
+
+#: Fixed output resolution; with the fixed figure sizes below this fixes the pixel size.
+DPI = 100
+#: Colours assigned to attacks in sorted-name order, the same in every plot of a report.
+_COLOURS = plt.get_cmap("tab10").colors
+#: Smallest FPR drawn on logarithmic axes (an FPR of 0 cannot be shown on a log axis).
+_MIN_LOG_FPR = 1e-5
+
+_RC = {
+    "font.size": 9,
+    "axes.titlesize": 10,
+    "axes.labelsize": 9,
+    "legend.fontsize": 7.5,
+    "svg.hashsalt": "privacy-audit",
+    "path.simplify": False,
+}
+
+
+def _num(value: Any) -> float | None:
+    """A float from a JSON value (numbers, ``"inf"``/``"-inf"`` strings as written by
+    :func:`audit.io.to_jsonable`); ``None`` for anything else."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
+def _array(values: Any) -> np.ndarray:
+    """A float array from a JSON list (non-numbers become NaN)."""
+    if values is None:
+        return np.zeros(0)
+    out = [_num(v) for v in values]
+    return np.array([np.nan if v is None else v for v in out], dtype=float)
+
+
+def attack_colours(names: Iterable[str]) -> dict[str, tuple]:
+    """Colour per attack name, assigned in sorted order so every plot agrees."""
+    return {name: _COLOURS[i % len(_COLOURS)] for i, name in enumerate(sorted(names))}
+
+
+def _save(fig: Figure, path: str | os.PathLike) -> Path:
+    """Render ``fig`` to PNG bytes without metadata and write them atomically."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=DPI, metadata={"Software": None})
+    plt.close(fig)
+    return atomic_write_bytes(path, buffer.getvalue())
+
+
+def _log_floor(values: Iterable[float]) -> float:
+    """Lower limit of a log FPR axis: the power of ten at or below the smallest positive value."""
+    positive = [v for v in values if v is not None and np.isfinite(v) and v > 0]
+    smallest = min(positive) if positive else 1e-3
+    floor = 10.0 ** math.floor(math.log10(smallest))
+    return max(min(floor, 1e-2), _MIN_LOG_FPR)
+
+
+def roc_plot(
+    attacks: Mapping[str, Mapping[str, Any]],
+    path: str | os.PathLike,
+    theory_tradeoff: Mapping[str, Sequence[float]] | None = None,
+) -> Path:
+    """Log-log ROC curves (TPR against FPR) of every attack, overlaid.
+
+    ``attacks`` is ``results["attacks"]``; each attack's ``roc`` holds ``fpr`` and ``tpr`` lists.
+    The diagonal is random guessing. When ``theory_tradeoff`` (``{"alpha", "beta"}``) is given, the
+    best ROC any attack can reach under the claim, ``TPR = 1 - f(FPR)`` [Dong, Roth, Su 2019,
+    Def. 2.1-2.2: ``f(alpha)`` is the smallest type-II error at type-I error ``alpha``], is drawn
+    as "DP limit". Log-log axes show the low-FPR regime that matters for membership inference
+    [Carlini et al. 2022, "Membership inference attacks from first principles", Sec. 3].
+    Returns the written path.
+    """
+    colours = attack_colours(attacks)
+    all_fpr: list[float] = []
+    curves = {}
+    for name in sorted(attacks):
+        roc = (attacks[name] or {}).get("roc") or {}
+        fpr, tpr = _array(roc.get("fpr")), _array(roc.get("tpr"))
+        if fpr.size == 0 or fpr.size != tpr.size:
+            continue
+        keep = np.isfinite(fpr) & np.isfinite(tpr)
+        curves[name] = (fpr[keep], tpr[keep])
+        all_fpr.extend(fpr[keep].tolist())
+    lo = _log_floor(all_fpr)
+    with plt.rc_context(_RC):
+        fig, ax = plt.subplots(figsize=(5.2, 4.4))
+        grid = np.logspace(math.log10(lo), 0, 200)
+        ax.plot(grid, grid, linestyle=":", color="0.45", linewidth=1, label="chance (TPR = FPR)")
+        if theory_tradeoff:
+            alpha, beta = _array(theory_tradeoff.get("alpha")), _array(theory_tradeoff.get("beta"))
+            keep = np.isfinite(alpha) & np.isfinite(beta) & (alpha >= lo)
+            if keep.any():
+                order = np.argsort(alpha[keep])
+                ax.plot(alpha[keep][order], np.clip(1.0 - beta[keep][order], lo, 1.0), color="black",
+                        linewidth=1.6, label="DP limit (TPR = 1 - f(FPR))")
+        for name, (fpr, tpr) in curves.items():
+            auc = _num((attacks[name] or {}).get("auc"))
+            label = f"{name} (AUC {auc:.3f})" if auc is not None else name
+            ax.step(np.clip(fpr, lo, 1.0), np.clip(tpr, lo, 1.0), where="post", color=colours[name],
+                    linewidth=1.4, label=label)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(lo, 1.0)
+        ax.set_ylim(lo, 1.02)
+        ax.set_xlabel("false positive rate")
+        ax.set_ylabel("true positive rate")
+        ax.set_title("ROC of membership attacks (log-log)")
+        ax.grid(True, which="major", linewidth=0.4, color="0.85")
+        ax.legend(loc="lower right", frameon=True)
+        fig.tight_layout()
+        return _save(fig, path)
+
+
+def _draw_tradeoff_panel(ax: Any, results: Mapping[str, Any], colours: dict, x_log_floor: float | None) -> None:
+    """Draw theory curve, (eps_LB, delta) curve, chance line and empirical points on ``ax``."""
+    floor = x_log_floor if x_log_floor is not None else 0.0
+    grid = np.logspace(math.log10(x_log_floor), 0, 200) if x_log_floor else np.linspace(0, 1, 201)
+    ax.plot(grid, 1.0 - grid, linestyle=":", color="0.45", linewidth=1, label="chance (FNR = 1 - FPR)")
+    theory = results.get("tradeoff")
+    if theory:
+        alpha, beta = _array(theory.get("alpha")), _array(theory.get("beta"))
+        keep = np.isfinite(alpha) & np.isfinite(beta) & (alpha >= floor)
+        if keep.any():
+            order = np.argsort(alpha[keep])
+            eps = _num(results.get("epsilon_theory"))
+            label = "theory f (upper bound)" if eps is None else f"theory f, ε = {eps:.3g} (upper bound)"
+            ax.plot(alpha[keep][order], beta[keep][order], color="black", linewidth=1.6, label=label)
+    lb_curve = results.get("lower_bound_tradeoff")
+    if lb_curve:
+        alpha, beta = _array(lb_curve.get("alpha")), _array(lb_curve.get("beta"))
+        keep = np.isfinite(alpha) & np.isfinite(beta) & (alpha >= floor)
+        if keep.any():
+            order = np.argsort(alpha[keep])
+            eps, delta = _num(lb_curve.get("epsilon")), _num(lb_curve.get("delta"))
+            label = "f_{ε,δ} at the lower bound"
+            if eps is not None and delta is not None:
+                label = f"f_(ε,δ) at lower bound ε = {eps:.3g}, δ = {delta:.3g}"
+            ax.plot(alpha[keep][order], beta[keep][order], color="tab:red", linestyle="--", linewidth=1.4,
+                    label=label)
+    attacks = results.get("attacks") or {}
+    for name in sorted(attacks):
+        points = (attacks[name] or {}).get("empirical_points") or []
+        labelled = False
+        for point in points:
+            fpr, fnr = _num(point.get("fpr")), _num(point.get("fnr"))
+            if fpr is None or fnr is None:
+                continue
+            colour = colours[name]
+            fpr_ci = [_num(v) for v in (point.get("fpr_ci") or [])]
+            fnr_ci = [_num(v) for v in (point.get("fnr_ci") or [])]
+            if len(fpr_ci) == 2 and len(fnr_ci) == 2 and None not in fpr_ci and None not in fnr_ci:
+                x0 = max(fpr_ci[0], floor) if x_log_floor else fpr_ci[0]
+                x1 = max(fpr_ci[1], x0)
+                ax.add_patch(Rectangle((x0, fnr_ci[0]), x1 - x0, fnr_ci[1] - fnr_ci[0], facecolor=colour,
+                                       edgecolor=colour, alpha=0.18, linewidth=0.8))
+            ax.plot([max(fpr, floor) if x_log_floor else fpr], [fnr], marker="o", markersize=4.5, color=colour,
+                    linestyle="none", label=None if labelled else f"{name} (with CI box)")
+            labelled = True
+
+
+def tradeoff_plot(results: Mapping[str, Any], path: str | os.PathLike) -> Path:
+    """Tradeoff plot: FNR (beta) against FPR (alpha).
+
+    Draws the theory tradeoff curve ``f(alpha)`` of the claim (``results["tradeoff"]``) — every
+    test of an honest mechanism lies on or above it [Dong, Roth, Su 2019, Def. 2.2-2.3]; the curve
+    ``f_{eps,delta}(alpha) = max(0, 1 - delta - e^eps alpha, e^-eps (1 - delta - alpha))``
+    [Kairouz et al. 2015, Thm. 2.1; Dong, Roth, Su Prop. 2.5] at the empirical lower bound
+    (``results["lower_bound_tradeoff"]``); and each attack's empirical (FPR, FNR) points with
+    rectangular confidence boxes ``fpr_ci x fnr_ci``. Left panel: linear axes on [0, 1]; right
+    panel: logarithmic FPR axis, zooming into low FPR. Returns the written path.
+    """
+    attacks = results.get("attacks") or {}
+    colours = attack_colours(attacks)
+    low_values: list[float] = []
+    for name in attacks:
+        for point in (attacks[name] or {}).get("empirical_points") or []:
+            low_values.append(_num(point.get("fpr")) or 0.0)
+            low_values.extend(_num(v) or 0.0 for v in (point.get("fpr_ci") or []))
+    lo = min(_log_floor(low_values), 1e-3)
+    with plt.rc_context(_RC):
+        fig, (left, right) = plt.subplots(1, 2, figsize=(10.0, 4.6))
+        _draw_tradeoff_panel(left, results, colours, None)
+        left.set_xlim(0, 1)
+        left.set_ylim(0, 1)
+        left.set_aspect("equal")
+        left.set_title("Tradeoff: FNR vs FPR (linear)")
+        _draw_tradeoff_panel(right, results, colours, lo)
+        right.set_xscale("log")
+        right.set_xlim(lo, 1)
+        right.set_ylim(0, 1.0)
+        right.set_title("Zoom on low FPR (log FPR axis)")
+        for ax in (left, right):
+            ax.set_xlabel("false positive rate α (FPR)")
+            ax.set_ylabel("false negative rate β (FNR)")
+            ax.grid(True, linewidth=0.4, color="0.85")
+        handles, labels = left.get_legend_handles_labels()
+        fig.legend(handles, labels, loc="lower center", ncol=min(3, max(1, len(labels))), frameon=False)
+        fig.tight_layout(rect=(0, 0.05 + 0.035 * ((len(labels) - 1) // 3), 1, 1))
+        return _save(fig, path)
+
+
+def epsilon_plot(rows: Sequence[Mapping[str, Any]], path: str | os.PathLike) -> Path:
+    """Empirical epsilon lower bound against theoretical epsilon, one series per group.
+
+    ``rows`` are dicts with ``epsilon_theory``, ``epsilon_lb`` and ``series`` (e.g. the attack or
+    canary kind of a sweep). Points below the ``y = x`` line are consistent with the claim; a
+    point above it means the claim is broken or the accounting is wrong (an empirical lower bound
+    can never exceed a correct upper bound) [Jagielski, Ullman, Oprea 2020, Sec. 4; Nasr et al.
+    2021, Sec. 5]. Returns the written path.
+    """
+    groups: dict[str, list[tuple[float, float]]] = {}
+    for row in rows:
+        theory, lb = _num(row.get("epsilon_theory")), _num(row.get("epsilon_lb"))
+        if theory is None or lb is None or not (math.isfinite(theory) and math.isfinite(lb)):
+            continue
+        groups.setdefault(str(row.get("series", "lower bound")), []).append((theory, lb))
+    colours = attack_colours(groups)
+    top = max([1.0] + [max(t, l) for pts in groups.values() for t, l in pts]) * 1.08
+    with plt.rc_context(_RC):
+        fig, ax = plt.subplots(figsize=(5.2, 4.4))
+        ax.plot([0, top], [0, top], linestyle=":", color="0.3", linewidth=1.2, label="y = x (bound = theory)")
+        for name in sorted(groups):
+            points = sorted(groups[name])
+            ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", markersize=4.5, linewidth=1.3,
+                    color=colours[name], label=name)
+        ax.set_xlim(0, top)
+        ax.set_ylim(0, top)
+        ax.set_xlabel("theoretical ε (upper bound)")
+        ax.set_ylabel("empirical ε lower bound")
+        ax.set_title("Empirical lower bound vs theory")
+        ax.grid(True, linewidth=0.4, color="0.85")
+        ax.legend(loc="upper left")
+        fig.tight_layout()
+        return _save(fig, path)
