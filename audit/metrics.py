@@ -1,0 +1,167 @@
+"""Attack-strength metrics (not privacy bounds): ROC, AUC, TPR at low FPR, advantage.
+
+Conventions: higher score = "more likely a member"; ``members`` is 1/True for records in the
+training set. Following Carlini et al. 2022 ("Membership inference attacks from first
+principles", Sec. III), the headline numbers are TPR at 1% and 0.1% FPR read off the empirical
+(step) ROC curve, plus AUC; balanced accuracy and membership advantage
+(Yeom et al. 2018, Def. 4: ``Adv = TPR - FPR``) are reported at their best threshold.
+These numbers describe the attack; epsilon lower bounds live in :mod:`audit.bounds`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import ArrayLike
+from sklearn import metrics as skm
+
+from audit.bounds import as_scores_members, cp_lower, cp_upper
+from audit.errors import UserError
+
+__all__ = [
+    "roc",
+    "auc",
+    "tpr_at_fpr",
+    "balanced_accuracy",
+    "membership_advantage",
+    "downsample_roc",
+    "attack_metrics",
+]
+
+TARGET_FPRS = (0.01, 0.001)
+MAX_ROC_POINTS = 400
+
+
+def _prepare(scores: ArrayLike, members: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    s, m = as_scores_members(scores, members)
+    n_pos = int(m.sum())
+    if n_pos == 0 or n_pos == m.size:
+        raise UserError(
+            f"ROC metrics need both members and non-members (got {n_pos} members of {m.size}); "
+            "include non-member records in the evaluation"
+        )
+    return s, m
+
+
+def roc(scores: ArrayLike, members: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Empirical ROC curve via ``sklearn.metrics.roc_curve`` (no intermediate points dropped).
+
+    Returns ``(fpr, tpr, thresholds)``: the test "member iff score >= thresholds[i]" has the
+    rates ``fpr[i]``, ``tpr[i]``; the first point is (0, 0) with threshold +inf.
+    """
+    s, m = _prepare(scores, members)
+    fpr, tpr, thr = skm.roc_curve(m.astype(int), s, drop_intermediate=False)
+    return fpr, tpr, thr
+
+
+def auc(scores: ArrayLike, members: ArrayLike) -> float:
+    """Area under the ROC curve (= P[score(member) > score(non-member)] + 0.5 P[tie])."""
+    s, m = _prepare(scores, members)
+    return float(skm.roc_auc_score(m.astype(int), s))
+
+
+def tpr_at_fpr(
+    scores: ArrayLike, members: ArrayLike, fpr: float, confidence: float = 0.95
+) -> dict:
+    """Largest empirical TPR among thresholds whose empirical FPR is <= ``fpr``.
+
+    No interpolation: the value is read off the empirical step curve, so it is achieved by an
+    actual threshold (Carlini et al. 2022, Sec. III-B). ``lo``/``hi`` form a two-sided
+    Clopper–Pearson interval (alpha/2 on each side) for the TPR count ``tp`` out of ``n_pos``
+    members at that threshold; it does not account for the threshold itself being estimated
+    from the non-member scores. Returns dict(tpr, lo, hi, fpr_achieved, threshold, tp, n_pos).
+    """
+    target = float(fpr)
+    if not (0.0 <= target <= 1.0):
+        raise UserError(f"target FPR must lie in [0, 1] (got {fpr})")
+    if not (0.0 < confidence < 1.0):
+        raise UserError(f"confidence must lie strictly between 0 and 1 (got {confidence}); use e.g. 0.95")
+    s, m = _prepare(scores, members)
+    f, t, thr = skm.roc_curve(m.astype(int), s, drop_intermediate=False)
+    n_pos = int(m.sum())
+    n_neg = int(m.size - n_pos)
+    # compare counts, not floats, so that e.g. fpr = 0.01 with n_neg = 100 admits 1 false positive
+    fp_counts = np.rint(f * n_neg)
+    ok = np.flatnonzero(fp_counts <= target * n_neg + 1e-9)
+    j = ok[np.argmax(t[ok])]  # t is non-decreasing, so this is the last admissible point
+    tp = int(round(t[j] * n_pos))
+    alpha = 1.0 - confidence
+    return {
+        "tpr": float(tp / n_pos),
+        "lo": cp_lower(tp, n_pos, alpha / 2),
+        "hi": cp_upper(tp, n_pos, alpha / 2),
+        "fpr_achieved": float(f[j]),
+        "threshold": float(thr[j]),
+        "tp": tp,
+        "n_pos": n_pos,
+    }
+
+
+def membership_advantage(scores: ArrayLike, members: ArrayLike) -> float:
+    """Best-threshold membership advantage ``max_t TPR(t) - FPR(t)`` (Yeom et al. 2018, Def. 4;
+    the maximum is >= 0 because the trivial threshold +inf gives 0)."""
+    f, t, _ = roc(scores, members)
+    return float(max(0.0, np.max(t - f)))
+
+
+def balanced_accuracy(scores: ArrayLike, members: ArrayLike) -> float:
+    """Best-threshold balanced accuracy ``max_t (TPR(t) + 1 - FPR(t)) / 2 = (1 + advantage) / 2``."""
+    return 0.5 * (1.0 + membership_advantage(scores, members))
+
+
+def downsample_roc(fpr: ArrayLike, tpr: ArrayLike, max_points: int = MAX_ROC_POINTS) -> dict:
+    """Thin an ROC step curve for plotting while keeping the low-FPR region.
+
+    Keeps the two extreme points and, for FPR values on a log-spaced grid from the smallest
+    positive FPR to 1 (plus a linear grid), the last curve point at or below the grid value and
+    the first one above it, so both corners of each step near the grid value survive. Returns
+    ``{"fpr": [...], "tpr": [...]}`` with at most ``max_points`` points (python floats).
+    """
+    f = np.asarray(fpr, dtype=float)
+    t = np.asarray(tpr, dtype=float)
+    if f.size <= max_points:
+        return {"fpr": [float(x) for x in f], "tpr": [float(x) for x in t]}
+    positive = f[f > 0]
+    fmin = float(positive.min()) if positive.size else 1.0
+    n_grid = max(2, (max_points - 2) // 2)
+    idx: set[int] = {0, f.size - 1}
+    for n_log in range(n_grid, 1, -1):
+        grid = np.unique(np.r_[np.geomspace(fmin, 1.0, n_log), np.linspace(0.0, 1.0, max(2, n_log // 4))])
+        below = np.searchsorted(f, grid, side="right") - 1  # last index with f <= g
+        cand = set(np.clip(below, 0, f.size - 1).tolist()) | set(np.clip(below + 1, 0, f.size - 1).tolist())
+        cand |= {0, f.size - 1}
+        if len(cand) <= max_points:
+            idx = cand
+            break
+    keep = np.array(sorted(idx))
+    return {"fpr": [float(x) for x in f[keep]], "tpr": [float(x) for x in t[keep]]}
+
+
+def attack_metrics(scores: ArrayLike, members: ArrayLike, confidence: float = 0.95) -> dict:
+    """All attack-strength metrics as JSON-friendly python types.
+
+    Keys: ``auc``, ``balanced_accuracy``, ``advantage``, ``tpr_at_fpr`` ({"0.01", "0.001"}),
+    ``tpr_at_fpr_ci`` ({"0.01": [lo, hi], ...}, Clopper–Pearson at ``confidence``), ``roc``
+    ({"fpr", "tpr"}, downsampled to at most 400 points by :func:`downsample_roc`), ``n_members``,
+    ``n_nonmembers``.
+    """
+    s, m = _prepare(scores, members)
+    f, t, _ = skm.roc_curve(m.astype(int), s, drop_intermediate=False)
+    adv = float(max(0.0, np.max(t - f)))
+    out_tpr: dict[str, float] = {}
+    out_ci: dict[str, list[float]] = {}
+    for target in TARGET_FPRS:
+        r = tpr_at_fpr(s, m, target, confidence)
+        out_tpr[str(target)] = r["tpr"]
+        out_ci[str(target)] = [r["lo"], r["hi"]]
+    # the ROC for plotting: corners only (collinear points carry no information)
+    f_d, t_d, _ = skm.roc_curve(m.astype(int), s, drop_intermediate=True)
+    return {
+        "auc": float(skm.roc_auc_score(m.astype(int), s)),
+        "balanced_accuracy": 0.5 * (1.0 + adv),
+        "advantage": adv,
+        "tpr_at_fpr": out_tpr,
+        "tpr_at_fpr_ci": out_ci,
+        "roc": downsample_roc(f_d, t_d),
+        "n_members": int(m.sum()),
+        "n_nonmembers": int(m.size - m.sum()),
+    }
