@@ -49,6 +49,7 @@ __all__ = [
     "LaplaceClaim",
     "RandomizedResponseClaim",
     "RDPClaim",
+    "DiscretePairClaim",
     "ZCDPClaim",
     "PLDClaim",
     "DPSGDClaim",
@@ -623,6 +624,54 @@ class RandomizedResponseClaim(PrivacyClaim):
         return f"{self.k}-ary randomized response, {self.eps0:g}-DP, exact tradeoff, {self.neighbouring} neighbours"
 
 
+class DiscretePairClaim(PrivacyClaim):
+    """The exact guarantee of one pair of output distributions on a finite set (p under D0, q under
+    D1): profile delta(e) = max(H_{e^e}(p || q), H_{e^e}(q || p)) with the hockey-stick divergence
+    H_g(p || q) = sum_o (p(o) - g q(o))_+ [Barthe & Olmedo 2013; Balle et al. 2018], tradeoff by the
+    primal-dual formula (the symmetrised Neyman-Pearson curve of the pair).
+
+    This is what the best possible test on that pair achieves; it is a mechanism-level guarantee
+    only when the pair is a dominating (worst-case) pair.
+    """
+
+    kind = "discrete_pair"
+
+    def __init__(self, p: ArrayLike, q: ArrayLike, neighbouring: str = ADD_REMOVE,
+                 accountant: str = "exact (finite output pair)", label: str = "finite output pair") -> None:
+        p = np.asarray(p, dtype=np.float64).reshape(-1)
+        q = np.asarray(q, dtype=np.float64).reshape(-1)
+        if p.shape != q.shape or p.size == 0 or np.any(p < 0) or np.any(q < 0):
+            raise UserError("a discrete pair needs two non-negative probability vectors of equal length")
+        if abs(p.sum() - 1.0) > 1e-9 or abs(q.sum() - 1.0) > 1e-9:
+            raise UserError("discrete pair probabilities must each sum to 1")
+        self.p = p
+        self.q = q
+        self.neighbouring = neighbouring
+        self.accountant = accountant
+        self.label = label
+
+    def _delta_array(self, eps: np.ndarray) -> np.ndarray:
+        g = np.exp(eps)[:, None]
+        with np.errstate(over="ignore", invalid="ignore"):
+            h_pq = np.sum(np.maximum(self.p[None, :] - g * self.q[None, :], 0.0), axis=1)
+            h_qp = np.sum(np.maximum(self.q[None, :] - g * self.p[None, :], 0.0), axis=1)
+        return np.nan_to_num(np.maximum(h_pq, h_qp), nan=0.0)
+
+    def max_privacy_loss(self) -> float:
+        """max_o |ln p(o)/q(o)| (inf if the supports differ): the pure-DP epsilon of this pair."""
+        both = (self.p > 0) | (self.q > 0)
+        if np.any((self.p[both] == 0) | (self.q[both] == 0)):
+            return math.inf
+        return float(np.max(np.abs(np.log(self.p[both]) - np.log(self.q[both]))))
+
+    def params(self) -> dict[str, Any]:
+        return {"p": self.p.tolist(), "q": self.q.tolist()}
+
+    @property
+    def description(self) -> str:
+        return f"{self.label}: exact tradeoff of {self.p.size} outcomes, {self.neighbouring} neighbours"
+
+
 # ----------------------------------------------------------------------------------------------
 # Renyi DP and zCDP
 
@@ -1158,6 +1207,8 @@ def claim_from_dict(d: dict[str, Any]) -> PrivacyClaim:
         return RandomizedResponseClaim(p["epsilon"], p.get("k", 2), neighbouring=nb)
     if kind == "rdp":
         return RDPClaim(p["orders"], p["rdp"], neighbouring=nb)
+    if kind == "discrete_pair":
+        return DiscretePairClaim(p["p"], p["q"], neighbouring=nb)
     if kind == "zcdp":
         return ZCDPClaim(p["rho"], neighbouring=nb)
     if kind == "dpsgd":

@@ -16,6 +16,7 @@ from scipy import stats
 
 from audit.accounting import (
     ApproxDPClaim,
+    DiscretePairClaim,
     DPSGDClaim,
     GaussianClaim,
     LaplaceClaim,
@@ -199,6 +200,21 @@ def test_dual_approx_dp_equals_closed_form():
         assert np.max(np.abs(np_tradeoff_discrete(p, q, ALPHA) - claim.tradeoff(ALPHA))) < 1e-12
         for x in [0.0, eps / 2, eps, eps + 1]:
             assert claim.delta(x) == pytest.approx(np.sum(np.maximum(p - math.exp(x) * q, 0)), abs=1e-14)
+
+
+def test_discrete_pair_claim_matches_neyman_pearson():
+    p = np.array([0.5, 0.3, 0.15, 0.05])
+    q = np.array([0.2, 0.3, 0.2, 0.3])
+    claim = DiscretePairClaim(p, q)
+    f = claim.tradeoff(ALPHA)
+    # the symmetrised curve is the convex hull of min(T(P,Q), T(Q,P)): below both, and exact where
+    # the pair is already symmetric
+    assert np.all(f <= np_tradeoff_discrete(p, q, ALPHA) + 1e-9)
+    assert np.all(f <= np_tradeoff_discrete(q, p, ALPHA) + 1e-9)
+    sym = DiscretePairClaim(*rr_pair(1.0, 3))
+    assert np.max(np.abs(sym.tradeoff(ALPHA) - np_tradeoff_discrete(*rr_pair(1.0, 3), ALPHA))) < 1e-6
+    assert claim.max_privacy_loss() == pytest.approx(math.log(6.0))
+    assert claim.epsilon(0.0) == pytest.approx(math.log(6.0), abs=1e-9)
 
 
 # ---------------------------------------------------------------- Gaussian mechanism
