@@ -19,6 +19,7 @@ from audit.errors import UserError
 COMMAND_MODULES = (
     "audit.commands.list_cmd",
     "audit.commands.run",
+    "audit.commands.report",
 )
 
 

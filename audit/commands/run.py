@@ -1,0 +1,53 @@
+"""``python -m audit run KIND --target NAME ...``: run one audit and write a run directory.
+
+Each kind lives in its own module (listed in ``RUN_KINDS``) exposing
+``register(kind_subparsers, common)``, where ``common`` is a parent parser holding the options
+every run accepts (``common_options``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+#: Modules adding one run kind each.
+RUN_KINDS = ("audit.commands.run_membership",)
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
+    return value
+
+
+def common_options() -> argparse.ArgumentParser:
+    """Options shared by every ``run`` kind."""
+    common = argparse.ArgumentParser(add_help=False)
+    group = common.add_argument_group("common run options")
+    group.add_argument("--target", required=True, help="target name (see `python -m audit list`)")
+    group.add_argument("--out", default="runs", help="root folder for run directories and the model cache (default: runs)")
+    group.add_argument("--seed", type=int, default=0, help="random seed; the same seed gives the same results (default 0)")
+    group.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="where to train (default auto: CUDA if available)")
+    group.add_argument("--quick", action="store_true", help="reduced preset that finishes in well under a minute (tests, demos)")
+    group.add_argument("--epsilon", type=float, default=None, help="claimed epsilon of a DP target (recalibrates its noise)")
+    group.add_argument("--delta", type=float, default=None, help="delta of the claim (default: the target's)")
+    group.add_argument("--data-dir", default=None, help="folder with full-MNIST IDX files (else $AUDIT_DATA_DIR, else the embedded sample)")
+    group.add_argument("--quiet", action="store_true", help="no progress bars or stage messages")
+    return common
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``run`` and its kinds."""
+    parser = subparsers.add_parser("run", help="run an audit (membership, ...) and write a report",
+                                   description="Run one audit against a target and write a run directory with "
+                                               "config.json, results.json, report.html and plots.")
+    kinds = parser.add_subparsers(dest="kind", metavar="KIND", parser_class=type(parser))
+    kinds.required = True
+    common = common_options()
+    for module_name in RUN_KINDS:
+        importlib.import_module(module_name).register(kinds, common)

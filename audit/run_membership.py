@@ -1,0 +1,304 @@
+"""The flagship audit: membership inference on a trained target with the one-run game.
+
+Steps: split the data and toss the canary coins (:mod:`audit.games`); train the target once and
+the shadow models all at once (vectorised, cached); score every canary with each attack; turn
+each attack's guesses into a one-run epsilon lower bound [Steinke, Nasr, Jagielski 2023] and
+compare it with the target's theoretical epsilon (PLD accountant); write results.json,
+config.json and the HTML report.
+
+Validity of the bound: the one-run bound needs the numbers of "in" / "out" guesses (k+, k-) to be
+fixed without looking at the target's canary labels. We choose them on the shadow models — which
+play the same game on disjoint data — by maximising the mean one-run bound over shadows, and then
+apply them unchanged to the target. The shadow attack's own shadow scores are leave-one-shadow-out
+so the choice is not biased by scoring a shadow with a classifier trained on it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from attacks.membership import ATTACKS, ShadowAttack, loss_scores, shadow_features
+from audit.bounds import LowerBound, cp_lower, cp_upper, one_run_bound
+from audit.cache import cached_models
+from audit.errors import UserError
+from audit.games import CanaryGame, build_canary_game
+from audit.io import write_json
+from audit.metrics import attack_metrics
+from audit.rundir import SCHEMA_VERSION, VOLATILE_KEYS, RunPaths, host_info, make_run_dir, package_versions, utc_now
+from targets.datasets import load_dataset
+from targets.registry import TrainedTarget, get_target
+from targets.training import TrainConfig, log_softmax, predict_logits, resolve_device, train_models
+
+#: Fractions of the m canaries tried as the number of "in" guesses k+ (k- is 0 or k+).
+GUESS_FRACTIONS = (0.02, 0.05, 0.1, 0.2, 0.3, 0.5)
+#: The alpha (FPR) grid of the tradeoff curves written to results.json.
+ALPHA_GRID = np.unique(np.concatenate([np.logspace(-5, 0, 181), [1e-3, 1e-2, 0.1, 0.5]]))
+
+
+@dataclass(frozen=True)
+class MembershipOptions:
+    """Everything that determines a membership run (stored in config.json)."""
+
+    target: str
+    out: str = "runs"
+    seed: int = 0
+    device: str = "auto"
+    quick: bool = False
+    epsilon: float | None = None
+    delta: float | None = None
+    data_dir: str | None = None
+    quiet: bool = False
+    canary: str = "mislabelled"
+    canaries: int | None = None
+    shadows: int | None = None
+    attacks: tuple[str, ...] = ("shadow", "loss")
+    confidence: float = 0.95
+
+
+#: Default and --quick game sizes: (canaries m, shadow models K).
+GAME_SIZES = {"default": (500, 4), "quick": (200, 3)}
+
+
+def quick_target(target: TrainedTarget) -> TrainedTarget:
+    """The --quick preset: a third of the data and a few epochs (same model and claim)."""
+    return replace(target, n_train=min(target.n_train, 500), batch_size=min(target.batch_size, 128),
+                   epochs=min(target.epochs, 10))
+
+
+def _train(paths: RunPaths, game: CanaryGame, masks: np.ndarray, config: TrainConfig, seeds: list[int],
+           device, opts: MembershipOptions, desc: str):
+    payload = {"dataset": game.data.name, "source": game.data.source, "config": config.to_dict(), "seeds": seeds,
+               "masks": __import__("hashlib").sha256(np.packbits(masks).tobytes()).hexdigest(),
+               "labels": __import__("hashlib").sha256(game.data.y.tobytes()).hexdigest(), "device": device.type}
+
+    def train():
+        return train_models(game.data, masks, config, seeds, device=device, progress=not opts.quiet, desc=desc)
+
+    params, hit = cached_models(paths.cache_dir, payload, train)
+    paths.log(f"{desc}: {'reused cached models' if hit else 'trained'} ({len(seeds)} model(s), {config.steps} steps)",
+              echo=not opts.quiet)
+    return params
+
+
+def choose_guesses(shadow_scores: np.ndarray, shadow_in: np.ndarray, delta: float, confidence: float) -> dict:
+    """(k+, k-) maximising the mean one-run bound over the shadow games (never the target's)."""
+    m = shadow_scores.shape[1]
+    best = None
+    for frac in GUESS_FRACTIONS:
+        k_pos = max(1, int(round(frac * m)))
+        for k_neg in (0, k_pos):
+            if k_pos + k_neg > m:
+                continue
+            eps = [one_run_bound(s, i, k_pos, k_neg, delta, confidence).epsilon for s, i in zip(shadow_scores, shadow_in)]
+            mean = float(np.mean(eps))
+            if best is None or mean > best["shadow_mean_epsilon"]:
+                best = {"k_pos": k_pos, "k_neg": k_neg, "shadow_mean_epsilon": mean}
+    return best
+
+
+def _rate_point(k: int, n: int, confidence: float) -> tuple[float, list[float]]:
+    alpha = 1 - confidence
+    return k / n, [cp_lower(k, n, alpha / 2), cp_upper(k, n, alpha / 2)]
+
+
+def empirical_points(scores: np.ndarray, member: np.ndarray, k_pos: int, confidence: float) -> list[dict]:
+    """(FPR, FNR) of the rule "score >= t means member" at a few thresholds, with two-sided
+    Clopper–Pearson intervals: at the chosen k+ guesses and at the top 10% / 50% of scores."""
+    order = np.sort(scores)[::-1]
+    points = []
+    n_pos, n_neg = int(member.sum()), int((~member).sum())
+    for label, k in ((f"top {k_pos} (one-run guesses)", k_pos), ("top 10%", max(1, len(scores) // 10)),
+                     ("top 50%", len(scores) // 2)):
+        threshold = order[k - 1]
+        guess = scores >= threshold
+        fpr, fpr_ci = _rate_point(int((guess & ~member).sum()), n_neg, confidence)
+        fnr, fnr_ci = _rate_point(int((~guess & member).sum()), n_pos, confidence)
+        points.append({"label": label, "threshold": float(threshold), "fpr": fpr, "fnr": fnr,
+                       "fpr_ci": fpr_ci, "fnr_ci": fnr_ci})
+    return points
+
+
+def _accuracy(log_probs: np.ndarray, y: np.ndarray) -> float:
+    return float((log_probs.argmax(axis=-1) == y).mean()) if y.size else float("nan")
+
+
+def run_membership(opts: MembershipOptions) -> tuple[Path, dict]:
+    """Run the membership audit described by ``opts``; returns (run directory, results)."""
+    started = time.perf_counter()
+    for name in opts.attacks:
+        if name not in ATTACKS:
+            raise UserError(f"unknown attack {name!r}; choose from {', '.join(ATTACKS)}")
+    if not 0 < opts.confidence < 1:
+        raise UserError(f"confidence must be in (0, 1), got {opts.confidence}")
+    target = get_target(opts.target).with_privacy(opts.epsilon, opts.delta)
+    if opts.quick:
+        target = quick_target(target)
+    m_default, k_default = GAME_SIZES["quick" if opts.quick else "default"]
+    m = opts.canaries or m_default
+    shadows = opts.shadows or k_default
+    device = resolve_device(opts.device)
+    data = load_dataset(target.dataset, opts.data_dir)
+    game = build_canary_game(data, target.n_train, m, shadows, opts.canary, opts.seed)
+    paths = make_run_dir(opts.out, "membership", target.name)
+    say = lambda msg: paths.log(msg, echo=not opts.quiet)  # noqa: E731
+    say(f"run directory: {paths.run_dir}")
+
+    timing = {}
+    t0 = time.perf_counter()
+    sigma = target.noise_multiplier()
+    claim = target.claim(sigma)
+    timing["calibration_s"] = time.perf_counter() - t0
+    config = target.train_config(sigma)
+    if claim is not None:
+        say(f"{target.name}: sigma = {sigma:.4f} for epsilon {target.epsilon:g} at delta {target.delta:g} "
+            f"(q = {target.sample_rate:.4f}, {target.steps} steps, PLD accountant)")
+
+    seeds = np.random.SeedSequence(opts.seed).generate_state(1 + shadows).tolist()
+    t0 = time.perf_counter()
+    target_params = _train(paths, game, game.target_mask[None], config, seeds[:1], device, opts, "target model")
+    shadow_params = _train(paths, game, game.shadow_masks, config, seeds[1:], device, opts,
+                           f"{shadows} shadow models")
+    timing["training_s"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    y = game.data.y
+    tc, sc = game.target_canaries, game.shadow_canaries
+    target_lp = log_softmax(predict_logits(target.arch, target_params, game.data.X[tc], device))[0]
+    shadow_lp = log_softmax(predict_logits(target.arch, shadow_params, game.data.X[sc], device))
+    eval_index = np.concatenate([game.test_index, np.flatnonzero(game.target_mask & ~np.isin(np.arange(len(y)), tc))])
+    eval_lp = log_softmax(predict_logits(target.arch, target_params, data.X[eval_index], device))[0]
+    n_test = game.test_index.shape[0]
+    model_info = {
+        "arch": target.arch,
+        "test_accuracy": _accuracy(eval_lp[:n_test], data.y[game.test_index]),
+        "train_accuracy": _accuracy(eval_lp[n_test:], data.y[eval_index[n_test:]]),
+        "canaries_fitted": float((target_lp.argmax(1) == y[tc])[game.target_in].mean()) if game.target_in.any() else None,
+    }
+
+    scores_target: dict[str, np.ndarray] = {}
+    scores_shadow: dict[str, np.ndarray] = {}
+    if "loss" in opts.attacks:
+        scores_target["loss"] = loss_scores(target_lp, y[tc])
+        scores_shadow["loss"] = loss_scores(shadow_lp, y[sc])
+    if "shadow" in opts.attacks:
+        feats = np.stack([shadow_features(lp, y[sc]) for lp in shadow_lp])
+        labels = y[sc]
+        loo = []
+        for k in range(shadows):
+            others = [j for j in range(shadows) if j != k]
+            attack = ShadowAttack(data.n_classes).fit(
+                np.concatenate(feats[others]), np.tile(labels, len(others)), np.concatenate(game.shadow_in[others]))
+            loo.append(attack.score(feats[k], labels))
+        scores_shadow["shadow"] = np.stack(loo)
+        attack = ShadowAttack(data.n_classes).fit(
+            np.concatenate(feats), np.tile(labels, shadows), np.concatenate(game.shadow_in))
+        scores_target["shadow"] = attack.score(shadow_features(target_lp, y[tc]), y[tc])
+    timing["attacks_s"] = time.perf_counter() - t0
+
+    delta = target.delta
+    attacks_out, bounds = {}, []
+    for name in opts.attacks:
+        guesses = choose_guesses(scores_shadow[name], game.shadow_in, delta, opts.confidence)
+        bound: LowerBound = one_run_bound(scores_target[name], game.target_in, guesses["k_pos"], guesses["k_neg"],
+                                          delta, opts.confidence)
+        entry = bound.to_dict() | {"attack": name}
+        entry["details"] |= {"guesses_chosen_on": f"{shadows} shadow games (mean shadow bound "
+                                                  f"{guesses['shadow_mean_epsilon']:.3f})"}
+        bounds.append(entry)
+        metrics = attack_metrics(scores_target[name], game.target_in, opts.confidence)
+        metrics["empirical_points"] = empirical_points(scores_target[name], game.target_in, guesses["k_pos"],
+                                                       opts.confidence)
+        metrics["description"] = ATTACKS[name]
+        attacks_out[name] = metrics
+
+    valid = [b for b in bounds if b["valid"]]
+    best = max(valid, key=lambda b: float(b["epsilon"])) if valid else None
+    epsilon_theory = claim.epsilon(delta) if claim is not None else None
+    if claim is not None:
+        from audit.accounting import ApproxDPClaim
+
+        tradeoff = {"alpha": ALPHA_GRID, "beta": claim.tradeoff(ALPHA_GRID)}
+        lb_eps = float(best["epsilon"]) if best else 0.0
+        lb_curve = {"epsilon": lb_eps, "delta": delta, "alpha": ALPHA_GRID,
+                    "beta": ApproxDPClaim(lb_eps, delta).tradeoff(ALPHA_GRID)} if best else None
+        if best and float(best["epsilon"]) > epsilon_theory + 1e-9:
+            verdict = {"status": "violation",
+                       "text": f"empirical lower bound {float(best['epsilon']):.3f} exceeds the theoretical epsilon "
+                               f"{epsilon_theory:.3f}: the implementation or its claim is broken"}
+        else:
+            verdict = {"status": "consistent",
+                       "text": f"empirical lower bound {float(best['epsilon']) if best else 0:.3f} <= theoretical "
+                               f"epsilon {epsilon_theory:.3f}: no violation found (a low bound does not prove "
+                               f"the model leaks less than claimed)"}
+    else:
+        tradeoff, lb_curve = None, None
+        verdict = {"status": "no-claim",
+                   "text": f"non-private target: the model provably leaks at least epsilon = "
+                           f"{float(best['epsilon']) if best else 0:.3f} (delta = {delta:g}) about its canaries"}
+
+    params = {"noise_multiplier": sigma, "clip_norm": target.clip_norm, "sample_rate": target.sample_rate,
+              "steps": target.steps, "epochs": target.epochs, "lr": target.lr, "momentum": target.momentum,
+              "expected_batch_size": config.expected_batch_size, "n_train": target.n_train}
+    timing["total_s"] = time.perf_counter() - started
+    results = {
+        "schema_version": SCHEMA_VERSION,
+        "kind": "membership",
+        "target": target.name,
+        "target_description": target.description,
+        "dataset": data.name,
+        "dataset_source": data.source,
+        "model": model_info,
+        "neighbouring": "add/remove one record",
+        "seed": opts.seed,
+        "delta": delta,
+        "epsilon_theory": epsilon_theory,
+        "accountant": claim.description if claim is not None else None,
+        "params": params,
+        "tradeoff": tradeoff,
+        "lower_bounds": bounds,
+        "best_lower_bound": best,
+        "lower_bound_tradeoff": lb_curve,
+        "attacks": attacks_out,
+        "verdict": verdict,
+        "game": game.summary(),
+        "quick": opts.quick,
+        "created": utc_now(),
+        "host": host_info(),
+        "timing": timing,
+        "volatile": VOLATILE_KEYS,
+    }
+    config_json = {"command": "run membership", "options": asdict(opts), "target": asdict(target),
+                   "train_config": config.to_dict(), "seeds": seeds, "packages": package_versions()}
+    write_json(paths.run_dir / "config.json", config_json)
+    write_json(paths.run_dir / "results.json", results)
+    from reports.html import render_report
+
+    render_report(paths.run_dir)
+    say(f"report written: {paths.run_dir / 'report.html'}")
+    return paths.run_dir, results
+
+
+def summary_lines(run_dir: Path, results: dict) -> list[str]:
+    """The three-line summary printed after a run, plus where the report is."""
+    theory = results["epsilon_theory"]
+    p = results["params"]
+    if theory is None:
+        line1 = "theory:    none (non-private target)"
+    else:
+        line1 = (f"theory:    epsilon = {theory:.3f} at delta = {results['delta']:g} "
+                 f"(PLD accountant; sigma = {p['noise_multiplier']:.3f}, q = {p['sample_rate']:.4f}, T = {p['steps']})")
+    best = results["best_lower_bound"]
+    if best is None:
+        line2 = "empirical: no valid lower bound"
+    else:
+        d = best["details"]
+        line2 = (f"empirical: epsilon >= {float(best['epsilon']):.3f} ({best['method']} bound, {best['attack']} attack, "
+                 f"{best['confidence']:.0%} confidence, {d['v']}/{d['r']} correct guesses on {best['n']} canaries)"
+                 f" -> {results['verdict']['status']}")
+    parts = [f"{name} AUC {a['auc']:.3f}, TPR@1%FPR {a['tpr_at_fpr']['0.01']:.3f}" for name, a in results["attacks"].items()]
+    line3 = "attacks:   " + "; ".join(parts)
+    return [f"report:    {run_dir / 'report.html'}", line1, line2, line3]
