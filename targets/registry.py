@@ -87,7 +87,7 @@ TARGETS: dict[str, TrainedTarget] = {
     t.name: t
     for t in [
         TrainedTarget("nonprivate_mnist", "CNN on MNIST, non-private SGD (momentum 0.9)", "mnist", "cnn",
-                      n_train=1500, batch_size=128, epochs=30, lr=0.1, momentum=0.9),
+                      n_train=1500, batch_size=128, epochs=12, lr=0.1, momentum=0.9),
         TrainedTarget("dpsgd_mnist", "CNN on MNIST, DP-SGD (Poisson sampling, clip 1), epsilon 8 at delta 1e-5",
                       "mnist", "cnn", n_train=1500, batch_size=256, epochs=15, lr=2.0, clip_norm=1.0,
                       epsilon=8.0, delta=1e-5),
