@@ -15,6 +15,7 @@ so the choice is not biased by scoring a shadow with a classifier trained on it.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -72,8 +73,8 @@ def quick_target(target: TrainedTarget) -> TrainedTarget:
 def _train(paths: RunPaths, game: CanaryGame, masks: np.ndarray, config: TrainConfig, seeds: list[int],
            device, opts: MembershipOptions, desc: str):
     payload = {"dataset": game.data.name, "source": game.data.source, "config": config.to_dict(), "seeds": seeds,
-               "masks": __import__("hashlib").sha256(np.packbits(masks).tobytes()).hexdigest(),
-               "labels": __import__("hashlib").sha256(game.data.y.tobytes()).hexdigest(), "device": device.type}
+               "masks": hashlib.sha256(np.packbits(masks).tobytes()).hexdigest(),
+               "labels": hashlib.sha256(game.data.y.tobytes()).hexdigest(), "device": device.type}
 
     def train():
         return train_models(game.data, masks, config, seeds, device=device, progress=not opts.quiet, desc=desc)
