@@ -133,19 +133,11 @@ class Mechanism(abc.ABC):
 # ---------------------------------------------------------------------------------- Laplace
 
 
-class LaplaceCount(Mechanism):
-    """Counting query ``#{records with value 1}`` plus Lap(1/eps) noise; add/remove; eps-DP."""
+class _LaplaceQuery(Mechanism):
+    """A real-valued query plus Lap(sensitivity / epsilon) noise: epsilon-DP [Dwork & Roth, Thm 3.6].
 
-    name = "laplace_count"
-    neighbouring = ADD_REMOVE
-
-    def __init__(self, epsilon: float = 1.0, n_records: int = 100) -> None:
-        self.epsilon = _check_eps(epsilon)
-        self.n_records = _check_n(n_records)
-
-    @property
-    def sensitivity(self) -> float:
-        return 1.0
+    Subclasses define ``epsilon``, ``sensitivity`` and ``query(dataset)``.
+    """
 
     @property
     def scale(self) -> float:
@@ -159,6 +151,31 @@ class LaplaceCount(Mechanism):
     def nominal_claim(self) -> PrivacyClaim:
         return PureDPClaim(self.epsilon, neighbouring=self.neighbouring, accountant="Laplace mechanism theorem")
 
+    def sample(self, dataset: np.ndarray, n: int, rng: np.random.Generator | int | None) -> np.ndarray:
+        return self.query(dataset) + _rng(rng).laplace(0.0, self.scale, size=_check_n(n))
+
+    def pair_claim(self) -> PrivacyClaim:
+        return LaplaceClaim(self.epsilon, neighbouring=self.neighbouring, accountant="exact (Laplace pair)")
+
+    @abc.abstractmethod
+    def query(self, dataset: np.ndarray) -> float:
+        """The exact query answer on ``dataset``."""
+
+
+class LaplaceCount(_LaplaceQuery):
+    """Counting query ``#{records with value 1}`` plus Lap(1/eps) noise; add/remove; eps-DP."""
+
+    name = "laplace_count"
+    neighbouring = ADD_REMOVE
+
+    def __init__(self, epsilon: float = 1.0, n_records: int = 100) -> None:
+        self.epsilon = _check_eps(epsilon)
+        self.n_records = _check_n(n_records)
+
+    @property
+    def sensitivity(self) -> float:
+        return 1.0
+
     def neighbouring_pair(self) -> tuple[np.ndarray, np.ndarray]:
         d0 = np.ones(self.n_records, dtype=np.int64)
         return d0, np.append(d0, 1)
@@ -169,12 +186,6 @@ class LaplaceCount(Mechanism):
             raise UserError("laplace_count expects a 1-D dataset of 0/1 records (1 = satisfies the predicate)")
         return float(d.sum())
 
-    def sample(self, dataset: np.ndarray, n: int, rng: np.random.Generator | int | None) -> np.ndarray:
-        return self.query(dataset) + _rng(rng).laplace(0.0, self.scale, size=_check_n(n))
-
-    def pair_claim(self) -> PrivacyClaim:
-        return LaplaceClaim(self.epsilon, neighbouring=self.neighbouring, accountant="exact (Laplace pair)")
-
     def params(self) -> dict[str, Any]:
         return {"epsilon": self.epsilon, "sensitivity": self.sensitivity, "scale": self.scale,
                 "n_records": self.n_records}
@@ -184,7 +195,7 @@ class LaplaceCount(Mechanism):
         return f"Laplace counting query, Lap(1/{self.epsilon:g}) noise, {self.epsilon:g}-DP, add/remove"
 
 
-class LaplaceMean(Mechanism):
+class LaplaceMean(_LaplaceQuery):
     """Mean of a fixed number of values clipped to [lower, upper] plus Laplace noise; replace-one."""
 
     name = "laplace_mean"
@@ -202,18 +213,6 @@ class LaplaceMean(Mechanism):
     def sensitivity(self) -> float:
         return (self.upper - self.lower) / self.n_records
 
-    @property
-    def scale(self) -> float:
-        return self.sensitivity / self.epsilon
-
-    @property
-    def claim(self) -> PrivacyClaim:
-        return LaplaceClaim(self.epsilon, neighbouring=self.neighbouring)
-
-    @property
-    def nominal_claim(self) -> PrivacyClaim:
-        return PureDPClaim(self.epsilon, neighbouring=self.neighbouring, accountant="Laplace mechanism theorem")
-
     def neighbouring_pair(self) -> tuple[np.ndarray, np.ndarray]:
         d0 = np.full(self.n_records, self.lower)
         d1 = d0.copy()
@@ -226,12 +225,6 @@ class LaplaceMean(Mechanism):
             raise UserError(f"laplace_mean expects a 1-D dataset of exactly n_records={self.n_records} values "
                             "(the record count is public under replace-one neighbouring)")
         return float(np.clip(d, self.lower, self.upper).mean())
-
-    def sample(self, dataset: np.ndarray, n: int, rng: np.random.Generator | int | None) -> np.ndarray:
-        return self.query(dataset) + _rng(rng).laplace(0.0, self.scale, size=_check_n(n))
-
-    def pair_claim(self) -> PrivacyClaim:
-        return LaplaceClaim(self.epsilon, neighbouring=self.neighbouring, accountant="exact (Laplace pair)")
 
     def params(self) -> dict[str, Any]:
         return {"epsilon": self.epsilon, "sensitivity": self.sensitivity, "scale": self.scale,
