@@ -1,6 +1,6 @@
 """Command-line entry point: ``python -m audit <command> ...``.
 
-Each command lives in its own module under :mod:`audit.commands` and exposes
+Each command lives in its own module under :mod:`audit.commands` (found by ``command_modules``) and exposes
 ``register(subparsers)``, which adds its parser and sets ``func`` to a callable
 ``(args) -> int``. User errors (:class:`audit.errors.UserError`) end with one line on stderr and
 exit status 2; argparse usage errors do the same.
@@ -10,17 +10,24 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import pkgutil
 import sys
 from typing import Sequence
 
+import audit.commands
 from audit.errors import UserError
 
-#: Command modules, each with ``register(subparsers)``; order is the order shown in ``--help``.
-COMMAND_MODULES = (
-    "audit.commands.list_cmd",
-    "audit.commands.run",
-    "audit.commands.report",
-)
+#: Commands shown first in ``--help``; every other module in :mod:`audit.commands` not named
+#: ``run_*`` (those are run kinds, see :mod:`audit.commands.run`) follows in alphabetical order.
+FIRST_COMMANDS = ("list_cmd", "run")
+
+
+def command_modules() -> list[str]:
+    """The command modules, each with ``register(subparsers)``, in ``--help`` order."""
+    names = [info.name for info in pkgutil.iter_modules(audit.commands.__path__)
+             if not info.name.startswith("run_")]
+    ordered = [n for n in FIRST_COMMANDS if n in names] + sorted(n for n in names if n not in FIRST_COMMANDS)
+    return [f"audit.commands.{name}" for name in ordered]
 
 
 class OneLineArgumentParser(argparse.ArgumentParser):
@@ -39,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineArgumentParser)
     subparsers.required = True
-    for module_name in COMMAND_MODULES:
+    for module_name in command_modules():
         importlib.import_module(module_name).register(subparsers)
     return parser
 

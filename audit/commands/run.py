@@ -1,17 +1,23 @@
 """``python -m audit run KIND --target NAME ...``: run one audit and write a run directory.
 
-Each kind lives in its own module (listed in ``RUN_KINDS``) exposing
-``register(kind_subparsers, common)``, where ``common`` is a parent parser holding the options
-every run accepts (``common_options``).
+Each kind lives in its own module ``audit/commands/run_<kind>.py`` (found by ``run_kinds``)
+exposing ``register(kind_subparsers, common)``, where ``common`` is a parent parser holding the
+options every run accepts (``common_options``).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import pkgutil
 
-#: Modules adding one run kind each.
-RUN_KINDS = ("audit.commands.run_membership",)
+import audit.commands
+
+
+def run_kinds() -> list[str]:
+    """Modules ``audit.commands.run_*``, each adding one run kind, sorted by name."""
+    return sorted(f"audit.commands.{info.name}" for info in pkgutil.iter_modules(audit.commands.__path__)
+                  if info.name.startswith("run_"))
 
 
 def positive_int(text: str) -> int:
@@ -49,5 +55,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     kinds = parser.add_subparsers(dest="kind", metavar="KIND", parser_class=type(parser))
     kinds.required = True
     common = common_options()
-    for module_name in RUN_KINDS:
+    for module_name in run_kinds():
         importlib.import_module(module_name).register(kinds, common)
