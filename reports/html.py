@@ -159,10 +159,42 @@ def make_plots(run_dir: Path, results: Mapping[str, Any]) -> list[dict]:
                        "dotted y = x line; a point above it means the claimed guarantee is broken or "
                        "the accounting is wrong.",
         })
+    figures.extend(_extra_figures(run_dir, results))
     for figure in figures:
         figure["uri"] = _data_uri(Path(figure["path"]))
         figure["name"] = Path(figure["path"]).name
     return figures
+
+
+def _extra_figures(run_dir: Path, results: Mapping[str, Any]) -> list[dict]:
+    """Figures a runner drew itself, listed in ``results["figures"]`` as ``{"file", "title", "caption"}``.
+
+    ``file`` must be a plain ``.png`` file name inside ``run_dir`` (anything else, or a missing
+    file, is skipped): a results file can never make the report read outside its run directory.
+    """
+    extra = []
+    for item in results.get("figures") or []:
+        if not isinstance(item, Mapping):
+            continue
+        name = str(item.get("file", ""))
+        path = run_dir / name
+        if Path(name).name != name or not name.endswith(".png") or not path.is_file():
+            continue
+        extra.append({"path": path, "title": str(item.get("title", name)), "caption": str(item.get("caption", ""))})
+    return extra
+
+
+def _tables(results: Mapping[str, Any]) -> list[dict]:
+    """Extra tables a runner asks for in ``results["tables"]``: ``{"title", "columns", "rows"}``."""
+    tables = []
+    for table in results.get("tables") or []:
+        if not isinstance(table, Mapping) or not isinstance(table.get("rows"), list):
+            continue
+        columns = [str(c) for c in table.get("columns") or []]
+        rows = [[_fmt(cell) for cell in row] for row in table["rows"] if isinstance(row, list)]
+        tables.append({"title": str(table.get("title", "")), "columns": columns, "rows": rows,
+                       "caption": str(table.get("caption", ""))})
+    return tables
 
 
 def _model_name(results: Mapping[str, Any]) -> Any:
@@ -265,6 +297,7 @@ def build_context(results: Mapping[str, Any], config: Mapping[str, Any] | None, 
         "metric_rows": metric_rows,
         "other_rows": other_rows,
         "figures": figures,
+        "tables": _tables(results),
         "params": _kv_rows(results.get("params")),
         "game": _kv_rows(results.get("game")),
         "model_info": _kv_rows(model) if isinstance(model, Mapping) else [],

@@ -229,3 +229,18 @@ def test_report_renders_in_headless_chromium(run_dir: Path, tmp_path: Path) -> N
     assert 'data-images="3/3"' in done.stdout, done.stdout[:500]
     console_errors = [line for line in done.stderr.splitlines() if "CONSOLE" in line and "probe.html" in line]
     assert not console_errors, console_errors
+
+
+def test_runner_figures_and_tables_are_embedded_but_confined(run_dir: Path) -> None:
+    results = read_json(run_dir / "results.json")
+    plots.epsilon_plot([{"epsilon_theory": 1.0, "epsilon_lb": 0.5, "series": "x"}], run_dir / "grid.png")
+    (run_dir.parent / "outside.png").write_bytes((run_dir / "grid.png").read_bytes())
+    results["figures"] = [{"file": "grid.png", "title": "Runner grid", "caption": EVIL},
+                          {"file": "../outside.png", "title": "Escaped", "caption": ""},
+                          {"file": "missing.png", "title": "Missing", "caption": ""}]
+    results["tables"] = [{"title": "Per-class figures", "columns": ["class", EVIL], "rows": [[0, 0.123456]]}]
+    html = render_report(run_dir, results=results).read_text(encoding="utf-8")
+    assert "Runner grid" in html and "(grid.png)" in html
+    assert "Escaped" not in html and "Missing" not in html
+    assert "Per-class figures" in html and "0.123" in html
+    assert EVIL not in html and "&lt;script&gt;" in html
