@@ -73,6 +73,7 @@ __all__ = [
     "compose_pld",
     "compose_gaussian",
     "amplify_by_subsampling",
+    "implied_gdp_mu",
     "claim_from_dict",
 ]
 
@@ -1029,6 +1030,7 @@ class DPSGDClaim(PrivacyClaim):
                 f"{self.steps} steps, add/remove neighbours; {names[self.accountant]}")
 
 
+@functools.lru_cache(maxsize=64)
 def calibrate_noise_multiplier(epsilon: float, delta: float, sample_rate: float, steps: int,
                                value_discretization_interval: float = 1e-4, tol: float = 1e-4) -> float:
     """Smallest noise multiplier (to within ``tol``) for which DP-SGD is (eps, delta)-DP by PLD.
@@ -1183,6 +1185,53 @@ def amplify_by_subsampling(epsilon: float, delta: float, sample_rate: float) -> 
     if not (0.0 <= q <= 1.0):
         raise UserError(f"sample_rate must lie in [0, 1] (got {sample_rate!r})")
     return float(math.log1p(q * math.expm1(epsilon))), float(q * delta)
+
+
+def implied_gdp_mu(claim: PrivacyClaim, tol: float = 1e-9) -> float:
+    """The smallest mu such that the claim implies mu-GDP: G_mu(alpha) <= f(alpha) for all alpha.
+
+    A mechanism that is f-DP is mu-GDP for every mu with G_mu <= f [Dong, Roth, Su 2019, Def. 2.3,
+    G_mu(alpha) = Phi(Phi^-1(1 - alpha) - mu), decreasing in mu], so this is the tightest Gaussian
+    summary of a claim that is not Gaussian itself (pure DP, Laplace, randomized response). It is
+    finite for every claim with finite epsilon(delta) for some delta < 1, since the Gaussian
+    tradeoff has slope -inf at alpha = 0 and touches 0 only at alpha = 1.
+
+    Bisection on mu to ``tol``. Domination is checked on a dense alpha grid and then, around the
+    (largest 20) local maxima of G_mu - f on it, by bounded maximisation over the neighbouring grid cells:
+    the worst point is often a kink of a piecewise-linear f (e.g. alpha = 1/(1 + e^eps) for pure
+    DP), where G_mu - f, convex on each linear piece, peaks, and which no fixed grid contains.
+    """
+    grid = np.unique(np.concatenate([np.linspace(0.0, 1.0, 20001), np.logspace(-9, 0, 901)]))
+    f_grid = np.asarray(claim.tradeoff(grid), dtype=np.float64)
+
+    def excess(a: float, mu: float) -> float:
+        return float(gaussian_tradeoff(np.array([a]), mu)[0] - np.asarray(claim.tradeoff(np.array([a])))[0])
+
+    def dominated(mu: float) -> bool:
+        gap = gaussian_tradeoff(grid, mu) - f_grid
+        if np.any(gap > 1e-12):
+            return False
+        peaks = 1 + np.flatnonzero((gap[1:-1] >= gap[:-2]) & (gap[1:-1] >= gap[2:]))
+        for i in peaks[np.argsort(gap[peaks])[-20:]]:
+            lo, hi = grid[i - 1], grid[i + 1]
+            found = optimize.minimize_scalar(lambda a: -excess(a, mu), bounds=(lo, hi), method="bounded",
+                                             options={"xatol": 1e-13})
+            if -found.fun > 1e-12:
+                return False
+        return True
+
+    lo, hi = 0.0, 1.0
+    while not dominated(hi):
+        lo, hi = hi, hi * 2.0
+        if hi > 1e3:
+            return math.inf
+    while hi - lo > tol * max(1.0, hi):
+        mid = 0.5 * (lo + hi)
+        if dominated(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
 
 
 # ----------------------------------------------------------------------------------------------

@@ -267,3 +267,39 @@ def epsilon_plot(rows: Sequence[Mapping[str, Any]], path: str | os.PathLike) -> 
         ax.legend(loc="upper left")
         fig.tight_layout()
         return _save(fig, path)
+
+
+def claim_plot(curves: Sequence[Mapping[str, Any]], path: str | os.PathLike, title: str) -> Path:
+    """Tradeoff curves of a privacy claim, e.g. the exact curve with a Gaussian-DP summary overlaid.
+
+    ``curves`` are dicts with ``alpha``, ``beta``, ``label`` and optionally ``style`` (a matplotlib
+    line style). Left panel: linear axes with the diagonal ``beta = 1 - alpha`` (no privacy loss)
+    for reference; right panel: logarithmic FPR axis down to 1e-5, where the curves of tight and
+    loose guarantees differ most [Dong, Roth, Su 2019, Sec. 2]. Returns the written path.
+    """
+    colours = attack_colours([str(c["label"]) for c in curves])
+    with plt.rc_context(_RC):
+        fig, (left, right) = plt.subplots(1, 2, figsize=(10.0, 4.6))
+        for ax, log in ((left, False), (right, True)):
+            grid = np.logspace(math.log10(_MIN_LOG_FPR), 0, 200) if log else np.linspace(0, 1, 200)
+            ax.plot(grid, 1 - grid, linestyle=":", color="0.4", linewidth=1.0, label="no privacy loss (β = 1 - α)")
+            for curve in curves:
+                alpha, beta = _array(curve["alpha"]), _array(curve["beta"])
+                keep = alpha >= _MIN_LOG_FPR if log else np.ones_like(alpha, dtype=bool)
+                ax.plot(alpha[keep], beta[keep], linestyle=curve.get("style", "-"), linewidth=1.5,
+                        color=colours[str(curve["label"])], label=str(curve["label"]))
+            ax.set_xlabel("false positive rate α (FPR)")
+            ax.set_ylabel("least false negative rate β = f(α)")
+            ax.set_ylim(0, 1)
+            ax.grid(True, linewidth=0.4, color="0.85")
+        left.set_xlim(0, 1)
+        left.set_aspect("equal")
+        left.set_title("Tradeoff curve (linear)")
+        right.set_xscale("log")
+        right.set_xlim(_MIN_LOG_FPR, 1)
+        right.set_title("Zoom on low FPR (log FPR axis)")
+        fig.suptitle(title)
+        handles, labels = left.get_legend_handles_labels()
+        fig.legend(handles, labels, loc="lower center", ncol=1, frameon=False)
+        fig.tight_layout(rect=(0, 0.045 * len(labels) + 0.01, 1, 1))
+        return _save(fig, path)

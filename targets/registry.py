@@ -74,6 +74,12 @@ class TrainedTarget:
                            expected_batch_size=self.sample_rate * self.n_train, clip_norm=self.clip_norm,
                            noise_multiplier=noise_multiplier, momentum=self.momentum)
 
+    def params(self, noise_multiplier: float) -> dict:
+        """Training and privacy parameters under the names ``results.json`` uses."""
+        return {"noise_multiplier": noise_multiplier, "clip_norm": self.clip_norm, "sample_rate": self.sample_rate,
+                "steps": self.steps, "epochs": self.epochs, "lr": self.lr, "momentum": self.momentum,
+                "expected_batch_size": self.sample_rate * self.n_train, "n_train": self.n_train}
+
     def claim(self, noise_multiplier: float):
         """The DP-SGD privacy claim (PLD accountant) or None for a non-private target."""
         if not self.private:
@@ -95,6 +101,16 @@ TARGETS: dict[str, TrainedTarget] = {
                       n_train=800, batch_size=64, epochs=60, lr=0.1, momentum=0.9),
         TrainedTarget("dpsgd_digits", "MLP on digits, DP-SGD, epsilon 4 at delta 1e-5", "digits", "mlp",
                       n_train=800, batch_size=128, epochs=30, lr=2.0, clip_norm=1.0, epsilon=4.0, delta=1e-5),
+        TrainedTarget("nonprivate_logreg_digits", "softmax logistic regression on digits, non-private SGD", "digits",
+                      "logreg", n_train=800, batch_size=64, epochs=20, lr=0.5, momentum=0.9),
+        TrainedTarget("dpsgd_logreg_digits", "softmax logistic regression on digits, DP-SGD, epsilon 4 at delta 1e-5",
+                      "digits", "logreg", n_train=800, batch_size=128, epochs=20, lr=2.0, clip_norm=1.0,
+                      epsilon=4.0, delta=1e-5),
+        TrainedTarget("nonprivate_logreg_mnist", "softmax logistic regression on MNIST, non-private SGD", "mnist",
+                      "logreg", n_train=1500, batch_size=128, epochs=20, lr=0.5, momentum=0.9),
+        TrainedTarget("dpsgd_logreg_mnist", "softmax logistic regression on MNIST, DP-SGD, epsilon 8 at delta 1e-5",
+                      "mnist", "logreg", n_train=1500, batch_size=256, epochs=15, lr=2.0, clip_norm=1.0,
+                      epsilon=8.0, delta=1e-5),
     ]
 }
 

@@ -6,15 +6,25 @@ import argparse
 
 from attacks.membership import ATTACKS
 from audit.games import CANARY_KINDS
+from audit.target_theory import catalogue
 from targets.datasets import DATASETS
-from targets.registry import TARGETS
+
+#: Headings of the target families and the run kinds that audit them.
+FAMILY_HEADINGS = {
+    "trained": "trained-model targets (python -m audit run membership|dp|inversion|extraction --target NAME)",
+    "mechanism": "mechanism targets (python -m audit run mechanism --target NAME)",
+    "dp-erm": "DP-ERM output-perturbation targets (python -m audit run mechanism --target NAME)",
+}
 
 
 def list_everything(args: argparse.Namespace) -> int:
-    print("targets:")
-    for target in TARGETS.values():
-        claim = f"epsilon {target.epsilon:g}, delta {target.delta:g}" if target.private else "non-private"
-        print(f"  {target.name:<22} {claim:<26} {target.description}")
+    targets = catalogue()
+    for family, heading in FAMILY_HEADINGS.items():
+        print(f"{heading}:")
+        for name, (fam, description) in targets.items():
+            if fam == family:
+                print(f"  {name:<26} {description}")
+    print("every DP target's theoretical epsilon: python -m audit bound --target NAME")
     print("membership attacks:")
     for name, text in ATTACKS.items():
         print(f"  {name:<22} {text}")

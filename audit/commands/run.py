@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import pkgutil
+from typing import Any, Callable
 
 import audit.commands
 
@@ -44,7 +45,23 @@ def common_options() -> argparse.ArgumentParser:
     group.add_argument("--delta", type=float, default=None, help="delta of the claim (default: the target's)")
     group.add_argument("--data-dir", default=None, help="folder with full-MNIST IDX files (else $AUDIT_DATA_DIR, else the embedded sample)")
     group.add_argument("--quiet", action="store_true", help="no progress bars or stage messages")
+    group.add_argument("--fail-above-claim", action="store_true",
+                       help="exit with status 1 when the empirical lower bound exceeds the claim (CI gate)")
     return common
+
+
+def gated(func: Callable[[argparse.Namespace], Any]) -> Callable[[argparse.Namespace], int]:
+    """Wrap a run kind's function: it returns its results dict (or an exit status); with
+    ``--fail-above-claim`` a ``violation`` verdict becomes exit status 1."""
+
+    def run(args: argparse.Namespace) -> int:
+        outcome = func(args)
+        if not isinstance(outcome, dict):
+            return int(outcome or 0)
+        violation = (outcome.get("verdict") or {}).get("status") == "violation"
+        return 1 if violation and getattr(args, "fail_above_claim", False) else 0
+
+    return run
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -57,3 +74,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     common = common_options()
     for module_name in run_kinds():
         importlib.import_module(module_name).register(kinds, common)
+    for kind_parser in kinds.choices.values():
+        kind_parser.set_defaults(func=gated(kind_parser.get_default("func")))

@@ -1,0 +1,141 @@
+"""The theoretical privacy of any named target, whatever its family.
+
+Three families of built-in targets exist: trained models (:mod:`targets.registry`, DP-SGD or
+non-private), textbook mechanisms (:mod:`targets.mechanisms`) and DP-ERM output perturbation
+(:mod:`targets.dperm`). :func:`theory_for` resolves a name to a :class:`TargetTheory` — its claim
+(a :class:`audit.accounting.PrivacyClaim`), the delta at which epsilon is reported, and its
+parameters under the names ``results.json`` uses — so ``python -m audit bound`` and every runner
+compare against the same numbers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from audit.accounting import PrivacyClaim, default_alpha_grid, implied_gdp_mu
+from audit.errors import UserError
+
+#: Families, in the order ``python -m audit list`` shows them.
+FAMILIES = ("trained", "mechanism", "dp-erm")
+#: Delta at which pure-DP mechanisms are reported and audited unless told otherwise: small enough
+#: that epsilon(delta) of the exact profile is within 1e-4 of the nominal epsilon, and positive so
+#: the Gaussian-DP estimator gives a finite epsilon.
+PURE_DP_DELTA = 1e-5
+#: FPR values every reported tradeoff curve contains exactly (issue 3: 1e-3, 1e-2 and 0.1).
+REQUIRED_ALPHAS = (1e-3, 1e-2, 0.1)
+
+
+@dataclass(frozen=True)
+class TargetTheory:
+    """What a target claims. ``claim`` is None for a non-private target."""
+
+    name: str
+    family: str
+    description: str
+    claim: PrivacyClaim | None
+    delta: float
+    params: dict[str, Any] = field(default_factory=dict)
+    neighbouring: str | None = None
+
+    @property
+    def epsilon(self) -> float | None:
+        """Epsilon at ``delta`` (None for a non-private target)."""
+        return None if self.claim is None else float(self.claim.epsilon(self.delta))
+
+    def tradeoff_pairs(self, alpha: np.ndarray | None = None) -> list[list[float]]:
+        """``[[alpha, beta], ...]`` of the claim's f-DP curve on a grid holding ``REQUIRED_ALPHAS``."""
+        if self.claim is None:
+            return []
+        a = tradeoff_alphas() if alpha is None else np.asarray(alpha, dtype=np.float64)
+        beta = np.asarray(self.claim.tradeoff(a), dtype=np.float64)
+        return [[float(x), float(y)] for x, y in zip(a, beta)]
+
+    def gdp_summary(self) -> tuple[float, str] | None:
+        """(mu, how it was obtained) of a Gaussian-DP summary of the claim, or None (see :func:`gdp_summary`)."""
+        return None if self.claim is None else gdp_summary(self.claim)
+
+
+#: How :func:`gdp_summary` obtained mu, for claims that are not Gaussian-shaped themselves.
+IMPLIED_MU = "tightest mu-GDP implied by the claim"
+
+
+def gdp_summary(claim: PrivacyClaim) -> tuple[float, str]:
+    """(mu, how it was obtained) of a Gaussian-DP summary of ``claim``.
+
+    DP-SGD claims use the central-limit mu of Dong, Roth, Su 2019 (Cor. 5.4) — an approximation,
+    not a bound; Gaussian claims their exact mu; any other claim the tightest mu-GDP it implies
+    (:func:`audit.accounting.implied_gdp_mu`, ``IMPLIED_MU``): a rigorous upper bound on the mu
+    any test can demonstrate.
+    """
+    mu = claim.gdp_mu()
+    if mu is not None:
+        exact = type(claim).__name__ == "GaussianClaim"
+        return float(mu), "exact" if exact else "central-limit approximation"
+    return float(implied_gdp_mu(claim)), IMPLIED_MU
+
+
+def tradeoff_alphas() -> np.ndarray:
+    """The alpha grid of reported tradeoff curves (log-spaced low FPR, linear above)."""
+    return np.unique(np.concatenate([default_alpha_grid(201), REQUIRED_ALPHAS]))
+
+
+def catalogue() -> dict[str, tuple[str, str]]:
+    """Every built-in target: ``{name: (family, description)}``."""
+    from targets.dperm import DPERM_TARGETS
+    from targets.mechanisms import MECHANISMS
+    from targets.registry import TARGETS
+
+    out: dict[str, tuple[str, str]] = {}
+    for name, target in TARGETS.items():
+        out[name] = ("trained", target.description)
+    for name, (description, _factory) in MECHANISMS.items():
+        out[name] = ("mechanism", description)
+    for name, spec in DPERM_TARGETS.items():
+        out[name] = ("dp-erm", spec["description"])
+    return out
+
+
+def _check_privacy_args(epsilon: float | None, delta: float | None) -> None:
+    if epsilon is not None and not (epsilon > 0 and np.isfinite(epsilon)):
+        raise UserError(f"epsilon must be a positive number, got {epsilon}; e.g. --epsilon 1")
+    if delta is not None and not 0 < delta < 1:
+        raise UserError(f"delta must be in (0, 1), got {delta}; e.g. --delta 1e-5")
+
+
+def theory_for(name: str, epsilon: float | None = None, delta: float | None = None) -> TargetTheory:
+    """The claim of target ``name``, optionally at another claimed ``epsilon`` (recalibrating the
+    noise) and reported at another ``delta``.
+
+    For trained DP-SGD targets both ``epsilon`` and ``delta`` define the calibration (sigma from the
+    PLD accountant). For mechanisms and DP-ERM, ``epsilon`` (and ``delta`` for the Gaussian ones)
+    set the mechanism's parameters; for pure-DP mechanisms ``delta`` only changes where epsilon is
+    read off the exact privacy profile (default ``PURE_DP_DELTA``).
+    """
+    _check_privacy_args(epsilon, delta)
+    families = catalogue()
+    if name not in families:
+        raise UserError(f"unknown target {name!r}; run `python -m audit list` to see the targets")
+    family = families[name][0]
+    if family == "trained":
+        from targets.registry import get_target
+
+        target = get_target(name).with_privacy(epsilon, delta)
+        sigma = target.noise_multiplier()
+        return TargetTheory(name, family, target.description, target.claim(sigma), target.delta, target.params(sigma),
+                            "add/remove" if target.private else None)
+    if family == "mechanism":
+        from targets.mechanisms import make_mechanism
+
+        pure = not name.startswith("gaussian")
+        mech = make_mechanism(name, epsilon, None if pure else delta)
+        report_delta = (delta if delta is not None else PURE_DP_DELTA) if pure else float(mech.delta)
+        return TargetTheory(name, family, mech.description, mech.claim, report_delta, mech.params(), mech.neighbouring)
+    from targets.dperm import make_dperm
+
+    mech = make_dperm(name, epsilon, delta)
+    return TargetTheory(name, family, mech.description, mech.claim, float(mech.erm.delta), mech.params(),
+                        mech.neighbouring)
+
