@@ -1,0 +1,132 @@
+"""Extraction (Tramèr et al. 2016): exact recovery with d + 1 queries, rounded outputs, label-only
+baseline, and the run command on a DP-ERM target (the thief gets the noisy released model)."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from attacks.extraction import (PredictionAPI, agreement, canonical, equation_solving, label_only_retraining,
+                                linear_features, relative_error, softmax, tv_distance, uniform_inputs)
+from audit.errors import UserError
+
+#: Single-threaded BLAS: these problems are small, and on a loaded 2-core machine extra BLAS threads
+#: slow them down tenfold.
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_blas_thread():
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1):
+        yield
+
+
+def _cli(*args):
+    import os
+
+    return subprocess.run([sys.executable, "-m", "audit", "run", "extraction", *args], capture_output=True, text=True,
+                          timeout=600, env=os.environ | ONE_THREAD)
+
+
+@pytest.fixture(scope="module")
+def digits_lr():
+    """A softmax regression fitted to half of scikit-learn's digits (the victim), and the other half."""
+    from sklearn.datasets import load_digits
+    from sklearn.linear_model import LogisticRegression
+
+    X, y = load_digits(return_X_y=True)
+    X = X / 16.0
+    clf = LogisticRegression(C=1.0, max_iter=500).fit(X[::2], y[::2])
+    theta = np.hstack([clf.coef_, clf.intercept_[:, None]])
+    return theta, X[1::2]
+
+
+def _api(theta, decimals=None):
+    return PredictionAPI(lambda X: softmax(linear_features(X) @ theta.T), theta.shape[1] - 1, theta.shape[0], decimals)
+
+
+@pytest.mark.parametrize("classes", [2, 10])
+def test_exact_recovery_with_d_plus_one_queries(digits_lr, classes):
+    theta_full, X_test = digits_lr
+    theta = theta_full[:classes] if classes == 10 else np.vstack([np.zeros(65), theta_full[3] - theta_full[8]])
+    api = _api(theta)
+    lo, hi = np.zeros(64), np.ones(64)
+    stolen = equation_solving(api, linear_features, lo, hi, np.random.default_rng(0))
+    assert stolen.queries == api.queries == 65  # d + 1
+    assert relative_error(stolen.theta, canonical(theta)) < 1e-6
+    unif = uniform_inputs(10_000, lo, hi, np.random.default_rng(1))
+    for X in (X_test, unif):
+        assert agreement(stolen.predict_proba(X), api(X)) == 1.0
+        assert tv_distance(stolen.predict_proba(X), api(X)) < 1e-9
+
+
+def test_fewer_than_d_plus_one_queries_is_a_user_error(digits_lr):
+    with pytest.raises(UserError):
+        equation_solving(_api(digits_lr[0]), linear_features, np.zeros(64), np.ones(64), np.random.default_rng(0), 64)
+
+
+def test_rounded_outputs_least_squares_agreement(digits_lr):
+    theta, X_test = digits_lr
+    api = _api(theta, decimals=3)
+    assert np.all(api(X_test[:5]) == np.round(api(X_test[:5]), 3))
+    api.queries = 0
+    lo, hi = np.zeros(64), np.ones(64)
+    stolen = equation_solving(api, linear_features, lo, hi, np.random.default_rng(0))
+    assert stolen.queries == 20 * 65
+    exact = _api(theta)
+    unif = uniform_inputs(10_000, lo, hi, np.random.default_rng(1))
+    assert agreement(stolen.predict_proba(X_test), exact(X_test)) > 0.99
+    assert agreement(stolen.predict_proba(unif), exact(unif)) > 0.99
+    assert relative_error(stolen.theta, canonical(theta)) < 0.05
+    # With exact outputs the same queries would solve exactly; rounding is what costs accuracy.
+    assert relative_error(stolen.theta, canonical(theta)) > 1e-9
+
+
+def test_label_only_baseline_counts_queries_and_is_worse(digits_lr):
+    theta, X_test = digits_lr
+    api = _api(theta)
+    lo, hi = np.zeros(64), np.ones(64)
+    base = label_only_retraining(api, linear_features, lo, hi, np.random.default_rng(0), 20 * 65)
+    assert base.queries == api.queries == 1300
+    exact = _api(theta)
+    agree = agreement(base.predict_proba(X_test), exact(X_test))
+    assert 0.6 < agree < 1.0
+    # Labels carry no scale: the parameters are far from the victim's, unlike equation solving.
+    assert relative_error(base.theta, canonical(theta)) > 0.1
+
+
+def test_exact_api_with_underflowed_probability_is_user_error():
+    theta = np.zeros((2, 3))
+    theta[1] = [5000.0, 0.0, 0.0]
+    api = _api(theta)
+    with pytest.raises(UserError, match="--round"):
+        equation_solving(api, linear_features, np.zeros(2), np.ones(2), np.random.default_rng(0))
+
+
+def test_run_extraction_dperm_steals_the_noisy_release(tmp_path):
+    proc = _cli("--target", "dperm_digits", "--quick", "--quiet", "--out", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    run = next(p for p in tmp_path.iterdir() if p.name != "cache")
+    for name in ("config.json", "results.json", "report.html"):
+        assert (run / name).is_file()
+    results = json.loads((run / "results.json").read_text())
+    assert results["kind"] == "extraction" and results["schema_version"] == 1
+    e = results["extraction"]
+    assert e["queries"] == 65 and e["param_rel_error"] < 1e-6
+    assert e["agreement_test"] == 1.0 and e["agreement_uniform"] == 1.0 and e["tv_distance"] < 1e-9
+    rounded, label_only = e["methods"][1], e["methods"][2]
+    assert rounded["round_decimals"] == 3 and rounded["agreement_test"] > 0.99 and rounded["agreement_uniform"] > 0.99
+    assert label_only["queries"] == 20 * 65 and label_only["agreement_test"] < 1.0
+    pp = e["post_processing"]
+    assert pp["equals_released"] and pp["stolen_vs_released_rel_error"] < 1e-6
+    assert pp["stolen_vs_nonprivate_rel_error"] > 0.1  # the noise is not undone
+    assert results["epsilon_theory"] == pytest.approx(1.0, rel=0.01)
+
+
+def test_run_extraction_rejects_non_linear_target(tmp_path):
+    proc = _cli("--target", "nonprivate_mnist", "--quiet", "--out", str(tmp_path))
+    assert proc.returncode == 2 and "logistic-regression" in proc.stderr and "Traceback" not in proc.stderr
