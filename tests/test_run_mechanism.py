@@ -1,0 +1,89 @@
+"""`python -m audit run mechanism`: sampling audit of every mechanism target (issue 3)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from audit.cli import main
+from audit.run_mechanism import MechanismOptions, run_mechanism
+from audit.target_theory import catalogue
+
+MECHANISM_TARGETS = [name for name, (family, _) in catalogue().items() if family in ("mechanism", "dp-erm")]
+#: Draws per world in the all-targets check: the issue's minimum.
+DRAWS = 100_000
+
+
+def _run_dir(root: Path) -> Path:
+    (run,) = [p for p in root.iterdir() if p.name != "cache"]
+    return run
+
+
+@pytest.mark.parametrize("name", MECHANISM_TARGETS)
+def test_every_mechanism_audited_at_its_claim_stays_below_it(name, tmp_path):
+    run_dir, results = run_mechanism(MechanismOptions(target=name, out=str(tmp_path), quiet=True, draws=DRAWS))
+    assert results["game"]["draws_per_world"] == DRAWS
+    cp = [b for b in results["lower_bounds"] if b["method"] == "clopper-pearson"][0]
+    gdp = [b for b in results["lower_bounds"] if b["method"] == "gdp"][0]
+    # Each bound fails with probability <= 5% for a correct mechanism; seeds are fixed.
+    assert cp["valid"] and 0 < cp["epsilon"] <= results["epsilon_theory"]
+    assert cp["epsilon"] <= results["game"]["pair_epsilon"] + 1e-9
+    assert gdp["details"]["mu_lb"] <= gdp["details"]["mu_claim"] + 1e-9
+    assert results["verdict"]["status"] == "consistent"
+    assert results["best_lower_bound"]["epsilon"] == cp["epsilon"]
+    assert (run_dir / "report.html").is_file() and (run_dir / "tradeoff.png").is_file()
+
+
+def test_same_seed_same_results_and_cli_summary(tmp_path, capsys):
+    argv = ["run", "mechanism", "--target", "laplace_count", "--draws", "20000", "--quiet"]
+    assert main([*argv, "--out", str(tmp_path / "a")]) == 0
+    text = capsys.readouterr().out
+    assert "theory:" in text and "clopper-pearson" in text and "mu >=" in text
+    assert main([*argv, "--out", str(tmp_path / "b")]) == 0
+    a, b = (json.loads((_run_dir(tmp_path / x) / "results.json").read_text()) for x in "ab")
+    for key in a["volatile"]:
+        a.pop(key), b.pop(key)
+    assert a == b
+    # Laplace is not Gaussian-shaped: the GDP row reports mu only, never a misleading epsilon.
+    gdp = [x for x in a["lower_bounds"] if x["method"] == "gdp"][0]
+    assert gdp["epsilon"] is None and "epsilon_omitted" in gdp["details"]
+
+
+def test_broken_claim_is_flagged_and_gates_the_exit_status(tmp_path, capsys):
+    # Audit Laplace(scale 1) as if it were 0.5-DP: the real epsilon is 1, so the bound exceeds 0.5.
+    from targets.mechanisms import LaplaceCount
+
+    class OverClaimed(LaplaceCount):
+        @property
+        def scale(self) -> float:
+            return 1.0 / (2 * self.epsilon)
+
+    import audit.run_mechanism as rm
+
+    original = rm.resolve_mechanism
+    rm.resolve_mechanism = lambda name, eps, delta: (OverClaimed(0.5), 1e-5)
+    try:
+        code = main(["run", "mechanism", "--target", "laplace_count", "--draws", "100000", "--quiet",
+                     "--fail-above-claim", "--out", str(tmp_path)])
+    finally:
+        rm.resolve_mechanism = original
+    results = json.loads((_run_dir(tmp_path) / "results.json").read_text())
+    assert results["verdict"]["status"] == "violation"
+    assert code == 1
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--target", "dpsgd_mnist"], "not a mechanism"),
+    (["--target", "nope"], "unknown mechanism target"),
+    (["--target", "laplace_count", "--epsilon", "0"], "epsilon must be a positive"),
+    (["--target", "laplace_count", "--delta", "1"], "delta must be in (0, 1)"),
+    (["--target", "laplace_count", "--device", "cuda"], "does not apply"),
+])
+def test_bad_input_is_one_line_exit_2(argv, message, tmp_path, capsys):
+    assert main(["run", "mechanism", *argv, "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []  # rejected before any run directory is made
