@@ -41,8 +41,8 @@ COMPARISON_ROUND = 3
 
 
 @dataclass(frozen=True)
-class ExtractionOptions:
-    """Everything that determines an extraction run (stored in config.json)."""
+class CommonRunOptions:
+    """The options every run kind takes (``audit.commands.run.common_options``)."""
 
     target: str
     out: str = "runs"
@@ -53,6 +53,28 @@ class ExtractionOptions:
     delta: float | None = None
     data_dir: str | None = None
     quiet: bool = False
+
+    @classmethod
+    def common_kwargs(cls, args) -> dict:
+        """The common options from parsed command-line ``args``."""
+        return {name: getattr(args, name) for name in ("target", "out", "seed", "device", "quick", "epsilon", "delta",
+                                                       "data_dir", "quiet")}
+
+
+def finish_run(paths: RunPaths, results: dict, config_json: dict, say) -> None:
+    """Write config.json and results.json (atomically) and render the HTML report."""
+    write_json(paths.run_dir / "config.json", config_json | {"packages": package_versions()})
+    write_json(paths.run_dir / "results.json", results)
+    from reports.html import render_report
+
+    render_report(paths.run_dir)
+    say(f"report written: {paths.run_dir / 'report.html'}")
+
+
+@dataclass(frozen=True)
+class ExtractionOptions(CommonRunOptions):
+    """Everything that determines an extraction run (stored in config.json)."""
+
     round: int | None = None
     queries: int | None = None
     label_queries: int | None = None
@@ -299,14 +321,7 @@ def run_extraction(opts: ExtractionOptions) -> tuple[Path, dict]:
         "extraction": extraction, "tables": tables, "quick": opts.quick, "created": utc_now(), "host": host_info(),
         "timing": timing, "volatile": VOLATILE_KEYS,
     }
-    config_json = {"command": "run extraction", "options": asdict(opts), "victim": victim.config,
-                   "packages": package_versions()}
-    write_json(paths.run_dir / "config.json", config_json)
-    write_json(paths.run_dir / "results.json", results)
-    from reports.html import render_report
-
-    render_report(paths.run_dir)
-    say(f"report written: {paths.run_dir / 'report.html'}")
+    finish_run(paths, results, {"command": "run extraction", "options": asdict(opts), "victim": victim.config}, say)
     return paths.run_dir, results
 
 

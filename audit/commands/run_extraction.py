@@ -8,20 +8,26 @@ from audit.commands.run import positive_int
 from audit.run_extraction import ExtractionOptions, run_extraction, summary_lines
 
 
-def _decimals(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of decimals, got {text!r}") from None
-    if not 0 <= value <= 15:
-        raise argparse.ArgumentTypeError(f"expected 0 to 15 decimals, got {value}")
-    return value
+def number(kind: type, low: float | None = None, high: float | None = None, low_open: bool = False):
+    """argparse type: a ``kind`` (int or float) in [low, high] ((low, high] when ``low_open``)."""
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        too_low = low is not None and (value <= low if low_open else value < low)
+        if too_low or (high is not None and value > high):
+            interval = f"{'(' if low_open else '['}{low if low is not None else '-inf'}, {high if high is not None else 'inf'}]"
+            raise argparse.ArgumentTypeError(f"expected a number in {interval}, got {value}")
+        return value
+
+    return parse
 
 
 def execute(args: argparse.Namespace) -> int:
-    opts = ExtractionOptions(target=args.target, out=args.out, seed=args.seed, device=args.device, quick=args.quick,
-                             epsilon=args.epsilon, delta=args.delta, data_dir=args.data_dir, quiet=args.quiet,
-                             round=args.round, queries=args.queries, label_queries=args.label_queries)
+    opts = ExtractionOptions(**ExtractionOptions.common_kwargs(args), round=args.round, queries=args.queries,
+                             label_queries=args.label_queries)
     run_dir, results = run_extraction(opts)
     print("\n".join(summary_lines(run_dir, results)))
     return 0
@@ -35,7 +41,7 @@ def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser)
                                           "rounded outputs) and a label-only retraining baseline; reports queries, "
                                           "parameter error, agreement on test and uniform inputs, and for DP "
                                           "targets that the stolen model is the released noisy one.")
-    parser.add_argument("--round", type=_decimals, default=None, metavar="K",
+    parser.add_argument("--round", type=number(int, 0, 15), default=None, metavar="K",
                         help="the API rounds probabilities to K decimals (default: exact outputs, plus a 3-decimal "
                              "comparison)")
     parser.add_argument("--queries", type=positive_int, default=None,
