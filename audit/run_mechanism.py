@@ -16,9 +16,11 @@ Works for the textbook mechanisms (:mod:`targets.mechanisms`) and DP-ERM output 
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -36,6 +38,8 @@ from targets.mechanisms import Mechanism
 DEFAULT_DRAWS = 100_000
 #: Draws are made in chunks of this size so progress can be shown and memory stays small.
 CHUNK = 25_000
+#: Draws per world used to learn the test of a mechanism without a known statistic (plugins).
+FIT_DRAWS = 20_000
 #: Name of the single "attack" of a mechanism audit in results.json.
 ATTACK_NAME = "threshold"
 
@@ -65,6 +69,18 @@ def resolve_mechanism(name: str, epsilon: float | None, delta: float | None) -> 
         raise UserError(f"delta must be in (0, 1), got {delta}; e.g. --delta 1e-5")
     if epsilon is not None and not (epsilon > 0 and np.isfinite(epsilon)):
         raise UserError(f"epsilon must be a positive number, got {epsilon}; e.g. --epsilon 1")
+    from targets.plugins import is_plugin_spec
+
+    if is_plugin_spec(name):
+        from targets.plugin_mechanism import PluginMechanism
+        from targets.plugins import MechanismPlugin, load_plugin
+
+        plugin = load_plugin(name)
+        if not isinstance(plugin, MechanismPlugin):
+            raise UserError(f"plugin {name} is a trainer; audit it with `python -m audit run dp --target {name}`")
+        if epsilon is not None or delta is not None:
+            raise UserError("--epsilon/--delta do not apply to a plugin: its factory states the claim")
+        return PluginMechanism(plugin), plugin.delta if plugin.delta > 0 else PURE_DP_DELTA
     family = catalogue().get(name, (None,))[0]
     if family == "mechanism":
         from targets.mechanisms import make_mechanism
@@ -78,36 +94,52 @@ def resolve_mechanism(name: str, epsilon: float | None, delta: float | None) -> 
 
         mech = make_dperm(name, epsilon, delta)
         return mech, float(mech.erm.delta)
+    if family == "control":
+        from targets.broken_mechanisms import make_broken
+
+        if epsilon is not None or delta is not None:
+            raise UserError("--epsilon/--delta do not apply to the broken controls: each has a fixed claim")
+        mech = make_broken(name)
+        return mech, float(getattr(mech, "delta", PURE_DP_DELTA))
     if family == "trained":
         raise UserError(f"target {name} is a trained model, not a mechanism; audit it with "
                         f"`python -m audit run membership --target {name}`")
     raise UserError(f"unknown mechanism target {name!r}; run `python -m audit list` to see the mechanisms")
 
 
-def draw_scores(mech: Mechanism, dataset, n: int, rng: np.random.Generator, progress: tqdm | None) -> np.ndarray:
-    """Scores of ``n`` outputs of ``mech`` on ``dataset``, drawn in chunks from ``rng``."""
-    out = np.empty(n, dtype=np.float64)
+def _chunks(mech: Mechanism, dataset, n: int, rng: np.random.Generator, progress: tqdm | None) -> Iterator[np.ndarray]:
+    """``n`` outputs of ``mech`` on ``dataset`` from ``rng``, in chunks of at most ``CHUNK``."""
     for start in range(0, n, CHUNK):
         m = min(CHUNK, n - start)
-        out[start:start + m] = mech.score(mech.sample(dataset, m, rng))
+        yield mech.sample(dataset, m, rng)
         if progress is not None:
             progress.update(m)
-    return out
 
 
-def gdp_in_mu_space(bound: dict, claim) -> dict:
-    """Attach the claim's Gaussian-DP mu to a GDP bound row, and drop its epsilon where the claim
-    is not Gaussian-shaped.
+def draw_scores(mech: Mechanism, dataset, n: int, rng: np.random.Generator, progress: tqdm | None) -> np.ndarray:
+    """Scores of ``n`` outputs of ``mech`` on ``dataset``, drawn in chunks from ``rng``."""
+    return np.concatenate([mech.score(chunk) for chunk in _chunks(mech, dataset, n, rng, progress)])
+
+
+def gdp_in_mu_space(bound: dict, claim, gaussian_output: bool) -> dict:
+    """Attach the claim's Gaussian-DP mu to a GDP bound row; make it valid where the mechanism's
+    output is Gaussian, and drop its epsilon where neither output nor claim is Gaussian-shaped.
 
     The GDP row's ``mu_lb`` is a rigorous lower bound on the mu of any G_mu the mechanism's
     tradeoff lies above [Nasr et al. 2023, Sec. 4]; it is compared with the claim's mu. Its
     epsilon, though, reads epsilon(delta) off G_{mu_lb}, which is only meaningful when the
     mechanism's tradeoff is Gaussian (Gaussian mechanism, DP-ERM, DP-SGD): for Laplace or
     randomized response the Gaussian extrapolation to delta = 1e-5 exceeds the true epsilon, so
-    for those claims the row reports mu only (epsilon None).
+    for those claims the row reports mu only (epsilon None). When the mechanism's score is
+    Gaussian with a known, equal variance in both worlds (``Mechanism.gaussian_output``: Gaussian
+    mechanism, DP-ERM output perturbation), the pair's tradeoff *is* G_mu for its true mu >= mu_lb,
+    so epsilon(delta) of G_mu_lb is a valid lower bound on the pair's epsilon: the row is valid.
     """
     mu_claim, how = gdp_summary(claim)
     details = dict(bound["details"]) | {"mu_claim": mu_claim, "mu_claim_method": how}
+    if gaussian_output:
+        details["assumption"] = "none: the mechanism's output is Gaussian, so the pair's tradeoff is exactly G_mu"
+        return bound | {"valid": True, "details": details}
     if how == IMPLIED_MU:
         details["epsilon_omitted"] = ("the claim's tradeoff is not Gaussian, so epsilon(delta) of G_mu_lb says "
                                       "nothing about it; compare mu_lb with mu_claim")
@@ -131,6 +163,12 @@ def run_mechanism(opts: MechanismOptions) -> tuple[Path, dict]:
     d0, d1 = mech.neighbouring_pair()
     timing = {}
     t0 = time.perf_counter()
+    fit_draws = 0
+    if hasattr(mech, "fit_score"):  # statistic unknown: learn it on separate draws (audit.score_fit)
+        fit_draws = min(opts.draws, FIT_DRAWS)
+        with tqdm(total=2 * fit_draws, desc="fitting the test", unit="draw", disable=opts.quiet) as bar:
+            mech.fit_score(*(np.concatenate(list(_chunks(mech, d, fit_draws, np.random.default_rng([opts.seed, k]), bar)))
+                             for d, k in ((d0, 3), (d1, 4))))
     with tqdm(total=2 * opts.draws, desc="sampling", unit="draw", disable=opts.quiet) as bar:
         s0 = draw_scores(mech, d0, opts.draws, np.random.default_rng([opts.seed, 0]), bar)
         s1 = draw_scores(mech, d1, opts.draws, np.random.default_rng([opts.seed, 1]), bar)
@@ -142,7 +180,8 @@ def run_mechanism(opts: MechanismOptions) -> tuple[Path, dict]:
     found = threshold_bounds(scores, members, delta, opts.confidence, np.random.default_rng([opts.seed, 2]))
     timing["bounds_s"] = time.perf_counter() - t0
     claim = mech.claim
-    bounds = [gdp_in_mu_space(b.to_dict(), claim) if b.method == "gdp" else b.to_dict() for b in found]
+    gaussian = bool(getattr(mech, "gaussian_output", False))
+    bounds = [gdp_in_mu_space(b.to_dict(), claim, gaussian) if b.method == "gdp" else b.to_dict() for b in found]
     bounds = [b | {"attack": ATTACK_NAME} for b in bounds]
 
     metrics = attack_metrics(scores, members, opts.confidence)
@@ -157,7 +196,8 @@ def run_mechanism(opts: MechanismOptions) -> tuple[Path, dict]:
     metrics["description"] = "threshold test on the mechanism's likelihood-ratio statistic (Neyman-Pearson)"
 
     comparison = compare_with_claim(bounds, claim, delta, tradeoff_alphas())
-    pair_epsilon = float(mech.pair_claim().epsilon(delta))
+    pair = mech.pair_claim()
+    pair_epsilon = None if pair is None else float(pair.epsilon(delta))
     nominal = mech.nominal_claim
     timing["total_s"] = time.perf_counter() - started
     results = {
@@ -175,7 +215,8 @@ def run_mechanism(opts: MechanismOptions) -> tuple[Path, dict]:
         "attacks": {ATTACK_NAME: metrics},
         "game": {"draws_per_world": opts.draws, "confidence": opts.confidence,
                  "threshold_chosen_on": "a random half of the draws of each world; bounds on the other half",
-                 "pair_epsilon": pair_epsilon, "pair_claim": mech.pair_claim().description,
+                 "pair_epsilon": pair_epsilon, "pair_claim": None if pair is None else pair.description,
+                 "test_fitted_on": f"{fit_draws} separate draws per world" if fit_draws else "known statistic",
                  "nominal_claim": nominal.description, "nominal_epsilon": float(nominal.epsilon(delta))},
         "quick": opts.quick,
         "created": utc_now(),
@@ -195,14 +236,21 @@ def summary_lines(run_dir: Path, results: dict) -> list[str]:
     """The few lines printed at the end of a mechanism audit."""
     best = results["best_lower_bound"]
     game = results["game"]
+    pair = "" if game["pair_epsilon"] is None else f"; the pair itself allows {game['pair_epsilon']:.4f}"
     lines = [f"theory:    epsilon = {results['epsilon_theory']:.4f} at delta = {results['delta']:g} "
-             f"({results['accountant']}); the pair itself allows {game['pair_epsilon']:.4f}"]
+             f"({results['accountant']}){pair}"]
     for bound in results["lower_bounds"]:
         d = bound["details"]
         if bound["method"] == "gdp":
-            what = (f"mu >= {d['mu_lb']:.4f} (claim: mu <= {d['mu_claim']:.4f}, {d['mu_claim_method']})"
-                    + ("" if bound["epsilon"] is None else f", epsilon >= {float(bound['epsilon']):.4f} if the "
-                                                           f"tradeoff is Gaussian"))
+            claim_mu = (f"claim: mu <= {d['mu_claim']:.4f}, {d['mu_claim_method']}" if math.isfinite(d["mu_claim"])
+                        else "the claim implies no mu-GDP")
+            if bound["epsilon"] is None:
+                eps = ""
+            elif bound["valid"]:
+                eps = f", epsilon >= {float(bound['epsilon']):.4f} (valid: the output is Gaussian)"
+            else:
+                eps = f", epsilon >= {float(bound['epsilon']):.4f} if the tradeoff is Gaussian"
+            what = f"mu >= {d['mu_lb']:.4f} ({claim_mu}){eps}"
         else:
             what = f"epsilon >= {float(bound['epsilon']):.4f}"
         lines.append(f"empirical: {what} ({bound['method']}, {bound['confidence']:.0%} confidence; FPR "

@@ -19,7 +19,7 @@ from audit.accounting import PrivacyClaim, default_alpha_grid, implied_gdp_mu
 from audit.errors import UserError
 
 #: Families, in the order ``python -m audit list`` shows them.
-FAMILIES = ("trained", "mechanism", "dp-erm")
+FAMILIES = ("trained", "mechanism", "dp-erm", "control")
 #: Delta at which pure-DP mechanisms are reported and audited unless told otherwise: small enough
 #: that epsilon(delta) of the exact profile is within 1e-4 of the nominal epsilon, and positive so
 #: the Gaussian-DP estimator gives a finite epsilon.
@@ -84,6 +84,7 @@ def tradeoff_alphas() -> np.ndarray:
 
 def catalogue() -> dict[str, tuple[str, str]]:
     """Every built-in target: ``{name: (family, description)}``."""
+    from targets.broken_mechanisms import BROKEN_MECHANISMS
     from targets.dperm import DPERM_TARGETS
     from targets.mechanisms import MECHANISMS
     from targets.registry import TARGETS
@@ -95,6 +96,8 @@ def catalogue() -> dict[str, tuple[str, str]]:
         out[name] = ("mechanism", description)
     for name, spec in DPERM_TARGETS.items():
         out[name] = ("dp-erm", spec["description"])
+    for name, (description, _factory) in BROKEN_MECHANISMS.items():
+        out[name] = ("control", description)
     return out
 
 
@@ -132,6 +135,14 @@ def theory_for(name: str, epsilon: float | None = None, delta: float | None = No
         pure = not name.startswith("gaussian")
         mech = make_mechanism(name, epsilon, None if pure else delta)
         report_delta = (delta if delta is not None else PURE_DP_DELTA) if pure else float(mech.delta)
+        return TargetTheory(name, family, mech.description, mech.claim, report_delta, mech.params(), mech.neighbouring)
+    if family == "control":
+        from targets.broken_mechanisms import make_broken
+
+        if epsilon is not None:
+            raise UserError("--epsilon does not apply to the broken controls: each has a fixed claim")
+        mech = make_broken(name)
+        report_delta = delta if delta is not None else float(getattr(mech, "delta", PURE_DP_DELTA))
         return TargetTheory(name, family, mech.description, mech.claim, report_delta, mech.params(), mech.neighbouring)
     from targets.dperm import make_dperm
 

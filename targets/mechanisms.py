@@ -84,6 +84,9 @@ class Mechanism(abc.ABC):
     name: str = "mechanism"
     neighbouring: str = ADD_REMOVE
     output_kind: str = "real"  # "real" (shape (n,)), "categorical" ((n,) ints) or "vector" ((n, m))
+    #: True when the score is Gaussian with the same known variance in both worlds, so the pair's
+    #: tradeoff is exactly G_mu and a lower bound on mu is a valid epsilon lower bound.
+    gaussian_output: bool = False
 
     @property
     @abc.abstractmethod
@@ -243,6 +246,7 @@ class GaussianCount(Mechanism):
     """Counting query plus N(0, sigma^2); sigma by the classic or the analytic calibration."""
 
     neighbouring = ADD_REMOVE
+    gaussian_output = True
 
     def __init__(self, epsilon: float = 1.0, delta: float = 1e-5, calibration: str = "analytic",
                  n_records: int = 100, sensitivity: float = 1.0) -> None:

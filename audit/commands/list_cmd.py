@@ -14,6 +14,7 @@ FAMILY_HEADINGS = {
     "trained": "trained-model targets (python -m audit run membership|dp|inversion|extraction --target NAME)",
     "mechanism": "mechanism targets (python -m audit run mechanism --target NAME)",
     "dp-erm": "DP-ERM output-perturbation targets (python -m audit run mechanism --target NAME)",
+    "control": "deliberately broken controls an audit must flag (python -m audit run mechanism --target NAME)",
 }
 
 
