@@ -2,19 +2,39 @@
 
 * Loss threshold [Yeom et al. 2018, sec. 3.2]: the score is the log-probability the model gives to
   the example's (training) label, i.e. minus its cross-entropy loss.
-* Shadow models [Shokri et al. 2017, sec. IV]: shadow models trained like the target on disjoint
-  data provide labelled (member / non-member) prediction vectors; one attack classifier per class
-  learns to tell them apart from the prediction vector sorted in decreasing order. Our canaries
-  may carry wrong labels, so each feature vector also holds the log-probability of the example's
-  label (which class the attack model belongs to is the label itself, as in the paper).
+* Confidence baseline [Salem et al. 2019, "ML-Leaks", adversary 3]: the model's top-1
+  probability ``max_c p(c | x)``, without the label.
+* Shadow models [Shokri et al. 2017, sec. IV]: K shadow models trained like the target on data
+  disjoint from the target's training set, drawn from the same distribution, provide labelled
+  (member / non-member) prediction vectors; one attack classifier per class learns to tell them
+  apart from the prediction vector sorted in decreasing order. Our canaries may carry wrong
+  labels, so each feature vector also holds the log-probability of the example's label (which
+  class the attack model belongs to is the label itself, as in the paper).
+* LiRA online / offline [Carlini et al. 2022]: see :mod:`attacks.lira`.
+
+:func:`run_attacks` is the Python API: it takes the target's, the shadow models' and the reference
+models' log-probabilities and returns, per attack, the target's scores and the *calibration games*
+(scores with known membership, never the target's) on which guess counts and thresholds may be
+chosen.
+
+Adversary knowledge. Loss and confidence: only the target's outputs (and the label for loss).
+Shadow: in addition, data from the target's distribution disjoint from its training set, the
+training algorithm, and the canary construction (to build shadow canaries of the same kind).
+LiRA: in addition, the candidate examples themselves, on which it trains reference models
+(:mod:`attacks.lira`).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
+
+from attacks.lira import lira_leave_one_out, lira_scores, logit_confidence
+from audit.errors import UserError
 
 
 def loss_scores(log_probs: np.ndarray, labels: np.ndarray) -> np.ndarray:
@@ -24,6 +44,11 @@ def loss_scores(log_probs: np.ndarray, labels: np.ndarray) -> np.ndarray:
     """
     index = np.broadcast_to(labels.astype(np.int64), log_probs.shape[:-1])[..., None]
     return np.take_along_axis(log_probs, index, axis=-1)[..., 0]
+
+
+def confidence_scores(log_probs: np.ndarray) -> np.ndarray:
+    """Salem et al.'s top-1 confidence baseline: ``max_c p(c | x)`` as a log-probability, (..., n, C) -> (..., n)."""
+    return np.max(log_probs, axis=-1)
 
 
 def shadow_features(log_probs: np.ndarray, labels: np.ndarray) -> np.ndarray:
@@ -73,8 +98,114 @@ class ShadowAttack:
         return scores
 
 
-#: Membership attacks available to ``python -m audit run membership --attack``.
+#: Membership attacks available to ``python -m audit run membership --attack`` (results.json names).
 ATTACKS = {
     "shadow": "shadow-model attack, per-class classifiers on sorted prediction vectors (Shokri et al. 2017)",
+    "lira_online": "LiRA online: likelihood ratio of per-example IN/OUT Gaussians of the logit-scaled confidence "
+                   "(Carlini et al. 2022)",
+    "lira_offline": "LiRA offline: one-sided test against the per-example OUT Gaussian (Carlini et al. 2022)",
     "loss": "loss threshold: log-probability of the label (Yeom et al. 2018)",
+    "confidence": "confidence threshold: top-1 probability, label not used (Salem et al. 2019)",
 }
+#: Names accepted by ``--attack`` that stand for several attacks.
+ATTACK_GROUPS = {"lira": ("lira_online", "lira_offline"), "all": tuple(ATTACKS)}
+LIRA_ATTACKS = ("lira_online", "lira_offline")
+
+
+def expand_attacks(names: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    """``"shadow,lira"`` or a list of names/groups -> attack names in :data:`ATTACKS` order."""
+    parts = [t.strip() for t in names.split(",")] if isinstance(names, str) else list(names)
+    chosen: set[str] = set()
+    for part in (p for p in parts if p):
+        if part in ATTACK_GROUPS:
+            chosen.update(ATTACK_GROUPS[part])
+        elif part in ATTACKS:
+            chosen.add(part)
+        else:
+            raise UserError(f"unknown attack {part!r}; choose from {', '.join(list(ATTACKS) + list(ATTACK_GROUPS))}")
+    if not chosen:
+        raise UserError("no attack given; pass --attack shadow|lira|loss|confidence|all (comma-separated)")
+    return tuple(name for name in ATTACKS if name in chosen)
+
+
+@dataclass(frozen=True, eq=False)
+class AttackInputs:
+    """Model outputs the attacks consume (log-softmax arrays; ``m`` candidates, ``C`` classes).
+
+    ``target_lp`` (m, C): the target on its candidates, whose training labels are ``labels`` (m,).
+    ``shadow_lp`` (K, m', C): shadow models on their own canaries (labels ``shadow_labels``,
+    membership ``shadow_in`` (K, m')). ``reference_lp`` (R, m, C): reference models on the
+    target's candidates, membership ``reference_in`` (R, m); needed by LiRA only.
+    """
+
+    n_classes: int
+    labels: np.ndarray
+    target_lp: np.ndarray
+    shadow_labels: np.ndarray | None = None
+    shadow_lp: np.ndarray | None = None
+    shadow_in: np.ndarray | None = None
+    reference_lp: np.ndarray | None = None
+    reference_in: np.ndarray | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class AttackScores:
+    """One attack's scores on the target (m,) and its calibration games: ``calibration`` (G, m')
+    scores with membership ``calibration_in`` (G, m'), from shadow or reference models only."""
+
+    target: np.ndarray
+    calibration: np.ndarray
+    calibration_in: np.ndarray
+    calibrated_on: str
+
+
+def _shadow_attack(inp: AttackInputs) -> AttackScores:
+    K = inp.shadow_lp.shape[0]
+    feats = np.stack([shadow_features(lp, inp.shadow_labels) for lp in inp.shadow_lp])
+    labels = inp.shadow_labels
+    loo = []
+    for k in range(K):  # leave-one-shadow-out scores of each shadow game
+        others = [j for j in range(K) if j != k]
+        attack = ShadowAttack(inp.n_classes).fit(np.concatenate(feats[others]), np.tile(labels, len(others)),
+                                                 np.concatenate(inp.shadow_in[others]))
+        loo.append(attack.score(feats[k], labels))
+    attack = ShadowAttack(inp.n_classes).fit(np.concatenate(feats), np.tile(labels, K), np.concatenate(inp.shadow_in))
+    target = attack.score(shadow_features(inp.target_lp, inp.labels), inp.labels)
+    return AttackScores(target, np.stack(loo), inp.shadow_in, f"{K} shadow games (leave-one-shadow-out)")
+
+
+def run_attacks(names: tuple[str, ...] | list[str], inp: AttackInputs, lira_variance: str = "auto") -> dict[str, AttackScores]:
+    """Score the target's candidates with every attack in ``names`` (see :data:`ATTACKS`).
+
+    Loss, confidence and shadow calibrate on the shadow games; LiRA on leave-one-out games over
+    its reference models [Carlini et al. 2022, Sec. V-A]. Raises UserError when an attack's
+    inputs are missing.
+    """
+    names = expand_attacks(tuple(names))
+    needs_shadow = any(n in ("shadow", "loss", "confidence") for n in names)
+    if needs_shadow and (inp.shadow_lp is None or inp.shadow_in is None or inp.shadow_labels is None):
+        raise UserError("the shadow, loss and confidence attacks need shadow-model outputs; train shadow models")
+    if needs_shadow and inp.shadow_lp.shape[0] < 2:
+        raise UserError(f"need at least 2 shadow models, got {inp.shadow_lp.shape[0]}; raise --shadows")
+    out: dict[str, AttackScores] = {}
+    K = inp.shadow_lp.shape[0] if inp.shadow_lp is not None else 0
+    if "loss" in names:
+        out["loss"] = AttackScores(loss_scores(inp.target_lp, inp.labels), loss_scores(inp.shadow_lp, inp.shadow_labels),
+                                   inp.shadow_in, f"{K} shadow games")
+    if "confidence" in names:
+        out["confidence"] = AttackScores(confidence_scores(inp.target_lp), confidence_scores(inp.shadow_lp),
+                                         inp.shadow_in, f"{K} shadow games")
+    if "shadow" in names:
+        out["shadow"] = _shadow_attack(inp)
+    if any(n in LIRA_ATTACKS for n in names):
+        if inp.reference_lp is None or inp.reference_in is None:
+            raise UserError("LiRA needs reference models trained on the target's candidates; raise --references")
+        ref_phi = logit_confidence(inp.reference_lp, inp.labels)
+        target = lira_scores(logit_confidence(inp.target_lp, inp.labels), ref_phi, inp.reference_in, lira_variance)
+        loo = lira_leave_one_out(ref_phi, inp.reference_in, lira_variance)
+        R = ref_phi.shape[0]
+        for name, key in (("lira_online", "online"), ("lira_offline", "offline")):
+            if name in names:
+                out[name] = AttackScores(target[key], loo[key], inp.reference_in,
+                                         f"{R} reference games (leave-one-reference-out)")
+    return {name: out[name] for name in names}

@@ -7,6 +7,13 @@ of ``K`` shadow models [Shokri et al. 2017] trains on a random subset of the sha
 from everything the target saw) plus its own fair-coin selection of the shadow canaries, so the
 shadows play the same game as the target on data from the same distribution.
 
+Reference models for LiRA [Carlini et al. 2022, Sec. IV-B] are optional: each of ``R`` reference
+models trains on its own random subset of the shadow pool plus some of the *target's* canaries,
+assigned so that every canary is IN exactly ``floor(R/2)`` reference models (chosen at random per
+canary, independently of the target's coins). This assumes an adversary who knows the candidate
+examples and their training labels, as LiRA's threat model does; the shadow models, by contrast,
+never see the target's canaries (Shokri et al.'s disjoint-data setting).
+
 Canary kinds: ``mislabelled`` (held-out example with a uniformly random wrong label — the
 strongest black-box signal) or ``natural`` (held-out example with its true label).
 """
@@ -30,6 +37,8 @@ class CanaryGame:
     Masks are over the rows of ``data``: ``target_mask`` (N,), ``shadow_masks`` (K, N).
     ``target_canaries`` / ``shadow_canaries`` are row indices (m,); ``target_in`` (m,) and
     ``shadow_in`` (K, m) are the fair coins (True = canary trained on).
+    ``reference_masks`` (R, N) and ``reference_in`` (R, m) (which target canaries each LiRA
+    reference model trains on) have R = 0 when no reference models were asked for.
     """
 
     data: Dataset
@@ -41,6 +50,12 @@ class CanaryGame:
     shadow_masks: np.ndarray
     shadow_canaries: np.ndarray
     shadow_in: np.ndarray
+    reference_masks: np.ndarray | None = None
+    reference_in: np.ndarray | None = None
+
+    @property
+    def references(self) -> int:
+        return 0 if self.reference_masks is None else int(self.reference_masks.shape[0])
 
     @property
     def m(self) -> int:
@@ -56,6 +71,9 @@ class CanaryGame:
             "shadow_train_sizes": [int(s) for s in self.shadow_masks.sum(axis=1)],
             "test_size": int(self.test_index.shape[0]),
             "inclusion": "independent fair coin per canary (one-run game, Steinke et al. 2023)",
+            "reference_models": self.references,
+            "reference_inclusion": (f"each target canary IN exactly {self.references // 2} of {self.references} "
+                                    "reference models (LiRA, Carlini et al. 2022)") if self.references else None,
         }
 
 
@@ -65,12 +83,18 @@ def mislabel(y: np.ndarray, n_classes: int, rng: np.random.Generator) -> np.ndar
 
 
 def build_canary_game(data: Dataset, n_train: int, m: int, shadows: int, canary_kind: str,
-                      seed: int, n_test: int = 500) -> CanaryGame:
-    """Split ``data`` and toss the coins; raises UserError when the dataset is too small."""
+                      seed: int, n_test: int = 500, references: int = 0) -> CanaryGame:
+    """Split ``data`` and toss the coins; raises UserError when the dataset is too small.
+
+    ``references`` LiRA reference models are drawn from a separate random stream, so the target's
+    and the shadows' data and coins do not depend on it.
+    """
     if canary_kind not in CANARY_KINDS:
         raise UserError(f"unknown canary kind {canary_kind!r}; choose one of {', '.join(CANARY_KINDS)}")
     if shadows < 2:
         raise UserError(f"the shadow attack needs at least 2 shadow models, got {shadows}")
+    if references and references < 4:
+        raise UserError(f"LiRA needs at least 4 reference models (2 IN, 2 OUT per canary), got {references}")
     if m < 2:
         raise UserError(f"need at least 2 canaries, got {m}")
     n = len(data)
@@ -102,5 +126,15 @@ def build_canary_game(data: Dataset, n_train: int, m: int, shadows: int, canary_
     for k in range(shadows):
         shadow_masks[k, rng.choice(shadow_pool, size=per_shadow, replace=False)] = True
         shadow_masks[k, shadow_canaries[shadow_in[k]]] = True
+    reference_masks = reference_in = None
+    if references:
+        ref_rng = np.random.default_rng([seed, 8])
+        reference_in = np.zeros((references, m), dtype=bool)
+        for i in range(m):
+            reference_in[ref_rng.choice(references, size=references // 2, replace=False), i] = True
+        reference_masks = np.zeros((references, n), dtype=bool)
+        for r in range(references):
+            reference_masks[r, ref_rng.choice(shadow_pool, size=per_shadow, replace=False)] = True
+            reference_masks[r, target_canaries[reference_in[r]]] = True
     return CanaryGame(game_data, canary_kind, test_index, target_mask, target_canaries, target_in,
-                      shadow_masks, shadow_canaries, shadow_in)
+                      shadow_masks, shadow_canaries, shadow_in, reference_masks, reference_in)

@@ -10,6 +10,8 @@ These numbers describe the attack; epsilon lower bounds live in :mod:`audit.boun
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numpy.typing import ArrayLike
 from sklearn import metrics as skm
@@ -25,6 +27,8 @@ __all__ = [
     "membership_advantage",
     "downsample_roc",
     "attack_metrics",
+    "dp_advantage_bound",
+    "advantage_interval",
 ]
 
 TARGET_FPRS = (0.01, 0.001)
@@ -165,3 +169,44 @@ def attack_metrics(scores: ArrayLike, members: ArrayLike, confidence: float = 0.
         "n_members": int(m.sum()),
         "n_nonmembers": int(m.size - m.sum()),
     }
+
+
+def dp_advantage_bound(epsilon: float, delta: float) -> float:
+    """Largest membership advantage ``TPR - FPR`` any test can reach against an (eps, delta)-DP
+    mechanism: ``(e^eps - 1 + 2 delta) / (e^eps + 1)``, capped at 1.
+
+    Derivation: (eps, delta)-DP confines (FPR, TPR) to ``TPR <= e^eps FPR + delta`` and
+    ``1 - FPR <= e^eps (1 - TPR) + delta`` [Kairouz, Oh, Viswanath 2015, Thm. 2.1; the f_{eps,delta}
+    tradeoff of Dong, Roth, Su 2019, eq. (5)]. ``TPR - FPR`` is maximised at the corner where both
+    hold with equality, ``FPR = (1 - delta) / (e^eps + 1)``, giving the formula (for delta = 0 it is
+    Yeom et al. 2018, Thm. 1's ``e^eps - 1`` bound tightened to ``tanh(eps / 2)``).
+    """
+    if not epsilon >= 0 or not 0 <= delta <= 1:
+        raise UserError(f"the advantage bound needs epsilon >= 0 and delta in [0, 1], got ({epsilon}, {delta})")
+    if math.isinf(epsilon):
+        return 1.0
+    e = math.exp(min(float(epsilon), 700.0))
+    return float(min(1.0, (e - 1.0 + 2.0 * delta) / (e + 1.0)))
+
+
+def advantage_interval(scores: ArrayLike, members: ArrayLike, confidence: float = 0.95) -> list[float]:
+    """Two-sided interval for the best-threshold advantage ``max_t TPR(t) - FPR(t)``, simultaneous
+    over thresholds.
+
+    The empirical maximum is biased upwards (the threshold is chosen on the same scores), so a
+    point estimate cannot be compared with a bound; its interval can. By the Dvoretzky–Kiefer–Wolfowitz
+    inequality with Massart's constant, ``sup_t |TPR_hat(t) - TPR(t)| <= e_pos`` with probability
+    ``>= 1 - 2 exp(-2 n_pos e_pos^2)``, likewise for FPR; with ``alpha/2`` for each,
+    ``e_n = sqrt(ln(4 / alpha) / (2 n))`` and ``|max_t Adv_hat(t) - max_t Adv(t)| <= e_pos + e_neg``.
+    Assumes the members' and the non-members' scores are each independent draws (exact in the
+    multi-run game; an approximation in the one-run game, whose guess counts Steinke et al. 2023
+    bound instead). Returns ``[lo, hi]`` clipped to [0, 1].
+    """
+    if not 0 < confidence < 1:
+        raise UserError(f"confidence must lie strictly between 0 and 1 (got {confidence}); use e.g. 0.95")
+    s, m = _prepare(scores, members)
+    n_pos, n_neg = int(m.sum()), int(m.size - m.sum())
+    alpha = 1.0 - confidence
+    margin = sum(math.sqrt(math.log(4.0 / alpha) / (2.0 * n)) for n in (n_pos, n_neg))
+    adv = membership_advantage(s, m)
+    return [max(0.0, adv - margin), min(1.0, adv + margin)]

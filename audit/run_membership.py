@@ -1,16 +1,21 @@
 """The flagship audit: membership inference on a trained target with the one-run game.
 
-Steps: split the data and toss the canary coins (:mod:`audit.games`); train the target once and
-the shadow models all at once (vectorised, cached); score every canary with each attack; turn
+Steps: split the data and toss the canary coins (:mod:`audit.games`); train the target once, and
+the shadow models and LiRA's reference models all at once (vectorised, cached); score every canary
+with each attack (:func:`attacks.membership.run_attacks`: shadow, LiRA online/offline, loss,
+confidence); report each attack's AUC, TPR at low FPR and membership advantage against the DP
+bound on it (:mod:`audit.metrics`); turn
 each attack's guesses into a one-run epsilon lower bound [Steinke, Nasr, Jagielski 2023] and
 compare it with the target's theoretical epsilon (PLD accountant); write results.json,
 config.json and the HTML report.
 
 Validity of the bound: the one-run bound needs the numbers of "in" / "out" guesses (k+, k-) to be
-fixed without looking at the target's canary labels. We choose them on the shadow models — which
-play the same game on disjoint data — by maximising the mean one-run bound over shadows, and then
-apply them unchanged to the target. The shadow attack's own shadow scores are leave-one-shadow-out
-so the choice is not biased by scoring a shadow with a classifier trained on it.
+fixed without looking at the target's canary labels. We choose them on calibration games that
+never involve the target — the shadow games (shadow models play the same game on disjoint data)
+for loss, confidence and shadow, and leave-one-reference-out games for LiRA — by maximising the
+mean one-run bound over those games, and then apply them unchanged to the target. The shadow
+attack's own shadow scores are leave-one-shadow-out so the choice is not biased by scoring a
+shadow with a classifier trained on it.
 """
 
 from __future__ import annotations
@@ -22,13 +27,14 @@ from pathlib import Path
 
 import numpy as np
 
-from attacks.membership import ATTACKS, ShadowAttack, loss_scores, shadow_features
+from attacks.lira import VARIANCES, resolve_variance
+from attacks.membership import ATTACKS, LIRA_ATTACKS, AttackInputs, expand_attacks, run_attacks
 from audit.bounds import LowerBound, cp_lower, cp_upper, one_run_bound
 from audit.cache import cached_models
 from audit.errors import UserError
 from audit.games import CanaryGame, build_canary_game
 from audit.io import write_json
-from audit.metrics import attack_metrics
+from audit.metrics import advantage_interval, attack_metrics, dp_advantage_bound
 from audit.rundir import SCHEMA_VERSION, VOLATILE_KEYS, RunPaths, host_info, make_run_dir, package_versions, utc_now
 from targets.datasets import load_dataset
 from targets.registry import TrainedTarget, get_target
@@ -56,12 +62,14 @@ class MembershipOptions:
     canary: str = "mislabelled"
     canaries: int | None = None
     shadows: int | None = None
-    attacks: tuple[str, ...] = ("shadow", "loss")
+    attacks: tuple[str, ...] = tuple(ATTACKS)
     confidence: float = 0.95
+    references: int | None = None
+    lira_variance: str = "auto"
 
 
-#: Default and --quick game sizes: (canaries m, shadow models K).
-GAME_SIZES = {"default": (500, 4), "quick": (200, 3)}
+#: Default and --quick game sizes: (canaries m, shadow models K, LiRA reference models R).
+GAME_SIZES = {"default": (500, 4, 8), "quick": (200, 3, 4)}
 
 
 def quick_target(target: TrainedTarget) -> TrainedTarget:
@@ -130,20 +138,21 @@ def _accuracy(log_probs: np.ndarray, y: np.ndarray) -> float:
 def run_membership(opts: MembershipOptions) -> tuple[Path, dict]:
     """Run the membership audit described by ``opts``; returns (run directory, results)."""
     started = time.perf_counter()
-    for name in opts.attacks:
-        if name not in ATTACKS:
-            raise UserError(f"unknown attack {name!r}; choose from {', '.join(ATTACKS)}")
+    attack_names = expand_attacks(tuple(opts.attacks))
+    resolve_variance(opts.lira_variance, 0)  # validates the name
     if not 0 < opts.confidence < 1:
         raise UserError(f"confidence must be in (0, 1), got {opts.confidence}")
     target = get_target(opts.target).with_privacy(opts.epsilon, opts.delta)
     if opts.quick:
         target = quick_target(target)
-    m_default, k_default = GAME_SIZES["quick" if opts.quick else "default"]
+    m_default, k_default, r_default = GAME_SIZES["quick" if opts.quick else "default"]
     m = opts.canaries or m_default
     shadows = opts.shadows or k_default
+    use_lira = any(name in LIRA_ATTACKS for name in attack_names)
+    references = (opts.references or r_default) if use_lira else 0
     device = resolve_device(opts.device)
     data = load_dataset(target.dataset, opts.data_dir)
-    game = build_canary_game(data, target.n_train, m, shadows, opts.canary, opts.seed)
+    game = build_canary_game(data, target.n_train, m, shadows, opts.canary, opts.seed, references=references)
     paths = make_run_dir(opts.out, "membership", target.name)
     say = lambda msg: paths.log(msg, echo=not opts.quiet)  # noqa: E731
     say(f"run directory: {paths.run_dir}")
@@ -158,18 +167,29 @@ def run_membership(opts: MembershipOptions) -> tuple[Path, dict]:
         say(f"{target.name}: sigma = {sigma:.4f} for epsilon {target.epsilon:g} at delta {target.delta:g} "
             f"(q = {target.sample_rate:.4f}, {target.steps} steps, PLD accountant)")
 
-    seeds = np.random.SeedSequence(opts.seed).generate_state(1 + shadows).tolist()
+    # seeds: target, then shadows, then reference models (a prefix of the same stream, so adding
+    # reference models leaves the target's and the shadows' seeds unchanged)
+    seeds = np.random.SeedSequence(opts.seed).generate_state(1 + shadows + references).tolist()
     t0 = time.perf_counter()
     target_params = _train(paths, game, game.target_mask[None], config, seeds[:1], device, opts, "target model")
-    shadow_params = _train(paths, game, game.shadow_masks, config, seeds[1:], device, opts,
-                           f"{shadows} shadow models")
+    if references:
+        masks = np.concatenate([game.shadow_masks, game.reference_masks])
+        desc = f"{shadows} shadow + {references} reference models"
+    else:
+        masks, desc = game.shadow_masks, f"{shadows} shadow models"
+    helper_params = _train(paths, game, masks, config, seeds[1:], device, opts, desc)
     timing["training_s"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
     y = game.data.y
     tc, sc = game.target_canaries, game.shadow_canaries
     target_lp = log_softmax(predict_logits(target.arch, target_params, game.data.X[tc], device))[0]
+    shadow_params = {k: v[:shadows] for k, v in helper_params.items()}
     shadow_lp = log_softmax(predict_logits(target.arch, shadow_params, game.data.X[sc], device))
+    reference_lp = None
+    if references:
+        reference_params = {k: v[shadows:] for k, v in helper_params.items()}
+        reference_lp = log_softmax(predict_logits(target.arch, reference_params, game.data.X[tc], device))
     eval_index = np.concatenate([game.test_index, np.flatnonzero(game.target_mask & ~np.isin(np.arange(len(y)), tc))])
     eval_lp = log_softmax(predict_logits(target.arch, target_params, data.X[eval_index], device))[0]
     n_test = game.test_index.shape[0]
@@ -180,45 +200,41 @@ def run_membership(opts: MembershipOptions) -> tuple[Path, dict]:
         "canaries_fitted": float((target_lp.argmax(1) == y[tc])[game.target_in].mean()) if game.target_in.any() else None,
     }
 
-    scores_target: dict[str, np.ndarray] = {}
-    scores_shadow: dict[str, np.ndarray] = {}
-    if "loss" in opts.attacks:
-        scores_target["loss"] = loss_scores(target_lp, y[tc])
-        scores_shadow["loss"] = loss_scores(shadow_lp, y[sc])
-    if "shadow" in opts.attacks:
-        feats = np.stack([shadow_features(lp, y[sc]) for lp in shadow_lp])
-        labels = y[sc]
-        loo = []
-        for k in range(shadows):
-            others = [j for j in range(shadows) if j != k]
-            attack = ShadowAttack(data.n_classes).fit(
-                np.concatenate(feats[others]), np.tile(labels, len(others)), np.concatenate(game.shadow_in[others]))
-            loo.append(attack.score(feats[k], labels))
-        scores_shadow["shadow"] = np.stack(loo)
-        attack = ShadowAttack(data.n_classes).fit(
-            np.concatenate(feats), np.tile(labels, shadows), np.concatenate(game.shadow_in))
-        scores_target["shadow"] = attack.score(shadow_features(target_lp, y[tc]), y[tc])
+    inputs = AttackInputs(n_classes=data.n_classes, labels=y[tc], target_lp=target_lp, shadow_labels=y[sc],
+                          shadow_lp=shadow_lp, shadow_in=game.shadow_in, reference_lp=reference_lp,
+                          reference_in=game.reference_in)
+    scored = run_attacks(attack_names, inputs, opts.lira_variance)
     timing["attacks_s"] = time.perf_counter() - t0
 
     delta = target.delta
+    epsilon_claim = claim.epsilon(delta) if claim is not None else None
+    adv_bound = dp_advantage_bound(epsilon_claim, delta) if claim is not None else None
     attacks_out, bounds = {}, []
-    for name in opts.attacks:
-        guesses = choose_guesses(scores_shadow[name], game.shadow_in, delta, opts.confidence)
-        bound: LowerBound = one_run_bound(scores_target[name], game.target_in, guesses["k_pos"], guesses["k_neg"],
+    for name in attack_names:
+        sc_ = scored[name]
+        guesses = choose_guesses(sc_.calibration, sc_.calibration_in, delta, opts.confidence)
+        bound: LowerBound = one_run_bound(sc_.target, game.target_in, guesses["k_pos"], guesses["k_neg"],
                                           delta, opts.confidence)
         entry = bound.to_dict() | {"attack": name}
-        entry["details"] |= {"guesses_chosen_on": f"{shadows} shadow games (mean shadow bound "
+        entry["details"] |= {"guesses_chosen_on": f"{sc_.calibrated_on} (mean bound "
                                                   f"{guesses['shadow_mean_epsilon']:.3f})"}
         bounds.append(entry)
-        metrics = attack_metrics(scores_target[name], game.target_in, opts.confidence)
-        metrics["empirical_points"] = empirical_points(scores_target[name], game.target_in, guesses["k_pos"],
-                                                       opts.confidence)
+        metrics = attack_metrics(sc_.target, game.target_in, opts.confidence)
+        metrics["empirical_points"] = empirical_points(sc_.target, game.target_in, guesses["k_pos"], opts.confidence)
         metrics["description"] = ATTACKS[name]
+        metrics["calibrated_on"] = sc_.calibrated_on
+        metrics["advantage_ci"] = advantage_interval(sc_.target, game.target_in, opts.confidence)
+        metrics["advantage_dp_bound"] = adv_bound
+        metrics["advantage_within_dp_bound"] = (None if adv_bound is None
+                                                else bool(metrics["advantage_ci"][0] <= adv_bound))
+        if name in LIRA_ATTACKS:
+            metrics["lira_variance"] = resolve_variance(opts.lira_variance, references)
+            metrics["reference_models"] = references
         attacks_out[name] = metrics
 
     valid = [b for b in bounds if b["valid"]]
     best = max(valid, key=lambda b: float(b["epsilon"])) if valid else None
-    epsilon_theory = claim.epsilon(delta) if claim is not None else None
+    epsilon_theory = epsilon_claim
     if claim is not None:
         from audit.accounting import ApproxDPClaim
 
@@ -245,6 +261,20 @@ def run_membership(opts: MembershipOptions) -> tuple[Path, dict]:
               "steps": target.steps, "epochs": target.epochs, "lr": target.lr, "momentum": target.momentum,
               "expected_batch_size": config.expected_batch_size, "n_train": target.n_train}
     timing["total_s"] = time.perf_counter() - started
+    advantage_table = {
+        "title": "Membership advantage against the DP bound",
+        "columns": ["attack", "AUC", "TPR at 0.1% FPR", "TPR at 1% FPR", "advantage", "advantage interval",
+                    "DP bound on advantage", "within bound"],
+        "rows": [[name, a["auc"], a["tpr_at_fpr"]["0.001"], a["tpr_at_fpr"]["0.01"], a["advantage"],
+                  f"[{a['advantage_ci'][0]:.3f}, {a['advantage_ci'][1]:.3f}]",
+                  "none (non-private)" if adv_bound is None else adv_bound,
+                  "n/a" if adv_bound is None else ("yes" if a["advantage_within_dp_bound"] else "NO")]
+                 for name, a in attacks_out.items()],
+        "caption": "Advantage = max over thresholds of TPR - FPR (Yeom et al. 2018). An (eps, delta)-DP target "
+                   "allows at most (e^eps - 1 + 2 delta)/(e^eps + 1). The best-threshold advantage is biased "
+                   "upwards, so the check uses the lower end of its interval (DKW bands, simultaneous over "
+                   "thresholds, at the run's confidence).",
+    }
     results = {
         "schema_version": SCHEMA_VERSION,
         "kind": "membership",
@@ -264,6 +294,7 @@ def run_membership(opts: MembershipOptions) -> tuple[Path, dict]:
         "best_lower_bound": best,
         "lower_bound_tradeoff": lb_curve,
         "attacks": attacks_out,
+        "tables": [advantage_table],
         "verdict": verdict,
         "game": game.summary(),
         "quick": opts.quick,
@@ -300,6 +331,7 @@ def summary_lines(run_dir: Path, results: dict) -> list[str]:
         line2 = (f"empirical: epsilon >= {float(best['epsilon']):.3f} ({best['method']} bound, {best['attack']} attack, "
                  f"{best['confidence']:.0%} confidence, {d['v']}/{d['r']} correct guesses on {best['n']} canaries)"
                  f" -> {results['verdict']['status']}")
-    parts = [f"{name} AUC {a['auc']:.3f}, TPR@1%FPR {a['tpr_at_fpr']['0.01']:.3f}" for name, a in results["attacks"].items()]
+    parts = [f"{name} AUC {a['auc']:.3f}, TPR@1%FPR {a['tpr_at_fpr']['0.01']:.3f}, "
+             f"TPR@0.1%FPR {a['tpr_at_fpr']['0.001']:.3f}" for name, a in results["attacks"].items()]
     line3 = "attacks:   " + "; ".join(parts)
     return [f"report:    {run_dir / 'report.html'}", line1, line2, line3]

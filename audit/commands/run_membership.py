@@ -4,38 +4,47 @@ from __future__ import annotations
 
 import argparse
 
-from attacks.membership import ATTACKS
+from attacks.lira import VARIANCES
+from attacks.membership import ATTACK_GROUPS, ATTACKS, expand_attacks
 from audit.commands.run import positive_int
+from audit.errors import UserError
 from audit.games import CANARY_KINDS
 from audit.run_membership import MembershipOptions, run_membership, summary_lines
 
 
 def _attacks(text: str) -> tuple[str, ...]:
-    names = tuple(ATTACKS) if text == "all" else tuple(t.strip() for t in text.split(",") if t.strip())
-    unknown = [n for n in names if n not in ATTACKS]
-    if unknown or not names:
-        raise argparse.ArgumentTypeError(f"unknown attack {', '.join(unknown) or text!r}; choose from "
-                                         f"{', '.join(ATTACKS)} or all")
-    return names
+    try:
+        return expand_attacks(text)
+    except UserError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def execute(args: argparse.Namespace) -> int:
     opts = MembershipOptions(target=args.target, out=args.out, seed=args.seed, device=args.device, quick=args.quick,
                              epsilon=args.epsilon, delta=args.delta, data_dir=args.data_dir, quiet=args.quiet,
-                             canary=args.canary, canaries=args.canaries, shadows=args.shadows, attacks=args.attack)
+                             canary=args.canary, canaries=args.canaries, shadows=args.shadows, attacks=args.attack,
+                             references=args.references, lira_variance=args.lira_variance)
     run_dir, results = run_membership(opts)
     print("\n".join(summary_lines(run_dir, results)))
     return 0
 
 
 def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    parser = kinds.add_parser("membership", parents=[common], help="membership inference with the one-run canary game",
+    parser = kinds.add_parser("membership", parents=[common], help="membership inference (shadow, LiRA, loss, confidence) with the one-run canary game",
                               description="Train the target once with canaries (each in by a fair coin), train "
-                                          "shadow models, attack every canary, and bound epsilon from below.")
+                                          "shadow and LiRA reference models, attack every canary, report AUC and "
+                                          "TPR at low FPR per attack, and bound epsilon from below.")
     parser.add_argument("--attack", type=_attacks, default=tuple(ATTACKS),
-                        help=f"comma-separated attacks or 'all' (default all: {', '.join(ATTACKS)})")
+                        help=f"comma-separated attacks or groups: {', '.join(ATTACKS)}, "
+                             f"{', '.join(ATTACK_GROUPS)} (lira = lira_online + lira_offline; default all, "
+                             "every attack in one report)")
     parser.add_argument("--canary", default="mislabelled", choices=CANARY_KINDS,
                         help="canary kind (default mislabelled: held-out examples with a wrong label)")
     parser.add_argument("--canaries", type=positive_int, default=None, help="number of canaries m (default 500; quick 200)")
     parser.add_argument("--shadows", type=positive_int, default=None, help="number of shadow models K (default 4; quick 3)")
+    parser.add_argument("--references", type=positive_int, default=None,
+                        help="LiRA reference models R; each canary is IN exactly R/2 of them (default 8; quick 4)")
+    parser.add_argument("--lira-variance", default="auto", choices=VARIANCES,
+                        help="LiRA Gaussian variance: per-example, one global variance (Carlini et al.'s choice "
+                             "for few reference models), or auto (global below 64 reference models)")
     parser.set_defaults(func=execute)

@@ -1,0 +1,196 @@
+"""Comparison of finished membership runs: one table and one overlaid log-log ROC figure.
+
+Typical use: the same audit on a non-private target and on DP targets at several epsilons. For each
+run and attack the table gives AUC and TPR at 1% and 0.1% FPR with Clopper–Pearson intervals
+[Carlini et al. 2022, Sec. III], the membership advantage with the DP bound on it
+((e^eps - 1 + 2 delta)/(e^eps + 1), :func:`audit.metrics.dp_advantage_bound`) and the run's best
+valid epsilon lower bound. The figure overlays every run's ROC curves (one colour per run, one line
+style per attack) with each DP run's theoretical limit ``TPR = 1 - f(FPR)`` [Dong, Roth, Su 2019].
+
+Rendering only: nothing is retrained; the inputs are the runs' ``results.json`` files. Outputs are
+deterministic (Agg, fixed size and dpi, no PNG metadata) and written atomically.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import math
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import jinja2  # noqa: E402
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from audit.errors import UserError  # noqa: E402
+from audit.io import atomic_write_bytes, atomic_write_text, write_json  # noqa: E402
+from audit.metrics import dp_advantage_bound  # noqa: E402
+from reports.html import _fmt, _fmt_ci, load_run_json  # noqa: E402
+from reports.plots import _array, _num  # noqa: E402
+
+COMPARE_PNG = "compare_roc.png"
+COMPARE_HTML = "compare.html"
+COMPARE_JSON = "compare.json"
+_MIN_LOG_FPR = 1e-4
+_STYLES = ("-", "--", "-.", ":", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 2)))
+_COLUMNS = ["run", "target", "ε theory", "δ", "attack", "AUC", "TPR at 1% FPR", "95% CI", "TPR at 0.1% FPR",
+            "95% CI ", "advantage", "DP bound on advantage", "best valid ε lower bound"]
+
+
+def load_runs(run_dirs: Sequence[str | Path]) -> list[tuple[Path, dict]]:
+    """``(run_dir, results)`` per directory; UserError for a missing or unusable run."""
+    if len(run_dirs) < 1:
+        raise UserError("compare needs at least one run directory: python -m audit compare RUN_DIR...")
+    runs = []
+    for item in run_dirs:
+        path = Path(item)
+        if not path.is_dir():
+            raise UserError(f"run directory {path} does not exist: pass directories of finished runs")
+        results = load_run_json(path, "results.json", required=True)
+        if not isinstance(results.get("attacks"), Mapping) or not results["attacks"]:
+            raise UserError(f"{path / 'results.json'} has no attack results: compare membership runs")
+        runs.append((path, results))
+    return runs
+
+
+def run_label(results: Mapping[str, Any]) -> str:
+    """``target (ε = x)`` or ``target (non-private)``."""
+    eps = _num(results.get("epsilon_theory"))
+    privacy = "non-private" if eps is None else f"ε = {eps:.3g}"
+    return f"{results.get('target', '?')} ({privacy})"
+
+
+def _labels(runs: Sequence[tuple[Path, dict]]) -> list[str]:
+    labels = [run_label(r) for _, r in runs]
+    return [f"{label} [{path.name}]" if labels.count(label) > 1 else label for label, (path, _) in zip(labels, runs)]
+
+
+def comparison_rows(runs: Sequence[tuple[Path, dict]], attacks: Sequence[str] | None = None) -> list[dict]:
+    """One row per (run, attack), attacks in name order; ``attacks`` restricts the names."""
+    rows = []
+    for label, (path, results) in zip(_labels(runs), runs):
+        eps, delta = _num(results.get("epsilon_theory")), _num(results.get("delta"))
+        bound = dp_advantage_bound(eps, delta) if eps is not None and delta is not None else None
+        best = results.get("best_lower_bound")
+        best_eps = _num(best.get("epsilon")) if isinstance(best, Mapping) else None
+        for name in sorted(results["attacks"]):
+            if attacks and name not in attacks:
+                continue
+            a = results["attacks"][name] or {}
+            tpr, ci = a.get("tpr_at_fpr") or {}, a.get("tpr_at_fpr_ci") or {}
+            rows.append({"run": label, "run_dir": str(path), "target": results.get("target"), "epsilon_theory": eps,
+                         "delta": delta, "attack": name, "auc": _num(a.get("auc")),
+                         "tpr_1": _num(tpr.get("0.01")), "tpr_1_ci": ci.get("0.01"),
+                         "tpr_01": _num(tpr.get("0.001")), "tpr_01_ci": ci.get("0.001"),
+                         "advantage": _num(a.get("advantage")), "advantage_dp_bound": bound,
+                         "best_epsilon_lower_bound": best_eps})
+    if not rows:
+        raise UserError(f"none of the runs has the attacks {', '.join(attacks or [])}; drop --attack or pick "
+                        "attack names from their results.json")
+    return rows
+
+
+def _cells(row: Mapping[str, Any]) -> list[str]:
+    return [row["run"], str(row["target"]), _fmt(row["epsilon_theory"]) if row["epsilon_theory"] is not None
+            else "none", _fmt(row["delta"]), row["attack"], _fmt(row["auc"]), _fmt(row["tpr_1"]),
+            _fmt_ci(row["tpr_1_ci"]), _fmt(row["tpr_01"]), _fmt_ci(row["tpr_01_ci"]), _fmt(row["advantage"]),
+            _fmt(row["advantage_dp_bound"]), _fmt(row["best_epsilon_lower_bound"])]
+
+
+def compare_roc_plot(runs: Sequence[tuple[Path, dict]], path: str | Path, attacks: Sequence[str] | None = None) -> Path:
+    """Log-log ROC of every (run, attack) with each DP run's limit ``1 - f(FPR)`` as a thick faint line."""
+    labels = _labels(runs)
+    names = sorted({n for _, r in runs for n in r["attacks"] if not attacks or n in attacks})
+    styles = {n: _STYLES[i % len(_STYLES)] for i, n in enumerate(names)}
+    colours = plt.get_cmap("tab10").colors
+    lo = _MIN_LOG_FPR
+    with plt.rc_context({"font.size": 9, "legend.fontsize": 6.5, "path.simplify": False}):
+        fig, ax = plt.subplots(figsize=(7.2, 5.6))
+        grid = np.logspace(math.log10(lo), 0, 200)
+        ax.plot(grid, grid, linestyle=":", color="0.5", linewidth=1, label="chance (TPR = FPR)")
+        for i, (label, (_, results)) in enumerate(zip(labels, runs)):
+            colour = colours[i % len(colours)]
+            tradeoff = results.get("tradeoff") or {}
+            alpha, beta = _array(tradeoff.get("alpha")), _array(tradeoff.get("beta"))
+            if alpha.size and alpha.size == beta.size:
+                keep = np.isfinite(alpha) & np.isfinite(beta) & (alpha >= lo)
+                order = np.argsort(alpha[keep])
+                ax.plot(alpha[keep][order], np.clip(1 - beta[keep][order], lo, 1), color=colour, linewidth=3.5,
+                        alpha=0.3, label=f"{label}: DP limit 1 - f(FPR)")
+            for name in names:
+                a = results["attacks"].get(name) or {}
+                roc = a.get("roc") or {}
+                fpr, tpr = _array(roc.get("fpr")), _array(roc.get("tpr"))
+                if fpr.size == 0 or fpr.size != tpr.size:
+                    continue
+                auc = _num(a.get("auc"))
+                ax.step(np.clip(fpr, lo, 1), np.clip(tpr, lo, 1), where="post", color=colour, linestyle=styles[name],
+                        linewidth=1.2, label=f"{label}: {name}" + (f" (AUC {auc:.3f})" if auc is not None else ""))
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(lo, 1)
+        ax.set_ylim(lo, 1.02)
+        ax.set_xlabel("false positive rate")
+        ax.set_ylabel("true positive rate")
+        ax.set_title("Membership attacks across runs (log-log ROC)")
+        ax.grid(True, which="major", linewidth=0.4, color="0.85")
+        ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+        fig.tight_layout()
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format="png", dpi=100, metadata={"Software": None}, bbox_inches="tight")
+        plt.close(fig)
+    return atomic_write_bytes(path, buffer.getvalue())
+
+
+_TEMPLATE = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>privacy-audit comparison</title>
+<style>
+body { font-family: sans-serif; margin: 2em; max-width: 80em; }
+table { border-collapse: collapse; font-size: 0.85em; }
+th, td { border: 1px solid #bbb; padding: 0.25em 0.5em; text-align: right; }
+th { background: #eee; } td:nth-child(-n+2), td:nth-child(5) { text-align: left; }
+.over { background: #f8d3d3; }
+</style></head><body>
+<h1>Membership attacks across runs</h1>
+<p>{{ runs|length }} run(s). TPR at low FPR is read off each attack's empirical ROC with a
+Clopper–Pearson interval (Carlini et al. 2022). The DP bound on membership advantage
+(TPR − FPR) is (e<sup>ε</sup> − 1 + 2δ)/(e<sup>ε</sup> + 1); a red cell marks an advantage above it
+(the best-threshold advantage is biased upwards: see each run's report for its interval).</p>
+<table><thead><tr>{% for c in columns %}<th>{{ c }}</th>{% endfor %}</tr></thead><tbody>
+{% for row in rows %}<tr>{% for cell in row.cells %}<td{% if loop.index == 11 and row.over %} class="over"{% endif %}>{{ cell }}</td>{% endfor %}</tr>
+{% endfor %}</tbody></table>
+<h2>ROC curves (log-log)</h2>
+<figure><img src="{{ figure }}" alt="overlaid ROC curves"><figcaption>One colour per run, one line style per
+attack; thick faint lines are each DP run's theoretical limit TPR = 1 − f(FPR). The dotted diagonal is random
+guessing.</figcaption></figure>
+<h2>Runs</h2><ul>{% for r in runs %}<li>{{ r.label }}: {{ r.dir }}</li>{% endfor %}</ul>
+</body></html>
+"""
+
+
+def compare_runs(run_dirs: Sequence[str | Path], out_dir: str | Path, attacks: Sequence[str] | None = None) -> dict:
+    """Write ``compare.json``, ``compare_roc.png`` and ``compare.html`` for ``run_dirs`` into ``out_dir``.
+
+    Returns the comparison (``{"runs", "rows", "figure", "html"}``).
+    """
+    runs = load_runs(run_dirs)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = comparison_rows(runs, attacks)
+    png = compare_roc_plot(runs, out / COMPARE_PNG, attacks)
+    uri = "data:image/png;base64," + base64.b64encode(png.read_bytes()).decode("ascii")
+    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
+    html = env.from_string(_TEMPLATE).render(
+        columns=_COLUMNS, figure=uri,
+        rows=[{"cells": _cells(r), "over": r["advantage_dp_bound"] is not None and r["advantage"] is not None
+               and r["advantage"] > r["advantage_dp_bound"]} for r in rows],
+        runs=[{"label": label, "dir": str(path)} for label, (path, _) in zip(_labels(runs), runs)])
+    html_path = atomic_write_text(out / COMPARE_HTML, html)
+    summary = {"runs": [str(p) for p, _ in runs], "rows": rows, "figure": str(png), "html": str(html_path)}
+    write_json(out / COMPARE_JSON, summary)
+    return summary
