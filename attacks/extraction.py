@@ -37,7 +37,7 @@ from audit.errors import UserError
 FeatureMap = Callable[[np.ndarray], np.ndarray]
 
 __all__ = ["PredictionAPI", "ExtractedModel", "linear_features", "softmax", "canonical", "equation_solving",
-           "label_only_retraining", "agreement", "tv_distance", "relative_error", "uniform_inputs"]
+           "label_only_retraining", "informative_box", "agreement", "tv_distance", "relative_error", "uniform_inputs"]
 
 
 def linear_features(X: np.ndarray) -> np.ndarray:
@@ -161,14 +161,79 @@ def _solve_rounded(F: np.ndarray, P: np.ndarray, decimals: int) -> tuple[np.ndar
     if m < (K - 1) * p:
         raise UserError(f"only {m} usable equations for {(K - 1) * p} unknowns (outputs rounded to 0); "
                         f"use more queries (--queries) or fewer rounding decimals")
-    A = np.zeros((m, (K - 1) * p))
-    for j in range(m):
-        if kpos[j] > 0:
-            A[j, (kpos[j] - 1) * p:kpos[j] * p] += F[rows_a[j]]
-        if kneg[j] > 0:
-            A[j, (kneg[j] - 1) * p:kneg[j] * p] -= F[rows_a[j]]
-    sol = np.linalg.lstsq(A * w[:, None], b * w, rcond=None)[0]
+    # Normal equations A^T W^2 A theta = A^T W^2 b without forming A: an equation between classes a and r
+    # contributes w^2 phi phi^T to blocks (a, a) and (r, r) and minus it to (a, r) and (r, a); block 0 is fixed.
+    normal = np.zeros(((K - 1) * p, (K - 1) * p))
+    rhs_n = np.zeros((K - 1) * p)
+    w2 = w * w
+    for a in range(K):
+        for r in range(K):
+            sel = np.flatnonzero((kpos == a) & (kneg == r))
+            if sel.size == 0:
+                continue
+            Fs = F[rows_a[sel]]
+            M = (Fs * w2[sel, None]).T @ Fs
+            v = Fs.T @ (w2[sel] * b[sel])
+            for x, y, sign in ((a, a, 1.0), (r, r, 1.0), (a, r, -1.0), (r, a, -1.0)):
+                if x > 0 and y > 0:
+                    normal[(x - 1) * p:x * p, (y - 1) * p:y * p] += sign * M
+            if a > 0:
+                rhs_n[(a - 1) * p:a * p] += v
+            if r > 0:
+                rhs_n[(r - 1) * p:r * p] -= v
+    try:
+        sol = np.linalg.solve(normal, rhs_n)
+    except np.linalg.LinAlgError:
+        raise UserError("the rounded outputs do not determine every class's parameters (too few non-zero "
+                        "probabilities); use more queries (--queries) or more decimals (--round)") from None
     return sol.reshape(K - 1, p), m
+
+
+def informative_box(api: PredictionAPI, low: np.ndarray, high: np.ndarray, rng: np.random.Generator,
+                    probe: int = 20, target: float = 0.75, max_halvings: int = 30) -> tuple[np.ndarray, np.ndarray, float]:
+    """Choose a query box in which rounded outputs carry information.
+
+    A rounded output whose runner-up probabilities all round to 0 gives no equation (a saturated
+    model on uniform inputs, e.g. softmax regression on 784 MNIST pixels). If the box centre is
+    saturated, we move the centre to a point near a decision boundary, found by bisection on the
+    segment between two probe inputs with different labels (the line search of Tramèr et al.
+    2016, Sec. 4.2); then we halve the box about the centre (clipped to [low, high]) until at least
+    ``target`` of ``probe`` random queries have two or more non-zero probabilities. Every probe is
+    counted by the API. Returns (low, high, scale) of the chosen box.
+    """
+    low = np.asarray(low, dtype=np.float64)
+    high = np.asarray(high, dtype=np.float64)
+    centre, half = (low + high) / 2, (high - low) / 2
+
+    def informative(P: np.ndarray) -> np.ndarray:
+        return (P > 0).sum(axis=1) >= 2
+
+    if not informative(api(centre[None]))[0]:
+        for _ in range(max_halvings):  # probe until two labels are seen
+            X = uniform_inputs(probe, low, high, rng)
+            labels = api(X).argmax(axis=1)
+            other = np.flatnonzero(labels != labels[0])
+            if other.size:
+                break
+        if other.size:
+            a, b = X[0], X[other[0]]
+            for _ in range(60):
+                mid = (a + b) / 2
+                P = api(mid[None])
+                if informative(P)[0]:
+                    centre = mid
+                    break
+                if P[0].argmax() == labels[0]:
+                    a = mid
+                else:
+                    b = mid
+    scale = 1.0
+    for _ in range(max_halvings):
+        box_low, box_high = np.maximum(low, centre - scale * half), np.minimum(high, centre + scale * half)
+        if informative(api(uniform_inputs(probe, box_low, box_high, rng))).mean() >= target:
+            break
+        scale /= 2
+    return np.maximum(low, centre - scale * half), np.minimum(high, centre + scale * half), scale
 
 
 def equation_solving(api: PredictionAPI, feature_map: FeatureMap, low: np.ndarray, high: np.ndarray,
@@ -177,7 +242,8 @@ def equation_solving(api: PredictionAPI, feature_map: FeatureMap, low: np.ndarra
 
     Queries ``n_queries`` uniform random inputs from [low, high] (default: ``p = dim phi`` queries,
     i.e. d + 1, when outputs are exact; 20 p when rounded) and solves the log-ratio equations:
-    exactly when outputs are exact, by weighted least squares when they are rounded.
+    exactly when outputs are exact, by weighted least squares when they are rounded. With rounded
+    outputs the box is first shrunk by :func:`informative_box` (its probes are counted too).
     """
     p = feature_map(np.asarray(low, dtype=np.float64)[None]).shape[1]
     rounded = api.round_decimals is not None
@@ -185,12 +251,16 @@ def equation_solving(api: PredictionAPI, feature_map: FeatureMap, low: np.ndarra
     if n < p:
         raise UserError(f"equation solving needs at least {p} queries (d + 1) for this model, got {n}")
     start = api.queries
+    scale = 1.0
+    if rounded:
+        low, high, scale = informative_box(api, low, high, rng)
     X = uniform_inputs(n, low, high, rng)
     P = api(X)
     F = feature_map(X)
     if rounded:
         theta, used = _solve_rounded(F, P, api.round_decimals)
-        details = {"equations": used, "round_decimals": api.round_decimals, "solver": "weighted least squares"}
+        details = {"equations": used, "round_decimals": api.round_decimals, "solver": "weighted least squares",
+                   "box_scale": scale, "probe_queries": api.queries - start - n}
     else:
         theta = _solve_exact(F, P)
         details = {"equations": n * (api.n_classes - 1),

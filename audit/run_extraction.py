@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from attacks.extraction import (PredictionAPI, agreement, canonical, equation_solving, label_only_retraining,
+from attacks.extraction import (FeatureMap, PredictionAPI, agreement, canonical, equation_solving, label_only_retraining,
                                 linear_features, relative_error, softmax, tv_distance, uniform_inputs)
 from audit.cache import cached_models
 from audit.errors import UserError
@@ -88,7 +88,7 @@ class Victim:
     description: str
     dataset: Dataset
     theta: np.ndarray
-    feature_map: object
+    feature_map: FeatureMap
     test_X: np.ndarray
     test_y: np.ndarray
     test_label: str
@@ -241,9 +241,16 @@ def run_extraction(opts: ExtractionOptions) -> tuple[Path, dict]:
     for decimals in settings:
         api = PredictionAPI(victim.predict_proba, d, K, decimals)
         n_q = opts.queries if (decimals == opts.round) else None
-        stolen = equation_solving(api, victim.feature_map, low, high, rng, n_q)
         label = "equation solving" + (f" (outputs rounded to {decimals} decimals)" if decimals is not None else
                                       " (exact outputs)")
+        try:
+            stolen = equation_solving(api, victim.feature_map, low, high, rng, n_q)
+        except UserError as exc:
+            if decimals == opts.round:
+                raise
+            rows.append({"method": label, "round_decimals": decimals, "queries": api.queries, "failed": str(exc)})
+            say(f"{label}: failed after {api.queries} queries: {exc}")
+            continue
         rows.append(_row(label, stolen, victim, decimals, test_p, unif_X, unif_p))
         if main is None:
             main = (stolen, rows[-1])
@@ -289,8 +296,8 @@ def run_extraction(opts: ExtractionOptions) -> tuple[Path, dict]:
                    "text": f"non-private target extracted with {extraction['queries']} queries, relative parameter "
                            f"error {extraction['param_rel_error']:.2g}, agreement {extraction['agreement_test']:.4f} "
                            f"(test) / {extraction['agreement_uniform']:.4f} (uniform)"}
-    table_rows = [[r["method"], r["queries"], r["param_rel_error"], r["agreement_test"], r["agreement_uniform"],
-                   r["tv_distance"], r["tv_distance_uniform"]] for r in rows]
+    table_rows = [[r["method"], r["queries"], r.get("param_rel_error", "failed"), r.get("agreement_test"),
+                   r.get("agreement_uniform"), r.get("tv_distance"), r.get("tv_distance_uniform")] for r in rows]
     tables = [{"title": "Extraction attacks", "columns": ["method", "queries", "relative parameter error",
                                                           "agreement (test)", "agreement (uniform)", "TV (test)",
                                                           "TV (uniform)"],
@@ -330,6 +337,9 @@ def summary_lines(run_dir: Path, results: dict) -> list[str]:
     e = results["extraction"]
     lines = [f"report:     {run_dir / 'report.html'}"]
     for r in e["methods"]:
+        if "failed" in r:
+            lines.append(f"{r['method']}: failed after {r['queries']} queries ({r['failed']})")
+            continue
         lines.append(f"{r['method']}: {r['queries']} queries, param error {r['param_rel_error']:.3g}, agreement "
                      f"test {r['agreement_test']:.4f} / uniform {r['agreement_uniform']:.4f}, TV {r['tv_distance']:.3g}")
     if "post_processing" in e:

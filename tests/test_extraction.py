@@ -76,7 +76,9 @@ def test_rounded_outputs_least_squares_agreement(digits_lr):
     api.queries = 0
     lo, hi = np.zeros(64), np.ones(64)
     stolen = equation_solving(api, linear_features, lo, hi, np.random.default_rng(0))
-    assert stolen.queries == 20 * 65
+    # 20 (d + 1) equation queries plus the probes that sized the query box (at least one probe of 20)
+    assert stolen.queries == api.queries == 20 * 65 + stolen.details["probe_queries"]
+    assert stolen.details["probe_queries"] >= 20
     exact = _api(theta)
     unif = uniform_inputs(10_000, lo, hi, np.random.default_rng(1))
     assert agreement(stolen.predict_proba(X_test), exact(X_test)) > 0.99
@@ -97,6 +99,18 @@ def test_label_only_baseline_counts_queries_and_is_worse(digits_lr):
     assert 0.6 < agree < 1.0
     # Labels carry no scale: the parameters are far from the victim's, unlike equation solving.
     assert relative_error(base.theta, canonical(theta)) > 0.1
+
+
+def test_saturated_model_rounded_outputs_shrink_the_query_box():
+    rng = np.random.default_rng(0)
+    theta = np.vstack([np.zeros(101), rng.normal(0, 3.0, size=101)])  # logit ~ 15 on uniform inputs: one-hot
+    api = _api(theta, decimals=3)
+    X = uniform_inputs(200, np.zeros(100), np.ones(100), np.random.default_rng(3))
+    assert (api(X).min(axis=1) == 0).mean() > 0.5
+    stolen = equation_solving(api, linear_features, np.zeros(100), np.ones(100), np.random.default_rng(1))
+    assert stolen.details["box_scale"] < 1.0
+    X = uniform_inputs(2000, np.zeros(100), np.ones(100), np.random.default_rng(2))
+    assert agreement(stolen.predict_proba(X), _api(theta)(X)) > 0.99
 
 
 def test_exact_api_with_underflowed_probability_is_user_error():
@@ -130,3 +144,17 @@ def test_run_extraction_dperm_steals_the_noisy_release(tmp_path):
 def test_run_extraction_rejects_non_linear_target(tmp_path):
     proc = _cli("--target", "nonprivate_mnist", "--quiet", "--out", str(tmp_path))
     assert proc.returncode == 2 and "logistic-regression" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_run_extraction_is_deterministic(tmp_path):
+    from audit.run_extraction import ExtractionOptions, run_extraction
+
+    outs = []
+    for sub in ("a", "b"):
+        _, results = run_extraction(ExtractionOptions(target="dperm_breast_cancer", out=str(tmp_path / sub), quick=True,
+                                                      quiet=True, round=3, seed=3))
+        outs.append({k: v for k, v in json.loads(json.dumps(results, default=str)).items() if k not in results["volatile"]})
+    assert outs[0] == outs[1]
+    e = outs[0]["extraction"]
+    assert e["round_decimals"] == 3 and e["queries"] == 20 * 31 + e["methods"][0]["details"]["probe_queries"]
+    assert e["agreement_test"] > 0.99
