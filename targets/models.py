@@ -22,13 +22,87 @@ Params = dict[str, torch.Tensor]
 
 
 @dataclass(frozen=True)
+class Linear:
+    """Fully connected layer ``z = a W^T + b`` on flat inputs (B, D); parameters ``weight`` (O, D), ``bias`` (O,)."""
+
+    weight: str
+    bias: str
+
+
+@dataclass(frozen=True)
+class Conv2d:
+    """2-d convolution (square kernel); parameters ``weight`` (O, C, k, k), ``bias`` (O,)."""
+
+    weight: str
+    bias: str
+    stride: int = 1
+    padding: int = 0
+
+
+@dataclass(frozen=True)
+class Tanh:
+    """Elementwise tanh."""
+
+
+@dataclass(frozen=True)
+class MaxPool2d:
+    """Max pooling with a square window."""
+
+    kernel: int
+    stride: int
+
+
+@dataclass(frozen=True)
+class Flatten:
+    """Flatten every axis after the batch axis."""
+
+
+Layer = Linear | Conv2d | Tanh | MaxPool2d | Flatten
+#: Layers holding parameters: the ones whose per-example gradients DP-SGD clips.
+PARAM_LAYERS = (Linear, Conv2d)
+
+
+def apply_layer(layer: Layer, params: Params, h: torch.Tensor) -> torch.Tensor:
+    """One layer on a batch ``h`` (B, ...) of one model."""
+    if isinstance(layer, Linear):
+        return F.linear(h, params[layer.weight], params[layer.bias])
+    if isinstance(layer, Conv2d):
+        return F.conv2d(h, params[layer.weight], params[layer.bias], stride=layer.stride, padding=layer.padding)
+    if isinstance(layer, Tanh):
+        return torch.tanh(h)
+    if isinstance(layer, MaxPool2d):
+        return F.max_pool2d(h, layer.kernel, layer.stride)
+    if isinstance(layer, Flatten):
+        return h.flatten(1)
+    raise TypeError(f"unknown layer {layer!r}")
+
+
+def sequential_forward(layers: tuple[Layer, ...]) -> Callable[[Params, torch.Tensor], torch.Tensor]:
+    """The forward function of a sequence of layers: ``forward(params, x (B, ...)) -> logits (B, K)``."""
+
+    def forward(params: Params, x: torch.Tensor) -> torch.Tensor:
+        h = x
+        for layer in layers:
+            h = apply_layer(layer, params, h)
+        return h
+
+    return forward
+
+
+@dataclass(frozen=True)
 class Architecture:
-    """A model family: parameter shapes for an input shape and class count, and a forward function."""
+    """A model family: parameter shapes for an input shape and class count, and a forward function.
+
+    ``layers`` (optional) describes the model as a sequence of layers; DP-SGD uses it to clip
+    per-example gradients without materialising them (:mod:`targets.ghost_clipping`). An
+    architecture without ``layers`` is trained with ``vmap(grad)`` per-example gradients.
+    """
 
     name: str
     description: str
     shapes: Callable[[tuple[int, ...], int], dict[str, tuple[int, ...]]]
     forward: Callable[[Params, torch.Tensor], torch.Tensor]
+    layers: tuple[Layer, ...] | None = None
 
 
 def _logreg_shapes(shape: tuple[int, ...], n_classes: int) -> dict[str, tuple[int, ...]]:
@@ -36,9 +110,7 @@ def _logreg_shapes(shape: tuple[int, ...], n_classes: int) -> dict[str, tuple[in
     return {"weight": (n_classes, d), "bias": (n_classes,)}
 
 
-def _logreg_forward(params: Params, x: torch.Tensor) -> torch.Tensor:
-    return F.linear(x.flatten(1), params["weight"], params["bias"])
-
+LOGREG_LAYERS: tuple[Layer, ...] = (Flatten(), Linear("weight", "bias"))
 
 MLP_HIDDEN = 64
 
@@ -49,9 +121,7 @@ def _mlp_shapes(shape: tuple[int, ...], n_classes: int) -> dict[str, tuple[int, 
             "fc2.weight": (n_classes, MLP_HIDDEN), "fc2.bias": (n_classes,)}
 
 
-def _mlp_forward(params: Params, x: torch.Tensor) -> torch.Tensor:
-    h = torch.tanh(F.linear(x.flatten(1), params["fc1.weight"], params["fc1.bias"]))
-    return F.linear(h, params["fc2.weight"], params["fc2.bias"])
+MLP_LAYERS: tuple[Layer, ...] = (Flatten(), Linear("fc1.weight", "fc1.bias"), Tanh(), Linear("fc2.weight", "fc2.bias"))
 
 
 def _cnn_shapes(shape: tuple[int, ...], n_classes: int) -> dict[str, tuple[int, ...]]:
@@ -63,19 +133,21 @@ def _cnn_shapes(shape: tuple[int, ...], n_classes: int) -> dict[str, tuple[int, 
             "fc2.weight": (n_classes, 32), "fc2.bias": (n_classes,)}
 
 
-def _cnn_forward(params: Params, x: torch.Tensor) -> torch.Tensor:
-    h = torch.tanh(F.conv2d(x, params["conv1.weight"], params["conv1.bias"], stride=2, padding=3))  # 16x14x14
-    h = F.max_pool2d(h, 2, 1)  # 16x13x13
-    h = torch.tanh(F.conv2d(h, params["conv2.weight"], params["conv2.bias"], stride=2))  # 32x5x5
-    h = F.max_pool2d(h, 2, 1)  # 32x4x4
-    h = torch.tanh(F.linear(h.flatten(1), params["fc1.weight"], params["fc1.bias"]))
-    return F.linear(h, params["fc2.weight"], params["fc2.bias"])
+CNN_LAYERS: tuple[Layer, ...] = (
+    Conv2d("conv1.weight", "conv1.bias", stride=2, padding=3), Tanh(), MaxPool2d(2, 1),  # 16x14x14 -> 16x13x13
+    Conv2d("conv2.weight", "conv2.bias", stride=2), Tanh(), MaxPool2d(2, 1),  # 32x5x5 -> 32x4x4
+    Flatten(), Linear("fc1.weight", "fc1.bias"), Tanh(), Linear("fc2.weight", "fc2.bias"),
+)
+
+
+def _architecture(name: str, description: str, shapes, layers: tuple[Layer, ...]) -> Architecture:
+    return Architecture(name, description, shapes, sequential_forward(layers), layers)
 
 
 ARCHITECTURES: dict[str, Architecture] = {
-    "logreg": Architecture("logreg", "multinomial logistic regression", _logreg_shapes, _logreg_forward),
-    "mlp": Architecture("mlp", f"MLP, one tanh hidden layer of {MLP_HIDDEN}", _mlp_shapes, _mlp_forward),
-    "cnn": Architecture("cnn", "CNN: conv 16@8x8/2, conv 32@4x4/2, fc 32, tanh", _cnn_shapes, _cnn_forward),
+    "logreg": _architecture("logreg", "multinomial logistic regression", _logreg_shapes, LOGREG_LAYERS),
+    "mlp": _architecture("mlp", f"MLP, one tanh hidden layer of {MLP_HIDDEN}", _mlp_shapes, MLP_LAYERS),
+    "cnn": _architecture("cnn", "CNN: conv 16@8x8/2, conv 32@4x4/2, fc 32, tanh", _cnn_shapes, CNN_LAYERS),
 }
 
 
@@ -105,3 +177,35 @@ def init_params(arch: Architecture, shape: tuple[int, ...], n_classes: int, gene
 def n_parameters(params: Params) -> int:
     """Number of scalar parameters of one (unstacked) model."""
     return sum(p.numel() for p in params.values())
+
+
+def to_module(arch: Architecture, params: Params) -> torch.nn.Sequential:
+    """An equivalent ``torch.nn.Sequential`` holding copies of one model's ``params`` (unstacked).
+
+    For tools that need modules (Opacus, benchmarks); ``to_module(arch, p)(x)`` equals
+    ``arch.forward(p, x)``. Needs an architecture described by ``layers``.
+    """
+    if arch.layers is None:
+        raise UserError(f"model {arch.name!r} has no layer description; it cannot be turned into a module")
+    modules: list[torch.nn.Module] = []
+    for layer in arch.layers:
+        if isinstance(layer, Linear):
+            out_f, in_f = params[layer.weight].shape
+            module = torch.nn.Linear(in_f, out_f)
+        elif isinstance(layer, Conv2d):
+            out_c, in_c, k, _ = params[layer.weight].shape
+            module = torch.nn.Conv2d(in_c, out_c, k, stride=layer.stride, padding=layer.padding)
+        elif isinstance(layer, Tanh):
+            modules.append(torch.nn.Tanh())
+            continue
+        elif isinstance(layer, MaxPool2d):
+            modules.append(torch.nn.MaxPool2d(layer.kernel, layer.stride))
+            continue
+        else:
+            modules.append(torch.nn.Flatten())
+            continue
+        with torch.no_grad():
+            module.weight.copy_(params[layer.weight])
+            module.bias.copy_(params[layer.bias])
+        modules.append(module)
+    return torch.nn.Sequential(*modules)

@@ -8,14 +8,26 @@ gradients (``torch.func.vmap(grad)``) clipped to L2 norm ``C``, summed, plus ``N
 divided by the expected batch size. Its privacy is that of the Poisson-subsampled Gaussian
 mechanism composed over ``steps`` (audit.accounting.DPSGDClaim).
 
-Models are stacked along a leading model axis and trained together with ``vmap`` over that axis.
-Every model has its own seed: its initialisation, batch sampling and noise come from its own
-generators, so a model's result does not depend on which other models it was trained with.
+Per-example clipping: for architectures described as a sequence of layers (all of
+:mod:`targets.models`) the per-example gradient norms and the clipped sum come from one forward
+and one backward pass, with ghost norms where cheaper (:mod:`targets.ghost_clipping`; Li et al.
+2022, Bu et al. 2023) — the same result as clipping materialised ``vmap(grad)`` per-example
+gradients, which remain the fallback for other architectures (computed in chunks of examples).
+
+Models are stacked along a leading model axis and trained together (``vmap`` over that axis, or
+grouped convolutions). Every model has its own seed: its initialisation, batch sampling and noise
+come from its own generators, so a model's result does not depend on which other models it was
+trained with — nor on how many models are trained at once: ``max_memory`` sets the number of
+models per chunk from an estimate of the memory one model's step needs.
+
+On CUDA the data stay on the GPU, batch indices travel from pinned host memory without blocking,
+and nothing in the step loop waits for the GPU (no ``.item()``/host copies until the end).
 """
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import asdict, dataclass
 from typing import Sequence
 
@@ -27,7 +39,31 @@ from tqdm.auto import tqdm
 
 from audit.errors import UserError
 from targets.datasets import Dataset
+from targets.ghost_clipping import (MODES, activation_bytes_per_example, per_example_clipped_sum,
+                                    weighted_gradient)
 from targets.models import Architecture, Params, get_architecture, init_params
+
+#: Default memory budget of one ``train_models`` call (bytes): sets how many models train at once.
+DEFAULT_MAX_MEMORY = 2 * 1024**3
+#: ``clipping`` choices: the layer-wise methods of :mod:`targets.ghost_clipping`, or ``vmap`` (grad).
+CLIPPING_METHODS = (*MODES, "vmap")
+_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "m": 1000**2, "mb": 1000**2, "g": 1000**3, "gb": 1000**3,
+          "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tb": 1000**4, "tib": 1024**4}
+
+
+def parse_memory(text: str | int) -> int:
+    """Bytes in a memory size such as ``2GiB``, ``512MiB``, ``1.5GB`` or ``1000000`` (bytes)."""
+    if isinstance(text, int):
+        value = text
+    else:
+        match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", str(text))
+        unit = match.group(2).lower() if match else None
+        if match is None or unit not in _UNITS:
+            raise UserError(f"cannot read memory size {text!r}; write e.g. 2GiB, 512MiB or 1.5GB")
+        value = int(float(match.group(1)) * _UNITS[unit])
+    if value < 1024**2:
+        raise UserError(f"memory budget {text!r} is below 1 MiB; give e.g. --max-memory 2GiB")
+    return value
 
 
 @dataclass(frozen=True)
@@ -118,6 +154,49 @@ def _sample_batches(members: list[np.ndarray], rngs: list[np.random.Generator], 
     return index, weight
 
 
+def _batch_width_bound(members: list[np.ndarray], q: float) -> int:
+    """A high-probability bound on the padded batch width: max over models of a Binomial(n_r, q)
+    count is below ``q n + 5 sqrt(q n) + 1`` except with negligible probability (Chernoff)."""
+    n = max((m.shape[0] for m in members), default=1)
+    mean = q * n
+    return max(1, min(n, int(math.ceil(mean + 5 * math.sqrt(mean) + 1))))
+
+
+def memory_plan(arch: Architecture, params: Params, input_shape: tuple[int, ...], width: int, private: bool,
+                clipping: str, max_memory: int) -> tuple[int, int]:
+    """(models per chunk, examples per chunk) that keep one training step within ``max_memory`` bytes.
+
+    Per model: parameters, momentum, gradient and noise (8 copies of the parameters) plus, per
+    example of the padded batch, the activations and per-example quantities the clipping method
+    holds (:func:`targets.ghost_clipping.activation_bytes_per_example`), or, for ``vmap(grad)``
+    clipping, three copies of a per-example gradient. The example chunk is the whole batch except
+    for ``vmap`` clipping, whose per-example gradients are materialised a chunk at a time.
+    """
+    one = {k: v[:1] for k, v in params.items()}
+    n_params = sum(v[0].numel() for v in params.values())
+    fixed = 8 * 4 * n_params
+    if arch.layers is not None:
+        activations = activation_bytes_per_example(arch.layers, one, input_shape, clipping if private and
+                                                   clipping != "vmap" else "auto")
+    else:
+        activations = 2 * 4 * 8 * math.prod(input_shape)
+    per_example = activations + (3 * 4 * n_params if private and (clipping == "vmap" or arch.layers is None) else 0)
+    vmap_chunked = private and (clipping == "vmap" or arch.layers is None)
+    if not vmap_chunked:
+        return max(1, int(max_memory // (fixed + per_example * width))), width
+    models = max(1, int(max_memory // (fixed + per_example * min(width, 32))))
+    examples = max(1, min(width, int((max_memory / models - fixed) // per_example)))
+    return models, examples
+
+
+def _to_device(array: np.ndarray, device: torch.device) -> torch.Tensor:
+    """Host array to ``device``; on CUDA through pinned memory without blocking the host."""
+    tensor = torch.from_numpy(array)
+    if device.type == "cuda":
+        return tensor.pin_memory().to(device, non_blocking=True)
+    return tensor
+
+
 def train_models(
     data: Dataset,
     masks: np.ndarray,
@@ -126,43 +205,81 @@ def train_models(
     device: torch.device | str = "cpu",
     progress: bool = True,
     desc: str = "training",
+    max_memory: int | str | None = None,
+    clipping: str = "auto",
 ) -> Params:
     """Train ``len(seeds)`` models at once; model ``r`` trains on ``data`` rows where ``masks[r]``.
 
+    ``max_memory`` (bytes or a size such as ``"2GiB"``; default :data:`DEFAULT_MAX_MEMORY`) bounds the
+    estimated memory of a step and so sets how many models are trained together (:func:`memory_plan`);
+    the result is the same for any chunking. ``clipping`` selects the per-example clipping method of
+    DP-SGD: ``auto``/``ghost``/``direct`` (:mod:`targets.ghost_clipping`) or ``vmap`` (materialised
+    ``vmap(grad)`` per-example gradients); all give the same result up to rounding.
     Returns the stacked final parameters (leading model axis) on the CPU.
     """
     device = torch.device(device)
     masks = np.asarray(masks, dtype=bool)
     if masks.ndim != 2 or masks.shape != (len(seeds), len(data)):
         raise ValueError(f"masks must be (models, examples) = ({len(seeds)}, {len(data)}), got {masks.shape}")
+    if clipping not in CLIPPING_METHODS:
+        raise UserError(f"unknown clipping method {clipping!r}; choose one of {', '.join(CLIPPING_METHODS)}")
+    budget = parse_memory(DEFAULT_MAX_MEMORY if max_memory is None else max_memory)
     arch = get_architecture(config.arch)
+    members = [np.flatnonzero(m) for m in masks]
+    probe = init_params(arch, data.shape, data.n_classes, torch.Generator().manual_seed(0))
+    width = _batch_width_bound(members, config.sample_rate)
+    models, examples = memory_plan(arch, {k: v[None] for k, v in probe.items()}, tuple(data.shape), width,
+                                   config.private, clipping, budget)
+    X = torch.as_tensor(data.X).to(device)
+    y = torch.as_tensor(data.y).to(device)
+    chunks = []
+    for start in range(0, len(seeds), models):
+        stop = min(len(seeds), start + models)
+        label = desc if models >= len(seeds) else f"{desc} [models {start + 1}-{stop} of {len(seeds)}]"
+        chunks.append(_train_chunk(arch, X, y, data, members[start:stop], config, list(seeds[start:stop]), device,
+                                   progress, label, clipping, examples))
+    return {k: torch.cat([c[k] for c in chunks]) for k in chunks[0]}
+
+
+def _train_chunk(arch: Architecture, X: torch.Tensor, y: torch.Tensor, data: Dataset, members: list[np.ndarray],
+                 config: TrainConfig, seeds: list[int], device: torch.device, progress: bool, desc: str,
+                 clipping: str, examples: int) -> Params:
+    """Train the models of one chunk together (see :func:`train_models`)."""
     torch_gens = [torch.Generator(device="cpu").manual_seed(int(s)) for s in seeds]
     noise_gens = [torch.Generator(device=device).manual_seed(int(s) + 1) for s in seeds]
     batch_rngs = [np.random.default_rng([int(s), 2]) for s in seeds]
     inits = [init_params(arch, data.shape, data.n_classes, g) for g in torch_gens]
     params = {k: torch.stack([p[k] for p in inits]).to(device) for k in inits[0]}
     velocity = {k: torch.zeros_like(v) for k, v in params.items()}
-    members = [np.flatnonzero(m) for m in masks]
-    X = torch.as_tensor(data.X, device=device)
-    y = torch.as_tensor(data.y, device=device)
+    layered = arch.layers is not None and clipping != "vmap"
 
-    if config.private:
+    if config.private and not layered:
         per_example_grads = vmap(vmap(grad(_example_loss(arch)), in_dims=(None, 0, 0)), in_dims=(0, 0, 0))
-    else:
+    elif not config.private and arch.layers is None:
         batch_grads = vmap(grad(_batch_loss(arch)), in_dims=(0, 0, 0, 0))
     scale = config.lr / config.expected_batch_size
     for _ in tqdm(range(config.steps), desc=desc, disable=not progress, unit="step", leave=False):
         index_np, weight_np = _sample_batches(members, batch_rngs, config.sample_rate)
-        index = torch.as_tensor(index_np, device=device)
-        weight = torch.as_tensor(weight_np, device=device)
+        index = _to_device(index_np, device)
+        weight = _to_device(weight_np, device)
         xb, yb = X[index], y[index]
         if config.private:
-            summed = _clipped_sum(per_example_grads(params, xb, yb), weight, float(config.clip_norm))
-            std = config.noise_multiplier * float(config.clip_norm)
+            clip = float(config.clip_norm)
+            if layered:
+                summed = per_example_clipped_sum(arch.layers, params, xb, yb, weight, clip, clipping)
+            else:
+                summed = None
+                for s in range(0, xb.shape[1], examples):
+                    part = _clipped_sum(per_example_grads(params, xb[:, s:s + examples], yb[:, s:s + examples]),
+                                        weight[:, s:s + examples], clip)
+                    summed = part if summed is None else {k: summed[k] + part[k] for k in part}
+            std = config.noise_multiplier * clip
             if std > 0:
                 for name, value in summed.items():
                     noise = torch.stack([torch.randn(value.shape[1:], generator=g, device=device) for g in noise_gens])
                     summed[name] = value + std * noise
+        elif arch.layers is not None:
+            summed = weighted_gradient(arch.layers, params, xb, yb, weight)
         else:
             summed = batch_grads(params, xb, yb, weight)
         with torch.no_grad():

@@ -37,3 +37,31 @@ def test_canary_game_is_disjoint_and_fair():
     assert not np.isin(game.test_index, np.flatnonzero(game.target_mask)).any()
     assert (data.y[game.target_canaries] != game.data.y[game.target_canaries]).all()
     assert 60 < game.target_in.sum() < 140
+
+
+def test_models_in_memory_chunks_equal_one_by_one():
+    """A budget that fits fewer models than asked for splits them into chunks; every model still
+    equals the same model trained alone with its seed."""
+    from targets.datasets import Dataset
+    from targets.models import get_architecture, init_params
+    from targets.training import _batch_width_bound, memory_plan, parse_memory
+
+    rng = np.random.default_rng(3)
+    data = Dataset(rng.normal(size=(48, 1, 28, 28)).astype(np.float32), rng.integers(0, 10, 48).astype(np.int64),
+                   "noise", 10, (1, 28, 28), "test images")
+    masks = rng.random((3, 48)) < 0.6
+    seeds = [11, 12, 13]
+    arch = get_architecture("cnn")
+    one = {k: v[None] for k, v in init_params(arch, data.shape, 10, torch.Generator()).items()}
+    budget = parse_memory("12MiB")
+    for private in (False, True):
+        config = TrainConfig(arch="cnn", epochs=0.5, sample_rate=0.25, lr=0.5, expected_batch_size=8,
+                             clip_norm=0.5 if private else None, noise_multiplier=0.7 if private else 0.0)
+        width = _batch_width_bound([np.flatnonzero(m) for m in masks], config.sample_rate)
+        models, _ = memory_plan(arch, one, data.shape, width, private, "auto", budget)
+        assert models < len(seeds)  # the budget really splits the models into chunks
+        chunked = train_models(data, masks, config, seeds, progress=False, max_memory=budget)
+        for r, seed in enumerate(seeds):
+            alone = train_models(data, masks[r:r + 1], config, [seed], progress=False)
+            for k in chunked:
+                torch.testing.assert_close(chunked[k][r], alone[k][0], rtol=1e-5, atol=1e-6)

@@ -1,0 +1,240 @@
+"""Per-example gradient clipping without a per-example backward pass, for many models at once.
+
+DP-SGD [Abadi et al. 2016, Algorithm 1] needs, for every example ``i`` of a batch, the norm of its
+gradient ``||g_i||`` and then the clipped sum ``sum_i min(1, C/||g_i||) g_i``. For a layer
+``z = W a + b`` the gradient of example ``i`` is the outer product of the layer's backprop signal
+``dL_i/dz_i`` and its input ``a_i``, so both quantities come from the activations of one ordinary
+forward pass and the backprop signals of one backward pass to the layer outputs (no weight
+gradients), as in the book-keeping algorithm of Bu, Wang, Zha, Karypis 2023 ("Differentially
+private optimization on large model at small cost", Algorithm 1):
+
+* Linear layer on flat inputs (no sequence axis): ``||dW_i||_F^2 = ||a_i||^2 ||g_i||^2`` [Goodfellow
+  2015, "Efficient per-example gradient computations"], bias ``||g_i||^2``.
+* Convolution, with ``U_i`` (D x T) the unfolded input patches (D = C k^2, T output positions) and
+  ``G_i`` (O x T) the backprop signal: ``dW_i = G_i U_i^T``. Either the ghost norm
+  ``||dW_i||_F^2 = <U_i^T U_i, G_i^T G_i>`` [Li, Tramer, Liang, Hashimoto 2022, Eq. (4) ("ghost
+  clipping"); Bu et al. 2023, Sec. 3.2 for convolutions], costing O(T^2 (D + O)) per example, or the
+  materialised per-example gradient ``G_i U_i^T``, costing O(T O D). ``mode="auto"`` picks the
+  cheaper per layer (the mixed ghost clipping of Bu et al. 2023, with our cost model below);
+  ``"ghost"`` forces ghost norms, ``"direct"`` materialises every per-example gradient (the
+  reference the others are tested against).
+* The clipped sum is the weight gradient of the loss re-weighted by ``c_i = min(1, C/||g_i||)``:
+  ``sum_i c_i G_i U_i^T`` (Bu et al. 2023, book-keeping: no second backward pass), or
+  ``sum_i c_i dW_i`` when ``dW_i`` was materialised.
+
+Everything carries a leading model axis R: parameters are stacked (R, ...) and batches (R, B, ...);
+convolutions of R models run as one grouped convolution.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from targets.models import PARAM_LAYERS, Conv2d, Flatten, Layer, Linear, MaxPool2d, Params, Tanh
+
+MODES = ("auto", "ghost", "direct")
+
+
+@dataclass
+class Tap:
+    """A parameter layer's input ``a`` (R, B, ...) and output ``z`` (R, B, ...) from one forward pass."""
+
+    layer: Linear | Conv2d
+    a: torch.Tensor
+    z: torch.Tensor
+
+
+def _conv_stacked(layer: Conv2d, w: torch.Tensor, b: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
+    r, batch = a.shape[:2]
+    if r == 1:
+        return F.conv2d(a[0], w[0], b[0], stride=layer.stride, padding=layer.padding).unsqueeze(0)
+    x = a.transpose(0, 1).reshape(batch, r * a.shape[2], *a.shape[3:])
+    z = F.conv2d(x, w.flatten(0, 1), b.flatten(), stride=layer.stride, padding=layer.padding, groups=r)
+    return z.view(batch, r, w.shape[1], *z.shape[2:]).transpose(0, 1)
+
+
+def apply_stacked(layer: Layer, params: Params, h: torch.Tensor) -> torch.Tensor:
+    """One layer for R stacked models: ``params`` tensors (R, ...), ``h`` (R, B, ...)."""
+    if isinstance(layer, Linear):
+        return torch.baddbmm(params[layer.bias].unsqueeze(1), h, params[layer.weight].transpose(1, 2))
+    if isinstance(layer, Conv2d):
+        return _conv_stacked(layer, params[layer.weight], params[layer.bias], h)
+    if isinstance(layer, Tanh):
+        return torch.tanh(h)
+    if isinstance(layer, MaxPool2d):
+        return F.max_pool2d(h.flatten(0, 1), layer.kernel, layer.stride).unflatten(0, h.shape[:2])
+    if isinstance(layer, Flatten):
+        return h.flatten(2)
+    raise TypeError(f"unknown layer {layer!r}")
+
+
+def stacked_forward(layers: tuple[Layer, ...], params: Params, x: torch.Tensor,
+                    taps: list[Tap] | None = None) -> torch.Tensor:
+    """Logits (R, B, K) of R stacked models on their own batches ``x`` (R, B, ...).
+
+    With ``taps`` given, every parameter layer's input and output is appended to it, and the first
+    parameter layer's output is made to require grad so that a backward pass reaches every tap
+    without computing weight gradients (the parameters must not require grad).
+    """
+    h = x
+    for layer in layers:
+        a = h
+        h = apply_stacked(layer, params, a)
+        if taps is not None and isinstance(layer, PARAM_LAYERS):
+            if not h.requires_grad:
+                h.requires_grad_(True)
+            taps.append(Tap(layer, a, h))
+    return h
+
+
+def conv_geometry(layer: Conv2d, a_shape: tuple[int, ...], w_shape: tuple[int, ...]) -> tuple[int, int, int]:
+    """(T, D, O) of a convolution: output positions, patch size C k^2 and output channels."""
+    kernel = w_shape[-1]
+    h_out = (a_shape[-2] + 2 * layer.padding - kernel) // layer.stride + 1
+    w_out = (a_shape[-1] + 2 * layer.padding - kernel) // layer.stride + 1
+    return h_out * w_out, math.prod(w_shape[1:]), w_shape[0]
+
+
+def use_ghost_norm(t: int, d: int, o: int, mode: str = "auto") -> bool:
+    """Whether a layer with T positions, input size D and output size O gets a ghost norm.
+
+    Cost per example (multiply-adds) of the two routes, both followed by the clipped sum:
+    ghost = T^2 (D + O) for the Gram matrices plus T O D for the re-weighted gradient;
+    direct = T O D to materialise plus about 2 O D to take its norm and the weighted sum.
+    ``auto`` takes ghost iff ``T^2 (D + O) < 2 O D`` — always for a linear layer (T = 1) with
+    ``O, D >= 2``; a Bu et al. 2023 style per-layer choice with this trainer's costs.
+    """
+    if mode == "ghost":
+        return True
+    if mode == "direct":
+        return False
+    return t * t * (d + o) < 2 * o * d
+
+
+def _linear_parts(a: torch.Tensor, g: torch.Tensor, ghost: bool):
+    if ghost:
+        g_sq = _sqnorm(g, 1)
+        return _sqnorm(a, 1) * g_sq + g_sq, None
+    per_example = g.unsqueeze(-1) * a.unsqueeze(-2)  # (R, B, O, D)
+    return _sqnorm(per_example, 2) + _sqnorm(g, 1), per_example
+
+
+def _sqnorm(x: torch.Tensor, dims: int) -> torch.Tensor:
+    """Squared L2 norm over the last ``dims`` axes (a batched dot product, no squared temporary)."""
+    flat = x.flatten(-dims) if dims > 1 else x
+    return torch.einsum("...k,...k->...", flat, flat)
+
+
+def _unfold(layer: Conv2d, a: torch.Tensor, kernel: int) -> torch.Tensor:
+    """Input patches (R, B, D, T) of a convolution, D = C k^2 in the weight's (C, kh, kw) order.
+
+    Same values as ``F.unfold``, gathered with one strided copy (faster than im2col on CPU).
+    """
+    if layer.padding:
+        a = F.pad(a, (layer.padding,) * 4)
+    r, b, c, h, w = a.shape
+    h_out = (h - kernel) // layer.stride + 1
+    w_out = (w - kernel) // layer.stride + 1
+    s_r, s_b, s_c, s_h, s_w = a.stride()
+    patches = a.as_strided((r, b, c, kernel, kernel, h_out, w_out),
+                           (s_r, s_b, s_c, s_h, s_w, s_h * layer.stride, s_w * layer.stride))
+    return patches.reshape(r, b, c * kernel * kernel, h_out * w_out)
+
+
+def per_example_clipped_sum(layers: tuple[Layer, ...], params: Params, x: torch.Tensor, y: torch.Tensor,
+                            weight: torch.Tensor, clip_norm: float, mode: str = "auto") -> Params:
+    """``sum_i w_i min(1, C/||g_i||) g_i`` for R stacked models, ``g_i`` the gradient of example i's
+    cross-entropy loss (Abadi et al. 2016, Algorithm 1, clip and sum steps).
+
+    ``x`` (R, B, ...), ``y`` (R, B), ``weight`` (R, B) (1 for sampled examples, 0 for padding);
+    returns tensors (R, ...) shaped like ``params``. Equal, up to rounding, to clipping materialised
+    ``vmap(grad)`` per-example gradients (``targets.training._clipped_sum``).
+    """
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    taps: list[Tap] = []
+    with torch.enable_grad():
+        logits = stacked_forward(layers, params, x, taps)
+        loss = F.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction="sum")
+        signals = torch.autograd.grad(loss, [tap.z for tap in taps])
+    sq = torch.zeros(weight.shape, dtype=logits.dtype, device=logits.device)
+    parts = []
+    for tap, g in zip(taps, signals):
+        a = tap.a.detach()
+        layer = tap.layer
+        if isinstance(layer, Linear):
+            ghost = use_ghost_norm(1, a.shape[-1], g.shape[-1], mode)
+            layer_sq, per_example = _linear_parts(a, g, ghost)
+            parts.append((layer, ghost, a, g, per_example))
+        else:
+            w_shape = params[layer.weight].shape[1:]
+            t, d, o = conv_geometry(layer, a.shape, w_shape)
+            unfolded = _unfold(layer, a, w_shape[-1])  # (R, B, D, T)
+            g = g.flatten(3)  # (R, B, O, T)
+            ghost = use_ghost_norm(t, d, o, mode)
+            bias_sq = _sqnorm(g.sum(-1), 1)
+            if ghost:
+                gram_a = torch.matmul(unfolded.transpose(-1, -2), unfolded)  # (R, B, T, T)
+                gram_g = torch.matmul(g.transpose(-1, -2), g)
+                layer_sq = (gram_a * gram_g).sum((-1, -2)) + bias_sq
+                parts.append((layer, True, unfolded, g, None))
+            else:
+                per_example = torch.matmul(g, unfolded.transpose(-1, -2))  # (R, B, O, D)
+                layer_sq = _sqnorm(per_example, 2) + bias_sq
+                parts.append((layer, False, unfolded, g, per_example))
+        sq = sq + layer_sq
+    factor = weight * torch.clamp(clip_norm / (sq.sqrt() + 1e-12), max=1.0)  # (R, B)
+    out: Params = {}
+    for layer, ghost, a, g, per_example in parts:
+        w_shape = params[layer.weight].shape
+        if isinstance(layer, Linear):
+            out[layer.bias] = torch.einsum("rb,rbo->ro", factor, g)
+        else:
+            out[layer.bias] = torch.einsum("rb,rbot->ro", factor, g)
+        if per_example is not None:
+            out[layer.weight] = torch.einsum("rb,rbod->rod", factor, per_example).reshape(w_shape)
+        elif isinstance(layer, Linear):
+            out[layer.weight] = torch.bmm((g * factor.unsqueeze(-1)).transpose(1, 2), a)
+        else:
+            scaled = g * factor[:, :, None, None]  # (R, B, O, T)
+            out[layer.weight] = torch.einsum("rbot,rbdt->rod", scaled, a).reshape(w_shape)
+    return {name: out[name] for name in params}
+
+
+def weighted_gradient(layers: tuple[Layer, ...], params: Params, x: torch.Tensor, y: torch.Tensor,
+                      weight: torch.Tensor) -> Params:
+    """Gradient of ``sum_i w_i loss_i`` for R stacked models (non-private SGD), one backward pass."""
+    leaves = {name: p.detach().requires_grad_(True) for name, p in params.items()}
+    with torch.enable_grad():
+        logits = stacked_forward(layers, leaves, x)
+        loss = (F.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction="none") * weight.flatten()).sum()
+        grads = torch.autograd.grad(loss, list(leaves.values()))
+    return dict(zip(leaves, grads))
+
+
+def activation_bytes_per_example(layers: tuple[Layer, ...], params: Params, input_shape: tuple[int, ...],
+                                 mode: str = "auto") -> int:
+    """Bytes that one example of one model holds during :func:`per_example_clipped_sum`.
+
+    Counted from a dry run on one example: every layer output (kept for backward) and its backprop
+    signal, unfolded convolution inputs, Gram matrices or materialised per-example gradients; doubled
+    for temporaries. ``params`` are one model's stacked parameters (leading axis 1).
+    """
+    elements = 0
+    h = torch.zeros((1, 1, *input_shape), dtype=torch.float32)
+    with torch.no_grad():
+        for layer in layers:
+            a = h
+            h = apply_stacked(layer, params, a)
+            elements += 2 * h.numel()
+            if isinstance(layer, Linear):
+                if not use_ghost_norm(1, a.shape[-1], h.shape[-1], mode):
+                    elements += a.shape[-1] * h.shape[-1]
+            elif isinstance(layer, Conv2d):
+                t, d, o = conv_geometry(layer, a.shape, params[layer.weight].shape[1:])
+                elements += d * t + (2 * t * t if use_ghost_norm(t, d, o, mode) else o * d)
+    return 2 * 4 * elements
