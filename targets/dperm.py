@@ -28,6 +28,7 @@ the tolerance raises instead of releasing.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from typing import Any
 
@@ -39,15 +40,19 @@ from audit.errors import UserError
 from targets.mechanisms import Mechanism
 
 __all__ = ["prepare_features", "binary_labels", "fit_logreg", "predict_proba", "DPERM", "DPERMMechanism", "DPERM_TARGETS",
-           "make_dperm", "crafted_canary"]
+           "make_dperm", "crafted_canary", "crafted_pair", "DPERM_AUDIT_TARGETS"]
 
 
-def prepare_features(X: np.ndarray) -> np.ndarray:
-    """x' = [x/||x||, 1]/sqrt(2) per record (zero rows give [0, 1]/sqrt(2)); ||x'|| <= 1."""
+def prepare_features(X: np.ndarray, intercept: bool = True) -> np.ndarray:
+    """x' = [x/||x||, 1]/sqrt(2) per record (zero rows give [0, 1]/sqrt(2)); ||x'|| <= 1.
+
+    ``intercept=False``: x' = x/||x|| (no bias feature; zero rows stay zero)."""
     X = np.asarray(X, dtype=np.float64)
     X = X.reshape(X.shape[0], -1)
     norms = np.linalg.norm(X, axis=1, keepdims=True)
     Xn = np.divide(X, norms, out=np.zeros_like(X), where=norms > 0)
+    if not intercept:
+        return Xn
     return np.hstack([Xn, np.ones((X.shape[0], 1))]) / math.sqrt(2.0)
 
 
@@ -107,7 +112,8 @@ class DPERM:
 
     neighbouring = REPLACE
 
-    def __init__(self, epsilon: float, delta: float, l2_reg: float, n: int, grad_tol: float = 1e-10) -> None:
+    def __init__(self, epsilon: float, delta: float, l2_reg: float, n: int, grad_tol: float = 1e-10,
+                 intercept: bool = True) -> None:
         if not (epsilon > 0) or math.isinf(epsilon):
             raise UserError(f"DP-ERM epsilon must be positive and finite (got {epsilon!r})")
         if not (0 < delta < 1):
@@ -121,6 +127,7 @@ class DPERM:
         self.l2_reg = float(l2_reg)
         self.n = int(n)
         self.grad_tol = float(grad_tol)
+        self.intercept = bool(intercept)
         self.sigma = analytic_gaussian_sigma(self.epsilon, self.delta, self.effective_sensitivity)
 
     @property
@@ -148,7 +155,7 @@ class DPERM:
 
     def minimiser(self, X: np.ndarray, y: np.ndarray) -> np.ndarray:
         """Exact (to grad_tol) non-private minimiser on raw features X and labels in {-1, +1}."""
-        Xp = prepare_features(X)
+        Xp = prepare_features(X, self.intercept)
         if Xp.shape[0] != self.n:
             raise UserError(f"this DP-ERM was calibrated for n={self.n} records but got {Xp.shape[0]}")
         return fit_logreg(Xp, y, self.l2_reg, self.grad_tol)[0]
@@ -165,23 +172,76 @@ class DPERM:
     def params(self) -> dict[str, Any]:
         return {"epsilon": self.epsilon, "delta": self.delta, "l2_reg": self.l2_reg, "n": self.n,
                 "sensitivity": self.sensitivity, "effective_sensitivity": self.effective_sensitivity,
-                "sigma": self.sigma, "mu": self.mu, "grad_tol": self.grad_tol}
+                "sigma": self.sigma, "mu": self.mu, "grad_tol": self.grad_tol, "intercept": self.intercept}
 
 
-def predict_proba(theta: np.ndarray, X: np.ndarray) -> np.ndarray:
+def predict_proba(theta: np.ndarray, X: np.ndarray, intercept: bool = True) -> np.ndarray:
     """P(y = +1 | x) for raw features X (prepared as in training)."""
-    return special.expit(prepare_features(X) @ np.asarray(theta))
+    return special.expit(prepare_features(X, intercept) @ np.asarray(theta))
 
 
-def crafted_canary(X: np.ndarray) -> np.ndarray:
+def crafted_canary(X: np.ndarray, intercept: bool = True) -> np.ndarray:
     """A raw canary feature vector along the direction the data use least: the right singular vector
     of the normalised features with the smallest singular value (for digits, a pixel that is always
     0). Its two labels make a neighbouring pair whose minimisers differ far more than for a random
     replacement (REFERENCES.md: random replacements are far from the sensitivity bound)."""
-    Xn = prepare_features(X)[:, :-1]
+    Xn = prepare_features(X, intercept)
+    Xn = Xn[:, :-1] if intercept else Xn
     _, _, vt = np.linalg.svd(Xn, full_matrices=True)
     u = vt[-1]
     return u / np.linalg.norm(u)
+
+
+_PAIR_CACHE: dict[str, dict[str, Any]] = {}
+
+#: Angles (radians) tried by :func:`crafted_pair`.
+PAIR_ANGLES = (0.2, 0.25, 0.29, 0.33, 0.38, 0.45, 0.6)
+
+
+def crafted_pair(X: np.ndarray, y: np.ndarray, l2_reg: float, intercept: bool = True,
+                 angles: tuple[float, ...] = PAIR_ANGLES, grad_tol: float = 1e-10) -> dict[str, Any]:
+    """A replace-one canary pair crafted to push the minimiser close to the sensitivity 2/(n lambda).
+
+    The sensitivity proof (Chaudhuri et al. 2011, Cor. 8) bounds ||theta0 - theta1|| by
+    ||grad l(z0) - grad l(z1)|| / (n lambda) <= 2/(n lambda) with the gradients at a common point.
+    A label flip of one input reaches only half of it: ``grad l(x, +1) - grad l(x, -1) = x``.
+    To approach 2 we need both canaries' loss gradients near unit norm (both *misclassified* at the
+    optimum) and pointing in opposite directions along a direction ``u`` where the data have no
+    curvature (so strong convexity is only lambda there). Take ``u`` = the least-used direction
+    (:func:`crafted_canary`) and ``v`` = minus the non-private minimiser's direction (so
+    ``theta . v << 0``), and replace ``z0 = (cos a u + sin a v, +1)`` by ``z1 = (cos a u - sin a v, -1)``:
+    both have margin about ``-||theta|| sin a`` and gradients ``-x0`` and ``+x1`` whose difference is
+    ``2 cos a u``. The angle ``a`` trades the margin against ``cos a``; the best of ``angles`` is
+    kept by fitting both minimisers (the audit is white-box: the auditor knows the data).
+
+    Returns {"x0", "y0", "x1", "y1", "angle", "shift", "theta0", "theta1"} (raw features, labels
+    in {-1, +1}; n = len(X) + 1 records per world).
+    """
+    X = np.asarray(X, dtype=np.float64).reshape(len(X), -1)
+    y = np.asarray(y, dtype=np.float64)
+    key = hashlib.sha256(X.tobytes() + y.tobytes() + repr((float(l2_reg), bool(intercept), tuple(angles),
+                                                             float(grad_tol))).encode()).hexdigest()
+    if key in _PAIR_CACHE:  # the minimisers do not depend on epsilon: a sweep crafts once
+        return dict(_PAIR_CACHE[key])
+    u = crafted_canary(X, intercept)
+    theta, _ = fit_logreg(prepare_features(X, intercept), y, l2_reg, grad_tol)
+    v = -(theta[:-1] if intercept else theta)
+    v = v - (v @ u) * u
+    if np.linalg.norm(v) < 1e-12:
+        raise UserError("the base data give a zero minimiser; cannot craft a canary pair")
+    v = v / np.linalg.norm(v)
+    best: dict[str, Any] | None = None
+    for a in angles:
+        x0 = math.cos(a) * u + math.sin(a) * v
+        x1 = math.cos(a) * u - math.sin(a) * v
+        t0, _ = fit_logreg(prepare_features(np.vstack([X, x0]), intercept), np.append(y, 1.0), l2_reg, grad_tol)
+        t1, _ = fit_logreg(prepare_features(np.vstack([X, x1]), intercept), np.append(y, -1.0), l2_reg, grad_tol)
+        shift = float(np.linalg.norm(t1 - t0))
+        if best is None or shift > best["shift"]:
+            best = {"x0": x0, "y0": 1.0, "x1": x1, "y1": -1.0, "angle": float(a), "shift": shift,
+                    "theta0": t0, "theta1": t1}
+    _PAIR_CACHE[key] = best
+    return dict(best)
 
 
 class DPERMMechanism(Mechanism):
@@ -195,17 +255,25 @@ class DPERMMechanism(Mechanism):
 
     neighbouring = REPLACE
     output_kind = "vector"
+    gaussian_output = True
 
     def __init__(self, name: str, X: np.ndarray, y: np.ndarray, epsilon: float = 1.0, delta: float = 1e-5,
-                 l2_reg: float = 1e-2) -> None:
+                 l2_reg: float = 1e-2, intercept: bool = True, pair: str = "label-flip") -> None:
+        if pair not in ("label-flip", "crafted-pair"):
+            raise UserError(f"unknown DP-ERM canary pair {pair!r}; use label-flip or crafted-pair")
         self.name = name
         X = np.asarray(X, dtype=np.float64).reshape(len(X), -1)
         y = np.asarray(y, dtype=np.float64)
         self.base_X = X
         self.base_y = y
-        self.canary = crafted_canary(X)
-        self.erm = DPERM(epsilon, delta, l2_reg, n=X.shape[0] + 1)
+        self.pair = pair
+        self.canary = crafted_canary(X, intercept)
+        self.erm = DPERM(epsilon, delta, l2_reg, n=X.shape[0] + 1, intercept=intercept)
         self._theta: dict[int, np.ndarray] = {}
+        self._pair: dict[str, Any] | None = None
+        if pair == "crafted-pair":
+            self._pair = crafted_pair(X, y, l2_reg, intercept, grad_tol=self.erm.grad_tol)
+            self._theta = {0: self._pair["theta0"], 1: self._pair["theta1"]}
 
     @property
     def sensitivity(self) -> float:
@@ -220,6 +288,10 @@ class DPERMMechanism(Mechanism):
         return self.erm.nominal_claim
 
     def neighbouring_pair(self) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+        if self._pair is not None:
+            p = self._pair
+            return ((np.vstack([self.base_X, p["x0"][None, :]]), np.append(self.base_y, p["y0"])),
+                    (np.vstack([self.base_X, p["x1"][None, :]]), np.append(self.base_y, p["y1"])))
         X = np.vstack([self.base_X, self.canary[None, :]])
         return (X, np.append(self.base_y, 1.0)), (X, np.append(self.base_y, -1.0))
 
@@ -251,6 +323,9 @@ class DPERMMechanism(Mechanism):
     def params(self) -> dict[str, Any]:
         p = self.erm.params()
         p["minimiser_shift"] = self.minimiser_shift()
+        p["canary_pair"] = self.pair
+        if self._pair is not None:
+            p["pair_angle"] = self._pair["angle"]
         return p
 
     @property
@@ -266,17 +341,27 @@ DPERM_TARGETS: dict[str, dict[str, Any]] = {
                             "description": "DP-ERM logistic regression on breast cancer (benign vs malignant), (1, 1e-5)-DP"},
 }
 
+#: DP-ERM variants used by the tightness audits (``run dp``), kept apart from DPERM_TARGETS because
+#: their feature map differs (no intercept): code that prepares features for DPERM_TARGETS keeps working.
+DPERM_AUDIT_TARGETS: dict[str, dict[str, Any]] = {
+    "dperm_digits_nobias": {"dataset": "digits", "epsilon": 1.0, "delta": 1e-5, "l2_reg": 3e-4, "intercept": False,
+                            "description": "DP-ERM logistic regression on digits without intercept (lambda 3e-4), "
+                                           "(1, 1e-5)-DP; the audit target for tight crafted-pair audits"},
+}
+
 
 def make_dperm(name: str, epsilon: float | None = None, delta: float | None = None,
-               l2_reg: float | None = None) -> DPERMMechanism:
+               l2_reg: float | None = None, pair: str = "label-flip") -> DPERMMechanism:
     """Build a registered DP-ERM target on its full scikit-learn dataset plus the crafted canary."""
     from targets.datasets import load_dataset
 
-    if name not in DPERM_TARGETS:
-        raise UserError(f"unknown DP-ERM target {name!r}; choose one of {', '.join(DPERM_TARGETS)}")
-    spec = DPERM_TARGETS[name]
+    specs = DPERM_TARGETS | DPERM_AUDIT_TARGETS
+    if name not in specs:
+        raise UserError(f"unknown DP-ERM target {name!r}; choose one of {', '.join(specs)}")
+    spec = specs[name]
     ds = load_dataset(spec["dataset"])
     y = binary_labels(spec["dataset"], ds.y)
     return DPERMMechanism(name, ds.X, y, epsilon=spec["epsilon"] if epsilon is None else epsilon,
                           delta=spec["delta"] if delta is None else delta,
-                          l2_reg=spec["l2_reg"] if l2_reg is None else l2_reg)
+                          l2_reg=spec["l2_reg"] if l2_reg is None else l2_reg,
+                          intercept=spec.get("intercept", True), pair=pair)

@@ -111,6 +111,13 @@ TARGETS: dict[str, TrainedTarget] = {
         TrainedTarget("dpsgd_logreg_mnist", "softmax logistic regression on MNIST, DP-SGD, epsilon 8 at delta 1e-5",
                       "mnist", "logreg", n_train=1500, batch_size=256, epochs=15, lr=2.0, clip_norm=1.0,
                       epsilon=8.0, delta=1e-5),
+        # DP audit targets (run dp / sweep dp): small, cheap runs so that thousands fit on a laptop
+        TrainedTarget("dpgd_logreg_digits", "softmax logistic regression on 32 digits, full-batch DP-GD (4 steps), "
+                      "epsilon 4 at delta 1e-5", "digits", "logreg", n_train=32, batch_size=32, epochs=4, lr=0.5,
+                      clip_norm=1.0, epsilon=4.0, delta=1e-5),
+        TrainedTarget("dpsgd_audit_logreg_digits", "softmax logistic regression on 400 digits, DP-SGD with Poisson "
+                      "rate 0.05 (20 steps), epsilon 4 at delta 1e-5", "digits", "logreg", n_train=400, batch_size=20,
+                      epochs=1, lr=0.5, clip_norm=1.0, epsilon=4.0, delta=1e-5),
     ]
 }
 

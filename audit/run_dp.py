@@ -1,0 +1,461 @@
+"""``run dp``: multi-run audits of DP training (DP-SGD, full-batch DP-GD) and DP-ERM.
+
+Two layers, so that other trainers can be plugged in:
+
+* :class:`DPAuditSetup` says *how a run is trained and observed*: ``observe(included, seed)``
+  trains ``len(included)`` runs (run r with the canary iff ``included[r]``) and returns an
+  :class:`Observation` (one score per run, higher = canary in; optionally per-step observations).
+  Builders here: :func:`dpsgd_setup` (registry targets, gradient or input canaries, threat models
+  black-box / white-box / updates) and :func:`dperm_setup` (DP-ERM output perturbation, white-box).
+* :func:`play` runs the game for any setup: fair coins (:func:`audit.dp_game.fair_coins`),
+  ``observe``, statistics (:func:`audit.dp_game.audit_runs`), results.json, config.json and the
+  report. :func:`run_dp` = build the setup from the options + :func:`play`.
+
+A plugin target (e.g. a black-box ``train(X, y, seed) -> predict_proba``) only needs to construct a
+:class:`DPAuditSetup` with its claim and an ``observe`` function and call :func:`play`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from audit.dp_game import audit_runs, fair_coins
+from audit.errors import UserError
+from audit.io import write_json
+from audit.rundir import SCHEMA_VERSION, VOLATILE_KEYS, host_info, make_run_dir, package_versions, utc_now
+
+THREATS = ("black-box", "white-box", "updates")
+#: alpha grid of the tradeoff curves written to results.json
+ALPHA_GRID = np.unique(np.concatenate([np.logspace(-5, 0, 121), [1e-3, 1e-2, 0.1, 0.5]]))
+
+
+@dataclass(frozen=True)
+class DPOptions:
+    """Everything that determines a ``run dp`` (stored in config.json)."""
+
+    target: str
+    out: str = "runs"
+    seed: int = 0
+    device: str = "auto"
+    quick: bool = False
+    epsilon: float | None = None
+    delta: float | None = None
+    data_dir: str | None = None
+    quiet: bool = False
+    runs: int | None = None
+    canary: str = "dirac"
+    threat: str = "updates"
+    confidence: float = 0.95
+
+
+@dataclass
+class Observation:
+    """What the auditor extracted from R runs.
+
+    ``scores`` (R,): higher = "canary in". ``step_scores`` (R, T) per-step observations (updates
+    threat model) with the claim's ``sample_rate`` and ``steps`` to compose them. ``info``: extra
+    JSON-serialisable facts (e.g. how many steps the canary joined). ``gaussian``: the scores are
+    exactly Gaussian with a common variance (adds the parametric ``gaussian-fit`` estimate).
+    """
+
+    scores: np.ndarray
+    step_scores: np.ndarray | None = None
+    sample_rate: float | None = None
+    steps: int | None = None
+    info: dict = field(default_factory=dict)
+    gaussian: bool = False
+
+
+@dataclass
+class DPAuditSetup:
+    """How the runs of one audit are trained and observed (see the module docstring).
+
+    ``claim``: a PrivacyClaim (None for no claim); ``observe(included, seed) -> Observation``.
+    ``default_runs``: used when the options give none.
+    """
+
+    name: str
+    description: str
+    dataset: str
+    model: dict
+    neighbouring: str
+    claim: Any
+    delta: float
+    params: dict
+    canary: dict
+    threat: str
+    observe: Callable[[np.ndarray, int], Observation]
+    default_runs: int = 1000
+
+
+# ---------------------------------------------------------------------------------------------
+# DP-ERM
+
+
+def dperm_setup(opts: DPOptions) -> DPAuditSetup:
+    """DP-ERM output perturbation, white-box: the auditor sees the released parameters.
+
+    ``--canary crafted`` uses :func:`targets.dperm.crafted_pair` (replace-one pair pushing the
+    minimiser towards 2/(n lambda)); ``mislabelled`` the label flip of the least-used input. The
+    minimiser is deterministic given the data, so the two worlds' minimisers are fitted once and
+    each run is one fresh noise draw of the mechanism (``DPERMMechanism.sample``). Score: the
+    released parameters projected on theta1 - theta0 (Neyman–Pearson for the Gaussian pair).
+    """
+    from targets.dperm import make_dperm
+
+    if opts.threat != "white-box":
+        raise UserError("DP-ERM audits observe the released parameters: use --threat white-box")
+    pairs = {"crafted": "crafted-pair", "mislabelled": "label-flip"}
+    if opts.canary not in pairs:
+        raise UserError("DP-ERM canaries: --canary crafted (crafted replace-one pair) or mislabelled (label flip)")
+    mech = make_dperm(opts.target, epsilon=opts.epsilon, delta=opts.delta, pair=pairs[opts.canary])
+    d0, d1 = mech.neighbouring_pair()
+    shift = mech.minimiser_shift()
+
+    def observe(included: np.ndarray, seed: int) -> Observation:
+        rng = np.random.default_rng([seed, 31])
+        scores = np.empty(included.size)
+        for world, data in ((1, d1), (0, d0)):
+            idx = np.flatnonzero(included == bool(world))
+            for start in range(0, idx.size, 50_000):
+                part = idx[start:start + 50_000]
+                scores[part] = mech.score(mech.sample(data, part.size, rng))
+        return Observation(scores, info={"minimiser_shift": shift}, gaussian=True)
+
+    claim = mech.claim
+    return DPAuditSetup(
+        name=opts.target, description=mech.description, dataset=opts.target.removeprefix("dperm_"),
+        model={"name": "logistic regression (DP-ERM output perturbation)"}, neighbouring="replace one record",
+        claim=claim, delta=mech.erm.delta, params=mech.params() | {
+            "shift_over_sensitivity": shift / mech.sensitivity},
+        canary={"kind": opts.canary, "pair": mech.pair, "minimiser_shift": shift, "sensitivity": mech.sensitivity},
+        threat="white-box", observe=observe, default_runs=20_000 if opts.quick else 2_000_000)
+
+
+# ---------------------------------------------------------------------------------------------
+# DP-SGD / DP-GD
+
+
+def _llr_scores(step_obs: np.ndarray, q: float, sigma: float) -> np.ndarray:
+    """Sum over steps of the log-likelihood ratio of one step, (1 - q) + q exp((o - 1/2)/sigma^2):
+    the Neyman–Pearson statistic for the composed pair (Poisson-subsampled Gaussian, canary shift 1
+    in units of C); for q = 1 it is equivalent to the sum of the observations."""
+    if q >= 1.0:
+        return step_obs.sum(axis=1)
+    z = (step_obs - 0.5) / sigma ** 2
+    return np.sum(np.logaddexp(np.log1p(-q), np.log(q) + z), axis=1)
+
+
+def dpsgd_setup(opts: DPOptions) -> DPAuditSetup:
+    """A registry DP-SGD target audited with a gradient or input canary under a threat model.
+
+    Scores: ``updates`` — per-step observations (:mod:`targets.dpsgd_audit`) and, per run, their
+    summed log-likelihood ratio; ``white-box`` — the final minus initial parameters projected on
+    the canary direction (the adversary knows the initialisation: the runs' seeds are public);
+    ``black-box`` — minus the final model's cross-entropy loss on the input canary.
+    """
+    import torch
+
+    from audit.canaries import GRADIENT_CANARIES, gradient_canary, input_canary
+    from targets.datasets import load_dataset
+    from targets.dpsgd_audit import dead_coordinate, param_shapes, train_audit_runs
+    from targets.registry import get_target
+    from targets.training import log_softmax, predict_logits, resolve_device
+
+    if opts.threat not in THREATS:
+        raise UserError(f"unknown threat model {opts.threat!r}; choose one of {', '.join(THREATS)}")
+    target = get_target(opts.target).with_privacy(opts.epsilon, opts.delta)
+    if not target.private:
+        raise UserError(f"target {target.name} is not private; run dp audits DP targets")
+    if target.momentum:
+        raise UserError(f"target {target.name} uses momentum; DP audits need plain DP-SGD (momentum 0)")
+    gradient = opts.canary in GRADIENT_CANARIES
+    if gradient and opts.threat == "black-box":
+        raise UserError("a gradient canary has no input to query: use --threat white-box or updates, "
+                        "or an input canary (natural, mislabelled, crafted)")
+    device = resolve_device(opts.device)
+    data = load_dataset(target.dataset, opts.data_dir)
+    if len(data) < target.n_train + 1:
+        raise UserError(f"dataset {data.name} has {len(data)} examples; target needs {target.n_train} + 1")
+    perm = np.random.default_rng([opts.seed, 5]).permutation(len(data))
+    train_index, pool_index = perm[:target.n_train], perm[target.n_train:]
+    sigma = target.noise_multiplier()
+    config = target.train_config(sigma)
+    claim = target.claim(sigma)
+    shapes = param_shapes(target.arch, data)
+    n_params = int(sum(np.prod(s) for s in shapes.values()))
+    crng = np.random.default_rng([opts.seed, 17])
+    if gradient:
+        dead = dead_coordinate(target.arch, data, train_index) if opts.canary == "dirac" else None
+        gvec, cinfo = gradient_canary(opts.canary, n_params, float(target.clip_norm), dead, crng)
+        icanary = None
+    else:
+        cx, cy, cinfo = input_canary(opts.canary, data, train_index, pool_index, crng)
+        icanary, gvec = (cx, cy), None
+    q, T = config.sample_rate, config.steps
+    B, lr, C = config.expected_batch_size, config.lr, float(config.clip_norm)
+
+    def observe(included: np.ndarray, seed: int) -> Observation:
+        seeds = np.random.SeedSequence([seed, 23]).generate_state(included.size).tolist()
+        runs = train_audit_runs(data, train_index, config, seeds, included, grad_canary=gvec,
+                                input_canary=icanary, observe="updates" if opts.threat == "updates" else "final",
+                                device=device, chunk=2048)
+        info = {"canary_steps_mean_in": float(runs.canary_steps[included].mean()) if included.any() else None,
+                "known_part_subtracted": runs.subtracted_known if opts.threat == "updates" else None}
+        if opts.threat == "updates":
+            return Observation(_llr_scores(runs.step_obs, q, sigma), runs.step_obs, q, T, info)
+        if opts.threat == "white-box":
+            delta_theta = (runs.initial - runs.final).double()
+            if gvec is not None:
+                d = torch.as_tensor(gvec, dtype=torch.float64)
+                d = (d / d.norm()).expand_as(delta_theta)
+            else:  # the canary's gradient direction at each run's initial parameters
+                from torch.func import grad, vmap
+
+                from targets.dpsgd_audit import flatten
+                from targets.models import get_architecture
+                from targets.training import _example_loss
+
+                arch = get_architecture(target.arch)
+                init = {}
+                start = 0
+                for name, shape in shapes.items():
+                    size = int(np.prod(shape))
+                    init[name] = runs.initial[:, start:start + size].reshape(-1, *shape)
+                    start += size
+                xt = torch.as_tensor(np.asarray(icanary[0], dtype=np.float32))
+                yt = torch.tensor(int(icanary[1]))
+                g = flatten(vmap(grad(_example_loss(arch)), in_dims=(0, None, None))(init, xt, yt)).double()
+                d = g / g.norm(dim=1, keepdim=True).clamp_min(1e-12)
+            score = (delta_theta * d).sum(1).numpy() * B / (lr * C)
+            return Observation(score, info=info)
+        stacked = {}
+        start = 0
+        for name, shape in shapes.items():
+            size = int(np.prod(shape))
+            stacked[name] = runs.final[:, start:start + size].reshape(-1, *shape)
+            start += size
+        lp = log_softmax(predict_logits(target.arch, stacked, np.asarray(icanary[0])[None], device))[:, 0, :]
+        return Observation(lp[:, int(icanary[1])], info=info)
+
+    params = {"noise_multiplier": sigma, "clip_norm": target.clip_norm, "sample_rate": q, "steps": T,
+              "epochs": target.epochs, "lr": lr, "expected_batch_size": B, "n_train": target.n_train,
+              "full_batch": q >= 1.0}
+    default = {"updates": 4000, "white-box": 4000, "black-box": 1000}[opts.threat]
+    return DPAuditSetup(
+        name=target.name, description=target.description, dataset=data.name,
+        model={"name": target.arch, "parameters": n_params}, neighbouring="add/remove one record (the canary)",
+        claim=claim, delta=target.delta, params=params, canary={"kind": opts.canary} | cinfo,
+        threat=opts.threat, observe=observe, default_runs=400 if opts.quick else default)
+
+
+def build_setup(opts: DPOptions) -> DPAuditSetup:
+    """The setup for a registered target: DP-ERM targets (targets.dperm) or trained DP-SGD targets."""
+    from targets.dperm import DPERM_AUDIT_TARGETS, DPERM_TARGETS
+
+    if opts.threat not in THREATS:
+        raise UserError(f"unknown threat model {opts.threat!r}; choose one of {', '.join(THREATS)}")
+    if not 0 < opts.confidence < 1:
+        raise UserError(f"confidence must be in (0, 1), got {opts.confidence}")
+    if opts.target in DPERM_TARGETS or opts.target in DPERM_AUDIT_TARGETS:
+        return dperm_setup(opts)
+    return dpsgd_setup(opts)
+
+
+# ---------------------------------------------------------------------------------------------
+# the game, for any setup
+
+
+def play(setup: DPAuditSetup, runs: int, seed: int, confidence: float, out: str | Path = "runs",
+         quiet: bool = False, config_extra: dict | None = None, write_report: bool = True) -> tuple[Path, dict]:
+    """Toss the coins, observe the runs, bound epsilon, write results/config/report; returns (run dir, results)."""
+    started = time.perf_counter()
+    paths = make_run_dir(out, "dp", setup.name)
+    say = lambda msg: paths.log(msg, echo=not quiet)  # noqa: E731
+    included = fair_coins(runs, seed)
+    say(f"{setup.name}: {runs} runs ({int(included.sum())} with the canary), canary {setup.canary.get('kind')}, "
+        f"threat {setup.threat}")
+    t0 = time.perf_counter()
+    obs = setup.observe(included, seed)
+    train_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    game = audit_runs(obs.scores, included, setup.claim, setup.delta, confidence, np.random.default_rng([seed, 3]),
+                      step_scores=obs.step_scores, sample_rate=obs.sample_rate, steps=obs.steps,
+                      gaussian_fit=obs.gaussian)
+    stats_s = time.perf_counter() - t0
+    eps_theory = game["epsilon_theory"]
+    bounds = [b | {"attack": f"{setup.threat}/{setup.canary.get('kind')}"} for b in game["lower_bounds"]]
+    best = game["best_lower_bound"]
+    if best is not None:
+        best = best | {"attack": f"{setup.threat}/{setup.canary.get('kind')}"}
+    tradeoff = lb_curve = None
+    if setup.claim is not None:
+        from audit.accounting import ApproxDPClaim
+
+        tradeoff = {"alpha": ALPHA_GRID, "beta": setup.claim.tradeoff(ALPHA_GRID)}
+        if best is not None and float(best["epsilon"]) > 0:
+            lb_curve = {"epsilon": float(best["epsilon"]), "delta": setup.delta, "alpha": ALPHA_GRID,
+                        "beta": ApproxDPClaim(float(best["epsilon"]), setup.delta).tradeoff(ALPHA_GRID)}
+    estimate = game["best_estimate"]
+    rows = [[b["method"], b["epsilon"], b["valid"], b["details"].get("mu_lb", b["details"].get("mu_step_lb")),
+             b["n"]] for b in bounds]
+    results = {
+        "schema_version": SCHEMA_VERSION, "kind": "dp", "target": setup.name,
+        "target_description": setup.description, "dataset": setup.dataset, "model": setup.model,
+        "neighbouring": setup.neighbouring, "seed": seed, "delta": setup.delta, "epsilon_theory": eps_theory,
+        "accountant": setup.claim.description if setup.claim is not None else None,
+        "params": setup.params, "tradeoff": tradeoff, "lower_bounds": bounds, "best_lower_bound": best,
+        "best_estimate": estimate, "lower_bound_tradeoff": lb_curve,
+        "attacks": {f"{setup.threat}/{setup.canary.get('kind')}": game["attack_metrics"]},
+        "verdict": game["verdict"],
+        "game": {"runs": runs, "included": int(included.sum()), "canary_kind": setup.canary.get("kind"),
+                 "canary": setup.canary, "threat": setup.threat,
+                 "inclusion": "independent fair coin per run", "observation": obs.info},
+        "tables": [{"title": "Epsilon lower bounds of this audit", "columns": ["method", "epsilon", "valid",
+                                                                             "mu bound", "observations"],
+                    "rows": rows,
+                    "caption": "valid = statistically valid with no assumption (Clopper-Pearson). GDP and "
+                               "per-step figures bound mu rigorously; their epsilon assumes the stated "
+                               "tradeoff shape."}],
+        "timing": {"observe_s": train_s, "statistics_s": stats_s, "total_s": time.perf_counter() - started},
+        "created": utc_now(), "host": host_info(), "volatile": VOLATILE_KEYS,
+    }
+    config = {"command": "run dp", "runs": runs, "seed": seed, "confidence": confidence,
+              "setup": {"name": setup.name, "threat": setup.threat, "canary": setup.canary, "params": setup.params},
+              "packages": package_versions()} | (config_extra or {})
+    write_json(paths.run_dir / "config.json", config)
+    write_json(paths.run_dir / "results.json", results)
+    if write_report:
+        from reports.html import render_report
+
+        render_report(paths.run_dir)
+    say(f"report written: {paths.run_dir / 'report.html'}")
+    return paths.run_dir, results
+
+
+def run_dp(opts: DPOptions) -> tuple[Path, dict]:
+    """Build the setup for ``opts.target`` and play the game; returns (run directory, results)."""
+    setup = build_setup(opts)
+    runs = opts.runs or setup.default_runs
+    return play(setup, runs, opts.seed, opts.confidence, opts.out, opts.quiet, {"options": asdict(opts)})
+
+
+def summary_lines(run_dir: Path, results: dict) -> list[str]:
+    """Lines printed after a run."""
+    theory = results["epsilon_theory"]
+    lines = [f"report:    {run_dir / 'report.html'}",
+             f"theory:    epsilon = {theory:.3f} at delta = {results['delta']:g}" if theory is not None
+             else "theory:    no claim"]
+    for b in results["lower_bounds"]:
+        eps = b["epsilon"]
+        eps_text = f"{eps:.3f}" if isinstance(eps, (int, float)) else str(eps)
+        lines.append(f"bound:     {b['method']:<18} epsilon >= {eps_text} "
+                     f"({'valid' if b['valid'] else 'assumes ' + ('Gaussian tradeoff' if b['method'] == 'gdp' else 'step model')})")
+    lines.append(f"verdict:   {results['verdict']['status']}: {results['verdict']['text']}")
+    return lines
+
+
+# ---------------------------------------------------------------------------------------------
+# epsilon sweep
+
+
+@dataclass(frozen=True)
+class SweepOptions:
+    """``sweep dp``: the audit of ``target`` at each claimed epsilon, for each threat model."""
+
+    target: str
+    epsilons: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0)
+    threats: tuple[str, ...] | None = None
+    canary: str | None = None
+    runs: int | None = None
+    out: str = "runs"
+    seed: int = 0
+    device: str = "auto"
+    quick: bool = False
+    delta: float | None = None
+    data_dir: str | None = None
+    quiet: bool = False
+    confidence: float = 0.95
+
+
+def sweep_rows(opts: SweepOptions, sub_out: Path) -> list[dict]:
+    """One row per (threat, epsilon) with the plotted figure (the largest bound, labelled by method)
+    and the largest statistically valid bound; each audit also writes its own run directory."""
+    from targets.dperm import DPERM_AUDIT_TARGETS, DPERM_TARGETS
+
+    is_dperm = opts.target in DPERM_TARGETS or opts.target in DPERM_AUDIT_TARGETS
+    threats = opts.threats or (("white-box",) if is_dperm else ("updates", "white-box"))
+    canary = opts.canary or ("crafted" if is_dperm else "dirac")
+    rows = []
+    for threat in threats:
+        for eps in opts.epsilons:
+            run_opts = DPOptions(target=opts.target, out=str(sub_out), seed=opts.seed, device=opts.device,
+                                 quick=opts.quick, epsilon=eps, delta=opts.delta, data_dir=opts.data_dir,
+                                 quiet=opts.quiet, runs=opts.runs, canary=canary, threat=threat,
+                                 confidence=opts.confidence)
+            started = time.perf_counter()
+            setup = build_setup(run_opts)
+            runs = opts.runs or setup.default_runs
+            run_dir, res = play(setup, runs, opts.seed, opts.confidence, sub_out, opts.quiet,
+                                {"options": asdict(run_opts)}, write_report=False)
+            est, valid = res["best_estimate"], res["best_lower_bound"]
+            rows.append({"target": opts.target, "series": threat, "threat": threat, "canary": canary,
+                         "epsilon_claimed": eps, "epsilon_theory": res["epsilon_theory"],
+                         "epsilon_lb": float(est["epsilon"]) if est else 0.0, "method": est["method"] if est else None,
+                         "epsilon_lb_valid": float(valid["epsilon"]) if valid else 0.0, "runs": runs,
+                         "wall_s": time.perf_counter() - started, "run_dir": run_dir.name,
+                         "details": est["details"] if est else {}})
+    return rows
+
+
+def run_sweep(opts: SweepOptions) -> tuple[Path, dict]:
+    """Run the sweep and write a run directory whose report draws epsilon_lb against epsilon_theory."""
+    started = time.perf_counter()
+    paths = make_run_dir(opts.out, "sweep", opts.target)
+    rows = sweep_rows(opts, paths.run_dir / "audits")
+    plotted = [{"epsilon_theory": r["epsilon_theory"], "epsilon_lb": r["epsilon_lb"], "series": r["series"],
+                "method": r["method"]} for r in rows]
+    plotted += [{"epsilon_theory": r["epsilon_theory"], "epsilon_lb": r["epsilon_lb_valid"],
+                 "series": f"{r['series']} (valid CP)", "method": "clopper-pearson"} for r in rows]
+    over = [r for r in rows if r["epsilon_theory"] is not None and max(r["epsilon_lb"], r["epsilon_lb_valid"])
+            > r["epsilon_theory"] + 1e-9]
+    verdict = ({"status": "violation" if any(r["epsilon_lb_valid"] > r["epsilon_theory"] + 1e-9 for r in over)
+                else "consistent",
+                "text": f"{len(over)} of {len(rows)} audits report a bound above the claim"} if over else
+               {"status": "consistent", "text": f"all {len(rows)} lower bounds lie below their theoretical epsilon"})
+    results = {
+        "schema_version": SCHEMA_VERSION, "kind": "sweep", "target": opts.target,
+        "target_description": f"epsilon sweep of run dp on {opts.target}", "seed": opts.seed,
+        "delta": opts.delta, "epsilon_theory": None, "sweep": plotted, "verdict": verdict,
+        "lower_bounds": [], "best_lower_bound": None,
+        "tables": [{"title": "Sweep", "columns": ["threat", "canary", "epsilon theory", "epsilon lb", "method",
+                                                 "valid (CP) lb", "runs", "wall s", "audit"],
+                    "rows": [[r["threat"], r["canary"], r["epsilon_theory"], r["epsilon_lb"], r["method"],
+                              r["epsilon_lb_valid"], r["runs"], r["wall_s"], r["run_dir"]] for r in rows],
+                    "caption": "epsilon lb: the largest bound of each audit (GDP / per-step figures assume the "
+                               "stated tradeoff shape); valid (CP) lb: Clopper-Pearson, no assumption."}],
+        "rows": rows, "timing": {"total_s": time.perf_counter() - started}, "created": utc_now(),
+        "host": host_info(), "volatile": VOLATILE_KEYS,
+    }
+    write_json(paths.run_dir / "config.json", {"command": "sweep dp", "options": asdict(opts),
+                                                "packages": package_versions()})
+    write_json(paths.run_dir / "results.json", results)
+    from reports.html import render_report
+
+    render_report(paths.run_dir)
+    return paths.run_dir, results
+
+
+def sweep_summary(run_dir: Path, results: dict) -> list[str]:
+    """Lines printed after a sweep."""
+    lines = [f"report:    {run_dir / 'report.html'}"]
+    for r in results["rows"]:
+        lines.append(f"{r['threat']:<10} eps_theory {r['epsilon_theory']:.3f}  eps_lb {r['epsilon_lb']:.3f} "
+                     f"({r['method']}), valid CP {r['epsilon_lb_valid']:.3f}, {r['runs']} runs, {r['wall_s']:.1f} s")
+    lines.append(f"verdict:   {results['verdict']['status']}: {results['verdict']['text']}")
+    return lines
