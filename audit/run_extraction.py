@@ -138,12 +138,16 @@ def resolve_trained(name: str, epsilon: float | None, delta: float | None, quick
     return quick_target(target) if quick else target
 
 
-def _trained_victim(opts: ExtractionOptions, paths: RunPaths, device) -> Victim:
+def _linear_target(opts: ExtractionOptions) -> TrainedTarget:
     target = resolve_trained(opts.target, opts.epsilon, opts.delta, opts.quick)
     if target.arch != "logreg":
         raise UserError(f"extraction by equation solving needs a logistic-regression target; {target.name} is a "
                         f"{target.arch}; choose one of {', '.join(t for t, v in TARGETS.items() if v.arch == 'logreg')} "
                         f"or a DP-ERM target")
+    return target
+
+
+def _trained_victim(opts: ExtractionOptions, target: TrainedTarget, paths: RunPaths, device) -> Victim:
     data = load_dataset(target.dataset, opts.data_dir)
     data = replace(data, X=data.X.reshape(len(data), -1), shape=(int(np.prod(data.shape)),))
     perm = member_split(len(data), target.n_train, opts.seed)
@@ -212,13 +216,14 @@ def run_extraction(opts: ExtractionOptions) -> tuple[Path, dict]:
     is_dperm = opts.target in DPERM_TARGETS
     if not is_dperm and opts.target not in TARGETS:
         raise UserError(f"unknown target {opts.target!r}; run `python -m audit list` to see the targets")
+    target = None if is_dperm else _linear_target(opts)
     device = resolve_device(opts.device)
     paths = make_run_dir(opts.out, "extraction", opts.target)
     say = lambda msg: paths.log(msg, echo=not opts.quiet)  # noqa: E731
     say(f"run directory: {paths.run_dir}")
     timing = {}
     t0 = time.perf_counter()
-    victim = _dperm_victim(opts) if is_dperm else _trained_victim(opts, paths, device)
+    victim = _dperm_victim(opts) if is_dperm else _trained_victim(opts, target, paths, device)
     timing["target_s"] = time.perf_counter() - t0
 
     X_all = victim.dataset.X.reshape(len(victim.dataset), -1).astype(np.float64)

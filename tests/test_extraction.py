@@ -141,9 +141,13 @@ def test_run_extraction_dperm_steals_the_noisy_release(tmp_path):
     assert results["epsilon_theory"] == pytest.approx(1.0, rel=0.01)
 
 
-def test_run_extraction_rejects_non_linear_target(tmp_path):
-    proc = _cli("--target", "nonprivate_mnist", "--quiet", "--out", str(tmp_path))
-    assert proc.returncode == 2 and "logistic-regression" in proc.stderr and "Traceback" not in proc.stderr
+def test_run_extraction_rejects_non_linear_and_unknown_targets(tmp_path):
+    from audit.run_extraction import ExtractionOptions, run_extraction
+
+    with pytest.raises(UserError, match="logistic-regression"):
+        run_extraction(ExtractionOptions(target="nonprivate_mnist", out=str(tmp_path), quiet=True))
+    with pytest.raises(UserError, match="unknown target"):
+        run_extraction(ExtractionOptions(target="no_such_target", out=str(tmp_path), quiet=True))
 
 
 def test_run_extraction_is_deterministic(tmp_path):
