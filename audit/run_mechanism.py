@@ -80,7 +80,8 @@ def resolve_mechanism(name: str, epsilon: float | None, delta: float | None) -> 
             raise UserError(f"plugin {name} is a trainer; audit it with `python -m audit run dp --target {name}`")
         if epsilon is not None or delta is not None:
             raise UserError("--epsilon/--delta do not apply to a plugin: its factory states the claim")
-        return PluginMechanism(plugin), plugin.delta if plugin.delta > 0 else PURE_DP_DELTA
+        mech = PluginMechanism(plugin)
+        return mech, mech.delta
     family = catalogue().get(name, (None,))[0]
     if family == "mechanism":
         from targets.mechanisms import make_mechanism
@@ -147,14 +148,21 @@ def gdp_in_mu_space(bound: dict, claim, gaussian_output: bool) -> dict:
     return bound | {"details": details}
 
 
-def run_mechanism(opts: MechanismOptions) -> tuple[Path, dict]:
-    """Run the mechanism audit described by ``opts``; returns (run directory, results)."""
+def run_mechanism(opts: MechanismOptions, mechanism: Mechanism | None = None) -> tuple[Path, dict]:
+    """Run the mechanism audit described by ``opts``; returns (run directory, results).
+
+    ``mechanism`` audits that object (e.g. a plugin built from a dict by :mod:`audit.testing`)
+    instead of resolving ``opts.target``, which then only names it.
+    """
     started = time.perf_counter()
     if opts.draws < 2:
         raise UserError(f"--draws must be at least 2 (got {opts.draws}); the audit needs 10^5 for a useful bound")
     if not 0 < opts.confidence < 1:
         raise UserError(f"confidence must be in (0, 1), got {opts.confidence}")
-    mech, delta = resolve_mechanism(opts.target, opts.epsilon, opts.delta)
+    if mechanism is None:
+        mech, delta = resolve_mechanism(opts.target, opts.epsilon, opts.delta)
+    else:
+        mech, delta = mechanism, float(getattr(mechanism, "delta", PURE_DP_DELTA))
     paths = make_run_dir(opts.out, "mechanism", opts.target)
     config = {"options": asdict(opts), "mechanism": mech.to_dict(), "packages": package_versions()}
     write_json(paths.run_dir / "config.json", config)

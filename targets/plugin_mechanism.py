@@ -36,6 +36,13 @@ class PluginMechanism(Mechanism):
         return math.nan
 
     @property
+    def delta(self) -> float:
+        """The delta the audit uses: the claim's, or ``PURE_DP_DELTA`` for a pure-DP claim."""
+        from audit.target_theory import PURE_DP_DELTA
+
+        return self.plugin.delta if self.plugin.delta > 0 else PURE_DP_DELTA
+
+    @property
     def claim(self) -> PrivacyClaim:
         return self.plugin.claim
 

@@ -130,7 +130,13 @@ def _dataset_field(spec: str, value: Any) -> str | tuple[np.ndarray, np.ndarray]
 
 def load_plugin(spec: str) -> TrainerPlugin | MechanismPlugin:
     """Import ``module:factory``, call it and validate the dict it returns."""
-    made = _load_dict(spec)
+    return plugin_from_dict(spec, _load_dict(spec))
+
+
+def plugin_from_dict(spec: str, made: dict) -> TrainerPlugin | MechanismPlugin:
+    """Validate a plugin dict (``spec`` names it in errors and reports)."""
+    if not isinstance(made, dict):
+        raise UserError(f"plugin {spec} must be a dict, got {type(made).__name__}")
     kind = made.get("kind")
     claim, delta = claim_from_plugin(spec, made.get("claim"))
     name = str(made.get("name", spec))

@@ -1,0 +1,102 @@
+"""Privacy regression tests for anyone's code: ``assert_private`` for pytest.
+
+A five-line test audits a training function or a mechanism and fails the build when the empirical
+epsilon lower bound exceeds what the code claims::
+
+    from audit.testing import assert_private
+
+    def test_my_dpsgd_is_private():
+        assert_private("my_package.dp_plugin:factory", runs=200, seed=0)
+
+``target`` is a built-in target name (``python -m audit list``), a plugin spec
+``module:factory``, a plugin dict (the form :mod:`targets.plugins` documents) or a zero-argument
+factory returning one. Mechanisms are audited with :func:`audit.run_mechanism.run_mechanism`
+(``runs`` = draws per world), trainers and trained DP targets with the multi-run game of
+:mod:`audit.run_dp` (``runs`` = trainings). A bound above the claim at the stated confidence
+raises ``AssertionError`` naming the bound, its method and the claim; otherwise the results dict
+is returned. Each bound is valid at ``confidence``, so a correct implementation fails such a test
+with probability at most ``1 - confidence`` for a given seed; keep the seed fixed in CI.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from audit.errors import UserError
+
+
+def _resolve(target: Any) -> tuple[str, Any]:
+    """(label, what): ``what`` is a built-in name, or a validated plugin object."""
+    from targets.plugins import is_plugin_spec, load_plugin, plugin_from_dict
+
+    if isinstance(target, str):
+        return target, (load_plugin(target) if is_plugin_spec(target) else target)
+    if isinstance(target, dict):
+        return str(target.get("name", "plugin dict")), plugin_from_dict(str(target.get("name", "plugin dict")), target)
+    if callable(target):
+        label = f"{getattr(target, '__module__', '?')}:{getattr(target, '__name__', 'factory')}"
+        try:
+            made = target()
+        except Exception as exc:
+            raise UserError(f"plugin factory {label} raised {type(exc).__name__}: {exc}") from None
+        if isinstance(made, dict) and "name" in made:
+            label = str(made["name"])
+        return label, plugin_from_dict(label, made)
+    raise TypeError("assert_private: target must be a target name, 'module:factory', a plugin dict or a factory")
+
+
+def audit_target(target: Any, *, attack: str | None = None, runs: int | None = None, confidence: float = 0.95,
+                 seed: int = 0, out: str | Path | None = None, quiet: bool = True) -> tuple[Path, dict]:
+    """Run the audit ``assert_private`` runs; returns (run directory, results)."""
+    from audit.run_mechanism import MechanismOptions, run_mechanism
+    from audit.target_theory import catalogue
+    from targets.plugins import MechanismPlugin, TrainerPlugin
+
+    label, what = _resolve(target)
+    out = str(out) if out is not None else tempfile.mkdtemp(prefix="privacy-audit-")
+    threat, _, canary = (attack or "").partition("/")
+    if isinstance(what, TrainerPlugin):
+        from audit.plugin_trainer import plugin_setup
+        from audit.run_dp import play
+
+        setup = plugin_setup(what, canary or "mislabelled", threat or "black-box", seed, None, quiet)
+        return play(setup, runs or setup.default_runs, seed, confidence, out, quiet)
+    family = None if isinstance(what, MechanismPlugin) else catalogue().get(what, ("unknown",))[0]
+    if isinstance(what, MechanismPlugin) or family in ("mechanism", "dp-erm", "control"):
+        from audit.run_mechanism import DEFAULT_DRAWS
+        from targets.plugin_mechanism import PluginMechanism
+
+        if attack not in (None, "threshold"):
+            raise UserError(f"mechanism audits have one attack, 'threshold' (got {attack!r})")
+        options = MechanismOptions(target=label if isinstance(what, MechanismPlugin) else what, out=out, seed=seed,
+                                   quiet=quiet, draws=runs or DEFAULT_DRAWS, confidence=confidence)
+        mechanism = PluginMechanism(what) if isinstance(what, MechanismPlugin) else None
+        return run_mechanism(options, mechanism=mechanism)
+    from audit.run_dp import DPOptions, run_dp
+
+    return run_dp(DPOptions(target=what, out=out, seed=seed, quiet=quiet, runs=runs, confidence=confidence,
+                            canary=canary or "dirac", threat=threat or "updates"))
+
+
+def assert_private(target: Any, *, attack: str | None = None, runs: int | None = None, confidence: float = 0.95,
+                   seed: int = 0, out: str | Path | None = None) -> dict:
+    """Audit ``target`` and raise AssertionError when its epsilon lower bound exceeds the claim.
+
+    ``attack``: for trainers ``"THREAT/CANARY"`` (e.g. ``"black-box/mislabelled"``; plugins are
+    black boxes, built-in DP-SGD targets default to ``"updates/dirac"``); for mechanisms
+    ``"threshold"``. ``runs``: trainings (trainers) or draws per world (mechanisms); ``out``:
+    where the run directory goes (default: a fresh temporary folder). Returns the results dict.
+    """
+    run_dir, results = audit_target(target, attack=attack, runs=runs, confidence=confidence, seed=seed, out=out)
+    if results.get("verdict", {}).get("status") == "violation":
+        best = results["best_lower_bound"]
+        raise AssertionError(
+            f"{results['target']}: empirical epsilon lower bound {float(best['epsilon']):.3f} ({best['method']}, "
+            f"{float(best['confidence']):.0%} confidence) exceeds the claimed epsilon "
+            f"{float(results['epsilon_theory']):.3f} at delta {results['delta']:g}; report: {run_dir / 'report.html'}")
+    return results
+
+
+__all__: list[str] = ["assert_private", "audit_target"]
