@@ -17,6 +17,7 @@ A plugin target (e.g. a black-box ``train(X, y, seed) -> predict_proba``) only n
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -141,6 +142,15 @@ def dperm_setup(opts: DPOptions) -> DPAuditSetup:
 # DP-SGD / DP-GD
 
 
+@functools.lru_cache(maxsize=64)
+def _noise_multiplier(epsilon: float, delta: float, sample_rate: float, steps: int) -> float:
+    """PLD-calibrated sigma (as TrainedTarget.noise_multiplier), cached: a sweep over threat
+    models calibrates each epsilon once."""
+    from audit.accounting import calibrate_noise_multiplier
+
+    return float(calibrate_noise_multiplier(epsilon, delta, sample_rate, steps))
+
+
 def _llr_scores(step_obs: np.ndarray, q: float, sigma: float) -> np.ndarray:
     """Sum over steps of the log-likelihood ratio of one step, (1 - q) + q exp((o - 1/2)/sigma^2):
     the Neyman–Pearson statistic for the composed pair (Poisson-subsampled Gaussian, canary shift 1
@@ -184,7 +194,7 @@ def dpsgd_setup(opts: DPOptions) -> DPAuditSetup:
         raise UserError(f"dataset {data.name} has {len(data)} examples; target needs {target.n_train} + 1")
     perm = np.random.default_rng([opts.seed, 5]).permutation(len(data))
     train_index, pool_index = perm[:target.n_train], perm[target.n_train:]
-    sigma = target.noise_multiplier()
+    sigma = _noise_multiplier(target.epsilon, target.delta, target.sample_rate, target.steps)
     config = target.train_config(sigma)
     claim = target.claim(sigma)
     shapes = param_shapes(target.arch, data)
@@ -199,16 +209,21 @@ def dpsgd_setup(opts: DPOptions) -> DPAuditSetup:
         icanary, gvec = (cx, cy), None
     q, T = config.sample_rate, config.steps
     B, lr, C = config.expected_batch_size, config.lr, float(config.clip_norm)
+    # full batch + gradient canary: with the data part subtracted (updates) or absent (Dirac on a
+    # dead coordinate), every per-run score is canary * T + N(0, T sigma^2): exactly Gaussian
+    exact = q >= 1.0 and gvec is not None
+    # runs per vectorised chunk: keep the per-example gradients (runs x batch x parameters) near 5e7 floats
+    chunk = int(max(8, min(2048, 5e7 / ((1.3 * B + 10) * n_params))))
 
     def observe(included: np.ndarray, seed: int) -> Observation:
         seeds = np.random.SeedSequence([seed, 23]).generate_state(included.size).tolist()
         runs = train_audit_runs(data, train_index, config, seeds, included, grad_canary=gvec,
                                 input_canary=icanary, observe="updates" if opts.threat == "updates" else "final",
-                                device=device, chunk=2048)
+                                device=device, chunk=chunk)
         info = {"canary_steps_mean_in": float(runs.canary_steps[included].mean()) if included.any() else None,
                 "known_part_subtracted": runs.subtracted_known if opts.threat == "updates" else None}
         if opts.threat == "updates":
-            return Observation(_llr_scores(runs.step_obs, q, sigma), runs.step_obs, q, T, info)
+            return Observation(_llr_scores(runs.step_obs, q, sigma), runs.step_obs, q, T, info, gaussian=exact)
         if opts.threat == "white-box":
             delta_theta = (runs.initial - runs.final).double()
             if gvec is not None:
@@ -233,7 +248,7 @@ def dpsgd_setup(opts: DPOptions) -> DPAuditSetup:
                 g = flatten(vmap(grad(_example_loss(arch)), in_dims=(0, None, None))(init, xt, yt)).double()
                 d = g / g.norm(dim=1, keepdim=True).clamp_min(1e-12)
             score = (delta_theta * d).sum(1).numpy() * B / (lr * C)
-            return Observation(score, info=info)
+            return Observation(score, info=info, gaussian=exact and opts.canary == "dirac")
         stacked = {}
         start = 0
         for name, shape in shapes.items():
@@ -255,7 +270,8 @@ def dpsgd_setup(opts: DPOptions) -> DPAuditSetup:
 
 
 def build_setup(opts: DPOptions) -> DPAuditSetup:
-    """The setup for a registered target: DP-ERM targets (targets.dperm) or trained DP-SGD targets."""
+    """The setup for a target: DP-ERM targets (targets.dperm), trainer plugins (``module:factory``)
+    or trained DP-SGD targets."""
     from targets.dperm import DPERM_AUDIT_TARGETS, DPERM_TARGETS
 
     if opts.threat not in THREATS:
@@ -264,6 +280,19 @@ def build_setup(opts: DPOptions) -> DPAuditSetup:
         raise UserError(f"confidence must be in (0, 1), got {opts.confidence}")
     if opts.target in DPERM_TARGETS or opts.target in DPERM_AUDIT_TARGETS:
         return dperm_setup(opts)
+    from targets.plugins import is_plugin_spec
+
+    if is_plugin_spec(opts.target):  # a user's trainer: audited black-box (audit.plugin_trainer)
+        from audit.plugin_trainer import plugin_setup
+        from targets.plugins import TrainerPlugin, load_plugin
+
+        plugin = load_plugin(opts.target)
+        if not isinstance(plugin, TrainerPlugin):
+            raise UserError(f"plugin {opts.target} is a mechanism; audit it with `python -m audit run mechanism "
+                            f"--target {opts.target}`")
+        if opts.epsilon is not None or opts.delta is not None:
+            raise UserError("--epsilon/--delta do not apply to a plugin: its factory states the claim")
+        return plugin_setup(plugin, opts.canary, opts.threat, opts.seed, opts.data_dir, opts.quiet)
     return dpsgd_setup(opts)
 
 
@@ -275,9 +304,9 @@ def play(setup: DPAuditSetup, runs: int, seed: int, confidence: float, out: str 
          quiet: bool = False, config_extra: dict | None = None, write_report: bool = True) -> tuple[Path, dict]:
     """Toss the coins, observe the runs, bound epsilon, write results/config/report; returns (run dir, results)."""
     started = time.perf_counter()
+    included = fair_coins(runs, seed)  # checks runs before anything is written
     paths = make_run_dir(out, "dp", setup.name)
     say = lambda msg: paths.log(msg, echo=not quiet)  # noqa: E731
-    included = fair_coins(runs, seed)
     say(f"{setup.name}: {runs} runs ({int(included.sum())} with the canary), canary {setup.canary.get('kind')}, "
         f"threat {setup.threat}")
     t0 = time.perf_counter()
@@ -409,6 +438,7 @@ def sweep_rows(opts: SweepOptions, sub_out: Path) -> list[dict]:
                          "epsilon_lb": float(est["epsilon"]) if est else 0.0, "method": est["method"] if est else None,
                          "epsilon_lb_valid": float(valid["epsilon"]) if valid else 0.0, "runs": runs,
                          "wall_s": time.perf_counter() - started, "run_dir": run_dir.name,
+                         "bounds": {b["method"]: b["epsilon"] for b in res["lower_bounds"]},
                          "details": est["details"] if est else {}})
     return rows
 

@@ -1,0 +1,38 @@
+"""`sweep dp`: audits at several claimed epsilons, epsilon-vs-theory plot in the report."""
+
+import json
+
+import pytest
+
+from audit.cli import main
+
+
+def test_sweep_dp_writes_plot_and_rows(tmp_path, capsys):
+    code = main(["sweep", "dp", "--target", "dpgd_logreg_digits", "--epsilons", "2,8", "--threats",
+                 "updates,white-box", "--runs", "120", "--out", str(tmp_path), "--quiet", "--device", "cpu",
+                 "--confidence", "0.999"])
+    assert code == 0
+    sweeps = [p for p in tmp_path.iterdir() if "-sweep-" in p.name]
+    assert len(sweeps) == 1
+    run_dir = sweeps[0]
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["kind"] == "sweep"
+    rows = results["rows"]
+    assert [(r["threat"], r["epsilon_claimed"]) for r in rows] == [("updates", 2.0), ("updates", 8.0),
+                                                                  ("white-box", 2.0), ("white-box", 8.0)]
+    for r in rows:  # 4 audits x 3 bounds at confidence 0.999: false alarm <= 1.2%
+        assert abs(r["epsilon_theory"] - r["epsilon_claimed"]) < 0.01 * r["epsilon_claimed"]
+        assert 0 <= r["epsilon_lb_valid"] <= r["epsilon_lb"] <= r["epsilon_theory"] + 1e-9
+        assert r["runs"] == 120 and r["wall_s"] > 0
+    series = {p["series"] for p in results["sweep"]}
+    assert {"updates", "white-box", "updates (valid CP)"} <= series
+    html = (run_dir / "report.html").read_text()
+    assert "Empirical ε lower bound vs theoretical ε" in html
+    assert (run_dir / "audits").is_dir()
+    assert "eps_theory" in capsys.readouterr().out
+
+
+def test_sweep_rejects_bad_epsilons(tmp_path):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["sweep", "dp", "--target", "dpgd_logreg_digits", "--epsilons", "0,-1", "--out", str(tmp_path)])
+    assert exit_info.value.code == 2
