@@ -1,0 +1,205 @@
+"""Reliability (issue 6): kill-and-resume, reproducibility, bad input in one table, safe loading,
+quiet runs with logs in the run directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from audit.cache import cached_models, load_entry, save_entry
+from audit.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+#: A small, fast trained-model audit (MLP on digits, --quick preset, loss attack only).
+SMALL = ["run", "membership", "--target", "nonprivate_digits", "--quick", "--attack", "loss", "--seed", "3"]
+
+
+def _cli(args: list[str], **kwargs) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    return subprocess.Popen([sys.executable, "-m", "audit", *args], cwd=ROOT, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs)
+
+
+def _run_dirs(out: Path) -> list[Path]:
+    return sorted(p for p in out.iterdir() if p.name != "cache") if out.exists() else []
+
+
+def _results_without_volatile(run_dir: Path) -> dict:
+    results = json.loads((run_dir / "results.json").read_text())
+    for key in results["volatile"]:
+        results.pop(key)
+    return results
+
+
+def _wait_for(condition, proc: subprocess.Popen, timeout: float = 300.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert proc.poll() is None, f"finished before the condition held: {proc.communicate()}"
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_kill_and_resume_gives_the_uninterrupted_results(tmp_path):
+    out = tmp_path / "interrupted"
+    cache = out / "cache"
+    # 1. SIGKILL as soon as the first trained model is in the cache.
+    proc = _cli(SMALL + ["--out", str(out), "--quiet"])
+    _wait_for(lambda: cache.is_dir() and any(cache.glob("*.safetensors")), proc)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate()
+    killed_dir = _run_dirs(out)[0]
+    assert not (killed_dir / "results.json").exists()
+    cached = sorted(cache.glob("*.safetensors"))
+    # 2. The same command again: reuses what finished, is interrupted with SIGINT (Ctrl-C).
+    proc = _cli(SMALL + ["--out", str(out)])
+    _wait_for(lambda: any("reused cached models" in p.joinpath("log.txt").read_text()
+                          for p in _run_dirs(out) if p != killed_dir and p.joinpath("log.txt").exists()), proc)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    if proc.returncode != 0:  # interrupted before finishing (it may have finished first on a fast machine)
+        assert proc.returncode == 130 and "interrupted" in err and "Traceback" not in err
+    assert all(p.is_file() for p in cached)
+    # 3. Once more to the end; an uninterrupted run elsewhere must give the same results.
+    done = _cli(SMALL + ["--out", str(out), "--quiet"])
+    assert done.wait(timeout=600) == 0, done.communicate()
+    reference = _cli(SMALL + ["--out", str(tmp_path / "reference"), "--quiet"])
+    assert reference.wait(timeout=600) == 0, reference.communicate()
+    resumed = [p for p in _run_dirs(out) if (p / "results.json").exists()][-1]
+    assert "reused cached models" in (resumed / "log.txt").read_text()
+    (fresh,) = _run_dirs(tmp_path / "reference")
+    a, b = _results_without_volatile(resumed), _results_without_volatile(fresh)
+    assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
+def test_same_command_and_seed_give_identical_results_apart_from_volatile(tmp_path):
+    for name in ("a", "b"):
+        assert main(SMALL + ["--out", str(tmp_path / name), "--quiet"]) == 0
+    (a,), (b,) = _run_dirs(tmp_path / "a"), _run_dirs(tmp_path / "b")
+    ra, rb = json.loads((a / "results.json").read_text()), json.loads((b / "results.json").read_text())
+    assert set(ra["volatile"]) >= {"created", "host", "timing"}
+    volatile = set(ra["volatile"])
+    assert {k: v for k, v in ra.items() if k not in volatile} == {k: v for k, v in rb.items() if k not in volatile}
+    # The run directory and its log: the log records the stages, --quiet printed no progress.
+    assert (a / "log.txt").read_text().strip()
+    for name in ("config.json", "results.json", "report.html"):
+        assert (a / name).is_file()
+
+
+def _unwritable(tmp_path: Path) -> str:
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a folder")
+    return str(blocker / "runs")
+
+
+def _plugin_dir(tmp_path: Path) -> str:
+    (tmp_path / "bad_plugin_mod.py").write_text("def factory():\n    return [1, 2, 3]\n")
+    return str(tmp_path)
+
+
+#: (argv after `python -m audit`, text the one-line error must contain). OUT is replaced by a
+#: folder holding an earlier run, which must stay untouched.
+BAD_INPUT = [
+    (["run", "membership", "--target", "nope"], "unknown target 'nope'"),
+    (["run", "mechanism", "--target", "nope"], "unknown mechanism target"),
+    (["bound", "--target", "nope"], "unknown target"),
+    (["run", "membership", "--target", "dpsgd_digits", "--attack", "telepathy"], "unknown attack"),
+    (["run", "membership", "--target", "dpsgd_digits", "--canary", "purple"], "invalid choice: 'purple'"),
+    (["run", "dp", "--target", "dpsgd_digits", "--canary", "purple"], "invalid choice: 'purple'"),
+    (["run", "dp", "--target", "dpsgd_digits", "--threat", "psychic"], "invalid choice: 'psychic'"),
+    (["run", "membership", "--target", "dpsgd_digits", "--epsilon", "0"], "epsilon must be > 0"),
+    (["run", "membership", "--target", "dpsgd_digits", "--epsilon", "-2"], "epsilon must be > 0"),
+    (["run", "mechanism", "--target", "laplace_count", "--epsilon", "0"], "epsilon must be a positive"),
+    (["run", "membership", "--target", "dpsgd_digits", "--delta", "0"], "delta must be in (0, 1)"),
+    (["run", "membership", "--target", "dpsgd_digits", "--delta", "1.5"], "delta must be in (0, 1)"),
+    (["bound", "--target", "dpsgd_mnist", "--delta", "1"], "delta must be in (0, 1)"),
+    (["run", "dp", "--target", "dpsgd_digits", "--runs", "1"], "at least"),
+    (["run", "membership", "--target", "dpsgd_mnist", "--data-dir", "/no/such/folder"], "/no/such/folder"),
+    (["run", "membership", "--target", "dpsgd_mnist", "--data-dir", "EMPTY"], "train-images-idx3-ubyte"),
+    (["run", "dp", "--target", "bad_plugin_mod:factory", "--threat", "black-box", "--canary", "mislabelled"],
+     "must return a dict"),
+    (["run", "dp", "--target", "no_such_plugin_module:factory"], "cannot import plugin module"),
+    (["run", "membership", "--target", "nonprivate_digits", "--quick", "--out", "UNWRITABLE"], "pass a writable --out"),
+    (["run", "mechanism", "--target", "laplace_count", "--out", "UNWRITABLE"], "pass a writable --out"),
+    (["run", "membership", "--target", "nonprivate_digits", "--epsilon", "1"], "not private"),
+    (["run", "mechanism", "--target", "laplace_count", "--data-dir", "/tmp"], "does not apply"),
+    (["run", "dp", "--target", "dpsgd_digits", "--canary", "dirac", "--threat", "black-box"], "gradient canary"),
+    (["run", "mechanism", "--target", "dpsgd_digits"], "not a mechanism"),
+    (["run", "membership", "--target", "dpsgd_digits", "--canaries", "0"], "expected an integer >= 1"),
+    (["report", "/no/such/run"], "does not exist"),
+]
+if not torch.cuda.is_available():
+    BAD_INPUT.append((["run", "membership", "--target", "dpsgd_digits", "--device", "cuda"], "no CUDA GPU"))
+
+
+@pytest.mark.parametrize("argv, message", BAD_INPUT, ids=[" ".join(a[:4]) + " " + m[:20] for a, m in BAD_INPUT])
+def test_bad_input_is_one_line_exit_2_and_earlier_runs_untouched(argv, message, tmp_path, monkeypatch, capsys):
+    out = tmp_path / "runs"
+    earlier = out / "20260101T000000Z-membership-dpsgd_digits"
+    earlier.mkdir(parents=True)
+    (earlier / "results.json").write_text('{"kept": true}')
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.syspath_prepend(_plugin_dir(tmp_path))
+    argv = [{"EMPTY": str(empty), "UNWRITABLE": _unwritable(tmp_path)}.get(a, a) for a in argv]
+    if argv[0] == "run" and "--out" not in argv:
+        argv += ["--out", str(out)]
+    with pytest.raises(SystemExit) as exited:
+        sys.exit(main(argv))
+    assert exited.value.code == 2
+    captured = capsys.readouterr()
+    assert message in captured.err, captured.err
+    assert captured.err.count("\n") == 1 and "Traceback" not in captured.err
+    assert (earlier / "results.json").read_text() == '{"kept": true}'
+    assert sorted(p.name for p in out.iterdir()) in (["20260101T000000Z-membership-dpsgd_digits"],
+                                                     ["20260101T000000Z-membership-dpsgd_digits", "cache"])
+
+
+class _Bomb:
+    """Unpickling this would create a marker file."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.touch, (self.marker,))
+
+
+def test_tampered_cache_entry_cannot_run_code_and_is_retrained(tmp_path, capsys):
+    params = {"w": torch.arange(6, dtype=torch.float32).reshape(2, 3)}
+    trained = []
+
+    def train():
+        trained.append(1)
+        return params
+
+    payload = {"what": "tiny"}
+    cached_models(tmp_path, payload, train)
+    (entry,) = tmp_path.glob("*.safetensors")
+    marker = tmp_path / "PWNED"
+    entry.write_bytes(pickle.dumps(_Bomb(marker)))  # an attacker swaps in a pickle
+    loaded, hit = cached_models(tmp_path, payload, train)
+    assert not hit and len(trained) == 2 and not marker.exists()
+    assert "corrupt" in capsys.readouterr().err
+    entry.write_bytes(entry.read_bytes()[:-7])  # truncated
+    assert load_entry(entry, "whatever") is None
+    save_entry(entry, "k", params)
+    assert torch.equal(load_entry(entry, "k")["w"], params["w"])
+
+
+def test_no_unsafe_deserialisation_in_the_code():
+    sources = [p for d in ("audit", "targets", "attacks", "reports", "benchmarks") for p in (ROOT / d).rglob("*.py")]
+    for path in sources:
+        text = path.read_text()
+        assert not re.search(r"\bpickle\.loads?\(|\bjoblib\.load\(|allow_pickle\s*=\s*True", text), path
+        for call in re.findall(r"torch\.load\([^)]*\)", text):
+            assert "weights_only=True" in call, (path, call)
