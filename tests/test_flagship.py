@@ -28,8 +28,18 @@ def test_flagship_quick_writes_report_and_bound_below_theory(tmp_path, target):
         assert {"method", "epsilon", "confidence", "n", "valid"} <= set(bound)
         if bound["valid"]:
             assert float(bound["epsilon"]) <= results["epsilon_theory"]
+    from attacks.membership import ATTACKS
+    from audit.metrics import dp_advantage_bound
+
+    # the default --attack is all: every attack in one report, LiRA online and offline included
+    assert set(results["attacks"]) == set(ATTACKS)
+    assert {b["attack"] for b in results["lower_bounds"]} == set(ATTACKS)
+    bound = dp_advantage_bound(results["epsilon_theory"], results["delta"])
     for attack in results["attacks"].values():
         assert set(attack["tpr_at_fpr"]) == {"0.01", "0.001"}
+        assert attack["advantage_dp_bound"] == pytest.approx(bound)
+        assert attack["advantage_ci"][0] <= bound
+    assert results["game"]["reference_models"] == 4
     assert results["verdict"]["status"] == "consistent"
 
 

@@ -19,14 +19,16 @@ def _attacks(text: str) -> tuple[str, ...]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def execute(args: argparse.Namespace) -> int:
+def execute(args: argparse.Namespace) -> dict:
+    """Run the audit and print the summary; returns results (the run command's ``--fail-above-claim``
+    gate turns a ``violation`` verdict into exit status 1)."""
     opts = MembershipOptions(target=args.target, out=args.out, seed=args.seed, device=args.device, quick=args.quick,
                              epsilon=args.epsilon, delta=args.delta, data_dir=args.data_dir, quiet=args.quiet,
                              canary=args.canary, canaries=args.canaries, shadows=args.shadows, attacks=args.attack,
                              references=args.references, lira_variance=args.lira_variance)
     run_dir, results = run_membership(opts)
     print("\n".join(summary_lines(run_dir, results)))
-    return 0
+    return results
 
 
 def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
