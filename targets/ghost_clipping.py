@@ -5,19 +5,20 @@ gradient ``||g_i||`` and then the clipped sum ``sum_i min(1, C/||g_i||) g_i``. F
 ``z = W a + b`` the gradient of example ``i`` is the outer product of the layer's backprop signal
 ``dL_i/dz_i`` and its input ``a_i``, so both quantities come from the activations of one ordinary
 forward pass and the backprop signals of one backward pass to the layer outputs (no weight
-gradients), as in the book-keeping algorithm of Bu, Wang, Zha, Karypis 2023 ("Differentially
-private optimization on large model at small cost", Algorithm 1):
+gradients), as in the book-keeping (BK) algorithm of Bu, Wang, Zha, Karypis 2023 ("Differentially
+private optimization on large model at small cost", ICML 2023):
 
 * Linear layer on flat inputs (no sequence axis): ``||dW_i||_F^2 = ||a_i||^2 ||g_i||^2`` [Goodfellow
   2015, "Efficient per-example gradient computations"], bias ``||g_i||^2``.
 * Convolution, with ``U_i`` (D x T) the unfolded input patches (D = C k^2, T output positions) and
   ``G_i`` (O x T) the backprop signal: ``dW_i = G_i U_i^T``. Either the ghost norm
-  ``||dW_i||_F^2 = <U_i^T U_i, G_i^T G_i>`` [Li, Tramer, Liang, Hashimoto 2022, Eq. (4) ("ghost
-  clipping"); Bu et al. 2023, Sec. 3.2 for convolutions], costing O(T^2 (D + O)) per example, or the
+  ``||dW_i||_F^2 = <U_i^T U_i, G_i^T G_i>`` (the "ghost norm" of Li, Tramer, Liang, Hashimoto 2022,
+  "Large language models can be strong differentially private learners", for sequences; applied to
+  convolutions through the unfolded input by Bu et al. 2023), costing O(T^2 (D + O)) per example, or the
   materialised per-example gradient ``G_i U_i^T``, costing O(T O D). ``mode="auto"`` picks the
   cheaper per layer (the mixed ghost clipping of Bu et al. 2023, with our cost model below);
-  ``"ghost"`` forces ghost norms, ``"direct"`` materialises every per-example gradient (the
-  reference the others are tested against).
+  ``"ghost"`` forces ghost norms, ``"direct"`` materialises every per-example gradient (all three
+  are tested against clipping ``vmap(grad)`` per-example gradients).
 * The clipped sum is the weight gradient of the loss re-weighted by ``c_i = min(1, C/||g_i||)``:
   ``sum_i c_i G_i U_i^T`` (Bu et al. 2023, book-keeping: no second backward pass), or
   ``sum_i c_i dW_i`` when ``dW_i`` was materialised.
@@ -189,14 +190,13 @@ def per_example_clipped_sum(layers: tuple[Layer, ...], params: Params, x: torch.
         sq = sq + layer_sq
     factor = weight * torch.clamp(clip_norm / (sq.sqrt() + 1e-12), max=1.0)  # (R, B)
     out: Params = {}
+    weights = factor.unsqueeze(1)  # (R, 1, B): sums over the batch as batched matrix products
     for layer, ghost, a, g, per_example in parts:
         w_shape = params[layer.weight].shape
-        if isinstance(layer, Linear):
-            out[layer.bias] = torch.einsum("rb,rbo->ro", factor, g)
-        else:
-            out[layer.bias] = torch.einsum("rb,rbot->ro", factor, g)
+        bias_signal = g if isinstance(layer, Linear) else g.sum(-1)  # (R, B, O)
+        out[layer.bias] = torch.bmm(weights, bias_signal).squeeze(1)
         if per_example is not None:
-            out[layer.weight] = torch.einsum("rb,rbod->rod", factor, per_example).reshape(w_shape)
+            out[layer.weight] = torch.bmm(weights, per_example.flatten(2)).reshape(w_shape)
         elif isinstance(layer, Linear):
             out[layer.weight] = torch.bmm((g * factor.unsqueeze(-1)).transpose(1, 2), a)
         else:
