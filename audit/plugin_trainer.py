@@ -80,5 +80,5 @@ def plugin_setup(plugin: TrainerPlugin, canary: str, threat: str, seed: int, dat
         model={"name": f"user trainer {plugin.spec}"}, neighbouring=plugin.neighbouring,
         claim=plugin.claim, delta=plugin.delta if plugin.delta > 0 else 1e-5,
         params={"plugin": plugin.spec, "claimed_epsilon": plugin.claim.epsilon(plugin.delta),
-                "claimed_delta": plugin.delta, "n_train": int(n_train)},
+                "claimed_delta": plugin.delta, "n_train": int(n_train)} | plugin.params,
         canary={"kind": canary} | cinfo, threat=threat, observe=observe, default_runs=200)

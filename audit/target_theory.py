@@ -19,7 +19,7 @@ from audit.accounting import PrivacyClaim, default_alpha_grid, implied_gdp_mu
 from audit.errors import UserError
 
 #: Families, in the order ``python -m audit list`` shows them.
-FAMILIES = ("trained", "mechanism", "dp-erm", "control")
+FAMILIES = ("trained", "mechanism", "dp-erm", "control", "plugin")
 #: Delta at which pure-DP mechanisms are reported and audited unless told otherwise: small enough
 #: that epsilon(delta) of the exact profile is within 1e-4 of the nominal epsilon, and positive so
 #: the Gaussian-DP estimator gives a finite epsilon.
@@ -87,6 +87,7 @@ def catalogue() -> dict[str, tuple[str, str]]:
     from targets.broken_mechanisms import BROKEN_MECHANISMS
     from targets.dperm import DPERM_TARGETS
     from targets.mechanisms import MECHANISMS
+    from targets.plugins import BUILTIN_PLUGINS
     from targets.registry import TARGETS
 
     out: dict[str, tuple[str, str]] = {}
@@ -98,6 +99,8 @@ def catalogue() -> dict[str, tuple[str, str]]:
         out[name] = ("dp-erm", spec["description"])
     for name, (description, _factory) in BROKEN_MECHANISMS.items():
         out[name] = ("control", description)
+    for name, (_spec, description) in BUILTIN_PLUGINS.items():
+        out[name] = ("plugin", description)
     return out
 
 
@@ -119,6 +122,17 @@ def theory_for(name: str, epsilon: float | None = None, delta: float | None = No
     """
     _check_privacy_args(epsilon, delta)
     families = catalogue()
+    from targets.plugins import is_plugin_spec
+
+    if is_plugin_spec(name):
+        from targets.plugins import load_plugin
+
+        if epsilon is not None:
+            raise UserError("--epsilon does not apply to a plugin: its factory states the claim")
+        plugin = load_plugin(name)
+        report_delta = delta if delta is not None else (plugin.delta or PURE_DP_DELTA)
+        return TargetTheory(name, "plugin", plugin.description, plugin.claim, report_delta, plugin.params,
+                            plugin.neighbouring)
     if name not in families:
         raise UserError(f"unknown target {name!r}; run `python -m audit list` to see the targets")
     family = families[name][0]

@@ -71,7 +71,7 @@ class PluginMechanism(Mechanism):
 
     def params(self) -> dict[str, Any]:
         return {"plugin": self.plugin.spec, "claimed_epsilon": self.plugin.claim.epsilon(self.plugin.delta),
-                "claimed_delta": self.plugin.delta}
+                "claimed_delta": self.plugin.delta} | self.plugin.params
 
     @property
     def description(self) -> str:

@@ -11,8 +11,15 @@
   (``rng`` a numpy Generator). Audited by ``run mechanism``; ``D_prime`` is the world "with the
   target record".
 
-Optional keys: ``"name"`` and ``"description"`` (for reports), ``"neighbouring"`` (text). Every
-problem is a one-line :class:`audit.errors.UserError` naming the bad field.
+Optional keys: ``"name"`` and ``"description"`` (for reports), ``"neighbouring"`` (text),
+``"params"`` (a JSON-serialisable dict shown in reports). A DP-SGD trainer may add its accounting to
+the claim, ``"dpsgd": {"noise_multiplier": s, "sample_rate": q, "steps": T}``: the audit then
+compares against the exact DP-SGD tradeoff curve (PLD accountant) instead of the (eps, delta)
+curve, and checks the stated epsilon is what that accounting gives. Every problem is a one-line
+:class:`audit.errors.UserError` naming the bad field.
+
+Built-in plugin targets (``BUILTIN_PLUGINS``) are named like any target: ``opacus_mnist`` and the
+DP-SGD controls of :mod:`targets.dpsgd_controls`.
 """
 
 from __future__ import annotations
@@ -32,9 +39,30 @@ from audit.errors import UserError
 _SPEC = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
 
+#: name -> (plugin spec, description) of plugin targets that ship with the project.
+BUILTIN_PLUGINS: dict[str, tuple[str, str]] = {
+    "opacus_mnist": ("targets.opacus_target:opacus_mnist",
+                     "softmax regression on MNIST trained by Opacus (Poisson sampling), (2, 1e-5) by PLD"),
+    "dpsgd_control_correct": ("targets.dpsgd_controls:correct", "DP-SGD softmax regression on digits, (1, 1e-5)"),
+    "dpsgd_control_no_clipping": ("targets.dpsgd_controls:no_clipping",
+                                  "control: DP-SGD without per-example clipping, claims (1, 1e-5)"),
+    "dpsgd_control_noise_over_batch": ("targets.dpsgd_controls:noise_over_batch",
+                                       "control: DP-SGD noise divided by the batch size, claims (1, 1e-5)"),
+    "dpsgd_control_shuffle_as_poisson": ("targets.dpsgd_controls:shuffle_as_poisson",
+                                         "control: shuffled batches accounted as Poisson, claims (1, 1e-5)"),
+}
+
+
+def plugin_spec_for(target: str) -> str | None:
+    """The plugin spec ``target`` stands for (itself, or a built-in plugin's), or None."""
+    if target in BUILTIN_PLUGINS:
+        return BUILTIN_PLUGINS[target][0]
+    return target if ":" in target else None
+
+
 def is_plugin_spec(target: str) -> bool:
-    """Whether ``target`` names a plugin (``module:factory``) rather than a built-in target."""
-    return ":" in target
+    """Whether ``target`` names a plugin (``module:factory`` or a built-in plugin name)."""
+    return plugin_spec_for(target) is not None
 
 
 @dataclass(frozen=True)
@@ -49,6 +77,7 @@ class TrainerPlugin:
     claim: PrivacyClaim
     delta: float
     neighbouring: str
+    params: dict
 
 
 @dataclass(frozen=True)
@@ -63,6 +92,7 @@ class MechanismPlugin:
     claim: PrivacyClaim
     delta: float
     neighbouring: str
+    params: dict
 
 
 def claim_from_plugin(spec: str, claim: Any) -> tuple[PrivacyClaim, float]:
@@ -81,9 +111,30 @@ def claim_from_plugin(spec: str, claim: Any) -> tuple[PrivacyClaim, float]:
         raise UserError(f"plugin {spec}: claim epsilon must be a positive number, got {claim['epsilon']!r}")
     if not 0 <= delta < 1:
         raise UserError(f"plugin {spec}: claim delta must be in [0, 1), got {claim.get('delta')!r}")
+    if "dpsgd" in claim:
+        return _dpsgd_claim(spec, claim["dpsgd"], epsilon, delta), delta
     if delta == 0:
         return PureDPClaim(epsilon), 0.0
     return ApproxDPClaim(epsilon, delta), delta
+
+
+def _dpsgd_claim(spec: str, accounting: Any, epsilon: float, delta: float) -> PrivacyClaim:
+    """The DP-SGD claim of ``"dpsgd": {...}``, checked against the stated (epsilon, delta)."""
+    from audit.accounting import DPSGDClaim
+
+    if delta == 0:
+        raise UserError(f"plugin {spec}: a 'dpsgd' claim needs delta > 0")
+    try:
+        claim = DPSGDClaim(float(accounting["noise_multiplier"]), float(accounting["sample_rate"]),
+                           int(accounting["steps"]))
+    except (KeyError, TypeError, ValueError):
+        raise UserError(f"plugin {spec}: claim 'dpsgd' must be {{'noise_multiplier': s, 'sample_rate': q, "
+                        f"'steps': T}} with numbers") from None
+    actual = claim.epsilon(delta)
+    if actual > epsilon * 1.001 + 1e-9:
+        raise UserError(f"plugin {spec}: its 'dpsgd' accounting gives epsilon {actual:.4f} at delta {delta:g}, "
+                        f"more than the stated {epsilon:g}")
+    return claim
 
 
 def _load_dict(spec: str) -> dict:
@@ -129,8 +180,9 @@ def _dataset_field(spec: str, value: Any) -> str | tuple[np.ndarray, np.ndarray]
 
 
 def load_plugin(spec: str) -> TrainerPlugin | MechanismPlugin:
-    """Import ``module:factory``, call it and validate the dict it returns."""
-    return plugin_from_dict(spec, _load_dict(spec))
+    """Import ``module:factory`` (or a built-in plugin name), call it and validate the dict."""
+    resolved = plugin_spec_for(spec) or spec
+    return plugin_from_dict(spec, _load_dict(resolved))
 
 
 def plugin_from_dict(spec: str, made: dict) -> TrainerPlugin | MechanismPlugin:
@@ -140,12 +192,16 @@ def plugin_from_dict(spec: str, made: dict) -> TrainerPlugin | MechanismPlugin:
     kind = made.get("kind")
     claim, delta = claim_from_plugin(spec, made.get("claim"))
     name = str(made.get("name", spec))
+    params = made.get("params", {})
+    if not isinstance(params, dict):
+        raise UserError(f"plugin {spec}: field 'params' must be a dict")
     if kind == "trainer":
         if not callable(made.get("train")):
             raise UserError(f"plugin {spec}: field 'train' must be a function train(X, y, seed) -> predict_proba")
         dataset = _dataset_field(spec, made.get("dataset"))
         return TrainerPlugin(spec, name, str(made.get("description", f"user trainer {spec}")), dataset,
-                             made["train"], claim, delta, str(made.get("neighbouring", "add/remove one record")))
+                             made["train"], claim, delta, str(made.get("neighbouring", "add/remove one record")),
+                             params)
     if kind == "mechanism":
         if not callable(made.get("mechanism")):
             raise UserError(f"plugin {spec}: field 'mechanism' must be a function f(data, rng) -> ndarray")
@@ -153,5 +209,6 @@ def plugin_from_dict(spec: str, made: dict) -> TrainerPlugin | MechanismPlugin:
         if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
             raise UserError(f"plugin {spec}: field 'neighbours' must be a pair (D, D_prime) of datasets")
         return MechanismPlugin(spec, name, str(made.get("description", f"user mechanism {spec}")), made["mechanism"],
-                               (pair[0], pair[1]), claim, delta, str(made.get("neighbouring", "as given by the user")))
+                               (pair[0], pair[1]), claim, delta, str(made.get("neighbouring", "as given by the user")),
+                               params)
     raise UserError(f"plugin {spec}: field 'kind' must be 'trainer' or 'mechanism', got {kind!r}")

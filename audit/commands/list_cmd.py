@@ -15,6 +15,8 @@ FAMILY_HEADINGS = {
     "mechanism": "mechanism targets (python -m audit run mechanism --target NAME)",
     "dp-erm": "DP-ERM output-perturbation targets (python -m audit run mechanism --target NAME)",
     "control": "deliberately broken controls an audit must flag (python -m audit run mechanism --target NAME)",
+    "plugin": "plugin-form trainers, audited black-box (python -m audit run dp --target NAME --threat black-box "
+              "--canary crafted); your own code: --target module:factory",
 }
 
 
