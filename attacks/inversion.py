@@ -7,8 +7,9 @@ most ``alpha`` steps, and returns the best iterate ``argmin_i c(x_i)`` (not the 
 when the cost has not improved for ``beta`` steps, or when the class confidence reaches ``gamma``.
 Two deviations from a literal reading, both noted in REFERENCES.md: the paper's stop
 ``c(x_i) <= gamma`` with gamma = 0.99 stops at once, so we implement gamma as a confidence target
-``f_l(x) >= gamma``; and the start is a constant grey image at the mean intensity of the attacker's
-auxiliary data (a zero image has zero gradient through many networks). PROCESS clips to the data
+``f_l(x) >= gamma``; and the start is neutral but not zero (a zero image has zero gradient through
+many networks): a constant grey image at the mean intensity of the attacker's auxiliary data, or
+the mean image of those data (the same for every class). PROCESS clips to the data
 range. AuxTerm is an optional total-variation prior ``tv_weight * TV(x)`` on images (0 by default,
 i.e. the paper's AuxTerm = 0).
 
@@ -86,20 +87,23 @@ def total_variation(x: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
     return dh + dw
 
 
-def mi_face(probabilities: Probabilities, labels: np.ndarray, shape: tuple[int, ...], start: float,
+def mi_face(probabilities: Probabilities, labels: np.ndarray, shape: tuple[int, ...], start: float | np.ndarray,
             low: float, high: float, config: MIFaceConfig, progress: bool = False,
             desc: str = "MI-FACE") -> InversionResult:
     """Run MI-FACE for every class in ``labels`` at once (each reconstruction is independent).
 
     ``probabilities`` maps a batch (B, *shape) to class probabilities (B, K); it is the only access
     to the model (white-box: differentiated with autograd; black-box: queried on perturbed inputs).
+    ``start`` is the neutral start: a constant intensity or one class-agnostic image (e.g. the mean
+    of the attacker's auxiliary data), the same for every class.
     Queries count the model evaluations spent on each class (white-box: one forward/backward per step).
     """
     labels = np.asarray(labels, dtype=np.int64)
     C = labels.size
     lab = torch.as_tensor(labels)
     D = int(np.prod(shape))
-    x = torch.full((C, *shape), float(start), dtype=torch.float32)
+    start_t = torch.as_tensor(np.broadcast_to(np.asarray(start, dtype=np.float32), shape).copy())
+    x = start_t.expand(C, *shape).clone()
 
     def cost(batch: torch.Tensor, batch_labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         p = probabilities(batch).gather(1, batch_labels[:, None])[:, 0]

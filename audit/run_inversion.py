@@ -2,8 +2,8 @@
 
 Data split (seeded): the target's members (``n_train`` records), a disjoint set of the same size
 (the non-members, on which the *reference* model is trained with the same recipe and another seed),
-and the rest — the attacker's auxiliary data, used only for the neutral start (its mean intensity)
-and to train the *evaluation classifier* (scikit-learn multinomial logistic regression), which has
+and the rest — the attacker's auxiliary data, used only for the neutral start (its mean image, or
+a constant at its mean intensity) and to train the *evaluation classifier* (scikit-learn multinomial logistic regression), which has
 never seen a member or a non-member [Zhang et al. 2020 use such an evaluation classifier].
 
 For every class MI-FACE (:mod:`attacks.inversion`, Fredrikson et al. 2015) reconstructs an input
@@ -37,6 +37,9 @@ from targets.models import get_architecture
 from targets.training import resolve_device
 
 GRID_PNG = "inversion_grid.png"
+#: Neutral starts: constant grey at the auxiliary data's mean intensity, or their mean image.
+START_KINDS = {"grey": "constant image at the mean intensity of the auxiliary data",
+               "mean": "mean image of the auxiliary data (all classes together)"}
 #: Most auxiliary records used to train the evaluation classifier.
 EVAL_MAX = 2000
 
@@ -51,6 +54,7 @@ class InversionOptions(CommonRunOptions):
     lr: float = 1.0
     tv: float = 0.0
     black_box_steps: int | None = None
+    start: str = "mean"
 
 
 #: (alpha, beta, black-box steps) by preset.
@@ -143,7 +147,9 @@ def run_inversion(opts: InversionOptions) -> tuple[Path, dict]:
 
     arch = get_architecture(target.arch)
     low, high = float(data.X.min()), float(data.X.max())
-    start = float(flat[aux].mean())
+    if opts.start not in START_KINDS:
+        raise UserError(f"unknown start {opts.start!r}; choose one of {', '.join(START_KINDS)}")
+    start = float(flat[aux].mean()) if opts.start == "grey" else flat[aux].mean(0).reshape(data.shape)
     classes = np.arange(data.n_classes)
     member_means = np.stack([flat[members][data.y[members] == c].mean(0) for c in classes])
     nonmember_means = np.stack([flat[nonmembers][data.y[nonmembers] == c].mean(0) for c in classes])
@@ -190,7 +196,16 @@ def run_inversion(opts: InversionOptions) -> tuple[Path, dict]:
                     - (out["reference"]["ssim_member_mean"] - out["reference"]["ssim_nonmember_mean"]),
         "eval_accuracy_gap": inversion["eval_accuracy"] - out["reference"]["eval_accuracy"],
     }
-    inversion["config"] = asdict(config) | {"black_box_steps": bb_steps, "start_intensity": start,
+    start_img = np.broadcast_to(np.asarray(start, dtype=np.float64), data.shape).reshape(-1)
+    start_pred = int(evaluator.predict(start_img[None])[0])
+    inversion["start_baseline"] = {
+        "description": "the neutral start itself, before any step (what the figures would be with no attack)",
+        "eval_accuracy": float(np.mean(classes == start_pred)),
+        "mse_member_mean": float(np.mean((member_means - start_img) ** 2)),
+        "ssim_member_mean": float(np.mean([ssim(start_img.reshape(hw), m.reshape(hw), high - low)
+                                           for m in member_means])),
+    }
+    inversion["config"] = asdict(config) | {"black_box_steps": bb_steps, "start": START_KINDS[opts.start],
                                             "data_range": [low, high]}
     inversion["evaluator"] = eval_info
     inversion["chance_accuracy"] = 1.0 / data.n_classes
@@ -234,7 +249,10 @@ def run_inversion(opts: InversionOptions) -> tuple[Path, dict]:
                "rows": [[name, f["eval_accuracy"], f["mse_member_mean"], f["mse_nonmember_mean"],
                          f["ssim_member_mean"], f["ssim_nonmember_mean"], f["queries"]]
                         for name, f in (("target (white-box)", inversion), ("reference (no members)", out["reference"]))
-                        + ((("target (black-box)", out["black_box"]),) if "black_box" in out else ())],
+                        + ((("target (black-box)", out["black_box"]),) if "black_box" in out else ())]
+                       + [["neutral start (no attack)", inversion["start_baseline"]["eval_accuracy"],
+                           inversion["start_baseline"]["mse_member_mean"], "", inversion["start_baseline"][
+                               "ssim_member_mean"], "", 0]],
                "caption": f"member gap (MSE): {gap['mse_gap']:.3g} (standard error over classes "
                           f"{gap['mse_gap_standard_error']:.2g}) = (non-member - member MSE) of the target minus "
                           f"that of the reference; positive means the target's reconstructions lean towards its "

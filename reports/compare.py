@@ -39,7 +39,7 @@ COMPARE_JSON = "compare.json"
 _MIN_LOG_FPR = 1e-4
 _STYLES = ("-", "--", "-.", ":", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 2)))
 _COLUMNS = ["run", "target", "ε theory", "δ", "attack", "AUC", "TPR at 1% FPR", "95% CI", "TPR at 0.1% FPR",
-            "95% CI ", "advantage", "DP bound on advantage", "best valid ε lower bound"]
+            "95% CI ", "advantage", "advantage interval", "DP bound on advantage", "best valid ε lower bound"]
 
 
 def load_runs(run_dirs: Sequence[str | Path]) -> list[tuple[Path, dict]]:
@@ -87,7 +87,8 @@ def comparison_rows(runs: Sequence[tuple[Path, dict]], attacks: Sequence[str] | 
                          "delta": delta, "attack": name, "auc": _num(a.get("auc")),
                          "tpr_1": _num(tpr.get("0.01")), "tpr_1_ci": ci.get("0.01"),
                          "tpr_01": _num(tpr.get("0.001")), "tpr_01_ci": ci.get("0.001"),
-                         "advantage": _num(a.get("advantage")), "advantage_dp_bound": bound,
+                         "advantage": _num(a.get("advantage")), "advantage_ci": a.get("advantage_ci"),
+                         "advantage_dp_bound": bound,
                          "best_epsilon_lower_bound": best_eps})
     if not rows:
         raise UserError(f"none of the runs has the attacks {', '.join(attacks or [])}; drop --attack or pick "
@@ -99,7 +100,7 @@ def _cells(row: Mapping[str, Any]) -> list[str]:
     return [row["run"], str(row["target"]), _fmt(row["epsilon_theory"]) if row["epsilon_theory"] is not None
             else "none", _fmt(row["delta"]), row["attack"], _fmt(row["auc"]), _fmt(row["tpr_1"]),
             _fmt_ci(row["tpr_1_ci"]), _fmt(row["tpr_01"]), _fmt_ci(row["tpr_01_ci"]), _fmt(row["advantage"]),
-            _fmt(row["advantage_dp_bound"]), _fmt(row["best_epsilon_lower_bound"])]
+            _fmt_ci(row["advantage_ci"]), _fmt(row["advantage_dp_bound"]), _fmt(row["best_epsilon_lower_bound"])]
 
 
 def compare_roc_plot(runs: Sequence[tuple[Path, dict]], path: str | Path, attacks: Sequence[str] | None = None) -> Path:
@@ -159,10 +160,11 @@ th { background: #eee; } td:nth-child(-n+2), td:nth-child(5) { text-align: left;
 <h1>Membership attacks across runs</h1>
 <p>{{ runs|length }} run(s). TPR at low FPR is read off each attack's empirical ROC with a
 Clopper–Pearson interval (Carlini et al. 2022). The DP bound on membership advantage
-(TPR − FPR) is (e<sup>ε</sup> − 1 + 2δ)/(e<sup>ε</sup> + 1); a red cell marks an advantage above it
-(the best-threshold advantage is biased upwards: see each run's report for its interval).</p>
+(TPR − FPR) is (e<sup>ε</sup> − 1 + 2δ)/(e<sup>ε</sup> + 1). The best-threshold advantage is biased
+upwards, so it is checked through its interval (DKW bands, simultaneous over thresholds): a red cell marks
+an interval lying entirely above the bound.</p>
 <table><thead><tr>{% for c in columns %}<th>{{ c }}</th>{% endfor %}</tr></thead><tbody>
-{% for row in rows %}<tr>{% for cell in row.cells %}<td{% if loop.index == 11 and row.over %} class="over"{% endif %}>{{ cell }}</td>{% endfor %}</tr>
+{% for row in rows %}<tr>{% for cell in row.cells %}<td{% if loop.index == 12 and row.over %} class="over"{% endif %}>{{ cell }}</td>{% endfor %}</tr>
 {% endfor %}</tbody></table>
 <h2>ROC curves (log-log)</h2>
 <figure><img src="{{ figure }}" alt="overlaid ROC curves"><figcaption>One colour per run, one line style per
@@ -171,6 +173,15 @@ guessing.</figcaption></figure>
 <h2>Runs</h2><ul>{% for r in runs %}<li>{{ r.label }}: {{ r.dir }}</li>{% endfor %}</ul>
 </body></html>
 """
+
+
+def _above_bound(row: Mapping[str, Any]) -> bool:
+    """True when the advantage interval's lower end exceeds the DP bound (the valid check)."""
+    ci = row.get("advantage_ci")
+    if row.get("advantage_dp_bound") is None or not isinstance(ci, (list, tuple)) or len(ci) != 2:
+        return False
+    lo = _num(ci[0])
+    return lo is not None and lo > row["advantage_dp_bound"]
 
 
 def compare_runs(run_dirs: Sequence[str | Path], out_dir: str | Path, attacks: Sequence[str] | None = None) -> dict:
@@ -187,8 +198,7 @@ def compare_runs(run_dirs: Sequence[str | Path], out_dir: str | Path, attacks: S
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
     html = env.from_string(_TEMPLATE).render(
         columns=_COLUMNS, figure=uri,
-        rows=[{"cells": _cells(r), "over": r["advantage_dp_bound"] is not None and r["advantage"] is not None
-               and r["advantage"] > r["advantage_dp_bound"]} for r in rows],
+        rows=[{"cells": _cells(r), "over": _above_bound(r)} for r in rows],
         runs=[{"label": label, "dir": str(path)} for label, (path, _) in zip(_labels(runs), runs)])
     html_path = atomic_write_text(out / COMPARE_HTML, html)
     summary = {"runs": [str(p) for p, _ in runs], "rows": rows, "figure": str(png), "html": str(html_path)}

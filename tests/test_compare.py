@@ -54,9 +54,20 @@ def test_compare_writes_table_figure_and_json(tmp_path, two_runs):
         assert row["advantage_dp_bound"] == pytest.approx(dp_advantage_bound(dp_results["epsilon_theory"],
                                                                              dp_results["delta"]))
     assert all(r["advantage_dp_bound"] is None for r in rows if r["epsilon_theory"] is None)
+    assert 'class="over"' not in html  # the fixture's attacks stay within the bound
     # deterministic figure
     again = compare_runs(two_runs, tmp_path / "cmp2")
     assert Path(again["figure"]).read_bytes() == (out / COMPARE_PNG).read_bytes()
+
+
+def test_compare_marks_advantage_interval_above_bound(tmp_path, two_runs):
+    results = read_json(two_runs[0] / "results.json")
+    name = sorted(results["attacks"])[0]
+    results["attacks"][name]["advantage_ci"] = [0.99995, 1.0]  # above the epsilon-8 bound 0.99933
+    write_json(two_runs[0] / "results.json", results)
+    compare_runs(two_runs, tmp_path / "o")
+    html = (tmp_path / "o" / COMPARE_HTML).read_text(encoding="utf-8")
+    assert html.count('class="over"') == 1
 
 
 def test_compare_attack_filter_and_errors(tmp_path, two_runs):

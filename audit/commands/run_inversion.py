@@ -6,12 +6,12 @@ import argparse
 
 from audit.commands.run import positive_int
 from audit.commands.run_extraction import number
-from audit.run_inversion import InversionOptions, run_inversion, summary_lines
+from audit.run_inversion import START_KINDS, InversionOptions, run_inversion, summary_lines
 
 
 def execute(args: argparse.Namespace) -> int:
     opts = InversionOptions(**InversionOptions.common_kwargs(args), steps=args.steps, patience=args.patience, confidence=args.confidence, lr=args.lr,
-                            tv=args.tv, black_box_steps=args.black_box_steps)
+                            tv=args.tv, black_box_steps=args.black_box_steps, start=args.start)
     run_dir, results = run_inversion(opts)
     print("\n".join(summary_lines(run_dir, results)))
     return 0
@@ -37,4 +37,7 @@ def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser)
     parser.add_argument("--black-box-steps", type=number(int, 0), default=None,
                         help="steps of the black-box variant (finite-difference gradients, 2 d queries a step); "
                              "0 skips it (default 100; quick 20)")
+    parser.add_argument("--start", choices=sorted(START_KINDS), default="mean",
+                        help="neutral start: mean (the auxiliary data's mean image over all classes, default) or grey "
+                             "(a constant image at their mean intensity)")
     parser.set_defaults(func=execute)
