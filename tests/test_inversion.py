@@ -56,6 +56,13 @@ def test_mi_face_raises_confidence_and_keeps_best_iterate():
     assert np.all(res.queries == res.iterations + 1)  # white-box: one evaluation per step plus the start
 
 
+def test_mi_face_image_start_is_shared_by_all_classes():
+    model = _linear_model()
+    start = np.linspace(0.2, 0.8, 16)
+    res = mi_face(model, np.arange(3), (16,), start, 0.0, 1.0, MIFaceConfig(alpha=1, beta=1, gamma=1.0, lr=1e-9))
+    assert np.allclose(res.images, start[None], atol=1e-6)
+
+
 def test_mi_face_stopping_rules():
     flat = lambda x: torch.full((x.shape[0], 2), 0.5) + 0 * x.reshape(x.shape[0], -1).sum(1, keepdim=True)  # noqa: E731
     res = mi_face(flat, np.array([0]), (4,), 0.5, 0.0, 1.0, MIFaceConfig(alpha=1000, beta=7, gamma=0.99, lr=0.1))
@@ -99,6 +106,7 @@ def test_run_inversion_small_model_beats_chance(tmp_path):
     assert len(inv["per_class"]) == 10
     # 10 classes: chance is 0.1; 5 of 10 correct has probability < 2e-3 under chance (binomial tail).
     assert inv["eval_accuracy"] >= 0.5
+    assert inv["start_baseline"]["eval_accuracy"] == pytest.approx(0.1)  # the start alone is one guess for 10 classes
     assert inv["black_box"]["queries"] > inv["queries"]
     assert {"mse_gap", "ssim_gap", "eval_accuracy_gap"} <= set(inv["member_gap"])
     assert any(t["title"].startswith("Per-class") for t in results["tables"])
