@@ -251,6 +251,7 @@ def _train_chunk(arch: Architecture, X: torch.Tensor, y: torch.Tensor, data: Dat
     inits = [init_params(arch, data.shape, data.n_classes, g) for g in torch_gens]
     params = {k: torch.stack([p[k] for p in inits]).to(device) for k in inits[0]}
     velocity = {k: torch.zeros_like(v) for k, v in params.items()}
+    n_noise = sum(v[0].numel() for v in params.values())
     layered = arch.layers is not None and clipping != "vmap"
 
     if config.private and not layered:
@@ -274,10 +275,13 @@ def _train_chunk(arch: Architecture, X: torch.Tensor, y: torch.Tensor, data: Dat
                                         weight[:, s:s + examples], clip)
                     summed = part if summed is None else {k: summed[k] + part[k] for k in part}
             std = config.noise_multiplier * clip
-            if std > 0:
-                for name, value in summed.items():
-                    noise = torch.stack([torch.randn(value.shape[1:], generator=g, device=device) for g in noise_gens])
-                    summed[name] = value + std * noise
+            if std > 0:  # one draw per model and step, split over the parameters in a fixed order
+                noise = torch.stack([torch.randn(n_noise, generator=g, device=device) for g in noise_gens])
+                offset = 0
+                for name in params:
+                    size = params[name][0].numel()
+                    summed[name] = summed[name] + std * noise[:, offset:offset + size].view_as(summed[name])
+                    offset += size
         elif arch.layers is not None:
             summed = weighted_gradient(arch.layers, params, xb, yb, weight)
         else:
