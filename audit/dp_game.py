@@ -143,8 +143,31 @@ def composed_epsilon(mu_step: float, sample_rate: float, steps: int, delta: floa
     return float(DPSGDClaim(1.0 / mu_step, sample_rate, steps).epsilon(delta)), None
 
 
+def designed_threshold(noise_multiplier: float, sample_rate: float, n_pos: int, n_neg: int, confidence: float,
+                       grid: np.ndarray | None = None) -> tuple[float, float]:
+    """Threshold fixed in advance from the claim: the one whose *expected* bound is largest.
+
+    Under the claimed step (canary shift 1 in units of C, noise ``sigma``, rate ``q``) a threshold
+    ``tau`` has ``FPR = Phi(-tau/sigma)`` and ``FNR = (1 - q) Phi(tau/sigma) + q Phi((tau - 1)/sigma)``;
+    we plug the expected counts into the Clopper–Pearson / :func:`subsampled_mu_from_rates`
+    computation and keep the best ``tau``. It depends only on the claim and the numbers of
+    observations, never on the observations, so it needs neither a held-out half nor a correction
+    (a broken implementation only makes it suboptimal, not invalid). Returns (tau, expected mu bound).
+    """
+    sigma, q = float(noise_multiplier), float(sample_rate)
+    grid = np.linspace(-1.0, 8.0, 901) * sigma if grid is None else np.asarray(grid, dtype=float)
+    fpr = stats.norm.sf(grid / sigma)
+    fnr = (1 - q) * stats.norm.cdf(grid / sigma) + q * stats.norm.cdf((grid - 1.0) / sigma)
+    a = (1.0 - confidence) / 2
+    mu = subsampled_mu_from_rates(_cp_upper_array(np.round(fpr * n_neg), n_neg, a),
+                                  _cp_upper_array(np.round(fnr * n_pos), n_pos, a), q)
+    j = int(np.argmax(mu))
+    return float(grid[j]), float(mu[j])
+
+
 def per_step_bound(step_scores: ArrayLike, included: ArrayLike, sample_rate: float, steps: int, delta: float,
-                   confidence: float, rng: np.random.Generator | int | None, n_thresholds: int = 400) -> LowerBound:
+                   confidence: float, rng: np.random.Generator | int | None, n_thresholds: int = 400,
+                   design_sigma: float | None = None) -> LowerBound:
     """Bound from every intermediate update (Nasr et al. 2023, Sec. 5: per-step auditing composed).
 
     ``step_scores[r, t]`` is the auditor's observation of step t of run r (the noisy gradient sum
@@ -165,10 +188,11 @@ def per_step_bound(step_scores: ArrayLike, included: ArrayLike, sample_rate: flo
     (:func:`composed_epsilon`) — exactly how the theory composes them, so a correct implementation
     can never exceed the claim except with probability 1 - confidence.
 
-    Threshold choice: runs are split at random (stratified by coin) into a selection half and a
-    bound half; the threshold maximising the bound on the selection half's steps is applied to the
-    bound half's steps. ``valid=False``: the epsilon depends on the stated step model
-    (details["assumption"]).
+    Threshold choice: with ``design_sigma`` (the claimed noise multiplier) the threshold is fixed in
+    advance by :func:`designed_threshold` and every run is used for the bound; otherwise runs are
+    split at random (stratified by coin) into a selection half and a bound half, and the threshold
+    maximising the bound on the selection half's steps is applied to the bound half's steps.
+    ``valid=False``: the epsilon depends on the stated step model (details["assumption"]).
     """
     obs = np.asarray(step_scores, dtype=float)
     inc = np.asarray(included, dtype=bool).reshape(-1)
@@ -178,16 +202,26 @@ def per_step_bound(step_scores: ArrayLike, included: ArrayLike, sample_rate: flo
         raise UserError("per-step observations contain NaN or infinity")
     if not 0 < sample_rate <= 1:
         raise UserError(f"sample rate must lie in (0, 1], got {sample_rate}")
-    sel, bnd = split_runs(inc, rng)
     alpha = 1.0 - confidence
-    s_in, s_out = obs[sel[0]].ravel(), obs[sel[1]].ravel()
-    cands = np.unique(np.quantile(s_in, np.linspace(0.0, 1.0, n_thresholds)))
-    fp, fn = _step_counts(s_in, s_out, cands)
-    a_sel = SELECTION_ALPHA_FACTOR * alpha / 2
-    mu_sel = subsampled_mu_from_rates(_cp_upper_array(fp, s_out.size, a_sel),
-                                      _cp_upper_array(fn, s_in.size, a_sel), sample_rate)
-    j = int(np.argmax(mu_sel))
-    threshold = float(cands[j])
+    if design_sigma is not None:
+        if np.sum(inc) < 1 or np.sum(~inc) < 1:
+            raise UserError("per-step audit needs runs of both worlds; use more runs")
+        bnd = [np.flatnonzero(inc), np.flatnonzero(~inc)]
+        sel = [bnd[0][:0], bnd[1][:0]]
+        threshold, selection_value = designed_threshold(design_sigma, sample_rate, int(inc.sum()) * obs.shape[1],
+                                                        int((~inc).sum()) * obs.shape[1], confidence)
+        choice = f"fixed in advance from the claim (noise multiplier {design_sigma:.4g}), all runs used"
+    else:
+        sel, bnd = split_runs(inc, rng)
+        s_in, s_out = obs[sel[0]].ravel(), obs[sel[1]].ravel()
+        cands = np.unique(np.quantile(s_in, np.linspace(0.0, 1.0, n_thresholds)))
+        fp, fn = _step_counts(s_in, s_out, cands)
+        a_sel = SELECTION_ALPHA_FACTOR * alpha / 2
+        mu_sel = subsampled_mu_from_rates(_cp_upper_array(fp, s_out.size, a_sel),
+                                          _cp_upper_array(fn, s_in.size, a_sel), sample_rate)
+        j = int(np.argmax(mu_sel))
+        threshold, selection_value = float(cands[j]), float(mu_sel[j])
+        choice = "chosen on a held-out half of the runs"
     b_in, b_out = obs[bnd[0]].ravel(), obs[bnd[1]].ravel()
     fp_b, fn_b = _step_counts(b_in, b_out, np.array([threshold]))
     fpr_ub = cp_upper(int(fp_b[0]), b_out.size, alpha / 2)
@@ -198,7 +232,8 @@ def per_step_bound(step_scores: ArrayLike, included: ArrayLike, sample_rate: flo
                "fp": int(fp_b[0]), "fn": int(fn_b[0]), "n_neg": int(b_out.size), "n_pos": int(b_in.size),
                "fpr_ub": fpr_ub, "fnr_ub": fnr_ub, "mu_step_lb": mu_step, "sample_rate": sample_rate,
                "steps": int(steps), "observed_steps": int(obs.shape[1]), "runs_select": int(sum(map(len, sel))),
-               "runs_bound": int(sum(map(len, bnd))), "selection_mu_step_lb": float(mu_sel[j]),
+               "runs_bound": int(sum(map(len, bnd))), "selection_mu_step_lb": selection_value,
+               "threshold_choice": choice,
                "noise_multiplier_ub": (1.0 / mu_step) if mu_step > 0 else None, "delta": delta,
                "assumption": PER_STEP_ASSUMPTION}
     if mu_total is not None:
@@ -322,7 +357,7 @@ def audit_runs(scores: ArrayLike, included: ArrayLike, claim: Any, delta: float,
                rng: np.random.Generator | int | None = 0, *, step_scores: ArrayLike | None = None,
                sample_rate: float | None = None, steps: int | None = None,
                canary_scores: ArrayLike | None = None, canary_included: ArrayLike | None = None,
-               gaussian_fit: bool = False) -> dict:
+               gaussian_fit: bool = False, design_sigma: float | None = None) -> dict:
     """Epsilon lower bounds from R runs of the distinguishing game.
 
     Args:
@@ -337,6 +372,8 @@ def audit_runs(scores: ArrayLike, included: ArrayLike, claim: Any, delta: float,
             adds one one-run bound over all R*m canaries (Steinke et al. 2023; valid because each
             coin only affects its own run), guessing the top and bottom 5% of scores.
         gaussian_fit: add :func:`gaussian_fit_bound` (for mechanisms whose scores are Gaussian).
+        design_sigma: the claimed noise multiplier: fixes the per-step threshold in advance
+            (:func:`designed_threshold`) instead of choosing it on held-out runs.
 
     Returns a dict with ``lower_bounds`` (LowerBound dicts), ``best_lower_bound`` (largest valid or
     None), ``best_estimate`` (largest of all, labelled), ``epsilon_theory``, ``verdict``,
@@ -350,7 +387,8 @@ def audit_runs(scores: ArrayLike, included: ArrayLike, claim: Any, delta: float,
     if step_scores is not None:
         if sample_rate is None or steps is None:
             raise UserError("per-step observations need the sample rate and the number of steps of the claim")
-        bounds.append(per_step_bound(step_scores, inc, sample_rate, steps, delta, confidence, rng).to_dict())
+        bounds.append(per_step_bound(step_scores, inc, sample_rate, steps, delta, confidence, rng,
+                                     design_sigma=design_sigma).to_dict())
     if canary_scores is not None:
         cs = np.asarray(canary_scores, dtype=float)
         ci = np.asarray(canary_included, dtype=bool)

@@ -62,6 +62,7 @@ class Observation:
     threat model) with the claim's ``sample_rate`` and ``steps`` to compose them. ``info``: extra
     JSON-serialisable facts (e.g. how many steps the canary joined). ``gaussian``: the scores are
     exactly Gaussian with a common variance (adds the parametric ``gaussian-fit`` estimate).
+    ``design_sigma``: the claimed noise multiplier, used to fix the per-step threshold in advance.
     """
 
     scores: np.ndarray
@@ -70,6 +71,7 @@ class Observation:
     steps: int | None = None
     info: dict = field(default_factory=dict)
     gaussian: bool = False
+    design_sigma: float | None = None
 
 
 @dataclass
@@ -223,7 +225,8 @@ def dpsgd_setup(opts: DPOptions) -> DPAuditSetup:
         info = {"canary_steps_mean_in": float(runs.canary_steps[included].mean()) if included.any() else None,
                 "known_part_subtracted": runs.subtracted_known if opts.threat == "updates" else None}
         if opts.threat == "updates":
-            return Observation(_llr_scores(runs.step_obs, q, sigma), runs.step_obs, q, T, info, gaussian=exact)
+            return Observation(_llr_scores(runs.step_obs, q, sigma), runs.step_obs, q, T, info, gaussian=exact,
+                               design_sigma=sigma if gvec is not None else None)
         if opts.threat == "white-box":
             delta_theta = (runs.initial - runs.final).double()
             if gvec is not None:
@@ -315,7 +318,7 @@ def play(setup: DPAuditSetup, runs: int, seed: int, confidence: float, out: str 
     t0 = time.perf_counter()
     game = audit_runs(obs.scores, included, setup.claim, setup.delta, confidence, np.random.default_rng([seed, 3]),
                       step_scores=obs.step_scores, sample_rate=obs.sample_rate, steps=obs.steps,
-                      gaussian_fit=obs.gaussian)
+                      gaussian_fit=obs.gaussian, design_sigma=obs.design_sigma)
     stats_s = time.perf_counter() - t0
     eps_theory = game["epsilon_theory"]
     bounds = [b | {"attack": f"{setup.threat}/{setup.canary.get('kind')}"} for b in game["lower_bounds"]]

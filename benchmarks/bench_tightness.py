@@ -29,7 +29,8 @@ from audit.run_dp import SweepOptions, sweep_rows  # noqa: E402
 #: (target, threat, canary, epsilons, runs): the full grid
 FULL_GRID = [
     ("dpgd_logreg_digits", "updates", "dirac", (2.0, 4.0, 8.0), 16000),
-    ("dpsgd_audit_logreg_digits", "updates", "dirac", (2.0, 4.0, 8.0), 8000),
+    ("dpsgd_audit_logreg_digits", "updates", "dirac", (2.0,), 16000),
+    ("dpsgd_audit_logreg_digits", "updates", "dirac", (4.0, 8.0), 8000),
     ("dperm_digits_nobias", "white-box", "crafted", (1.0, 2.0, 4.0, 8.0), 2_000_000),
     ("dperm_digits", "white-box", "crafted", (1.0, 8.0), 2_000_000),
     ("dpgd_logreg_digits", "white-box", "dirac", (4.0,), 4000),

@@ -63,13 +63,25 @@ def test_no_bound_exceeds_theory_for_exact_mechanisms():
             obs = rng.normal(size=(R, T)) * sigma + ((rng.random((R, T)) < q) & inc[:, None])
             claim = DPSGDClaim(sigma, q, T)
             scores = obs.max(1)
-        out = audit_runs(scores, inc, claim, DELTA, 0.999, seed, step_scores=obs, sample_rate=q, steps=T)
+        design = sigma if seed == 3 else None  # also the per-step threshold fixed in advance from the claim
+        out = audit_runs(scores, inc, claim, DELTA, 0.999, seed, step_scores=obs, sample_rate=q, steps=T,
+                         design_sigma=design)
         theory = out["epsilon_theory"]
         for b in out["lower_bounds"]:
             assert float(b["epsilon"]) <= theory + 1e-9, (seed, b)
             checked += 1
         assert out["verdict"]["status"] == "consistent"
     assert checked == 15
+
+
+def test_designed_threshold_depends_only_on_the_claim():
+    from audit.dp_game import designed_threshold
+
+    t1, m1 = designed_threshold(1.0, 0.05, 80000, 80000, 0.95)
+    t2, m2 = designed_threshold(1.0, 0.05, 80000, 80000, 0.95)
+    assert (t1, m1) == (t2, m2) and 0 < m1 < 1.0  # expected bound below the true base mu 1/sigma = 1
+    # more observations -> a larger expected bound, approaching 1/sigma
+    assert designed_threshold(1.0, 0.05, 800000, 800000, 0.95)[1] > m1
 
 
 def test_per_step_bound_detects_a_broken_noise_scale():
@@ -80,8 +92,9 @@ def test_per_step_bound_detects_a_broken_noise_scale():
     R, T, q, sigma = 2000, 20, 0.05, 1.0
     inc = rng.random(R) < 0.5
     obs = rng.normal(size=(R, T)) * (sigma / 2) + ((rng.random((R, T)) < q) & inc[:, None])
-    b = per_step_bound(obs, inc, q, T, DELTA, 0.95, 0)
-    assert b.epsilon > DPSGDClaim(sigma, q, T).epsilon(DELTA)
+    claimed = DPSGDClaim(sigma, q, T).epsilon(DELTA)
+    assert per_step_bound(obs, inc, q, T, DELTA, 0.95, 0).epsilon > claimed
+    assert per_step_bound(obs, inc, q, T, DELTA, 0.95, 0, design_sigma=sigma).epsilon > claimed
 
 
 def test_gradient_canary_trainer_observes_canary_plus_noise():
