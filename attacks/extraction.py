@@ -161,6 +161,11 @@ def _solve_rounded(F: np.ndarray, P: np.ndarray, decimals: int) -> tuple[np.ndar
     if m < (K - 1) * p:
         raise UserError(f"only {m} usable equations for {(K - 1) * p} unknowns (outputs rounded to 0); "
                         f"use more queries (--queries) or fewer rounding decimals")
+    involved = np.bincount(kpos, minlength=K) + np.bincount(kneg, minlength=K)
+    short = [k for k in range(1, K) if involved[k] < p]
+    if short:
+        raise UserError(f"the rounded outputs do not determine classes {short} (fewer than {p} equations involve "
+                        f"each); use more queries (--queries) or more decimals (--round)")
     # Normal equations A^T W^2 A theta = A^T W^2 b without forming A: an equation between classes a and r
     # contributes w^2 phi phi^T to blocks (a, a) and (r, r) and minus it to (a, r) and (r, a); block 0 is fixed.
     normal = np.zeros(((K - 1) * p, (K - 1) * p))
