@@ -54,3 +54,13 @@ def test_controls_claim_what_the_accountant_gives():
     steps = int(round(dpsgd_controls.EPOCHS / dpsgd_controls.SAMPLE_RATE))
     claim = DPSGDClaim(sigma, dpsgd_controls.SAMPLE_RATE, steps)
     assert claim.epsilon(1e-5) == pytest.approx(1.0, abs=2e-3)
+
+
+@pytest.mark.parametrize("target, attack", [("dpgd_logreg_digits", "updates/dirac"),
+                                            ("dpsgd_audit_logreg_digits", "updates/dirac"),
+                                            ("dpsgd_logreg_digits", "white-box/dirac")])
+def test_correct_builtin_dpsgd_targets_pass(target, attack, tmp_path):
+    results = assert_private(target, attack=attack, runs=RUNS, seed=0, out=tmp_path)
+    assert results["verdict"]["status"] == "consistent"
+    assert all(b["epsilon"] is None or b["epsilon"] <= results["epsilon_theory"] + 1e-9
+               for b in results["lower_bounds"] if b["valid"])

@@ -35,7 +35,8 @@ def bound_json(theory: TargetTheory) -> dict:
         "neighbouring": theory.neighbouring,
         "accountant": theory.claim.description,
         "params": theory.params,
-        "gdp": {"mu": mu, "method": how},
+        "gdp": {"mu": mu, "method": how} if math.isfinite(mu) else {"mu": None,
+                                                                   "method": "the claim implies no mu-GDP (delta > 0)"},
         "tradeoff": theory.tradeoff_pairs(),
     }
 
@@ -75,7 +76,8 @@ def show_bound(args: argparse.Namespace) -> int:
     print(f"epsilon:      {theory.epsilon:.6g} at delta = {theory.delta:g}")
     print(f"accountant:   {theory.claim.description}")
     print(f"neighbouring: {theory.neighbouring}")
-    print(f"GDP summary:  mu = {mu:.6g} ({how})")
+    print(f"GDP summary:  mu = {mu:.6g} ({how})" if math.isfinite(mu) else
+          "GDP summary:  none (an (epsilon, delta > 0) claim implies no mu-GDP)")
     print("parameters:")
     for key in sorted(theory.params):
         print(f"  {key:<22} {theory.params[key]}")
