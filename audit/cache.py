@@ -23,9 +23,26 @@ from audit.io import atomic_write_bytes
 Params = dict[str, torch.Tensor]
 
 
+#: Modules whose code determines what a training run produces; their source is part of every key.
+TRAINING_MODULES = ("targets.training", "targets.models", "targets.ghost_clipping", "targets.dpsgd_audit")
+
+
+def code_fingerprint() -> str:
+    """SHA-256 of the trainer's source files, so a model trained by older code is never reused."""
+    import importlib.util
+
+    h = hashlib.sha256()
+    for name in TRAINING_MODULES:
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.origin:
+            h.update(Path(spec.origin).read_bytes())
+    return h.hexdigest()
+
+
 def cache_key(payload: dict) -> str:
-    """SHA-256 of the canonical JSON of ``payload`` (sorted keys)."""
-    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+    """SHA-256 of the canonical JSON of ``payload`` (sorted keys) and the trainer's code fingerprint."""
+    keyed = {"payload": payload, "code": code_fingerprint()}
+    return hashlib.sha256(json.dumps(keyed, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def _digest(params: Params) -> str:
