@@ -125,9 +125,8 @@ def _linear_parts(a: torch.Tensor, g: torch.Tensor, ghost: bool):
 
 
 def _sqnorm(x: torch.Tensor, dims: int) -> torch.Tensor:
-    """Squared L2 norm over the last ``dims`` axes (a batched dot product, no squared temporary)."""
-    flat = x.flatten(-dims) if dims > 1 else x
-    return torch.einsum("...k,...k->...", flat, flat)
+    """Squared L2 norm over the last ``dims`` axes (one fused reduction, no squared temporary)."""
+    return torch.linalg.vector_norm(x, dim=tuple(range(-dims, 0))).square()
 
 
 def _unfold(layer: Conv2d, a: torch.Tensor, kernel: int) -> torch.Tensor:
