@@ -81,9 +81,10 @@ def test_kill_and_resume_gives_the_uninterrupted_results(tmp_path):
     assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
 
 
-def test_same_command_and_seed_give_identical_results_apart_from_volatile(tmp_path):
+def test_same_command_and_seed_give_identical_results_apart_from_volatile(tmp_path, capsys):
     for name in ("a", "b"):
         assert main(SMALL + ["--out", str(tmp_path / name), "--quiet"]) == 0
+        assert capsys.readouterr().err == ""  # --quiet: no progress bars, no stage messages
     (a,), (b,) = _run_dirs(tmp_path / "a"), _run_dirs(tmp_path / "b")
     ra, rb = json.loads((a / "results.json").read_text()), json.loads((b / "results.json").read_text())
     assert set(ra["volatile"]) >= {"created", "host", "timing"}
@@ -102,7 +103,10 @@ def _unwritable(tmp_path: Path) -> str:
 
 
 def _plugin_dir(tmp_path: Path) -> str:
-    (tmp_path / "bad_plugin_mod.py").write_text("def factory():\n    return [1, 2, 3]\n")
+    (tmp_path / "bad_plugin_mod.py").write_text(
+        "def factory():\n    return [1, 2, 3]\n\n"
+        "def imagenet():\n    return {'kind': 'trainer', 'dataset': 'imagenet', 'train': len,\n"
+        "            'claim': {'epsilon': 1.0, 'delta': 1e-5}}\n")
     return str(tmp_path)
 
 
@@ -128,6 +132,8 @@ BAD_INPUT = [
     (["run", "dp", "--target", "bad_plugin_mod:factory", "--threat", "black-box", "--canary", "mislabelled"],
      "must return a dict"),
     (["run", "dp", "--target", "no_such_plugin_module:factory"], "cannot import plugin module"),
+    (["run", "dp", "--target", "bad_plugin_mod:imagenet", "--threat", "black-box", "--canary", "natural"],
+     "unknown dataset 'imagenet'"),
     (["run", "membership", "--target", "nonprivate_digits", "--quick", "--out", "UNWRITABLE"], "pass a writable --out"),
     (["run", "mechanism", "--target", "laplace_count", "--out", "UNWRITABLE"], "pass a writable --out"),
     (["run", "membership", "--target", "nonprivate_digits", "--epsilon", "1"], "not private"),
