@@ -273,10 +273,15 @@ def grid_threshold_bounds(scores: ArrayLike, included: ArrayLike, delta: float, 
         fnr_ub = _cp_upper_array(fn, n_pos, SELECTION_ALPHA_FACTOR * alpha / 2)
         with np.errstate(invalid="ignore"):
             mu = stats.norm.isf(fpr_ub) - stats.norm.ppf(fnr_ub)
+        # ties (e.g. every pessimistic value 0 with few runs) are broken by the add-one smoothed
+        # point estimate, so a useless all-in / all-out threshold is never kept over a separating one
+        fpr_s, fnr_s = (fp + 1) / (n_neg + 2), (fn + 1) / (n_pos + 2)
+        smooth = {"clopper-pearson": _eps_from_rates_array(fpr_s, fnr_s, delta),
+                  "gdp": stats.norm.isf(fpr_s) - stats.norm.ppf(fnr_s)}
         objectives = {"clopper-pearson": _eps_from_rates_array(fpr_ub, fnr_ub, delta),
                       "gdp": np.where(np.isnan(mu), 0.0, np.maximum(mu, 0.0))}
         for method, obj in objectives.items():
-            j = int(np.argmax(obj))
+            j = int(np.lexsort((-smooth[method], -obj))[0])
             if method not in best or obj[j] > best[method][0]:
                 best[method] = (float(obj[j]), float(cands[j]), direction)
     s_b, m_b = s[bnd_i], inc[bnd_i]

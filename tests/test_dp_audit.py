@@ -198,3 +198,14 @@ def test_run_dp_dperm_white_box(tmp_path):
     fit = results["lower_bounds"][2]["details"]
     # the fit estimates the pair's mu (not the claim's): within 5 standard errors
     assert abs(fit["mu_hat"] - mu_pair) < 5 * fit["mu_se"]
+
+
+def test_few_runs_still_pick_a_separating_threshold():
+    """With few runs every pessimistic selection value is 0; the tie-break must still separate."""
+    from audit.dp_game import grid_threshold_bounds
+
+    inc = fair_coins(48, 0)
+    scores = np.where(inc, 1.0, 0.0) + np.linspace(0, 0.1, 48)
+    cp, gdp = grid_threshold_bounds(scores, inc, DELTA, 0.95, 0)
+    assert cp.details["fp"] == 0 and cp.details["fn"] == 0 and cp.epsilon > 0
+    assert gdp.epsilon > 0
