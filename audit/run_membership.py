@@ -66,6 +66,7 @@ class MembershipOptions:
     confidence: float = 0.95
     references: int | None = None
     lira_variance: str = "auto"
+    max_memory: str | None = None
 
 
 #: Default and --quick game sizes: (canaries m, shadow models K, LiRA reference models R).
@@ -85,7 +86,8 @@ def _train(paths: RunPaths, game: CanaryGame, masks: np.ndarray, config: TrainCo
                "labels": hashlib.sha256(game.data.y.tobytes()).hexdigest(), "device": device.type}
 
     def train():
-        return train_models(game.data, masks, config, seeds, device=device, progress=not opts.quiet, desc=desc)
+        return train_models(game.data, masks, config, seeds, device=device, progress=not opts.quiet, desc=desc,
+                            max_memory=opts.max_memory)
 
     params, hit = cached_models(paths.cache_dir, payload, train)
     paths.log(f"{desc}: {'reused cached models' if hit else 'trained'} ({len(seeds)} model(s), {config.steps} steps)",

@@ -142,6 +142,7 @@ BAD_INPUT = [
     (["run", "mechanism", "--target", "dpsgd_digits"], "not a mechanism"),
     (["run", "membership", "--target", "dpsgd_digits", "--canaries", "0"], "expected an integer >= 1"),
     (["report", "/no/such/run"], "does not exist"),
+    (["run", "membership", "--target", "dpsgd_digits", "--max-memory", "12XB"], "cannot read memory size"),
 ]
 if not torch.cuda.is_available():
     BAD_INPUT.append((["run", "membership", "--target", "dpsgd_digits", "--device", "cuda"], "no CUDA GPU"))

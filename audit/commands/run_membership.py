@@ -19,13 +19,25 @@ def _attacks(text: str) -> tuple[str, ...]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _memory(text: str) -> str:
+    """argparse type: a memory size accepted by :func:`targets.training.parse_memory`."""
+    from audit.errors import UserError
+    from targets.training import parse_memory
+
+    try:
+        parse_memory(text)
+    except UserError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 def execute(args: argparse.Namespace) -> dict:
     """Run the audit and print the summary; returns results (the run command's ``--fail-above-claim``
     gate turns a ``violation`` verdict into exit status 1)."""
     opts = MembershipOptions(target=args.target, out=args.out, seed=args.seed, device=args.device, quick=args.quick,
                              epsilon=args.epsilon, delta=args.delta, data_dir=args.data_dir, quiet=args.quiet,
                              canary=args.canary, canaries=args.canaries, shadows=args.shadows, attacks=args.attack,
-                             references=args.references, lira_variance=args.lira_variance)
+                             references=args.references, lira_variance=args.lira_variance, max_memory=args.max_memory)
     run_dir, results = run_membership(opts)
     print("\n".join(summary_lines(run_dir, results)))
     return results
@@ -49,4 +61,7 @@ def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser)
     parser.add_argument("--lira-variance", default="auto", choices=VARIANCES,
                         help="LiRA Gaussian variance: per-example, one global variance (Carlini et al.'s choice "
                              "for few reference models), or auto (global below 64 reference models)")
+    parser.add_argument("--max-memory", type=_memory, default=None, metavar="SIZE",
+                        help="memory budget for training, e.g. 2GiB or 512MiB (default 2GiB): sets how many models "
+                             "train at once; results do not depend on it")
     parser.set_defaults(func=execute)
