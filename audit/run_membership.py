@@ -29,13 +29,14 @@ import numpy as np
 
 from attacks.lira import VARIANCES, resolve_variance
 from attacks.membership import ATTACKS, LIRA_ATTACKS, AttackInputs, expand_attacks, run_attacks
-from audit.bounds import LowerBound, cp_lower, cp_upper, one_run_bound
+from audit.bounds import LowerBound, one_run_bound
 from audit.cache import cached_models
 from audit.errors import UserError
 from audit.games import CanaryGame, build_canary_game
 from audit.io import write_json
 from audit.metrics import advantage_interval, attack_metrics, dp_advantage_bound
 from audit.rundir import SCHEMA_VERSION, VOLATILE_KEYS, RunPaths, host_info, make_run_dir, package_versions, utc_now
+from audit.verdict import compare_with_claim, rate_point
 from targets.datasets import load_dataset
 from targets.registry import TrainedTarget, get_target
 from targets.training import TrainConfig, log_softmax, predict_logits, resolve_device, train_models
@@ -111,11 +112,6 @@ def choose_guesses(shadow_scores: np.ndarray, shadow_in: np.ndarray, delta: floa
     return best
 
 
-def _rate_point(k: int, n: int, confidence: float) -> tuple[float, list[float]]:
-    alpha = 1 - confidence
-    return k / n, [cp_lower(k, n, alpha / 2), cp_upper(k, n, alpha / 2)]
-
-
 def empirical_points(scores: np.ndarray, member: np.ndarray, k_pos: int, confidence: float) -> list[dict]:
     """(FPR, FNR) of the rule "score >= t means member" at a few thresholds, with two-sided
     Clopper–Pearson intervals: at the chosen k+ guesses and at the top 10% / 50% of scores."""
@@ -126,8 +122,8 @@ def empirical_points(scores: np.ndarray, member: np.ndarray, k_pos: int, confide
                      ("top 50%", len(scores) // 2)):
         threshold = order[k - 1]
         guess = scores >= threshold
-        fpr, fpr_ci = _rate_point(int((guess & ~member).sum()), n_neg, confidence)
-        fnr, fnr_ci = _rate_point(int((~guess & member).sum()), n_pos, confidence)
+        fpr, fpr_ci = rate_point(int((guess & ~member).sum()), n_neg, confidence)
+        fnr, fnr_ci = rate_point(int((~guess & member).sum()), n_pos, confidence)
         points.append({"label": label, "threshold": float(threshold), "fpr": fpr, "fnr": fnr,
                        "fpr_ci": fpr_ci, "fnr_ci": fnr_ci})
     return points
@@ -234,34 +230,8 @@ def run_membership(opts: MembershipOptions) -> tuple[Path, dict]:
             metrics["reference_models"] = references
         attacks_out[name] = metrics
 
-    valid = [b for b in bounds if b["valid"]]
-    best = max(valid, key=lambda b: float(b["epsilon"])) if valid else None
-    epsilon_theory = epsilon_claim
-    if claim is not None:
-        from audit.accounting import ApproxDPClaim
-
-        tradeoff = {"alpha": ALPHA_GRID, "beta": claim.tradeoff(ALPHA_GRID)}
-        lb_eps = float(best["epsilon"]) if best else 0.0
-        lb_curve = {"epsilon": lb_eps, "delta": delta, "alpha": ALPHA_GRID,
-                    "beta": ApproxDPClaim(lb_eps, delta).tradeoff(ALPHA_GRID)} if best else None
-        if best and float(best["epsilon"]) > epsilon_theory + 1e-9:
-            verdict = {"status": "violation",
-                       "text": f"empirical lower bound {float(best['epsilon']):.3f} exceeds the theoretical epsilon "
-                               f"{epsilon_theory:.3f}: the implementation or its claim is broken"}
-        else:
-            verdict = {"status": "consistent",
-                       "text": f"empirical lower bound {float(best['epsilon']) if best else 0:.3f} <= theoretical "
-                               f"epsilon {epsilon_theory:.3f}: no violation found (a low bound does not prove "
-                               f"the model leaks less than claimed)"}
-    else:
-        tradeoff, lb_curve = None, None
-        verdict = {"status": "no-claim",
-                   "text": f"non-private target: the model provably leaks at least epsilon = "
-                           f"{float(best['epsilon']) if best else 0:.3f} (delta = {delta:g}) about its canaries"}
-
-    params = {"noise_multiplier": sigma, "clip_norm": target.clip_norm, "sample_rate": target.sample_rate,
-              "steps": target.steps, "epochs": target.epochs, "lr": target.lr, "momentum": target.momentum,
-              "expected_batch_size": config.expected_batch_size, "n_train": target.n_train}
+    comparison = compare_with_claim(bounds, claim, delta, ALPHA_GRID)
+    params = target.params(sigma) | {"expected_batch_size": config.expected_batch_size}
     timing["total_s"] = time.perf_counter() - started
     advantage_table = {
         "title": "Membership advantage against the DP bound",
@@ -288,16 +258,16 @@ def run_membership(opts: MembershipOptions) -> tuple[Path, dict]:
         "neighbouring": "add/remove one record",
         "seed": opts.seed,
         "delta": delta,
-        "epsilon_theory": epsilon_theory,
+        "epsilon_theory": comparison["epsilon_theory"],
         "accountant": claim.description if claim is not None else None,
         "params": params,
-        "tradeoff": tradeoff,
+        "tradeoff": comparison["tradeoff"],
         "lower_bounds": bounds,
-        "best_lower_bound": best,
-        "lower_bound_tradeoff": lb_curve,
+        "best_lower_bound": comparison["best_lower_bound"],
+        "lower_bound_tradeoff": comparison["lower_bound_tradeoff"],
         "attacks": attacks_out,
         "tables": [advantage_table],
-        "verdict": verdict,
+        "verdict": comparison["verdict"],
         "game": game.summary(),
         "quick": opts.quick,
         "created": utc_now(),
