@@ -30,7 +30,8 @@ from audit.errors import UserError
 from audit.io import write_json
 from audit.metrics import attack_metrics
 from audit.rundir import SCHEMA_VERSION, VOLATILE_KEYS, host_info, make_run_dir, package_versions, utc_now
-from audit.target_theory import IMPLIED_MU, PURE_DP_DELTA, catalogue, gdp_summary, tradeoff_alphas
+from audit.target_theory import (IMPLIED_MU, PURE_DP_DELTA, build_mechanism, catalogue, check_privacy_args,
+                                 gdp_summary, tradeoff_alphas)
 from audit.verdict import compare_with_claim, rate_point
 from targets.mechanisms import Mechanism
 
@@ -65,10 +66,7 @@ def resolve_mechanism(name: str, epsilon: float | None, delta: float | None) -> 
     Pure-DP mechanisms are audited at ``PURE_DP_DELTA`` unless ``delta`` is given; Gaussian
     mechanisms and DP-ERM at their own delta.
     """
-    if delta is not None and not 0 < delta < 1:
-        raise UserError(f"delta must be in (0, 1), got {delta}; e.g. --delta 1e-5")
-    if epsilon is not None and not (epsilon > 0 and np.isfinite(epsilon)):
-        raise UserError(f"epsilon must be a positive number, got {epsilon}; e.g. --epsilon 1")
+    check_privacy_args(epsilon, delta)
     from targets.plugins import is_plugin_spec
 
     if is_plugin_spec(name):
@@ -83,25 +81,10 @@ def resolve_mechanism(name: str, epsilon: float | None, delta: float | None) -> 
         mech = PluginMechanism(plugin)
         return mech, mech.delta
     family = catalogue().get(name, (None,))[0]
-    if family == "mechanism":
-        from targets.mechanisms import make_mechanism
-
-        if name.startswith("gaussian"):
-            mech = make_mechanism(name, epsilon, delta)
-            return mech, float(mech.delta)
-        return make_mechanism(name, epsilon), float(delta) if delta is not None else PURE_DP_DELTA
-    if family == "dp-erm":
-        from targets.dperm import make_dperm
-
-        mech = make_dperm(name, epsilon, delta)
-        return mech, float(mech.erm.delta)
-    if family == "control":
-        from targets.broken_mechanisms import make_broken
-
-        if epsilon is not None or delta is not None:
-            raise UserError("--epsilon/--delta do not apply to the broken controls: each has a fixed claim")
-        mech = make_broken(name)
-        return mech, float(getattr(mech, "delta", PURE_DP_DELTA))
+    if family == "control" and (epsilon is not None or delta is not None):
+        raise UserError("--epsilon/--delta do not apply to the broken controls: each has a fixed claim")
+    if family in ("mechanism", "dp-erm", "control"):
+        return build_mechanism(name, family, epsilon, delta)
     if family == "trained":
         raise UserError(f"target {name} is a trained model, not a mechanism; audit it with "
                         f"`python -m audit run membership --target {name}`")

@@ -104,7 +104,8 @@ def catalogue() -> dict[str, tuple[str, str]]:
     return out
 
 
-def _check_privacy_args(epsilon: float | None, delta: float | None) -> None:
+def check_privacy_args(epsilon: float | None, delta: float | None) -> None:
+    """A requested epsilon must be positive and finite, a delta in (0, 1); else a one-line error."""
     if epsilon is not None and not (epsilon > 0 and np.isfinite(epsilon)):
         raise UserError(f"epsilon must be a positive number, got {epsilon}; e.g. --epsilon 1")
     if delta is not None and not 0 < delta < 1:
@@ -120,7 +121,7 @@ def theory_for(name: str, epsilon: float | None = None, delta: float | None = No
     set the mechanism's parameters; for pure-DP mechanisms ``delta`` only changes where epsilon is
     read off the exact privacy profile (default ``PURE_DP_DELTA``).
     """
-    _check_privacy_args(epsilon, delta)
+    check_privacy_args(epsilon, delta)
     families = catalogue()
     from targets.plugins import is_plugin_spec
 
@@ -143,24 +144,33 @@ def theory_for(name: str, epsilon: float | None = None, delta: float | None = No
         sigma = target.noise_multiplier()
         return TargetTheory(name, family, target.description, target.claim(sigma), target.delta, target.params(sigma),
                             "add/remove" if target.private else None)
+    mech, report_delta = build_mechanism(name, family, epsilon, delta)
+    return TargetTheory(name, family, mech.description, mech.claim, report_delta, mech.params(), mech.neighbouring)
+
+
+def build_mechanism(name: str, family: str, epsilon: float | None, delta: float | None) -> tuple[Any, float]:
+    """The mechanism ``name`` of a mechanism-like ``family`` ("mechanism", "dp-erm", "control") and
+    the delta at which it is reported and audited.
+
+    ``epsilon`` (and ``delta`` for the Gaussian mechanisms and DP-ERM) set its parameters; a
+    pure-DP mechanism is read at ``delta`` or ``PURE_DP_DELTA``; a broken control has a fixed
+    claim (no ``epsilon``) and is read at ``delta`` or its own delta.
+    """
     if family == "mechanism":
         from targets.mechanisms import make_mechanism
 
-        pure = not name.startswith("gaussian")
-        mech = make_mechanism(name, epsilon, None if pure else delta)
-        report_delta = (delta if delta is not None else PURE_DP_DELTA) if pure else float(mech.delta)
-        return TargetTheory(name, family, mech.description, mech.claim, report_delta, mech.params(), mech.neighbouring)
+        if name.startswith("gaussian"):
+            mech = make_mechanism(name, epsilon, delta)
+            return mech, float(mech.delta)
+        return make_mechanism(name, epsilon), float(delta) if delta is not None else PURE_DP_DELTA
     if family == "control":
         from targets.broken_mechanisms import make_broken
 
         if epsilon is not None:
             raise UserError("--epsilon does not apply to the broken controls: each has a fixed claim")
         mech = make_broken(name)
-        report_delta = delta if delta is not None else float(getattr(mech, "delta", PURE_DP_DELTA))
-        return TargetTheory(name, family, mech.description, mech.claim, report_delta, mech.params(), mech.neighbouring)
+        return mech, float(delta) if delta is not None else float(getattr(mech, "delta", PURE_DP_DELTA))
     from targets.dperm import make_dperm
 
     mech = make_dperm(name, epsilon, delta)
-    return TargetTheory(name, family, mech.description, mech.claim, float(mech.erm.delta), mech.params(),
-                        mech.neighbouring)
-
+    return mech, float(mech.erm.delta)
