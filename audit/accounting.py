@@ -903,13 +903,16 @@ class PLDClaim(PrivacyClaim):
 
 
 @functools.lru_cache(maxsize=32)
-def _dpsgd_pld(noise_multiplier: float, sample_rate: float, steps: int, discretization: float) -> Any:
+def _dpsgd_pld(noise_multiplier: float, sample_rate: float, steps: int, discretization: float,
+               neighbouring: str = ADD_REMOVE) -> Any:
     import dp_accounting
     from dp_accounting import pld as dp_pld
 
     event = dp_accounting.SelfComposedDpEvent(
         dp_accounting.PoissonSampledDpEvent(sample_rate, dp_accounting.GaussianDpEvent(noise_multiplier)), steps)
-    acc = dp_pld.PLDAccountant(value_discretization_interval=discretization)
+    relation = (dp_accounting.NeighboringRelation.REPLACE_ONE if neighbouring == REPLACE
+                else dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE)
+    acc = dp_pld.PLDAccountant(relation, value_discretization_interval=discretization)
     acc.compose(event)
     return acc._pld
 
@@ -949,7 +952,10 @@ DPSGD_ACCOUNTANTS = ("pld", "rdp", "gdp")
 
 class DPSGDClaim(PrivacyClaim):
     """DP-SGD [Abadi et al. 2016]: Poisson subsampling with rate q, Gaussian noise with multiplier
-    sigma, composed over T steps; add/remove neighbours.
+    sigma, composed over T steps; add/remove neighbours, or with ``neighbouring=REPLACE`` the same
+    mechanism's guarantee for replace-one pairs (PLD accountant only: dp-accounting's
+    ``REPLACE_ONE`` dominating pair of the subsampled Gaussian, Zhu, Dong, Wang 2022) — what a
+    correct implementation promises a replace-one canary pair.
 
     accountant ``"pld"`` (default; tightest; dp-accounting PLDAccountant with pessimistic
     discretisation ``value_discretization_interval``), ``"rdp"`` (dp-accounting RdpAccountant, default
@@ -958,10 +964,9 @@ class DPSGDClaim(PrivacyClaim):
     """
 
     kind = "dpsgd"
-    neighbouring = ADD_REMOVE
 
     def __init__(self, noise_multiplier: float, sample_rate: float, steps: int, accountant: str = "pld",
-                 value_discretization_interval: float = 1e-4) -> None:
+                 value_discretization_interval: float = 1e-4, neighbouring: str = ADD_REMOVE) -> None:
         sigma = float(noise_multiplier)
         q = float(sample_rate)
         if not (sigma > 0) or math.isinf(sigma):
@@ -974,6 +979,11 @@ class DPSGDClaim(PrivacyClaim):
             raise UserError(f"unknown accountant {accountant!r}; use one of {', '.join(DPSGD_ACCOUNTANTS)}")
         if not (0 < value_discretization_interval <= 0.1):
             raise UserError("value_discretization_interval must lie in (0, 0.1]; e.g. 1e-4")
+        if neighbouring not in (ADD_REMOVE, REPLACE):
+            raise UserError(f"unknown neighbouring relation {neighbouring!r}; use {ADD_REMOVE!r} or {REPLACE!r}")
+        if neighbouring == REPLACE and accountant != "pld":
+            raise UserError("replace-one DP-SGD accounting needs the PLD accountant")
+        self.neighbouring = neighbouring
         self.noise_multiplier = sigma
         self.sample_rate = q
         self.steps = int(steps)
@@ -985,7 +995,7 @@ class DPSGDClaim(PrivacyClaim):
         if self._inner is None:
             if self.accountant == "pld":
                 pld = _dpsgd_pld(self.noise_multiplier, self.sample_rate, self.steps,
-                                 self.value_discretization_interval)
+                                 self.value_discretization_interval, self.neighbouring)
                 self._inner = PLDClaim(pld)
             elif self.accountant == "rdp":
                 orders, rdp = _dpsgd_rdp(self.noise_multiplier, self.sample_rate, self.steps)
@@ -1027,7 +1037,7 @@ class DPSGDClaim(PrivacyClaim):
                  "rdp": "RDP accountant (dp-accounting, Canonne-Kamath-Steinke conversion)",
                  "gdp": "GDP central-limit approximation (not a rigorous bound)"}
         return (f"DP-SGD, Poisson rate q={self.sample_rate:.6g}, noise multiplier {self.noise_multiplier:.6g}, "
-                f"{self.steps} steps, add/remove neighbours; {names[self.accountant]}")
+                f"{self.steps} steps, {self.neighbouring} neighbours; {names[self.accountant]}")
 
 
 @functools.lru_cache(maxsize=64)
@@ -1263,5 +1273,6 @@ def claim_from_dict(d: dict[str, Any]) -> PrivacyClaim:
     if kind == "dpsgd":
         opts = d.get("accountant_options", {})
         return DPSGDClaim(p["noise_multiplier"], p["sample_rate"], p["steps"], accountant=d.get("accountant", "pld"),
-                          value_discretization_interval=opts.get("value_discretization_interval", 1e-4))
+                          value_discretization_interval=opts.get("value_discretization_interval", 1e-4),
+                          neighbouring=d.get("neighbouring", ADD_REMOVE))
     raise UserError(f"cannot rebuild a privacy claim of type {kind!r} from JSON")

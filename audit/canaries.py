@@ -15,6 +15,10 @@ Gradient canaries (DP-SGD only: a fixed vector of norm C that takes part like on
 * ``gradient``: a fixed random direction (seeded);
 * ``dirac``: all its mass on one coordinate, chosen as a weight that no training example ever
   gives a gradient (:func:`targets.dpsgd_audit.dead_coordinate`).
+* ``dirac-replace``: a Dirac canary ``g`` (first parameter) in the replace-one pair on a crafted
+  dataset of Chua et al. 2024: every training record's gradient is ``-g``, the audited record's
+  ``+g`` (in) or ``-g`` (out) (:mod:`targets.dpsgd_audit`). Compared with the claimed DP-SGD's
+  replace-one guarantee; the pair that separates shuffled batches from Poisson sampling.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from audit.errors import UserError
 from targets.datasets import Dataset
 
 INPUT_CANARIES = ("natural", "mislabelled", "crafted")
-GRADIENT_CANARIES = ("gradient", "dirac")
+GRADIENT_CANARIES = ("gradient", "dirac", "dirac-replace")
 CANARY_KINDS = INPUT_CANARIES + GRADIENT_CANARIES
 
 
@@ -57,6 +61,10 @@ def gradient_canary(kind: str, n_params: int, clip_norm: float, dead_index: int 
                     rng: np.random.Generator) -> tuple[np.ndarray, dict]:
     """A flattened gradient canary of norm ``clip_norm``: ``dirac`` at ``dead_index`` or a random direction."""
     g = np.zeros(n_params, dtype=np.float64)
+    if kind == "dirac-replace":
+        g[0] = clip_norm
+        return g.astype(np.float32), {"coordinate": 0, "norm": clip_norm,
+                                      "dataset": "crafted: every record's gradient is -g (Chua et al. 2024)"}
     if kind == "dirac":
         if dead_index is None:
             raise UserError("a Dirac canary needs a parameter no data gradient touches")

@@ -36,7 +36,7 @@ figures are reported next to it with their assumption stated.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -47,8 +47,8 @@ from audit.bounds import (GDP_ASSUMPTION, LowerBound, _confusion_curve, _cp_uppe
 from audit.errors import UserError
 from audit.metrics import attack_metrics
 
-__all__ = ["fair_coins", "audit_runs", "grid_threshold_bounds", "gaussian_fit_bound", "per_step_bound", "subsampled_mu_from_rates", "verdict_for",
-           "PER_STEP_ASSUMPTION"]
+__all__ = ["fair_coins", "audit_runs", "grid_threshold_bounds", "gaussian_fit_bound", "per_step_bound",
+           "subsampled_mu_from_rates", "verdict_for", "designed_threshold_from_samples", "PER_STEP_ASSUMPTION"]
 
 PER_STEP_ASSUMPTION = ("each step is a Poisson-subsampled Gaussian mechanism with the stated sample rate and "
                        "per-step observations are independent given the world; the per-step mu bound is rigorous "
@@ -298,6 +298,29 @@ def grid_threshold_bounds(scores: ArrayLike, included: ArrayLike, delta: float, 
     return out
 
 
+def designed_threshold_from_samples(sim_in: np.ndarray, sim_out: np.ndarray, n_pos: int, n_neg: int,
+                                    confidence: float, delta: float, n_thresholds: int = 400) -> tuple[float, float]:
+    """Threshold of the test "in iff score >= t" fixed in advance from simulated scores.
+
+    ``sim_in``/``sim_out`` are scores simulated under a hypothesis about the mechanism (never the
+    audit's own runs). For each candidate threshold the false-positive / false-negative counts of
+    ``n_neg``/``n_pos`` runs are binomial; their 75th percentiles go through the Clopper–Pearson
+    epsilon (a pessimistic quantile, so that a far-tail threshold whose expected count rounds to 0
+    is not preferred on luck), and the best threshold is kept. Chosen before any run is seen, it
+    lets the bound use every run instead of half; a wrong hypothesis makes it suboptimal, never
+    invalid. Returns (threshold, the bound expected with probability about 1/2 or more).
+    """
+    sim_in, sim_out = np.sort(np.asarray(sim_in, dtype=float)), np.sort(np.asarray(sim_out, dtype=float))
+    cands = np.unique(np.quantile(sim_out, 1.0 - np.logspace(-5, 0, n_thresholds)))
+    fpr = 1.0 - np.searchsorted(sim_out, cands, side="left") / sim_out.size
+    fnr = np.searchsorted(sim_in, cands, side="left") / sim_in.size
+    a = (1.0 - confidence) / 2
+    eps = _eps_from_rates_array(_cp_upper_array(stats.binom.ppf(0.75, n_neg, fpr), n_neg, a),
+                                _cp_upper_array(stats.binom.ppf(0.75, n_pos, fnr), n_pos, a), delta)
+    j = int(np.argmax(eps))
+    return float(cands[j]), float(eps[j])
+
+
 GAUSSIAN_FIT_ASSUMPTION = ("scores are Gaussian with equal variance in both worlds (exact for output perturbation "
                            "scored by a fixed projection); normal-approximation confidence bound on mu")
 
@@ -362,7 +385,8 @@ def audit_runs(scores: ArrayLike, included: ArrayLike, claim: Any, delta: float,
                rng: np.random.Generator | int | None = 0, *, step_scores: ArrayLike | None = None,
                sample_rate: float | None = None, steps: int | None = None,
                canary_scores: ArrayLike | None = None, canary_included: ArrayLike | None = None,
-               gaussian_fit: bool = False, design_sigma: float | None = None) -> dict:
+               gaussian_fit: bool = False, design_sigma: float | None = None,
+               cp_threshold: Callable[[int, int], tuple[float, str]] | None = None) -> dict:
     """Epsilon lower bounds from R runs of the distinguishing game.
 
     Args:
@@ -379,6 +403,10 @@ def audit_runs(scores: ArrayLike, included: ArrayLike, claim: Any, delta: float,
         gaussian_fit: add :func:`gaussian_fit_bound` (for mechanisms whose scores are Gaussian).
         design_sigma: the claimed noise multiplier: fixes the per-step threshold in advance
             (:func:`designed_threshold`) instead of choosing it on held-out runs.
+        cp_threshold: ``(n_pos, n_neg) -> (threshold, description)`` fixing the Clopper–Pearson
+            test "in iff score >= threshold" in advance (e.g. :func:`designed_threshold_from_samples`
+            under a stated hypothesis): the CP bound then uses every run and replaces the
+            held-out-half CP bound (one valid CP bound per audit, so no multiple-testing loss).
 
     Returns a dict with ``lower_bounds`` (LowerBound dicts), ``best_lower_bound`` (largest valid or
     None), ``best_estimate`` (largest of all, labelled), ``epsilon_theory``, ``verdict``,
@@ -387,6 +415,14 @@ def audit_runs(scores: ArrayLike, included: ArrayLike, claim: Any, delta: float,
     s, inc = as_scores_members(scores, included)
     rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
     bounds: list[dict] = [b.to_dict() for b in grid_threshold_bounds(s, inc, delta, confidence, rng)]
+    if cp_threshold is not None:
+        threshold, choice = cp_threshold(int(inc.sum()), int((~inc).sum()))
+        fp, fn = _confusion_curve(s, inc, np.array([threshold]), ">=")
+        b = clopper_pearson_bound(int(fp[0]), int((~inc).sum()), int(fn[0]), int(inc.sum()), delta, confidence)
+        fixed = LowerBound(b.method, b.epsilon, b.confidence, b.n, b.valid,
+                           {**b.details, "threshold": threshold, "direction": ">=", "rule": "in iff score >= threshold",
+                            "threshold_choice": choice, "n_bound": int(s.size)})
+        bounds = [fixed.to_dict() if x["method"] == "clopper-pearson" else x for x in bounds]
     if gaussian_fit:
         bounds.append(gaussian_fit_bound(s, inc, delta, confidence).to_dict())
     if step_scores is not None:

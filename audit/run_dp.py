@@ -63,6 +63,7 @@ class Observation:
     JSON-serialisable facts (e.g. how many steps the canary joined). ``gaussian``: the scores are
     exactly Gaussian with a common variance (adds the parametric ``gaussian-fit`` estimate).
     ``design_sigma``: the claimed noise multiplier, used to fix the per-step threshold in advance.
+    ``cp_threshold``: fixes the Clopper–Pearson threshold in advance (see :func:`audit.dp_game.audit_runs`).
     """
 
     scores: np.ndarray
@@ -72,6 +73,7 @@ class Observation:
     info: dict = field(default_factory=dict)
     gaussian: bool = False
     design_sigma: float | None = None
+    cp_threshold: Callable[[int, int], tuple[float, str]] | None = None
 
 
 @dataclass
@@ -163,11 +165,58 @@ def _llr_scores(step_obs: np.ndarray, q: float, sigma: float) -> np.ndarray:
     return np.sum(np.logaddexp(np.log1p(-q), np.log(q) + z), axis=1)
 
 
+def _one_step_per_epoch_llr(step_obs: np.ndarray, steps_per_epoch: int, shift: float, sigma: float) -> np.ndarray:
+    """Per run, the sum over epochs of the log-likelihood ratio of "a shift of ``shift`` at exactly
+    one uniformly random step of the epoch" against "no shift", noise ``sigma``:
+    ``log (1/k) sum_t exp((shift o_t - shift^2/2) / sigma^2)`` per epoch of ``k`` steps — the
+    Neyman–Pearson statistic of the crafted replace-one pair under shuffled batches (Chua et al.
+    2024). Any fixed statistic gives a valid bound; this one has power where shuffling leaks."""
+    R, T = step_obs.shape
+    z = (shift * step_obs - 0.5 * shift ** 2) / sigma ** 2
+    total = np.zeros(R)
+    for start in range(0, T, steps_per_epoch):
+        part = z[:, start:start + steps_per_epoch]
+        total += np.logaddexp.reduce(part, axis=1) - np.log(part.shape[1])
+    return total
+
+
+def _shuffle_hypothesis_threshold(sigma: float, steps: int, per_epoch: int, delta: float, confidence: float,
+                                  draws: int = 100_000) -> Callable[[int, int], tuple[float, str]]:
+    """The CP threshold of the ``dirac-replace`` audit, fixed in advance: scores
+    (:func:`_one_step_per_epoch_llr`) simulated under the hypothesis "batches are shuffled" (a
+    shift of 2 at one random step per epoch with the canary in, none without, noise ``sigma``) go
+    through :func:`audit.dp_game.designed_threshold_from_samples`. Seeded and independent of the
+    runs."""
+    from audit.dp_game import designed_threshold_from_samples
+
+    def simulate(rng: np.random.Generator, shifted: bool) -> np.ndarray:
+        out = []
+        for start in range(0, draws, 10_000):
+            m = min(10_000, draws - start)
+            obs = rng.normal(0.0, sigma, size=(m, steps))
+            if shifted:
+                for e0 in range(0, steps, per_epoch):
+                    k = min(per_epoch, steps - e0)
+                    obs[np.arange(m), e0 + rng.integers(0, k, m)] += 2.0
+            out.append(_one_step_per_epoch_llr(obs, per_epoch, 2.0, sigma))
+        return np.concatenate(out)
+
+    def choose(n_pos: int, n_neg: int) -> tuple[float, str]:
+        rng = np.random.default_rng(20240301)
+        sim_in, sim_out = simulate(rng, True), simulate(rng, False)
+        threshold, expected = designed_threshold_from_samples(sim_in, sim_out, n_pos, n_neg, confidence, delta)
+        return threshold, (f"fixed in advance from {draws} simulated runs per world under the hypothesis 'batches "
+                           f"are shuffled' (expected bound {expected:.3f}); all runs used")
+
+    return choose
+
+
 def dpsgd_setup(opts: DPOptions) -> DPAuditSetup:
     """A registry DP-SGD target audited with a gradient or input canary under a threat model.
 
     Scores: ``updates`` — per-step observations (:mod:`targets.dpsgd_audit`) and, per run, their
-    summed log-likelihood ratio; ``white-box`` — the final minus initial parameters projected on
+    summed log-likelihood ratio (for ``dirac-replace``: :func:`_one_step_per_epoch_llr`, with the
+    claim read for replace-one neighbours); ``white-box`` — the final minus initial parameters projected on
     the canary direction (the adversary knows the initialisation: the runs' seeds are public);
     ``black-box`` — minus the final model's cross-entropy loss on the input canary.
     """
@@ -177,7 +226,7 @@ def dpsgd_setup(opts: DPOptions) -> DPAuditSetup:
     from targets.datasets import load_dataset
     from targets.dpsgd_audit import dead_coordinate, param_shapes, train_audit_runs
     from targets.registry import get_target
-    from targets.training import log_softmax, predict_logits, resolve_device
+    from targets.training import log_softmax, predict_logits, resolve_device, steps_per_epoch
 
     if opts.threat not in THREATS:
         raise UserError(f"unknown threat model {opts.threat!r}; choose one of {', '.join(THREATS)}")
@@ -199,6 +248,11 @@ def dpsgd_setup(opts: DPOptions) -> DPAuditSetup:
     sigma = _noise_multiplier(target.epsilon, target.delta, target.sample_rate, target.steps)
     config = target.train_config(sigma)
     claim = target.claim(sigma)
+    replace_pair = opts.canary == "dirac-replace"
+    if replace_pair:  # what the claimed (Poisson) DP-SGD promises a replace-one pair
+        from audit.accounting import REPLACE, DPSGDClaim
+
+        claim = DPSGDClaim(sigma, target.sample_rate, target.steps, neighbouring=REPLACE)
     shapes = param_shapes(target.arch, data)
     n_params = int(sum(np.prod(s) for s in shapes.values()))
     crng = np.random.default_rng([opts.seed, 17])
@@ -221,9 +275,13 @@ def dpsgd_setup(opts: DPOptions) -> DPAuditSetup:
         seeds = np.random.SeedSequence([seed, 23]).generate_state(included.size).tolist()
         runs = train_audit_runs(data, train_index, config, seeds, included, grad_canary=gvec,
                                 input_canary=icanary, observe="updates" if opts.threat == "updates" else "final",
-                                device=device, chunk=chunk)
+                                device=device, chunk=chunk, replace_pair=replace_pair)
         info = {"canary_steps_mean_in": float(runs.canary_steps[included].mean()) if included.any() else None,
                 "known_part_subtracted": runs.subtracted_known if opts.threat == "updates" else None}
+        if opts.threat == "updates" and replace_pair:  # the per-step model (Poisson, shift 1) does not apply
+            return Observation(_one_step_per_epoch_llr(runs.step_obs, steps_per_epoch(q), 2.0, sigma), info=info,
+                               cp_threshold=_shuffle_hypothesis_threshold(sigma, T, steps_per_epoch(q), target.delta,
+                                                                          opts.confidence))
         if opts.threat == "updates":
             return Observation(_llr_scores(runs.step_obs, q, sigma), runs.step_obs, q, T, info, gaussian=exact,
                                design_sigma=sigma if gvec is not None else None)
@@ -263,11 +321,15 @@ def dpsgd_setup(opts: DPOptions) -> DPAuditSetup:
 
     params = {"noise_multiplier": sigma, "clip_norm": target.clip_norm, "sample_rate": q, "steps": T,
               "epochs": target.epochs, "lr": lr, "expected_batch_size": B, "n_train": target.n_train,
-              "full_batch": q >= 1.0}
+              "full_batch": q >= 1.0, "sampling": target.sampling,
+              "claimed_epsilon_add_remove": float(target.claim(sigma).epsilon(target.delta))}
     default = {"updates": 4000, "white-box": 4000, "black-box": 1000}[opts.threat]
     return DPAuditSetup(
         name=target.name, description=target.description, dataset=data.name,
-        model={"name": target.arch, "parameters": n_params}, neighbouring="add/remove one record (the canary)",
+        model={"name": target.arch, "parameters": n_params},
+        neighbouring=("replace one record (crafted dataset: every other record's gradient is -g, the audited "
+                      "record's +g or -g); claim read for replace-one neighbours" if replace_pair
+                      else "add/remove one record (the canary)"),
         claim=claim, delta=target.delta, params=params, canary={"kind": opts.canary} | cinfo,
         threat=opts.threat, observe=observe, default_runs=400 if opts.quick else default)
 
@@ -318,7 +380,7 @@ def play(setup: DPAuditSetup, runs: int, seed: int, confidence: float, out: str 
     t0 = time.perf_counter()
     game = audit_runs(obs.scores, included, setup.claim, setup.delta, confidence, np.random.default_rng([seed, 3]),
                       step_scores=obs.step_scores, sample_rate=obs.sample_rate, steps=obs.steps,
-                      gaussian_fit=obs.gaussian, design_sigma=obs.design_sigma)
+                      gaussian_fit=obs.gaussian, design_sigma=obs.design_sigma, cp_threshold=obs.cp_threshold)
     stats_s = time.perf_counter() - t0
     eps_theory = game["epsilon_theory"]
     bounds = [b | {"attack": f"{setup.threat}/{setup.canary.get('kind')}"} for b in game["lower_bounds"]]

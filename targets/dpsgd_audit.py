@@ -29,6 +29,21 @@ What the auditor sees (``observe``):
   canary in, the observation is therefore ``b_t ||clip(g_t)||/C + (natural part) + N(0, sigma^2)``,
   ``b_t ~ Bernoulli(q)``; without it, ``(natural part) + N(0, sigma^2)``.
 
+Batch sampling follows ``config.sampling`` (:class:`targets.training.BatchSampler`): under
+``"shuffle"`` an input canary is one more row of the permutation and a gradient canary takes one
+slot of it, so each joins exactly one step per epoch (instead of a coin per step).
+
+**Replace-one pair on a crafted dataset** (``replace_pair=True``, with a gradient canary ``g``): the
+worst case for shuffled batches (Chua et al. 2024, "How private are DP-SGD implementations?",
+the ABLQ lower-bound pair; Annamalai et al. 2024 audit it in the same gradient form). The
+adversary chooses the whole dataset — DP must hold for every pair of neighbouring datasets — so
+every one of the ``n`` training records has per-example gradient ``-g``; the audited record (the
+last row, present in both worlds) has ``+g`` with the canary in and ``-g`` without, when it looks
+like every other record. The per-step observation adds the expected batch size ``q n`` (public)
+to the projection: under shuffling the batch size is exactly ``q n``, so the observation is
+``2 + N(0, sigma^2)`` at the one step per epoch that holds the audited record (canary in) and
+``N(0, sigma^2)`` otherwise; under Poisson sampling the secret batch size adds Binomial noise.
+
 Momentum must be 0 (the per-step observation would otherwise mix earlier noise in).
 """
 
@@ -43,7 +58,7 @@ from torch.func import grad, vmap
 from audit.errors import UserError
 from targets.datasets import Dataset
 from targets.models import Params, get_architecture, init_params
-from targets.training import TrainConfig, _clipped_sum, _example_loss, _sample_batches
+from targets.training import BatchSampler, TrainConfig, _clipped_sum, _example_loss
 
 __all__ = ["AuditRuns", "train_audit_runs", "flatten", "param_shapes", "dead_coordinate"]
 
@@ -115,11 +130,14 @@ def train_audit_runs(
     observe: str = "final",
     device: torch.device | str = "cpu",
     chunk: int = 512,
+    replace_pair: bool = False,
 ) -> AuditRuns:
     """Train ``len(seeds)`` DP-SGD runs on ``data[train_index]``; run ``r`` adds the canary iff ``included[r]``.
 
     Exactly one of ``grad_canary`` (flattened vector of the parameter size, norm <= C expected)
-    and ``input_canary`` (features of one example with ``data``'s shape, label) must be given.
+    and ``input_canary`` (features of one example with ``data``'s shape, label) must be given;
+    ``replace_pair`` (gradient canary only) trains on the crafted replace-one dataset of the module
+    docstring instead of ``data[train_index]`` (whose size still sets ``n``).
     Runs are independent: each has its own generators seeded from its seed (initialisation,
     Poisson coins — the canary's coin is drawn after the data's — and noise), so chunking does not
     change results. See the module docstring for what ``observe="updates"`` records.
@@ -130,6 +148,8 @@ def train_audit_runs(
         raise UserError("DP audits with per-step observation need momentum 0")
     if (grad_canary is None) == (input_canary is None):
         raise ValueError("give exactly one of grad_canary and input_canary")
+    if replace_pair and grad_canary is None:
+        raise ValueError("the replace-one crafted pair needs a gradient canary")
     if observe not in ("final", "updates"):
         raise ValueError(f"observe must be 'final' or 'updates', got {observe!r}")
     included = np.asarray(included, dtype=bool)
@@ -140,14 +160,14 @@ def train_audit_runs(
     for start in range(0, len(seeds), chunk):
         part = slice(start, start + chunk)
         f, i, o, c = _train_chunk(data, np.asarray(train_index), config, seeds[part], included[part],
-                                  grad_canary, input_canary, observe, device)
+                                  grad_canary, input_canary, observe, device, replace_pair)
         finals.append(f)
         inits.append(i)
         obs.append(o)
         counts.append(c)
     step_obs = np.concatenate(obs) if observe == "updates" else None
     return AuditRuns(torch.cat(inits), torch.cat(finals), step_obs, np.concatenate(counts),
-                     subtracted_known=config.sample_rate >= 1.0)
+                     subtracted_known=config.sample_rate >= 1.0 or replace_pair)
 
 
 def _logreg_per_example(params: Params, xb: torch.Tensor, yb: torch.Tensor) -> Params:
@@ -161,7 +181,8 @@ def _logreg_per_example(params: Params, xb: torch.Tensor, yb: torch.Tensor) -> P
     return {"weight": torch.einsum("rbk,rbd->rbkd", err, x), "bias": err}
 
 
-def _train_chunk(data, train_index, config, seeds, included, grad_canary, input_canary, observe, device):
+def _train_chunk(data, train_index, config, seeds, included, grad_canary, input_canary, observe, device,
+                 replace_pair=False):
     arch = get_architecture(config.arch)
     shapes = param_shapes(config.arch, data)
     R = len(seeds)
@@ -178,6 +199,7 @@ def _train_chunk(data, train_index, config, seeds, included, grad_canary, input_
     X = torch.as_tensor(np.asarray(data.X[train_index]), device=device)
     y = torch.as_tensor(np.asarray(data.y[train_index]), device=device)
     n = X.shape[0]
+    shuffled = config.sampling == "shuffle"
     if input_canary is not None:
         cx = torch.as_tensor(np.asarray(input_canary[0], dtype=np.float32).reshape(data.shape), device=device)
         X = torch.cat([X, cx[None]])
@@ -185,12 +207,16 @@ def _train_chunk(data, train_index, config, seeds, included, grad_canary, input_
         members = [np.arange(n + 1) if inc else np.arange(n) for inc in included]
         gvec = None
     else:
-        members = [np.arange(n)] * R
+        # replace pair: n rows, the last one audited; shuffle: the canary holds slot n of the permutation
+        members = ([np.arange(n)] * R if replace_pair or not shuffled
+                   else [np.arange(n + 1) if inc else np.arange(n) for inc in included])
         gvec = torch.as_tensor(np.asarray(grad_canary, dtype=np.float32), device=device)
         if gvec.shape != (sum(int(np.prod(s)) for s in shapes.values()),):
             raise ValueError("grad_canary must be a flattened vector with one entry per model parameter")
         g_dir = gvec / gvec.norm().clamp_min(1e-12)
         g_params = _unflatten(gvec, shapes)
+        if replace_pair:  # +1 for the audited record with the canary in, -1 for every other record
+            sign_of_audited = torch.as_tensor(np.where(included, 1.0, -1.0), dtype=torch.float32, device=device)
     per_example = (_logreg_per_example if config.arch == "logreg"
                    else vmap(vmap(grad(_example_loss(arch)), in_dims=(None, 0, 0)), in_dims=(0, 0, 0)))
     canary_grad = vmap(grad(_example_loss(arch)), in_dims=(0, None, None))
@@ -198,20 +224,33 @@ def _train_chunk(data, train_index, config, seeds, included, grad_canary, input_
     std = config.noise_multiplier * C
     observations = []
     counts = np.zeros(R, dtype=np.int64)
+    sampler = BatchSampler(members, batch_rngs, q, config.sampling)
     for _ in range(config.steps):
-        index_np, weight_np = _sample_batches(members, batch_rngs, q)
+        index_np, weight_np = sampler.next()
         index = torch.as_tensor(index_np, device=device)
         weight = torch.as_tensor(weight_np, device=device)
-        grads = per_example(params, X[index], y[index])
-        if gvec is not None:
-            coins = np.array([rng.random() < q for rng in batch_rngs]) & included
+        if replace_pair:
+            audited = ((index == n - 1).float() * weight)
+            counts += audited.sum(1).cpu().numpy().astype(np.int64) * included
+            sign = -1.0 + audited * (sign_of_audited[:, None] + 1.0)
+            grads = {k: sign.reshape(*sign.shape, *[1] * g.dim()) * g for k, g in g_params.items()}
+            canary_mask = audited
+        elif gvec is not None:
+            if shuffled:  # the canary's slot n is in this batch: it joins, and the slot is no data row
+                coins = (index_np == n).any(axis=1) & included
+                weight = weight * (index != n).float()
+                index = torch.where(index == n, torch.zeros_like(index), index)
+            else:
+                coins = np.array([rng.random() < q for rng in batch_rngs]) & included
             counts += coins
+            grads = per_example(params, X[index], y[index])
             cw = torch.as_tensor(coins.astype(np.float32), device=device)
             grads = {k: torch.cat([g, g_params[k].expand(R, 1, *g.shape[2:])], dim=1) for k, g in grads.items()}
             weight = torch.cat([weight, cw[:, None]], dim=1)
             canary_mask = torch.zeros_like(weight)
             canary_mask[:, -1] = 1.0
         else:
+            grads = per_example(params, X[index], y[index])
             canary_mask = (index == n).float() * weight
             counts += canary_mask.sum(1).cpu().numpy().astype(np.int64)
         summed = _clipped_sum(grads, weight, C)
@@ -222,7 +261,9 @@ def _train_chunk(data, train_index, config, seeds, included, grad_canary, input_
                 cg = flatten(canary_grad(params, X[n], y[n]))
                 direction = cg / cg.norm(dim=1, keepdim=True).clamp_min(1e-12)
             known = None
-            if full_batch:  # the adversary knows every other example's clipped gradient at theta_t
+            if replace_pair:  # every other record gives -g: the expected batch size q n of them is public
+                known = -config.expected_batch_size * gvec.expand(R, -1)
+            elif full_batch:  # the adversary knows every other example's clipped gradient at theta_t
                 known = flatten(_clipped_sum(grads, weight * (1.0 - canary_mask), C))
         for name, value in summed.items():
             summed[name] = value + std * torch.stack([torch.randn(value.shape[1:], generator=g, device=device)

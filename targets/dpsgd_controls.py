@@ -1,4 +1,4 @@
-"""DP-SGD trainers written the way a user would (torch, trainer-plugin form), one correct and three
+"""DP-SGD trainers written the way a user would (torch, trainer-plugin form), one correct and two
 deliberately broken, all claiming (1, 1e-5)-DP — controls for black-box audits.
 
 Each factory returns the trainer plugin dict of :mod:`targets.plugins`; audit one with
@@ -15,10 +15,10 @@ product of the two norms, so clipping needs no per-example autograd.
   skipped); the Gaussian noise no longer covers an example whose gradient is larger than C.
 * ``noise_over_batch``: noise std sigma C / B instead of sigma C — the noise is added *after*
   averaging with the formula for the sum, a bug that divides the noise by the batch size.
-* ``shuffle_as_poisson``: fixed-size batches from a shuffle (each example exactly once per epoch)
-  accounted as if sampled by Poisson. Chua et al. 2024 show the true epsilon of shuffling can
-  exceed the Poisson figure, but only an adversary that sees every update, in a regime of small
-  noise, can show it; a black-box audit of the final model cannot (see the issue note).
+
+The third DP-SGD control, shuffled batches accounted as Poisson, is not visible to a black-box
+audit of the final model: it is the registry target ``dpsgd_control_shuffle_as_poisson``
+(:mod:`targets.registry`), caught from the training updates by ``run dp --canary dirac-replace``.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def _digits() -> tuple[np.ndarray, np.ndarray]:
     return (data.X.reshape(len(data), -1) * 16.0).astype(np.float32), data.y
 
 
-def make_trainer(clip: bool = True, noise_divisor: str = "none", sampling: str = "poisson"):
+def make_trainer(clip: bool = True, noise_divisor: str = "none"):
     """A DP-SGD trainer ``train(X, y, seed) -> predict_proba`` with the given (possibly broken) parts."""
     sigma = noise_multiplier()
     steps = int(round(EPOCHS / SAMPLE_RATE))
@@ -68,16 +68,8 @@ def make_trainer(clip: bool = True, noise_divisor: str = "none", sampling: str =
         n, d = Xb.shape
         W = torch.zeros(d, 10, dtype=torch.float64)
         batch = SAMPLE_RATE * N_TRAIN_NOMINAL  # fixed normaliser: the expected batch size
-        order = torch.randperm(n, generator=g)
-        per_epoch = int(round(1 / SAMPLE_RATE))
-        for t in range(steps):
-            if sampling == "poisson":
-                rows = torch.nonzero(torch.rand(n, generator=g, dtype=torch.float64) < SAMPLE_RATE).flatten()
-            else:  # shuffle: consecutive slices of one permutation per epoch
-                if t % per_epoch == 0:
-                    order = torch.randperm(n, generator=g)
-                k = t % per_epoch
-                rows = order[k * n // per_epoch:(k + 1) * n // per_epoch]
+        for _ in range(steps):
+            rows = torch.nonzero(torch.rand(n, generator=g, dtype=torch.float64) < SAMPLE_RATE).flatten()
             x, e = Xb[rows], Y[rows]
             residual = torch.softmax(x @ W, dim=1) - e  # per-example gradient = x_i^T residual_i
             if clip:
@@ -117,7 +109,3 @@ def noise_over_batch() -> dict:
     return _plugin("dpsgd_control_noise_over_batch", "BROKEN DP-SGD: noise std divided by the batch size, claims "
                    "(1, 1e-5)", noise_divisor="batch")
 
-
-def shuffle_as_poisson() -> dict:
-    return _plugin("dpsgd_control_shuffle_as_poisson", "BROKEN DP-SGD: shuffled batches accounted as Poisson, "
-                   "claims (1, 1e-5)", sampling="shuffle")

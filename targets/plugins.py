@@ -48,8 +48,6 @@ BUILTIN_PLUGINS: dict[str, tuple[str, str]] = {
                                   "control: DP-SGD without per-example clipping, claims (1, 1e-5)"),
     "dpsgd_control_noise_over_batch": ("targets.dpsgd_controls:noise_over_batch",
                                        "control: DP-SGD noise divided by the batch size, claims (1, 1e-5)"),
-    "dpsgd_control_shuffle_as_poisson": ("targets.dpsgd_controls:shuffle_as_poisson",
-                                         "control: shuffled batches accounted as Poisson, claims (1, 1e-5)"),
 }
 
 

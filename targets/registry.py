@@ -20,7 +20,9 @@ class TrainedTarget:
 
     ``n_train`` is the nominal training-set size (natural examples; canaries come on top);
     ``batch_size`` the expected Poisson batch size, so the sample rate is ``batch_size / n_train``.
-    ``epsilon`` is None for a non-private target.
+    ``epsilon`` is None for a non-private target. ``sampling`` is the trainer's batch sampling
+    (:class:`targets.training.BatchSampler`); the claim is always the Poisson accountant's, so a
+    ``"shuffle"`` target claims what it does not have (a broken control, Chua et al. 2024).
     """
 
     name: str
@@ -35,6 +37,7 @@ class TrainedTarget:
     clip_norm: float | None = None
     epsilon: float | None = None
     delta: float = 1e-5
+    sampling: str = "poisson"
 
     @property
     def private(self) -> bool:
@@ -72,13 +75,14 @@ class TrainedTarget:
         """The trainer configuration for this target at a given noise multiplier."""
         return TrainConfig(arch=self.arch, epochs=self.epochs, sample_rate=self.sample_rate, lr=self.lr,
                            expected_batch_size=self.sample_rate * self.n_train, clip_norm=self.clip_norm,
-                           noise_multiplier=noise_multiplier, momentum=self.momentum)
+                           noise_multiplier=noise_multiplier, momentum=self.momentum, sampling=self.sampling)
 
     def params(self, noise_multiplier: float) -> dict:
         """Training and privacy parameters under the names ``results.json`` uses."""
         return {"noise_multiplier": noise_multiplier, "clip_norm": self.clip_norm, "sample_rate": self.sample_rate,
                 "steps": self.steps, "epochs": self.epochs, "lr": self.lr, "momentum": self.momentum,
-                "expected_batch_size": self.sample_rate * self.n_train, "n_train": self.n_train}
+                "expected_batch_size": self.sample_rate * self.n_train, "n_train": self.n_train,
+                "sampling": self.sampling}
 
     def claim(self, noise_multiplier: float):
         """The DP-SGD privacy claim (PLD accountant) or None for a non-private target."""
@@ -118,6 +122,15 @@ TARGETS: dict[str, TrainedTarget] = {
         TrainedTarget("dpsgd_audit_logreg_digits", "softmax logistic regression on 400 digits, DP-SGD with Poisson "
                       "rate 0.05 (20 steps), epsilon 4 at delta 1e-5", "digits", "logreg", n_train=400, batch_size=20,
                       epochs=1, lr=0.5, clip_norm=1.0, epsilon=4.0, delta=1e-5),
+        # a broken control and its correct twin: one epoch of 200 batches of 2 (q = 0.005), claims
+        # epsilon 1 by the Poisson accountant; caught by run dp --canary dirac-replace (audit.canaries)
+        TrainedTarget("dpsgd_control_shuffle_as_poisson", "BROKEN control: DP-SGD softmax regression on 400 digits "
+                      "with shuffled batches (each record in exactly one of the 200 batches of an epoch) accounted "
+                      "as Poisson rate 0.005, claims epsilon 1 at delta 1e-5", "digits", "logreg", n_train=400,
+                      batch_size=2, epochs=1, lr=0.5, clip_norm=1.0, epsilon=1.0, delta=1e-5, sampling="shuffle"),
+        TrainedTarget("dpsgd_control_poisson", "correct twin of dpsgd_control_shuffle_as_poisson: the same DP-SGD "
+                      "with Poisson sampling at rate 0.005, epsilon 1 at delta 1e-5", "digits", "logreg", n_train=400,
+                      batch_size=2, epochs=1, lr=0.5, clip_norm=1.0, epsilon=1.0, delta=1e-5),
     ]
 }
 

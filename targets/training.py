@@ -1,7 +1,10 @@
 """Vectorised training of many small models at once: non-private SGD and DP-SGD.
 
 Both trainers use Poisson subsampling (each member of a model's training set joins each step
-independently with probability ``q``) and normalise the gradient sum by a fixed, data-independent
+independently with probability ``q``) by default — the sampling the DP-SGD accountant assumes —
+or, with ``TrainConfig.sampling = "shuffle"``, fixed-size batches cut from a fresh random
+permutation every epoch (what most implementations do; its privacy is *not* the Poisson figure,
+Chua et al. 2024), and normalise the gradient sum by a fixed, data-independent
 expected batch size — dividing by the realised batch size leaks membership under add/remove
 neighbouring (REFERENCES.md, pitfalls). DP-SGD [Abadi et al. 2016, Algorithm 1]: per-example
 gradients (``torch.func.vmap(grad)``) clipped to L2 norm ``C``, summed, plus ``N(0, sigma^2 C^2 I)``,
@@ -47,6 +50,8 @@ from targets.models import Architecture, Params, get_architecture, init_params
 DEFAULT_MAX_MEMORY = 2 * 1024**3
 #: ``clipping`` choices: the layer-wise methods of :mod:`targets.ghost_clipping`, or ``vmap`` (grad).
 CLIPPING_METHODS = (*MODES, "vmap")
+#: ``TrainConfig.sampling`` choices (see :class:`BatchSampler`).
+SAMPLING = ("poisson", "shuffle")
 _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "m": 1000**2, "mb": 1000**2, "g": 1000**3, "gb": 1000**3,
           "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tb": 1000**4, "tib": 1024**4}
 
@@ -70,7 +75,8 @@ def parse_memory(text: str | int) -> int:
 class TrainConfig:
     """Hyper-parameters of one training run (shared by all models trained together).
 
-    ``clip_norm=None`` and ``noise_multiplier=0`` give non-private SGD with Poisson batches.
+    ``clip_norm=None`` and ``noise_multiplier=0`` give non-private SGD. ``sampling``: ``"poisson"``
+    (default) or ``"shuffle"`` (see :class:`BatchSampler`).
     ``expected_batch_size`` is the fixed normaliser of the gradient sum (q times the nominal
     training-set size).
     """
@@ -83,8 +89,11 @@ class TrainConfig:
     clip_norm: float | None = None
     noise_multiplier: float = 0.0
     momentum: float = 0.0
+    sampling: str = "poisson"
 
     def __post_init__(self) -> None:
+        if self.sampling not in SAMPLING:
+            raise UserError(f"unknown batch sampling {self.sampling!r}; choose one of {', '.join(SAMPLING)}")
         if not 0 < self.sample_rate <= 1:
             raise UserError(f"sample rate must be in (0, 1], got {self.sample_rate}")
         if self.epochs <= 0 or self.lr <= 0 or self.expected_batch_size <= 0:
@@ -145,6 +154,10 @@ def _clipped_sum(per_example: Params, weights: torch.Tensor, clip_norm: float) -
 def _sample_batches(members: list[np.ndarray], rngs: list[np.random.Generator], q: float):
     """Poisson sampling for each model, padded to a common length: (index, weight) arrays (R, B)."""
     chosen = [idx[rng.random(idx.shape[0]) < q] for idx, rng in zip(members, rngs)]
+    return _pad(chosen)
+
+
+def _pad(chosen: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     width = max(1, max(c.shape[0] for c in chosen))
     index = np.zeros((len(chosen), width), dtype=np.int64)
     weight = np.zeros((len(chosen), width), dtype=np.float32)
@@ -154,10 +167,50 @@ def _sample_batches(members: list[np.ndarray], rngs: list[np.random.Generator], 
     return index, weight
 
 
-def _batch_width_bound(members: list[np.ndarray], q: float) -> int:
+def steps_per_epoch(sample_rate: float) -> int:
+    """Batches per epoch of shuffled sampling: ``round(1 / q)``."""
+    return max(1, int(round(1.0 / sample_rate)))
+
+
+class BatchSampler:
+    """The batches of every model, step after step: ``next() -> (index, weight)``, each (R, B).
+
+    ``"poisson"``: each member joins each step independently with probability ``q`` (what the
+    DP-SGD accountant assumes). ``"shuffle"``: at the start of every epoch of
+    :func:`steps_per_epoch` steps, each model draws a random permutation of its members and takes
+    consecutive, near-equal slices of it (``numpy.array_split``) — every member is in exactly one
+    batch per epoch. Each model draws from its own generator, so results do not depend on which
+    models are trained together.
+    """
+
+    def __init__(self, members: list[np.ndarray], rngs: list[np.random.Generator], q: float,
+                 sampling: str = "poisson") -> None:
+        if sampling not in SAMPLING:
+            raise UserError(f"unknown batch sampling {sampling!r}; choose one of {', '.join(SAMPLING)}")
+        self.members, self.rngs, self.q, self.sampling = members, rngs, q, sampling
+        self.per_epoch = steps_per_epoch(q)
+        self.step = 0
+        self._slices: list[list[np.ndarray]] = []
+
+    def next(self) -> tuple[np.ndarray, np.ndarray]:
+        if self.sampling == "poisson":
+            self.step += 1
+            return _sample_batches(self.members, self.rngs, self.q)
+        k = self.step % self.per_epoch
+        if k == 0:
+            self._slices = [np.array_split(rng.permutation(idx), self.per_epoch)
+                            for idx, rng in zip(self.members, self.rngs)]
+        self.step += 1
+        return _pad([s[k] for s in self._slices])
+
+
+def _batch_width_bound(members: list[np.ndarray], q: float, sampling: str = "poisson") -> int:
     """A high-probability bound on the padded batch width: max over models of a Binomial(n_r, q)
-    count is below ``q n + 5 sqrt(q n) + 1`` except with negligible probability (Chernoff)."""
+    count is below ``q n + 5 sqrt(q n) + 1`` except with negligible probability (Chernoff); a
+    shuffled batch has at most ``ceil(n / steps_per_epoch)`` members."""
     n = max((m.shape[0] for m in members), default=1)
+    if sampling == "shuffle":
+        return max(1, math.ceil(n / steps_per_epoch(q)))
     mean = q * n
     return max(1, min(n, int(math.ceil(mean + 5 * math.sqrt(mean) + 1))))
 
@@ -227,7 +280,7 @@ def train_models(
     arch = get_architecture(config.arch)
     members = [np.flatnonzero(m) for m in masks]
     probe = init_params(arch, data.shape, data.n_classes, torch.Generator().manual_seed(0))
-    width = _batch_width_bound(members, config.sample_rate)
+    width = _batch_width_bound(members, config.sample_rate, config.sampling)
     models, examples = memory_plan(arch, {k: v[None] for k, v in probe.items()}, tuple(data.shape), width,
                                    config.private, clipping, budget)
     X = torch.as_tensor(data.X).to(device)
@@ -259,8 +312,9 @@ def _train_chunk(arch: Architecture, X: torch.Tensor, y: torch.Tensor, data: Dat
     elif not config.private and arch.layers is None:
         batch_grads = vmap(grad(_batch_loss(arch)), in_dims=(0, 0, 0, 0))
     scale = config.lr / config.expected_batch_size
+    sampler = BatchSampler(members, batch_rngs, config.sample_rate, config.sampling)
     for _ in tqdm(range(config.steps), desc=desc, disable=not progress, unit="step", leave=False):
-        index_np, weight_np = _sample_batches(members, batch_rngs, config.sample_rate)
+        index_np, weight_np = sampler.next()
         index = _to_device(index_np, device)
         weight = _to_device(weight_np, device)
         xb, yb = X[index], y[index]

@@ -39,8 +39,10 @@ def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser)
                         help="training runs R (default: 4000 for DP-SGD updates/white-box, 1000 black-box, "
                              "2000000 noise draws for DP-ERM; --quick: 400 / 20000)")
     parser.add_argument("--canary", default="dirac", choices=CANARY_KINDS,
-                        help="canary: dirac/gradient (gradient canaries, DP-SGD), natural, mislabelled, crafted "
-                             "(input canaries; crafted = low-variance direction, or the crafted pair for DP-ERM)")
+                        help="canary: dirac/gradient (gradient canaries, DP-SGD), dirac-replace (replace-one pair "
+                             "on a crafted dataset: catches shuffled batches accounted as Poisson), natural, "
+                             "mislabelled, crafted (input canaries; crafted = low-variance direction, or the crafted "
+                             "pair for DP-ERM)")
     parser.add_argument("--threat", default="updates", choices=THREATS,
                         help="what the adversary sees: black-box (final model's loss), white-box (final "
                              "parameters), updates (every intermediate update); default updates")
