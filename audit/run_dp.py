@@ -28,6 +28,7 @@ import numpy as np
 from audit.dp_game import audit_runs, fair_coins
 from audit.errors import UserError
 from audit.io import write_json
+from audit.run_options import CommonRunOptions
 from audit.rundir import SCHEMA_VERSION, VOLATILE_KEYS, host_info, make_run_dir, package_versions, utc_now
 
 THREATS = ("black-box", "white-box", "updates")
@@ -36,18 +37,9 @@ ALPHA_GRID = np.unique(np.concatenate([np.logspace(-5, 0, 121), [1e-3, 1e-2, 0.1
 
 
 @dataclass(frozen=True)
-class DPOptions:
+class DPOptions(CommonRunOptions):
     """Everything that determines a ``run dp`` (stored in config.json)."""
 
-    target: str
-    out: str = "runs"
-    seed: int = 0
-    device: str = "auto"
-    quick: bool = False
-    epsilon: float | None = None
-    delta: float | None = None
-    data_dir: str | None = None
-    quiet: bool = False
     runs: int | None = None
     canary: str = "dirac"
     threat: str = "updates"

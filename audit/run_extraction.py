@@ -29,6 +29,7 @@ from attacks.extraction import (FeatureMap, PredictionAPI, agreement, canonical,
 from audit.cache import cached_models
 from audit.errors import UserError
 from audit.io import write_json
+from audit.run_options import CommonRunOptions
 from audit.rundir import SCHEMA_VERSION, VOLATILE_KEYS, RunPaths, host_info, make_run_dir, package_versions, utc_now
 from targets.datasets import Dataset, load_dataset
 from targets.registry import TARGETS, TrainedTarget
@@ -38,27 +39,6 @@ from targets.training import TrainConfig, resolve_device, train_models
 N_UNIFORM = 10_000
 #: Rounding used for the comparison row when --round is not given.
 COMPARISON_ROUND = 3
-
-
-@dataclass(frozen=True)
-class CommonRunOptions:
-    """The options every run kind takes (``audit.commands.run.common_options``)."""
-
-    target: str
-    out: str = "runs"
-    seed: int = 0
-    device: str = "auto"
-    quick: bool = False
-    epsilon: float | None = None
-    delta: float | None = None
-    data_dir: str | None = None
-    quiet: bool = False
-
-    @classmethod
-    def common_kwargs(cls, args) -> dict:
-        """The common options from parsed command-line ``args``."""
-        return {name: getattr(args, name) for name in ("target", "out", "seed", "device", "quick", "epsilon", "delta",
-                                                       "data_dir", "quiet")}
 
 
 def finish_run(paths: RunPaths, results: dict, config_json: dict, say) -> None:

@@ -30,7 +30,8 @@ import torch
 
 from attacks.inversion import InversionResult, MIFaceConfig, mi_face, ssim
 from audit.errors import UserError
-from audit.run_extraction import CommonRunOptions, finish_run, member_split, resolve_trained, train_cached
+from audit.run_extraction import finish_run, member_split, resolve_trained, train_cached
+from audit.run_options import CommonRunOptions
 from audit.rundir import SCHEMA_VERSION, VOLATILE_KEYS, host_info, make_run_dir, utc_now
 from targets.datasets import load_dataset
 from targets.models import get_architecture

@@ -35,6 +35,7 @@ from audit.errors import UserError
 from audit.games import CanaryGame, build_canary_game
 from audit.io import write_json
 from audit.metrics import advantage_interval, attack_metrics, dp_advantage_bound
+from audit.run_options import CommonRunOptions
 from audit.rundir import SCHEMA_VERSION, VOLATILE_KEYS, RunPaths, host_info, make_run_dir, package_versions, utc_now
 from audit.verdict import compare_with_claim, rate_point
 from targets.datasets import load_dataset
@@ -48,18 +49,9 @@ ALPHA_GRID = np.unique(np.concatenate([np.logspace(-5, 0, 181), [1e-3, 1e-2, 0.1
 
 
 @dataclass(frozen=True)
-class MembershipOptions:
+class MembershipOptions(CommonRunOptions):
     """Everything that determines a membership run (stored in config.json)."""
 
-    target: str
-    out: str = "runs"
-    seed: int = 0
-    device: str = "auto"
-    quick: bool = False
-    epsilon: float | None = None
-    delta: float | None = None
-    data_dir: str | None = None
-    quiet: bool = False
     canary: str = "mislabelled"
     canaries: int | None = None
     shadows: int | None = None

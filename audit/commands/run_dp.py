@@ -20,9 +20,7 @@ def _confidence(text: str) -> float:
 
 
 def execute(args: argparse.Namespace) -> dict:
-    opts = DPOptions(target=args.target, out=args.out, seed=args.seed, device=args.device, quick=args.quick,
-                     epsilon=args.epsilon, delta=args.delta, data_dir=args.data_dir, quiet=args.quiet,
-                     runs=args.runs, canary=args.canary, threat=args.threat, confidence=args.confidence)
+    opts = DPOptions(**DPOptions.common_kwargs(args), runs=args.runs, canary=args.canary, threat=args.threat, confidence=args.confidence)
     run_dir, results = run_dp(opts)
     print("\n".join(summary_lines(run_dir, results)))
     return results  # audit.commands.run.gated turns a violation into exit 1 under --fail-above-claim

@@ -34,9 +34,7 @@ def _memory(text: str) -> str:
 def execute(args: argparse.Namespace) -> dict:
     """Run the audit and print the summary; returns results (the run command's ``--fail-above-claim``
     gate turns a ``violation`` verdict into exit status 1)."""
-    opts = MembershipOptions(target=args.target, out=args.out, seed=args.seed, device=args.device, quick=args.quick,
-                             epsilon=args.epsilon, delta=args.delta, data_dir=args.data_dir, quiet=args.quiet,
-                             canary=args.canary, canaries=args.canaries, shadows=args.shadows, attacks=args.attack,
+    opts = MembershipOptions(**MembershipOptions.common_kwargs(args), canary=args.canary, canaries=args.canaries, shadows=args.shadows, attacks=args.attack,
                              references=args.references, lira_variance=args.lira_variance, max_memory=args.max_memory)
     run_dir, results = run_membership(opts)
     print("\n".join(summary_lines(run_dir, results)))
