@@ -356,23 +356,20 @@ def gaussian_fit_bound(scores: ArrayLike, included: ArrayLike, delta: float, con
 # the whole game
 
 
-def verdict_for(best_valid: dict | None, all_bounds: list[dict], epsilon_theory: float | None) -> dict:
-    """results["verdict"]: violation when a valid bound exceeds the claim; an assumption-based
-    figure above the claim is flagged in the text but is not by itself a violation."""
-    if epsilon_theory is None:
-        lb = float(best_valid["epsilon"]) if best_valid else 0.0
-        return {"status": "no-claim", "text": f"no privacy claim: the canary is distinguishable with epsilon >= {lb:.3f}"}
-    lb = float(best_valid["epsilon"]) if best_valid else 0.0
-    if best_valid is not None and lb > epsilon_theory + 1e-9:
-        return {"status": "violation",
-                "text": f"valid lower bound {lb:.3f} ({best_valid['method']}) exceeds the theoretical epsilon "
-                        f"{epsilon_theory:.3f}: the implementation or its accounting is broken"}
-    above = [b for b in all_bounds if not b["valid"] and _num(b["epsilon"]) > epsilon_theory + 1e-9]
-    text = (f"valid lower bound {lb:.3f} <= theoretical epsilon {epsilon_theory:.3f}: no violation found")
-    if above:
-        text += ("; but the assumption-based " + ", ".join(sorted({b["method"] for b in above}))
-                 + " estimate exceeds the claim: suspicious, check with more runs")
-    return {"status": "consistent", "text": text}
+def verdict_for(best_valid: dict | None, all_bounds: list[dict], epsilon_theory: float | None,
+                delta: float) -> dict:
+    """results["verdict"] (:func:`audit.verdict.claim_verdict`: violation when a valid bound exceeds
+    the claim); an assumption-based figure above the claim is flagged in the text of a consistent
+    verdict but is not by itself a violation."""
+    from audit.verdict import claim_verdict
+
+    verdict = claim_verdict(best_valid, epsilon_theory, delta)
+    above = ([] if epsilon_theory is None else
+             [b for b in all_bounds if not b["valid"] and _num(b["epsilon"]) > epsilon_theory + 1e-9])
+    if verdict["status"] == "consistent" and above:
+        verdict["text"] += ("; but the assumption-based " + ", ".join(sorted({b["method"] for b in above}))
+                            + " estimate exceeds the claim: suspicious, check with more runs")
+    return verdict
 
 
 def _num(x: Any) -> float:
@@ -448,6 +445,6 @@ def audit_runs(scores: ArrayLike, included: ArrayLike, claim: Any, delta: float,
     estimate = max(bounds, key=lambda b: _num(b["epsilon"])) if bounds else None
     metrics = attack_metrics(s, inc, confidence)
     return {"lower_bounds": bounds, "best_lower_bound": best, "best_estimate": estimate,
-            "epsilon_theory": epsilon_theory, "verdict": verdict_for(best, bounds, epsilon_theory),
+            "epsilon_theory": epsilon_theory, "verdict": verdict_for(best, bounds, epsilon_theory, delta),
             "attack_metrics": metrics, "runs": int(s.size), "included": int(inc.sum()),
             "gdp_assumption": GDP_ASSUMPTION}

@@ -29,6 +29,7 @@ from audit.dp_game import audit_runs, fair_coins
 from audit.errors import UserError
 from audit.io import write_json
 from audit.run_options import CommonRunOptions
+from audit.verdict import compare_with_claim
 from audit.rundir import SCHEMA_VERSION, VOLATILE_KEYS, host_info, make_run_dir, package_versions, utc_now
 
 THREATS = ("black-box", "white-box", "updates")
@@ -376,17 +377,8 @@ def play(setup: DPAuditSetup, runs: int, seed: int, confidence: float, out: str 
     stats_s = time.perf_counter() - t0
     eps_theory = game["epsilon_theory"]
     bounds = [b | {"attack": f"{setup.threat}/{setup.canary.get('kind')}"} for b in game["lower_bounds"]]
-    best = game["best_lower_bound"]
-    if best is not None:
-        best = best | {"attack": f"{setup.threat}/{setup.canary.get('kind')}"}
-    tradeoff = lb_curve = None
-    if setup.claim is not None:
-        from audit.accounting import ApproxDPClaim
-
-        tradeoff = {"alpha": ALPHA_GRID, "beta": setup.claim.tradeoff(ALPHA_GRID)}
-        if best is not None and float(best["epsilon"]) > 0:
-            lb_curve = {"epsilon": float(best["epsilon"]), "delta": setup.delta, "alpha": ALPHA_GRID,
-                        "beta": ApproxDPClaim(float(best["epsilon"]), setup.delta).tradeoff(ALPHA_GRID)}
+    comparison = compare_with_claim(bounds, setup.claim, setup.delta, ALPHA_GRID)
+    best = comparison["best_lower_bound"]
     estimate = game["best_estimate"]
     rows = [[b["method"], b["epsilon"], b["valid"], b["details"].get("mu_lb", b["details"].get("mu_step_lb")),
              b["n"]] for b in bounds]
@@ -395,8 +387,8 @@ def play(setup: DPAuditSetup, runs: int, seed: int, confidence: float, out: str 
         "target_description": setup.description, "dataset": setup.dataset, "model": setup.model,
         "neighbouring": setup.neighbouring, "seed": seed, "delta": setup.delta, "epsilon_theory": eps_theory,
         "accountant": setup.claim.description if setup.claim is not None else None,
-        "params": setup.params, "tradeoff": tradeoff, "lower_bounds": bounds, "best_lower_bound": best,
-        "best_estimate": estimate, "lower_bound_tradeoff": lb_curve,
+        "params": setup.params, "tradeoff": comparison["tradeoff"], "lower_bounds": bounds, "best_lower_bound": best,
+        "best_estimate": estimate, "lower_bound_tradeoff": comparison["lower_bound_tradeoff"],
         "attacks": {f"{setup.threat}/{setup.canary.get('kind')}": game["attack_metrics"]},
         "verdict": game["verdict"],
         "game": {"runs": runs, "included": int(included.sum()), "canary_kind": setup.canary.get("kind"),

@@ -33,6 +33,24 @@ def best_valid_bound(bounds: Sequence[dict]) -> dict | None:
     return max(valid, key=lambda b: float(b["epsilon"])) if valid else None
 
 
+def claim_verdict(best: dict | None, theory: float | None, delta: float) -> dict[str, str]:
+    """``results["verdict"]``: ``violation`` when the best valid bound ``best`` exceeds the theoretical
+    epsilon ``theory`` (up to accountant noise), ``consistent`` otherwise, ``no-claim`` without a claim."""
+    lb = float(best["epsilon"]) if best else 0.0
+    if theory is None:
+        return {"status": "no-claim",
+                "text": f"non-private target: the audit proves it leaks at least epsilon = {lb:.3f} "
+                        f"(delta = {delta:g}) about the audited records"}
+    if best and lb > theory * (1 + _TOLERANCE) + _TOLERANCE:
+        return {"status": "violation",
+                "text": f"empirical lower bound {lb:.3f} exceeds the theoretical epsilon {theory:.3f} "
+                        f"({best['method']}, {float(best['confidence']):.0%} confidence): the implementation "
+                        f"or its privacy accounting is broken"}
+    return {"status": "consistent",
+            "text": f"empirical lower bound {lb:.3f} <= theoretical epsilon {theory:.3f}: no violation "
+                    f"found (a low bound does not prove the target leaks less than claimed)"}
+
+
 def compare_with_claim(bounds: Sequence[dict], claim: PrivacyClaim | None, delta: float,
                        alpha: np.ndarray) -> dict[str, Any]:
     """The results.json blocks that compare ``bounds`` with ``claim`` at ``delta``.
@@ -41,24 +59,12 @@ def compare_with_claim(bounds: Sequence[dict], claim: PrivacyClaim | None, delta
     the verdict is ``no-claim`` and states how much leakage the audit proved.
     """
     best = best_valid_bound(bounds)
-    lb = float(best["epsilon"]) if best else 0.0
     if claim is None:
         return {"epsilon_theory": None, "tradeoff": None, "best_lower_bound": best, "lower_bound_tradeoff": None,
-                "verdict": {"status": "no-claim",
-                            "text": f"non-private target: the audit proves it leaks at least epsilon = {lb:.3f} "
-                                    f"(delta = {delta:g}) about the audited records"}}
+                "verdict": claim_verdict(best, None, delta)}
     theory = float(claim.epsilon(delta))
-    tradeoff = {"alpha": alpha, "beta": claim.tradeoff(alpha)}
+    lb = float(best["epsilon"]) if best else 0.0
     lb_curve = ({"epsilon": lb, "delta": delta, "alpha": alpha, "beta": ApproxDPClaim(lb, delta).tradeoff(alpha)}
-                if best else None)
-    if best and lb > theory * (1 + _TOLERANCE) + _TOLERANCE:
-        verdict = {"status": "violation",
-                   "text": f"empirical lower bound {lb:.3f} exceeds the theoretical epsilon {theory:.3f} "
-                           f"({best['method']}, {float(best['confidence']):.0%} confidence): the implementation "
-                           f"or its privacy accounting is broken"}
-    else:
-        verdict = {"status": "consistent",
-                   "text": f"empirical lower bound {lb:.3f} <= theoretical epsilon {theory:.3f}: no violation "
-                           f"found (a low bound does not prove the target leaks less than claimed)"}
-    return {"epsilon_theory": theory, "tradeoff": tradeoff, "best_lower_bound": best,
-            "lower_bound_tradeoff": lb_curve, "verdict": verdict}
+                if best and lb > 0 else None)
+    return {"epsilon_theory": theory, "tradeoff": {"alpha": alpha, "beta": claim.tradeoff(alpha)},
+            "best_lower_bound": best, "lower_bound_tradeoff": lb_curve, "verdict": claim_verdict(best, theory, delta)}
