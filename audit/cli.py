@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
 from typing import Sequence
@@ -63,3 +64,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("interrupted: finished models are cached; run the same command again to resume\n")
         return 130
+    except BrokenPipeError:  # output piped into a reader that stopped early (e.g. `| head`): not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes
+        return 0

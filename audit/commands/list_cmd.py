@@ -22,11 +22,12 @@ FAMILY_HEADINGS = {
 
 def list_everything(args: argparse.Namespace) -> int:
     targets = catalogue()
+    width = max(map(len, targets))
     for family, heading in FAMILY_HEADINGS.items():
         print(f"{heading}:")
         for name, (fam, description) in targets.items():
             if fam == family:
-                print(f"  {name:<26} {description}")
+                print(f"  {name:<{width}} {description}")
     print("every DP target's theoretical epsilon: python -m audit bound --target NAME")
     print("membership attacks:")
     for name, text in ATTACKS.items():
