@@ -60,3 +60,19 @@ def test_bad_privacy_parameters_rejected(tmp_path, flag):
 def test_list_shows_flagship_targets():
     proc = subprocess.run([sys.executable, "-m", "audit", "list"], capture_output=True, text=True)
     assert proc.returncode == 0 and "dpsgd_mnist" in proc.stdout and "nonprivate_mnist" in proc.stdout
+
+
+def test_output_into_a_closed_pipe_ends_quietly(monkeypatch):
+    """`python -m audit list | head`: the reader stops early; the command ends with 0, no traceback."""
+    import os
+
+    from audit.cli import main
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    stream = open(write_end, "w", buffering=1)  # line-buffered: the first line already hits the closed pipe
+    monkeypatch.setattr(sys, "stdout", stream)
+    try:
+        assert main(["list"]) == 0
+    finally:
+        stream.close()
