@@ -29,8 +29,8 @@ from audit.dp_game import audit_runs, fair_coins
 from audit.errors import UserError
 from audit.io import write_json
 from audit.run_options import CommonRunOptions
-from audit.verdict import compare_with_claim
 from audit.rundir import SCHEMA_VERSION, VOLATILE_KEYS, host_info, make_run_dir, package_versions, utc_now
+from audit.verdict import compare_with_claim
 
 THREATS = ("black-box", "white-box", "updates")
 #: alpha grid of the tradeoff curves written to results.json
@@ -217,7 +217,7 @@ def dpsgd_setup(opts: DPOptions) -> DPAuditSetup:
 
     from audit.canaries import GRADIENT_CANARIES, gradient_canary, input_canary
     from targets.datasets import load_dataset
-    from targets.dpsgd_audit import dead_coordinate, param_shapes, train_audit_runs
+    from targets.dpsgd_audit import dead_coordinate, param_shapes, train_audit_runs, unflatten
     from targets.registry import get_target
     from targets.training import log_softmax, predict_logits, resolve_device, steps_per_epoch
 
@@ -240,8 +240,9 @@ def dpsgd_setup(opts: DPOptions) -> DPAuditSetup:
     train_index, pool_index = perm[:target.n_train], perm[target.n_train:]
     sigma = _noise_multiplier(target.epsilon, target.delta, target.sample_rate, target.steps)
     config = target.train_config(sigma)
-    claim = target.claim(sigma)
+    claimed = target.claim(sigma)
     replace_pair = opts.canary == "dirac-replace"
+    claim = claimed
     if replace_pair:  # what the claimed (Poisson) DP-SGD promises a replace-one pair
         from audit.accounting import REPLACE, DPSGDClaim
 
@@ -291,31 +292,21 @@ def dpsgd_setup(opts: DPOptions) -> DPAuditSetup:
                 from targets.training import _example_loss
 
                 arch = get_architecture(target.arch)
-                init = {}
-                start = 0
-                for name, shape in shapes.items():
-                    size = int(np.prod(shape))
-                    init[name] = runs.initial[:, start:start + size].reshape(-1, *shape)
-                    start += size
+                init = unflatten(runs.initial, shapes)
                 xt = torch.as_tensor(np.asarray(icanary[0], dtype=np.float32))
                 yt = torch.tensor(int(icanary[1]))
                 g = flatten(vmap(grad(_example_loss(arch)), in_dims=(0, None, None))(init, xt, yt)).double()
                 d = g / g.norm(dim=1, keepdim=True).clamp_min(1e-12)
             score = (delta_theta * d).sum(1).numpy() * B / (lr * C)
             return Observation(score, info=info, gaussian=exact and opts.canary == "dirac")
-        stacked = {}
-        start = 0
-        for name, shape in shapes.items():
-            size = int(np.prod(shape))
-            stacked[name] = runs.final[:, start:start + size].reshape(-1, *shape)
-            start += size
-        lp = log_softmax(predict_logits(target.arch, stacked, np.asarray(icanary[0])[None], device))[:, 0, :]
+        final = unflatten(runs.final, shapes)
+        lp = log_softmax(predict_logits(target.arch, final, np.asarray(icanary[0])[None], device))[:, 0, :]
         return Observation(lp[:, int(icanary[1])], info=info)
 
     params = {"noise_multiplier": sigma, "clip_norm": target.clip_norm, "sample_rate": q, "steps": T,
               "epochs": target.epochs, "lr": lr, "expected_batch_size": B, "n_train": target.n_train,
               "full_batch": q >= 1.0, "sampling": target.sampling,
-              "claimed_epsilon_add_remove": float(target.claim(sigma).epsilon(target.delta))}
+              "claimed_epsilon_add_remove": float(claimed.epsilon(target.delta))}
     default = {"updates": 4000, "white-box": 4000, "black-box": 1000}[opts.threat]
     return DPAuditSetup(
         name=target.name, description=target.description, dataset=data.name,

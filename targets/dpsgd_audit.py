@@ -60,7 +60,7 @@ from targets.datasets import Dataset
 from targets.models import Params, get_architecture, init_params
 from targets.training import BatchSampler, TrainConfig, _clipped_sum, _example_loss
 
-__all__ = ["AuditRuns", "train_audit_runs", "flatten", "param_shapes", "dead_coordinate"]
+__all__ = ["AuditRuns", "train_audit_runs", "flatten", "unflatten", "param_shapes", "dead_coordinate"]
 
 
 def param_shapes(arch_name: str, data: Dataset) -> dict[str, tuple[int, ...]]:
@@ -73,11 +73,13 @@ def flatten(params: Params) -> torch.Tensor:
     return torch.cat([v.reshape(v.shape[0], -1) for v in params.values()], dim=1)
 
 
-def _unflatten(vec: torch.Tensor, shapes: dict[str, tuple[int, ...]]) -> Params:
+def unflatten(vec: torch.Tensor, shapes: dict[str, tuple[int, ...]]) -> Params:
+    """Inverse of :func:`flatten`: (..., P) -> parameters of ``shapes`` with the same leading axes
+    (a single vector (P,) or stacked runs (R, P))."""
     out, start = {}, 0
     for name, shape in shapes.items():
         size = int(np.prod(shape))
-        out[name] = vec[start:start + size].reshape(shape)
+        out[name] = vec[..., start:start + size].reshape(*vec.shape[:-1], *shape)
         start += size
     return out
 
@@ -214,7 +216,7 @@ def _train_chunk(data, train_index, config, seeds, included, grad_canary, input_
         if gvec.shape != (sum(int(np.prod(s)) for s in shapes.values()),):
             raise ValueError("grad_canary must be a flattened vector with one entry per model parameter")
         g_dir = gvec / gvec.norm().clamp_min(1e-12)
-        g_params = _unflatten(gvec, shapes)
+        g_params = unflatten(gvec, shapes)
         if replace_pair:  # +1 for the audited record with the canary in, -1 for every other record
             sign_of_audited = torch.as_tensor(np.where(included, 1.0, -1.0), dtype=torch.float32, device=device)
     per_example = (_logreg_per_example if config.arch == "logreg"

@@ -10,8 +10,8 @@ from audit.run_inversion import START_KINDS, InversionOptions, run_inversion, su
 
 
 def execute(args: argparse.Namespace) -> int:
-    opts = InversionOptions(**InversionOptions.common_kwargs(args), steps=args.steps, patience=args.patience, confidence=args.confidence, lr=args.lr,
-                            tv=args.tv, black_box_steps=args.black_box_steps, start=args.start)
+    opts = InversionOptions(**InversionOptions.common_kwargs(args), steps=args.steps, patience=args.patience,
+                            confidence=args.confidence, lr=args.lr, tv=args.tv, black_box_steps=args.black_box_steps, start=args.start)
     run_dir, results = run_inversion(opts)
     print("\n".join(summary_lines(run_dir, results)))
     return 0
