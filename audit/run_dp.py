@@ -414,6 +414,10 @@ def run_dp(opts: DPOptions) -> tuple[Path, dict]:
     return play(setup, runs, opts.seed, opts.confidence, opts.out, opts.quiet, {"options": asdict(opts)})
 
 
+#: What each assumption-based bound's epsilon rests on, as the summary names it.
+ASSUMED = {"gdp": "Gaussian tradeoff", "gaussian-fit": "Gaussian scores", "per-step-composed": "step model"}
+
+
 def summary_lines(run_dir: Path, results: dict) -> list[str]:
     """Lines printed after a run."""
     theory = results["epsilon_theory"]
@@ -424,7 +428,7 @@ def summary_lines(run_dir: Path, results: dict) -> list[str]:
         eps = b["epsilon"]
         eps_text = f"{eps:.3f}" if isinstance(eps, (int, float)) else str(eps)
         lines.append(f"bound:     {b['method']:<18} epsilon >= {eps_text} "
-                     f"({'valid' if b['valid'] else 'assumes ' + ('Gaussian tradeoff' if b['method'] == 'gdp' else 'step model')})")
+                     f"({'valid' if b['valid'] else 'assumes ' + ASSUMED.get(b['method'], 'a model')})")
     lines.append(f"verdict:   {results['verdict']['status']}: {results['verdict']['text']}")
     return lines
 

@@ -209,3 +209,14 @@ def test_few_runs_still_pick_a_separating_threshold():
     cp, gdp = grid_threshold_bounds(scores, inc, DELTA, 0.95, 0)
     assert cp.details["fp"] == 0 and cp.details["fn"] == 0 and cp.epsilon > 0
     assert gdp.epsilon > 0
+
+
+def test_summary_names_each_bounds_assumption(tmp_path):
+    from audit.run_dp import summary_lines
+
+    bounds = [{"method": m, "epsilon": 1.0, "valid": m == "clopper-pearson"}
+              for m in ("clopper-pearson", "gdp", "gaussian-fit", "per-step-composed")]
+    lines = summary_lines(tmp_path, {"epsilon_theory": 2.0, "delta": 1e-5, "lower_bounds": bounds,
+                                     "verdict": {"status": "consistent", "text": "ok"}})
+    assert [line.split("(")[-1] for line in lines[2:6]] == ["valid)", "assumes Gaussian tradeoff)",
+                                                            "assumes Gaussian scores)", "assumes step model)"]
