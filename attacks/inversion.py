@@ -5,7 +5,7 @@ For a target class ``l`` MI-FACE minimises the cost ``c(x) = 1 - f_l(x) + AuxTer
 gradient descent, ``x_i = PROCESS(x_{i-1} - lambda grad c(x_{i-1}))``, from a neutral start, for at
 most ``alpha`` steps, and returns the best iterate ``argmin_i c(x_i)`` (not the last one). It stops
 when the cost has not improved for ``beta`` steps, or when the class confidence reaches ``gamma``.
-Two deviations from a literal reading, both noted in REFERENCES.md: the paper's stop
+Two deviations from a literal reading, both noted in docs/references.md ("Pitfalls"): the paper's stop
 ``c(x_i) <= gamma`` with gamma = 0.99 stops at once, so we implement gamma as a confidence target
 ``f_l(x) >= gamma``; and the start is neutral but not zero (a zero image has zero gradient through
 many networks): a constant grey image at the mean intensity of the attacker's auxiliary data, or

@@ -1,8 +1,9 @@
 """privacy-audit: empirical privacy auditing of ML models and DP mechanisms.
 
-Sub-modules: :mod:`audit.accounting` (theoretical upper bounds), :mod:`audit.bounds` (empirical
-lower bounds), :mod:`audit.metrics` (ROC, AUC, TPR at FPR), :mod:`audit.games` (who trains on
-which canaries), :mod:`audit.runner` (drivers), :mod:`audit.cli` (the command line).
+Layers, bottom up: :mod:`audit.errors`; :mod:`audit.theory` (upper bounds: claims, accounting,
+tradeoff curves) and :mod:`audit.stats` (lower bounds and the verdict); then the games
+(:mod:`audit.games`, :mod:`audit.dp_game`), the runners (``audit.run_*``, sharing
+:mod:`audit.run_context`) and the command line (:mod:`audit.cli`). Sources: docs/references.md.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -24,8 +24,19 @@ from pathlib import Path
 
 import numpy as np
 
-from attacks.extraction import (FeatureMap, PredictionAPI, agreement, canonical, equation_solving, label_only_retraining,
-                                linear_features, relative_error, softmax, tv_distance, uniform_inputs)
+from attacks.extraction import (
+    FeatureMap,
+    PredictionAPI,
+    agreement,
+    canonical,
+    equation_solving,
+    label_only_retraining,
+    linear_features,
+    relative_error,
+    softmax,
+    tv_distance,
+    uniform_inputs,
+)
 from audit.cache import cached_models
 from audit.errors import UserError
 from audit.io import write_json

@@ -4,7 +4,7 @@ Steps: split the data and toss the canary coins (:mod:`audit.games`); train the 
 the shadow models and LiRA's reference models all at once (vectorised, cached); score every canary
 with each attack (:func:`attacks.membership.run_attacks`: shadow, LiRA online/offline, loss,
 confidence); report each attack's AUC, TPR at low FPR and membership advantage against the DP
-bound on it (:mod:`audit.metrics`); turn
+bound on it (:mod:`audit.stats.metrics`); turn
 each attack's guesses into a one-run epsilon lower bound [Steinke, Nasr, Jagielski 2023] and
 compare it with the target's theoretical epsilon (PLD accountant); write results.json,
 config.json and the HTML report.
@@ -27,17 +27,19 @@ from pathlib import Path
 
 import numpy as np
 
-from attacks.lira import VARIANCES, resolve_variance
+from attacks.lira import resolve_variance
 from attacks.membership import ATTACKS, LIRA_ATTACKS, AttackInputs, expand_attacks, run_attacks
-from audit.bounds import LowerBound, one_run_bound
 from audit.cache import cached_models
 from audit.errors import UserError
 from audit.games import CanaryGame, build_canary_game
 from audit.io import write_json
-from audit.metrics import advantage_interval, attack_metrics, dp_advantage_bound
 from audit.run_options import CommonRunOptions
 from audit.rundir import SCHEMA_VERSION, VOLATILE_KEYS, RunPaths, host_info, make_run_dir, package_versions, utc_now
-from audit.verdict import compare_with_claim, rate_point
+from audit.stats.lower_bound import SECONDARY, VERDICT, LowerBound
+from audit.stats.metrics import advantage_interval, attack_metrics, dp_advantage_bound
+from audit.stats.one_run import one_run_bound
+from audit.stats.rates import rate_point
+from audit.stats.verdict import Family, compare_with_claim
 from targets.datasets import load_dataset
 from targets.registry import TrainedTarget, get_target
 from targets.training import TrainConfig, log_softmax, predict_logits, resolve_device, train_models
@@ -199,20 +201,27 @@ def run_membership(opts: MembershipOptions) -> tuple[Path, dict]:
     delta = target.delta
     epsilon_claim = claim.epsilon(delta) if claim is not None else None
     adv_bound = dp_advantage_bound(epsilon_claim, delta) if claim is not None else None
+    # the guess counts of every attack, and which attack is primary, are chosen on the calibration
+    # games (never on the target's canary coins), so the primary bound alone decides the verdict
+    guesses = {name: choose_guesses(scored[name].calibration, scored[name].calibration_in, delta, opts.confidence)
+               for name in attack_names}
+    primary = max(attack_names, key=lambda name: guesses[name]["shadow_mean_epsilon"])
+    family = Family(1, opts.confidence)
     attacks_out, bounds = {}, []
     for name in attack_names:
         sc_ = scored[name]
-        guesses = choose_guesses(sc_.calibration, sc_.calibration_in, delta, opts.confidence)
-        bound: LowerBound = one_run_bound(sc_.target, game.target_in, guesses["k_pos"], guesses["k_neg"],
-                                          delta, opts.confidence)
+        chosen = guesses[name]
+        bound: LowerBound = one_run_bound(sc_.target, game.target_in, chosen["k_pos"], chosen["k_neg"], delta,
+                                          opts.confidence, role=VERDICT if name == primary else SECONDARY)
         entry = bound.to_dict() | {"attack": name}
         entry["details"] |= {"guesses_chosen_on": f"{sc_.calibrated_on} (mean bound "
-                                                  f"{guesses['shadow_mean_epsilon']:.3f})"}
+                                                  f"{chosen['shadow_mean_epsilon']:.3f})"}
         bounds.append(entry)
         metrics = attack_metrics(sc_.target, game.target_in, opts.confidence)
-        metrics["empirical_points"] = empirical_points(sc_.target, game.target_in, guesses["k_pos"], opts.confidence)
+        metrics["empirical_points"] = empirical_points(sc_.target, game.target_in, chosen["k_pos"], opts.confidence)
         metrics["description"] = ATTACKS[name]
         metrics["calibrated_on"] = sc_.calibrated_on
+        metrics["primary"] = name == primary
         metrics["advantage_ci"] = advantage_interval(sc_.target, game.target_in, opts.confidence)
         metrics["advantage_dp_bound"] = adv_bound
         metrics["advantage_within_dp_bound"] = (None if adv_bound is None
@@ -222,7 +231,7 @@ def run_membership(opts: MembershipOptions) -> tuple[Path, dict]:
             metrics["reference_models"] = references
         attacks_out[name] = metrics
 
-    comparison = compare_with_claim(bounds, claim, delta, ALPHA_GRID)
+    comparison = compare_with_claim(bounds, claim, delta, ALPHA_GRID, family)
     params = target.params(sigma) | {"expected_batch_size": config.expected_batch_size}
     timing["total_s"] = time.perf_counter() - started
     advantage_table = {
@@ -250,6 +259,8 @@ def run_membership(opts: MembershipOptions) -> tuple[Path, dict]:
         "neighbouring": "add/remove one record",
         "seed": opts.seed,
         "delta": delta,
+        "confidence": opts.confidence,
+        "primary_attack": primary,
         "epsilon_theory": comparison["epsilon_theory"],
         "accountant": claim.description if claim is not None else None,
         "params": params,

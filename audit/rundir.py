@@ -13,7 +13,7 @@ from pathlib import Path
 
 from audit.errors import UserError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 #: Top-level results.json keys that may differ between two runs of the same command and seed.
 VOLATILE_KEYS = ["created", "host", "timing"]
 

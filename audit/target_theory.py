@@ -3,7 +3,7 @@
 Three families of built-in targets exist: trained models (:mod:`targets.registry`, DP-SGD or
 non-private), textbook mechanisms (:mod:`targets.mechanisms`) and DP-ERM output perturbation
 (:mod:`targets.dperm`). :func:`theory_for` resolves a name to a :class:`TargetTheory` — its claim
-(a :class:`audit.accounting.PrivacyClaim`), the delta at which epsilon is reported, and its
+(a :class:`audit.theory.claims.PrivacyClaim`), the delta at which epsilon is reported, and its
 parameters under the names ``results.json`` uses — so ``python -m audit bound`` and every runner
 compare against the same numbers.
 """
@@ -15,16 +15,14 @@ from typing import Any
 
 import numpy as np
 
-from audit.accounting import PrivacyClaim, default_alpha_grid, implied_gdp_mu
 from audit.errors import UserError
+from audit.theory.checks import check_delta, check_epsilon
+from audit.theory.claims import PURE_DP_DELTA, PrivacyClaim
+from audit.theory.tradeoff import default_alpha_grid, implied_gdp_mu
 
 #: Families, in the order ``python -m audit list`` shows them.
 FAMILIES = ("trained", "mechanism", "dp-erm", "control", "plugin")
-#: Delta at which pure-DP mechanisms are reported and audited unless told otherwise: small enough
-#: that epsilon(delta) of the exact profile is within 1e-4 of the nominal epsilon, and positive so
-#: the Gaussian-DP estimator gives a finite epsilon.
-PURE_DP_DELTA = 1e-5
-#: FPR values every reported tradeoff curve contains exactly (issue 3: 1e-3, 1e-2 and 0.1).
+#: FPR values every reported tradeoff curve contains exactly.
 REQUIRED_ALPHAS = (1e-3, 1e-2, 0.1)
 
 
@@ -67,7 +65,7 @@ def gdp_summary(claim: PrivacyClaim) -> tuple[float, str]:
 
     DP-SGD claims use the central-limit mu of Dong, Roth, Su 2019 (Cor. 5.4) — an approximation,
     not a bound; Gaussian claims their exact mu; any other claim the tightest mu-GDP it implies
-    (:func:`audit.accounting.implied_gdp_mu`, ``IMPLIED_MU``): a rigorous upper bound on the mu
+    (:func:`audit.theory.tradeoff.implied_gdp_mu`, ``IMPLIED_MU``): a rigorous upper bound on the mu
     any test can demonstrate.
     """
     mu = claim.gdp_mu()
@@ -106,10 +104,10 @@ def catalogue() -> dict[str, tuple[str, str]]:
 
 def check_privacy_args(epsilon: float | None, delta: float | None) -> None:
     """A requested epsilon must be positive and finite, a delta in (0, 1); else a one-line error."""
-    if epsilon is not None and not (epsilon > 0 and np.isfinite(epsilon)):
-        raise UserError(f"epsilon must be a positive number, got {epsilon}; e.g. --epsilon 1")
-    if delta is not None and not 0 < delta < 1:
-        raise UserError(f"delta must be in (0, 1), got {delta}; e.g. --delta 1e-5")
+    if epsilon is not None:
+        check_epsilon(epsilon, "--epsilon", positive=True)
+    if delta is not None:
+        check_delta(delta, "--delta", positive=True)
 
 
 def theory_for(name: str, epsilon: float | None = None, delta: float | None = None) -> TargetTheory:

@@ -23,8 +23,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from audit.io import write_json  # noqa: E402
-from audit.rundir import host_info, utc_now  # noqa: E402
 from audit.run_dp import SweepOptions, sweep_rows  # noqa: E402
+from audit.rundir import host_info, utc_now  # noqa: E402
 
 #: (target, threat, canary, epsilons, runs): the full grid
 FULL_GRID = [

@@ -45,7 +45,7 @@ from targets.datasets import Dataset, load_dataset  # noqa: E402
 from targets.models import get_architecture, init_params, to_module  # noqa: E402
 from targets.training import TrainConfig, resolve_device, train_models  # noqa: E402
 
-#: Targets of issue 9 (2-core CPU): DP-SGD / non-private <= 1.3, Opacus / ours >= 1.5, R models >= 5x.
+#: Performance targets (2-core CPU): DP-SGD / non-private <= 1.3, Opacus / ours >= 1.5, R models >= 5x.
 TARGETS = {"dpsgd_over_nonprivate_max": 1.3, "opacus_over_ours_min": 1.5, "vectorised_speedup_min": 5.0,
            "flagship_peak_rss_gib_max": 4.0}
 FULL = {"n_images": 5000, "batch": 256, "models": 32, "model_epochs": 5, "repeats": 3}

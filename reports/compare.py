@@ -3,7 +3,7 @@
 Typical use: the same audit on a non-private target and on DP targets at several epsilons. For each
 run and attack the table gives AUC and TPR at 1% and 0.1% FPR with Clopper–Pearson intervals
 [Carlini et al. 2022, Sec. III], the membership advantage with the DP bound on it
-((e^eps - 1 + 2 delta)/(e^eps + 1), :func:`audit.metrics.dp_advantage_bound`) and the run's best
+((e^eps - 1 + 2 delta)/(e^eps + 1), :func:`audit.stats.metrics.dp_advantage_bound`) and the run's best
 valid epsilon lower bound. The figure overlays every run's ROC curves (one colour per run, one line
 style per attack) with each DP run's theoretical limit ``TPR = 1 - f(FPR)`` [Dong, Roth, Su 2019].
 
@@ -29,7 +29,7 @@ import numpy as np  # noqa: E402
 
 from audit.errors import UserError  # noqa: E402
 from audit.io import atomic_write_bytes, atomic_write_text, write_json  # noqa: E402
-from audit.metrics import dp_advantage_bound  # noqa: E402
+from audit.stats.metrics import dp_advantage_bound
 from reports.html import _fmt, _fmt_ci, load_run_json  # noqa: E402
 from reports.plots import _array, _num  # noqa: E402
 

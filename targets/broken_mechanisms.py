@@ -32,8 +32,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from audit.accounting import ADD_REMOVE, ApproxDPClaim, GaussianClaim, LaplaceClaim, PrivacyClaim, PureDPClaim
 from audit.errors import UserError
+from audit.theory.claims import ADD_REMOVE, ApproxDPClaim, GaussianClaim, LaplaceClaim, PrivacyClaim
 from targets.mechanisms import GaussianCount, LaplaceCount, Mechanism, ReportNoisyMax
 
 

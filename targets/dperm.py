@@ -35,8 +35,10 @@ from typing import Any
 import numpy as np
 from scipy import optimize, special
 
-from audit.accounting import REPLACE, ApproxDPClaim, GaussianClaim, PrivacyClaim, analytic_gaussian_sigma
 from audit.errors import UserError
+from audit.theory.checks import check_delta, check_epsilon
+from audit.theory.claims import REPLACE, ApproxDPClaim, GaussianClaim, PrivacyClaim
+from audit.theory.gaussian import analytic_gaussian_sigma
 from targets.mechanisms import Mechanism
 
 __all__ = ["prepare_features", "binary_labels", "fit_logreg", "predict_proba", "DPERM", "DPERMMechanism", "DPERM_TARGETS",
@@ -114,10 +116,8 @@ class DPERM:
 
     def __init__(self, epsilon: float, delta: float, l2_reg: float, n: int, grad_tol: float = 1e-10,
                  intercept: bool = True) -> None:
-        if not (epsilon > 0) or math.isinf(epsilon):
-            raise UserError(f"DP-ERM epsilon must be positive and finite (got {epsilon!r})")
-        if not (0 < delta < 1):
-            raise UserError(f"DP-ERM delta must lie in (0, 1) (got {delta!r})")
+        check_epsilon(epsilon, "DP-ERM epsilon", positive=True)
+        check_delta(delta, "DP-ERM delta", positive=True)
         if not (l2_reg > 0):
             raise UserError(f"DP-ERM l2_reg must be positive (got {l2_reg!r})")
         if int(n) != n or n < 1:
@@ -184,7 +184,7 @@ def crafted_canary(X: np.ndarray, intercept: bool = True) -> np.ndarray:
     """A raw canary feature vector along the direction the data use least: the right singular vector
     of the normalised features with the smallest singular value (for digits, a pixel that is always
     0). Its two labels make a neighbouring pair whose minimisers differ far more than for a random
-    replacement (REFERENCES.md: random replacements are far from the sensitivity bound)."""
+    replacement (docs/references.md, "Pitfalls": random replacements are far from the sensitivity bound)."""
     Xn = prepare_features(X, intercept)
     Xn = Xn[:, :-1] if intercept else Xn
     _, _, vt = np.linalg.svd(Xn, full_matrices=True)

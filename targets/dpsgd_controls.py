@@ -42,7 +42,7 @@ N_TRAIN_NOMINAL = 1000
 @functools.lru_cache(maxsize=1)
 def noise_multiplier() -> float:
     """sigma for (1, 1e-5)-DP at q = 0.1, T = 50 steps (PLD accountant)."""
-    from audit.accounting import calibrate_noise_multiplier
+    from audit.theory.dpsgd import calibrate_noise_multiplier
 
     return float(calibrate_noise_multiplier(CLAIM["epsilon"], CLAIM["delta"], SAMPLE_RATE,
                                             int(round(EPOCHS / SAMPLE_RATE))))

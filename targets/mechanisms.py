@@ -33,7 +33,9 @@ from typing import Any, Callable
 import numpy as np
 from scipy.integrate import trapezoid as _trapezoid
 
-from audit.accounting import (
+from audit.errors import UserError
+from audit.theory.checks import check_delta, check_epsilon
+from audit.theory.claims import (
     ADD_REMOVE,
     REPLACE,
     ApproxDPClaim,
@@ -43,10 +45,8 @@ from audit.accounting import (
     PrivacyClaim,
     PureDPClaim,
     RandomizedResponseClaim,
-    analytic_gaussian_sigma,
-    classic_gaussian_sigma,
 )
-from audit.errors import UserError
+from audit.theory.gaussian import analytic_gaussian_sigma, classic_gaussian_sigma
 
 __all__ = [
     "Mechanism",
@@ -59,13 +59,6 @@ __all__ = [
     "MECHANISMS",
     "make_mechanism",
 ]
-
-
-def _check_eps(epsilon: float) -> float:
-    e = float(epsilon)
-    if not (e > 0) or math.isinf(e):
-        raise UserError(f"mechanism epsilon must be a positive finite number (got {epsilon!r}); e.g. --epsilon 1")
-    return e
 
 
 def _check_n(n: int) -> int:
@@ -172,7 +165,7 @@ class LaplaceCount(_LaplaceQuery):
     neighbouring = ADD_REMOVE
 
     def __init__(self, epsilon: float = 1.0, n_records: int = 100) -> None:
-        self.epsilon = _check_eps(epsilon)
+        self.epsilon = check_epsilon(epsilon, "mechanism epsilon", positive=True)
         self.n_records = _check_n(n_records)
 
     @property
@@ -205,7 +198,7 @@ class LaplaceMean(_LaplaceQuery):
     neighbouring = REPLACE
 
     def __init__(self, epsilon: float = 1.0, n_records: int = 100, lower: float = 0.0, upper: float = 1.0) -> None:
-        self.epsilon = _check_eps(epsilon)
+        self.epsilon = check_epsilon(epsilon, "mechanism epsilon", positive=True)
         self.n_records = _check_n(n_records)
         if not (upper > lower):
             raise UserError(f"laplace_mean needs upper > lower (got [{lower}, {upper}])")
@@ -250,10 +243,8 @@ class GaussianCount(Mechanism):
 
     def __init__(self, epsilon: float = 1.0, delta: float = 1e-5, calibration: str = "analytic",
                  n_records: int = 100, sensitivity: float = 1.0) -> None:
-        self.epsilon = _check_eps(epsilon)
-        if not (0.0 < delta < 1.0):
-            raise UserError(f"the Gaussian mechanism needs 0 < delta < 1 (got {delta!r}); e.g. --delta 1e-5")
-        self.delta = float(delta)
+        self.epsilon = check_epsilon(epsilon, "mechanism epsilon", positive=True)
+        self.delta = check_delta(delta, "the Gaussian mechanism's delta", positive=True)
         if calibration not in ("analytic", "classic"):
             raise UserError(f"unknown Gaussian calibration {calibration!r}; use 'analytic' or 'classic'")
         if not sensitivity > 0:
@@ -322,7 +313,7 @@ class RandomizedResponse(Mechanism):
     output_kind = "vector"
 
     def __init__(self, epsilon: float = 1.0, k: int = 2, n_records: int = 20) -> None:
-        self.epsilon = _check_eps(epsilon)
+        self.epsilon = check_epsilon(epsilon, "mechanism epsilon", positive=True)
         if int(k) != k or k < 2:
             raise UserError(f"randomized response needs k >= 2 categories (got {k!r})")
         self.k = int(k)
@@ -386,7 +377,7 @@ class _HistogramSelection(Mechanism):
     output_kind = "categorical"
 
     def __init__(self, epsilon: float, k: int) -> None:
-        self.epsilon = _check_eps(epsilon)
+        self.epsilon = check_epsilon(epsilon, "mechanism epsilon", positive=True)
         if int(k) != k or k < 2:
             raise UserError(f"selection needs k >= 2 candidates (got {k!r})")
         self.k = int(k)

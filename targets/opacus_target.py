@@ -37,7 +37,7 @@ def _opacus():
 @functools.lru_cache(maxsize=1)
 def noise_multiplier() -> float:
     """sigma for (EPSILON, DELTA) at q = SAMPLE_RATE over STEPS steps (our PLD accountant)."""
-    from audit.accounting import calibrate_noise_multiplier
+    from audit.theory.dpsgd import calibrate_noise_multiplier
 
     return float(calibrate_noise_multiplier(EPSILON, DELTA, SAMPLE_RATE, STEPS))
 

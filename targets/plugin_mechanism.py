@@ -2,7 +2,7 @@
 
 The plugin releases one output per call, ``f(data, rng)``; drawing many outputs calls it many
 times with one seeded numpy Generator. Its likelihood ratio is unknown, so the test statistic is
-learned on separate draws (``fit_score``, :mod:`audit.score_fit`) before the audit draws are made.
+learned on separate draws (``fit_score``, :mod:`audit.stats.score_fit`) before the audit draws are made.
 Its sensitivity and the exact privacy of its pair are unknown (``nan`` and ``None``).
 """
 
@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from audit.accounting import PrivacyClaim
 from audit.errors import UserError
-from audit.score_fit import as_matrix, fit_log_ratio_score
+from audit.stats.score_fit import as_matrix, fit_log_ratio_score
+from audit.theory.claims import PrivacyClaim
 from targets.mechanisms import Mechanism
 from targets.plugins import MechanismPlugin
 
@@ -38,7 +38,7 @@ class PluginMechanism(Mechanism):
     @property
     def delta(self) -> float:
         """The delta the audit uses: the claim's, or ``PURE_DP_DELTA`` for a pure-DP claim."""
-        from audit.target_theory import PURE_DP_DELTA
+        from audit.theory.claims import PURE_DP_DELTA
 
         return self.plugin.delta if self.plugin.delta > 0 else PURE_DP_DELTA
 

@@ -25,15 +25,15 @@ DP-SGD controls of :mod:`targets.dpsgd_controls`.
 from __future__ import annotations
 
 import importlib
-import math
 import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
 
-from audit.accounting import ApproxDPClaim, PrivacyClaim, PureDPClaim
 from audit.errors import UserError
+from audit.theory.checks import check_delta, check_epsilon
+from audit.theory.claims import ApproxDPClaim, PrivacyClaim, PureDPClaim
 
 #: ``package.module:callable``.
 _SPEC = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
@@ -105,10 +105,8 @@ def claim_from_plugin(spec: str, claim: Any) -> tuple[PrivacyClaim, float]:
         raise UserError(f"plugin {spec}: field 'claim' needs an 'epsilon'") from None
     except (TypeError, ValueError):
         raise UserError(f"plugin {spec}: 'claim' epsilon and delta must be numbers") from None
-    if not (epsilon > 0 and math.isfinite(epsilon)):
-        raise UserError(f"plugin {spec}: claim epsilon must be a positive number, got {claim['epsilon']!r}")
-    if not 0 <= delta < 1:
-        raise UserError(f"plugin {spec}: claim delta must be in [0, 1), got {claim.get('delta')!r}")
+    check_epsilon(epsilon, f"plugin {spec}: claim epsilon", positive=True)
+    check_delta(delta, f"plugin {spec}: claim delta")
     if "dpsgd" in claim:
         return _dpsgd_claim(spec, claim["dpsgd"], epsilon, delta), delta
     if delta == 0:
@@ -118,7 +116,7 @@ def claim_from_plugin(spec: str, claim: Any) -> tuple[PrivacyClaim, float]:
 
 def _dpsgd_claim(spec: str, accounting: Any, epsilon: float, delta: float) -> PrivacyClaim:
     """The DP-SGD claim of ``"dpsgd": {...}``, checked against the stated (epsilon, delta)."""
-    from audit.accounting import DPSGDClaim
+    from audit.theory.dpsgd import DPSGDClaim
 
     if delta == 0:
         raise UserError(f"plugin {spec}: a 'dpsgd' claim needs delta > 0")

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from audit.errors import UserError
+from audit.theory.checks import check_delta, check_epsilon
 from targets.training import TrainConfig, steps_for
 
 
@@ -53,11 +54,10 @@ class TrainedTarget:
 
     def with_privacy(self, epsilon: float | None, delta: float | None) -> "TrainedTarget":
         """The same target with a different claimed (epsilon, delta); checks their ranges."""
-        if delta is not None and not 0 < delta < 1:
-            raise UserError(f"delta must be in (0, 1), got {delta}")
+        if delta is not None:
+            check_delta(delta, "--delta", positive=True)
         if epsilon is not None:
-            if not epsilon > 0:
-                raise UserError(f"epsilon must be > 0, got {epsilon}")
+            check_epsilon(epsilon, "--epsilon", positive=True)
             if not self.private:
                 raise UserError(f"target {self.name} is not private; --epsilon applies to DP targets only")
         return replace(self, epsilon=self.epsilon if epsilon is None else float(epsilon),
@@ -67,7 +67,7 @@ class TrainedTarget:
         """sigma for the claimed epsilon at delta (PLD accountant); 0 for non-private targets."""
         if not self.private:
             return 0.0
-        from audit.accounting import calibrate_noise_multiplier
+        from audit.theory.dpsgd import calibrate_noise_multiplier
 
         return float(calibrate_noise_multiplier(self.epsilon, self.delta, self.sample_rate, self.steps))
 
@@ -88,7 +88,7 @@ class TrainedTarget:
         """The DP-SGD privacy claim (PLD accountant) or None for a non-private target."""
         if not self.private:
             return None
-        from audit.accounting import DPSGDClaim
+        from audit.theory.dpsgd import DPSGDClaim
 
         return DPSGDClaim(noise_multiplier=noise_multiplier, sample_rate=self.sample_rate, steps=self.steps)
 

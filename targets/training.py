@@ -6,10 +6,10 @@ or, with ``TrainConfig.sampling = "shuffle"``, fixed-size batches cut from a fre
 permutation every epoch (what most implementations do; its privacy is *not* the Poisson figure,
 Chua et al. 2024), and normalise the gradient sum by a fixed, data-independent
 expected batch size — dividing by the realised batch size leaks membership under add/remove
-neighbouring (REFERENCES.md, pitfalls). DP-SGD [Abadi et al. 2016, Algorithm 1]: per-example
+neighbouring (docs/references.md, "Pitfalls"). DP-SGD [Abadi et al. 2016, Algorithm 1]: per-example
 gradients (``torch.func.vmap(grad)``) clipped to L2 norm ``C``, summed, plus ``N(0, sigma^2 C^2 I)``,
 divided by the expected batch size. Its privacy is that of the Poisson-subsampled Gaussian
-mechanism composed over ``steps`` (audit.accounting.DPSGDClaim).
+mechanism composed over ``steps`` (audit.theory.dpsgd.DPSGDClaim).
 
 Per-example clipping: for architectures described as a sequence of layers (all of
 :mod:`targets.models`) the per-example gradient norms and the clipped sum come from one forward
@@ -42,8 +42,7 @@ from tqdm.auto import tqdm
 
 from audit.errors import UserError
 from targets.datasets import Dataset
-from targets.ghost_clipping import (MODES, activation_bytes_per_example, per_example_clipped_sum,
-                                    weighted_gradient)
+from targets.ghost_clipping import MODES, activation_bytes_per_example, per_example_clipped_sum, weighted_gradient
 from targets.models import Architecture, Params, get_architecture, init_params
 
 #: Default memory budget of one ``train_models`` call (bytes): sets how many models train at once.

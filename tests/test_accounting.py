@@ -1,4 +1,4 @@
-"""Checks of the accounting layer against independent computations (issue 3)."""
+"""Checks of the accounting layer against independent computations."""
 
 from __future__ import annotations
 
@@ -14,34 +14,29 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from audit.accounting import (
+from audit.errors import UserError
+from audit.theory.claim_json import claim_from_dict
+from audit.theory.claims import (
     ApproxDPClaim,
     DiscretePairClaim,
-    DPSGDClaim,
     GaussianClaim,
     LaplaceClaim,
-    PLDClaim,
     PureDPClaim,
     RandomizedResponseClaim,
-    RDPClaim,
-    ZCDPClaim,
+)
+from audit.theory.composition import (
     advanced_composition,
     amplify_by_subsampling,
-    analytic_gaussian_sigma,
     basic_composition,
-    calibrate_noise_multiplier,
-    claim_from_dict,
-    classic_gaussian_sigma,
     compose_gaussian,
     compose_pld,
     compose_rdp,
-    default_alpha_grid,
-    dpsgd_gdp_mu,
-    gaussian_delta,
-    tradeoff_from_profile,
-    zcdp_to_dp_epsilon,
 )
-from audit.errors import UserError
+from audit.theory.dpsgd import DPSGDClaim, calibrate_noise_multiplier, dpsgd_gdp_mu
+from audit.theory.gaussian import analytic_gaussian_sigma, classic_gaussian_sigma, gaussian_delta
+from audit.theory.pld import PLDClaim
+from audit.theory.rdp import RDPClaim, ZCDPClaim, zcdp_to_dp_epsilon
+from audit.theory.tradeoff import default_alpha_grid, tradeoff_from_profile
 
 MNIST_Q = 256 / 60000
 MNIST_STEPS = math.ceil(60 * 60000 / 256)  # 14063, as TF-Privacy's compute_dp_sgd_privacy rounds

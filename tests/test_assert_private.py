@@ -1,5 +1,5 @@
 """`audit.testing.assert_private`: privacy regression tests for anyone's code, and the broken-DP
-controls it must catch (issue 5). Each bound holds at 95% confidence; seeds are fixed."""
+controls it must catch. Each bound holds at 95% confidence; seeds are fixed."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def test_builtin_mechanism_and_control(tmp_path):
 
 
 def test_controls_claim_what_the_accountant_gives():
-    from audit.accounting import DPSGDClaim
+    from audit.theory.dpsgd import DPSGDClaim
 
     sigma = dpsgd_controls.noise_multiplier()
     steps = int(round(dpsgd_controls.EPOCHS / dpsgd_controls.SAMPLE_RATE))

@@ -1,4 +1,4 @@
-"""`python -m audit bound`: the theoretical privacy of every DP target (issue 3)."""
+"""`python -m audit bound`: the theoretical privacy of every DP target."""
 
 from __future__ import annotations
 
@@ -8,9 +8,11 @@ import matplotlib.image as mpimg
 import numpy as np
 import pytest
 
-from audit.accounting import LaplaceClaim, PureDPClaim, gaussian_tradeoff, implied_gdp_mu
 from audit.cli import main
 from audit.target_theory import REQUIRED_ALPHAS, catalogue, theory_for
+from audit.theory.claims import LaplaceClaim, PureDPClaim
+from audit.theory.gaussian import gaussian_tradeoff
+from audit.theory.tradeoff import implied_gdp_mu
 
 DP_TARGETS = [name for name in catalogue() if theory_for(name).claim is not None]
 
@@ -34,7 +36,7 @@ def test_bound_json_for_every_dp_target(name, capsys):
     a, b = pairs[:, 0], pairs[:, 1]
     assert np.all(np.diff(a) > 0) and np.all(np.diff(b) <= 1e-9)
     assert np.all(b <= 1 - a + 1e-9) and np.all(b >= -1e-12)
-    # The nominal epsilon of the registered target (the issue's claims) is what bound reports.
+    # The nominal epsilon of the registered target (as registered) is what bound reports.
     family = catalogue()[name][0]
     if family == "trained":
         assert set(out["params"]) >= {"noise_multiplier", "clip_norm", "sample_rate", "steps"}
@@ -60,7 +62,7 @@ def test_bound_epsilon_and_delta_overrides(capsys):
 @pytest.mark.parametrize("argv, message", [
     (["--target", "nonprivate_mnist"], "non-private"),
     (["--target", "nope"], "unknown target"),
-    (["--target", "laplace_count", "--delta", "1.5"], "delta must be in (0, 1)"),
+    (["--target", "laplace_count", "--delta", "1.5"], "delta must lie in (0, 1)"),
     (["--target", "laplace_count", "--epsilon", "-1"], "epsilon must be a positive"),
 ])
 def test_bound_bad_input_is_one_line_exit_2(argv, message, capsys):

@@ -1,4 +1,4 @@
-"""Tests for audit.bounds: every expected value is derived independently from the maths."""
+"""Tests for the lower bounds of audit.stats: every expected value is derived independently from the maths."""
 
 from __future__ import annotations
 
@@ -9,21 +9,13 @@ import numpy as np
 import pytest
 from scipy import optimize, stats
 
-from audit.bounds import (
-    LowerBound,
-    clopper_pearson_bound,
-    cp_lower,
-    cp_upper,
-    epsilon_from_rates,
-    gdp_bound,
-    gdp_delta,
-    gdp_epsilon,
-    one_run_bound,
-    one_run_epsilon_lb,
-    one_run_p_value,
-    threshold_bounds,
-)
 from audit.errors import UserError
+from audit.stats.clopper_pearson import clopper_pearson_bound
+from audit.stats.gdp import gdp_bound
+from audit.stats.lower_bound import LowerBound
+from audit.stats.one_run import one_run_bound, one_run_epsilon_lb, one_run_p_value
+from audit.stats.rates import cp_lower, cp_upper, epsilon_from_rates
+from audit.theory.gaussian import gaussian_delta, gaussian_epsilon
 
 
 def _max_exceedances(reps: int, p: float, tail: float = 1e-3) -> int:
@@ -114,7 +106,8 @@ def test_clopper_pearson_bound_matches_formula() -> None:
     for key in ("fp", "fn", "n_neg", "n_pos", "fpr_ub", "fnr_ub"):
         assert key in b.details
     d = b.to_dict()
-    assert set(d) == {"method", "epsilon", "confidence", "n", "valid", "details"}
+    assert set(d) == {"method", "epsilon", "confidence", "n", "valid", "role", "details"}
+    assert d["role"] == "verdict"
     json.dumps(d, allow_nan=False)
 
 
@@ -150,39 +143,39 @@ def _direct_gdp_delta(eps: float, mu: float) -> float:
 
 @pytest.mark.parametrize("mu", [0.3, 1.0, 2.0, 5.0])
 def test_gdp_delta_matches_direct_formula(mu: float) -> None:
-    assert gdp_delta(0.0, mu) == pytest.approx(2 * stats.norm.cdf(mu / 2) - 1, rel=1e-12)
+    assert gaussian_delta(0.0, mu) == pytest.approx(2 * stats.norm.cdf(mu / 2) - 1, rel=1e-12)
     for eps in [0.1, 1.0, 3.0]:
-        assert gdp_delta(eps, mu) == pytest.approx(_direct_gdp_delta(eps, mu), rel=1e-8, abs=1e-300)
+        assert gaussian_delta(eps, mu) == pytest.approx(_direct_gdp_delta(eps, mu), rel=1e-8, abs=1e-300)
 
 
 def test_gdp_delta_stable_for_large_eps() -> None:
-    vals = [gdp_delta(e, 1.0) for e in (20.0, 50.0, 200.0, 1000.0)]
+    vals = [gaussian_delta(e, 1.0) for e in (20.0, 50.0, 200.0, 1000.0)]
     assert all(0.0 <= v < 1e-30 for v in vals)
     assert all(a >= b for a, b in zip(vals, vals[1:]))
-    assert gdp_delta(30.0, 1.0) > 0.0  # direct formula underflows to 0 - 0 here; log space does not
-    assert gdp_delta(1.0, 0.0) == 0.0 and gdp_delta(1.0, math.inf) == 1.0
+    assert gaussian_delta(30.0, 1.0) > 0.0  # direct formula underflows to 0 - 0 here; log space does not
+    assert gaussian_delta(1.0, 0.0) == 0.0 and gaussian_delta(1.0, math.inf) == 1.0
 
 
 def test_gdp_epsilon_known_values() -> None:
     indep = optimize.brentq(lambda e: _direct_gdp_delta(e, 1.0) - 1e-5, 0.0, 50.0, xtol=1e-12)
-    assert gdp_epsilon(1.0, 1e-5) == pytest.approx(indep, abs=1e-8)
+    assert gaussian_epsilon(1.0, 1e-5) == pytest.approx(indep, abs=1e-8)
     # analytic Gaussian mechanism (Balle & Wang 2018): eps=1, delta=1e-5, Delta=1 -> sigma ~ 3.7306
-    assert gdp_epsilon(1 / 3.7306, 1e-5) == pytest.approx(1.0, abs=1e-3)
+    assert gaussian_epsilon(1 / 3.7306, 1e-5) == pytest.approx(1.0, abs=1e-3)
 
 
 @pytest.mark.parametrize("mu", [0.5, 1.0, 3.0, 8.0])
 @pytest.mark.parametrize("delta", [1e-3, 1e-5, 1e-10])
 def test_gdp_epsilon_inverts_gdp_delta(mu: float, delta: float) -> None:
-    e = gdp_epsilon(mu, delta)
+    e = gaussian_epsilon(mu, delta)
     assert e > 0
-    assert gdp_delta(e, mu) == pytest.approx(delta, rel=1e-6)
+    assert gaussian_delta(e, mu) == pytest.approx(delta, rel=1e-6)
 
 
 def test_gdp_epsilon_edges() -> None:
-    assert gdp_epsilon(1.0, gdp_delta(0.0, 1.0)) == 0.0
-    assert gdp_epsilon(1.0, 0.9) == 0.0
-    assert gdp_epsilon(0.0, 1e-5) == 0.0
-    assert gdp_epsilon(1.0, 0.0) == math.inf
+    assert gaussian_epsilon(1.0, gaussian_delta(0.0, 1.0)) == 0.0
+    assert gaussian_epsilon(1.0, 0.9) == 0.0
+    assert gaussian_epsilon(0.0, 1e-5) == 0.0
+    assert gaussian_epsilon(1.0, 0.0) == math.inf
 
 
 def test_gdp_bound_on_gaussian_scores_recovers_mu() -> None:
@@ -197,8 +190,8 @@ def test_gdp_bound_on_gaussian_scores_recovers_mu() -> None:
     assert b.details["assumption"] == "epsilon assumes a Gaussian tradeoff; mu_lb is rigorous"
     # CP widens each rate by ~2.2 sd = 0.0036 -> Phi^-1 shifts by ~0.015 each side
     assert 1.9 < b.details["mu_lb"] < mu
-    assert b.epsilon == pytest.approx(gdp_epsilon(b.details["mu_lb"], 1e-5))
-    assert b.epsilon < gdp_epsilon(mu, 1e-5)
+    assert b.epsilon == pytest.approx(gaussian_epsilon(b.details["mu_lb"], 1e-5))
+    assert b.epsilon < gaussian_epsilon(mu, 1e-5)
     # a useless test gives mu_lb = 0
     assert gdp_bound(50, 100, 50, 100, 1e-5, 0.95).details["mu_lb"] == 0.0
 
@@ -298,56 +291,3 @@ def test_one_run_bound_on_strong_attack() -> None:
     assert b.details["v"] >= 398
     assert b.epsilon > 2.0
     json.dumps(b.to_dict(), allow_nan=False)
-
-
-# --------------------------------------------------------------------------- threshold game
-
-
-def test_threshold_bounds_perfectly_separable() -> None:
-    n_per = 1000
-    rng = np.random.default_rng(6)
-    scores = np.r_[1.0 + rng.random(n_per), rng.random(n_per)]
-    members = np.r_[np.ones(n_per), np.zeros(n_per)]
-    cp, gdp = threshold_bounds(scores, members, 1e-5, 0.95, rng=0)
-    # bound half has 500 per world and a perfect test: fpr_ub = fnr_ub = 1 - 0.025^(1/500)
-    u = 1 - 0.025 ** (1 / 500)
-    assert cp.method == "clopper-pearson" and cp.valid
-    assert cp.epsilon == pytest.approx(math.log((1 - 1e-5 - u) / u), rel=1e-9)
-    assert math.log(500) - 1.5 < cp.epsilon < math.log(500)
-    assert cp.details["fp"] == 0 and cp.details["fn"] == 0
-    assert cp.details["n_select"] == 1000 and cp.details["n_bound"] == 1000
-    assert cp.details["direction"] == ">=" and 0.9 < cp.details["threshold"] <= 2.0
-    assert gdp.method == "gdp" and not gdp.valid
-    assert gdp.details["mu_lb"] == pytest.approx(2 * stats.norm.isf(u))
-    # reversed scores: the "<=" direction is found on the selection half
-    cp_rev, _ = threshold_bounds(-scores, members, 1e-5, 0.95, rng=0)
-    assert cp_rev.details["direction"] == "<="
-    assert cp_rev.epsilon == pytest.approx(cp.epsilon)
-
-
-def test_threshold_bounds_identical_distributions_give_about_zero() -> None:
-    positives = 0
-    for seed in range(20):
-        rng = np.random.default_rng(100 + seed)
-        scores = rng.normal(size=400)
-        members = np.r_[np.ones(200), np.zeros(200)]
-        cp, gdp = threshold_bounds(scores, members, 1e-5, 0.95, rng=rng)
-        assert cp.epsilon < 1.0 and gdp.details["mu_lb"] < 1.0
-        positives += cp.epsilon > 0
-    # each bound is positive with probability <= 5 %: allow the binomial tail at 1e-3
-    assert positives <= _max_exceedances(20, 0.05)
-
-
-def test_threshold_bounds_reproducible_and_checked() -> None:
-    rng = np.random.default_rng(7)
-    scores = rng.normal(size=300) + np.r_[np.ones(150), np.zeros(150)]
-    members = np.r_[np.ones(150), np.zeros(150)]
-    a = [b.to_dict() for b in threshold_bounds(scores, members, 1e-5, 0.95, rng=42)]
-    b = [b.to_dict() for b in threshold_bounds(scores, members, 1e-5, 0.95, rng=np.random.default_rng(42))]
-    assert a == b
-    with pytest.raises(UserError):
-        threshold_bounds(scores[:151], members[:151], 1e-5, 0.95, rng=0)
-    with pytest.raises(UserError):
-        threshold_bounds(scores, members[:-1], 1e-5, 0.95, rng=0)
-    with pytest.raises(UserError):
-        threshold_bounds(np.r_[np.nan, scores[1:]], members, 1e-5, 0.95, rng=0)

@@ -14,7 +14,7 @@ import pytest
 
 from audit.errors import UserError
 from audit.io import read_json, write_json
-from audit.metrics import dp_advantage_bound
+from audit.stats.metrics import dp_advantage_bound
 from reports.compare import COMPARE_HTML, COMPARE_JSON, COMPARE_PNG, compare_runs
 
 FIXTURE = Path(__file__).parent / "fixtures" / "run_membership"

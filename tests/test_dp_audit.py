@@ -11,11 +11,13 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from audit.accounting import GaussianClaim, gaussian_mu_for
 from audit.cli import main
-from audit.dp_game import audit_runs, fair_coins, per_step_bound, subsampled_mu_from_rates
+from audit.dp_game import audit_runs, fair_coins
 from audit.errors import UserError
 from audit.run_dp import DPOptions, run_dp
+from audit.stats.per_step import per_step_bound, subsampled_mu_from_rates
+from audit.theory.claims import GaussianClaim
+from audit.theory.gaussian import gaussian_mu_for
 from targets.datasets import load_dataset
 from targets.dpsgd_audit import dead_coordinate, param_shapes, train_audit_runs
 from targets.training import TrainConfig
@@ -45,7 +47,7 @@ def test_fair_coins_are_seeded_and_need_runs():
 def test_no_bound_exceeds_theory_for_exact_mechanisms():
     """Simulated correct mechanisms (exact Gaussian / subsampled Gaussian steps) at their claims:
     5 seeds x 3 bounds (CP, GDP, per-step) at confidence 0.999 -> false alarm <= 1.5%."""
-    from audit.accounting import DPSGDClaim
+    from audit.theory.dpsgd import DPSGDClaim
 
     checked = 0
     for seed in range(5):
@@ -75,7 +77,7 @@ def test_no_bound_exceeds_theory_for_exact_mechanisms():
 
 
 def test_designed_threshold_depends_only_on_the_claim():
-    from audit.dp_game import designed_threshold
+    from audit.stats.per_step import designed_threshold
 
     t1, m1 = designed_threshold(1.0, 0.05, 80000, 80000, 0.95)
     t2, m2 = designed_threshold(1.0, 0.05, 80000, 80000, 0.95)
@@ -86,7 +88,7 @@ def test_designed_threshold_depends_only_on_the_claim():
 
 def test_per_step_bound_detects_a_broken_noise_scale():
     """A mechanism adding half the claimed noise is caught by the per-step bound."""
-    from audit.accounting import DPSGDClaim
+    from audit.theory.dpsgd import DPSGDClaim
 
     rng = np.random.default_rng(0)
     R, T, q, sigma = 2000, 20, 0.05, 1.0
@@ -200,15 +202,17 @@ def test_run_dp_dperm_white_box(tmp_path):
     assert abs(fit["mu_hat"] - mu_pair) < 5 * fit["mu_se"]
 
 
-def test_few_runs_still_pick_a_separating_threshold():
-    """With few runs every pessimistic selection value is 0; the tie-break must still separate."""
-    from audit.dp_game import grid_threshold_bounds
+def test_few_runs_still_give_a_separating_test():
+    """With few runs the held-out split's pessimistic selection values are all 0; its tie-break must
+    still pick a separating threshold, and the grid always contains the zero-error test."""
+    from audit.stats.thresholds import BonferroniGrid, HeldOutSplit, threshold_bounds
 
     inc = fair_coins(48, 0)
     scores = np.where(inc, 1.0, 0.0) + np.linspace(0, 0.1, 48)
-    cp, gdp = grid_threshold_bounds(scores, inc, DELTA, 0.95, 0)
-    assert cp.details["fp"] == 0 and cp.details["fn"] == 0 and cp.epsilon > 0
-    assert gdp.epsilon > 0
+    for strategy in (HeldOutSplit(), BonferroniGrid()):
+        cp, gdp = threshold_bounds(scores, inc, DELTA, 0.95, strategy, 0)
+        assert cp.details["fp"] == 0 and cp.details["fn"] == 0 and cp.epsilon > 0
+        assert gdp.epsilon > 0
 
 
 def test_summary_names_each_bounds_assumption(tmp_path):

@@ -1,4 +1,4 @@
-"""DP-ERM output perturbation: exact minimiser, sensitivity, calibration, audit (issue 3)."""
+"""DP-ERM output perturbation: exact minimiser, sensitivity, calibration, audit."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 from sklearn.linear_model import LogisticRegression
 
-from audit.accounting import GaussianClaim, analytic_gaussian_sigma
-from audit.bounds import threshold_bounds
 from audit.errors import UserError
+from audit.run_mechanism import mechanism_bounds
+from audit.theory.claims import GaussianClaim
+from audit.theory.gaussian import analytic_gaussian_sigma
 from targets.datasets import load_dataset
 from targets.dperm import (
     DPERM,
@@ -79,7 +80,7 @@ def test_replacement_moves_minimiser_at_most_the_sensitivity(cancer):
     mech = make_dperm("dperm_breast_cancer")
     crafted = mech.minimiser_shift()
     assert crafted <= mech.sensitivity
-    assert crafted > np.median(shifts)  # crafted canaries beat random replacements (REFERENCES.md)
+    assert crafted > np.median(shifts)  # crafted canaries beat random replacements (docs/references.md, "Pitfalls")
 
 
 def test_calibration_and_claim():
@@ -116,7 +117,7 @@ def test_dperm_audit_below_claim_and_near_pair():
     n = 50_000
     s0 = mech.score(mech.sample(d0, n, 11))
     s1 = mech.score(mech.sample(d1, n, 12))
-    cp, _ = threshold_bounds(np.concatenate([s0, s1]), np.r_[np.zeros(n, bool), np.ones(n, bool)], 1e-5, 0.95, 0)
+    (cp, _), _, _ = mechanism_bounds(mech, s0, s1, 1e-5, 0.95, seed=0)
     pair_eps = mech.pair_claim().epsilon(1e-5)
     assert cp.valid and cp.epsilon < pair_eps < mech.claim.epsilon(1e-5)
     assert cp.epsilon > 0.3 * pair_eps

@@ -8,8 +8,18 @@ import sys
 import numpy as np
 import pytest
 
-from attacks.extraction import (PredictionAPI, agreement, canonical, equation_solving, label_only_retraining,
-                                linear_features, relative_error, softmax, tv_distance, uniform_inputs)
+from attacks.extraction import (
+    PredictionAPI,
+    agreement,
+    canonical,
+    equation_solving,
+    label_only_retraining,
+    linear_features,
+    relative_error,
+    softmax,
+    tv_distance,
+    uniform_inputs,
+)
 from audit.errors import UserError
 
 #: Single-threaded BLAS: these problems are small, and on a loaded 2-core machine extra BLAS threads

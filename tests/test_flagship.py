@@ -29,7 +29,7 @@ def test_flagship_quick_writes_report_and_bound_below_theory(tmp_path, target):
         if bound["valid"]:
             assert float(bound["epsilon"]) <= results["epsilon_theory"]
     from attacks.membership import ATTACKS
-    from audit.metrics import dp_advantage_bound
+    from audit.stats.metrics import dp_advantage_bound
 
     # the default --attack is all: every attack in one report, LiRA online and offline included
     assert set(results["attacks"]) == set(ATTACKS)

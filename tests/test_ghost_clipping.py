@@ -8,11 +8,24 @@ from torch.func import grad, vmap
 
 from audit.errors import UserError
 from targets.datasets import Dataset
-from targets.ghost_clipping import (Tap, _unfold, per_example_clipped_sum, stacked_forward, use_ghost_norm,
-                                    weighted_gradient)
+from targets.ghost_clipping import (
+    Tap,
+    _unfold,
+    per_example_clipped_sum,
+    stacked_forward,
+    use_ghost_norm,
+    weighted_gradient,
+)
 from targets.models import Conv2d, get_architecture, init_params
-from targets.training import (TrainConfig, _batch_loss, _clipped_sum, _example_loss, memory_plan, parse_memory,
-                              train_models)
+from targets.training import (
+    TrainConfig,
+    _batch_loss,
+    _clipped_sum,
+    _example_loss,
+    memory_plan,
+    parse_memory,
+    train_models,
+)
 
 SHAPES = {"logreg": (6,), "mlp": (6,), "cnn": (1, 28, 28)}
 

@@ -18,9 +18,9 @@ from scipy.special import log_softmax
 
 from attacks.lira import lira_scores, logit_confidence
 from attacks.membership import ATTACKS, AttackInputs, expand_attacks, run_attacks
-from audit.accounting import ApproxDPClaim
 from audit.errors import UserError
-from audit.metrics import advantage_interval, attack_metrics, dp_advantage_bound
+from audit.stats.metrics import advantage_interval, attack_metrics, dp_advantage_bound
+from audit.theory.claims import ApproxDPClaim
 
 C = 10
 
@@ -146,7 +146,7 @@ def test_cli_rejects_unknown_attack(tmp_path):
 def test_quick_dp_target_every_attack_within_advantage_bound(tmp_path):
     """DP-SGD MLP on digits at epsilon 1 (bound 0.462): every attack's advantage interval starts
     below the bound. The best-threshold point estimate is biased upwards, so the valid check is the
-    interval's lower end (audit.metrics.advantage_interval)."""
+    interval's lower end (audit.stats.metrics.advantage_interval)."""
     from audit.run_membership import MembershipOptions, run_membership
 
     run_dir, results = run_membership(MembershipOptions(target="dpsgd_digits", out=str(tmp_path), quick=True,

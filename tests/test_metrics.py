@@ -1,4 +1,4 @@
-"""Tests for audit.metrics on curves whose values are known by construction."""
+"""Tests for audit.stats.metrics on curves whose values are known by construction."""
 
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from audit.bounds import cp_lower, cp_upper
 from audit.errors import UserError
-from audit.metrics import (
+from audit.stats.metrics import (
     attack_metrics,
     auc,
     balanced_accuracy,
@@ -20,6 +19,7 @@ from audit.metrics import (
     roc,
     tpr_at_fpr,
 )
+from audit.stats.rates import cp_lower, cp_upper
 
 
 def test_auc_extremes_and_random() -> None:

@@ -1,4 +1,4 @@
-"""`opacus_mnist`: Opacus-trained DP-SGD audited black-box like a user's plugin (issue 5)."""
+"""`opacus_mnist`: Opacus-trained DP-SGD audited black-box like a user's plugin."""
 
 from __future__ import annotations
 

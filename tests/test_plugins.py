@@ -1,17 +1,16 @@
-"""Plugin targets (`--target module:factory`): loading, validation, mechanism audits (issue 5)."""
+"""Plugin targets (`--target module:factory`): loading, validation, mechanism audits."""
 
 from __future__ import annotations
 
 import json
 import textwrap
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from audit.cli import main
 from audit.errors import UserError
-from audit.score_fit import fit_log_ratio_score
+from audit.stats.score_fit import fit_log_ratio_score
 from targets.plugins import MechanismPlugin, TrainerPlugin, load_plugin
 
 PLUGIN_SOURCE = textwrap.dedent('''

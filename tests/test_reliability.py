@@ -1,4 +1,4 @@
-"""Reliability (issue 6): kill-and-resume, reproducibility, bad input in one table, safe loading,
+"""Reliability: kill-and-resume, reproducibility, bad input in one table, safe loading,
 quiet runs with logs in the run directory."""
 
 from __future__ import annotations
@@ -120,12 +120,12 @@ BAD_INPUT = [
     (["run", "membership", "--target", "dpsgd_digits", "--canary", "purple"], "invalid choice: 'purple'"),
     (["run", "dp", "--target", "dpsgd_digits", "--canary", "purple"], "invalid choice: 'purple'"),
     (["run", "dp", "--target", "dpsgd_digits", "--threat", "psychic"], "invalid choice: 'psychic'"),
-    (["run", "membership", "--target", "dpsgd_digits", "--epsilon", "0"], "epsilon must be > 0"),
-    (["run", "membership", "--target", "dpsgd_digits", "--epsilon", "-2"], "epsilon must be > 0"),
+    (["run", "membership", "--target", "dpsgd_digits", "--epsilon", "0"], "epsilon must be a positive"),
+    (["run", "membership", "--target", "dpsgd_digits", "--epsilon", "-2"], "epsilon must be a positive"),
     (["run", "mechanism", "--target", "laplace_count", "--epsilon", "0"], "epsilon must be a positive"),
-    (["run", "membership", "--target", "dpsgd_digits", "--delta", "0"], "delta must be in (0, 1)"),
-    (["run", "membership", "--target", "dpsgd_digits", "--delta", "1.5"], "delta must be in (0, 1)"),
-    (["bound", "--target", "dpsgd_mnist", "--delta", "1"], "delta must be in (0, 1)"),
+    (["run", "membership", "--target", "dpsgd_digits", "--delta", "0"], "delta must lie in (0, 1)"),
+    (["run", "membership", "--target", "dpsgd_digits", "--delta", "1.5"], "delta must lie in (0, 1)"),
+    (["bound", "--target", "dpsgd_mnist", "--delta", "1"], "delta must lie in (0, 1)"),
     (["run", "dp", "--target", "dpsgd_digits", "--runs", "1"], "at least"),
     (["run", "membership", "--target", "dpsgd_mnist", "--data-dir", "/no/such/folder"], "/no/such/folder"),
     (["run", "membership", "--target", "dpsgd_mnist", "--data-dir", "EMPTY"], "train-images-idx3-ubyte"),

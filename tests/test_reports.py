@@ -6,7 +6,6 @@ import argparse
 import base64
 import copy
 import io
-import json
 import re
 import shutil
 import subprocess

@@ -1,4 +1,4 @@
-"""`python -m audit run mechanism`: sampling audit of every mechanism target (issue 3)."""
+"""`python -m audit run mechanism`: sampling audit of every mechanism target."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from audit.target_theory import catalogue
 
 MECHANISM_TARGETS = [name for name, (family, _) in catalogue().items() if family in ("mechanism", "dp-erm")]
 CONTROLS = [name for name, (family, _) in catalogue().items() if family == "control"]
-#: Draws per world in the all-targets check: the issue's minimum.
+#: Draws per world in the all-targets check: the run's default.
 DRAWS = 100_000
 
 
@@ -72,7 +72,7 @@ def test_same_seed_same_results_and_cli_summary(tmp_path, capsys):
     (["--target", "dpsgd_mnist"], "not a mechanism"),
     (["--target", "nope"], "unknown mechanism target"),
     (["--target", "laplace_count", "--epsilon", "0"], "epsilon must be a positive"),
-    (["--target", "laplace_count", "--delta", "1"], "delta must be in (0, 1)"),
+    (["--target", "laplace_count", "--delta", "1"], "delta must lie in (0, 1)"),
     (["--target", "laplace_count", "--device", "cuda"], "does not apply"),
 ])
 def test_bad_input_is_one_line_exit_2(argv, message, tmp_path, capsys):

@@ -14,11 +14,13 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from audit.accounting import ADD_REMOVE, REPLACE, DPSGDClaim, claim_from_dict
-from audit.dp_game import designed_threshold_from_samples
 from audit.errors import UserError
 from audit.run_dp import _one_step_per_epoch_llr
+from audit.stats.thresholds import designed_threshold_from_samples
 from audit.testing import assert_private
+from audit.theory.claim_json import claim_from_dict
+from audit.theory.claims import ADD_REMOVE, REPLACE
+from audit.theory.dpsgd import DPSGDClaim
 from targets.datasets import load_dataset
 from targets.dpsgd_audit import param_shapes, train_audit_runs
 from targets.training import BatchSampler, TrainConfig, _sample_batches, train_models

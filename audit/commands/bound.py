@@ -16,11 +16,11 @@ import math
 import sys
 from pathlib import Path
 
-from audit.accounting import gaussian_tradeoff
 from audit.errors import UserError
 from audit.io import to_jsonable
 from audit.rundir import safe_name
 from audit.target_theory import REQUIRED_ALPHAS, TargetTheory, theory_for, tradeoff_alphas
+from audit.theory.gaussian import gaussian_tradeoff
 
 
 def bound_json(theory: TargetTheory) -> dict:

@@ -5,7 +5,7 @@ training set. Following Carlini et al. 2022 ("Membership inference attacks from 
 principles", Sec. III), the headline numbers are TPR at 1% and 0.1% FPR read off the empirical
 (step) ROC curve, plus AUC; balanced accuracy and membership advantage
 (Yeom et al. 2018, Def. 4: ``Adv = TPR - FPR``) are reported at their best threshold.
-These numbers describe the attack; epsilon lower bounds live in :mod:`audit.bounds`.
+These numbers describe the attack; epsilon lower bounds live in :mod:`audit.stats`.
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ import numpy as np
 from numpy.typing import ArrayLike
 from sklearn import metrics as skm
 
-from audit.bounds import as_scores_members, cp_lower, cp_upper
 from audit.errors import UserError
+from audit.stats.rates import as_scores_members, cp_lower, cp_upper
+from audit.theory.checks import check_delta, check_epsilon
 
 __all__ = [
     "roc",
@@ -181,8 +182,8 @@ def dp_advantage_bound(epsilon: float, delta: float) -> float:
     hold with equality, ``FPR = (1 - delta) / (e^eps + 1)``, giving the formula (for delta = 0 it is
     Yeom et al. 2018, Thm. 1's ``e^eps - 1`` bound tightened to ``tanh(eps / 2)``).
     """
-    if not epsilon >= 0 or not 0 <= delta <= 1:
-        raise UserError(f"the advantage bound needs epsilon >= 0 and delta in [0, 1], got ({epsilon}, {delta})")
+    epsilon = check_epsilon(epsilon)
+    delta = check_delta(delta)
     if math.isinf(epsilon):
         return 1.0
     e = math.exp(min(float(epsilon), 700.0))

@@ -1,0 +1,57 @@
+"""The record every empirical lower bound is reported in (one row of ``results.json``'s
+``lower_bounds``), and the roles a row can play in the verdict."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["LowerBound", "VERDICT", "SECONDARY", "ESTIMATE", "ROLES"]
+
+#: Statistically valid and competing for the reported best bound: computed at the family's
+#: per-member confidence (:mod:`audit.stats.verdict`).
+VERDICT = "verdict"
+#: Statistically valid at its own stated confidence, but not part of the family that decides the
+#: verdict (e.g. the attacks other than the primary one): reported, never used for the verdict.
+SECONDARY = "secondary"
+#: Rests on a stated assumption (e.g. a Gaussian tradeoff): labelled, never decides a verdict.
+ESTIMATE = "estimate"
+ROLES = (VERDICT, SECONDARY, ESTIMATE)
+
+
+@dataclass(frozen=True)
+class LowerBound:
+    """An empirical lower bound on epsilon.
+
+    Attributes:
+        method: e.g. "clopper-pearson", "gdp", "one-run", "gaussian-fit", "per-step-composed".
+        epsilon: the epsilon lower bound (>= 0; ``inf`` only for degenerate inputs; None when the
+            row bounds mu only).
+        confidence: the probability with which this bound alone holds (1 - alpha).
+        n: number of observations (trials / canaries) the bound uses.
+        valid: True only if ``epsilon`` is a statistically valid lower bound without further
+            assumptions (Clopper–Pearson, one-run, GDP of an exactly Gaussian pair).
+        details: JSON-serialisable method-specific numbers (counts, rate bounds, mu, ...).
+        role: :data:`VERDICT`, :data:`SECONDARY` or :data:`ESTIMATE` (default: verdict when valid,
+            estimate otherwise).
+    """
+
+    method: str
+    epsilon: float | None
+    confidence: float
+    n: int
+    valid: bool
+    details: dict = field(default_factory=dict)
+    role: str = ""
+
+    def __post_init__(self) -> None:
+        role = self.role or (VERDICT if self.valid else ESTIMATE)
+        if role not in ROLES or (role != ESTIMATE) != bool(self.valid):
+            raise ValueError(f"role {role!r} does not fit valid={self.valid}")
+        object.__setattr__(self, "role", role)
+
+    def to_dict(self) -> dict:
+        """Plain dict with keys method, epsilon, confidence, n, valid, role, details (values may be
+        numpy numbers or inf; :func:`audit.io.write_json` converts them)."""
+        return {"method": self.method, "epsilon": None if self.epsilon is None else float(self.epsilon),
+                "confidence": float(self.confidence), "n": int(self.n), "valid": bool(self.valid),
+                "role": self.role, "details": dict(self.details)}

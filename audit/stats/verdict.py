@@ -1,0 +1,118 @@
+"""The verdict: the best statistically valid bound of an audit against its claim, at the
+confidence the audit prints.
+
+Family-wise confidence. An audit often produces several valid bounds (one per attack, or several
+methods); reporting the largest of k bounds that each hold at 1 - alpha would hold only at
+1 - k alpha. Every runner therefore fixes, before it looks at the target's data, the *family* of
+bounds that compete for the reported best one (:class:`Family`: its size k and the confidence c
+the user asked for), computes each competing bound at ``1 - (1 - c)/k`` (Bonferroni), and marks
+it with role ``verdict``; the largest of them then holds at c. Bounds derived from one
+simultaneous confidence event (e.g. the Clopper–Pearson and GDP rows of one threshold family,
+:mod:`audit.stats.thresholds`) count once. Rows with role ``secondary`` (valid alone, outside the
+family) and ``estimate`` (assumption-based) are reported and never decide the verdict.
+
+A best bound above the theoretical epsilon is then evidence, at confidence c, that the
+implementation or its accounting is broken [Jagielski, Ullman, Oprea 2020, Sec. 4]; a bound below
+it proves nothing about the model being safe. Sources: docs/references.md, "Verdicts".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from audit.stats.lower_bound import ESTIMATE, VERDICT
+from audit.theory.checks import check_confidence
+from audit.theory.claims import ApproxDPClaim, PrivacyClaim
+
+__all__ = ["Family", "best_valid_bound", "claim_verdict", "compare_with_claim", "epsilon_value"]
+
+#: Relative slack when comparing a bound with the theory (numerical noise of accountants).
+TOLERANCE = 1e-9
+
+
+@dataclass(frozen=True)
+class Family:
+    """The bounds that compete for an audit's best bound: ``size`` members (fixed before the
+    target's data is seen), family-wise ``confidence``."""
+
+    size: int
+    confidence: float
+
+    def __post_init__(self) -> None:
+        check_confidence(self.confidence)
+        if int(self.size) != self.size or self.size < 1:
+            raise ValueError(f"a family has at least one member (got {self.size})")
+
+    @property
+    def member_confidence(self) -> float:
+        """The confidence each competing bound is computed at: ``1 - (1 - confidence)/size``."""
+        return 1.0 - (1.0 - self.confidence) / self.size
+
+
+def epsilon_value(x: Any) -> float:
+    """A bound's epsilon as a float (``"inf"`` strings from JSON and None -> -inf for None)."""
+    if x is None:
+        return -math.inf
+    return float(x)
+
+
+def best_valid_bound(bounds: Sequence[dict], family: Family) -> dict | None:
+    """The largest bound with role ``verdict`` among ``LowerBound.to_dict()`` rows, with
+    ``family_size`` and ``family_confidence`` added; None when there is none.
+
+    Raises ValueError when a competing row was not computed at the family's member confidence (a
+    runner bug that would make the printed confidence false).
+    """
+    competing = [b for b in bounds if b.get("role", VERDICT if b.get("valid") else ESTIMATE) == VERDICT]
+    for b in competing:
+        if abs(float(b["confidence"]) - family.member_confidence) > 1e-12:
+            raise ValueError(f"{b['method']} bound computed at confidence {b['confidence']}, but the family of "
+                             f"{family.size} needs {family.member_confidence}")
+    if not competing:
+        return None
+    best = max(competing, key=lambda b: epsilon_value(b["epsilon"]))
+    return dict(best) | {"family_size": family.size, "family_confidence": family.confidence}
+
+
+def claim_verdict(best: dict | None, theory: float | None, delta: float) -> dict[str, str]:
+    """``results["verdict"]``: ``violation`` when the best valid bound ``best`` exceeds the theoretical
+    epsilon ``theory`` (up to accountant noise), ``consistent`` otherwise, ``no-claim`` without a claim."""
+    lb = epsilon_value(best["epsilon"]) if best else 0.0
+    confidence = (f"{float(best['family_confidence']):.0%} confidence, family of {best['family_size']}"
+                  if best else "")
+    if theory is None:
+        return {"status": "no-claim",
+                "text": f"non-private target: the audit proves it leaks at least epsilon = {lb:.3f} "
+                        f"(delta = {delta:g}{', ' + confidence if best else ''}) about the audited records"}
+    if best and lb > theory * (1 + TOLERANCE) + TOLERANCE:
+        return {"status": "violation",
+                "text": f"empirical lower bound {lb:.3f} exceeds the theoretical epsilon {theory:.3f} "
+                        f"({best['method']}, {confidence}): the implementation or its privacy accounting "
+                        f"is broken"}
+    return {"status": "consistent",
+            "text": f"empirical lower bound {lb:.3f} <= theoretical epsilon {theory:.3f}: no violation "
+                    f"found (a low bound does not prove the target leaks less than claimed)"}
+
+
+def compare_with_claim(bounds: Sequence[dict], claim: PrivacyClaim | None, delta: float, alpha: np.ndarray,
+                       family: Family) -> dict[str, Any]:
+    """The results.json blocks that compare ``bounds`` with ``claim`` at ``delta``: ``epsilon_theory``,
+    ``tradeoff``, ``best_lower_bound``, ``lower_bound_tradeoff`` and ``verdict``.
+
+    ``alpha`` is the FPR grid of the tradeoff curves. For a non-private target (``claim`` None)
+    the verdict is ``no-claim`` and states how much leakage the audit proved.
+    """
+    best = best_valid_bound(bounds, family)
+    if claim is None:
+        return {"epsilon_theory": None, "tradeoff": None, "best_lower_bound": best, "lower_bound_tradeoff": None,
+                "verdict": claim_verdict(best, None, delta)}
+    theory = float(claim.epsilon(delta))
+    lb = epsilon_value(best["epsilon"]) if best else 0.0
+    lb_curve = ({"epsilon": lb, "delta": delta, "alpha": alpha, "beta": ApproxDPClaim(lb, delta).tradeoff(alpha)}
+                if best and 0 < lb < math.inf else None)
+    return {"epsilon_theory": theory, "tradeoff": {"alpha": alpha, "beta": claim.tradeoff(alpha)},
+            "best_lower_bound": best, "lower_bound_tradeoff": lb_curve, "verdict": claim_verdict(best, theory, delta)}

@@ -1,0 +1,56 @@
+"""Argument checks shared by the theory and the statistics layers: the one definition of a valid
+epsilon, delta, confidence and FPR grid, each raising :class:`audit.errors.UserError` with a
+one-line fix."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from audit.errors import UserError
+
+__all__ = ["as_alpha", "scalar_or_array", "check_epsilon", "check_delta", "check_confidence"]
+
+
+def as_alpha(alpha: ArrayLike) -> np.ndarray:
+    """FPR values (tradeoff-curve abscissae) as a float array; each must lie in [0, 1]."""
+    a = np.asarray(alpha, dtype=np.float64)
+    if a.size and (np.any(~np.isfinite(a)) or np.any(a < 0.0) or np.any(a > 1.0)):
+        raise UserError("tradeoff alpha (false-positive rate) must lie in [0, 1]; pass values in that range")
+    return a
+
+
+def scalar_or_array(x: ArrayLike, values: np.ndarray) -> float | np.ndarray:
+    """Return a float when the caller passed a scalar, else an array of the input's shape."""
+    if np.ndim(x) == 0:
+        return float(np.asarray(values).reshape(-1)[0])
+    return np.asarray(values, dtype=np.float64).reshape(np.shape(x))
+
+
+def check_epsilon(epsilon: float, name: str = "epsilon", *, positive: bool = False) -> float:
+    """``epsilon`` as a float: non-negative (``inf`` allowed), or with ``positive`` finite and > 0."""
+    e = float(epsilon)
+    if math.isnan(e) or e < 0.0 or (positive and not (0.0 < e < math.inf)):
+        need = "a positive finite number" if positive else "a non-negative number"
+        raise UserError(f"{name} must be {need} (got {epsilon!r}); e.g. {name} 1.0")
+    return e
+
+
+def check_delta(delta: float, name: str = "delta", *, positive: bool = False) -> float:
+    """``delta`` as a float in [0, 1) (every mechanism is (eps, 1)-DP, so 1 says nothing), or with
+    ``positive`` in (0, 1)."""
+    d = float(delta)
+    if not (0.0 <= d < 1.0) or (positive and d == 0.0):
+        interval = "(0, 1)" if positive else "[0, 1)"
+        raise UserError(f"{name} must lie in {interval} (got {delta!r}); e.g. {name} 1e-5")
+    return d
+
+
+def check_confidence(confidence: float) -> float:
+    """A confidence level strictly between 0 and 1."""
+    c = float(confidence)
+    if not (0.0 < c < 1.0):
+        raise UserError(f"confidence must lie strictly between 0 and 1 (got {confidence}); use e.g. 0.95")
+    return c
