@@ -138,7 +138,7 @@ def test_run_extraction_dperm_steals_the_noisy_release(tmp_path):
     for name in ("config.json", "results.json", "report.html"):
         assert (run / name).is_file()
     results = json.loads((run / "results.json").read_text())
-    assert results["kind"] == "extraction" and results["schema_version"] == 1
+    assert results["kind"] == "extraction" and results["schema_version"] == 2
     e = results["extraction"]
     assert e["queries"] == 65 and e["param_rel_error"] < 1e-6
     assert e["agreement_test"] == 1.0 and e["agreement_uniform"] == 1.0 and e["tv_distance"] < 1e-9

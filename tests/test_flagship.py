@@ -20,7 +20,7 @@ def test_flagship_quick_writes_report_and_bound_below_theory(tmp_path, target):
     for name in ("config.json", "results.json", "report.html", "roc.png", "tradeoff.png"):
         assert (run / name).is_file(), name
     results = json.loads((run / "results.json").read_text())
-    assert results["schema_version"] == 1
+    assert results["schema_version"] == 2
     for key in ("noise_multiplier", "clip_norm", "sample_rate", "steps"):
         assert key in results["params"]
     assert results["epsilon_theory"] == pytest.approx(8.0, rel=1e-3)
