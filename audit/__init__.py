@@ -6,4 +6,9 @@ tradeoff curves) and :mod:`audit.stats` (lower bounds and the verdict); then the
 :mod:`audit.run_context`) and the command line (:mod:`audit.cli`). Sources: docs/references.md.
 """
 
-__version__ = "0.2.0"
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__ = version("privacy-audit")  # one source of truth: pyproject.toml
+except PackageNotFoundError:  # a checkout used without installing it
+    __version__ = "unknown (not installed)"

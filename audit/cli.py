@@ -2,8 +2,11 @@
 
 Each command lives in its own module under :mod:`audit.commands` (found by ``command_modules``) and exposes
 ``register(subparsers)``, which adds its parser and sets ``func`` to a callable
-``(args) -> int``. User errors (:class:`audit.errors.UserError`) end with one line on stderr and
-exit status 2; argparse usage errors do the same.
+``(args) -> int``. Exit statuses: 0 consistent (or no claim), 1 violation (with
+``--fail-above-claim``), 2 bad input (:class:`audit.errors.UserError` and argparse usage errors: one
+line on stderr), 3 the audit could not complete (:class:`audit.errors.AuditIncomplete`: the
+target's own code raised, or an internal error; one line naming the exception and the file holding
+its traceback), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -13,10 +16,13 @@ import importlib
 import os
 import pkgutil
 import sys
+import tempfile
+import traceback
 from typing import Sequence
 
+import audit
 import audit.commands
-from audit.errors import UserError
+from audit.errors import AuditIncomplete, UserError
 
 #: Commands shown first in ``--help``; every other module in :mod:`audit.commands` not named
 #: ``run_*`` (those are run kinds, see :mod:`audit.commands.run`) follows in alphabetical order.
@@ -45,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m audit",
         description="privacy-audit: empirical privacy audits of ML models against their DP guarantees.",
     )
+    parser.add_argument("--version", action="version", version=f"privacy-audit {audit.__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineArgumentParser)
     subparsers.required = True
     for module_name in command_modules():
@@ -61,9 +68,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 2
+    except AuditIncomplete as exc:
+        where = exc.log_path or _write_traceback(exc)
+        sys.stderr.write(f"error: the audit could not complete: {exc} (traceback in {where})\n")
+        return 3
     except KeyboardInterrupt:
         sys.stderr.write("interrupted: finished models are cached; run the same command again to resume\n")
         return 130
     except BrokenPipeError:  # output piped into a reader that stopped early (e.g. `| head`): not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes
         return 0
+    except Exception as exc:  # an internal error outside a run directory
+        sys.stderr.write(f"error: internal error, the command could not complete: {type(exc).__name__}: {exc} "
+                         f"(traceback in {_write_traceback(exc)})\n")
+        return 3
+
+
+def _write_traceback(exc: BaseException) -> str:
+    """Write ``exc``'s traceback to a new file in the temporary directory; returns its path."""
+    fd, path = tempfile.mkstemp(prefix="privacy-audit-error-", suffix=".txt")
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write("".join(traceback.format_exception(exc)))
+    return path

@@ -16,7 +16,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from audit.canaries import INPUT_CANARIES, input_canary
-from audit.errors import UserError
+from audit.errors import TargetCodeError, UserError
 from audit.run_dp import DPAuditSetup, Observation
 from targets.datasets import Dataset, load_dataset
 from targets.plugins import TrainerPlugin
@@ -38,7 +38,7 @@ def canary_log_prob(plugin: TrainerPlugin, model, x: np.ndarray, label: int) -> 
     try:
         proba = np.asarray(model(x[None]), dtype=np.float64)
     except Exception as exc:
-        raise UserError(f"predict_proba of plugin {plugin.spec} raised {type(exc).__name__}: {exc}") from None
+        raise TargetCodeError(f"predict_proba of plugin {plugin.spec} raised {type(exc).__name__}: {exc}") from exc
     if proba.ndim != 2 or proba.shape[0] != 1 or proba.shape[1] <= label or not np.all(np.isfinite(proba)):
         raise UserError(f"predict_proba of plugin {plugin.spec} must return finite probabilities of shape "
                         f"(n, n_classes); got shape {proba.shape}")
@@ -68,7 +68,7 @@ def plugin_setup(plugin: TrainerPlugin, canary: str, threat: str, seed: int, dat
             try:
                 model = plugin.train(Xr.copy(), yr.copy(), int(seeds[r]))
             except Exception as exc:
-                raise UserError(f"train of plugin {plugin.spec} raised {type(exc).__name__}: {exc}") from None
+                raise TargetCodeError(f"train of plugin {plugin.spec} raised {type(exc).__name__}: {exc}") from exc
             if not callable(model):
                 raise UserError(f"train of plugin {plugin.spec} must return predict_proba, a function; got "
                                 f"{type(model).__name__}")

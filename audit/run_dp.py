@@ -27,10 +27,11 @@ import numpy as np
 
 from audit.dp_game import audit_runs, fair_coins
 from audit.errors import UserError
-from audit.io import write_json
+from audit.run_context import RunContext
 from audit.run_options import CommonRunOptions
-from audit.rundir import SCHEMA_VERSION, VOLATILE_KEYS, host_info, make_run_dir, package_versions, utc_now
 from audit.stats.thresholds import FixedThreshold
+from audit.stats.verdict import Family
+from audit.theory.checks import check_confidence
 
 THREATS = ("black-box", "white-box", "updates")
 
@@ -42,7 +43,6 @@ class DPOptions(CommonRunOptions):
     runs: int | None = None
     canary: str = "dirac"
     threat: str = "updates"
-    confidence: float = 0.95
 
 
 @dataclass
@@ -324,8 +324,7 @@ def build_setup(opts: DPOptions) -> DPAuditSetup:
 
     if opts.threat not in THREATS:
         raise UserError(f"unknown threat model {opts.threat!r}; choose one of {', '.join(THREATS)}")
-    if not 0 < opts.confidence < 1:
-        raise UserError(f"confidence must be in (0, 1), got {opts.confidence}")
+    check_confidence(opts.confidence)
     if opts.target in DPERM_TARGETS or opts.target in DPERM_AUDIT_TARGETS:
         return dperm_setup(opts)
     from targets.plugins import is_plugin_spec
@@ -350,16 +349,24 @@ def build_setup(opts: DPOptions) -> DPAuditSetup:
 
 def play(setup: DPAuditSetup, runs: int, seed: int, confidence: float, out: str | Path = "runs",
          quiet: bool = False, config_extra: dict | None = None, write_report: bool = True) -> tuple[Path, dict]:
-    """Toss the coins, observe the runs, bound epsilon, write results/config/report; returns (run dir, results)."""
-    started = time.perf_counter()
+    """Toss the coins, observe the runs, bound epsilon, write results/config/report; returns (run dir, results).
+
+    ``confidence`` is the family-wise confidence of the verdict. An exception from ``observe`` (the
+    target's code, or the workbench) leaves as :class:`audit.errors.AuditIncomplete` with its
+    traceback in the run's log.txt."""
     included = fair_coins(runs, seed)  # checks runs before anything is written
-    paths = make_run_dir(out, "dp", setup.name)
-    say = lambda msg: paths.log(msg, echo=not quiet)  # noqa: E731
-    say(f"{setup.name}: {runs} runs ({int(included.sum())} with the canary), canary {setup.canary.get('kind')}, "
-        f"threat {setup.threat}")
-    t0 = time.perf_counter()
-    obs = setup.observe(included, seed)
-    train_s = time.perf_counter() - t0
+    ctx = RunContext(out, "dp", setup.name, seed=seed, quiet=quiet)
+    with ctx:
+        return _play(ctx, setup, runs, included, confidence, config_extra, write_report)
+
+
+def _play(ctx: RunContext, setup: DPAuditSetup, runs: int, included: np.ndarray, confidence: float,
+          config_extra: dict | None, write_report: bool) -> tuple[Path, dict]:
+    seed = ctx.seed
+    ctx.say(f"{setup.name}: {runs} runs ({int(included.sum())} with the canary), canary {setup.canary.get('kind')}, "
+            f"threat {setup.threat}")
+    with ctx.stage("observe"):
+        obs = setup.observe(included, seed)
     t0 = time.perf_counter()
     fixed = None
     if obs.cp_threshold is not None:
@@ -368,16 +375,15 @@ def play(setup: DPAuditSetup, runs: int, seed: int, confidence: float, out: str 
     game = audit_runs(obs.scores, included, setup.claim, setup.delta, confidence, np.random.default_rng([seed, 3]),
                       step_scores=obs.step_scores, sample_rate=obs.sample_rate, steps=obs.steps,
                       gaussian_pair=obs.gaussian, design_sigma=obs.design_sigma, fixed_threshold=fixed)
-    stats_s = time.perf_counter() - t0
+    ctx.timing["statistics_s"] = time.perf_counter() - t0
     attack = f"{setup.threat}/{setup.canary.get('kind')}"
     bounds = [b | {"attack": attack} for b in game["lower_bounds"]]
     best = None if game["best_lower_bound"] is None else game["best_lower_bound"] | {"attack": attack}
     rows = [[b["method"], b["epsilon"], b["role"], b["confidence"],
              b["details"].get("mu_lb", b["details"].get("mu_step_lb")), b["n"]] for b in bounds]
     results = {
-        "schema_version": SCHEMA_VERSION, "kind": "dp", "target": setup.name,
         "target_description": setup.description, "dataset": setup.dataset, "model": setup.model,
-        "neighbouring": setup.neighbouring, "seed": seed, "delta": setup.delta, "confidence": confidence,
+        "neighbouring": setup.neighbouring, "delta": setup.delta, "confidence": confidence,
         "epsilon_theory": game["epsilon_theory"],
         "accountant": setup.claim.description if setup.claim is not None else None,
         "params": setup.params, "tradeoff": game["tradeoff"], "lower_bounds": bounds, "best_lower_bound": best,
@@ -394,20 +400,11 @@ def play(setup: DPAuditSetup, runs: int, seed: int, confidence: float, out: str 
                                "family's per-member confidence); estimate = rests on the stated assumption "
                                "(GDP of a non-Gaussian pair, per-step model, Gaussian fit), never decides the "
                                "verdict."}],
-        "timing": {"observe_s": train_s, "statistics_s": stats_s, "total_s": time.perf_counter() - started},
-        "created": utc_now(), "host": host_info(), "volatile": VOLATILE_KEYS,
     }
     config = {"command": "run dp", "runs": runs, "seed": seed, "confidence": confidence,
               "setup": {"name": setup.name, "threat": setup.threat, "canary": setup.canary, "params": setup.params},
-              "packages": package_versions()} | (config_extra or {})
-    write_json(paths.run_dir / "config.json", config)
-    write_json(paths.run_dir / "results.json", results)
-    if write_report:
-        from reports.html import render_report
-
-        render_report(paths.run_dir)
-    say(f"report written: {paths.run_dir / 'report.html'}")
-    return paths.run_dir, results
+              } | (config_extra or {})
+    return ctx.run_dir, ctx.finish(results, config, report=write_report)
 
 
 def run_dp(opts: DPOptions) -> tuple[Path, dict]:
@@ -459,25 +456,38 @@ class SweepOptions:
     confidence: float = 0.95
 
 
-def sweep_rows(opts: SweepOptions, sub_out: Path) -> list[dict]:
-    """One row per (threat, epsilon) with the plotted figure (the largest bound, labelled by method)
-    and the largest statistically valid bound; each audit also writes its own run directory."""
+def sweep_family(opts: SweepOptions) -> Family:
+    """The sweep's verdict is "violation" if any of its audits is one, so its audits form one family:
+    each audit's verdict is computed at the family's member confidence (Bonferroni over the audits)."""
+    threats, _ = _sweep_grid(opts)
+    return Family(len(threats) * len(opts.epsilons), opts.confidence)
+
+
+def _sweep_grid(opts: SweepOptions) -> tuple[tuple[str, ...], str]:
     from targets.dperm import DPERM_AUDIT_TARGETS, DPERM_TARGETS
 
     is_dperm = opts.target in DPERM_TARGETS or opts.target in DPERM_AUDIT_TARGETS
     threats = opts.threats or (("white-box",) if is_dperm else ("updates", "white-box"))
-    canary = opts.canary or ("crafted" if is_dperm else "dirac")
+    return threats, opts.canary or ("crafted" if is_dperm else "dirac")
+
+
+def sweep_rows(opts: SweepOptions, sub_out: Path) -> list[dict]:
+    """One row per (threat, epsilon) with the plotted figure (the largest bound, labelled by method)
+    and the largest statistically valid bound; each audit also writes its own run directory and
+    holds at the sweep family's member confidence (:func:`sweep_family`)."""
+    threats, canary = _sweep_grid(opts)
+    confidence = sweep_family(opts).member_confidence
     rows = []
     for threat in threats:
         for eps in opts.epsilons:
             run_opts = DPOptions(target=opts.target, out=str(sub_out), seed=opts.seed, device=opts.device,
                                  quick=opts.quick, epsilon=eps, delta=opts.delta, data_dir=opts.data_dir,
                                  quiet=opts.quiet, runs=opts.runs, canary=canary, threat=threat,
-                                 confidence=opts.confidence)
+                                 confidence=confidence)
             started = time.perf_counter()
             setup = build_setup(run_opts)
             runs = opts.runs or setup.default_runs
-            run_dir, res = play(setup, runs, opts.seed, opts.confidence, sub_out, opts.quiet,
+            run_dir, res = play(setup, runs, opts.seed, confidence, sub_out, opts.quiet,
                                 {"options": asdict(run_opts)}, write_report=False)
             est, valid = res["best_estimate"], res["best_lower_bound"]
             rows.append({"target": opts.target, "series": threat, "threat": threat, "canary": canary,
@@ -492,23 +502,33 @@ def sweep_rows(opts: SweepOptions, sub_out: Path) -> list[dict]:
 
 def run_sweep(opts: SweepOptions) -> tuple[Path, dict]:
     """Run the sweep and write a run directory whose report draws epsilon_lb against epsilon_theory."""
-    started = time.perf_counter()
-    paths = make_run_dir(opts.out, "sweep", opts.target)
-    rows = sweep_rows(opts, paths.run_dir / "audits")
+    check_confidence(opts.confidence)
+    family = sweep_family(opts)
+    ctx = RunContext(opts.out, "sweep", opts.target, seed=opts.seed, quiet=opts.quiet)
+    with ctx:
+        return ctx.run_dir, _sweep(ctx, opts, family)
+
+
+def _sweep(ctx: RunContext, opts: SweepOptions, family: Family) -> dict:
+    rows = sweep_rows(opts, ctx.run_dir / "audits")
     plotted = [{"epsilon_theory": r["epsilon_theory"], "epsilon_lb": r["epsilon_lb"], "series": r["series"],
                 "method": r["method"]} for r in rows]
     plotted += [{"epsilon_theory": r["epsilon_theory"], "epsilon_lb": r["epsilon_lb_valid"],
                  "series": f"{r['series']} (valid CP)", "method": "clopper-pearson"} for r in rows]
     over = [r for r in rows if r["epsilon_theory"] is not None and max(r["epsilon_lb"], r["epsilon_lb_valid"])
             > r["epsilon_theory"] + 1e-9]
-    verdict = ({"status": "violation" if any(r["epsilon_lb_valid"] > r["epsilon_theory"] + 1e-9 for r in over)
-                else "consistent",
-                "text": f"{len(over)} of {len(rows)} audits report a bound above the claim"} if over else
-               {"status": "consistent", "text": f"all {len(rows)} lower bounds lie below their theoretical epsilon"})
+    violated = any(r["epsilon_lb_valid"] > r["epsilon_theory"] + 1e-9 for r in over)
+    family_text = (f"each audit at {family.member_confidence:.4g} confidence, so the sweep's verdict holds at "
+                   f"{family.confidence:.0%} (family of {family.size} audits)")
+    verdict = ({"status": "violation" if violated else "consistent",
+                "text": f"{len(over)} of {len(rows)} audits report a bound above the claim; {family_text}"} if over else
+               {"status": "consistent", "text": f"all {len(rows)} lower bounds lie below their theoretical epsilon; "
+                                                f"{family_text}"})
     results = {
-        "schema_version": SCHEMA_VERSION, "kind": "sweep", "target": opts.target,
-        "target_description": f"epsilon sweep of run dp on {opts.target}", "seed": opts.seed,
-        "delta": opts.delta, "epsilon_theory": None, "sweep": plotted, "verdict": verdict,
+        "target_description": f"epsilon sweep of run dp on {opts.target}",
+        "delta": opts.delta, "confidence": opts.confidence, "family": {"size": family.size,
+                                                                       "confidence": family.confidence},
+        "epsilon_theory": None, "sweep": plotted, "verdict": verdict,
         "lower_bounds": [], "best_lower_bound": None,
         "tables": [{"title": "Sweep", "columns": ["threat", "canary", "epsilon theory", "epsilon lb", "method",
                                                  "valid (CP) lb", "runs", "wall s", "audit"],
@@ -516,16 +536,9 @@ def run_sweep(opts: SweepOptions) -> tuple[Path, dict]:
                               r["epsilon_lb_valid"], r["runs"], r["wall_s"], r["run_dir"]] for r in rows],
                     "caption": "epsilon lb: the largest bound of each audit (GDP / per-step figures assume the "
                                "stated tradeoff shape); valid (CP) lb: Clopper-Pearson, no assumption."}],
-        "rows": rows, "timing": {"total_s": time.perf_counter() - started}, "created": utc_now(),
-        "host": host_info(), "volatile": VOLATILE_KEYS,
+        "rows": rows,
     }
-    write_json(paths.run_dir / "config.json", {"command": "sweep dp", "options": asdict(opts),
-                                                "packages": package_versions()})
-    write_json(paths.run_dir / "results.json", results)
-    from reports.html import render_report
-
-    render_report(paths.run_dir)
-    return paths.run_dir, results
+    return ctx.finish(results, {"command": "sweep dp", "options": asdict(opts)})
 
 
 def sweep_summary(run_dir: Path, results: dict) -> list[str]:

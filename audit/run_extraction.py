@@ -39,9 +39,9 @@ from attacks.extraction import (
 )
 from audit.cache import cached_models
 from audit.errors import UserError
-from audit.io import write_json
+from audit.run_context import RunContext, RunPaths
 from audit.run_options import CommonRunOptions
-from audit.rundir import SCHEMA_VERSION, VOLATILE_KEYS, RunPaths, host_info, make_run_dir, package_versions, utc_now
+from audit.theory.checks import check_confidence
 from targets.datasets import Dataset, load_dataset
 from targets.registry import TARGETS, TrainedTarget
 from targets.training import TrainConfig, resolve_device, train_models
@@ -50,16 +50,6 @@ from targets.training import TrainConfig, resolve_device, train_models
 N_UNIFORM = 10_000
 #: Rounding used for the comparison row when --round is not given.
 COMPARISON_ROUND = 3
-
-
-def finish_run(paths: RunPaths, results: dict, config_json: dict, say) -> None:
-    """Write config.json and results.json (atomically) and render the HTML report."""
-    write_json(paths.run_dir / "config.json", config_json | {"packages": package_versions()})
-    write_json(paths.run_dir / "results.json", results)
-    from reports.html import render_report
-
-    render_report(paths.run_dir)
-    say(f"report written: {paths.run_dir / 'report.html'}")
 
 
 @dataclass(frozen=True)
@@ -201,7 +191,7 @@ def run_extraction(opts: ExtractionOptions) -> tuple[Path, dict]:
     """Run the extraction audit described by ``opts``; returns (run directory, results)."""
     from targets.dperm import DPERM_TARGETS
 
-    started = time.perf_counter()
+    check_confidence(opts.confidence)
     if opts.queries is not None and opts.queries < 1:
         raise UserError(f"--queries must be >= 1, got {opts.queries}")
     is_dperm = opts.target in DPERM_TARGETS
@@ -209,10 +199,14 @@ def run_extraction(opts: ExtractionOptions) -> tuple[Path, dict]:
         raise UserError(f"unknown target {opts.target!r}; run `python -m audit list` to see the targets")
     target = None if is_dperm else _linear_target(opts)
     device = resolve_device(opts.device)
-    paths = make_run_dir(opts.out, "extraction", opts.target)
-    say = lambda msg: paths.log(msg, echo=not opts.quiet)  # noqa: E731
+    ctx = RunContext(opts.out, "extraction", opts.target, seed=opts.seed, quiet=opts.quiet, device=opts.device)
+    with ctx:
+        return ctx.run_dir, _extract(ctx, opts, target, is_dperm, device)
+
+
+def _extract(ctx: RunContext, opts: ExtractionOptions, target: TrainedTarget | None, is_dperm: bool, device) -> dict:
+    paths, say, timing = ctx.paths, ctx.say, ctx.timing
     say(f"run directory: {paths.run_dir}")
-    timing = {}
     t0 = time.perf_counter()
     victim = _dperm_victim(opts) if is_dperm else _trained_victim(opts, target, paths, device)
     timing["target_s"] = time.perf_counter() - t0
@@ -311,21 +305,17 @@ def run_extraction(opts: ExtractionOptions) -> tuple[Path, dict]:
                                 ["stolen vs non-private model", pp["stolen_vs_nonprivate_rel_error"]],
                                 ["released vs non-private model", pp["released_vs_nonprivate_rel_error"]]],
                        "caption": pp["text"]})
-    timing["total_s"] = time.perf_counter() - started
     model_info = {"arch": "logreg", "classes": K, "features": d,
                   "test_accuracy": float((test_p.argmax(1) == victim.test_y).mean())}
     results = {
-        "schema_version": SCHEMA_VERSION, "kind": "extraction", "target": victim.name,
-        "target_description": victim.description, "dataset": victim.dataset.name,
+        "target": victim.name, "target_description": victim.description, "dataset": victim.dataset.name,
         "dataset_source": victim.dataset.source, "model": model_info, "neighbouring": victim.neighbouring,
-        "seed": opts.seed, "delta": victim.delta, "epsilon_theory": victim.epsilon_theory,
+        "delta": victim.delta, "confidence": opts.confidence, "epsilon_theory": victim.epsilon_theory,
         "accountant": victim.accountant, "params": victim.params, "tradeoff": None, "lower_bounds": [],
         "best_lower_bound": None, "lower_bound_tradeoff": None, "attacks": {}, "verdict": verdict,
-        "extraction": extraction, "tables": tables, "quick": opts.quick, "created": utc_now(), "host": host_info(),
-        "timing": timing, "volatile": VOLATILE_KEYS,
+        "extraction": extraction, "tables": tables, "quick": opts.quick,
     }
-    finish_run(paths, results, {"command": "run extraction", "options": asdict(opts), "victim": victim.config}, say)
-    return paths.run_dir, results
+    return ctx.finish(results, {"command": "run extraction", "options": asdict(opts), "victim": victim.config})
 
 
 def summary_lines(run_dir: Path, results: dict) -> list[str]:

@@ -30,9 +30,10 @@ import torch
 
 from attacks.inversion import InversionResult, MIFaceConfig, mi_face, ssim
 from audit.errors import UserError
-from audit.run_extraction import finish_run, member_split, resolve_trained, train_cached
+from audit.run_context import RunContext
+from audit.run_extraction import member_split, resolve_trained, train_cached
 from audit.run_options import CommonRunOptions
-from audit.rundir import SCHEMA_VERSION, VOLATILE_KEYS, host_info, make_run_dir, utc_now
+from audit.theory.checks import check_confidence
 from targets.datasets import load_dataset
 from targets.models import get_architecture
 from targets.training import resolve_device
@@ -51,7 +52,7 @@ class InversionOptions(CommonRunOptions):
 
     steps: int | None = None
     patience: int | None = None
-    confidence: float = 0.999
+    stop_confidence: float = 0.999
     lr: float = 1.0
     tv: float = 0.0
     black_box_steps: int | None = None
@@ -100,10 +101,10 @@ def class_figures(result: InversionResult, member_means: np.ndarray, nonmember_m
 
 def run_inversion(opts: InversionOptions) -> tuple[Path, dict]:
     """Run the inversion audit described by ``opts``; returns (run directory, results)."""
-    started = time.perf_counter()
+    check_confidence(opts.confidence)
     target = resolve_trained(opts.target, opts.epsilon, opts.delta, opts.quick)
     alpha_d, beta_d, bb_d = PRESETS["quick" if opts.quick else "default"]
-    config = MIFaceConfig(alpha=opts.steps or alpha_d, beta=opts.patience or beta_d, gamma=opts.confidence,
+    config = MIFaceConfig(alpha=opts.steps or alpha_d, beta=opts.patience or beta_d, gamma=opts.stop_confidence,
                           lr=opts.lr, tv_weight=opts.tv)
     bb_steps = bb_d if opts.black_box_steps is None else opts.black_box_steps
     device = resolve_device(opts.device)
@@ -115,179 +116,177 @@ def run_inversion(opts: InversionOptions) -> tuple[Path, dict]:
     if aux.size < 10 * data.n_classes:
         raise UserError(f"{target.dataset} has {len(data)} records: too few left ({aux.size}) for the evaluation "
                         f"classifier after {n} members and {n} non-members; use --quick or a larger data set")
-    paths = make_run_dir(opts.out, "inversion", target.name)
-    say = lambda msg: paths.log(msg, echo=not opts.quiet)  # noqa: E731
+    ctx = RunContext(opts.out, "inversion", target.name, seed=opts.seed, quiet=opts.quiet, device=opts.device)
+    paths, say, timing = ctx.paths, ctx.say, ctx.timing
     say(f"run directory: {paths.run_dir}")
-    timing = {}
+    with ctx:
 
-    t0 = time.perf_counter()
-    sigma = target.noise_multiplier()
-    claim = target.claim(sigma)
-    train_config = target.train_config(sigma)
-    seeds = [int(s) for s in np.random.SeedSequence(opts.seed).generate_state(2)]
-    masks = {}
-    for key, index in (("target", members), ("reference", nonmembers)):
-        masks[key] = np.zeros(len(data), dtype=bool)
-        masks[key][index] = True
-    target_params = train_cached(paths, data, masks["target"], train_config, seeds[0], device, opts.quiet,
-                                 "target model")
-    reference_params = train_cached(paths, data, masks["reference"], train_config, seeds[1], device, opts.quiet,
-                                    "reference model (non-members)")
-    timing["training_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        sigma = target.noise_multiplier()
+        claim = target.claim(sigma)
+        train_config = target.train_config(sigma)
+        seeds = [int(s) for s in np.random.SeedSequence(opts.seed).generate_state(2)]
+        masks = {}
+        for key, index in (("target", members), ("reference", nonmembers)):
+            masks[key] = np.zeros(len(data), dtype=bool)
+            masks[key][index] = True
+        target_params = train_cached(paths, data, masks["target"], train_config, seeds[0], device, opts.quiet,
+                                     "target model")
+        reference_params = train_cached(paths, data, masks["reference"], train_config, seeds[1], device, opts.quiet,
+                                        "reference model (non-members)")
+        timing["training_s"] = time.perf_counter() - t0
 
-    t0 = time.perf_counter()
-    from sklearn.linear_model import LogisticRegression
+        t0 = time.perf_counter()
+        from sklearn.linear_model import LogisticRegression
 
-    flat = data.X.reshape(len(data), -1).astype(np.float64)
-    aux_fit = aux[:EVAL_MAX]
-    evaluator = LogisticRegression(C=0.1, max_iter=1000).fit(flat[aux_fit], data.y[aux_fit])
-    heldout = np.concatenate([members, nonmembers])
-    eval_info = {"model": "scikit-learn multinomial logistic regression (C = 0.1)", "trained_on": int(aux_fit.size),
-                 "accuracy_on_members_and_nonmembers": float(evaluator.score(flat[heldout], data.y[heldout]))}
-    timing["evaluator_s"] = time.perf_counter() - t0
+        flat = data.X.reshape(len(data), -1).astype(np.float64)
+        aux_fit = aux[:EVAL_MAX]
+        evaluator = LogisticRegression(C=0.1, max_iter=1000).fit(flat[aux_fit], data.y[aux_fit])
+        heldout = np.concatenate([members, nonmembers])
+        eval_info = {"model": "scikit-learn multinomial logistic regression (C = 0.1)", "trained_on": int(aux_fit.size),
+                     "accuracy_on_members_and_nonmembers": float(evaluator.score(flat[heldout], data.y[heldout]))}
+        timing["evaluator_s"] = time.perf_counter() - t0
 
-    arch = get_architecture(target.arch)
-    low, high = float(data.X.min()), float(data.X.max())
-    if opts.start not in START_KINDS:
-        raise UserError(f"unknown start {opts.start!r}; choose one of {', '.join(START_KINDS)}")
-    start = float(flat[aux].mean()) if opts.start == "grey" else flat[aux].mean(0).reshape(data.shape)
-    classes = np.arange(data.n_classes)
-    member_means = np.stack([flat[members][data.y[members] == c].mean(0) for c in classes])
-    nonmember_means = np.stack([flat[nonmembers][data.y[nonmembers] == c].mean(0) for c in classes])
+        arch = get_architecture(target.arch)
+        low, high = float(data.X.min()), float(data.X.max())
+        if opts.start not in START_KINDS:
+            raise UserError(f"unknown start {opts.start!r}; choose one of {', '.join(START_KINDS)}")
+        start = float(flat[aux].mean()) if opts.start == "grey" else flat[aux].mean(0).reshape(data.shape)
+        classes = np.arange(data.n_classes)
+        member_means = np.stack([flat[members][data.y[members] == c].mean(0) for c in classes])
+        nonmember_means = np.stack([flat[nonmembers][data.y[nonmembers] == c].mean(0) for c in classes])
 
-    def model(params):
-        one = {k: v[0].to(device) for k, v in params.items()}
-        return lambda x: torch.softmax(arch.forward(one, x.to(device)), dim=-1).cpu()
+        def model(params):
+            one = {k: v[0].to(device) for k, v in params.items()}
+            return lambda x: torch.softmax(arch.forward(one, x.to(device)), dim=-1).cpu()
 
-    def invert(params, cfg: MIFaceConfig, desc: str) -> dict:
-        result = mi_face(model(params), classes, data.shape, start, low, high, cfg, progress=not opts.quiet,
-                         desc=desc)
-        pred = evaluator.predict(result.images.reshape(len(classes), -1).astype(np.float64))
-        figures = class_figures(result, member_means, nonmember_means, pred, hw, high - low)
-        say(f"{desc}: evaluation accuracy {figures['eval_accuracy']:.2f}, MSE to member / non-member class mean "
-            f"{figures['mse_member_mean']:.4f} / {figures['mse_nonmember_mean']:.4f}, {figures['queries']} queries")
-        return figures | {"images": result.images.reshape(len(classes), *hw)}
+        def invert(params, cfg: MIFaceConfig, desc: str) -> dict:
+            result = mi_face(model(params), classes, data.shape, start, low, high, cfg, progress=not opts.quiet,
+                             desc=desc)
+            pred = evaluator.predict(result.images.reshape(len(classes), -1).astype(np.float64))
+            figures = class_figures(result, member_means, nonmember_means, pred, hw, high - low)
+            say(f"{desc}: evaluation accuracy {figures['eval_accuracy']:.2f}, MSE to member / non-member class mean "
+                f"{figures['mse_member_mean']:.4f} / {figures['mse_nonmember_mean']:.4f}, {figures['queries']} queries")
+            return figures | {"images": result.images.reshape(len(classes), *hw)}
 
-    t0 = time.perf_counter()
-    out = {"target": invert(target_params, config, "MI-FACE (target, white-box)"),
-           "reference": invert(reference_params, config, "MI-FACE (reference, white-box)")}
-    if bb_steps > 0:
-        bb_config = MIFaceConfig(alpha=bb_steps, beta=config.beta, gamma=config.gamma, lr=config.lr,
-                                 tv_weight=config.tv_weight, black_box=True)
-        out["black_box"] = invert(target_params, bb_config, "MI-FACE (target, black-box)")
-    timing["inversion_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        out = {"target": invert(target_params, config, "MI-FACE (target, white-box)"),
+               "reference": invert(reference_params, config, "MI-FACE (reference, white-box)")}
+        if bb_steps > 0:
+            bb_config = MIFaceConfig(alpha=bb_steps, beta=config.beta, gamma=config.gamma, lr=config.lr,
+                                     tv_weight=config.tv_weight, black_box=True)
+            out["black_box"] = invert(target_params, bb_config, "MI-FACE (target, black-box)")
+        timing["inversion_s"] = time.perf_counter() - t0
 
-    images = {k: v.pop("images") for k, v in out.items()}
-    inversion = {k: out["target"][k] for k in ("mse_member_mean", "ssim_member_mean", "mse_nonmember_mean",
-                                               "ssim_nonmember_mean", "eval_accuracy", "queries", "confidence",
-                                               "per_class")}
-    inversion["reference"] = out["reference"]
-    if "black_box" in out:
-        inversion["black_box"] = out["black_box"]
-    gap_t = inversion["mse_nonmember_mean"] - inversion["mse_member_mean"]
-    gap_r = out["reference"]["mse_nonmember_mean"] - out["reference"]["mse_member_mean"]
-    per_class_gap = np.array([(t["mse_nonmember_mean"] - t["mse_member_mean"])
-                              - (r["mse_nonmember_mean"] - r["mse_member_mean"])
-                              for t, r in zip(out["target"]["per_class"], out["reference"]["per_class"])])
-    inversion["member_gap"] = {
-        "target_mse_nonmember_minus_member": gap_t, "reference_mse_nonmember_minus_member": gap_r,
-        "mse_gap": gap_t - gap_r, "mse_gap_per_class": per_class_gap,
-        "mse_gap_standard_error": float(per_class_gap.std(ddof=1) / np.sqrt(per_class_gap.size)),
-        "ssim_gap": (inversion["ssim_member_mean"] - inversion["ssim_nonmember_mean"])
-                    - (out["reference"]["ssim_member_mean"] - out["reference"]["ssim_nonmember_mean"]),
-        "eval_accuracy_gap": inversion["eval_accuracy"] - out["reference"]["eval_accuracy"],
-    }
-    start_img = np.broadcast_to(np.asarray(start, dtype=np.float64), data.shape).reshape(-1)
-    start_pred = int(evaluator.predict(start_img[None])[0])
-    inversion["start_baseline"] = {
-        "description": "the neutral start itself, before any step (what the figures would be with no attack)",
-        "eval_accuracy": float(np.mean(classes == start_pred)),
-        "mse_member_mean": float(np.mean((member_means - start_img) ** 2)),
-        "ssim_member_mean": float(np.mean([ssim(start_img.reshape(hw), m.reshape(hw), high - low)
-                                           for m in member_means])),
-    }
-    inversion["config"] = asdict(config) | {"black_box_steps": bb_steps, "start": START_KINDS[opts.start],
-                                            "data_range": [low, high]}
-    inversion["evaluator"] = eval_info
-    inversion["chance_accuracy"] = 1.0 / data.n_classes
+        images = {k: v.pop("images") for k, v in out.items()}
+        inversion = {k: out["target"][k] for k in ("mse_member_mean", "ssim_member_mean", "mse_nonmember_mean",
+                                                   "ssim_nonmember_mean", "eval_accuracy", "queries", "confidence",
+                                                   "per_class")}
+        inversion["reference"] = out["reference"]
+        if "black_box" in out:
+            inversion["black_box"] = out["black_box"]
+        gap_t = inversion["mse_nonmember_mean"] - inversion["mse_member_mean"]
+        gap_r = out["reference"]["mse_nonmember_mean"] - out["reference"]["mse_member_mean"]
+        per_class_gap = np.array([(t["mse_nonmember_mean"] - t["mse_member_mean"])
+                                  - (r["mse_nonmember_mean"] - r["mse_member_mean"])
+                                  for t, r in zip(out["target"]["per_class"], out["reference"]["per_class"])])
+        inversion["member_gap"] = {
+            "target_mse_nonmember_minus_member": gap_t, "reference_mse_nonmember_minus_member": gap_r,
+            "mse_gap": gap_t - gap_r, "mse_gap_per_class": per_class_gap,
+            "mse_gap_standard_error": float(per_class_gap.std(ddof=1) / np.sqrt(per_class_gap.size)),
+            "ssim_gap": (inversion["ssim_member_mean"] - inversion["ssim_nonmember_mean"])
+                        - (out["reference"]["ssim_member_mean"] - out["reference"]["ssim_nonmember_mean"]),
+            "eval_accuracy_gap": inversion["eval_accuracy"] - out["reference"]["eval_accuracy"],
+        }
+        start_img = np.broadcast_to(np.asarray(start, dtype=np.float64), data.shape).reshape(-1)
+        start_pred = int(evaluator.predict(start_img[None])[0])
+        inversion["start_baseline"] = {
+            "description": "the neutral start itself, before any step (what the figures would be with no attack)",
+            "eval_accuracy": float(np.mean(classes == start_pred)),
+            "mse_member_mean": float(np.mean((member_means - start_img) ** 2)),
+            "ssim_member_mean": float(np.mean([ssim(start_img.reshape(hw), m.reshape(hw), high - low)
+                                               for m in member_means])),
+        }
+        inversion["config"] = asdict(config) | {"black_box_steps": bb_steps, "start": START_KINDS[opts.start],
+                                                "data_range": [low, high]}
+        inversion["evaluator"] = eval_info
+        inversion["chance_accuracy"] = 1.0 / data.n_classes
 
-    from reports.inversion_plots import image_grid
+        from reports.inversion_plots import image_grid
 
-    grid_rows = [("member mean", member_means.reshape(-1, *hw)), ("target (white-box)", images["target"])]
-    if "black_box" in images:
-        grid_rows.append(("target (black-box)", images["black_box"]))
-    grid_rows += [("reference model", images["reference"]), ("non-member mean", nonmember_means.reshape(-1, *hw))]
-    image_grid(grid_rows, [str(c) for c in classes], paths.run_dir / GRID_PNG,
-               f"MI-FACE reconstructions: {target.name}", low, high)
-    figures = [{"file": GRID_PNG, "title": "MI-FACE reconstructions beside the class means",
-                "caption": "Columns are classes. Rows: mean image of the target's members of that class; MI-FACE "
-                           "reconstruction from the target (white-box gradients"
-                           + (", then black-box finite-difference gradients" if "black_box" in images else "")
-                           + "); reconstruction from the reference model trained on disjoint non-members; mean of "
-                             "the non-members. Same grey scale everywhere."}]
+        grid_rows = [("member mean", member_means.reshape(-1, *hw)), ("target (white-box)", images["target"])]
+        if "black_box" in images:
+            grid_rows.append(("target (black-box)", images["black_box"]))
+        grid_rows += [("reference model", images["reference"]), ("non-member mean", nonmember_means.reshape(-1, *hw))]
+        image_grid(grid_rows, [str(c) for c in classes], paths.run_dir / GRID_PNG,
+                   f"MI-FACE reconstructions: {target.name}", low, high)
+        figures = [{"file": GRID_PNG, "title": "MI-FACE reconstructions beside the class means",
+                    "caption": "Columns are classes. Rows: mean image of the target's members of that class; MI-FACE "
+                               "reconstruction from the target (white-box gradients"
+                               + (", then black-box finite-difference gradients" if "black_box" in images else "")
+                               + "); reconstruction from the reference model trained on disjoint non-members; mean of "
+                                 "the non-members. Same grey scale everywhere."}]
 
-    def table(name: str, fig: dict) -> dict:
-        rows = [[r["class"], r["mse_member_mean"], r["mse_nonmember_mean"], r["ssim_member_mean"],
-                 r["ssim_nonmember_mean"], r["eval_prediction"], r["confidence"], r["steps"], r["queries"], r["stop"]]
-                for r in fig["per_class"]]
-        rows.append(["mean", fig["mse_member_mean"], fig["mse_nonmember_mean"], fig["ssim_member_mean"],
-                     fig["ssim_nonmember_mean"], f"accuracy {fig['eval_accuracy']:.2f}", fig["confidence"], "",
-                     fig["queries"], ""])
-        return {"title": f"Per-class figures: {name}",
-                "columns": ["class", "MSE member mean", "MSE non-member mean", "SSIM member mean",
-                            "SSIM non-member mean", "evaluation classifier says", "confidence", "steps", "queries",
-                            "stopped by"],
-                "rows": rows,
-                "caption": "MSE and SSIM (Wang et al. 2004, Gaussian window 1.5) of the reconstruction to the class "
-                           "mean of the target's members and of the non-members; the evaluation classifier was "
-                           f"trained on {aux_fit.size} auxiliary records disjoint from both (chance "
-                           f"{1 / data.n_classes:.2f})."}
+        def table(name: str, fig: dict) -> dict:
+            rows = [[r["class"], r["mse_member_mean"], r["mse_nonmember_mean"], r["ssim_member_mean"],
+                     r["ssim_nonmember_mean"], r["eval_prediction"], r["confidence"], r["steps"], r["queries"], r["stop"]]
+                    for r in fig["per_class"]]
+            rows.append(["mean", fig["mse_member_mean"], fig["mse_nonmember_mean"], fig["ssim_member_mean"],
+                         fig["ssim_nonmember_mean"], f"accuracy {fig['eval_accuracy']:.2f}", fig["confidence"], "",
+                         fig["queries"], ""])
+            return {"title": f"Per-class figures: {name}",
+                    "columns": ["class", "MSE member mean", "MSE non-member mean", "SSIM member mean",
+                                "SSIM non-member mean", "evaluation classifier says", "confidence", "steps", "queries",
+                                "stopped by"],
+                    "rows": rows,
+                    "caption": "MSE and SSIM (Wang et al. 2004, Gaussian window 1.5) of the reconstruction to the class "
+                               "mean of the target's members and of the non-members; the evaluation classifier was "
+                               f"trained on {aux_fit.size} auxiliary records disjoint from both (chance "
+                               f"{1 / data.n_classes:.2f})."}
 
-    gap = inversion["member_gap"]
-    tables = [{"title": "Target vs reference model (the privacy-relevant gap)",
-               "columns": ["model", "evaluation accuracy", "MSE member mean", "MSE non-member mean",
-                           "SSIM member mean", "SSIM non-member mean", "queries"],
-               "rows": [[name, f["eval_accuracy"], f["mse_member_mean"], f["mse_nonmember_mean"],
-                         f["ssim_member_mean"], f["ssim_nonmember_mean"], f["queries"]]
-                        for name, f in (("target (white-box)", inversion), ("reference (no members)", out["reference"]))
-                        + ((("target (black-box)", out["black_box"]),) if "black_box" in out else ())]
-                       + [["neutral start (no attack)", inversion["start_baseline"]["eval_accuracy"],
-                           inversion["start_baseline"]["mse_member_mean"], "", inversion["start_baseline"][
-                               "ssim_member_mean"], "", 0]],
-               "caption": f"member gap (MSE): {gap['mse_gap']:.3g} (standard error over classes "
-                          f"{gap['mse_gap_standard_error']:.2g}) = (non-member - member MSE) of the target minus "
-                          f"that of the reference; positive means the target's reconstructions lean towards its "
-                          f"own members beyond what a model of the same data distribution gives."},
-              table("target (white-box)", inversion), table("reference model", out["reference"])]
-    if "black_box" in out:
-        tables.append(table("target (black-box)", out["black_box"]))
+        gap = inversion["member_gap"]
+        tables = [{"title": "Target vs reference model (the privacy-relevant gap)",
+                   "columns": ["model", "evaluation accuracy", "MSE member mean", "MSE non-member mean",
+                               "SSIM member mean", "SSIM non-member mean", "queries"],
+                   "rows": [[name, f["eval_accuracy"], f["mse_member_mean"], f["mse_nonmember_mean"],
+                             f["ssim_member_mean"], f["ssim_nonmember_mean"], f["queries"]]
+                            for name, f in (("target (white-box)", inversion), ("reference (no members)", out["reference"]))
+                            + ((("target (black-box)", out["black_box"]),) if "black_box" in out else ())]
+                           + [["neutral start (no attack)", inversion["start_baseline"]["eval_accuracy"],
+                               inversion["start_baseline"]["mse_member_mean"], "", inversion["start_baseline"][
+                                   "ssim_member_mean"], "", 0]],
+                   "caption": f"member gap (MSE): {gap['mse_gap']:.3g} (standard error over classes "
+                              f"{gap['mse_gap_standard_error']:.2g}) = (non-member - member MSE) of the target minus "
+                              f"that of the reference; positive means the target's reconstructions lean towards its "
+                              f"own members beyond what a model of the same data distribution gives."},
+                  table("target (white-box)", inversion), table("reference model", out["reference"])]
+        if "black_box" in out:
+            tables.append(table("target (black-box)", out["black_box"]))
 
-    epsilon_theory = claim.epsilon(target.delta) if claim is not None else None
-    verdict = {"status": "no-claim",
-               "text": f"reconstructions are recognised by an independent classifier {inversion['eval_accuracy']:.0%} "
-                       f"of the time (reference model: {out['reference']['eval_accuracy']:.0%}, chance "
-                       f"{1 / data.n_classes:.0%}); member gap in MSE {gap['mse_gap']:.2g} (standard error "
-                       f"{gap['mse_gap_standard_error']:.2g}). Inversion recovers "
-                       f"class-level features, which "
-                       + ("differential privacy does not promise to hide; DP bounds only the member-specific gap"
-                          if claim is not None else "a model trained on the same distribution without the members "
-                                                    "recovers too; only the member gap is about privacy")}
-    timing["total_s"] = time.perf_counter() - started
-    results = {
-        "schema_version": SCHEMA_VERSION, "kind": "inversion", "target": target.name,
-        "target_description": target.description, "dataset": data.name, "dataset_source": data.source,
-        "model": {"arch": target.arch, "members": int(n), "nonmembers": int(n), "auxiliary": int(aux.size)},
-        "neighbouring": "add/remove one record", "seed": opts.seed, "delta": target.delta if claim else None,
-        "epsilon_theory": epsilon_theory, "accountant": claim.description if claim is not None else None,
-        "params": {"noise_multiplier": sigma, "clip_norm": target.clip_norm, "sample_rate": target.sample_rate,
-                   "steps": target.steps, "epochs": target.epochs, "lr": target.lr, "n_train": n},
-        "tradeoff": None, "lower_bounds": [], "best_lower_bound": None, "lower_bound_tradeoff": None, "attacks": {},
-        "verdict": verdict, "inversion": inversion, "figures": figures, "tables": tables, "quick": opts.quick,
-        "created": utc_now(), "host": host_info(), "timing": timing, "volatile": VOLATILE_KEYS,
-    }
-    finish_run(paths, results, {"command": "run inversion", "options": asdict(opts), "target": asdict(target),
-                                "train_config": train_config.to_dict(), "seeds": seeds}, say)
-    return paths.run_dir, results
+        epsilon_theory = claim.epsilon(target.delta) if claim is not None else None
+        verdict = {"status": "no-claim",
+                   "text": f"reconstructions are recognised by an independent classifier {inversion['eval_accuracy']:.0%} "
+                           f"of the time (reference model: {out['reference']['eval_accuracy']:.0%}, chance "
+                           f"{1 / data.n_classes:.0%}); member gap in MSE {gap['mse_gap']:.2g} (standard error "
+                           f"{gap['mse_gap_standard_error']:.2g}). Inversion recovers "
+                           f"class-level features, which "
+                           + ("differential privacy does not promise to hide; DP bounds only the member-specific gap"
+                              if claim is not None else "a model trained on the same distribution without the members "
+                                                        "recovers too; only the member gap is about privacy")}
+        results = {
+            "target_description": target.description, "dataset": data.name, "dataset_source": data.source,
+            "model": {"arch": target.arch, "members": int(n), "nonmembers": int(n), "auxiliary": int(aux.size)},
+            "neighbouring": "add/remove one record", "delta": target.delta if claim else None,
+            "confidence": opts.confidence,
+            "epsilon_theory": epsilon_theory, "accountant": claim.description if claim is not None else None,
+            "params": {"noise_multiplier": sigma, "clip_norm": target.clip_norm, "sample_rate": target.sample_rate,
+                       "steps": target.steps, "epochs": target.epochs, "lr": target.lr, "n_train": n},
+            "tradeoff": None, "lower_bounds": [], "best_lower_bound": None, "lower_bound_tradeoff": None, "attacks": {},
+            "verdict": verdict, "inversion": inversion, "figures": figures, "tables": tables, "quick": opts.quick,
+        }
+        results = ctx.finish(results, {"command": "run inversion", "options": asdict(opts), "target": asdict(target),
+                                       "train_config": train_config.to_dict(), "seeds": seeds})
+        return ctx.run_dir, results
 
 
 def summary_lines(run_dir: Path, results: dict) -> list[str]:

@@ -7,8 +7,9 @@ likelihood-ratio score, so threshold tests are Neyman–Pearson optimal), and ru
 audit of :func:`audit.stats.thresholds.threshold_bounds` (Bonferroni over thresholds placed at
 error counts fixed in advance): the Clopper–Pearson and Gaussian-DP bounds come from one family of
 simultaneous rate bounds, so the best of them holds at the stated confidence [Jagielski, Ullman,
-Oprea 2020; Nasr et al. 2021; Nasr et al. 2023 for the GDP estimator]. The bound is compared with the mechanism's proven claim and, to show how
-tight the audit is, with the exact privacy of the pair itself (the best any test can reach).
+Oprea 2020; Nasr et al. 2021; Nasr et al. 2023 for the GDP estimator]. The bound is compared with
+the mechanism's proven claim and, to show how tight the audit is, with the exact privacy of the
+pair itself (the best any test can reach).
 
 Works for the textbook mechanisms (:mod:`targets.mechanisms`) and DP-ERM output perturbation
 (:mod:`targets.dperm`, white-box: the released parameters projected on the minimiser shift).
@@ -26,13 +27,13 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from audit.errors import UserError
-from audit.io import write_json
-from audit.rundir import SCHEMA_VERSION, VOLATILE_KEYS, host_info, make_run_dir, package_versions, utc_now
+from audit.run_context import RunContext
 from audit.stats.metrics import attack_metrics
 from audit.stats.rates import rate_point
 from audit.stats.thresholds import choose_strategy, threshold_bounds
 from audit.stats.verdict import Family, compare_with_claim
 from audit.target_theory import IMPLIED_MU, build_mechanism, catalogue, check_privacy_args, gdp_summary, tradeoff_alphas
+from audit.theory.checks import check_confidence
 from audit.theory.claims import PURE_DP_DELTA
 from targets.mechanisms import Mechanism
 
@@ -152,28 +153,30 @@ def run_mechanism(opts: MechanismOptions, mechanism: Mechanism | None = None) ->
     ``mechanism`` audits that object (e.g. a plugin built from a dict by :mod:`audit.testing`)
     instead of resolving ``opts.target``, which then only names it.
     """
-    started = time.perf_counter()
     if opts.draws < 2:
         raise UserError(f"--draws must be at least 2 (got {opts.draws}); the audit needs 10^5 for a useful bound")
-    if not 0 < opts.confidence < 1:
-        raise UserError(f"confidence must be in (0, 1), got {opts.confidence}")
+    check_confidence(opts.confidence)
     if mechanism is None:
         mech, delta = resolve_mechanism(opts.target, opts.epsilon, opts.delta)
     else:
         mech, delta = mechanism, float(getattr(mechanism, "delta", PURE_DP_DELTA))
-    paths = make_run_dir(opts.out, "mechanism", opts.target)
-    config = {"options": asdict(opts), "mechanism": mech.to_dict(), "packages": package_versions()}
-    write_json(paths.run_dir / "config.json", config)
-    paths.log(f"auditing {mech.description} with {opts.draws} draws per world", echo=not opts.quiet)
+    ctx = RunContext(opts.out, "mechanism", opts.target, seed=opts.seed, quiet=opts.quiet)
+    with ctx:
+        return ctx.run_dir, _audit(ctx, opts, mech, delta)
+
+
+def _audit(ctx: RunContext, opts: MechanismOptions, mech: Mechanism, delta: float) -> dict:
+    config = {"options": asdict(opts), "mechanism": mech.to_dict()}
+    ctx.say(f"auditing {mech.description} with {opts.draws} draws per world")
 
     d0, d1 = mech.neighbouring_pair()
-    timing = {}
+    timing = ctx.timing
     t0 = time.perf_counter()
     fit_draws = 0
     if hasattr(mech, "fit_score"):  # statistic unknown: learn it on separate draws (audit.stats.score_fit)
         fit_draws = min(opts.draws, FIT_DRAWS)
         with tqdm(total=2 * fit_draws, desc="fitting the test", unit="draw", disable=opts.quiet) as bar:
-            mech.fit_score(*(np.concatenate(list(_chunks(mech, d, fit_draws, np.random.default_rng([opts.seed, k]), bar)))
+            mech.fit_score(*(np.concatenate(list(_chunks(mech, d, fit_draws, ctx.rng(k), bar)))
                              for d, k in ((d0, 3), (d1, 4))))
     with tqdm(total=2 * opts.draws, desc="sampling", unit="draw", disable=opts.quiet) as bar:
         s0 = draw_scores(mech, d0, opts.draws, np.random.default_rng([opts.seed, 0]), bar)
@@ -202,15 +205,10 @@ def run_mechanism(opts: MechanismOptions, mechanism: Mechanism | None = None) ->
     pair = mech.pair_claim()
     pair_epsilon = None if pair is None else float(pair.epsilon(delta))
     nominal = mech.nominal_claim
-    timing["total_s"] = time.perf_counter() - started
     results = {
-        "schema_version": SCHEMA_VERSION,
-        "kind": "mechanism",
-        "target": opts.target,
         "target_description": mech.description,
         "dataset": None,
         "neighbouring": mech.neighbouring,
-        "seed": opts.seed,
         "delta": delta,
         "confidence": opts.confidence,
         "accountant": claim.description,
@@ -223,17 +221,8 @@ def run_mechanism(opts: MechanismOptions, mechanism: Mechanism | None = None) ->
                  "test_fitted_on": f"{fit_draws} separate draws per world" if fit_draws else "known statistic",
                  "nominal_claim": nominal.description, "nominal_epsilon": float(nominal.epsilon(delta))},
         "quick": opts.quick,
-        "created": utc_now(),
-        "host": host_info(),
-        "timing": timing,
-        "volatile": VOLATILE_KEYS,
     } | comparison
-    write_json(paths.run_dir / "results.json", results)
-    from reports.html import render_report
-
-    render_report(paths.run_dir, results, config)
-    paths.log(f"wrote {paths.run_dir / 'report.html'}", echo=False)
-    return paths.run_dir, results
+    return ctx.finish(results, config)
 
 
 def summary_lines(run_dir: Path, results: dict) -> list[str]:

@@ -30,16 +30,15 @@ import numpy as np
 from attacks.lira import resolve_variance
 from attacks.membership import ATTACKS, LIRA_ATTACKS, AttackInputs, expand_attacks, run_attacks
 from audit.cache import cached_models
-from audit.errors import UserError
 from audit.games import CanaryGame, build_canary_game
-from audit.io import write_json
+from audit.run_context import RunContext, RunPaths
 from audit.run_options import CommonRunOptions
-from audit.rundir import SCHEMA_VERSION, VOLATILE_KEYS, RunPaths, host_info, make_run_dir, package_versions, utc_now
 from audit.stats.lower_bound import SECONDARY, VERDICT, LowerBound
 from audit.stats.metrics import advantage_interval, attack_metrics, dp_advantage_bound
 from audit.stats.one_run import one_run_bound
 from audit.stats.rates import rate_point
 from audit.stats.verdict import Family, compare_with_claim
+from audit.theory.checks import check_confidence
 from targets.datasets import load_dataset
 from targets.registry import TrainedTarget, get_target
 from targets.training import TrainConfig, log_softmax, predict_logits, resolve_device, train_models
@@ -58,7 +57,6 @@ class MembershipOptions(CommonRunOptions):
     canaries: int | None = None
     shadows: int | None = None
     attacks: tuple[str, ...] = tuple(ATTACKS)
-    confidence: float = 0.95
     references: int | None = None
     lira_variance: str = "auto"
     max_memory: str | None = None
@@ -129,11 +127,9 @@ def _accuracy(log_probs: np.ndarray, y: np.ndarray) -> float:
 
 def run_membership(opts: MembershipOptions) -> tuple[Path, dict]:
     """Run the membership audit described by ``opts``; returns (run directory, results)."""
-    started = time.perf_counter()
     attack_names = expand_attacks(tuple(opts.attacks))
     resolve_variance(opts.lira_variance, 0)  # validates the name
-    if not 0 < opts.confidence < 1:
-        raise UserError(f"confidence must be in (0, 1), got {opts.confidence}")
+    check_confidence(opts.confidence)
     target = get_target(opts.target).with_privacy(opts.epsilon, opts.delta)
     if opts.quick:
         target = quick_target(target)
@@ -145,148 +141,135 @@ def run_membership(opts: MembershipOptions) -> tuple[Path, dict]:
     device = resolve_device(opts.device)
     data = load_dataset(target.dataset, opts.data_dir)
     game = build_canary_game(data, target.n_train, m, shadows, opts.canary, opts.seed, references=references)
-    paths = make_run_dir(opts.out, "membership", target.name)
-    say = lambda msg: paths.log(msg, echo=not opts.quiet)  # noqa: E731
+    ctx = RunContext(opts.out, "membership", target.name, seed=opts.seed, quiet=opts.quiet, device=opts.device)
+    paths, say, timing = ctx.paths, ctx.say, ctx.timing
     say(f"run directory: {paths.run_dir}")
+    with ctx:
+        t0 = time.perf_counter()
+        sigma = target.noise_multiplier()
+        claim = target.claim(sigma)
+        timing["calibration_s"] = time.perf_counter() - t0
+        config = target.train_config(sigma)
+        if claim is not None:
+            say(f"{target.name}: sigma = {sigma:.4f} for epsilon {target.epsilon:g} at delta {target.delta:g} "
+                f"(q = {target.sample_rate:.4f}, {target.steps} steps, PLD accountant)")
 
-    timing = {}
-    t0 = time.perf_counter()
-    sigma = target.noise_multiplier()
-    claim = target.claim(sigma)
-    timing["calibration_s"] = time.perf_counter() - t0
-    config = target.train_config(sigma)
-    if claim is not None:
-        say(f"{target.name}: sigma = {sigma:.4f} for epsilon {target.epsilon:g} at delta {target.delta:g} "
-            f"(q = {target.sample_rate:.4f}, {target.steps} steps, PLD accountant)")
+        # seeds: target, then shadows, then reference models (a prefix of the same stream, so adding
+        # reference models leaves the target's and the shadows' seeds unchanged)
+        seeds = np.random.SeedSequence(opts.seed).generate_state(1 + shadows + references).tolist()
+        t0 = time.perf_counter()
+        target_params = _train(paths, game, game.target_mask[None], config, seeds[:1], device, opts, "target model")
+        if references:
+            masks = np.concatenate([game.shadow_masks, game.reference_masks])
+            desc = f"{shadows} shadow + {references} reference models"
+        else:
+            masks, desc = game.shadow_masks, f"{shadows} shadow models"
+        helper_params = _train(paths, game, masks, config, seeds[1:], device, opts, desc)
+        timing["training_s"] = time.perf_counter() - t0
 
-    # seeds: target, then shadows, then reference models (a prefix of the same stream, so adding
-    # reference models leaves the target's and the shadows' seeds unchanged)
-    seeds = np.random.SeedSequence(opts.seed).generate_state(1 + shadows + references).tolist()
-    t0 = time.perf_counter()
-    target_params = _train(paths, game, game.target_mask[None], config, seeds[:1], device, opts, "target model")
-    if references:
-        masks = np.concatenate([game.shadow_masks, game.reference_masks])
-        desc = f"{shadows} shadow + {references} reference models"
-    else:
-        masks, desc = game.shadow_masks, f"{shadows} shadow models"
-    helper_params = _train(paths, game, masks, config, seeds[1:], device, opts, desc)
-    timing["training_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        y = game.data.y
+        tc, sc = game.target_canaries, game.shadow_canaries
+        target_lp = log_softmax(predict_logits(target.arch, target_params, game.data.X[tc], device))[0]
+        shadow_params = {k: v[:shadows] for k, v in helper_params.items()}
+        shadow_lp = log_softmax(predict_logits(target.arch, shadow_params, game.data.X[sc], device))
+        reference_lp = None
+        if references:
+            reference_params = {k: v[shadows:] for k, v in helper_params.items()}
+            reference_lp = log_softmax(predict_logits(target.arch, reference_params, game.data.X[tc], device))
+        natural = np.flatnonzero(game.target_mask & ~np.isin(np.arange(len(y)), tc))
+        eval_index = np.concatenate([game.test_index, natural])
+        eval_lp = log_softmax(predict_logits(target.arch, target_params, data.X[eval_index], device))[0]
+        n_test = game.test_index.shape[0]
+        model_info = {
+            "arch": target.arch,
+            "test_accuracy": _accuracy(eval_lp[:n_test], data.y[game.test_index]),
+            "train_accuracy": _accuracy(eval_lp[n_test:], data.y[eval_index[n_test:]]),
+            "canaries_fitted": (float((target_lp.argmax(1) == y[tc])[game.target_in].mean())
+                                if game.target_in.any() else None),
+        }
 
-    t0 = time.perf_counter()
-    y = game.data.y
-    tc, sc = game.target_canaries, game.shadow_canaries
-    target_lp = log_softmax(predict_logits(target.arch, target_params, game.data.X[tc], device))[0]
-    shadow_params = {k: v[:shadows] for k, v in helper_params.items()}
-    shadow_lp = log_softmax(predict_logits(target.arch, shadow_params, game.data.X[sc], device))
-    reference_lp = None
-    if references:
-        reference_params = {k: v[shadows:] for k, v in helper_params.items()}
-        reference_lp = log_softmax(predict_logits(target.arch, reference_params, game.data.X[tc], device))
-    eval_index = np.concatenate([game.test_index, np.flatnonzero(game.target_mask & ~np.isin(np.arange(len(y)), tc))])
-    eval_lp = log_softmax(predict_logits(target.arch, target_params, data.X[eval_index], device))[0]
-    n_test = game.test_index.shape[0]
-    model_info = {
-        "arch": target.arch,
-        "test_accuracy": _accuracy(eval_lp[:n_test], data.y[game.test_index]),
-        "train_accuracy": _accuracy(eval_lp[n_test:], data.y[eval_index[n_test:]]),
-        "canaries_fitted": float((target_lp.argmax(1) == y[tc])[game.target_in].mean()) if game.target_in.any() else None,
-    }
+        inputs = AttackInputs(n_classes=data.n_classes, labels=y[tc], target_lp=target_lp, shadow_labels=y[sc],
+                              shadow_lp=shadow_lp, shadow_in=game.shadow_in, reference_lp=reference_lp,
+                              reference_in=game.reference_in)
+        scored = run_attacks(attack_names, inputs, opts.lira_variance)
+        timing["attacks_s"] = time.perf_counter() - t0
 
-    inputs = AttackInputs(n_classes=data.n_classes, labels=y[tc], target_lp=target_lp, shadow_labels=y[sc],
-                          shadow_lp=shadow_lp, shadow_in=game.shadow_in, reference_lp=reference_lp,
-                          reference_in=game.reference_in)
-    scored = run_attacks(attack_names, inputs, opts.lira_variance)
-    timing["attacks_s"] = time.perf_counter() - t0
+        delta = target.delta
+        epsilon_claim = claim.epsilon(delta) if claim is not None else None
+        adv_bound = dp_advantage_bound(epsilon_claim, delta) if claim is not None else None
+        # the guess counts of every attack, and which attack is primary, are chosen on the calibration
+        # games (never on the target's canary coins), so the primary bound alone decides the verdict
+        guesses = {name: choose_guesses(scored[name].calibration, scored[name].calibration_in, delta, opts.confidence)
+                   for name in attack_names}
+        primary = max(attack_names, key=lambda name: guesses[name]["shadow_mean_epsilon"])
+        family = Family(1, opts.confidence)
+        attacks_out, bounds = {}, []
+        for name in attack_names:
+            sc_ = scored[name]
+            chosen = guesses[name]
+            bound: LowerBound = one_run_bound(sc_.target, game.target_in, chosen["k_pos"], chosen["k_neg"], delta,
+                                              opts.confidence, role=VERDICT if name == primary else SECONDARY)
+            entry = bound.to_dict() | {"attack": name}
+            entry["details"] |= {"guesses_chosen_on": f"{sc_.calibrated_on} (mean bound "
+                                                      f"{chosen['shadow_mean_epsilon']:.3f})"}
+            bounds.append(entry)
+            metrics = attack_metrics(sc_.target, game.target_in, opts.confidence)
+            metrics["empirical_points"] = empirical_points(sc_.target, game.target_in, chosen["k_pos"], opts.confidence)
+            metrics["description"] = ATTACKS[name]
+            metrics["calibrated_on"] = sc_.calibrated_on
+            metrics["primary"] = name == primary
+            metrics["advantage_ci"] = advantage_interval(sc_.target, game.target_in, opts.confidence)
+            metrics["advantage_dp_bound"] = adv_bound
+            metrics["advantage_within_dp_bound"] = (None if adv_bound is None
+                                                    else bool(metrics["advantage_ci"][0] <= adv_bound))
+            if name in LIRA_ATTACKS:
+                metrics["lira_variance"] = resolve_variance(opts.lira_variance, references)
+                metrics["reference_models"] = references
+            attacks_out[name] = metrics
 
-    delta = target.delta
-    epsilon_claim = claim.epsilon(delta) if claim is not None else None
-    adv_bound = dp_advantage_bound(epsilon_claim, delta) if claim is not None else None
-    # the guess counts of every attack, and which attack is primary, are chosen on the calibration
-    # games (never on the target's canary coins), so the primary bound alone decides the verdict
-    guesses = {name: choose_guesses(scored[name].calibration, scored[name].calibration_in, delta, opts.confidence)
-               for name in attack_names}
-    primary = max(attack_names, key=lambda name: guesses[name]["shadow_mean_epsilon"])
-    family = Family(1, opts.confidence)
-    attacks_out, bounds = {}, []
-    for name in attack_names:
-        sc_ = scored[name]
-        chosen = guesses[name]
-        bound: LowerBound = one_run_bound(sc_.target, game.target_in, chosen["k_pos"], chosen["k_neg"], delta,
-                                          opts.confidence, role=VERDICT if name == primary else SECONDARY)
-        entry = bound.to_dict() | {"attack": name}
-        entry["details"] |= {"guesses_chosen_on": f"{sc_.calibrated_on} (mean bound "
-                                                  f"{chosen['shadow_mean_epsilon']:.3f})"}
-        bounds.append(entry)
-        metrics = attack_metrics(sc_.target, game.target_in, opts.confidence)
-        metrics["empirical_points"] = empirical_points(sc_.target, game.target_in, chosen["k_pos"], opts.confidence)
-        metrics["description"] = ATTACKS[name]
-        metrics["calibrated_on"] = sc_.calibrated_on
-        metrics["primary"] = name == primary
-        metrics["advantage_ci"] = advantage_interval(sc_.target, game.target_in, opts.confidence)
-        metrics["advantage_dp_bound"] = adv_bound
-        metrics["advantage_within_dp_bound"] = (None if adv_bound is None
-                                                else bool(metrics["advantage_ci"][0] <= adv_bound))
-        if name in LIRA_ATTACKS:
-            metrics["lira_variance"] = resolve_variance(opts.lira_variance, references)
-            metrics["reference_models"] = references
-        attacks_out[name] = metrics
-
-    comparison = compare_with_claim(bounds, claim, delta, ALPHA_GRID, family)
-    params = target.params(sigma) | {"expected_batch_size": config.expected_batch_size}
-    timing["total_s"] = time.perf_counter() - started
-    advantage_table = {
-        "title": "Membership advantage against the DP bound",
-        "columns": ["attack", "AUC", "TPR at 0.1% FPR", "TPR at 1% FPR", "advantage", "advantage interval",
-                    "DP bound on advantage", "within bound"],
-        "rows": [[name, a["auc"], a["tpr_at_fpr"]["0.001"], a["tpr_at_fpr"]["0.01"], a["advantage"],
-                  f"[{a['advantage_ci'][0]:.3f}, {a['advantage_ci'][1]:.3f}]",
-                  "none (non-private)" if adv_bound is None else adv_bound,
-                  "n/a" if adv_bound is None else ("yes" if a["advantage_within_dp_bound"] else "NO")]
-                 for name, a in attacks_out.items()],
-        "caption": "Advantage = max over thresholds of TPR - FPR (Yeom et al. 2018). An (eps, delta)-DP target "
-                   "allows at most (e^eps - 1 + 2 delta)/(e^eps + 1). The best-threshold advantage is biased "
-                   "upwards, so the check uses the lower end of its interval (DKW bands, simultaneous over "
-                   "thresholds, at the run's confidence).",
-    }
-    results = {
-        "schema_version": SCHEMA_VERSION,
-        "kind": "membership",
-        "target": target.name,
-        "target_description": target.description,
-        "dataset": data.name,
-        "dataset_source": data.source,
-        "model": model_info,
-        "neighbouring": "add/remove one record",
-        "seed": opts.seed,
-        "delta": delta,
-        "confidence": opts.confidence,
-        "primary_attack": primary,
-        "epsilon_theory": comparison["epsilon_theory"],
-        "accountant": claim.description if claim is not None else None,
-        "params": params,
-        "tradeoff": comparison["tradeoff"],
-        "lower_bounds": bounds,
-        "best_lower_bound": comparison["best_lower_bound"],
-        "lower_bound_tradeoff": comparison["lower_bound_tradeoff"],
-        "attacks": attacks_out,
-        "tables": [advantage_table],
-        "verdict": comparison["verdict"],
-        "game": game.summary(),
-        "quick": opts.quick,
-        "created": utc_now(),
-        "host": host_info(),
-        "timing": timing,
-        "volatile": VOLATILE_KEYS,
-    }
-    config_json = {"command": "run membership", "options": asdict(opts), "target": asdict(target),
-                   "train_config": config.to_dict(), "seeds": seeds, "packages": package_versions()}
-    write_json(paths.run_dir / "config.json", config_json)
-    write_json(paths.run_dir / "results.json", results)
-    from reports.html import render_report
-
-    render_report(paths.run_dir)
-    say(f"report written: {paths.run_dir / 'report.html'}")
-    return paths.run_dir, results
+        comparison = compare_with_claim(bounds, claim, delta, ALPHA_GRID, family)
+        params = target.params(sigma) | {"expected_batch_size": config.expected_batch_size}
+        advantage_table = {
+            "title": "Membership advantage against the DP bound",
+            "columns": ["attack", "AUC", "TPR at 0.1% FPR", "TPR at 1% FPR", "advantage", "advantage interval",
+                        "DP bound on advantage", "within bound"],
+            "rows": [[name, a["auc"], a["tpr_at_fpr"]["0.001"], a["tpr_at_fpr"]["0.01"], a["advantage"],
+                      f"[{a['advantage_ci'][0]:.3f}, {a['advantage_ci'][1]:.3f}]",
+                      "none (non-private)" if adv_bound is None else adv_bound,
+                      "n/a" if adv_bound is None else ("yes" if a["advantage_within_dp_bound"] else "NO")]
+                     for name, a in attacks_out.items()],
+            "caption": "Advantage = max over thresholds of TPR - FPR (Yeom et al. 2018). An (eps, delta)-DP target "
+                       "allows at most (e^eps - 1 + 2 delta)/(e^eps + 1). The best-threshold advantage is biased "
+                       "upwards, so the check uses the lower end of its interval (DKW bands, simultaneous over "
+                       "thresholds, at the run's confidence).",
+        }
+        results = {
+            "target_description": target.description,
+            "dataset": data.name,
+            "dataset_source": data.source,
+            "model": model_info,
+            "neighbouring": "add/remove one record",
+            "delta": delta,
+            "confidence": opts.confidence,
+            "primary_attack": primary,
+            "epsilon_theory": comparison["epsilon_theory"],
+            "accountant": claim.description if claim is not None else None,
+            "params": params,
+            "tradeoff": comparison["tradeoff"],
+            "lower_bounds": bounds,
+            "best_lower_bound": comparison["best_lower_bound"],
+            "lower_bound_tradeoff": comparison["lower_bound_tradeoff"],
+            "attacks": attacks_out,
+            "tables": [advantage_table],
+            "verdict": comparison["verdict"],
+            "game": game.summary(),
+            "quick": opts.quick,
+        }
+        config_json = {"command": "run membership", "options": asdict(opts), "target": asdict(target),
+                       "train_config": config.to_dict(), "seeds": seeds}
+        results = ctx.finish(results, config_json)
+    return ctx.run_dir, results
 
 
 def summary_lines(run_dir: Path, results: dict) -> list[str]:
@@ -303,9 +286,9 @@ def summary_lines(run_dir: Path, results: dict) -> list[str]:
         line2 = "empirical: no valid lower bound"
     else:
         d = best["details"]
-        line2 = (f"empirical: epsilon >= {float(best['epsilon']):.3f} ({best['method']} bound, {best['attack']} attack, "
-                 f"{best['confidence']:.0%} confidence, {d['v']}/{d['r']} correct guesses on {best['n']} canaries)"
-                 f" -> {results['verdict']['status']}")
+        line2 = (f"empirical: epsilon >= {float(best['epsilon']):.3f} ({best['method']} bound, primary attack "
+                 f"{best['attack']}, {float(best['family_confidence']):.0%} confidence, {d['v']}/{d['r']} correct "
+                 f"guesses on {best['n']} canaries) -> {results['verdict']['status']}")
     parts = [f"{name} AUC {a['auc']:.3f}, TPR@1%FPR {a['tpr_at_fpr']['0.01']:.3f}, "
              f"TPR@0.1%FPR {a['tpr_at_fpr']['0.001']:.3f}" for name, a in results["attacks"].items()]
     line3 = "attacks:   " + "; ".join(parts)

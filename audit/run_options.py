@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 #: Names of the common options, in field order (also the command-line ``dest`` names).
-COMMON_OPTION_NAMES = ("target", "out", "seed", "device", "quick", "epsilon", "delta", "data_dir", "quiet")
+COMMON_OPTION_NAMES = ("target", "out", "seed", "device", "quick", "epsilon", "delta", "data_dir", "quiet", "confidence")
 
 
 @dataclass(frozen=True)
@@ -21,6 +21,7 @@ class CommonRunOptions:
     delta: float | None = None
     data_dir: str | None = None
     quiet: bool = False
+    confidence: float = 0.95
 
     @classmethod
     def common_kwargs(cls, args) -> dict:

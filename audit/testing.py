@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from audit.errors import UserError
+from audit.errors import TargetCodeError, UserError
 
 
 def _resolve(target: Any) -> tuple[str, Any]:
@@ -40,7 +40,7 @@ def _resolve(target: Any) -> tuple[str, Any]:
         try:
             made = target()
         except Exception as exc:
-            raise UserError(f"plugin factory {label} raised {type(exc).__name__}: {exc}") from None
+            raise TargetCodeError(f"plugin factory {label} raised {type(exc).__name__}: {exc}") from exc
         if isinstance(made, dict) and "name" in made:
             label = str(made["name"])
         return label, plugin_from_dict(label, made)

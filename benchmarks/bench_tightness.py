@@ -24,7 +24,7 @@ if str(ROOT) not in sys.path:
 
 from audit.io import write_json  # noqa: E402
 from audit.run_dp import SweepOptions, sweep_rows  # noqa: E402
-from audit.rundir import host_info, utc_now  # noqa: E402
+from audit.run_context import host_info, utc_now  # noqa: E402
 
 #: (target, threat, canary, epsilons, runs): the full grid
 FULL_GRID = [

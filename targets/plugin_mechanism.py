@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from audit.errors import UserError
+from audit.errors import TargetCodeError
 from audit.stats.score_fit import as_matrix, fit_log_ratio_score
 from audit.theory.claims import PrivacyClaim
 from targets.mechanisms import Mechanism
@@ -54,7 +54,7 @@ class PluginMechanism(Mechanism):
         try:
             outputs = [self.plugin.mechanism(dataset, g) for _ in range(int(n))]
         except Exception as exc:
-            raise UserError(f"plugin mechanism {self.plugin.spec} raised {type(exc).__name__}: {exc}") from None
+            raise TargetCodeError(f"plugin mechanism {self.plugin.spec} raised {type(exc).__name__}: {exc}") from exc
         return as_matrix(outputs, f"plugin {self.plugin.spec}")
 
     def fit_score(self, out0: np.ndarray, out1: np.ndarray) -> None:

@@ -31,7 +31,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from audit.errors import UserError
+from audit.errors import TargetCodeError, UserError
 from audit.theory.checks import check_delta, check_epsilon
 from audit.theory.claims import ApproxDPClaim, PrivacyClaim, PureDPClaim
 
@@ -142,15 +142,15 @@ def _load_dict(spec: str) -> dict:
     except ImportError as exc:
         raise UserError(f"cannot import plugin module {module_name!r} ({exc}); put it on PYTHONPATH or run from "
                         f"its folder") from None
-    except Exception as exc:  # the user's module failed while importing
-        raise UserError(f"plugin module {module_name!r} raised {type(exc).__name__} on import: {exc}") from None
+    except Exception as exc:  # the user's module failed while importing: the target's own code raised
+        raise TargetCodeError(f"plugin module {module_name!r} raised {type(exc).__name__} on import: {exc}") from exc
     factory = getattr(module, attr, None)
     if not callable(factory):
         raise UserError(f"plugin module {module_name!r} has no callable {attr!r}")
     try:
         made = factory()
     except Exception as exc:
-        raise UserError(f"plugin factory {spec} raised {type(exc).__name__}: {exc}") from None
+        raise TargetCodeError(f"plugin factory {spec} raised {type(exc).__name__}: {exc}") from exc
     if not isinstance(made, dict):
         raise UserError(f"plugin factory {spec} must return a dict, got {type(made).__name__}")
     return made

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from audit.cli import main
-from audit.errors import UserError
+from audit.errors import TargetCodeError, UserError
 from audit.stats.score_fit import fit_log_ratio_score
 from targets.plugins import MechanismPlugin, TrainerPlugin, load_plugin
 
@@ -83,12 +83,16 @@ def test_valid_plugins_load(plugin_module):
     ("bad_neighbours", "field 'neighbours'"),
     ("bad_dataset", "unknown dataset 'imagenet'"),
     ("bad_train", "field 'train'"),
-    ("raises", "raised RuntimeError: boom"),
     ("missing", "no callable 'missing'"),
 ])
 def test_malformed_plugins_name_the_bad_field(plugin_module, factory, message):
     with pytest.raises(UserError, match=message.replace("(", r"\(")):
         load_plugin(f"{plugin_module}:{factory}")
+
+
+def test_a_factory_that_raises_is_the_targets_own_error(plugin_module):
+    with pytest.raises(TargetCodeError, match="raised RuntimeError: boom"):
+        load_plugin(f"{plugin_module}:raises")
 
 
 def test_unimportable_plugin_module():

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from audit.errors import UserError
 from audit.io import to_jsonable
-from audit.rundir import safe_name
+from audit.run_context import safe_name
 from audit.target_theory import REQUIRED_ALPHAS, TargetTheory, theory_for, tradeoff_alphas
 from audit.theory.gaussian import gaussian_tradeoff
 

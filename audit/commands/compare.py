@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from audit.rundir import make_run_dir
+from audit.run_context import make_run_dir
 
 
 def run_compare(args: argparse.Namespace) -> int:

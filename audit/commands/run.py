@@ -32,6 +32,17 @@ def positive_int(text: str) -> int:
     return value
 
 
+def confidence_level(text: str) -> float:
+    """argparse type: a confidence level strictly between 0 and 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1), got {text!r}") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"confidence must lie strictly between 0 and 1, got {value}")
+    return value
+
+
 def common_options() -> argparse.ArgumentParser:
     """Options shared by every ``run`` kind."""
     common = argparse.ArgumentParser(add_help=False)
@@ -45,6 +56,8 @@ def common_options() -> argparse.ArgumentParser:
     group.add_argument("--delta", type=float, default=None, help="delta of the claim (default: the target's)")
     group.add_argument("--data-dir", default=None, help="folder with full-MNIST IDX files (else $AUDIT_DATA_DIR, else the embedded sample)")
     group.add_argument("--quiet", action="store_true", help="no progress bars or stage messages")
+    group.add_argument("--confidence", type=confidence_level, default=0.95,
+                       help="family-wise confidence of the verdict and of every reported interval (default 0.95)")
     group.add_argument("--fail-above-claim", action="store_true",
                        help="exit with status 1 when the empirical lower bound exceeds the claim (CI gate)")
     return common

@@ -9,18 +9,8 @@ from audit.commands.run import positive_int
 from audit.run_dp import THREATS, DPOptions, run_dp, summary_lines
 
 
-def _confidence(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1), got {text!r}") from None
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"confidence must lie strictly between 0 and 1, got {value}")
-    return value
-
-
 def execute(args: argparse.Namespace) -> dict:
-    opts = DPOptions(**DPOptions.common_kwargs(args), runs=args.runs, canary=args.canary, threat=args.threat, confidence=args.confidence)
+    opts = DPOptions(**DPOptions.common_kwargs(args), runs=args.runs, canary=args.canary, threat=args.threat)
     run_dir, results = run_dp(opts)
     print("\n".join(summary_lines(run_dir, results)))
     return results  # audit.commands.run.gated turns a violation into exit 1 under --fail-above-claim
@@ -44,5 +34,4 @@ def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser)
     parser.add_argument("--threat", default="updates", choices=THREATS,
                         help="what the adversary sees: black-box (final model's loss), white-box (final "
                              "parameters), updates (every intermediate update); default updates")
-    parser.add_argument("--confidence", type=_confidence, default=0.95, help="confidence of the bounds (default 0.95)")
     parser.set_defaults(func=execute)

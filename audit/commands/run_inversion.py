@@ -11,7 +11,7 @@ from audit.run_inversion import START_KINDS, InversionOptions, run_inversion, su
 
 def execute(args: argparse.Namespace) -> int:
     opts = InversionOptions(**InversionOptions.common_kwargs(args), steps=args.steps, patience=args.patience,
-                            confidence=args.confidence, lr=args.lr, tv=args.tv, black_box_steps=args.black_box_steps, start=args.start)
+                            stop_confidence=args.stop_confidence, lr=args.lr, tv=args.tv, black_box_steps=args.black_box_steps, start=args.start)
     run_dir, results = run_inversion(opts)
     print("\n".join(summary_lines(run_dir, results)))
     return 0
@@ -29,7 +29,7 @@ def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser)
                         help="MI-FACE maximum steps alpha (default 1000; quick 200)")
     parser.add_argument("--patience", type=positive_int, default=None,
                         help="stop after this many steps without progress, beta (default 100; quick 50)")
-    parser.add_argument("--confidence", type=number(float, 0, 1, low_open=True), default=0.999,
+    parser.add_argument("--stop-confidence", type=number(float, 0, 1, low_open=True), default=0.999,
                         help="stop once the class confidence reaches this target, gamma (default 0.999)")
     parser.add_argument("--lr", type=number(float, 0, None, low_open=True), default=1.0, help="gradient step size lambda (default 1.0)")
     parser.add_argument("--tv", type=number(float, 0), default=0.0,

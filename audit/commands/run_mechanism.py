@@ -13,7 +13,7 @@ def execute(args: argparse.Namespace) -> dict:
         option = "--device cuda" if args.device == "cuda" else "--data-dir"
         raise_conflict(option)
     opts = MechanismOptions(target=args.target, out=args.out, seed=args.seed, quick=args.quick, epsilon=args.epsilon,
-                            delta=args.delta, quiet=args.quiet, draws=args.draws)
+                            delta=args.delta, quiet=args.quiet, draws=args.draws, confidence=args.confidence)
     run_dir, results = run_mechanism(opts)
     print("\n".join(summary_lines(run_dir, results)))
     return results

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from audit.canaries import CANARY_KINDS
-from audit.commands.run import positive_int
+from audit.commands.run import confidence_level, positive_int
 from audit.run_dp import THREATS, SweepOptions, run_sweep, sweep_summary
 
 
@@ -59,5 +59,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     dp.add_argument("--delta", type=float, default=None, help="delta of the claims (default: the target's)")
     dp.add_argument("--data-dir", default=None, help="folder with full-MNIST IDX files")
     dp.add_argument("--quiet", action="store_true", help="no stage messages")
-    dp.add_argument("--confidence", type=float, default=0.95, help="confidence of the bounds (default 0.95)")
+    dp.add_argument("--confidence", type=confidence_level, default=0.95,
+                    help="family-wise confidence of each audit's verdict (default 0.95)")
     dp.set_defaults(func=execute)

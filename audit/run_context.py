@@ -1,0 +1,182 @@
+"""The run context every runner shares: run directories ``<out>/<utc-time>-<kind>-<target>/``
+with config.json, results.json, report.html, plots and log.txt (``<out>/cache/`` holds trained
+models shared between runs), the results envelope, timing, and the handling of a run that cannot
+complete (:class:`RunContext`)."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import functools
+import os
+import platform
+import re
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from audit.errors import AuditIncomplete, UserError
+from audit.io import write_json
+
+SCHEMA_VERSION = 2
+#: Top-level results.json keys that may differ between two runs of the same command and seed.
+VOLATILE_KEYS = ["created", "host", "timing"]
+
+
+def utc_now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def host_info() -> dict:
+    import numpy
+    import torch
+
+    return {"python": platform.python_version(), "platform": platform.platform(), "torch": torch.__version__,
+            "numpy": numpy.__version__, "cpus": os.cpu_count(),
+            "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
+
+
+def package_versions() -> dict:
+    """Versions of the packages that determine results (recorded in config.json)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for name in ("privacy-audit", "torch", "numpy", "scipy", "scikit-learn", "dp-accounting", "mlxtend"):
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    root: Path
+    run_dir: Path
+    cache_dir: Path
+
+    def log(self, message: str, echo: bool = True) -> None:
+        """Append a line to the run's log.txt and (unless quiet) print it to stderr."""
+        with open(self.run_dir / "log.txt", "a", encoding="utf-8") as handle:
+            handle.write(f"{utc_now()} {message}\n")
+        if echo:
+            sys.stderr.write(message + "\n")
+            sys.stderr.flush()
+
+
+def safe_name(text: str) -> str:
+    """A file-name-safe rendering of a target name or plugin path."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)[:80]
+
+
+def make_run_dir(out: str | os.PathLike, kind: str, target: str) -> RunPaths:
+    """Create a fresh run directory under ``out`` (never reusing an existing one)."""
+    root = Path(out).expanduser()
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        base = f"{stamp}-{kind}-{safe_name(target)}"
+        run_dir = root / base
+        suffix = 1
+        while run_dir.exists():
+            suffix += 1
+            run_dir = root / f"{base}-{suffix}"
+        run_dir.mkdir()
+        probe = run_dir / ".write-test"
+        probe.write_text("ok")
+        probe.unlink()
+        cache_dir = root / "cache"
+        cache_dir.mkdir(exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"cannot write to output directory {root} ({exc.strerror}); pass a writable --out DIR") from None
+    return RunPaths(root, run_dir, cache_dir)
+
+
+class RunContext:
+    """What every runner shares: the run directory and its log, the seed, the device, timing, the
+    ``results.json`` envelope, the atomic writes and the report.
+
+    Use it as a context manager around the run's body: an exception that is not a
+    :class:`audit.errors.UserError` (the target's code raised, or an internal error) has its full
+    traceback appended to the run's ``log.txt`` and leaves as :class:`audit.errors.AuditIncomplete`
+    (exit status 3) naming that file; earlier runs and their files are never touched.
+    """
+
+    def __init__(self, out: str | os.PathLike, kind: str, target: str, *, seed: int = 0, quiet: bool = False,
+                 device: str = "cpu") -> None:
+        self.paths = make_run_dir(out, kind, target)
+        self.kind, self.target, self.seed, self.quiet, self.device_name = kind, target, int(seed), quiet, device
+        self.started = time.perf_counter()
+        self.timing: dict[str, float] = {}
+
+    @property
+    def run_dir(self) -> Path:
+        return self.paths.run_dir
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.paths.cache_dir
+
+    @property
+    def log_path(self) -> Path:
+        return self.paths.run_dir / "log.txt"
+
+    @functools.cached_property
+    def device(self):
+        """The torch device the run trains on (``auto`` resolves to CUDA when available)."""
+        from targets.training import resolve_device
+
+        return resolve_device(self.device_name)
+
+    def rng(self, *keys: int):
+        """A numpy generator for one named purpose of this run: ``default_rng([seed, *keys])``."""
+        import numpy as np
+
+        return np.random.default_rng([self.seed, *keys])
+
+    def say(self, message: str) -> None:
+        """Log a stage message to log.txt (and stderr unless quiet)."""
+        self.paths.log(message, echo=not self.quiet)
+
+    @contextlib.contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        """Time a stage into ``timing[name + "_s"]``."""
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.timing[f"{name}_s"] = self.timing.get(f"{name}_s", 0.0) + time.perf_counter() - t0
+
+    def finish(self, results: dict, config: dict, report: bool = True) -> dict:
+        """Complete ``results`` with the envelope (schema version, kind, seed, time, host, timing),
+        write config.json (with package versions) and results.json atomically, render the report;
+        returns the completed results."""
+        self.timing["total_s"] = time.perf_counter() - self.started
+        results = {"schema_version": SCHEMA_VERSION, "kind": self.kind, "target": self.target, "seed": self.seed} \
+            | results | {"created": utc_now(), "host": host_info(), "timing": dict(self.timing),
+                         "volatile": VOLATILE_KEYS}
+        write_json(self.run_dir / "config.json", config | {"packages": package_versions()})
+        write_json(self.run_dir / "results.json", results)
+        if report:
+            from reports.html import render_report
+
+            render_report(self.run_dir, results, config)
+            self.say(f"report written: {self.run_dir / 'report.html'}")
+        return results
+
+    def __enter__(self) -> "RunContext":
+        return self
+
+    def __exit__(self, kind, exc, tb) -> bool:
+        if exc is None or isinstance(exc, (UserError, KeyboardInterrupt)):
+            return False
+        with open(self.log_path, "a", encoding="utf-8") as handle:
+            handle.write(f"{utc_now()} the audit could not complete:\n")
+            handle.write("".join(traceback.format_exception(kind, exc, tb)))
+        if isinstance(exc, AuditIncomplete):
+            exc.log_path = exc.log_path or str(self.log_path)
+            return False
+        raise AuditIncomplete(f"internal error: {type(exc).__name__}: {exc}", str(self.log_path)) from exc
