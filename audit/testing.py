@@ -14,8 +14,9 @@ factory returning one. Mechanisms are audited with :func:`audit.run_mechanism.ru
 (``runs`` = draws per world), trainers and trained DP targets with the multi-run game of
 :mod:`audit.run_dp` (``runs`` = trainings). A bound above the claim at the stated confidence
 raises ``AssertionError`` naming the bound, its method and the claim; otherwise the results dict
-is returned. Each bound is valid at ``confidence``, so a correct implementation fails such a test
-with probability at most ``1 - confidence`` for a given seed; keep the seed fixed in CI.
+is returned. The verdict holds at ``confidence`` across every bound that competed for it
+(:mod:`audit.stats.verdict`), so a correct implementation fails such a test with probability at
+most ``1 - confidence``; keep the seed fixed in CI.
 """
 
 from __future__ import annotations
@@ -94,8 +95,9 @@ def assert_private(target: Any, *, attack: str | None = None, runs: int | None =
         best = results["best_lower_bound"]
         raise AssertionError(
             f"{results['target']}: empirical epsilon lower bound {float(best['epsilon']):.3f} ({best['method']}, "
-            f"{float(best['confidence']):.0%} confidence) exceeds the claimed epsilon "
-            f"{float(results['epsilon_theory']):.3f} at delta {results['delta']:g}; report: {run_dir / 'report.html'}")
+            f"{float(best['family_confidence']):.0%} confidence, family of {best['family_size']}) exceeds the claimed "
+            f"epsilon {float(results['epsilon_theory']):.3f} at delta {results['delta']:g}; run directory: {run_dir}; "
+            f"report: {run_dir / 'report.html'}")
     return results
 
 

@@ -30,8 +30,8 @@ import numpy as np  # noqa: E402
 from audit.errors import UserError  # noqa: E402
 from audit.io import atomic_write_bytes, atomic_write_text, write_json  # noqa: E402
 from audit.stats.metrics import dp_advantage_bound
-from reports.html import _fmt, _fmt_ci, load_run_json  # noqa: E402
-from reports.plots import _array, _num  # noqa: E402
+from reports.html import format_value, format_interval, load_run_json  # noqa: E402
+from reports.plots import as_float_array, as_number  # noqa: E402
 
 COMPARE_PNG = "compare_roc.png"
 COMPARE_HTML = "compare.html"
@@ -60,7 +60,7 @@ def load_runs(run_dirs: Sequence[str | Path]) -> list[tuple[Path, dict]]:
 
 def run_label(results: Mapping[str, Any]) -> str:
     """``target (ε = x)`` or ``target (non-private)``."""
-    eps = _num(results.get("epsilon_theory"))
+    eps = as_number(results.get("epsilon_theory"))
     privacy = "non-private" if eps is None else f"ε = {eps:.3g}"
     return f"{results.get('target', '?')} ({privacy})"
 
@@ -74,20 +74,20 @@ def comparison_rows(runs: Sequence[tuple[Path, dict]], attacks: Sequence[str] | 
     """One row per (run, attack), attacks in name order; ``attacks`` restricts the names."""
     rows = []
     for label, (path, results) in zip(_labels(runs), runs):
-        eps, delta = _num(results.get("epsilon_theory")), _num(results.get("delta"))
+        eps, delta = as_number(results.get("epsilon_theory")), as_number(results.get("delta"))
         bound = dp_advantage_bound(eps, delta) if eps is not None and delta is not None else None
         best = results.get("best_lower_bound")
-        best_eps = _num(best.get("epsilon")) if isinstance(best, Mapping) else None
+        best_eps = as_number(best.get("epsilon")) if isinstance(best, Mapping) else None
         for name in sorted(results["attacks"]):
             if attacks and name not in attacks:
                 continue
             a = results["attacks"][name] or {}
             tpr, ci = a.get("tpr_at_fpr") or {}, a.get("tpr_at_fpr_ci") or {}
             rows.append({"run": label, "run_dir": str(path), "target": results.get("target"), "epsilon_theory": eps,
-                         "delta": delta, "attack": name, "auc": _num(a.get("auc")),
-                         "tpr_1": _num(tpr.get("0.01")), "tpr_1_ci": ci.get("0.01"),
-                         "tpr_01": _num(tpr.get("0.001")), "tpr_01_ci": ci.get("0.001"),
-                         "advantage": _num(a.get("advantage")), "advantage_ci": a.get("advantage_ci"),
+                         "delta": delta, "attack": name, "auc": as_number(a.get("auc")),
+                         "tpr_1": as_number(tpr.get("0.01")), "tpr_1_ci": ci.get("0.01"),
+                         "tpr_01": as_number(tpr.get("0.001")), "tpr_01_ci": ci.get("0.001"),
+                         "advantage": as_number(a.get("advantage")), "advantage_ci": a.get("advantage_ci"),
                          "advantage_dp_bound": bound,
                          "best_epsilon_lower_bound": best_eps})
     if not rows:
@@ -97,10 +97,10 @@ def comparison_rows(runs: Sequence[tuple[Path, dict]], attacks: Sequence[str] | 
 
 
 def _cells(row: Mapping[str, Any]) -> list[str]:
-    return [row["run"], str(row["target"]), _fmt(row["epsilon_theory"]) if row["epsilon_theory"] is not None
-            else "none", _fmt(row["delta"]), row["attack"], _fmt(row["auc"]), _fmt(row["tpr_1"]),
-            _fmt_ci(row["tpr_1_ci"]), _fmt(row["tpr_01"]), _fmt_ci(row["tpr_01_ci"]), _fmt(row["advantage"]),
-            _fmt_ci(row["advantage_ci"]), _fmt(row["advantage_dp_bound"]), _fmt(row["best_epsilon_lower_bound"])]
+    return [row["run"], str(row["target"]), format_value(row["epsilon_theory"]) if row["epsilon_theory"] is not None
+            else "none", format_value(row["delta"]), row["attack"], format_value(row["auc"]), format_value(row["tpr_1"]),
+            format_interval(row["tpr_1_ci"]), format_value(row["tpr_01"]), format_interval(row["tpr_01_ci"]), format_value(row["advantage"]),
+            format_interval(row["advantage_ci"]), format_value(row["advantage_dp_bound"]), format_value(row["best_epsilon_lower_bound"])]
 
 
 def compare_roc_plot(runs: Sequence[tuple[Path, dict]], path: str | Path, attacks: Sequence[str] | None = None) -> Path:
@@ -117,7 +117,7 @@ def compare_roc_plot(runs: Sequence[tuple[Path, dict]], path: str | Path, attack
         for i, (label, (_, results)) in enumerate(zip(labels, runs)):
             colour = colours[i % len(colours)]
             tradeoff = results.get("tradeoff") or {}
-            alpha, beta = _array(tradeoff.get("alpha")), _array(tradeoff.get("beta"))
+            alpha, beta = as_float_array(tradeoff.get("alpha")), as_float_array(tradeoff.get("beta"))
             if alpha.size and alpha.size == beta.size:
                 keep = np.isfinite(alpha) & np.isfinite(beta) & (alpha >= lo)
                 order = np.argsort(alpha[keep])
@@ -126,10 +126,10 @@ def compare_roc_plot(runs: Sequence[tuple[Path, dict]], path: str | Path, attack
             for name in names:
                 a = results["attacks"].get(name) or {}
                 roc = a.get("roc") or {}
-                fpr, tpr = _array(roc.get("fpr")), _array(roc.get("tpr"))
+                fpr, tpr = as_float_array(roc.get("fpr")), as_float_array(roc.get("tpr"))
                 if fpr.size == 0 or fpr.size != tpr.size:
                     continue
-                auc = _num(a.get("auc"))
+                auc = as_number(a.get("auc"))
                 ax.step(np.clip(fpr, lo, 1), np.clip(tpr, lo, 1), where="post", color=colour, linestyle=styles[name],
                         linewidth=1.2, label=f"{label}: {name}" + (f" (AUC {auc:.3f})" if auc is not None else ""))
         ax.set_xscale("log")
@@ -180,7 +180,7 @@ def _above_bound(row: Mapping[str, Any]) -> bool:
     ci = row.get("advantage_ci")
     if row.get("advantage_dp_bound") is None or not isinstance(ci, (list, tuple)) or len(ci) != 2:
         return False
-    lo = _num(ci[0])
+    lo = as_number(ci[0])
     return lo is not None and lo > row["advantage_dp_bound"]
 
 

@@ -47,7 +47,7 @@ def load_run_json(run_dir: Path, name: str, required: bool) -> dict | None:
     return data
 
 
-def _fmt(value: Any, digits: int = 3) -> str:
+def format_value(value: Any, digits: int = 3) -> str:
     """Human formatting of a JSON value: numbers to ``digits`` significant figures, None as a dash."""
     if value is None:
         return "—"
@@ -70,23 +70,23 @@ def _fmt(value: Any, digits: int = 3) -> str:
     return json.dumps(value, sort_keys=True)
 
 
-def _fmt_ci(ci: Any) -> str:
+def format_interval(ci: Any) -> str:
     """A confidence interval ``[lo, hi]`` as text."""
     if isinstance(ci, (list, tuple)) and len(ci) == 2:
-        return f"[{_fmt(ci[0])}, {_fmt(ci[1])}]"
+        return f"[{format_value(ci[0])}, {format_value(ci[1])}]"
     return ""
 
 
 def _details_text(details: Any, limit: int = 8) -> str:
     """Compact ``key=value`` text of a bound's details (scalars only; at most ``limit`` entries)."""
     if not isinstance(details, Mapping):
-        return "" if details is None else _fmt(details)
+        return "" if details is None else format_value(details)
     parts = []
     for key in sorted(details):
         value = details[key]
         if isinstance(value, (dict, list)) and len(json.dumps(value)) > 60:
             continue
-        parts.append(f"{key}={_fmt(value)}")
+        parts.append(f"{key}={format_value(value)}")
     if len(parts) > limit:
         parts = parts[:limit] + ["…"]
     return ", ".join(parts)
@@ -96,7 +96,7 @@ def _kv_rows(mapping: Any) -> list[tuple[str, str]]:
     """Sorted ``(key, formatted value)`` pairs of a dict (nested values as compact JSON)."""
     if not isinstance(mapping, Mapping):
         return []
-    return [(str(key), _fmt(mapping[key])) for key in sorted(mapping, key=str)]
+    return [(str(key), format_value(mapping[key])) for key in sorted(mapping, key=str)]
 
 
 def _data_uri(path: Path) -> str:
@@ -191,7 +191,7 @@ def _tables(results: Mapping[str, Any]) -> list[dict]:
         if not isinstance(table, Mapping) or not isinstance(table.get("rows"), list):
             continue
         columns = [str(c) for c in table.get("columns") or []]
-        rows = [[_fmt(cell) for cell in row] for row in table["rows"] if isinstance(row, list)]
+        rows = [[format_value(cell) for cell in row] for row in table["rows"] if isinstance(row, list)]
         tables.append({"title": str(table.get("title", "")), "columns": columns, "rows": rows,
                        "caption": str(table.get("caption", ""))})
     return tables
@@ -211,8 +211,8 @@ def _bound_counts(bound: Mapping[str, Any]) -> str:
     """Counts behind a bound: n plus any count-like detail (r, v, m, k_pos, k_neg, fp, fn, ...)."""
     details = bound.get("details") if isinstance(bound.get("details"), Mapping) else {}
     count_keys = ("m", "r", "v", "k_pos", "k_neg", "fp", "fn", "n_pos", "n_neg", "guesses", "correct")
-    parts = [f"n={_fmt(bound.get('n'))}"]
-    parts += [f"{key}={_fmt(details[key])}" for key in count_keys if key in details]
+    parts = [f"n={format_value(bound.get('n'))}"]
+    parts += [f"{key}={format_value(details[key])}" for key in count_keys if key in details]
     return ", ".join(parts)
 
 
@@ -229,14 +229,14 @@ def _attack_rows(results: Mapping[str, Any]) -> tuple[list[dict], list[dict]]:
             tpr = attack.get("tpr_at_fpr") or {}
             ci = attack.get("tpr_at_fpr_ci") or {}
             metric_rows.append({
-                "name": name, "auc": _fmt(attack.get("auc")),
-                "tpr1": _fmt(tpr.get("0.01")), "tpr1_ci": _fmt_ci(ci.get("0.01")),
-                "tpr01": _fmt(tpr.get("0.001")), "tpr01_ci": _fmt_ci(ci.get("0.001")),
-                "advantage": _fmt(attack.get("advantage")),
-                "balanced_accuracy": _fmt(attack.get("balanced_accuracy")),
+                "name": name, "auc": format_value(attack.get("auc")),
+                "tpr1": format_value(tpr.get("0.01")), "tpr1_ci": format_interval(ci.get("0.01")),
+                "tpr01": format_value(tpr.get("0.001")), "tpr01_ci": format_interval(ci.get("0.001")),
+                "advantage": format_value(attack.get("advantage")),
+                "balanced_accuracy": format_value(attack.get("balanced_accuracy")),
                 "points": len(attack.get("empirical_points") or []),
             })
-        extra = [(key, _fmt(attack[key])) for key in sorted(attack) if key not in standard
+        extra = [(key, format_value(attack[key])) for key in sorted(attack) if key not in standard
                  and not (isinstance(attack[key], (list, dict)) and len(json.dumps(attack[key])) > 200)]
         if extra:
             other_rows.append({"name": name, "entries": extra})
@@ -249,15 +249,16 @@ def build_context(results: Mapping[str, Any], config: Mapping[str, Any] | None, 
     if eps_theory is None:
         theory_text = "none (non-private)"
     else:
-        theory_text = _fmt(eps_theory)
+        theory_text = format_value(eps_theory)
         if results.get("accountant"):
             theory_text += f" (accountant: {results['accountant']})"
     best = results.get("best_lower_bound")
     best_text = None
     if isinstance(best, Mapping):
-        best_text = (f"{_fmt(best.get('epsilon'))} ({best.get('method', '?')}"
+        best_text = (f"{format_value(best.get('epsilon'))} ({best.get('method', '?')}"
                      + (f", attack {best['attack']}" if best.get("attack") else "")
-                     + f", confidence {_fmt(best.get('confidence'))}, {_bound_counts(best)})")
+                     + f", {format_value(best.get('family_confidence', best.get('confidence')))} confidence, "
+                       f"family of {format_value(best.get('family_size', 1))}, {_bound_counts(best)})")
     verdict = results.get("verdict") if isinstance(results.get("verdict"), Mapping) else None
     status = str(verdict.get("status")) if verdict else None
     bounds = []
@@ -265,33 +266,34 @@ def build_context(results: Mapping[str, Any], config: Mapping[str, Any] | None, 
         if not isinstance(bound, Mapping):
             continue
         bounds.append({
-            "method": _fmt(bound.get("method")), "attack": _fmt(bound.get("attack")),
-            "epsilon": _fmt(bound.get("epsilon")), "confidence": _fmt(bound.get("confidence")),
-            "n": _fmt(bound.get("n")), "valid": bool(bound.get("valid")),
+            "method": format_value(bound.get("method")), "attack": format_value(bound.get("attack")),
+            "epsilon": format_value(bound.get("epsilon")), "confidence": format_value(bound.get("confidence")),
+            "n": format_value(bound.get("n")), "valid": bool(bound.get("valid")),
+            "role": format_value(bound.get("role", "verdict" if bound.get("valid") else "estimate")),
             "details": _details_text(bound.get("details")),
             "best": isinstance(best, Mapping) and all(bound.get(k) == best.get(k)
                                                     for k in ("method", "attack", "epsilon")),
         })
     metric_rows, other_rows = _attack_rows(results)
     summary = [
-        ("target", _fmt(results.get("target"))),
-        ("description", _fmt(results.get("target_description")) if results.get("target_description") else None),
-        ("audit kind", _fmt(results.get("kind"))),
-        ("dataset", _fmt(results.get("dataset")) if results.get("dataset") is not None else None),
-        ("model", _fmt(_model_name(results)) if _model_name(results) is not None else None),
-        ("neighbouring relation", _fmt(results.get("neighbouring")) if results.get("neighbouring") else None),
-        ("δ", _fmt(results.get("delta"))),
+        ("target", format_value(results.get("target"))),
+        ("description", format_value(results.get("target_description")) if results.get("target_description") else None),
+        ("audit kind", format_value(results.get("kind"))),
+        ("dataset", format_value(results.get("dataset")) if results.get("dataset") is not None else None),
+        ("model", format_value(_model_name(results)) if _model_name(results) is not None else None),
+        ("neighbouring relation", format_value(results.get("neighbouring")) if results.get("neighbouring") else None),
+        ("δ", format_value(results.get("delta"))),
         ("ε theory (upper bound)", theory_text),
         ("best valid ε lower bound", best_text or "none (no statistically valid bound)"),
-        ("seed", _fmt(results.get("seed")) if results.get("seed") is not None else None),
-        ("created", _fmt(results.get("created")) if results.get("created") else None),
+        ("seed", format_value(results.get("seed")) if results.get("seed") is not None else None),
+        ("created", format_value(results.get("created")) if results.get("created") else None),
     ]
     model = results.get("model")
     return {
-        "title_target": _fmt(results.get("target", "unknown target")),
-        "kind": _fmt(results.get("kind", "audit")),
+        "title_target": format_value(results.get("target", "unknown target")),
+        "kind": format_value(results.get("kind", "audit")),
         "summary": [(k, v) for k, v in summary if v is not None],
-        "verdict": {"status": status, "text": _fmt(verdict.get("text", "")),
+        "verdict": {"status": status, "text": format_value(verdict.get("text", "")),
                     "colour": _VERDICT_COLOURS.get(status or "", "#e8e8e8")} if verdict else None,
         "bounds": bounds,
         "metric_rows": metric_rows,
@@ -302,7 +304,7 @@ def build_context(results: Mapping[str, Any], config: Mapping[str, Any] | None, 
         "game": _kv_rows(results.get("game")),
         "model_info": _kv_rows(model) if isinstance(model, Mapping) else [],
         "timing": _kv_rows(results.get("timing")),
-        "schema_version": _fmt(results.get("schema_version")),
+        "schema_version": format_value(results.get("schema_version")),
         "config_text": json.dumps(config, indent=2, sort_keys=True) if config is not None else None,
     }
 

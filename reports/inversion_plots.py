@@ -13,7 +13,7 @@ from typing import Sequence
 
 import numpy as np
 
-from reports.plots import _RC, _save, plt
+from reports.plots import RC_PARAMS, save_png, plt
 
 
 def image_grid(rows: Sequence[tuple[str, np.ndarray]], labels: Sequence[str], path: str | os.PathLike,
@@ -23,7 +23,7 @@ def image_grid(rows: Sequence[tuple[str, np.ndarray]], labels: Sequence[str], pa
     Every image is shown on the same grey scale [low, high] (no per-image normalisation, so
     intensities are comparable across rows). Returns the written path.
     """
-    with plt.rc_context(_RC):
+    with plt.rc_context(RC_PARAMS):
         return _grid(rows, labels, path, title, low, high)
 
 
@@ -42,4 +42,4 @@ def _grid(rows, labels, path, title, low, high) -> Path:
                 ax.set_ylabel(name, fontsize=7, rotation=0, ha="right", va="center")
     fig.suptitle(title, fontsize=9)
     fig.subplots_adjust(left=0.17, right=0.99, top=0.88, bottom=0.02, wspace=0.05, hspace=0.08)
-    return _save(fig, path)
+    return save_png(fig, path)

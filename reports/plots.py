@@ -36,7 +36,7 @@ _COLOURS = plt.get_cmap("tab10").colors
 #: Smallest FPR drawn on logarithmic axes (an FPR of 0 cannot be shown on a log axis).
 _MIN_LOG_FPR = 1e-5
 
-_RC = {
+RC_PARAMS = {
     "font.size": 9,
     "axes.titlesize": 10,
     "axes.labelsize": 9,
@@ -46,7 +46,7 @@ _RC = {
 }
 
 
-def _num(value: Any) -> float | None:
+def as_number(value: Any) -> float | None:
     """A float from a JSON value (numbers, ``"inf"``/``"-inf"`` strings as written by
     :func:`audit.io.to_jsonable`); ``None`` for anything else."""
     if isinstance(value, bool) or value is None:
@@ -61,11 +61,11 @@ def _num(value: Any) -> float | None:
     return None
 
 
-def _array(values: Any) -> np.ndarray:
+def as_float_array(values: Any) -> np.ndarray:
     """A float array from a JSON list (non-numbers become NaN)."""
     if values is None:
         return np.zeros(0)
-    out = [_num(v) for v in values]
+    out = [as_number(v) for v in values]
     return np.array([np.nan if v is None else v for v in out], dtype=float)
 
 
@@ -74,7 +74,7 @@ def attack_colours(names: Iterable[str]) -> dict[str, tuple]:
     return {name: _COLOURS[i % len(_COLOURS)] for i, name in enumerate(sorted(names))}
 
 
-def _save(fig: Figure, path: str | os.PathLike) -> Path:
+def save_png(fig: Figure, path: str | os.PathLike) -> Path:
     """Render ``fig`` to PNG bytes without metadata and write them atomically."""
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=DPI, metadata={"Software": None})
@@ -110,26 +110,26 @@ def roc_plot(
     curves = {}
     for name in sorted(attacks):
         roc = (attacks[name] or {}).get("roc") or {}
-        fpr, tpr = _array(roc.get("fpr")), _array(roc.get("tpr"))
+        fpr, tpr = as_float_array(roc.get("fpr")), as_float_array(roc.get("tpr"))
         if fpr.size == 0 or fpr.size != tpr.size:
             continue
         keep = np.isfinite(fpr) & np.isfinite(tpr)
         curves[name] = (fpr[keep], tpr[keep])
         all_fpr.extend(fpr[keep].tolist())
     lo = _log_floor(all_fpr)
-    with plt.rc_context(_RC):
+    with plt.rc_context(RC_PARAMS):
         fig, ax = plt.subplots(figsize=(5.2, 4.4))
         grid = np.logspace(math.log10(lo), 0, 200)
         ax.plot(grid, grid, linestyle=":", color="0.45", linewidth=1, label="chance (TPR = FPR)")
         if theory_tradeoff:
-            alpha, beta = _array(theory_tradeoff.get("alpha")), _array(theory_tradeoff.get("beta"))
+            alpha, beta = as_float_array(theory_tradeoff.get("alpha")), as_float_array(theory_tradeoff.get("beta"))
             keep = np.isfinite(alpha) & np.isfinite(beta) & (alpha >= lo)
             if keep.any():
                 order = np.argsort(alpha[keep])
                 ax.plot(alpha[keep][order], np.clip(1.0 - beta[keep][order], lo, 1.0), color="black",
                         linewidth=1.6, label="DP limit (TPR = 1 - f(FPR))")
         for name, (fpr, tpr) in curves.items():
-            auc = _num((attacks[name] or {}).get("auc"))
+            auc = as_number((attacks[name] or {}).get("auc"))
             label = f"{name} (AUC {auc:.3f})" if auc is not None else name
             ax.step(np.clip(fpr, lo, 1.0), np.clip(tpr, lo, 1.0), where="post", color=colours[name],
                     linewidth=1.4, label=label)
@@ -143,7 +143,7 @@ def roc_plot(
         ax.grid(True, which="major", linewidth=0.4, color="0.85")
         ax.legend(loc="lower right", frameon=True)
         fig.tight_layout()
-        return _save(fig, path)
+        return save_png(fig, path)
 
 
 def _draw_tradeoff_panel(ax: Any, results: Mapping[str, Any], colours: dict, x_log_floor: float | None) -> None:
@@ -153,20 +153,20 @@ def _draw_tradeoff_panel(ax: Any, results: Mapping[str, Any], colours: dict, x_l
     ax.plot(grid, 1.0 - grid, linestyle=":", color="0.45", linewidth=1, label="chance (FNR = 1 - FPR)")
     theory = results.get("tradeoff")
     if theory:
-        alpha, beta = _array(theory.get("alpha")), _array(theory.get("beta"))
+        alpha, beta = as_float_array(theory.get("alpha")), as_float_array(theory.get("beta"))
         keep = np.isfinite(alpha) & np.isfinite(beta) & (alpha >= floor)
         if keep.any():
             order = np.argsort(alpha[keep])
-            eps = _num(results.get("epsilon_theory"))
+            eps = as_number(results.get("epsilon_theory"))
             label = "theory f (upper bound)" if eps is None else f"theory f, ε = {eps:.3g} (upper bound)"
             ax.plot(alpha[keep][order], beta[keep][order], color="black", linewidth=1.6, label=label)
     lb_curve = results.get("lower_bound_tradeoff")
     if lb_curve:
-        alpha, beta = _array(lb_curve.get("alpha")), _array(lb_curve.get("beta"))
+        alpha, beta = as_float_array(lb_curve.get("alpha")), as_float_array(lb_curve.get("beta"))
         keep = np.isfinite(alpha) & np.isfinite(beta) & (alpha >= floor)
         if keep.any():
             order = np.argsort(alpha[keep])
-            eps, delta = _num(lb_curve.get("epsilon")), _num(lb_curve.get("delta"))
+            eps, delta = as_number(lb_curve.get("epsilon")), as_number(lb_curve.get("delta"))
             label = "f_{ε,δ} at the lower bound"
             if eps is not None and delta is not None:
                 label = f"f_(ε,δ) at lower bound ε = {eps:.3g}, δ = {delta:.3g}"
@@ -177,12 +177,12 @@ def _draw_tradeoff_panel(ax: Any, results: Mapping[str, Any], colours: dict, x_l
         points = (attacks[name] or {}).get("empirical_points") or []
         labelled = False
         for point in points:
-            fpr, fnr = _num(point.get("fpr")), _num(point.get("fnr"))
+            fpr, fnr = as_number(point.get("fpr")), as_number(point.get("fnr"))
             if fpr is None or fnr is None:
                 continue
             colour = colours[name]
-            fpr_ci = [_num(v) for v in (point.get("fpr_ci") or [])]
-            fnr_ci = [_num(v) for v in (point.get("fnr_ci") or [])]
+            fpr_ci = [as_number(v) for v in (point.get("fpr_ci") or [])]
+            fnr_ci = [as_number(v) for v in (point.get("fnr_ci") or [])]
             if len(fpr_ci) == 2 and len(fnr_ci) == 2 and None not in fpr_ci and None not in fnr_ci:
                 x0 = max(fpr_ci[0], floor) if x_log_floor else fpr_ci[0]
                 x1 = max(fpr_ci[1], x0)
@@ -209,10 +209,10 @@ def tradeoff_plot(results: Mapping[str, Any], path: str | os.PathLike) -> Path:
     low_values: list[float] = []
     for name in attacks:
         for point in (attacks[name] or {}).get("empirical_points") or []:
-            low_values.append(_num(point.get("fpr")) or 0.0)
-            low_values.extend(_num(v) or 0.0 for v in (point.get("fpr_ci") or []))
+            low_values.append(as_number(point.get("fpr")) or 0.0)
+            low_values.extend(as_number(v) or 0.0 for v in (point.get("fpr_ci") or []))
     lo = min(_log_floor(low_values), 1e-3)
-    with plt.rc_context(_RC):
+    with plt.rc_context(RC_PARAMS):
         fig, (left, right) = plt.subplots(1, 2, figsize=(10.0, 4.6))
         _draw_tradeoff_panel(left, results, colours, None)
         left.set_xlim(0, 1)
@@ -231,7 +231,7 @@ def tradeoff_plot(results: Mapping[str, Any], path: str | os.PathLike) -> Path:
         handles, labels = left.get_legend_handles_labels()
         fig.legend(handles, labels, loc="lower center", ncol=min(3, max(1, len(labels))), frameon=False)
         fig.tight_layout(rect=(0, 0.05 + 0.035 * ((len(labels) - 1) // 3), 1, 1))
-        return _save(fig, path)
+        return save_png(fig, path)
 
 
 def epsilon_plot(rows: Sequence[Mapping[str, Any]], path: str | os.PathLike) -> Path:
@@ -245,13 +245,13 @@ def epsilon_plot(rows: Sequence[Mapping[str, Any]], path: str | os.PathLike) -> 
     """
     groups: dict[str, list[tuple[float, float]]] = {}
     for row in rows:
-        theory, lb = _num(row.get("epsilon_theory")), _num(row.get("epsilon_lb"))
+        theory, lb = as_number(row.get("epsilon_theory")), as_number(row.get("epsilon_lb"))
         if theory is None or lb is None or not (math.isfinite(theory) and math.isfinite(lb)):
             continue
         groups.setdefault(str(row.get("series", "lower bound")), []).append((theory, lb))
     colours = attack_colours(groups)
     top = max([1.0] + [max(t, l) for pts in groups.values() for t, l in pts]) * 1.08
-    with plt.rc_context(_RC):
+    with plt.rc_context(RC_PARAMS):
         fig, ax = plt.subplots(figsize=(5.2, 4.4))
         ax.plot([0, top], [0, top], linestyle=":", color="0.3", linewidth=1.2, label="y = x (bound = theory)")
         for name in sorted(groups):
@@ -266,7 +266,7 @@ def epsilon_plot(rows: Sequence[Mapping[str, Any]], path: str | os.PathLike) -> 
         ax.grid(True, linewidth=0.4, color="0.85")
         ax.legend(loc="upper left")
         fig.tight_layout()
-        return _save(fig, path)
+        return save_png(fig, path)
 
 
 def claim_plot(curves: Sequence[Mapping[str, Any]], path: str | os.PathLike, title: str) -> Path:
@@ -278,13 +278,13 @@ def claim_plot(curves: Sequence[Mapping[str, Any]], path: str | os.PathLike, tit
     loose guarantees differ most [Dong, Roth, Su 2019, Sec. 2]. Returns the written path.
     """
     colours = attack_colours([str(c["label"]) for c in curves])
-    with plt.rc_context(_RC):
+    with plt.rc_context(RC_PARAMS):
         fig, (left, right) = plt.subplots(1, 2, figsize=(10.0, 4.6))
         for ax, log in ((left, False), (right, True)):
             grid = np.logspace(math.log10(_MIN_LOG_FPR), 0, 200) if log else np.linspace(0, 1, 200)
             ax.plot(grid, 1 - grid, linestyle=":", color="0.4", linewidth=1.0, label="no privacy loss (β = 1 - α)")
             for curve in curves:
-                alpha, beta = _array(curve["alpha"]), _array(curve["beta"])
+                alpha, beta = as_float_array(curve["alpha"]), as_float_array(curve["beta"])
                 keep = alpha >= _MIN_LOG_FPR if log else np.ones_like(alpha, dtype=bool)
                 ax.plot(alpha[keep], beta[keep], linestyle=curve.get("style", "-"), linewidth=1.5,
                         color=colours[str(curve["label"])], label=str(curve["label"]))
@@ -302,4 +302,4 @@ def claim_plot(curves: Sequence[Mapping[str, Any]], path: str | os.PathLike, tit
         handles, labels = left.get_legend_handles_labels()
         fig.legend(handles, labels, loc="lower center", ncol=1, frameon=False)
         fig.tight_layout(rect=(0, 0.045 * len(labels) + 0.01, 1, 1))
-        return _save(fig, path)
+        return save_png(fig, path)

@@ -59,9 +59,9 @@ def test_render_writes_report_and_all_plots(run_dir: Path) -> None:
     assert results["target_description"] in html
     # The best bound (one-run, 1.42) is the one marked and summarised, with its counts.
     assert re.search(r'<tr class="best"><td>one-run</td><td>shadow</td><td class="num">1.42<', html)
-    assert "1.42 (one-run, attack shadow, confidence 0.95, n=1000" in html
-    # The GDP figure is shown as not valid.
-    assert re.search(r"<td>gdp</td>.*?<td>no</td>", html)
+    assert "1.42 (one-run, attack shadow, 0.95 confidence, family of 1, n=1000" in html
+    # The GDP figure is shown as an estimate.
+    assert re.search(r"<td>gdp</td>.*?<td>estimate</td>", html)
 
 
 def test_data_uris_decode_and_no_external_urls(run_dir: Path) -> None:
