@@ -260,6 +260,7 @@ def run_membership(opts: MembershipOptions) -> tuple[Path, dict]:
             "lower_bounds": bounds,
             "best_lower_bound": comparison["best_lower_bound"],
             "lower_bound_tradeoff": comparison["lower_bound_tradeoff"],
+            "ceiling": comparison["ceiling"],
             "attacks": attacks_out,
             "tables": [advantage_table],
             "verdict": comparison["verdict"],
@@ -288,7 +289,8 @@ def summary_lines(run_dir: Path, results: dict) -> list[str]:
         d = best["details"]
         line2 = (f"empirical: epsilon >= {float(best['epsilon']):.3f} ({best['method']} bound, primary attack "
                  f"{best['attack']}, {float(best['family_confidence']):.0%} confidence, {d['v']}/{d['r']} correct "
-                 f"guesses on {best['n']} canaries) -> {results['verdict']['status']}")
+                 f"guesses on {best['n']} canaries; a perfect attack could certify "
+                 f"{results['ceiling']['epsilon']:.3g}) -> {results['verdict']['status']}")
     parts = [f"{name} AUC {a['auc']:.3f}, TPR@1%FPR {a['tpr_at_fpr']['0.01']:.3f}, "
              f"TPR@0.1%FPR {a['tpr_at_fpr']['0.001']:.3f}" for name, a in results["attacks"].items()]
     line3 = "attacks:   " + "; ".join(parts)

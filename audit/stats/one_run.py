@@ -122,6 +122,7 @@ def one_run_bound(
     v = v_pos + v_neg
     eps = one_run_epsilon_lb(r, v, m, delta, confidence)
     details = {
+        "ceiling": one_run_epsilon_lb(r, r, m, delta, confidence) if r else 0.0,
         "r": r,
         "v": v,
         "k_pos": k_pos,

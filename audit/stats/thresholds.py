@@ -87,6 +87,13 @@ class TestFamily:
     def fnr_ub(self) -> np.ndarray:
         return cp_upper_array(self.fn, self.n_pos, self.alpha_each)
 
+    def ceiling(self, delta: float) -> float:
+        """The largest epsilon these tests could certify: that of a perfect attack, with no false
+        positive and no false negative at the tests' per-rate alpha (the audit's ceiling; with N
+        observations per world it is about ln N)."""
+        return float(epsilon_from_rates_array(cp_upper_array(0, self.n_neg, self.alpha_each),
+                                              cp_upper_array(0, self.n_pos, self.alpha_each), delta))
+
 
 class ThresholdStrategy(abc.ABC):
     """How the tests of a threshold audit are chosen; see the module docstring."""
@@ -262,7 +269,7 @@ def threshold_bounds(scores: ArrayLike, members: ArrayLike, delta: float, confid
     rows = []
     for method, values in (("clopper-pearson", eps), ("gdp", mu)):
         j = int(np.argmax(values))
-        details = {"fp": int(family.fp[j]), "fn": int(family.fn[j]), "n_neg": family.n_neg, "n_pos": family.n_pos,
+        details = {"ceiling": family.ceiling(delta), "fp": int(family.fp[j]), "fn": int(family.fn[j]), "n_neg": family.n_neg, "n_pos": family.n_pos,
                    "fpr": family.fp[j] / family.n_neg, "fnr": family.fn[j] / family.n_pos,
                    "fpr_ub": float(fpr_ub[j]), "fnr_ub": float(fnr_ub[j]), "threshold": float(family.thresholds[j]),
                    "direction": ">=", "rule": "member iff score >= threshold", "delta": delta,

@@ -28,7 +28,7 @@ from audit.stats.lower_bound import ESTIMATE, VERDICT
 from audit.theory.checks import check_confidence
 from audit.theory.claims import ApproxDPClaim, PrivacyClaim
 
-__all__ = ["Family", "best_valid_bound", "claim_verdict", "compare_with_claim", "epsilon_value"]
+__all__ = ["Family", "best_valid_bound", "audit_ceiling", "claim_verdict", "compare_with_claim", "epsilon_value"]
 
 #: Relative slack when comparing a bound with the theory (numerical noise of accountants).
 TOLERANCE = 1e-9
@@ -78,41 +78,58 @@ def best_valid_bound(bounds: Sequence[dict], family: Family) -> dict | None:
     return dict(best) | {"family_size": family.size, "family_confidence": family.confidence}
 
 
-def claim_verdict(best: dict | None, theory: float | None, delta: float) -> dict[str, str]:
+def audit_ceiling(bounds: Sequence[dict]) -> float | None:
+    """What a perfect attack could certify in the game of the verdict's bounds: the largest
+    ``details["ceiling"]`` of the competing rows (e.g. all one-run guesses right, or every run
+    separated, at the bound's confidence). None when no competing row states one."""
+    ceilings = [float(b["details"]["ceiling"]) for b in bounds
+                if b.get("role", VERDICT if b.get("valid") else ESTIMATE) == VERDICT and "ceiling" in b.get("details", {})]
+    return max(ceilings) if ceilings else None
+
+
+def claim_verdict(best: dict | None, theory: float | None, delta: float, ceiling: float | None = None) -> dict[str, str]:
     """``results["verdict"]``: ``violation`` when the best valid bound ``best`` exceeds the theoretical
     epsilon ``theory`` (up to accountant noise), ``consistent`` otherwise, ``no-claim`` without a claim."""
     lb = epsilon_value(best["epsilon"]) if best else 0.0
     confidence = (f"{float(best['family_confidence']):.0%} confidence, family of {best['family_size']}"
                   if best else "")
+    possible = f" of a possible {ceiling:.3g}" if ceiling is not None else ""
     if theory is None:
         return {"status": "no-claim",
-                "text": f"non-private target: the audit proves it leaks at least epsilon = {lb:.3f} "
+                "text": f"non-private target: the audit proves it leaks at least epsilon = {lb:.3f}{possible} "
                         f"(delta = {delta:g}{', ' + confidence if best else ''}) about the audited records"}
     if best and lb > theory * (1 + TOLERANCE) + TOLERANCE:
         return {"status": "violation",
-                "text": f"empirical lower bound {lb:.3f} exceeds the theoretical epsilon {theory:.3f} "
+                "text": f"empirical lower bound {lb:.3f}{possible} exceeds the theoretical epsilon {theory:.3f} "
                         f"({best['method']}, {confidence}): the implementation or its privacy accounting "
                         f"is broken"}
     return {"status": "consistent",
-            "text": f"empirical lower bound {lb:.3f} <= theoretical epsilon {theory:.3f}: no violation "
+            "text": f"empirical lower bound {lb:.3f}{possible} <= theoretical epsilon {theory:.3f}: no violation "
                     f"found (a low bound does not prove the target leaks less than claimed)"}
 
 
 def compare_with_claim(bounds: Sequence[dict], claim: PrivacyClaim | None, delta: float, alpha: np.ndarray,
                        family: Family) -> dict[str, Any]:
     """The results.json blocks that compare ``bounds`` with ``claim`` at ``delta``: ``epsilon_theory``,
-    ``tradeoff``, ``best_lower_bound``, ``lower_bound_tradeoff`` and ``verdict``.
+    ``tradeoff``, ``best_lower_bound``, ``lower_bound_tradeoff``, ``ceiling`` (what a perfect attack
+    in the same game could certify, :func:`audit_ceiling`) and ``verdict``.
 
     ``alpha`` is the FPR grid of the tradeoff curves. For a non-private target (``claim`` None)
     the verdict is ``no-claim`` and states how much leakage the audit proved.
     """
     best = best_valid_bound(bounds, family)
+    ceiling = audit_ceiling(bounds)
+    ceiling_block = None if ceiling is None else {
+        "epsilon": ceiling, "text": f"a perfect attack in this game (same observations, same confidence) would "
+                                    f"certify epsilon >= {ceiling:.3g}; this audit certified "
+                                    f"{epsilon_value(best['epsilon']) if best else 0.0:.3g}"}
     if claim is None:
         return {"epsilon_theory": None, "tradeoff": None, "best_lower_bound": best, "lower_bound_tradeoff": None,
-                "verdict": claim_verdict(best, None, delta)}
+                "ceiling": ceiling_block, "verdict": claim_verdict(best, None, delta, ceiling)}
     theory = float(claim.epsilon(delta))
     lb = epsilon_value(best["epsilon"]) if best else 0.0
     lb_curve = ({"epsilon": lb, "delta": delta, "alpha": alpha, "beta": ApproxDPClaim(lb, delta).tradeoff(alpha)}
                 if best and 0 < lb < math.inf else None)
     return {"epsilon_theory": theory, "tradeoff": {"alpha": alpha, "beta": claim.tradeoff(alpha)},
-            "best_lower_bound": best, "lower_bound_tradeoff": lb_curve, "verdict": claim_verdict(best, theory, delta)}
+            "best_lower_bound": best, "lower_bound_tradeoff": lb_curve, "ceiling": ceiling_block,
+            "verdict": claim_verdict(best, theory, delta, ceiling)}
