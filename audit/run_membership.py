@@ -36,6 +36,7 @@ from audit.run_options import CommonRunOptions
 from audit.stats.lower_bound import SECONDARY, VERDICT, LowerBound
 from audit.stats.metrics import advantage_interval, attack_metrics, dp_advantage_bound
 from audit.stats.one_run import one_run_bound
+from audit.stats.one_run_fdp import fdp_one_run_bound
 from audit.stats.rates import rate_point
 from audit.stats.verdict import Family, compare_with_claim
 from audit.theory.checks import check_confidence
@@ -43,6 +44,8 @@ from targets.datasets import load_dataset
 from targets.registry import TrainedTarget, get_target
 from targets.training import TrainConfig, log_softmax, predict_logits, resolve_device, train_models
 
+#: One-run methods tried on the calibration games (audit.stats.one_run, audit.stats.one_run_fdp).
+ONE_RUN_METHODS = ("one-run", "one-run-fdp")
 #: Fractions of the m canaries tried as the number of "in" guesses k+ (k- is 0 or k+).
 GUESS_FRACTIONS = (0.02, 0.05, 0.1, 0.2, 0.3, 0.5)
 #: The alpha (FPR) grid of the tradeoff curves written to results.json.
@@ -88,19 +91,33 @@ def _train(paths: RunPaths, game: CanaryGame, masks: np.ndarray, config: TrainCo
     return params
 
 
+def one_run(method: str, scores: np.ndarray, members: np.ndarray, k_pos: int, k_neg: int, delta: float,
+            confidence: float, claim_tradeoff=None, role: str = "") -> LowerBound:
+    """The one-run bound of ``method``: ``one-run`` (Steinke et al. 2023, k+ "in" and k- "out"
+    guesses) or ``one-run-fdp`` (Mahloujifar et al. 2025, k+ one-sided guesses; with the claim's
+    tradeoff curve it also tests the claim itself)."""
+    if method == "one-run-fdp":
+        return fdp_one_run_bound(scores, members, k_pos, delta, confidence, claim_tradeoff, role)
+    return one_run_bound(scores, members, k_pos, k_neg, delta, confidence, role)
+
+
 def choose_guesses(shadow_scores: np.ndarray, shadow_in: np.ndarray, delta: float, confidence: float) -> dict:
-    """(k+, k-) maximising the mean one-run bound over the shadow games (never the target's)."""
+    """The method and guess counts (k+, k-) maximising the mean one-run bound over the calibration
+    games (shadow or reference games, never the target's): every method of :data:`ONE_RUN_METHODS`
+    at every fraction of :data:`GUESS_FRACTIONS`, two-sided guesses for Steinke et al.'s bound."""
     m = shadow_scores.shape[1]
     best = None
-    for frac in GUESS_FRACTIONS:
-        k_pos = max(1, int(round(frac * m)))
-        for k_neg in (0, k_pos):
-            if k_pos + k_neg > m:
-                continue
-            eps = [one_run_bound(s, i, k_pos, k_neg, delta, confidence).epsilon for s, i in zip(shadow_scores, shadow_in)]
-            mean = float(np.mean(eps))
-            if best is None or mean > best["shadow_mean_epsilon"]:
-                best = {"k_pos": k_pos, "k_neg": k_neg, "shadow_mean_epsilon": mean}
+    for method in ONE_RUN_METHODS:
+        for frac in GUESS_FRACTIONS:
+            k_pos = max(1, int(round(frac * m)))
+            for k_neg in ((0, k_pos) if method == "one-run" else (0,)):
+                if k_pos + k_neg > m:
+                    continue
+                eps = [one_run(method, s, i, k_pos, k_neg, delta, confidence).epsilon
+                       for s, i in zip(shadow_scores, shadow_in)]
+                mean = float(np.mean(eps))
+                if best is None or mean > best["shadow_mean_epsilon"]:
+                    best = {"method": method, "k_pos": k_pos, "k_neg": k_neg, "shadow_mean_epsilon": mean}
     return best
 
 
@@ -208,8 +225,9 @@ def run_membership(opts: MembershipOptions) -> tuple[Path, dict]:
         for name in attack_names:
             sc_ = scored[name]
             chosen = guesses[name]
-            bound: LowerBound = one_run_bound(sc_.target, game.target_in, chosen["k_pos"], chosen["k_neg"], delta,
-                                              opts.confidence, role=VERDICT if name == primary else SECONDARY)
+            bound = one_run(chosen["method"], sc_.target, game.target_in, chosen["k_pos"], chosen["k_neg"], delta,
+                            opts.confidence, None if claim is None else claim.tradeoff,
+                            VERDICT if name == primary else SECONDARY)
             entry = bound.to_dict() | {"attack": name}
             entry["details"] |= {"guesses_chosen_on": f"{sc_.calibrated_on} (mean bound "
                                                       f"{chosen['shadow_mean_epsilon']:.3f})"}
@@ -288,8 +306,8 @@ def summary_lines(run_dir: Path, results: dict) -> list[str]:
     else:
         d = best["details"]
         line2 = (f"empirical: epsilon >= {float(best['epsilon']):.3f} ({best['method']} bound, primary attack "
-                 f"{best['attack']}, {float(best['family_confidence']):.0%} confidence, {d['v']}/{d['r']} correct "
-                 f"guesses on {best['n']} canaries; a perfect attack could certify "
+                 f"{best['attack']}, {float(best['family_confidence']):.0%} confidence, "
+                 f"{d['v']}/{d.get('r', d.get('k'))} correct guesses on {best['n']} canaries; a perfect attack could certify "
                  f"{results['ceiling']['epsilon']:.3g}) -> {results['verdict']['status']}")
     parts = [f"{name} AUC {a['auc']:.3f}, TPR@1%FPR {a['tpr_at_fpr']['0.01']:.3f}, "
              f"TPR@0.1%FPR {a['tpr_at_fpr']['0.001']:.3f}" for name, a in results["attacks"].items()]

@@ -269,7 +269,8 @@ def threshold_bounds(scores: ArrayLike, members: ArrayLike, delta: float, confid
     rows = []
     for method, values in (("clopper-pearson", eps), ("gdp", mu)):
         j = int(np.argmax(values))
-        details = {"ceiling": family.ceiling(delta), "fp": int(family.fp[j]), "fn": int(family.fn[j]), "n_neg": family.n_neg, "n_pos": family.n_pos,
+        details = {"ceiling": family.ceiling(delta), "fp": int(family.fp[j]), "fn": int(family.fn[j]),
+                   "n_neg": family.n_neg, "n_pos": family.n_pos,
                    "fpr": family.fp[j] / family.n_neg, "fnr": family.fn[j] / family.n_pos,
                    "fpr_ub": float(fpr_ub[j]), "fnr_ub": float(fnr_ub[j]), "threshold": float(family.thresholds[j]),
                    "direction": ">=", "rule": "member iff score >= threshold", "delta": delta,

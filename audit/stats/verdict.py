@@ -82,14 +82,16 @@ def audit_ceiling(bounds: Sequence[dict]) -> float | None:
     """What a perfect attack could certify in the game of the verdict's bounds: the largest
     ``details["ceiling"]`` of the competing rows (e.g. all one-run guesses right, or every run
     separated, at the bound's confidence). None when no competing row states one."""
-    ceilings = [float(b["details"]["ceiling"]) for b in bounds
-                if b.get("role", VERDICT if b.get("valid") else ESTIMATE) == VERDICT and "ceiling" in b.get("details", {})]
+    competing = [b for b in bounds if b.get("role", VERDICT if b.get("valid") else ESTIMATE) == VERDICT]
+    ceilings = [float(b["details"]["ceiling"]) for b in competing if "ceiling" in b.get("details", {})]
     return max(ceilings) if ceilings else None
 
 
-def claim_verdict(best: dict | None, theory: float | None, delta: float, ceiling: float | None = None) -> dict[str, str]:
+def claim_verdict(best: dict | None, theory: float | None, delta: float, ceiling: float | None = None,
+                  claim_rejected: dict | None = None) -> dict[str, str]:
     """``results["verdict"]``: ``violation`` when the best valid bound ``best`` exceeds the theoretical
-    epsilon ``theory`` (up to accountant noise), ``consistent`` otherwise, ``no-claim`` without a claim."""
+    epsilon ``theory`` (up to accountant noise) or a competing test rejected the claim's own tradeoff
+    curve (``claim_rejected``: that row), ``consistent`` otherwise, ``no-claim`` without a claim."""
     lb = epsilon_value(best["epsilon"]) if best else 0.0
     confidence = (f"{float(best['family_confidence']):.0%} confidence, family of {best['family_size']}"
                   if best else "")
@@ -98,6 +100,11 @@ def claim_verdict(best: dict | None, theory: float | None, delta: float, ceiling
         return {"status": "no-claim",
                 "text": f"non-private target: the audit proves it leaks at least epsilon = {lb:.3f}{possible} "
                         f"(delta = {delta:g}{', ' + confidence if best else ''}) about the audited records"}
+    if claim_rejected is not None and not (best and lb > theory * (1 + TOLERANCE) + TOLERANCE):
+        return {"status": "violation",
+                "text": f"the {claim_rejected['method']} test rejects the claim's own tradeoff curve ({confidence}; "
+                        f"empirical lower bound {lb:.3f}{possible}, theoretical epsilon {theory:.3f}): the "
+                        f"implementation or its privacy accounting is broken"}
     if best and lb > theory * (1 + TOLERANCE) + TOLERANCE:
         return {"status": "violation",
                 "text": f"empirical lower bound {lb:.3f}{possible} exceeds the theoretical epsilon {theory:.3f} "
@@ -119,6 +126,7 @@ def compare_with_claim(bounds: Sequence[dict], claim: PrivacyClaim | None, delta
     """
     best = best_valid_bound(bounds, family)
     ceiling = audit_ceiling(bounds)
+    rejecting = [b for b in bounds if b.get("role") == VERDICT and b.get("details", {}).get("claim_rejected")]
     ceiling_block = None if ceiling is None else {
         "epsilon": ceiling, "text": f"a perfect attack in this game (same observations, same confidence) would "
                                     f"certify epsilon >= {ceiling:.3g}; this audit certified "
@@ -132,4 +140,4 @@ def compare_with_claim(bounds: Sequence[dict], claim: PrivacyClaim | None, delta
                 if best and 0 < lb < math.inf else None)
     return {"epsilon_theory": theory, "tradeoff": {"alpha": alpha, "beta": claim.tradeoff(alpha)},
             "best_lower_bound": best, "lower_bound_tradeoff": lb_curve, "ceiling": ceiling_block,
-            "verdict": claim_verdict(best, theory, delta, ceiling)}
+            "verdict": claim_verdict(best, theory, delta, ceiling, rejecting[0] if rejecting else None)}
