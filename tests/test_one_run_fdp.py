@@ -9,8 +9,15 @@ import numpy as np
 import pytest
 from scipy import special, stats
 
-from audit.stats.one_run_fdp import (approx_dp_blow_up_inverse, fdp_epsilon_lb, fdp_mu_lb, fdp_one_run_bound,
-                                     fdp_rejects, gdp_blow_up_inverse, tradeoff_blow_up_inverse)
+from audit.stats.one_run_fdp import (
+    approx_dp_blow_up_inverse,
+    fdp_epsilon_lb,
+    fdp_mu_lb,
+    fdp_one_run_bound,
+    fdp_rejects,
+    gdp_blow_up_inverse,
+    tradeoff_blow_up_inverse,
+)
 from audit.stats.one_run_frontier import frontier_one_run_epsilons
 from audit.stats.verdict import Family, compare_with_claim
 from audit.theory.claims import ApproxDPClaim, GaussianClaim
