@@ -152,7 +152,7 @@ def per_example_clipped_sum(layers: tuple[Layer, ...], params: Params, x: torch.
 
     ``x`` (R, B, ...), ``y`` (R, B), ``weight`` (R, B) (1 for sampled examples, 0 for padding);
     returns tensors (R, ...) shaped like ``params``. Equal, up to rounding, to clipping materialised
-    ``vmap(grad)`` per-example gradients (``targets.training._clipped_sum``).
+    ``vmap(grad)`` per-example gradients (``targets.dpsgd_step.clipped_sum``).
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
