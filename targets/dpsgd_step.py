@@ -192,20 +192,24 @@ class DPSGDStep:
     ``seeds[r]``: its seed; ``clipping``: ``auto``/``ghost``/``direct`` (layer-wise) or ``vmap``;
     ``examples``: per-example gradients are materialised this many examples at a time (``vmap``
     clipping, architectures without layers, a hook's gradients); ``hook``/``models``: optional
-    instrumentation and which models of the hook's run these are. ``step()`` advances ``params``.
+    instrumentation and which models of the hook's run these are; ``init``: one model's parameters
+    every model starts from (public, e.g. pre-trained or zeros), instead of the default
+    initialisation drawn from each model's seed. ``step()`` advances ``params``.
     """
 
     def __init__(self, arch: Architecture, config: TrainConfig, X: torch.Tensor, y: torch.Tensor, n_classes: int,
                  members: list[np.ndarray], seeds: Sequence[int], *, clipping: str = "auto",
-                 examples: int | None = None, hook: StepHook | None = None, models: slice | None = None) -> None:
+                 examples: int | None = None, hook: StepHook | None = None, models: slice | None = None,
+                 init: Params | None = None) -> None:
         self.arch, self.config, self.X, self.y, self.hook, self.clipping = arch, config, X, y, hook, clipping
         self.device = X.device
         self.examples = examples
         self.sampler = BatchSampler(members, [np.random.default_rng([int(s), 2]) for s in seeds],
                                     config.sample_rate, config.sampling)
         self.noise_gens = [torch.Generator(device=self.device).manual_seed(int(s) + 1) for s in seeds]
-        inits = [init_params(arch, tuple(X.shape[1:]), n_classes, torch.Generator(device="cpu").manual_seed(int(s)))
-                 for s in seeds]
+        inits = ([init] * len(seeds) if init is not None else
+                 [init_params(arch, tuple(X.shape[1:]), n_classes, torch.Generator(device="cpu").manual_seed(int(s)))
+                  for s in seeds])
         self.params: Params = {k: torch.stack([p[k] for p in inits]).to(self.device) for k in inits[0]}
         self.velocity = {k: torch.zeros_like(v) for k, v in self.params.items()} if config.momentum else None
         self.layered = (arch.layers is not None and clipping != "vmap"

@@ -102,6 +102,7 @@ def train_models(
     clipping: str = "auto",
     hook: StepHook | None = None,
     step_type: type[DPSGDStep] = DPSGDStep,
+    init: Params | None = None,
 ) -> Params:
     """Train ``len(seeds)`` models at once; model ``r`` trains on ``data`` rows where ``masks[r]``.
 
@@ -113,7 +114,8 @@ def train_models(
     ``vmap(grad)`` per-example gradients); all give the same result up to rounding. ``hook``
     instruments the step (:class:`targets.dpsgd_step.StepHook`: the canaries and observations of
     :mod:`targets.dpsgd_audit`); ``step_type`` replaces the step by a subclass (the deliberately
-    broken controls of :mod:`targets.dpsgd_controls`).
+    broken controls of :mod:`targets.dpsgd_controls`); ``init`` (one model's parameters) is the public
+    starting point of every model instead of the default initialisation drawn from its seed.
     Returns the stacked final parameters (leading model axis) on the CPU.
     """
     device = torch.device(device)
@@ -137,7 +139,7 @@ def train_models(
         stop = min(len(seeds), start + models)
         label = desc if models >= len(seeds) else f"{desc} [models {start + 1}-{stop} of {len(seeds)}]"
         step = step_type(arch, config, X, y, data.n_classes, members[start:stop], seeds[start:stop],
-                         clipping=clipping, examples=examples, hook=hook, models=slice(start, stop))
+                         clipping=clipping, examples=examples, hook=hook, models=slice(start, stop), init=init)
         for _ in tqdm(range(config.steps), desc=label, disable=not progress, unit="step", leave=False):
             step.step()
         chunks.append({k: v.detach().cpu() for k, v in step.params.items()})
