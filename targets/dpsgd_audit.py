@@ -109,7 +109,7 @@ def dead_coordinate(arch_name: str, data: Dataset, train_index: np.ndarray) -> i
 
 @dataclass(frozen=True)
 class AuditRuns:
-    """What the trainer returns.
+    """What :func:`train_audit_runs` returns.
 
     ``initial``/``final``: (R, P) flattened parameters; ``step_obs``: (R, T) per-step
     observations (``observe="updates"``), else None; ``canary_steps``: (R,) how many steps the
@@ -165,13 +165,17 @@ class CanaryHook(StepHook):
         if self.replaces_gradients:  # +1 for the audited record with the canary in, -1 for every other record
             self.sign = torch.as_tensor(np.where(self.inc, 1.0, -1.0), dtype=torch.float32, device=step.device)
 
+    def _holds_row(self, batch: Batch) -> np.ndarray:
+        """(R,) whether each run (with the canary) has the canary's row in this batch (host arrays: no device sync)."""
+        return ((batch.rows == self.row) & (batch.weights > 0)).any(axis=1) & self.inc
+
     def extra_examples(self, t: int, batch: Batch, params: Params) -> ExtraExamples | None:
         """The gradient canary ``g`` joins by its own Poisson coin, or when the batch holds its slot."""
         if self.g is None or self.replaces_gradients:
             return None
         data_weight = None
         if self.config.sampling == "shuffle":  # its slot is in this batch: it joins, and the slot is no data row
-            self.joined = ((batch.rows == self.row) & (batch.weights > 0)).any(axis=1) & self.inc
+            self.joined = self._holds_row(batch)
             data_weight = batch.weight * (batch.index != self.row)
         else:
             self.joined = np.array([rng.random() < self.config.sample_rate for rng in self.coin_rngs]) & self.inc
@@ -187,7 +191,7 @@ class CanaryHook(StepHook):
 
     def observe(self, t: int, batch: Batch, noisy_sum: Params, params: Params) -> None:
         if self.g is None or self.replaces_gradients:  # the canary's row is in the batch
-            self.joined = ((batch.rows == self.row) & (batch.weights > 0)).any(axis=1) & self.inc
+            self.joined = self._holds_row(batch)
         self.counts[self.models] += self.joined
         if not self.updates:
             return

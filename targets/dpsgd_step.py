@@ -212,8 +212,7 @@ class DPSGDStep:
                   for s in seeds])
         self.params: Params = {k: torch.stack([p[k] for p in inits]).to(self.device) for k in inits[0]}
         self.velocity = {k: torch.zeros_like(v) for k, v in self.params.items()} if config.momentum else None
-        self.layered = (arch.layers is not None and clipping != "vmap"
-                        and not (hook is not None and hook.replaces_gradients))
+        self.layered = arch.layers is not None and clipping != "vmap" and not (hook and hook.replaces_gradients)
         self._vmap_grads = vmap(vmap(grad(example_loss(arch)), in_dims=(None, 0, 0)), in_dims=(0, 0, 0))
         self._batch_grads = vmap(grad(batch_loss(arch)), in_dims=(0, 0, 0, 0))
         self.t = 0
@@ -243,8 +242,8 @@ class DPSGDStep:
         if self.layered:
             return per_example_clipped_sum(self.arch.layers, params, self.X[index], self.y[index], weight, clip,
                                            self.clipping)
-        source = self.hook.data_gradients if self.hook is not None and self.hook.replaces_gradients else \
-            self.per_example_gradients
+        replaced = self.hook is not None and self.hook.replaces_gradients
+        source = self.hook.data_gradients if replaced else self.per_example_gradients
         width = index.shape[1]
         chunk = width if self.examples is None else self.examples
         summed: Params | None = None
