@@ -11,9 +11,9 @@ from targets.datasets import Dataset
 from targets.dpsgd_step import batch_loss, clipped_sum, example_loss
 from targets.ghost_clipping import (
     Tap,
-    _unfold,
     per_example_clipped_sum,
     stacked_forward,
+    unfold_patches,
     use_ghost_norm,
     weighted_gradient,
 )
@@ -96,7 +96,7 @@ def test_stacked_forward_matches_per_model_forward():
 @pytest.mark.parametrize("stride,padding,kernel", [(2, 3, 8), (2, 0, 4), (1, 1, 3)])
 def test_unfold_matches_torch_unfold(stride, padding, kernel):
     a = torch.randn(2, 3, 4, 11, 11)
-    ours = _unfold(Conv2d("w", "b", stride, padding), a, kernel)
+    ours = unfold_patches(Conv2d("w", "b", stride, padding), a, kernel)
     ref = F.unfold(a.flatten(0, 1), kernel, padding=padding, stride=stride).unflatten(0, (2, 3))
     assert torch.equal(ours, ref)
 
