@@ -24,7 +24,8 @@ Params = dict[str, torch.Tensor]
 
 
 #: Modules whose code determines what a training run produces; their source is part of every key.
-TRAINING_MODULES = ("targets.training", "targets.models", "targets.ghost_clipping", "targets.dpsgd_audit")
+TRAINING_MODULES = ("targets.training", "targets.dpsgd_step", "targets.sampling", "targets.models",
+                    "targets.ghost_clipping", "targets.dpsgd_audit")
 
 
 def code_fingerprint() -> str:

@@ -215,9 +215,11 @@ def dpsgd_setup(opts: DPOptions) -> DPAuditSetup:
 
     from audit.canaries import GRADIENT_CANARIES, gradient_canary, input_canary
     from targets.datasets import load_dataset
-    from targets.dpsgd_audit import dead_coordinate, param_shapes, train_audit_runs, unflatten
+    from targets.dpsgd_audit import canary_direction, dead_coordinate, param_shapes, train_audit_runs, unflatten
+    from targets.models import get_architecture
     from targets.registry import get_target
-    from targets.training import log_softmax, predict_logits, resolve_device, steps_per_epoch
+    from targets.sampling import steps_per_epoch
+    from targets.training import log_softmax, predict_logits, resolve_device
 
     if opts.threat not in THREATS:
         raise UserError(f"unknown threat model {opts.threat!r}; choose one of {', '.join(THREATS)}")
@@ -261,14 +263,12 @@ def dpsgd_setup(opts: DPOptions) -> DPAuditSetup:
     # full batch + gradient canary: with the data part subtracted (updates) or absent (Dirac on a
     # dead coordinate), every per-run score is canary * T + N(0, T sigma^2): exactly Gaussian
     exact = q >= 1.0 and gvec is not None
-    # runs per vectorised chunk: keep the per-example gradients (runs x batch x parameters) near 5e7 floats
-    chunk = int(max(8, min(2048, 5e7 / ((1.3 * B + 10) * n_params))))
 
     def observe(included: np.ndarray, seed: int) -> Observation:
         seeds = np.random.SeedSequence([seed, 23]).generate_state(included.size).tolist()
         runs = train_audit_runs(data, train_index, config, seeds, included, grad_canary=gvec,
                                 input_canary=icanary, observe="updates" if opts.threat == "updates" else "final",
-                                device=device, chunk=chunk, replace_pair=replace_pair)
+                                device=device, replace_pair=replace_pair, progress=not opts.quiet)
         info = {"canary_steps_mean_in": float(runs.canary_steps[included].mean()) if included.any() else None,
                 "known_part_subtracted": runs.subtracted_known if opts.threat == "updates" else None}
         if opts.threat == "updates" and replace_pair:  # the per-step model (Poisson, shift 1) does not apply
@@ -284,18 +284,9 @@ def dpsgd_setup(opts: DPOptions) -> DPAuditSetup:
                 d = torch.as_tensor(gvec, dtype=torch.float64)
                 d = (d / d.norm()).expand_as(delta_theta)
             else:  # the canary's gradient direction at each run's initial parameters
-                from torch.func import grad, vmap
-
-                from targets.dpsgd_audit import flatten
-                from targets.models import get_architecture
-                from targets.training import _example_loss
-
-                arch = get_architecture(target.arch)
-                init = unflatten(runs.initial, shapes)
                 xt = torch.as_tensor(np.asarray(icanary[0], dtype=np.float32))
-                yt = torch.tensor(int(icanary[1]))
-                g = flatten(vmap(grad(_example_loss(arch)), in_dims=(0, None, None))(init, xt, yt)).double()
-                d = g / g.norm(dim=1, keepdim=True).clamp_min(1e-12)
+                d = canary_direction(get_architecture(target.arch), unflatten(runs.initial, shapes), xt,
+                                     torch.tensor(int(icanary[1]))).double()
             score = (delta_theta * d).sum(1).numpy() * B / (lr * C)
             return Observation(score, info=info, gaussian=exact and opts.canary == "dirac")
         final = unflatten(runs.final, shapes)

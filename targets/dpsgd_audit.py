@@ -1,37 +1,38 @@
-"""DP-SGD / full-batch DP-GD training runs with a canary, observed by an auditor.
+"""DP-SGD / full-batch DP-GD audit runs: a canary and an observer hooked into the one DP-SGD step.
 
-A dedicated small trainer for DP audits (Nasr et al. 2021, "Adversary instantiation"; Nasr et al.
-2023, "Tight auditing of differentially private machine learning"). It trains ``R`` runs of one
-target at once (``vmap`` over the run axis, chunked), exactly like
-:func:`targets.training.train_models` — Poisson sampling with rate ``q``, per-example gradients
-clipped to ``C`` by the project's clipping function :func:`targets.training._clipped_sum`, Gaussian
-noise ``N(0, sigma^2 C^2 I)``, division by the fixed expected batch size — and adds one canary to
-the runs where ``included[r]`` is True:
+A thin layer over :func:`targets.training.train_models` — the trainer of every target, shadow and
+reference model — for the multi-run DP audits of ``run dp`` (Nasr et al. 2021, "Adversary
+instantiation"; Nasr et al. 2023, "Tight auditing of differentially private machine learning").
+``train_audit_runs`` trains ``R`` runs of one target with the project's DP-SGD step
+(:class:`targets.dpsgd_step.DPSGDStep`: sampling, clipping, noise, division by the expected batch
+size) and instruments it with a :class:`CanaryHook` that adds one canary to the runs where
+``included[r]`` is True:
 
-* an **input canary** (an example ``(x, y)``) is one more training row, Poisson-sampled like every
-  other row, its gradient computed and clipped like every other example's;
+* an **input canary** (an example ``(x, y)``) is one more training row, sampled like every other
+  row, its gradient computed and clipped like every other example's;
 * a **gradient canary** (Nasr et al. 2021, Sec. 4.2) is a fixed vector ``g`` of parameter size
   that takes part exactly like one more example whose per-example gradient is ``g`` at every
-  parameter value: it joins each step with probability ``q`` (every step for full-batch DP-GD),
-  goes through the same clipping (``||g|| = C`` leaves it unchanged) and is summed before the noise.
+  parameter value (:meth:`CanaryHook.extra_examples`): under Poisson sampling it joins each step
+  with probability ``q`` (every step for full-batch DP-GD) by a coin from its own generator
+  ``np.random.default_rng([seed, 3])`` — so a canary that never joins leaves the run exactly as
+  :func:`targets.training.train_models` trains it — and under ``"shuffle"`` sampling it takes one
+  slot of the permutation; it goes through the same clipping (``||g|| = C`` leaves it unchanged)
+  and is summed before the noise.
 
-What the auditor sees (``observe``):
+What the auditor sees (``observe``, :meth:`CanaryHook.observe`):
 
 * ``"final"``: the final parameters (stacked, for the white-box and black-box threat models);
 * ``"updates"``: additionally, at every step, the noisy gradient sum that produced the update,
   recovered from two consecutive parameter vectors as ``(theta_t - theta_{t+1}) * B / lr`` (the
-  trainer computes it directly: it is the same number), projected on the canary direction ``d_t``
+  step hands it to the hook: it is the same number), projected on the canary direction ``d_t``
   and divided by ``C``. For a gradient canary ``d_t = g / ||g||``; for an input canary ``d_t`` is
   the direction of the canary's clipped gradient at ``theta_t`` (computable by the adversary, who
   knows ``theta_t``). For full-batch DP-GD (``q = 1``) the adversary also knows every other
   example's clipped gradient at ``theta_t`` (it knows the dataset and the parameters) and subtracts
-  their projection; under Poisson sampling the batch is secret, so nothing is subtracted. With the
-  canary in, the observation is therefore ``b_t ||clip(g_t)||/C + (natural part) + N(0, sigma^2)``,
-  ``b_t ~ Bernoulli(q)``; without it, ``(natural part) + N(0, sigma^2)``.
-
-Batch sampling follows ``config.sampling`` (:class:`targets.training.BatchSampler`): under
-``"shuffle"`` an input canary is one more row of the permutation and a gradient canary takes one
-slot of it, so each joins exactly one step per epoch (instead of a coin per step).
+  their clipped sum (computed with the step's own clipping); under Poisson sampling the batch is
+  secret, so nothing is subtracted. With the canary in, the observation is therefore
+  ``b_t ||clip(g_t)||/C + (natural part) + N(0, sigma^2)``, ``b_t ~ Bernoulli(q)``; without it,
+  ``(natural part) + N(0, sigma^2)``.
 
 **Replace-one pair on a crafted dataset** (``replace_pair=True``, with a gradient canary ``g``): the
 worst case for shuffled batches (Chua et al. 2024, "How private are DP-SGD implementations?",
@@ -39,10 +40,11 @@ the ABLQ lower-bound pair; Annamalai et al. 2024 audit it in the same gradient f
 adversary chooses the whole dataset — DP must hold for every pair of neighbouring datasets — so
 every one of the ``n`` training records has per-example gradient ``-g``; the audited record (the
 last row, present in both worlds) has ``+g`` with the canary in and ``-g`` without, when it looks
-like every other record. The per-step observation adds the expected batch size ``q n`` (public)
-to the projection: under shuffling the batch size is exactly ``q n``, so the observation is
-``2 + N(0, sigma^2)`` at the one step per epoch that holds the audited record (canary in) and
-``N(0, sigma^2)`` otherwise; under Poisson sampling the secret batch size adds Binomial noise.
+like every other record (:meth:`CanaryHook.data_gradients` replaces the data rows' gradients). The
+per-step observation adds the expected batch size ``q n`` (public) to the projection: under
+shuffling the batch size is exactly ``q n``, so the observation is ``2 + N(0, sigma^2)`` at the one
+step per epoch that holds the audited record (canary in) and ``N(0, sigma^2)`` otherwise; under
+Poisson sampling the secret batch size adds Binomial noise.
 
 Momentum must be 0 (the per-step observation would otherwise mix earlier noise in).
 """
@@ -57,10 +59,12 @@ from torch.func import grad, vmap
 
 from audit.errors import UserError
 from targets.datasets import Dataset
-from targets.models import Params, get_architecture, init_params
-from targets.training import BatchSampler, TrainConfig, _clipped_sum, _example_loss
+from targets.dpsgd_step import Batch, DPSGDStep, ExtraExamples, StepHook, TrainConfig, example_loss, to_device
+from targets.models import Architecture, Params, get_architecture
+from targets.training import train_models
 
-__all__ = ["AuditRuns", "train_audit_runs", "flatten", "unflatten", "param_shapes", "dead_coordinate"]
+__all__ = ["AuditRuns", "CanaryHook", "train_audit_runs", "canary_direction", "flatten", "unflatten", "param_shapes",
+           "dead_coordinate"]
 
 
 def param_shapes(arch_name: str, data: Dataset) -> dict[str, tuple[int, ...]]:
@@ -105,7 +109,7 @@ def dead_coordinate(arch_name: str, data: Dataset, train_index: np.ndarray) -> i
 
 @dataclass(frozen=True)
 class AuditRuns:
-    """What the trainer returns.
+    """What :func:`train_audit_runs` returns.
 
     ``initial``/``final``: (R, P) flattened parameters; ``step_obs``: (R, T) per-step
     observations (``observe="updates"``), else None; ``canary_steps``: (R,) how many steps the
@@ -120,6 +124,90 @@ class AuditRuns:
     subtracted_known: bool
 
 
+def canary_direction(arch: Architecture, params: Params, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Unit direction (R, P) of an input canary's gradient (hence of its clipped gradient) under each
+    of R stacked models: what the adversary computes from ``theta``."""
+    g = flatten(vmap(grad(example_loss(arch)), in_dims=(0, None, None))(params, x, y))
+    return g / g.norm(dim=1, keepdim=True).clamp_min(1e-12)
+
+
+class CanaryHook(StepHook):
+    """The canary and the auditor of the module docstring, as hooks of :class:`targets.dpsgd_step.DPSGDStep`.
+
+    ``row``: the training row the canary is about — the input canary's row, the permutation slot a
+    gradient canary holds under shuffling, or the audited record of the replace-one pair.
+    ``grad_canary``: the flattened gradient canary (None for an input canary). Collects, over the
+    chunks of a training call, the initial parameters, the per-step observations (``updates``, kept
+    on the device until the end) and how many steps the canary joined.
+    """
+
+    def __init__(self, config: TrainConfig, seeds: list[int], included: np.ndarray, row: int,
+                 grad_canary: torch.Tensor | None, shapes: dict[str, tuple[int, ...]], updates: bool,
+                 replace_pair: bool) -> None:
+        self.config, self.seeds, self.included, self.row, self.updates = config, seeds, included, row, updates
+        self.replaces_gradients = replace_pair
+        self.clip = float(config.clip_norm)
+        self.g = grad_canary
+        if grad_canary is not None:
+            self.g_params = unflatten(grad_canary, shapes)
+            self.g_dir = grad_canary / grad_canary.norm().clamp_min(1e-12)
+        self.initial: list[torch.Tensor] = []
+        self.obs: list[torch.Tensor] = []
+        self.counts = np.zeros(len(seeds), dtype=np.int64)
+
+    def start(self, models: slice, step: DPSGDStep) -> None:
+        self.models, self.step, self.inc = models, step, self.included[models]
+        self.coin_rngs = [np.random.default_rng([int(s), 3]) for s in self.seeds[models]]
+        self.joined = np.zeros(self.inc.shape, dtype=bool)
+        self.initial.append(flatten(step.params).detach().cpu())
+        if self.updates:
+            self.obs.append(torch.zeros(self.inc.size, self.config.steps, device=step.device))
+        if self.replaces_gradients:  # +1 for the audited record with the canary in, -1 for every other record
+            self.sign = torch.as_tensor(np.where(self.inc, 1.0, -1.0), dtype=torch.float32, device=step.device)
+
+    def _holds_row(self, batch: Batch) -> np.ndarray:
+        """(R,) whether each run (with the canary) has the canary's row in this batch (host arrays: no device sync)."""
+        return ((batch.rows == self.row) & (batch.weights > 0)).any(axis=1) & self.inc
+
+    def extra_examples(self, t: int, batch: Batch, params: Params) -> ExtraExamples | None:
+        """The gradient canary ``g`` joins by its own Poisson coin, or when the batch holds its slot."""
+        if self.g is None or self.replaces_gradients:
+            return None
+        data_weight = None
+        if self.config.sampling == "shuffle":  # its slot is in this batch: it joins, and the slot is no data row
+            self.joined = self._holds_row(batch)
+            data_weight = batch.weight * (batch.index != self.row)
+        else:
+            self.joined = np.array([rng.random() < self.config.sample_rate for rng in self.coin_rngs]) & self.inc
+        weight = to_device(self.joined[:, None].astype(np.float32), self.step.device)
+        grads = {k: v.expand(self.inc.size, 1, *v.shape) for k, v in self.g_params.items()}
+        return ExtraExamples(grads, weight, data_weight)
+
+    def data_gradients(self, params: Params, index: torch.Tensor) -> Params:
+        """The crafted replace-one dataset: every record's gradient is ``-g``, the audited record's ``+g``
+        with the canary in."""
+        sign = (index == self.row).float() * (self.sign[:, None] + 1.0) - 1.0
+        return {k: sign.reshape(*sign.shape, *[1] * g.dim()) * g for k, g in self.g_params.items()}
+
+    def observe(self, t: int, batch: Batch, noisy_sum: Params, params: Params) -> None:
+        if self.g is None or self.replaces_gradients:  # the canary's row is in the batch
+            self.joined = self._holds_row(batch)
+        self.counts[self.models] += self.joined
+        if not self.updates:
+            return
+        total = flatten(noisy_sum)
+        if self.replaces_gradients:  # every other record gives -g: the expected batch size q n of them is public
+            total = total + self.config.expected_batch_size * self.g
+        elif self.config.sample_rate >= 1.0:  # the adversary knows every other example's clipped gradient
+            others = batch.weight * (batch.index != self.row)
+            total = total - flatten(self.step.clipped_sum(params, batch.index, others))
+        if self.g is not None:
+            direction = self.g_dir
+        else:  # the canary's clipped gradient at theta_t, as the adversary computes it
+            direction = canary_direction(self.step.arch, params, self.step.X[self.row], self.step.y[self.row])
+        self.obs[-1][:, t] = (total * direction).sum(1) / self.clip
+
+
 def train_audit_runs(
     data: Dataset,
     train_index: np.ndarray,
@@ -131,18 +219,20 @@ def train_audit_runs(
     input_canary: tuple[np.ndarray, int] | None = None,
     observe: str = "final",
     device: torch.device | str = "cpu",
-    chunk: int = 512,
+    max_memory: int | str | None = None,
     replace_pair: bool = False,
+    progress: bool = False,
 ) -> AuditRuns:
     """Train ``len(seeds)`` DP-SGD runs on ``data[train_index]``; run ``r`` adds the canary iff ``included[r]``.
 
     Exactly one of ``grad_canary`` (flattened vector of the parameter size, norm <= C expected)
     and ``input_canary`` (features of one example with ``data``'s shape, label) must be given;
     ``replace_pair`` (gradient canary only) trains on the crafted replace-one dataset of the module
-    docstring instead of ``data[train_index]`` (whose size still sets ``n``).
-    Runs are independent: each has its own generators seeded from its seed (initialisation,
-    Poisson coins — the canary's coin is drawn after the data's — and noise), so chunking does not
-    change results. See the module docstring for what ``observe="updates"`` records.
+    docstring instead of ``data[train_index]`` (whose size still sets ``n``). The runs are trained by
+    :func:`targets.training.train_models` on the rows of ``train_index`` in increasing order plus
+    the canary's row: a run whose canary never joins equals the model ``train_models`` trains with
+    the same seed on those rows. ``max_memory`` and ``progress`` are passed on. See the module
+    docstring for what ``observe="updates"`` records.
     """
     if not config.private or config.clip_norm is None:
         raise UserError("DP audits need a DP-SGD target (clip norm and noise multiplier set)")
@@ -157,126 +247,29 @@ def train_audit_runs(
     included = np.asarray(included, dtype=bool)
     if included.shape != (len(seeds),):
         raise ValueError(f"included must have one flag per seed ({len(seeds)}), got {included.shape}")
-    device = torch.device(device)
-    finals, inits, obs, counts = [], [], [], []
-    for start in range(0, len(seeds), chunk):
-        part = slice(start, start + chunk)
-        f, i, o, c = _train_chunk(data, np.asarray(train_index), config, seeds[part], included[part],
-                                  grad_canary, input_canary, observe, device, replace_pair)
-        finals.append(f)
-        inits.append(i)
-        obs.append(o)
-        counts.append(c)
-    step_obs = np.concatenate(obs) if observe == "updates" else None
-    return AuditRuns(torch.cat(inits), torch.cat(finals), step_obs, np.concatenate(counts),
-                     subtracted_known=config.sample_rate >= 1.0 or replace_pair)
-
-
-def _logreg_per_example(params: Params, xb: torch.Tensor, yb: torch.Tensor) -> Params:
-    """Per-example cross-entropy gradients of softmax regression in closed form, (R, B, ...):
-    d/dW = (softmax - onehot) x^T, d/db = softmax - onehot. Equal to ``vmap(vmap(grad(loss)))`` of
-    :func:`targets.training._example_loss` (tested) and several times faster on a CPU."""
-    x = xb.flatten(2)
-    logits = torch.einsum("rbd,rkd->rbk", x, params["weight"]) + params["bias"][:, None, :]
-    err = torch.softmax(logits, dim=-1)
-    err = err - torch.nn.functional.one_hot(yb, err.shape[-1]).to(err.dtype)
-    return {"weight": torch.einsum("rbk,rbd->rbkd", err, x), "bias": err}
-
-
-def _train_chunk(data, train_index, config, seeds, included, grad_canary, input_canary, observe, device,
-                 replace_pair=False):
-    arch = get_architecture(config.arch)
     shapes = param_shapes(config.arch, data)
-    R = len(seeds)
-    C = float(config.clip_norm)
-    q = config.sample_rate
-    full_batch = q >= 1.0
-    torch_gens = [torch.Generator(device="cpu").manual_seed(int(s)) for s in seeds]
-    noise_gens = [torch.Generator(device=device).manual_seed(int(s) + 1) for s in seeds]
-    batch_rngs = [np.random.default_rng([int(s), 2]) for s in seeds]
-    inits = [init_params(arch, data.shape, data.n_classes, g) for g in torch_gens]
-    params = {k: torch.stack([p[k] for p in inits]).to(device) for k in inits[0]}
-    initial = flatten(params).detach().cpu()
-
-    X = torch.as_tensor(np.asarray(data.X[train_index]), device=device)
-    y = torch.as_tensor(np.asarray(data.y[train_index]), device=device)
-    n = X.shape[0]
-    shuffled = config.sampling == "shuffle"
-    if input_canary is not None:
-        cx = torch.as_tensor(np.asarray(input_canary[0], dtype=np.float32).reshape(data.shape), device=device)
-        X = torch.cat([X, cx[None]])
-        y = torch.cat([y, torch.tensor([int(input_canary[1])], device=device, dtype=y.dtype)])
-        members = [np.arange(n + 1) if inc else np.arange(n) for inc in included]
-        gvec = None
-    else:
-        # replace pair: n rows, the last one audited; shuffle: the canary holds slot n of the permutation
-        members = ([np.arange(n)] * R if replace_pair or not shuffled
-                   else [np.arange(n + 1) if inc else np.arange(n) for inc in included])
-        gvec = torch.as_tensor(np.asarray(grad_canary, dtype=np.float32), device=device)
-        if gvec.shape != (sum(int(np.prod(s)) for s in shapes.values()),):
+    rows = data.subset(np.sort(np.asarray(train_index)))
+    n = len(rows)
+    g = None
+    if input_canary is not None:  # one more row, a member of the runs that include it
+        extra_x, extra_y = np.asarray(input_canary[0], dtype=np.float32).reshape(data.shape), int(input_canary[1])
+        joins_as_row = True
+    else:  # a row-shaped placeholder: the permutation slot a gradient canary holds under shuffling
+        g = torch.as_tensor(np.asarray(grad_canary, dtype=np.float32), device=torch.device(device))
+        if g.shape != (sum(int(np.prod(s)) for s in shapes.values()),):
             raise ValueError("grad_canary must be a flattened vector with one entry per model parameter")
-        g_dir = gvec / gvec.norm().clamp_min(1e-12)
-        g_params = unflatten(gvec, shapes)
-        if replace_pair:  # +1 for the audited record with the canary in, -1 for every other record
-            sign_of_audited = torch.as_tensor(np.where(included, 1.0, -1.0), dtype=torch.float32, device=device)
-    per_example = (_logreg_per_example if config.arch == "logreg"
-                   else vmap(vmap(grad(_example_loss(arch)), in_dims=(None, 0, 0)), in_dims=(0, 0, 0)))
-    canary_grad = vmap(grad(_example_loss(arch)), in_dims=(0, None, None))
-    scale = config.lr / config.expected_batch_size
-    std = config.noise_multiplier * C
-    observations = []
-    counts = np.zeros(R, dtype=np.int64)
-    sampler = BatchSampler(members, batch_rngs, q, config.sampling)
-    for _ in range(config.steps):
-        index_np, weight_np = sampler.next()
-        index = torch.as_tensor(index_np, device=device)
-        weight = torch.as_tensor(weight_np, device=device)
-        if replace_pair:
-            audited = ((index == n - 1).float() * weight)
-            counts += audited.sum(1).cpu().numpy().astype(np.int64) * included
-            sign = -1.0 + audited * (sign_of_audited[:, None] + 1.0)
-            grads = {k: sign.reshape(*sign.shape, *[1] * g.dim()) * g for k, g in g_params.items()}
-            canary_mask = audited
-        elif gvec is not None:
-            if shuffled:  # the canary's slot n is in this batch: it joins, and the slot is no data row
-                coins = (index_np == n).any(axis=1) & included
-                weight = weight * (index != n).float()
-                index = torch.where(index == n, torch.zeros_like(index), index)
-            else:
-                coins = np.array([rng.random() < q for rng in batch_rngs]) & included
-            counts += coins
-            grads = per_example(params, X[index], y[index])
-            cw = torch.as_tensor(coins.astype(np.float32), device=device)
-            grads = {k: torch.cat([g, g_params[k].expand(R, 1, *g.shape[2:])], dim=1) for k, g in grads.items()}
-            weight = torch.cat([weight, cw[:, None]], dim=1)
-            canary_mask = torch.zeros_like(weight)
-            canary_mask[:, -1] = 1.0
-        else:
-            grads = per_example(params, X[index], y[index])
-            canary_mask = (index == n).float() * weight
-            counts += canary_mask.sum(1).cpu().numpy().astype(np.int64)
-        summed = _clipped_sum(grads, weight, C)
-        if observe == "updates":
-            if gvec is not None:
-                direction = g_dir.expand(R, -1)
-            else:  # clipped canary gradient at theta_t, as the adversary computes it
-                cg = flatten(canary_grad(params, X[n], y[n]))
-                direction = cg / cg.norm(dim=1, keepdim=True).clamp_min(1e-12)
-            known = None
-            if replace_pair:  # every other record gives -g: the expected batch size q n of them is public
-                known = -config.expected_batch_size * gvec.expand(R, -1)
-            elif full_batch:  # the adversary knows every other example's clipped gradient at theta_t
-                known = flatten(_clipped_sum(grads, weight * (1.0 - canary_mask), C))
-        for name, value in summed.items():
-            summed[name] = value + std * torch.stack([torch.randn(value.shape[1:], generator=g, device=device)
-                                                      for g in noise_gens])
-        if observe == "updates":
-            total = flatten(summed)
-            if known is not None:
-                total = total - known
-            observations.append(((total * direction).sum(1) / C).detach().cpu().numpy())
-        with torch.no_grad():
-            for name in params:
-                params[name] = params[name] - scale * summed[name]
-    step_obs = np.stack(observations, axis=1).astype(np.float64) if observe == "updates" else None
-    return flatten(params).detach().cpu(), initial, step_obs, counts
+        extra_x, extra_y = np.zeros(data.shape, dtype=np.float32), 0
+        joins_as_row = config.sampling == "shuffle" and not replace_pair
+    train = Dataset(np.concatenate([rows.X, extra_x[None]]), np.append(rows.y, extra_y).astype(rows.y.dtype),
+                    data.name, data.n_classes, data.shape, data.source)
+    masks = np.zeros((len(seeds), n + 1), dtype=bool)
+    masks[:, :n] = True
+    if joins_as_row:
+        masks[:, n] = included
+    hook = CanaryHook(config, list(seeds), included, n - 1 if replace_pair else n, g, shapes,
+                      observe == "updates", replace_pair)
+    final = train_models(train, masks, config, list(seeds), device=device, progress=progress, desc="audit runs",
+                         max_memory=max_memory, hook=hook)
+    step_obs = torch.cat(hook.obs).cpu().numpy().astype(np.float64) if observe == "updates" else None
+    return AuditRuns(torch.cat(hook.initial), flatten(final), step_obs, hook.counts,
+                     subtracted_known=config.sample_rate >= 1.0 or replace_pair)

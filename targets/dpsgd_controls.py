@@ -1,20 +1,28 @@
-"""DP-SGD trainers written the way a user would (torch, trainer-plugin form), one correct and two
+"""DP-SGD trainers written the way a user would (trainer-plugin form), one correct and two
 deliberately broken, all claiming (1, 1e-5)-DP — controls for black-box audits.
 
 Each factory returns the trainer plugin dict of :mod:`targets.plugins`; audit one with
 ``python -m audit run dp --target targets.dpsgd_controls:no_clipping --threat black-box
 --canary crafted`` or ``audit.testing.assert_private``. The model is softmax regression on
-scikit-learn's digits (raw intensities 0..16); DP-SGD [Abadi et al. 2016, Alg. 1] with Poisson
-sampling at rate q = 0.1, clip norm C = 1, 5 epochs (T = 50 steps), noise multiplier calibrated
-to (1, 1e-5) by the PLD accountant, and the sum divided by the expected batch size. Per-example
-gradients of a linear softmax model are outer products (p_i - e_{y_i}) [x_i, 1], whose norm is the
-product of the two norms, so clipping needs no per-example autograd.
+scikit-learn's digits (raw intensities 0..16, so that per-example gradients are far above C)
+trained by the project's one DP-SGD step (:class:`targets.dpsgd_step.DPSGDStep` through
+:func:`targets.training.train_models`; Abadi et al. 2016, Alg. 1): Poisson sampling at rate
+q = 0.1, clip norm C = 1, 5 epochs (T = 50 steps), noise multiplier calibrated to (1, 1e-5) by the
+PLD accountant, the sum divided by the expected batch size. Training starts from zero weights, as
+logistic regression usually does (``train_models(init=...)``, a public starting point): a random
+start would persist along the directions no training input spans — where the crafted canary lives
+— and blur a black-box audit.
 
-* ``correct``: as above.
-* ``no_clipping``: the per-example gradients are summed unclipped (a classic bug: clipping
-  skipped); the Gaussian noise no longer covers an example whose gradient is larger than C.
-* ``noise_over_batch``: noise std sigma C / B instead of sigma C — the noise is added *after*
-  averaging with the formula for the sum, a bug that divides the noise by the batch size.
+* ``correct``: the step as shipped.
+* ``no_clipping``: :class:`NoClippingStep` — the per-example gradients are summed unclipped (a
+  classic bug: clipping skipped); the Gaussian noise no longer covers an example whose gradient is
+  larger than C.
+* ``noise_over_batch``: :class:`NoiseOverBatchStep` — noise std sigma C / B instead of sigma C (the
+  noise added *after* averaging with the formula for the sum, a bug that divides the noise by the
+  expected batch size B).
+
+Each fault is one overridden method of the step, so the controls differ from the shipped code in
+exactly the documented place.
 
 The third DP-SGD control, shuffled batches accounted as Poisson, is not visible to a black-box
 audit of the final model: it is the registry target ``dpsgd_control_shuffle_as_poisson``
@@ -28,7 +36,10 @@ import functools
 import numpy as np
 import torch
 
-from targets.datasets import load_dataset
+from targets.datasets import Dataset, load_dataset
+from targets.dpsgd_step import DPSGDStep, TrainConfig
+from targets.models import Params, get_architecture
+from targets.training import log_softmax, predict_logits, train_models
 
 #: The claim every control makes.
 CLAIM = {"epsilon": 1.0, "delta": 1e-5}
@@ -37,6 +48,7 @@ EPOCHS = 5
 CLIP = 1.0
 LR = 1.0
 N_TRAIN_NOMINAL = 1000
+N_CLASSES = 10
 
 
 @functools.lru_cache(maxsize=1)
@@ -55,36 +67,36 @@ def _digits() -> tuple[np.ndarray, np.ndarray]:
     return (data.X.reshape(len(data), -1) * 16.0).astype(np.float32), data.y
 
 
-def make_trainer(clip: bool = True, noise_divisor: str = "none"):
-    """A DP-SGD trainer ``train(X, y, seed) -> predict_proba`` with the given (possibly broken) parts."""
-    sigma = noise_multiplier()
-    steps = int(round(EPOCHS / SAMPLE_RATE))
+class NoClippingStep(DPSGDStep):
+    """BROKEN on purpose: the per-example gradients are summed without clipping."""
+
+    def clipped_sum(self, params: Params, index: torch.Tensor, weight: torch.Tensor) -> Params:
+        return self.weighted_sum(params, index, weight)
+
+
+class NoiseOverBatchStep(DPSGDStep):
+    """BROKEN on purpose: the noise std is divided by the expected batch size."""
+
+    def noise_std(self) -> float:
+        return super().noise_std() / self.config.expected_batch_size
+
+
+def make_trainer(step_type: type[DPSGDStep] = DPSGDStep):
+    """A DP-SGD trainer ``train(X, y, seed) -> predict_proba`` moved by ``step_type`` (the step, or a broken one)."""
+    config = TrainConfig(arch="logreg", epochs=EPOCHS, sample_rate=SAMPLE_RATE, lr=LR,
+                         expected_batch_size=SAMPLE_RATE * N_TRAIN_NOMINAL, clip_norm=CLIP,
+                         noise_multiplier=noise_multiplier())
 
     def train(X: np.ndarray, y: np.ndarray, seed: int):
-        g = torch.Generator().manual_seed(int(seed))
-        Xb = torch.cat([torch.as_tensor(X, dtype=torch.float64).reshape(len(X), -1),
-                        torch.ones(len(X), 1, dtype=torch.float64)], dim=1)
-        Y = torch.nn.functional.one_hot(torch.as_tensor(y, dtype=torch.int64), 10).double()
-        n, d = Xb.shape
-        W = torch.zeros(d, 10, dtype=torch.float64)
-        batch = SAMPLE_RATE * N_TRAIN_NOMINAL  # fixed normaliser: the expected batch size
-        for _ in range(steps):
-            rows = torch.nonzero(torch.rand(n, generator=g, dtype=torch.float64) < SAMPLE_RATE).flatten()
-            x, e = Xb[rows], Y[rows]
-            residual = torch.softmax(x @ W, dim=1) - e  # per-example gradient = x_i^T residual_i
-            if clip:
-                norms = x.norm(dim=1) * residual.norm(dim=1)
-                residual = residual * torch.clamp(CLIP / norms.clamp_min(1e-12), max=1.0)[:, None]
-            grad_sum = x.T @ residual
-            std = sigma * CLIP / (batch if noise_divisor == "batch" else 1.0)
-            noise = torch.randn(d, 10, generator=g, dtype=torch.float64) * std
-            W = W - LR * (grad_sum + noise) / batch
-        final = W.clone()
+        X = np.asarray(X, dtype=np.float32).reshape(len(X), -1)
+        data = Dataset(X, np.asarray(y, dtype=np.int64), "user data", N_CLASSES, (X.shape[1],), "train(X, y)")
+        zeros = {k: torch.zeros(shape) for k, shape in get_architecture("logreg").shapes(data.shape, N_CLASSES).items()}
+        params = train_models(data, np.ones((1, len(data)), dtype=bool), config, [int(seed)], progress=False,
+                              step_type=step_type, init=zeros)
 
         def predict_proba(Z: np.ndarray) -> np.ndarray:
-            z = torch.as_tensor(np.asarray(Z, dtype=np.float64)).reshape(len(Z), -1)
-            z = torch.cat([z, torch.ones(len(z), 1, dtype=torch.float64)], dim=1)
-            return torch.softmax(z @ final, dim=1).numpy()
+            Z = np.asarray(Z, dtype=np.float32).reshape(len(Z), -1)
+            return np.exp(log_softmax(predict_logits("logreg", params, Z)[0]))
 
         return predict_proba
 
@@ -102,10 +114,10 @@ def correct() -> dict:
 
 def no_clipping() -> dict:
     return _plugin("dpsgd_control_no_clipping", "BROKEN DP-SGD: per-example clipping skipped, claims (1, 1e-5)",
-                   clip=False)
+                   step_type=NoClippingStep)
 
 
 def noise_over_batch() -> dict:
     return _plugin("dpsgd_control_noise_over_batch", "BROKEN DP-SGD: noise std divided by the batch size, claims "
-                   "(1, 1e-5)", noise_divisor="batch")
+                   "(1, 1e-5)", step_type=NoiseOverBatchStep)
 

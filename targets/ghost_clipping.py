@@ -129,7 +129,7 @@ def _sqnorm(x: torch.Tensor, dims: int) -> torch.Tensor:
     return torch.linalg.vector_norm(x, dim=tuple(range(-dims, 0))).square()
 
 
-def _unfold(layer: Conv2d, a: torch.Tensor, kernel: int) -> torch.Tensor:
+def unfold_patches(layer: Conv2d, a: torch.Tensor, kernel: int) -> torch.Tensor:
     """Input patches (R, B, D, T) of a convolution, D = C k^2 in the weight's (C, kh, kw) order.
 
     Same values as ``F.unfold``, gathered with one strided copy (faster than im2col on CPU).
@@ -152,7 +152,7 @@ def per_example_clipped_sum(layers: tuple[Layer, ...], params: Params, x: torch.
 
     ``x`` (R, B, ...), ``y`` (R, B), ``weight`` (R, B) (1 for sampled examples, 0 for padding);
     returns tensors (R, ...) shaped like ``params``. Equal, up to rounding, to clipping materialised
-    ``vmap(grad)`` per-example gradients (``targets.training._clipped_sum``).
+    ``vmap(grad)`` per-example gradients (``targets.dpsgd_step.clipped_sum``).
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -173,7 +173,7 @@ def per_example_clipped_sum(layers: tuple[Layer, ...], params: Params, x: torch.
         else:
             w_shape = params[layer.weight].shape[1:]
             t, d, o = conv_geometry(layer, a.shape, w_shape)
-            unfolded = _unfold(layer, a, w_shape[-1])  # (R, B, D, T)
+            unfolded = unfold_patches(layer, a, w_shape[-1])  # (R, B, D, T)
             g = g.flatten(3)  # (R, B, O, T)
             ghost = use_ghost_norm(t, d, o, mode)
             bias_sq = _sqnorm(g.sum(-1), 1)

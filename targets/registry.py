@@ -22,7 +22,7 @@ class TrainedTarget:
     ``n_train`` is the nominal training-set size (natural examples; canaries come on top);
     ``batch_size`` the expected Poisson batch size, so the sample rate is ``batch_size / n_train``.
     ``epsilon`` is None for a non-private target. ``sampling`` is the trainer's batch sampling
-    (:class:`targets.training.BatchSampler`); the claim is always the Poisson accountant's, so a
+    (:class:`targets.sampling.BatchSampler`); the claim is always the Poisson accountant's, so a
     ``"shuffle"`` target claims what it does not have (a broken control, Chua et al. 2024).
     """
 

@@ -8,24 +8,17 @@ from torch.func import grad, vmap
 
 from audit.errors import UserError
 from targets.datasets import Dataset
+from targets.dpsgd_step import batch_loss, clipped_sum, example_loss
 from targets.ghost_clipping import (
     Tap,
-    _unfold,
     per_example_clipped_sum,
     stacked_forward,
+    unfold_patches,
     use_ghost_norm,
     weighted_gradient,
 )
 from targets.models import Conv2d, get_architecture, init_params
-from targets.training import (
-    TrainConfig,
-    _batch_loss,
-    _clipped_sum,
-    _example_loss,
-    memory_plan,
-    parse_memory,
-    train_models,
-)
+from targets.training import TrainConfig, memory_plan, parse_memory, train_models
 
 SHAPES = {"logreg": (6,), "mlp": (6,), "cnn": (1, 28, 28)}
 
@@ -44,9 +37,9 @@ def _batch(shape, r=2, b=12, seed=0):
 
 
 def _reference(arch, params, x, y, w, clip):
-    per_example = vmap(vmap(grad(_example_loss(arch)), in_dims=(None, 0, 0)), in_dims=(0, 0, 0))(params, x, y)
+    per_example = vmap(vmap(grad(example_loss(arch)), in_dims=(None, 0, 0)), in_dims=(0, 0, 0))(params, x, y)
     norms = torch.sqrt(sum(g.flatten(2).pow(2).sum(-1) for g in per_example.values()))
-    return _clipped_sum(per_example, w, clip), norms
+    return clipped_sum(per_example, w, clip), norms
 
 
 @pytest.mark.parametrize("name", ["logreg", "mlp", "cnn"])
@@ -83,7 +76,7 @@ def test_weighted_gradient_matches_vmap_grad(name):
     arch = get_architecture(name)
     params = _stack(arch, SHAPES[name], [4, 5])
     x, y, w = _batch(SHAPES[name])
-    expected = vmap(grad(_batch_loss(arch)))(params, x, y, w)
+    expected = vmap(grad(batch_loss(arch)))(params, x, y, w)
     out = weighted_gradient(arch.layers, params, x, y, w)
     for k in params:
         torch.testing.assert_close(out[k], expected[k], rtol=1e-9, atol=1e-11)
@@ -103,7 +96,7 @@ def test_stacked_forward_matches_per_model_forward():
 @pytest.mark.parametrize("stride,padding,kernel", [(2, 3, 8), (2, 0, 4), (1, 1, 3)])
 def test_unfold_matches_torch_unfold(stride, padding, kernel):
     a = torch.randn(2, 3, 4, 11, 11)
-    ours = _unfold(Conv2d("w", "b", stride, padding), a, kernel)
+    ours = unfold_patches(Conv2d("w", "b", stride, padding), a, kernel)
     ref = F.unfold(a.flatten(0, 1), kernel, padding=padding, stride=stride).unflatten(0, (2, 3))
     assert torch.equal(ours, ref)
 

@@ -5,9 +5,9 @@ import torch
 import torch.nn.functional as F
 from torch.func import grad, vmap
 
+from targets.dpsgd_step import example_loss
 from targets.ghost_clipping import per_example_clipped_sum
 from targets.models import PARAM_LAYERS, get_architecture, init_params, to_module
-from targets.training import _example_loss
 
 opacus = pytest.importorskip("opacus")
 
@@ -34,7 +34,7 @@ def test_per_sample_gradients_match_opacus_grad_sample_module():
     arch, params, x, y, names = _setup()
     module = opacus.GradSampleModule(to_module(arch, params), loss_reduction="sum")
     F.cross_entropy(module(x), y, reduction="sum").backward()
-    ours = vmap(grad(_example_loss(arch)), in_dims=(None, 0, 0))(params, x, y)
+    ours = vmap(grad(example_loss(arch)), in_dims=(None, 0, 0))(params, x, y)
     for name, p in module._module.named_parameters():
         assert p.grad_sample.shape == (x.shape[0], *params[names[name]].shape)
         torch.testing.assert_close(p.grad_sample, ours[names[name]], rtol=1e-4, atol=1e-6)

@@ -23,7 +23,8 @@ from audit.theory.claims import ADD_REMOVE, REPLACE
 from audit.theory.dpsgd import DPSGDClaim
 from targets.datasets import load_dataset
 from targets.dpsgd_audit import param_shapes, train_audit_runs
-from targets.training import BatchSampler, TrainConfig, _sample_batches, train_models
+from targets.sampling import BatchSampler, sample_poisson
+from targets.training import TrainConfig, train_models
 
 
 def _rngs(n):
@@ -56,7 +57,7 @@ def test_poisson_sampler_is_unchanged_and_bad_sampling_is_a_user_error():
     old = _rngs(3)
     for _ in range(4):
         new_i, new_w = sampler.next()
-        old_i, old_w = _sample_batches(members, old, 0.1)
+        old_i, old_w = sample_poisson(members, old, 0.1)
         assert np.array_equal(new_i, old_i) and np.array_equal(new_w, old_w)
     with pytest.raises(UserError, match="sampling"):
         TrainConfig(arch="logreg", epochs=1, sample_rate=0.1, lr=0.1, expected_batch_size=5, sampling="cyclic")

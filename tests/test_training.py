@@ -5,7 +5,8 @@ import torch
 
 from audit.games import build_canary_game
 from targets.datasets import load_synthetic
-from targets.training import TrainConfig, _clipped_sum, train_models
+from targets.dpsgd_step import clipped_sum
+from targets.training import TrainConfig, train_models
 
 
 def _config(private):
@@ -26,7 +27,7 @@ def test_models_do_not_depend_on_batchmates():
 def test_clipped_sum_bounds_each_example():
     g = {"w": torch.randn(2, 5, 3) * 10}
     w = torch.tensor([[1, 1, 0, 0, 1], [1, 0, 0, 0, 0]], dtype=torch.float32)
-    out = _clipped_sum(g, w, 1.0)
+    out = clipped_sum(g, w, 1.0)
     assert out["w"][0].norm() <= 3 + 1e-5 and out["w"][1].norm() <= 1 + 1e-5
 
 
@@ -44,7 +45,8 @@ def test_models_in_memory_chunks_equal_one_by_one():
     equals the same model trained alone with its seed."""
     from targets.datasets import Dataset
     from targets.models import get_architecture, init_params
-    from targets.training import _batch_width_bound, memory_plan, parse_memory
+    from targets.sampling import batch_width_bound
+    from targets.training import memory_plan, parse_memory
 
     rng = np.random.default_rng(3)
     data = Dataset(rng.normal(size=(48, 1, 28, 28)).astype(np.float32), rng.integers(0, 10, 48).astype(np.int64),
@@ -57,7 +59,7 @@ def test_models_in_memory_chunks_equal_one_by_one():
     for private in (False, True):
         config = TrainConfig(arch="cnn", epochs=0.5, sample_rate=0.25, lr=0.5, expected_batch_size=8,
                              clip_norm=0.5 if private else None, noise_multiplier=0.7 if private else 0.0)
-        width = _batch_width_bound([np.flatnonzero(m) for m in masks], config.sample_rate)
+        width = batch_width_bound([np.flatnonzero(m) for m in masks], config.sample_rate)
         models, _ = memory_plan(arch, one, data.shape, width, private, "auto", budget)
         assert models < len(seeds)  # the budget really splits the models into chunks
         chunked = train_models(data, masks, config, seeds, progress=False, max_memory=budget)
