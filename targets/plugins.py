@@ -33,6 +33,7 @@ DP-SGD controls of :mod:`targets.dpsgd_controls`.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import re
 import sys
@@ -178,12 +179,20 @@ def _dpsgd_claim(spec: str, accounting: Any, epsilon: float, delta: float) -> Pr
 _PROJECT = {"audit", "targets", "attacks", "reports"}
 
 
+@functools.lru_cache(maxsize=1)
+def _distributions() -> dict[str, list[str]]:
+    """Top-level module -> distributions (scans every installed distribution once per process)."""
+    from importlib.metadata import packages_distributions
+
+    return packages_distributions()
+
+
 def imported_packages(namespaces: Iterable[dict], new_modules: Iterable[str] = ()) -> dict[str, str]:
     """{distribution: version} of the installed top-level packages a plugin imported: those of the
     modules ``new_modules`` (what appeared in ``sys.modules`` while it loaded), and those the values
     in ``namespaces`` (its module's globals, its dict) are or come from — which also catches what was
     imported before the plugin. The standard library and this project are left out."""
-    from importlib.metadata import PackageNotFoundError, packages_distributions, version
+    from importlib.metadata import PackageNotFoundError, version
 
     tops = {m.split(".")[0] for m in new_modules}
     for namespace in namespaces:
@@ -191,7 +200,7 @@ def imported_packages(namespaces: Iterable[dict], new_modules: Iterable[str] = (
             name = value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None)
             if isinstance(name, str):
                 tops.add(name.split(".")[0])
-    distributions = packages_distributions()
+    distributions = _distributions()
     found = {}
     for top in sorted(tops - set(sys.stdlib_module_names) - _PROJECT - {"builtins", "__main__"}):
         for dist in distributions.get(top, ()):
