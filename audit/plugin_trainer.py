@@ -97,7 +97,7 @@ def train_once(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int):
     """One call of the plugin's ``train`` (copies of the data, its randomness from ``seed``, under the
     thread policy); returns its ``predict_proba``."""
     try:
-        with thread_limit():
+        with thread_limit(plugin.threads):
             model = plugin.train(X.copy(), y.copy(), *trainer_args(plugin.rng, seed))
     except Exception as exc:
         raise TargetCodeError(f"train of plugin {plugin.spec} raised {type(exc).__name__}: {exc}") from exc
@@ -110,7 +110,7 @@ def train_once(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int):
 def predictions(plugin: TrainerPlugin, model, X: np.ndarray) -> np.ndarray:
     """``model(X)`` as floats, under the thread policy; its exceptions are the target's own."""
     try:
-        with thread_limit():
+        with thread_limit(plugin.threads):
             out = model(X)
     except Exception as exc:
         raise TargetCodeError(f"predict_proba of plugin {plugin.spec} raised {type(exc).__name__}: {exc}") from exc

@@ -67,7 +67,7 @@ class PluginMechanism(Mechanism):
         g = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
         f, kind = self.plugin.mechanism, self.plugin.rng
         try:
-            with thread_limit():
+            with thread_limit(self.plugin.threads):
                 outputs = [f(dataset, *mechanism_args(kind, g)) for _ in range(int(n))]
         except Exception as exc:
             raise TargetCodeError(f"plugin mechanism {self.plugin.spec} raised {type(exc).__name__}: {exc}") from exc

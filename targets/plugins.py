@@ -38,7 +38,7 @@ import importlib
 import re
 import sys
 import types
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable
 
 import numpy as np
@@ -81,7 +81,9 @@ def is_plugin_spec(target: str) -> bool:
 @dataclass(frozen=True)
 class TrainerPlugin:
     """A validated trainer plugin; ``rng`` is the randomness ``train`` takes (:mod:`targets.plugin_rng`),
-    ``packages`` the {distribution: version} of what the plugin imported."""
+    ``packages`` the {distribution: version} of what the plugin imported, ``threads`` the thread limit
+    its code runs under (:func:`targets.threads.thread_limit`: None = the plugin policy, 0 = none, for
+    the project's own plugins)."""
 
     spec: str
     name: str
@@ -94,12 +96,12 @@ class TrainerPlugin:
     params: dict
     rng: str = "seed"
     packages: dict = field(default_factory=dict)
+    threads: int | None = None
 
 
 @dataclass(frozen=True)
 class MechanismPlugin:
-    """A validated mechanism plugin; ``rng`` is the randomness ``mechanism`` takes
-    (:mod:`targets.plugin_rng`), ``packages`` the {distribution: version} of what the plugin imported."""
+    """A validated mechanism plugin; ``rng``, ``packages`` and ``threads`` as for :class:`TrainerPlugin`."""
 
     spec: str
     name: str
@@ -112,6 +114,7 @@ class MechanismPlugin:
     params: dict
     rng: str = "generator"
     packages: dict = field(default_factory=dict)
+    threads: int | None = None
 
 
 def plugin_config(plugin: TrainerPlugin | MechanismPlugin) -> dict:
@@ -213,18 +216,21 @@ def imported_packages(namespaces: Iterable[dict], new_modules: Iterable[str] = (
 
 def plugin_from_factory(spec: str, factory: Callable[[], Any],
                         loaded: Iterable[str] = ()) -> TrainerPlugin | MechanismPlugin:
-    """Call a plugin factory (under the thread policy, :mod:`targets.threads`), validate its dict and
-    record the packages it imported (``loaded``: modules its import added to ``sys.modules``)."""
+    """Call a plugin factory (under the thread policy, :mod:`targets.threads`, unless it is one of the
+    project's own: they follow the project's), validate its dict and record the packages it imported
+    (``loaded``: modules its import added to ``sys.modules``)."""
+    threads = 0 if str(getattr(factory, "__module__", "")).split(".")[0] in _PROJECT else None
     before = set(sys.modules)
     try:
-        with thread_limit():
+        with thread_limit(threads):
             made = factory()
     except Exception as exc:
         raise TargetCodeError(f"plugin factory {spec} raised {type(exc).__name__}: {exc}") from exc
     if not isinstance(made, dict):
         raise UserError(f"plugin factory {spec} must return a dict, got {type(made).__name__}")
-    return plugin_from_dict(spec, made, set(loaded) | (set(sys.modules) - before),
-                            [getattr(factory, "__globals__", {})])
+    plugin = plugin_from_dict(spec, made, set(loaded) | (set(sys.modules) - before),
+                              [getattr(factory, "__globals__", {})])
+    return replace(plugin, threads=threads)
 
 
 def load_plugin(spec: str) -> TrainerPlugin | MechanismPlugin:

@@ -12,7 +12,9 @@ time.
 Policy: while plugin code runs (:func:`thread_limit`), BLAS/OpenMP pools (threadpoolctl) and
 torch's intra-op pool are limited to ``PRIVACY_AUDIT_PLUGIN_THREADS`` threads (default 1; ``0``
 leaves the libraries' defaults), and restored afterwards. Parallelism across runs is the
-workbench's job, not each call's. The same context manager can wrap any other code path.
+workbench's job, not each call's. The project's own plugins (``opacus_mnist``, the DP-SGD
+controls) are exempt: they follow the project's thread settings. The same context manager can
+wrap any other code path (the training code, later).
 """
 
 from __future__ import annotations

@@ -281,6 +281,11 @@ def test_thread_limit_applies_and_restores(monkeypatch):
         plugin_threads()
 
 
+def test_the_projects_own_plugins_keep_the_projects_threads(plugins):
+    assert load_plugin(f"{plugins}:seed").threads is None  # the plugin policy
+    assert load_plugin("dpsgd_control_correct").threads == 0  # no limit: the project's own training code
+
+
 def test_plugin_code_runs_under_the_thread_limit(tmp_path):
     import torch
 
