@@ -11,8 +11,11 @@ Oprea 2020; Nasr et al. 2021; Nasr et al. 2023 for the GDP estimator]. The bound
 the mechanism's proven claim and, to show how tight the audit is, with the exact privacy of the
 pair itself (the best any test can reach).
 
-Works for the textbook mechanisms (:mod:`targets.mechanisms`) and DP-ERM output perturbation
-(:mod:`targets.dperm`, white-box: the released parameters projected on the minimiser shift).
+Works for the textbook mechanisms (:mod:`targets.mechanisms`), DP-ERM output perturbation
+(:mod:`targets.dperm`, white-box: the released parameters projected on the minimiser shift) and
+user plugins (:mod:`targets.plugin_mechanism`: the statistic learned on separate draws, the
+plugin's reproducibility checked, its packages recorded in config.json). Against a mu-GDP claim
+the GDP row's mu_lb is compared with the claim's mu and decides with the Clopper–Pearson row.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from audit.stats.thresholds import choose_strategy, threshold_bounds
 from audit.stats.verdict import Family, compare_with_claim
 from audit.target_theory import IMPLIED_MU, build_mechanism, catalogue, check_privacy_args, gdp_summary, tradeoff_alphas
 from audit.theory.checks import check_confidence
-from audit.theory.claims import PURE_DP_DELTA
+from audit.theory.claims import PURE_DP_DELTA, GaussianClaim
 from targets.mechanisms import Mechanism
 from targets.plugin_mechanism import PluginMechanism
 from targets.plugin_rng import reproducibility_lines, reproducibility_table
@@ -149,7 +152,7 @@ def mechanism_bounds(mech: Mechanism, scores_out: np.ndarray, scores_in: np.ndar
     gaussian = bool(getattr(mech, "gaussian_output", False))
     found = threshold_bounds(scores, members, delta, family.member_confidence, strategy,
                              np.random.default_rng([seed, 2]), gaussian_pair=gaussian,
-                             gdp_claim=bool(getattr(mech, "gdp_claim", False)))
+                             gdp_claim=isinstance(mech.claim, GaussianClaim))
     rows = [(gdp_in_mu_space(b.to_dict(), mech.claim) if b.method == "gdp" else b.to_dict()) | {"attack": ATTACK_NAME}
             for b in found]
     return found, rows, family

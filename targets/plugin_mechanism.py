@@ -18,7 +18,7 @@ import numpy as np
 
 from audit.errors import TargetCodeError
 from audit.stats.score_fit import fit_log_ratio_score
-from audit.theory.claims import GaussianClaim, PrivacyClaim
+from audit.theory.claims import PrivacyClaim
 from targets.mechanisms import Mechanism
 from targets.plugin_outputs import OutputEncoder
 from targets.plugin_rng import mechanism_args, reproducibility
@@ -50,11 +50,6 @@ class PluginMechanism(Mechanism):
         """The delta the audit uses: the claim's (0 for a pure-DP claim: Clopper–Pearson bounds
         epsilon at delta 0, the GDP row then reports mu only)."""
         return self.plugin.delta
-
-    @property
-    def gdp_claim(self) -> bool:
-        """The claim is mu-GDP, so the GDP row's mu_lb is compared with the claim's mu and decides."""
-        return isinstance(self.plugin.claim, GaussianClaim)
 
     @property
     def claim(self) -> PrivacyClaim:
