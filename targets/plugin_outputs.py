@@ -4,13 +4,16 @@ Rule (README, "Audit your own code"):
 
 * **numeric**: a number, an array of numbers, or a tuple, list or dict of those (nested) is
   flattened into one vector: tuples and lists in order, dicts in the order of their sorted keys,
-  arrays row-major. A histogram's ``(counts, edges)`` is ``counts`` followed by ``edges``. Every
-  call must give the same number of values.
-* **categorical**: any other hashable value (a string, an enum member, a tuple holding a string,
-  None) is one category. Categories get indices 0, 1, 2, ... in the order they first appear, one
-  mapping for the whole audit (fit draws, audit draws, both worlds), so an index means the same
-  output everywhere; :mod:`audit.stats.score_fit` then estimates the log-ratio of each category.
-* anything else (sets, objects, dicts of strings, ...) is a one-line error saying what to return.
+  arrays (numpy, or anything with ``__array__``: torch, jax) row-major. A histogram's
+  ``(counts, edges)`` is ``counts`` followed by ``edges``. Every call must give the same number of
+  values.
+* **categorical**: any other value hashed by value (a string, an enum member, a tuple holding a
+  string, None) is one category. Categories get indices 0, 1, 2, ... in the order they first
+  appear, one mapping for the whole audit (fit draws, audit draws, both worlds), so an index means
+  the same output everywhere; :mod:`audit.stats.score_fit` then estimates the log-ratio of each
+  category.
+* anything else (sets, lists of strings, objects hashed by identity, ...) is a one-line error
+  saying what to return.
 
 The first batch fixes which of the two forms the audit uses; a later output of the other form is an
 error (a mechanism that sometimes returns a number and sometimes a string should return strings).
@@ -37,6 +40,8 @@ def flatten_numeric(output: Any) -> np.ndarray | None:
     """The numeric leaves of ``output`` as a float vector (module docstring), or None when it is not numeric."""
     if isinstance(output, (numbers.Real, np.bool_)) and not isinstance(output, np.datetime64):
         return np.array([float(output)])
+    if hasattr(output, "__array__") and not isinstance(output, np.ndarray):  # torch, jax, ... arrays
+        output = np.asarray(output)
     if isinstance(output, np.ndarray):
         return output.astype(np.float64).ravel() if output.dtype.kind in "biuf" else None
     if isinstance(output, dict):
@@ -82,7 +87,9 @@ class OutputEncoder:
 
     def _category(self, output: Any) -> int:
         try:
+            if output is not None and type(output).__hash__ is object.__hash__:  # hashed by identity: no category
+                raise TypeError
             return self.categories.setdefault(output, len(self.categories))
-        except TypeError:  # unhashable
+        except TypeError:  # unhashable, or every output its own category
             raise UserError(f"{self.what}: cannot audit an output of type {type(output).__name__}; "
                             f"{WHAT_TO_RETURN}") from None

@@ -185,9 +185,12 @@ def test_histogram_tuples_are_flattened(plugins, tmp_path):
 
 
 def test_flattening_rule():
+    import torch
+
     counts, edges = np.array([3, 4]), np.array([0.0, 0.5, 1.0])
     np.testing.assert_array_equal(flatten_numeric((counts, edges)), [3, 4, 0.0, 0.5, 1.0])
     np.testing.assert_array_equal(flatten_numeric({"b": 2.0, "a": [1, np.float32(1.5)]}), [1.0, 1.5, 2.0])
+    np.testing.assert_array_equal(flatten_numeric(torch.tensor([[1.0, 2.0]])), [1.0, 2.0])
     assert flatten_numeric("alice") is None and flatten_numeric(("a", 1)) is None
     encoder = OutputEncoder("p")
     first = encoder.encode(["bob", "alice", "bob"])
@@ -200,6 +203,7 @@ def test_flattening_rule():
     ([{1, 2}], "cannot audit an output of type set"),
     ([["a", "b"]], "cannot audit an output of type list"),
     ([np.zeros(2), np.zeros(3)], "same number of values every call"),
+    ([object()], "cannot audit an output of type object"),
 ])
 def test_unusable_outputs_say_what_to_return(outputs, message):
     with pytest.raises(UserError, match=message) as info:
