@@ -200,7 +200,10 @@ def imported_packages(namespaces: Iterable[dict], new_modules: Iterable[str] = (
     tops = {m.split(".")[0] for m in new_modules}
     for namespace in namespaces:
         for value in namespace.values():
-            name = value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None)
+            try:
+                name = value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None)
+            except Exception:  # a lazy proxy that fails on attribute access names nothing
+                continue
             if isinstance(name, str):
                 tops.add(name.split(".")[0])
     distributions = _distributions()
