@@ -22,7 +22,8 @@ Statistics (:mod:`audit.stats`):
 * **Clopper–Pearson** and **GDP** from one family of threshold tests with simultaneous rate bounds
   (:func:`audit.stats.thresholds.threshold_bounds`; the strategy is chosen before the scores are
   seen: a threshold fixed by design when the setup has one, else the Bonferroni grid). The GDP
-  epsilon is valid when the pair is exactly Gaussian (``gaussian_pair``), otherwise an estimate.
+  epsilon is valid when the pair is exactly Gaussian (``gaussian_pair``), otherwise an estimate;
+  against a mu-GDP claim the GDP row decides (mu_lb compared with the claim's mu).
 * **one-run** (Steinke, Nasr, Jagielski 2023) over all canaries when each run carries several.
 * estimates, labelled and never deciding the verdict: the Gaussian fit of exactly Gaussian scores
   and the per-step composition of the ``updates`` threat model (:mod:`audit.stats.per_step`).
@@ -48,6 +49,7 @@ from audit.stats.rates import as_scores_members
 from audit.stats.thresholds import FixedThreshold, choose_strategy, threshold_bounds
 from audit.stats.verdict import Family, compare_with_claim, epsilon_value
 from audit.theory.checks import check_confidence
+from audit.theory.claims import GaussianClaim
 
 __all__ = ["fair_coins", "audit_runs", "flag_estimates_above_claim", "ALPHA_GRID"]
 
@@ -113,7 +115,8 @@ def audit_runs(scores: ArrayLike, included: ArrayLike, claim: Any, delta: float,
     family = Family(1 + (canary_scores is not None), confidence)
     strategy = choose_strategy(int(inc.sum()), int((~inc).sum()), fixed_threshold, threshold_strategy)
     bounds = [b.to_dict() for b in threshold_bounds(s, inc, delta, family.member_confidence, strategy, rng,
-                                                    gaussian_pair=gaussian_pair)]
+                                                    gaussian_pair=gaussian_pair,
+                                                    gdp_claim=isinstance(claim, GaussianClaim))]
     if gaussian_pair:
         bounds.append(gaussian_fit_bound(s, inc, delta, confidence).to_dict())
     if step_scores is not None:

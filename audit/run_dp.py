@@ -32,6 +32,7 @@ from audit.run_options import CommonRunOptions
 from audit.stats.thresholds import FixedThreshold
 from audit.stats.verdict import Family
 from audit.theory.checks import check_confidence
+from targets.plugin_rng import reproducibility_lines
 
 THREATS = ("black-box", "white-box", "updates")
 
@@ -55,6 +56,8 @@ class Observation:
     exactly Gaussian with a common variance (adds the parametric ``gaussian-fit`` estimate).
     ``design_sigma``: the claimed noise multiplier, used to fix the per-step threshold in advance.
     ``cp_threshold``: fixes the Clopper–Pearson threshold in advance (see :func:`audit.dp_game.audit_runs`).
+    ``results``: extra top-level results.json keys (e.g. a plugin's ``reproducible``); its ``tables``
+    are appended to the run's tables.
     """
 
     scores: np.ndarray
@@ -65,6 +68,7 @@ class Observation:
     gaussian: bool = False
     design_sigma: float | None = None
     cp_threshold: Callable[[int, int], tuple[float, str]] | None = None
+    results: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -72,7 +76,7 @@ class DPAuditSetup:
     """How the runs of one audit are trained and observed (see the module docstring).
 
     ``claim``: a PrivacyClaim (None for no claim); ``observe(included, seed) -> Observation``.
-    ``default_runs``: used when the options give none.
+    ``default_runs``: used when the options give none. ``config``: extra config.json keys.
     """
 
     name: str
@@ -87,6 +91,7 @@ class DPAuditSetup:
     threat: str
     observe: Callable[[np.ndarray, int], Observation]
     default_runs: int = 1000
+    config: dict = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -393,9 +398,12 @@ def _play(ctx: RunContext, setup: DPAuditSetup, runs: int, included: np.ndarray,
                                "(GDP of a non-Gaussian pair, per-step model, Gaussian fit), never decides the "
                                "verdict."}],
     }
+    extra = dict(obs.results)
+    results["tables"] += extra.pop("tables", [])
+    results |= extra
     config = {"command": "run dp", "runs": runs, "seed": seed, "confidence": confidence,
               "setup": {"name": setup.name, "threat": setup.threat, "canary": setup.canary, "params": setup.params},
-              } | (config_extra or {})
+              } | setup.config | (config_extra or {})
     return ctx.run_dir, ctx.finish(results, config, report=write_report)
 
 
@@ -418,11 +426,12 @@ def summary_lines(run_dir: Path, results: dict) -> list[str]:
              else "theory:    no claim"]
     for b in results["lower_bounds"]:
         eps = b["epsilon"]
-        eps_text = f"{eps:.3f}" if isinstance(eps, (int, float)) else str(eps)
-        lines.append(f"bound:     {b['method']:<18} epsilon >= {eps_text} "
+        what = (f"epsilon >= {eps:.3f}" if isinstance(eps, (int, float)) else
+                f"mu >= {b['details']['mu_lb']:.3f} (no epsilon at delta 0)" if eps is None else f"epsilon >= {eps}")
+        lines.append(f"bound:     {b['method']:<18} {what} "
                      f"({'valid' if b['valid'] else 'assumes ' + ASSUMED.get(b['method'], 'a model')})")
     lines.append(f"verdict:   {results['verdict']['status']}: {results['verdict']['text']}")
-    return lines
+    return lines + reproducibility_lines(results)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -11,8 +11,11 @@ Oprea 2020; Nasr et al. 2021; Nasr et al. 2023 for the GDP estimator]. The bound
 the mechanism's proven claim and, to show how tight the audit is, with the exact privacy of the
 pair itself (the best any test can reach).
 
-Works for the textbook mechanisms (:mod:`targets.mechanisms`) and DP-ERM output perturbation
-(:mod:`targets.dperm`, white-box: the released parameters projected on the minimiser shift).
+Works for the textbook mechanisms (:mod:`targets.mechanisms`), DP-ERM output perturbation
+(:mod:`targets.dperm`, white-box: the released parameters projected on the minimiser shift) and
+user plugins (:mod:`targets.plugin_mechanism`: the statistic learned on separate draws, the
+plugin's reproducibility checked, its packages recorded in config.json). Against a mu-GDP claim
+the GDP row's mu_lb is compared with the claim's mu and decides with the Clopper–Pearson row.
 """
 
 from __future__ import annotations
@@ -28,14 +31,18 @@ from tqdm.auto import tqdm
 
 from audit.errors import UserError
 from audit.run_context import RunContext
+from audit.stats.gdp import GDP_CLAIM_ASSUMPTION
 from audit.stats.metrics import attack_metrics
 from audit.stats.rates import rate_point
 from audit.stats.thresholds import choose_strategy, threshold_bounds
 from audit.stats.verdict import Family, compare_with_claim
 from audit.target_theory import IMPLIED_MU, build_mechanism, catalogue, check_privacy_args, gdp_summary, tradeoff_alphas
 from audit.theory.checks import check_confidence
-from audit.theory.claims import PURE_DP_DELTA
+from audit.theory.claims import PURE_DP_DELTA, GaussianClaim
 from targets.mechanisms import Mechanism
+from targets.plugin_mechanism import PluginMechanism
+from targets.plugin_rng import reproducibility_lines, reproducibility_table
+from targets.plugins import plugin_config
 
 #: Default draws per world: 10^5 resolves error rates near 1e-3 well enough for a useful bound.
 DEFAULT_DRAWS = 100_000
@@ -122,6 +129,9 @@ def gdp_in_mu_space(bound: dict, claim) -> dict:
     """
     mu_claim, how = gdp_summary(claim)
     details = dict(bound["details"]) | {"mu_claim": mu_claim, "mu_claim_method": how}
+    if bound["epsilon"] is None:  # audited at delta 0
+        details["epsilon_omitted"] = "G_mu has no finite epsilon at delta 0; compare mu_lb with mu_claim"
+        return bound | {"details": details}
     if not bound["valid"] and how == IMPLIED_MU:
         details["epsilon_omitted"] = ("the claim's tradeoff is not Gaussian, so epsilon(delta) of G_mu_lb says "
                                       "nothing about it; compare mu_lb with mu_claim")
@@ -141,7 +151,8 @@ def mechanism_bounds(mech: Mechanism, scores_out: np.ndarray, scores_in: np.ndar
     members = np.concatenate([np.zeros(scores_out.size, bool), np.ones(scores_in.size, bool)])
     gaussian = bool(getattr(mech, "gaussian_output", False))
     found = threshold_bounds(scores, members, delta, family.member_confidence, strategy,
-                             np.random.default_rng([seed, 2]), gaussian_pair=gaussian)
+                             np.random.default_rng([seed, 2]), gaussian_pair=gaussian,
+                             gdp_claim=isinstance(mech.claim, GaussianClaim))
     rows = [(gdp_in_mu_space(b.to_dict(), mech.claim) if b.method == "gdp" else b.to_dict()) | {"attack": ATTACK_NAME}
             for b in found]
     return found, rows, family
@@ -160,7 +171,8 @@ def run_mechanism(opts: MechanismOptions, mechanism: Mechanism | None = None) ->
         mech, delta = resolve_mechanism(opts.target, opts.epsilon, opts.delta)
     else:
         mech, delta = mechanism, float(getattr(mechanism, "delta", PURE_DP_DELTA))
-    ctx = RunContext(opts.out, "mechanism", opts.target, seed=opts.seed, quiet=opts.quiet)
+    name = mech.plugin.name if isinstance(mech, PluginMechanism) else opts.target
+    ctx = RunContext(opts.out, "mechanism", name, seed=opts.seed, quiet=opts.quiet)
     with ctx:
         return ctx.run_dir, _audit(ctx, opts, mech, delta)
 
@@ -172,6 +184,11 @@ def _audit(ctx: RunContext, opts: MechanismOptions, mech: Mechanism, delta: floa
     d0, d1 = mech.neighbouring_pair()
     timing = ctx.timing
     t0 = time.perf_counter()
+    plugin_notes = {}
+    if isinstance(mech, PluginMechanism):  # the user's code: record what it imported, check it uses its seed
+        config["plugin"] = plugin_config(mech.plugin)
+        plugin_notes = mech.check_reproducible(opts.seed)
+        plugin_notes["tables"] = [reproducibility_table(plugin_notes)]
     fit_draws = 0
     if hasattr(mech, "fit_score"):  # statistic unknown: learn it on separate draws (audit.stats.score_fit)
         fit_draws = min(opts.draws, FIT_DRAWS)
@@ -221,7 +238,7 @@ def _audit(ctx: RunContext, opts: MechanismOptions, mech: Mechanism, delta: floa
                  "test_fitted_on": f"{fit_draws} separate draws per world" if fit_draws else "known statistic",
                  "nominal_claim": nominal.description, "nominal_epsilon": float(nominal.epsilon(delta))},
         "quick": opts.quick,
-    } | comparison
+    } | comparison | plugin_notes
     return ctx.finish(results, config)
 
 
@@ -240,7 +257,8 @@ def summary_lines(run_dir: Path, results: dict) -> list[str]:
             if bound["epsilon"] is None:
                 eps = ""
             elif bound["valid"]:
-                eps = f", epsilon >= {float(bound['epsilon']):.4f} (valid: the output is Gaussian)"
+                why = "the claim is mu-GDP" if d["assumption"] == GDP_CLAIM_ASSUMPTION else "the output is Gaussian"
+                eps = f", epsilon >= {float(bound['epsilon']):.4f} (valid: {why})"
             else:
                 eps = f", epsilon >= {float(bound['epsilon']):.4f} if the tradeoff is Gaussian"
             what = f"mu >= {d['mu_lb']:.4f} ({claim_mu}){eps}"
@@ -250,6 +268,7 @@ def summary_lines(run_dir: Path, results: dict) -> list[str]:
                      f"{d['fp']}/{d['n_neg']}, FNR {d['fn']}/{d['n_pos']} of {game['draws_per_world']} draws "
                      f"per world, {d['strategy']})")
     lines.append(f"verdict:   {results['verdict']['status']}: {results['verdict']['text']}")
+    lines += reproducibility_lines(results)
     lines.append(f"report:    {run_dir / 'report.html'}")
     if best is None:
         lines.insert(1, "empirical: no valid lower bound")

@@ -25,26 +25,21 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from audit.errors import TargetCodeError, UserError
+from audit.errors import UserError
 
 
 def _resolve(target: Any) -> tuple[str, Any]:
     """(label, what): ``what`` is a built-in name, or a validated plugin object."""
-    from targets.plugins import is_plugin_spec, load_plugin, plugin_from_dict
+    from targets.plugins import is_plugin_spec, load_plugin, plugin_from_dict, plugin_from_factory
 
     if isinstance(target, str):
         return target, (load_plugin(target) if is_plugin_spec(target) else target)
     if isinstance(target, dict):
         return str(target.get("name", "plugin dict")), plugin_from_dict(str(target.get("name", "plugin dict")), target)
     if callable(target):
-        label = f"{getattr(target, '__module__', '?')}:{getattr(target, '__name__', 'factory')}"
-        try:
-            made = target()
-        except Exception as exc:
-            raise TargetCodeError(f"plugin factory {label} raised {type(exc).__name__}: {exc}") from exc
-        if isinstance(made, dict) and "name" in made:
-            label = str(made["name"])
-        return label, plugin_from_dict(label, made)
+        plugin = plugin_from_factory(f"{getattr(target, '__module__', '?')}:{getattr(target, '__name__', 'factory')}",
+                                     target)
+        return plugin.name, plugin
     raise TypeError("assert_private: target must be a target name, 'module:factory', a plugin dict or a factory")
 
 

@@ -1,9 +1,12 @@
 """A user's mechanism plugin wrapped as an auditable :class:`targets.mechanisms.Mechanism`.
 
 The plugin releases one output per call, ``f(data, rng)``; drawing many outputs calls it many
-times with one seeded numpy Generator. Its likelihood ratio is unknown, so the test statistic is
-learned on separate draws (``fit_score``, :mod:`audit.stats.score_fit`) before the audit draws are made.
-Its sensitivity and the exact privacy of its pair are unknown (``nan`` and ``None``).
+times, with the randomness it takes derived from one seeded numpy Generator
+(:mod:`targets.plugin_rng`), under the plugin thread policy (:mod:`targets.threads`). Outputs become
+vectors or categories by one rule for the whole audit (:mod:`targets.plugin_outputs`). Its
+likelihood ratio is unknown, so the test statistic is learned on separate draws (``fit_score``,
+:mod:`audit.stats.score_fit`) before the audit draws are made. Its sensitivity and the exact privacy
+of its pair are unknown (``nan`` and ``None``).
 """
 
 from __future__ import annotations
@@ -14,10 +17,16 @@ from typing import Any
 import numpy as np
 
 from audit.errors import TargetCodeError
-from audit.stats.score_fit import as_matrix, fit_log_ratio_score
+from audit.stats.score_fit import fit_log_ratio_score
 from audit.theory.claims import PrivacyClaim
 from targets.mechanisms import Mechanism
+from targets.plugin_outputs import OutputEncoder
+from targets.plugin_rng import mechanism_args, reproducibility
 from targets.plugins import MechanismPlugin
+from targets.threads import thread_limit
+
+#: Outputs drawn twice from one seed to check that the plugin uses the randomness it is given.
+CHECK_DRAWS = 5
 
 
 class PluginMechanism(Mechanism):
@@ -30,6 +39,7 @@ class PluginMechanism(Mechanism):
         self.name = plugin.name
         self.neighbouring = plugin.neighbouring
         self._score = None
+        self._encoder = OutputEncoder(f"plugin {plugin.spec}")
 
     @property
     def sensitivity(self) -> float:
@@ -37,10 +47,9 @@ class PluginMechanism(Mechanism):
 
     @property
     def delta(self) -> float:
-        """The delta the audit uses: the claim's, or ``PURE_DP_DELTA`` for a pure-DP claim."""
-        from audit.theory.claims import PURE_DP_DELTA
-
-        return self.plugin.delta if self.plugin.delta > 0 else PURE_DP_DELTA
+        """The delta the audit uses: the claim's (0 for a pure-DP claim: Clopper–Pearson bounds
+        epsilon at delta 0, the GDP row then reports mu only)."""
+        return self.plugin.delta
 
     @property
     def claim(self) -> PrivacyClaim:
@@ -51,11 +60,21 @@ class PluginMechanism(Mechanism):
 
     def sample(self, dataset: Any, n: int, rng: np.random.Generator | int | None) -> np.ndarray:
         g = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+        f, kind = self.plugin.mechanism, self.plugin.rng
         try:
-            outputs = [self.plugin.mechanism(dataset, g) for _ in range(int(n))]
+            with thread_limit(self.plugin.threads):
+                outputs = [f(dataset, *mechanism_args(kind, g)) for _ in range(int(n))]
         except Exception as exc:
             raise TargetCodeError(f"plugin mechanism {self.plugin.spec} raised {type(exc).__name__}: {exc}") from exc
-        return as_matrix(outputs, f"plugin {self.plugin.spec}")
+        return self._encoder.encode(outputs)
+
+    def check_reproducible(self, seed: int) -> dict:
+        """Draw ``CHECK_DRAWS`` outputs on D twice from the same seed: ``reproducible`` and a note
+        (:func:`targets.plugin_rng.reproducibility`). Uses its own generators, not the audit's."""
+        first, second = (self.sample(self.plugin.neighbours[0], CHECK_DRAWS, np.random.default_rng([seed, 9]))
+                         for _ in range(2))
+        return reproducibility(bool(np.array_equal(first, second)), self.plugin.rng,
+                               f"{CHECK_DRAWS} outputs on D drawn twice from the same seed")
 
     def fit_score(self, out0: np.ndarray, out1: np.ndarray) -> None:
         """Learn the test statistic on draws that the bound will not use."""
@@ -70,7 +89,8 @@ class PluginMechanism(Mechanism):
         return None
 
     def params(self) -> dict[str, Any]:
-        return {"plugin": self.plugin.spec, "claimed_epsilon": self.plugin.claim.epsilon(self.plugin.delta),
+        return {"plugin": self.plugin.spec, "rng": self.plugin.rng,
+                "claimed_epsilon": self.plugin.claim.epsilon(self.plugin.delta),
                 "claimed_delta": self.plugin.delta} | self.plugin.params
 
     @property

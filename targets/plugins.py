@@ -7,16 +7,25 @@
   ``predict_proba(X) -> ndarray (n, n_classes)``. Audited black-box by ``run dp`` (the audit
   inserts a canary into about half of many trainings and scores it with the model's loss).
 * mechanism: ``{"kind": "mechanism", "mechanism": f, "neighbours": (D, D_prime),
-  "claim": {"epsilon": E, "delta": D}}`` with ``f(data, rng) -> ndarray`` releasing one output
-  (``rng`` a numpy Generator). Audited by ``run mechanism``; ``D_prime`` is the world "with the
-  target record".
+  "claim": {"epsilon": E, "delta": D}}`` with ``f(data, rng)`` releasing one output (numbers,
+  arrays, tuples/dicts of those, or categories: :mod:`targets.plugin_outputs`). Audited by
+  ``run mechanism``; ``D_prime`` is the world "with the target record".
 
-Optional keys: ``"name"`` and ``"description"`` (for reports), ``"neighbouring"`` (text),
-``"params"`` (a JSON-serialisable dict shown in reports). A DP-SGD trainer may add its accounting to
-the claim, ``"dpsgd": {"noise_multiplier": s, "sample_rate": q, "steps": T}``: the audit then
-compares against the exact DP-SGD tradeoff curve (PLD accountant) instead of the (eps, delta)
-curve, and checks the stated epsilon is what that accounting gives. Every problem is a one-line
-:class:`audit.errors.UserError` naming the bad field.
+Randomness: ``rng`` may be a numpy Generator, a RandomState, an int seed or absent (``f(data)``,
+``train(X, y)``); the key ``"rng"`` says which, else the signature does (:mod:`targets.plugin_rng`).
+
+Claims (:func:`claim_from_plugin`): ``{"epsilon": E, "delta": D}`` ((E, D)-DP; D = 0, the default, is
+pure DP and audited at delta 0), ``{"mu": m}`` (m-Gaussian DP) or ``{"rho": r}`` (r-zCDP), the last
+two with an optional ``"delta"`` (default ``PURE_DP_DELTA``) at which epsilon is reported. A DP-SGD
+trainer may add its accounting to an (E, D) claim, ``"dpsgd": {"noise_multiplier": s, "sample_rate":
+q, "steps": T}``: the audit then compares against the exact DP-SGD tradeoff curve (PLD accountant)
+instead of the (eps, delta) curve, and checks the stated epsilon is what that accounting gives.
+
+Optional keys: ``"name"`` (names the target in run directories and results.json for every run kind;
+default: the spec ``module:factory``), ``"description"``, ``"neighbouring"`` (text), ``"params"`` (a
+JSON-serialisable dict shown in reports), ``"rng"``. Every problem is a one-line
+:class:`audit.errors.UserError` naming the bad field. :func:`imported_packages` records the
+versions of the packages a plugin uses (config.json ``plugin.packages``).
 
 Built-in plugin targets (``BUILTIN_PLUGINS``) are named like any target: ``opacus_mnist`` and the
 DP-SGD controls of :mod:`targets.dpsgd_controls`.
@@ -24,16 +33,22 @@ DP-SGD controls of :mod:`targets.dpsgd_controls`.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import re
-from dataclasses import dataclass
-from typing import Any, Callable
+import sys
+import types
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
 from audit.errors import TargetCodeError, UserError
 from audit.theory.checks import check_delta, check_epsilon
-from audit.theory.claims import ApproxDPClaim, PrivacyClaim, PureDPClaim
+from audit.theory.claims import PURE_DP_DELTA, ApproxDPClaim, GaussianClaim, PrivacyClaim, PureDPClaim
+from audit.theory.rdp import ZCDPClaim
+from targets.plugin_rng import rng_kind
+from targets.threads import thread_limit
 
 #: ``package.module:callable``.
 _SPEC = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
@@ -65,53 +80,83 @@ def is_plugin_spec(target: str) -> bool:
 
 @dataclass(frozen=True)
 class TrainerPlugin:
-    """A validated trainer plugin."""
+    """A validated trainer plugin; ``rng`` is the randomness ``train`` takes (:mod:`targets.plugin_rng`),
+    ``packages`` the {distribution: version} of what the plugin imported, ``threads`` the thread limit
+    its code runs under (:func:`targets.threads.thread_limit`: None = the plugin policy, 0 = none, for
+    the project's own plugins)."""
 
     spec: str
     name: str
     description: str
     dataset: str | tuple[np.ndarray, np.ndarray]
-    train: Callable[[np.ndarray, np.ndarray, int], Callable[[np.ndarray], np.ndarray]]
+    train: Callable[..., Callable[[np.ndarray], np.ndarray]]
     claim: PrivacyClaim
     delta: float
     neighbouring: str
     params: dict
+    rng: str = "seed"
+    packages: dict = field(default_factory=dict)
+    threads: int | None = None
 
 
 @dataclass(frozen=True)
 class MechanismPlugin:
-    """A validated mechanism plugin."""
+    """A validated mechanism plugin; ``rng``, ``packages`` and ``threads`` as for :class:`TrainerPlugin`."""
 
     spec: str
     name: str
     description: str
-    mechanism: Callable[[Any, np.random.Generator], Any]
+    mechanism: Callable[..., Any]
     neighbours: tuple[Any, Any]
     claim: PrivacyClaim
     delta: float
     neighbouring: str
     params: dict
+    rng: str = "generator"
+    packages: dict = field(default_factory=dict)
+    threads: int | None = None
+
+
+def plugin_config(plugin: TrainerPlugin | MechanismPlugin) -> dict:
+    """What config.json records about a plugin: spec, name, randomness and package versions."""
+    return {"spec": plugin.spec, "name": plugin.name, "rng": plugin.rng, "packages": plugin.packages}
+
+
+#: The forms of a plugin's claim, for error messages.
+CLAIM_FORMS = "{'epsilon': E, 'delta': D}, {'mu': m} (Gaussian DP) or {'rho': r} (zCDP)"
 
 
 def claim_from_plugin(spec: str, claim: Any) -> tuple[PrivacyClaim, float]:
-    """(claim, delta) from a plugin's ``{"epsilon": E, "delta": D}``; D = 0 means pure DP."""
+    """(claim, audit delta) from a plugin's claim dict (module docstring).
+
+    ``{"epsilon": E, "delta": D}``: D = 0 (the default) is pure DP, audited at delta 0. ``{"mu": m}``
+    and ``{"rho": r}``: Gaussian DP [Dong, Roth, Su 2019] and zCDP [Bun & Steinke 2016]
+    (docs/references.md, "Gaussian DP", "Renyi DP and zCDP"), audited at their ``"delta"`` (default
+    ``PURE_DP_DELTA``, must be > 0: both give epsilon = inf at delta 0).
+    """
     if not isinstance(claim, dict):
-        raise UserError(f"plugin {spec}: field 'claim' must be a dict {{'epsilon': E, 'delta': D}}, "
-                        f"got {type(claim).__name__}")
+        raise UserError(f"plugin {spec}: field 'claim' must be a dict {CLAIM_FORMS}, got {type(claim).__name__}")
+    forms = [k for k in ("epsilon", "mu", "rho") if k in claim]
+    if len(forms) != 1:
+        raise UserError(f"plugin {spec}: field 'claim' needs exactly one of 'epsilon', 'mu', 'rho': {CLAIM_FORMS}")
+    form = forms[0]
     try:
-        epsilon = float(claim["epsilon"])
-        delta = float(claim.get("delta", 0.0))
-    except KeyError:
-        raise UserError(f"plugin {spec}: field 'claim' needs an 'epsilon'") from None
+        value = float(claim[form])
+        delta = float(claim.get("delta", 0.0 if form == "epsilon" else PURE_DP_DELTA))
     except (TypeError, ValueError):
-        raise UserError(f"plugin {spec}: 'claim' epsilon and delta must be numbers") from None
-    check_epsilon(epsilon, f"plugin {spec}: claim epsilon", positive=True)
+        raise UserError(f"plugin {spec}: 'claim' {form} and delta must be numbers") from None
+    if form != "epsilon":
+        check_delta(delta, f"plugin {spec}: claim delta (at which a {form} claim's epsilon is audited)", positive=True)
+        if not (value > 0 and np.isfinite(value)):
+            raise UserError(f"plugin {spec}: claim {form} must be a positive number (got {claim[form]!r})")
+        return (GaussianClaim(value) if form == "mu" else ZCDPClaim(value)), delta
+    check_epsilon(value, f"plugin {spec}: claim epsilon", positive=True)
     check_delta(delta, f"plugin {spec}: claim delta")
     if "dpsgd" in claim:
-        return _dpsgd_claim(spec, claim["dpsgd"], epsilon, delta), delta
+        return _dpsgd_claim(spec, claim["dpsgd"], value, delta), delta
     if delta == 0:
-        return PureDPClaim(epsilon), 0.0
-    return ApproxDPClaim(epsilon, delta), delta
+        return PureDPClaim(value), 0.0
+    return ApproxDPClaim(value, delta), delta
 
 
 def _dpsgd_claim(spec: str, accounting: Any, epsilon: float, delta: float) -> PrivacyClaim:
@@ -133,10 +178,71 @@ def _dpsgd_claim(spec: str, accounting: Any, epsilon: float, delta: float) -> Pr
     return claim
 
 
-def _load_dict(spec: str) -> dict:
-    if not _SPEC.match(spec):
+#: The project's own packages (recorded in config.json as privacy-audit).
+_PROJECT = {"audit", "targets", "attacks", "reports"}
+
+
+@functools.lru_cache(maxsize=1)
+def _distributions() -> dict[str, list[str]]:
+    """Top-level module -> distributions (scans every installed distribution once per process)."""
+    from importlib.metadata import packages_distributions
+
+    return packages_distributions()
+
+
+def imported_packages(namespaces: Iterable[dict], new_modules: Iterable[str] = ()) -> dict[str, str]:
+    """{distribution: version} of the installed top-level packages a plugin imported: those of the
+    modules ``new_modules`` (what appeared in ``sys.modules`` while it loaded), and those the values
+    in ``namespaces`` (its module's globals, its dict) are or come from — which also catches what was
+    imported before the plugin. The standard library and this project are left out."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    tops = {m.split(".")[0] for m in new_modules}
+    for namespace in namespaces:
+        for value in namespace.values():
+            try:
+                name = value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None)
+            except Exception:  # a lazy proxy that fails on attribute access names nothing
+                continue
+            if isinstance(name, str):
+                tops.add(name.split(".")[0])
+    distributions = _distributions()
+    found = {}
+    for top in sorted(tops - set(sys.stdlib_module_names) - _PROJECT - {"builtins", "__main__"}):
+        for dist in distributions.get(top, ()):
+            try:
+                found[dist] = version(dist)
+            except PackageNotFoundError:
+                continue
+    return dict(sorted(found.items()))
+
+
+def plugin_from_factory(spec: str, factory: Callable[[], Any],
+                        loaded: Iterable[str] = ()) -> TrainerPlugin | MechanismPlugin:
+    """Call a plugin factory (under the thread policy, :mod:`targets.threads`, unless it is one of the
+    project's own: they follow the project's), validate its dict and record the packages it imported
+    (``loaded``: modules its import added to ``sys.modules``)."""
+    threads = 0 if str(getattr(factory, "__module__", "")).split(".")[0] in _PROJECT else None
+    before = set(sys.modules)
+    try:
+        with thread_limit(threads):
+            made = factory()
+    except Exception as exc:
+        raise TargetCodeError(f"plugin factory {spec} raised {type(exc).__name__}: {exc}") from exc
+    if not isinstance(made, dict):
+        raise UserError(f"plugin factory {spec} must return a dict, got {type(made).__name__}")
+    plugin = plugin_from_dict(spec, made, set(loaded) | (set(sys.modules) - before),
+                              [getattr(factory, "__globals__", {})])
+    return replace(plugin, threads=threads)
+
+
+def load_plugin(spec: str) -> TrainerPlugin | MechanismPlugin:
+    """Import ``module:factory`` (or a built-in plugin name), call it and validate the dict."""
+    resolved = plugin_spec_for(spec) or spec
+    if not _SPEC.match(resolved):
         raise UserError(f"plugin target {spec!r} must look like package.module:factory")
-    module_name, attr = spec.split(":")
+    module_name, attr = resolved.split(":")
+    before = set(sys.modules)
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
@@ -147,13 +253,7 @@ def _load_dict(spec: str) -> dict:
     factory = getattr(module, attr, None)
     if not callable(factory):
         raise UserError(f"plugin module {module_name!r} has no callable {attr!r}")
-    try:
-        made = factory()
-    except Exception as exc:
-        raise TargetCodeError(f"plugin factory {spec} raised {type(exc).__name__}: {exc}") from exc
-    if not isinstance(made, dict):
-        raise UserError(f"plugin factory {spec} must return a dict, got {type(made).__name__}")
-    return made
+    return plugin_from_factory(spec, factory, set(sys.modules) - before)
 
 
 def _dataset_field(spec: str, value: Any) -> str | tuple[np.ndarray, np.ndarray]:
@@ -175,14 +275,11 @@ def _dataset_field(spec: str, value: Any) -> str | tuple[np.ndarray, np.ndarray]
     return X.astype(np.float32), y.astype(np.int64)
 
 
-def load_plugin(spec: str) -> TrainerPlugin | MechanismPlugin:
-    """Import ``module:factory`` (or a built-in plugin name), call it and validate the dict."""
-    resolved = plugin_spec_for(spec) or spec
-    return plugin_from_dict(spec, _load_dict(resolved))
-
-
-def plugin_from_dict(spec: str, made: dict) -> TrainerPlugin | MechanismPlugin:
-    """Validate a plugin dict (``spec`` names it in errors and reports)."""
+def plugin_from_dict(spec: str, made: dict, loaded: Iterable[str] = (),
+                     namespaces: Iterable[dict] = ()) -> TrainerPlugin | MechanismPlugin:
+    """Validate a plugin dict (``spec`` names it in errors, and in reports unless it has a ``name``);
+    ``loaded`` and ``namespaces`` add to what :func:`imported_packages` looks at (the callables' own
+    module globals are always looked at)."""
     if not isinstance(made, dict):
         raise UserError(f"plugin {spec} must be a dict, got {type(made).__name__}")
     kind = made.get("kind")
@@ -191,20 +288,24 @@ def plugin_from_dict(spec: str, made: dict) -> TrainerPlugin | MechanismPlugin:
     params = made.get("params", {})
     if not isinstance(params, dict):
         raise UserError(f"plugin {spec}: field 'params' must be a dict")
+    code = made.get("train" if kind == "trainer" else "mechanism")
+    spaces = [made, *namespaces, getattr(code, "__globals__", {})]
     if kind == "trainer":
-        if not callable(made.get("train")):
+        if not callable(code):
             raise UserError(f"plugin {spec}: field 'train' must be a function train(X, y, seed) -> predict_proba")
         dataset = _dataset_field(spec, made.get("dataset"))
         return TrainerPlugin(spec, name, str(made.get("description", f"user trainer {spec}")), dataset,
-                             made["train"], claim, delta, str(made.get("neighbouring", "add/remove one record")),
-                             params)
+                             code, claim, delta, str(made.get("neighbouring", "add/remove one record")),
+                             params, rng_kind(code, made.get("rng"), 2, "seed", f"plugin {spec}"),
+                             imported_packages(spaces, loaded))
     if kind == "mechanism":
-        if not callable(made.get("mechanism")):
-            raise UserError(f"plugin {spec}: field 'mechanism' must be a function f(data, rng) -> ndarray")
+        if not callable(code):
+            raise UserError(f"plugin {spec}: field 'mechanism' must be a function f(data, rng) returning one output")
         pair = made.get("neighbours")
         if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
             raise UserError(f"plugin {spec}: field 'neighbours' must be a pair (D, D_prime) of datasets")
-        return MechanismPlugin(spec, name, str(made.get("description", f"user mechanism {spec}")), made["mechanism"],
+        return MechanismPlugin(spec, name, str(made.get("description", f"user mechanism {spec}")), code,
                                (pair[0], pair[1]), claim, delta, str(made.get("neighbouring", "as given by the user")),
-                               params)
+                               params, rng_kind(code, made.get("rng"), 1, "generator", f"plugin {spec}"),
+                               imported_packages(spaces, loaded))
     raise UserError(f"plugin {spec}: field 'kind' must be 'trainer' or 'mechanism', got {kind!r}")

@@ -17,9 +17,12 @@ from audit.stats.rates import as_scores_members, check_count, cp_upper, mu_from_
 from audit.theory.checks import check_confidence, check_delta
 from audit.theory.gaussian import gaussian_epsilon
 
-__all__ = ["GDP_ASSUMPTION", "GAUSSIAN_FIT_ASSUMPTION", "gdp_bound", "gaussian_fit_bound"]
+__all__ = ["GDP_ASSUMPTION", "GDP_CLAIM_ASSUMPTION", "GAUSSIAN_FIT_ASSUMPTION", "gdp_bound", "gaussian_fit_bound"]
 
 GDP_ASSUMPTION = "epsilon assumes a Gaussian tradeoff; mu_lb is rigorous"
+#: The GDP row against a mu-GDP claim: it tests the claim itself, so it needs no assumption.
+GDP_CLAIM_ASSUMPTION = ("none against a mu-GDP claim: mu_lb above the claim's mu disproves it; epsilon is that of "
+                        "G_mu_lb, compared with the claim's")
 
 
 def gdp_bound(fp: int, n_neg: int, fn: int, n_pos: int, delta: float, confidence: float) -> LowerBound:

@@ -38,7 +38,7 @@ from numpy.typing import ArrayLike
 from scipy import stats
 
 from audit.errors import UserError
-from audit.stats.gdp import GDP_ASSUMPTION
+from audit.stats.gdp import GDP_ASSUMPTION, GDP_CLAIM_ASSUMPTION
 from audit.stats.lower_bound import LowerBound
 from audit.stats.rates import (
     as_scores_members,
@@ -249,14 +249,17 @@ def split_runs(included: np.ndarray,
 
 def threshold_bounds(scores: ArrayLike, members: ArrayLike, delta: float, confidence: float,
                      strategy: ThresholdStrategy, rng: np.random.Generator | int | None,
-                     gaussian_pair: bool = False) -> tuple[LowerBound, LowerBound]:
+                     gaussian_pair: bool = False, gdp_claim: bool = False) -> tuple[LowerBound, LowerBound]:
     """Clopper–Pearson and GDP lower bounds from the tests of ``strategy``, both valid together at
     ``confidence`` (one simultaneous event; module docstring).
 
     Clopper–Pearson: the largest :func:`audit.stats.rates.epsilon_from_rates` over the tests' rate
     bounds [Jagielski, Ullman, Oprea 2020]. GDP: the largest ``mu_lb`` over the tests [Nasr et al.
     2023, Sec. 4], converted to epsilon at ``delta``; a valid epsilon bound only when the pair is
-    Gaussian (``gaussian_pair``, e.g. a Gaussian mechanism's output), otherwise an estimate.
+    Gaussian (``gaussian_pair``, e.g. a Gaussian mechanism's output), otherwise an estimate. Against
+    a mu-GDP claim (``gdp_claim``) the row decides too: mu_lb above the claim's mu disproves the
+    claim, and the epsilon of G_mu_lb exceeds the claim's exactly when it does. At delta = 0 the row
+    bounds mu only (epsilon None: G_mu has no finite epsilon at delta 0).
     """
     s, m = as_scores_members(scores, members)
     delta = check_delta(delta)
@@ -279,9 +282,9 @@ def threshold_bounds(scores: ArrayLike, members: ArrayLike, delta: float, confid
             rows.append(LowerBound(method, float(eps[j]), confidence, family.n_neg + family.n_pos, True, details))
         else:
             details |= {"assumption": ("none: the pair is Gaussian, so its tradeoff is exactly G_mu" if gaussian_pair
-                                       else GDP_ASSUMPTION)}
-            rows.append(LowerBound(method, gaussian_epsilon(float(mu[j]), delta), confidence,
-                                   family.n_neg + family.n_pos, gaussian_pair, details))
+                                       else GDP_CLAIM_ASSUMPTION if gdp_claim else GDP_ASSUMPTION)}
+            rows.append(LowerBound(method, gaussian_epsilon(float(mu[j]), delta) if delta > 0 else None, confidence,
+                                   family.n_neg + family.n_pos, gaussian_pair or gdp_claim, details))
     return rows[0], rows[1]
 
 
