@@ -10,12 +10,19 @@ import pytest
 from scipy import optimize, stats
 
 from audit.errors import UserError
-from audit.stats.clopper_pearson import clopper_pearson_bound
-from audit.stats.gdp import gdp_bound
 from audit.stats.lower_bound import LowerBound
 from audit.stats.one_run import one_run_bound, one_run_epsilon_lb, one_run_p_value
 from audit.stats.rates import cp_lower, cp_upper, epsilon_from_rates
+from audit.stats.thresholds import FixedThreshold, threshold_bounds
 from audit.theory.gaussian import gaussian_delta, gaussian_epsilon
+
+
+def _fixed_test(fp: int, n_neg: int, fn: int, n_pos: int, delta: float, confidence: float):
+    """The Clopper–Pearson and GDP rows of one test fixed in advance ("member iff score >= 0.5") whose
+    counts are (fp of n_neg, fn of n_pos)."""
+    scores = np.r_[np.ones(fp), np.zeros(n_neg - fp), np.zeros(fn), np.ones(n_pos - fn)]
+    members = np.r_[np.zeros(n_neg, bool), np.ones(n_pos, bool)]
+    return threshold_bounds(scores, members, delta, confidence, FixedThreshold(0.5), rng=0)
 
 
 def _max_exceedances(reps: int, p: float, tail: float = 1e-3) -> int:
@@ -95,8 +102,8 @@ def test_epsilon_from_rates_edges() -> None:
 # --------------------------------------------------------------------------- CP bound
 
 
-def test_clopper_pearson_bound_matches_formula() -> None:
-    b = clopper_pearson_bound(fp=3, n_neg=200, fn=10, n_pos=300, delta=1e-5, confidence=0.9)
+def test_clopper_pearson_bound_of_a_fixed_test_matches_formula() -> None:
+    b, _ = _fixed_test(fp=3, n_neg=200, fn=10, n_pos=300, delta=1e-5, confidence=0.9)
     fpr_ub = stats.beta.ppf(1 - 0.05, 4, 197)
     fnr_ub = stats.beta.ppf(1 - 0.05, 11, 290)
     expected = max(math.log((1 - 1e-5 - fnr_ub) / fpr_ub), math.log((1 - 1e-5 - fpr_ub) / fnr_ub), 0)
@@ -114,7 +121,7 @@ def test_clopper_pearson_bound_matches_formula() -> None:
 @pytest.mark.parametrize("conf", [0.0, 1.0, 1.5, -0.1])
 def test_bad_confidence_is_user_error(conf: float) -> None:
     with pytest.raises(UserError):
-        clopper_pearson_bound(0, 10, 0, 10, 0.0, conf)
+        _fixed_test(0, 10, 0, 10, 0.0, conf)
     with pytest.raises(UserError):
         one_run_epsilon_lb(10, 10, 10, 0.0, conf)
 
@@ -126,7 +133,7 @@ def test_cp_bound_on_randomized_response_is_valid_and_informative() -> None:
     flip = 1 / (1 + math.e)
     fps = rng.binomial(n, flip, size=reps)
     fns = rng.binomial(n, flip, size=reps)
-    bounds = np.array([clopper_pearson_bound(int(a), n, int(b), n, 0.0, conf).epsilon for a, b in zip(fps, fns)])
+    bounds = np.array([_fixed_test(int(a), n, int(b), n, 0.0, conf)[0].epsilon for a, b in zip(fps, fns)])
     assert np.sum(bounds > eps) <= _max_exceedances(reps, 1 - conf)
     assert bounds.mean() > 0.75 * eps  # not vacuous
     # the naive point estimate is NOT a valid bound: it exceeds eps about half the time
@@ -178,14 +185,14 @@ def test_gdp_epsilon_edges() -> None:
     assert gaussian_epsilon(1.0, 0.0) == math.inf
 
 
-def test_gdp_bound_on_gaussian_scores_recovers_mu() -> None:
+def test_gdp_bound_of_a_fixed_test_on_gaussian_scores_recovers_mu() -> None:
     mu, n = 2.0, 50_000
     rng = np.random.default_rng(3)
     pos = rng.normal(mu, 1.0, n)
     neg = rng.normal(0.0, 1.0, n)
     t = mu / 2
     fp, fn = int(np.sum(neg >= t)), int(np.sum(pos < t))
-    b = gdp_bound(fp, n, fn, n, 1e-5, 0.95)
+    _, b = _fixed_test(fp, n, fn, n, 1e-5, 0.95)
     assert b.method == "gdp" and b.valid is False
     assert b.details["assumption"] == "epsilon assumes a Gaussian tradeoff; mu_lb is rigorous"
     # CP widens each rate by ~2.2 sd = 0.0036 -> Phi^-1 shifts by ~0.015 each side
@@ -193,7 +200,7 @@ def test_gdp_bound_on_gaussian_scores_recovers_mu() -> None:
     assert b.epsilon == pytest.approx(gaussian_epsilon(b.details["mu_lb"], 1e-5))
     assert b.epsilon < gaussian_epsilon(mu, 1e-5)
     # a useless test gives mu_lb = 0
-    assert gdp_bound(50, 100, 50, 100, 1e-5, 0.95).details["mu_lb"] == 0.0
+    assert _fixed_test(50, 100, 50, 100, 1e-5, 0.95)[1].details["mu_lb"] == 0.0
 
 
 # --------------------------------------------------------------------------- one run

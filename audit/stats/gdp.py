@@ -1,7 +1,8 @@
-"""Gaussian-DP lower bounds: mu from the error rates of a test [Nasr et al. 2023, Sec. 4], and the
-parametric fit for exactly Gaussian scores. The mu bound is rigorous; the epsilon read off G_mu is
-a lower bound only when the mechanism's tradeoff is Gaussian, so those rows are estimates unless
-the caller knows the pair is Gaussian. Sources: docs/references.md, "Gaussian DP".
+"""Gaussian-DP lower bounds: the assumptions of the mu bound that :mod:`audit.stats.thresholds`
+reads off a test's error rates [Nasr et al. 2023, Sec. 4; :func:`audit.stats.rates.mu_from_rates`],
+and the parametric fit for exactly Gaussian scores. The mu bound is rigorous; the epsilon read off
+G_mu is a lower bound only when the mechanism's tradeoff is Gaussian, so those rows are estimates
+unless the caller knows the pair is Gaussian. Sources: docs/references.md, "Gaussian DP".
 """
 
 from __future__ import annotations
@@ -13,49 +14,15 @@ from scipy import stats
 
 from audit.errors import UserError
 from audit.stats.lower_bound import LowerBound
-from audit.stats.rates import as_scores_members, check_count, cp_upper, mu_from_rates
-from audit.theory.checks import check_confidence, check_delta
+from audit.stats.rates import as_scores_members
 from audit.theory.gaussian import gaussian_epsilon
 
-__all__ = ["GDP_ASSUMPTION", "GDP_CLAIM_ASSUMPTION", "GAUSSIAN_FIT_ASSUMPTION", "gdp_bound", "gaussian_fit_bound"]
+__all__ = ["GDP_ASSUMPTION", "GDP_CLAIM_ASSUMPTION", "GAUSSIAN_FIT_ASSUMPTION", "gaussian_fit_bound"]
 
 GDP_ASSUMPTION = "epsilon assumes a Gaussian tradeoff; mu_lb is rigorous"
 #: The GDP row against a mu-GDP claim: it tests the claim itself, so it needs no assumption.
 GDP_CLAIM_ASSUMPTION = ("none against a mu-GDP claim: mu_lb above the claim's mu disproves it; epsilon is that of "
                         "G_mu_lb, compared with the claim's")
-
-
-def gdp_bound(fp: int, n_neg: int, fn: int, n_pos: int, delta: float, confidence: float) -> LowerBound:
-    """GDP-based bound (Nasr et al. 2023, "Tight auditing", Sec. 4 / Eq. for mu).
-
-    With CP upper bounds ``FPR_ub``, ``FNR_ub`` at alpha/2 each (as in
-    :func:`clopper_pearson_bound`), ``mu_lb = Phi^-1(1 - FPR_ub) - Phi^-1(FNR_ub)`` (clipped at 0)
-    is a rigorous lower bound on the GDP parameter mu with probability >= confidence, because
-    mu-GDP forces ``FNR >= Phi(Phi^-1(1 - FPR) - mu)`` (Dong, Roth, Su 2019, Def. 2.7). The
-    reported epsilon is ``gaussian_epsilon(mu_lb, delta)``, which is a lower bound on epsilon only if
-    the mechanism's tradeoff is Gaussian: hence ``valid=False``.
-    """
-    confidence = check_confidence(confidence)
-    delta = check_delta(delta)
-    fp, n_neg = check_count(fp, n_neg, "gdp_bound (fp, n_neg)")
-    fn, n_pos = check_count(fn, n_pos, "gdp_bound (fn, n_pos)")
-    alpha = 1.0 - confidence
-    fpr_ub = cp_upper(fp, n_neg, alpha / 2)
-    fnr_ub = cp_upper(fn, n_pos, alpha / 2)
-    mu_lb = float(mu_from_rates(fpr_ub, fnr_ub))
-    eps = gaussian_epsilon(mu_lb, delta)
-    details = {
-        "fp": fp,
-        "fn": fn,
-        "n_neg": n_neg,
-        "n_pos": n_pos,
-        "fpr_ub": fpr_ub,
-        "fnr_ub": fnr_ub,
-        "mu_lb": mu_lb,
-        "delta": delta,
-        "assumption": GDP_ASSUMPTION,
-    }
-    return LowerBound("gdp", eps, confidence, n_neg + n_pos, False, details)
 
 
 GAUSSIAN_FIT_ASSUMPTION = ("scores are Gaussian with equal variance in both worlds (exact for output perturbation "
