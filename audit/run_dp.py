@@ -19,21 +19,21 @@ from __future__ import annotations
 
 import functools
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
+from audit.choices import THREATS
 from audit.dp_game import audit_runs, fair_coins
 from audit.errors import UserError
 from audit.run_context import RunContext
 from audit.run_options import CommonRunOptions
 from audit.stats.thresholds import FixedThreshold
 from audit.stats.verdict import Family
+from audit.target_defaults import TargetUse, dp_choice, target_use, trainer_plugin_use
 from audit.theory.checks import check_confidence
-
-THREATS = ("black-box", "white-box", "updates")
 
 
 @dataclass(frozen=True)
@@ -41,8 +41,8 @@ class DPOptions(CommonRunOptions):
     """Everything that determines a ``run dp`` (stored in config.json)."""
 
     runs: int | None = None
-    canary: str = "dirac"
-    threat: str = "updates"
+    canary: str | None = None  # None: the target's default (audit.target_defaults)
+    threat: str | None = None
 
 
 @dataclass
@@ -219,11 +219,11 @@ def dpsgd_setup(opts: DPOptions) -> DPAuditSetup:
     from targets.registry import get_target
     from targets.training import log_softmax, predict_logits, resolve_device, steps_per_epoch
 
-    if opts.threat not in THREATS:
-        raise UserError(f"unknown threat model {opts.threat!r}; choose one of {', '.join(THREATS)}")
     target = get_target(opts.target).with_privacy(opts.epsilon, opts.delta)
     if not target.private:
         raise UserError(f"target {target.name} is not private; run dp audits DP targets")
+    if opts.threat not in THREATS:
+        raise UserError(f"unknown threat model {opts.threat!r}; choose one of {', '.join(THREATS)}")
     if target.momentum:
         raise UserError(f"target {target.name} uses momentum; DP audits need plain DP-SGD (momentum 0)")
     gradient = opts.canary in GRADIENT_CANARIES
@@ -317,16 +317,27 @@ def dpsgd_setup(opts: DPOptions) -> DPAuditSetup:
         threat=opts.threat, observe=observe, default_runs=400 if opts.quick else default)
 
 
+def with_defaults(opts: DPOptions, use: TargetUse) -> DPOptions:
+    """``opts`` with the target's default threat and canary where none was given; a target that takes no
+    ``run dp`` is a one-line error naming the run kinds it does take."""
+    if "dp" not in use.run_kinds:
+        raise UserError(f"target {opts.target} ({use.family}) is not audited by run dp; it takes: "
+                        f"{', '.join(use.run_kinds)}")
+    threat, canary = dp_choice(use, opts.threat, opts.canary)
+    return replace(opts, threat=threat, canary=canary)
+
+
 def build_setup(opts: DPOptions) -> DPAuditSetup:
     """The setup for a target: DP-ERM targets (targets.dperm), trainer plugins (``module:factory``)
-    or trained DP-SGD targets."""
+    or trained DP-SGD targets. A threat model or canary left out is the target's default
+    (:mod:`audit.target_defaults`)."""
     from targets.dperm import DPERM_AUDIT_TARGETS, DPERM_TARGETS
 
-    if opts.threat not in THREATS:
+    if opts.threat is not None and opts.threat not in THREATS:
         raise UserError(f"unknown threat model {opts.threat!r}; choose one of {', '.join(THREATS)}")
     check_confidence(opts.confidence)
     if opts.target in DPERM_TARGETS or opts.target in DPERM_AUDIT_TARGETS:
-        return dperm_setup(opts)
+        return dperm_setup(with_defaults(opts, target_use(opts.target)))
     from targets.plugins import is_plugin_spec
 
     if is_plugin_spec(opts.target):  # a user's trainer: audited black-box (audit.plugin_trainer)
@@ -339,8 +350,9 @@ def build_setup(opts: DPOptions) -> DPAuditSetup:
                             f"--target {opts.target}`")
         if opts.epsilon is not None or opts.delta is not None:
             raise UserError("--epsilon/--delta do not apply to a plugin: its factory states the claim")
-        return plugin_setup(plugin, opts.canary, opts.threat, opts.seed, opts.data_dir, opts.quiet)
-    return dpsgd_setup(opts)
+        threat, canary = dp_choice(trainer_plugin_use(plugin.description), opts.threat, opts.canary)
+        return plugin_setup(plugin, canary, threat, opts.seed, opts.data_dir, opts.quiet)
+    return dpsgd_setup(with_defaults(opts, target_use(opts.target)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -412,7 +424,8 @@ def run_dp(opts: DPOptions) -> tuple[Path, dict]:
     """Build the setup for ``opts.target`` and play the game; returns (run directory, results)."""
     setup = build_setup(opts)
     runs = opts.runs or setup.default_runs
-    return play(setup, runs, opts.seed, opts.confidence, opts.out, opts.quiet, {"options": asdict(opts)})
+    chosen = replace(opts, threat=setup.threat, canary=setup.canary["kind"])  # config.json records the defaults taken
+    return play(setup, runs, opts.seed, opts.confidence, opts.out, opts.quiet, {"options": asdict(chosen)})
 
 
 #: What each assumption-based bound's epsilon rests on, as the summary names it.
@@ -469,7 +482,7 @@ def _sweep_grid(opts: SweepOptions) -> tuple[tuple[str, ...], str]:
 
     is_dperm = opts.target in DPERM_TARGETS or opts.target in DPERM_AUDIT_TARGETS
     threats = opts.threats or (("white-box",) if is_dperm else ("updates", "white-box"))
-    return threats, opts.canary or ("crafted" if is_dperm else "dirac")
+    return threats, opts.canary or target_use(opts.target).default_canary
 
 
 def sweep_rows(opts: SweepOptions, sub_out: Path) -> list[dict]:

@@ -28,7 +28,8 @@ from pathlib import Path
 import numpy as np
 
 from attacks.lira import resolve_variance
-from attacks.membership import ATTACKS, LIRA_ATTACKS, AttackInputs, expand_attacks, run_attacks
+from attacks.membership import AttackInputs, run_attacks
+from attacks.names import ATTACKS, LIRA_ATTACKS, expand_attacks
 from audit.cache import cached_models
 from audit.games import CanaryGame, build_canary_game
 from audit.run_context import RunContext, RunPaths
@@ -83,8 +84,7 @@ def _train(paths: RunPaths, game: CanaryGame, masks: np.ndarray, config: TrainCo
                             max_memory=opts.max_memory)
 
     params, hit = cached_models(paths.cache_dir, payload, train)
-    paths.log(f"{desc}: {'reused cached models' if hit else 'trained'} ({len(seeds)} model(s), {config.steps} steps)",
-              echo=not opts.quiet)
+    paths.log(f"{desc}: {'reused cached models' if hit else 'trained'} ({len(seeds)} model(s), {config.steps} steps)")
     return params
 
 

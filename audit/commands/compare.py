@@ -14,7 +14,7 @@ from audit.run_context import make_run_dir
 
 def run_compare(args: argparse.Namespace) -> int:
     """Compare ``args.run_dirs``; prints where the comparison was written. Returns the exit status."""
-    from attacks.membership import expand_attacks
+    from attacks.names import expand_attacks
     from reports.compare import compare_runs, load_runs
 
     attacks = expand_attacks(args.attack) if args.attack else None

@@ -14,13 +14,13 @@ from audit.errors import UserError
 
 def run_report(args: argparse.Namespace) -> int:
     """Re-render ``args.run_dir``; prints the path of the report. Returns the exit status."""
-    from reports.html import render_report
-
     run_dir = Path(args.run_dir)
     if not run_dir.exists():
         raise UserError(f"run directory {run_dir} does not exist: pass the directory of a finished run")
     if not run_dir.is_dir():
         raise UserError(f"{run_dir} is not a directory: pass the directory of a finished run")
+    from reports.html import render_report
+
     path = render_report(run_dir)
     print(f"report: {path}")
     return 0
