@@ -56,7 +56,8 @@ class StderrHandler(logging.StreamHandler):
 
 def configure_console(verbose: int = 0, quiet: bool = False) -> None:
     """Put one stderr handler on the ``audit`` logger: WARNING and above with ``quiet``, stage messages
-    (INFO) by default, DEBUG with ``verbose``; replaces the handler of an earlier call."""
+    (INFO) by default, DEBUG with ``verbose``; replaces the handler of an earlier call. The command line
+    owns stderr: records stop there instead of reaching handlers that libraries (absl) put on the root."""
     logger = logging.getLogger(LOGGER)
     for handler in [h for h in logger.handlers if isinstance(h, StderrHandler)]:
         logger.removeHandler(handler)
@@ -65,6 +66,7 @@ def configure_console(verbose: int = 0, quiet: bool = False) -> None:
     handler.setFormatter(logging.Formatter("%(message)s"))
     logger.addHandler(handler)
     logger.setLevel(logging.DEBUG)
+    logger.propagate = False
 
 
 def utc_now() -> str:

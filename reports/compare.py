@@ -19,19 +19,16 @@ import math
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+import jinja2
 import matplotlib
+import numpy as np
 
-matplotlib.use("Agg")
-
-import jinja2  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
-from audit.errors import UserError  # noqa: E402
-from audit.io import atomic_write_bytes, atomic_write_text, write_json  # noqa: E402
+from audit.errors import UserError
+from audit.io import atomic_write_bytes, atomic_write_text, write_json
 from audit.stats.metrics import dp_advantage_bound
-from reports.html import format_value, format_interval, load_run_json  # noqa: E402
-from reports.plots import as_float_array, as_number  # noqa: E402
+from reports.formatting import format_interval, format_value
+from reports.html import load_run_json
+from reports.plots import as_float_array, as_number, new_figure
 
 COMPARE_PNG = "compare_roc.png"
 COMPARE_HTML = "compare.html"
@@ -108,10 +105,10 @@ def compare_roc_plot(runs: Sequence[tuple[Path, dict]], path: str | Path, attack
     labels = _labels(runs)
     names = sorted({n for _, r in runs for n in r["attacks"] if not attacks or n in attacks})
     styles = {n: _STYLES[i % len(_STYLES)] for i, n in enumerate(names)}
-    colours = plt.get_cmap("tab10").colors
+    colours = matplotlib.colormaps["tab10"].colors
     lo = _MIN_LOG_FPR
-    with plt.rc_context({"font.size": 9, "legend.fontsize": 6.5, "path.simplify": False}):
-        fig, ax = plt.subplots(figsize=(7.2, 5.6))
+    with matplotlib.rc_context({"font.size": 11, "legend.fontsize": 8.5, "path.simplify": False}):
+        fig, ax = new_figure((7.6, 5.8))
         grid = np.logspace(math.log10(lo), 0, 200)
         ax.plot(grid, grid, linestyle=":", color="0.5", linewidth=1, label="chance (TPR = FPR)")
         for i, (label, (_, results)) in enumerate(zip(labels, runs)):
@@ -144,7 +141,6 @@ def compare_roc_plot(runs: Sequence[tuple[Path, dict]], path: str | Path, attack
         fig.tight_layout()
         buffer = io.BytesIO()
         fig.savefig(buffer, format="png", dpi=100, metadata={"Software": None}, bbox_inches="tight")
-        plt.close(fig)
     return atomic_write_bytes(path, buffer.getvalue())
 
 
