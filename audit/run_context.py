@@ -211,8 +211,8 @@ class RunContext:
 
     def finish(self, results: dict, config: dict, report: bool = True) -> dict:
         """Complete ``results`` with the envelope (schema version, kind, seed, time, host, timing),
-        write config.json (with package versions) and results.json atomically, render the report;
-        returns the completed results."""
+        write config.json (with package versions) and results.json atomically, render the report and
+        refresh the index of the runs beside it (``<out>/index.html``); returns the completed results."""
         self.timing["total_s"] = time.perf_counter() - self.started
         results = {"schema_version": SCHEMA_VERSION, "kind": self.kind, "target": self.target, "seed": self.seed} \
             | results | {"created": utc_now(), "host": host_info(), "timing": dict(self.timing),
@@ -223,8 +223,11 @@ class RunContext:
         if report:
             from reports.html import render_report
 
+            from reports.index import write_index
+
             render_report(self.run_dir, results, config)
             self.say(f"report written: {self.run_dir / 'report.html'}")
+            self.paths.log(f"index refreshed: {write_index(self.paths.root)}", logging.DEBUG)
         return results
 
     def __enter__(self) -> "RunContext":

@@ -322,7 +322,7 @@ def extraction_plot(methods: Sequence[Mapping[str, Any]], path: str | os.PathLik
         fig, (left, right) = new_figure((11.0, 1.2 + 0.9 * len(methods)), 1, 2, sharey=True)
         left.barh(y, error, color="tab:blue")
         left.set_xscale("log")
-        left.set_xlabel("relative parameter error (log scale; lower = closer copy)")
+        left.set_xlabel("relative parameter error (log scale)")
         left.set_yticks(y, names)
         left.invert_yaxis()
         for offset, key, colour, label in ((-0.2, "agreement_test", "tab:green", "test data"),
@@ -330,7 +330,7 @@ def extraction_plot(methods: Sequence[Mapping[str, Any]], path: str | os.PathLik
             right.barh(y + offset, [as_number(m.get(key)) or 0.0 for m in methods], height=0.4, color=colour,
                        label=label)
         right.set_xlim(0, 1)
-        right.set_xlabel("agreement with the served model (1 = same labels everywhere)")
+        right.set_xlabel("agreement with the served model")
         right.legend(loc="lower left")
         for ax in (left, right):
             ax.grid(True, axis="x", linewidth=0.4, color="0.85")

@@ -21,6 +21,9 @@ def run_compare(args: argparse.Namespace) -> int:
     load_runs(args.run_dirs)  # fail on a bad run directory before creating the output directory
     paths = make_run_dir(args.out, "compare", f"{len(args.run_dirs)}runs")
     summary = compare_runs(args.run_dirs, paths.run_dir, attacks)
+    from reports.index import write_index
+
+    write_index(paths.root)
     print(f"report:    {summary['html']}")
     print(f"figure:    {summary['figure']}")
     width = max(len(r["run"]) for r in summary["rows"])
