@@ -235,7 +235,7 @@ def run_membership(opts: MembershipOptions) -> tuple[Path, dict]:
             "columns": ["attack", "AUC", "TPR at 0.1% FPR", "TPR at 1% FPR", "advantage", "advantage interval",
                         "DP bound on advantage", "within bound"],
             "rows": [[name, a["auc"], a["tpr_at_fpr"]["0.001"], a["tpr_at_fpr"]["0.01"], a["advantage"],
-                      f"[{a['advantage_ci'][0]:.3f}, {a['advantage_ci'][1]:.3f}]",
+                      a["advantage_ci"],
                       "none (non-private)" if adv_bound is None else adv_bound,
                       "n/a" if adv_bound is None else ("yes" if a["advantage_within_dp_bound"] else "NO")]
                      for name, a in attacks_out.items()],
