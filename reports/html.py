@@ -178,7 +178,8 @@ def _bounds_table(results: Mapping[str, Any]) -> dict | None:
         is_best = bool(best) and all(b.get(k) == best.get(k) for k in ("method", "attack", "epsilon"))
         rows.append([format_value(b.get("method")) + (" (best)" if is_best else ""), format_value(b.get("attack")),
                      format_value(b.get("epsilon")), format_value(details.get("mu_lb")),
-                     format_value(b.get("confidence")), format_value(b.get("n")), format_value(b.get("role"))])
+                     format_value(b.get("confidence")), format_value(b.get("n")),
+                     format_value(b.get("role", "verdict" if b.get("valid") else "estimate"))])
     caption = ""
     if best:
         caption = (f"The best verdict bound holds at {format_value(best.get('family_confidence'))} confidence across a "
@@ -233,7 +234,7 @@ def build_context(results: Mapping[str, Any], config: Mapping[str, Any] | None, 
     if details:
         sections.append(_section("Per-attack details", tables=details))
     for key, title in (("params", "Parameters"), ("game", "Audit game"), ("model", "Model"), ("timing", "Timing (s)")):
-        if isinstance(results.get(key), Mapping):
+        if isinstance(results.get(key), Mapping) and results[key]:
             sections.append(_section(title, rows=flat_rows(results[key])))
     if config:
         sections.append(_section("Configuration (config.json)", rows=flat_rows(

@@ -134,7 +134,7 @@ def test_exact_api_with_underflowed_probability_is_user_error():
 def test_run_extraction_dperm_steals_the_noisy_release(tmp_path):
     proc = _cli("--target", "dperm_digits", "--quick", "--quiet", "--out", str(tmp_path))
     assert proc.returncode == 0, proc.stderr
-    run = next(p for p in tmp_path.iterdir() if p.name != "cache")
+    run = next(p for p in tmp_path.iterdir() if p.is_dir() and p.name != "cache")
     for name in ("config.json", "results.json", "report.html"):
         assert (run / name).is_file()
     results = json.loads((run / "results.json").read_text())

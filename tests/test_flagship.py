@@ -14,7 +14,7 @@ def test_flagship_quick_writes_report_and_bound_below_theory(tmp_path, target):
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.strip().splitlines()
     assert lines[0].startswith("report:") and lines[1].startswith("theory:")
-    run_dirs = [p for p in tmp_path.iterdir() if p.name != "cache"]
+    run_dirs = [p for p in tmp_path.iterdir() if p.is_dir() and p.name != "cache"]
     assert len(run_dirs) == 1
     run = run_dirs[0]
     for name in ("config.json", "results.json", "report.html", "roc.png", "tradeoff.png"):
