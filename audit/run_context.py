@@ -29,7 +29,9 @@ from typing import Iterator
 from audit.errors import AuditIncomplete, UserError
 from audit.io import write_json
 
-SCHEMA_VERSION = 2
+#: Version of the results.json format (audit/schemas/results.schema.json). 3: sweep rows name their audit's
+#: directory deterministically and keep its wall time in ``timing`` (was ``rows[].wall_s``).
+SCHEMA_VERSION = 3
 #: Top-level results.json keys that may differ between two runs of the same command and seed.
 VOLATILE_KEYS = ["created", "host", "timing"]
 #: Parent of every logger of the workbench; the command line's stderr handler sits here.
@@ -131,13 +133,14 @@ def safe_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)[:80]
 
 
-def make_run_dir(out: str | os.PathLike, kind: str, target: str) -> RunPaths:
-    """Create a fresh run directory under ``out`` (never reusing an existing one)."""
+def make_run_dir(out: str | os.PathLike, kind: str, target: str, name: str | None = None) -> RunPaths:
+    """Create a fresh run directory under ``out`` (never reusing an existing one), named
+    ``<utc-time>-<kind>-<target>`` or ``name`` (the audits inside a sweep)."""
     root = Path(out).expanduser()
     try:
         root.mkdir(parents=True, exist_ok=True)
         stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-        base = f"{stamp}-{kind}-{safe_name(target)}"
+        base = safe_name(name) if name else f"{stamp}-{kind}-{safe_name(target)}"
         run_dir = root / base
         suffix = 1
         while run_dir.exists():
@@ -165,8 +168,8 @@ class RunContext:
     """
 
     def __init__(self, out: str | os.PathLike, kind: str, target: str, *, seed: int = 0, quiet: bool = False,
-                 device: str = "cpu") -> None:
-        self.paths = make_run_dir(out, kind, target)
+                 device: str = "cpu", name: str | None = None) -> None:
+        self.paths = make_run_dir(out, kind, target, name)
         self.kind, self.target, self.seed, self.quiet, self.device_name = kind, target, int(seed), quiet, device
         self.started = time.perf_counter()
         self.timing: dict[str, float] = {}
@@ -222,7 +225,6 @@ class RunContext:
         self.paths.log(f"wrote config.json and results.json (schema version {SCHEMA_VERSION})", logging.DEBUG)
         if report:
             from reports.html import render_report
-
             from reports.index import write_index
 
             render_report(self.run_dir, results, config)

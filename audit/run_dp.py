@@ -360,14 +360,16 @@ def build_setup(opts: DPOptions) -> DPAuditSetup:
 
 
 def play(setup: DPAuditSetup, runs: int, seed: int, confidence: float, out: str | Path = "runs",
-         quiet: bool = False, config_extra: dict | None = None, write_report: bool = True) -> tuple[Path, dict]:
+         quiet: bool = False, config_extra: dict | None = None, write_report: bool = True,
+         run_name: str | None = None) -> tuple[Path, dict]:
     """Toss the coins, observe the runs, bound epsilon, write results/config/report; returns (run dir, results).
+    ``run_name`` names the run directory instead of ``<utc-time>-dp-<target>`` (the audits of a sweep).
 
     ``confidence`` is the family-wise confidence of the verdict. An exception from ``observe`` (the
     target's code, or the workbench) leaves as :class:`audit.errors.AuditIncomplete` with its
     traceback in the run's log.txt."""
     included = fair_coins(runs, seed)  # checks runs before anything is written
-    ctx = RunContext(out, "dp", setup.name, seed=seed, quiet=quiet)
+    ctx = RunContext(out, "dp", setup.name, seed=seed, quiet=quiet, name=run_name)
     with ctx:
         return _play(ctx, setup, runs, included, confidence, config_extra, write_report)
 
@@ -501,8 +503,8 @@ def sweep_rows(opts: SweepOptions, sub_out: Path) -> list[dict]:
             started = time.perf_counter()
             setup = build_setup(run_opts)
             runs = opts.runs or setup.default_runs
-            run_dir, res = play(setup, runs, opts.seed, confidence, sub_out, opts.quiet,
-                                {"options": asdict(run_opts)}, write_report=False)
+            run_dir, res = play(setup, runs, opts.seed, confidence, sub_out, opts.quiet, {"options": asdict(run_opts)},
+                                write_report=False, run_name=f"{threat}-epsilon-{eps:g}")
             est, valid = res["best_estimate"], res["best_lower_bound"]
             rows.append({"target": opts.target, "series": threat, "threat": threat, "canary": canary,
                          "epsilon_claimed": eps, "epsilon_theory": res["epsilon_theory"],
@@ -523,8 +525,15 @@ def run_sweep(opts: SweepOptions) -> tuple[Path, dict]:
         return ctx.run_dir, _sweep(ctx, opts, family)
 
 
+def audit_timing_key(row: dict) -> str:
+    """The ``timing`` key of one audit of a sweep (its wall time in seconds)."""
+    return f"audit_{row['run_dir']}_s"
+
+
 def _sweep(ctx: RunContext, opts: SweepOptions, family: Family) -> dict:
     rows = sweep_rows(opts, ctx.run_dir / "audits")
+    for r in rows:  # wall times vary between identical runs: they go to timing (volatile), not into rows
+        ctx.timing[audit_timing_key(r)] = r.pop("wall_s")
     plotted = [{"epsilon_theory": r["epsilon_theory"], "epsilon_lb": r["epsilon_lb"], "series": r["series"],
                 "method": r["method"]} for r in rows]
     plotted += [{"epsilon_theory": r["epsilon_theory"], "epsilon_lb": r["epsilon_lb_valid"],
@@ -545,9 +554,9 @@ def _sweep(ctx: RunContext, opts: SweepOptions, family: Family) -> dict:
         "epsilon_theory": None, "sweep": plotted, "verdict": verdict,
         "lower_bounds": [], "best_lower_bound": None,
         "tables": [{"title": "Sweep", "columns": ["threat", "canary", "epsilon theory", "epsilon lb", "method",
-                                                 "valid (CP) lb", "runs", "wall s", "audit"],
+                                                 "valid (CP) lb", "runs", "audit (in audits/)"],
                     "rows": [[r["threat"], r["canary"], r["epsilon_theory"], r["epsilon_lb"], r["method"],
-                              r["epsilon_lb_valid"], r["runs"], r["wall_s"], r["run_dir"]] for r in rows],
+                              r["epsilon_lb_valid"], r["runs"], r["run_dir"]] for r in rows],
                     "caption": "epsilon lb: the largest bound of each audit (GDP / per-step figures assume the "
                                "stated tradeoff shape); valid (CP) lb: Clopper-Pearson, no assumption."}],
         "rows": rows,
@@ -560,6 +569,7 @@ def sweep_summary(run_dir: Path, results: dict) -> list[str]:
     lines = [f"report:    {run_dir / 'report.html'}"]
     for r in results["rows"]:
         lines.append(f"{r['threat']:<10} eps_theory {r['epsilon_theory']:.3f}  eps_lb {r['epsilon_lb']:.3f} "
-                     f"({r['method']}), valid CP {r['epsilon_lb_valid']:.3f}, {r['runs']} runs, {r['wall_s']:.1f} s")
+                     f"({r['method']}), valid CP {r['epsilon_lb_valid']:.3f}, {r['runs']} runs, "
+                     f"{results['timing'][audit_timing_key(r)]:.1f} s")
     lines.append(f"verdict:   {results['verdict']['status']}: {results['verdict']['text']}")
     return lines

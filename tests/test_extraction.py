@@ -21,6 +21,7 @@ from attacks.extraction import (
     uniform_inputs,
 )
 from audit.errors import UserError
+from audit.run_context import SCHEMA_VERSION
 
 #: Single-threaded BLAS: these problems are small, and on a loaded 2-core machine extra BLAS threads
 #: slow them down tenfold.
@@ -138,7 +139,7 @@ def test_run_extraction_dperm_steals_the_noisy_release(tmp_path):
     for name in ("config.json", "results.json", "report.html"):
         assert (run / name).is_file()
     results = json.loads((run / "results.json").read_text())
-    assert results["kind"] == "extraction" and results["schema_version"] == 2
+    assert results["kind"] == "extraction" and results["schema_version"] == SCHEMA_VERSION
     e = results["extraction"]
     assert e["queries"] == 65 and e["param_rel_error"] < 1e-6
     assert e["agreement_test"] == 1.0 and e["agreement_uniform"] == 1.0 and e["tv_distance"] < 1e-9

@@ -6,6 +6,8 @@ import sys
 
 import pytest
 
+from audit.run_context import SCHEMA_VERSION
+
 
 @pytest.mark.parametrize("target", ["dpsgd_mnist"])
 def test_flagship_quick_writes_report_and_bound_below_theory(tmp_path, target):
@@ -20,7 +22,7 @@ def test_flagship_quick_writes_report_and_bound_below_theory(tmp_path, target):
     for name in ("config.json", "results.json", "report.html", "roc.png", "tradeoff.png"):
         assert (run / name).is_file(), name
     results = json.loads((run / "results.json").read_text())
-    assert results["schema_version"] == 2
+    assert results["schema_version"] == SCHEMA_VERSION
     for key in ("noise_multiplier", "clip_norm", "sample_rate", "steps"):
         assert key in results["params"]
     assert results["epsilon_theory"] == pytest.approx(8.0, rel=1e-3)

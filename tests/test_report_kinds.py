@@ -153,3 +153,22 @@ def test_plots_leave_the_matplotlib_backend_alone(tmp_path):
                           env=os.environ | {"MPLBACKEND": "pdf", "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "pdf" and (tmp_path / "e.png").stat().st_size > 0
+
+
+def _without_volatile(results: dict) -> dict:
+    return {k: v for k, v in results.items() if k not in results["volatile"] and k != "volatile"}
+
+
+@pytest.mark.parametrize("kind", RUNS)
+def test_rerun_gives_the_same_results(runs, kind, tmp_path):
+    """Every kind's config.json holds what ``rerun`` needs: the same results.json apart from volatile keys."""
+    out = tmp_path / "again"
+    assert main(["rerun", str(runs[kind]), "--out", str(out), "--quiet"]) == 0
+    (again,) = [p for p in out.iterdir() if p.is_dir() and p.name != "cache"]
+    assert _without_volatile(_results(again)) == _without_volatile(_results(runs[kind]))
+
+
+def test_rerun_of_a_comparison_is_a_one_line_error(runs, capsys):
+    assert main(["rerun", str(runs["compare"])]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "config.json" in err
