@@ -8,7 +8,7 @@ valid epsilon lower bound. The figure overlays every run's ROC curves (one colou
 style per attack) with each DP run's theoretical limit ``TPR = 1 - f(FPR)`` [Dong, Roth, Su 2019].
 
 Rendering only: nothing is retrained; the inputs are the runs' ``results.json`` files. Outputs are
-deterministic (Agg, fixed size and dpi, no PNG metadata) and written atomically.
+deterministic (a Figure on the Agg canvas, fixed size and dpi, no PNG metadata) and written atomically.
 """
 
 from __future__ import annotations
@@ -94,10 +94,11 @@ def comparison_rows(runs: Sequence[tuple[Path, dict]], attacks: Sequence[str] | 
 
 
 def _cells(row: Mapping[str, Any]) -> list[str]:
-    return [row["run"], str(row["target"]), format_value(row["epsilon_theory"]) if row["epsilon_theory"] is not None
-            else "none", format_value(row["delta"]), row["attack"], format_value(row["auc"]), format_value(row["tpr_1"]),
-            format_interval(row["tpr_1_ci"]), format_value(row["tpr_01"]), format_interval(row["tpr_01_ci"]), format_value(row["advantage"]),
-            format_interval(row["advantage_ci"]), format_value(row["advantage_dp_bound"]), format_value(row["best_epsilon_lower_bound"])]
+    theory = format_value(row["epsilon_theory"]) if row["epsilon_theory"] is not None else "none"
+    return [row["run"], str(row["target"]), theory, format_value(row["delta"]), row["attack"], format_value(row["auc"]),
+            format_value(row["tpr_1"]), format_interval(row["tpr_1_ci"]), format_value(row["tpr_01"]),
+            format_interval(row["tpr_01_ci"]), format_value(row["advantage"]), format_interval(row["advantage_ci"]),
+            format_value(row["advantage_dp_bound"]), format_value(row["best_epsilon_lower_bound"])]
 
 
 def compare_roc_plot(runs: Sequence[tuple[Path, dict]], path: str | Path, attacks: Sequence[str] | None = None) -> Path:

@@ -12,9 +12,8 @@ import os
 from pathlib import Path
 from typing import Sequence
 
-import numpy as np
-
 import matplotlib
+import numpy as np
 
 from reports.plots import RC_PARAMS, new_figure, save_png
 

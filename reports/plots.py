@@ -2,7 +2,8 @@
 
 The plots build :class:`matplotlib.figure.Figure` objects directly and never touch pyplot, so
 importing this module selects no backend: the workbench draws without a display, and a user's own
-matplotlib set-up (a notebook, an interactive backend) is left alone. Every function renders into memory (``BytesIO``) and writes the file with
+matplotlib set-up (a notebook, an interactive backend) is left alone. Every function renders into
+memory (``BytesIO``) and writes the file with
 :func:`audit.io.atomic_write_bytes`, so a crash never leaves a half-written PNG. Figures use a fixed
 size and dpi and the PNG metadata is emptied (no ``Software`` text chunk, no timestamp), so the
 same input gives byte-identical files.

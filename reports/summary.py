@@ -123,8 +123,8 @@ def _inversion_sentences(results: Results) -> list[str]:
             f"What was found: an independent classifier recognises {_percent(inv.get('eval_accuracy'))} of the "
             f"target's reconstructions (reference model {_percent(ref.get('eval_accuracy'))}, chance "
             f"{_percent(inv.get('chance_accuracy'))}); the member gap in MSE is {format_value(gap.get('mse_gap'))} "
-            f"(standard error {format_value(gap.get('mse_gap_standard_error'))}) — only this gap, not recognisable digits, is "
-            f"about privacy."]
+            f"(standard error {format_value(gap.get('mse_gap_standard_error'))}) — only this gap, not recognisable "
+            f"digits, is about privacy."]
 
 
 def _extraction_sentences(results: Results) -> list[str]:

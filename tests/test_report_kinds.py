@@ -149,8 +149,9 @@ def test_plots_leave_the_matplotlib_backend_alone(tmp_path):
     script = ("import matplotlib, reports.plots as p; "
               "p.epsilon_plot([{'epsilon_theory': 1.0, 'epsilon_lb': 0.5, 'series': 's'}], 'e.png'); "
               "print(matplotlib.get_backend())")
+    env = os.environ | {"MPLBACKEND": "pdf", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                          env=os.environ | {"MPLBACKEND": "pdf", "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+                          env=env)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "pdf" and (tmp_path / "e.png").stat().st_size > 0
 

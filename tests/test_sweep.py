@@ -2,8 +2,6 @@
 
 import json
 
-import pytest
-
 from audit.cli import main
 
 

@@ -17,7 +17,8 @@ def number(kind: type, low: float | None = None, high: float | None = None, low_
             raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
         too_low = low is not None and (value <= low if low_open else value < low)
         if too_low or (high is not None and value > high):
-            interval = f"{'(' if low_open else '['}{low if low is not None else '-inf'}, {high if high is not None else 'inf'}]"
+            lo, hi = low if low is not None else "-inf", high if high is not None else "inf"
+            interval = f"{'(' if low_open else '['}{lo}, {hi}]"
             raise argparse.ArgumentTypeError(f"expected a number in {interval}, got {value}")
         return value
 

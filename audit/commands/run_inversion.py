@@ -13,7 +13,8 @@ def execute(args: argparse.Namespace) -> int:
     from audit.run_inversion import InversionOptions, run_inversion, summary_lines
 
     opts = InversionOptions(**InversionOptions.common_kwargs(args), steps=args.steps, patience=args.patience,
-                            stop_confidence=args.stop_confidence, lr=args.lr, tv=args.tv, black_box_steps=args.black_box_steps, start=args.start)
+                            stop_confidence=args.stop_confidence, lr=args.lr, tv=args.tv,
+                            black_box_steps=args.black_box_steps, start=args.start)
     run_dir, results = run_inversion(opts)
     print("\n".join(summary_lines(run_dir, results)))
     return 0
@@ -33,7 +34,8 @@ def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser)
                         help="stop after this many steps without progress, beta (default 100; quick 50)")
     parser.add_argument("--stop-confidence", type=number(float, 0, 1, low_open=True), default=0.999,
                         help="stop once the class confidence reaches this target, gamma (default 0.999)")
-    parser.add_argument("--lr", type=number(float, 0, None, low_open=True), default=1.0, help="gradient step size lambda (default 1.0)")
+    parser.add_argument("--lr", type=number(float, 0, None, low_open=True), default=1.0,
+                        help="gradient step size lambda (default 1.0)")
     parser.add_argument("--tv", type=number(float, 0), default=0.0,
                         help="weight of a total-variation AuxTerm (default 0, the paper's AuxTerm = 0)")
     parser.add_argument("--black-box-steps", type=number(int, 0), default=None,

@@ -33,7 +33,8 @@ def execute(args: argparse.Namespace) -> dict:
     gate turns a ``violation`` verdict into exit status 1)."""
     from audit.run_membership import MembershipOptions, run_membership, summary_lines
 
-    opts = MembershipOptions(**MembershipOptions.common_kwargs(args), canary=args.canary, canaries=args.canaries, shadows=args.shadows, attacks=args.attack,
+    opts = MembershipOptions(**MembershipOptions.common_kwargs(args), canary=args.canary, canaries=args.canaries,
+                             shadows=args.shadows, attacks=args.attack,
                              references=args.references, lira_variance=args.lira_variance, max_memory=args.max_memory)
     run_dir, results = run_membership(opts)
     print("\n".join(summary_lines(run_dir, results)))
@@ -41,7 +42,8 @@ def execute(args: argparse.Namespace) -> dict:
 
 
 def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    parser = add_kind(kinds, "membership", common, help="membership inference (shadow, LiRA, loss, confidence) with the one-run canary game",
+    parser = add_kind(kinds, "membership", common,
+                      help="membership inference (shadow, LiRA, loss, confidence) with the one-run canary game",
                               description="Train the target once with canaries (each in by a fair coin), train "
                                           "shadow and LiRA reference models, attack every canary, report AUC and "
                                           "TPR at low FPR per attack, and bound epsilon from below.")
@@ -51,8 +53,10 @@ def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser)
                              "every attack in one report)")
     parser.add_argument("--canary", default="mislabelled", choices=MEMBERSHIP_CANARIES,
                         help="canary kind (default mislabelled: held-out examples with a wrong label)")
-    parser.add_argument("--canaries", type=positive_int, default=None, help="number of canaries m (default 500; quick 200)")
-    parser.add_argument("--shadows", type=positive_int, default=None, help="number of shadow models K (default 4; quick 3)")
+    parser.add_argument("--canaries", type=positive_int, default=None,
+                        help="number of canaries m (default 500; quick 200)")
+    parser.add_argument("--shadows", type=positive_int, default=None,
+                        help="number of shadow models K (default 4; quick 3)")
     parser.add_argument("--references", type=positive_int, default=None,
                         help="LiRA reference models R; each canary is IN exactly R/2 of them (default 8; quick 4)")
     parser.add_argument("--lira-variance", default="auto", choices=VARIANCES,

@@ -22,7 +22,8 @@ def _threats(text: str) -> tuple[str, ...]:
     names = tuple(t.strip() for t in text.split(",") if t.strip())
     bad = [n for n in names if n not in THREATS]
     if bad or not names:
-        raise argparse.ArgumentTypeError(f"unknown threat model {', '.join(bad) or text!r}; choose from {', '.join(THREATS)}")
+        raise argparse.ArgumentTypeError(f"unknown threat model {', '.join(bad) or text!r}; "
+                                         f"choose from {', '.join(THREATS)}")
     return names
 
 
@@ -39,14 +40,15 @@ def execute(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("sweep", help="epsilon sweep: audit at several claimed epsilons, plot bound vs theory",
+    parser = subparsers.add_parser("sweep",
+                                   help="epsilon sweep: audit at several claimed epsilons, plot bound vs theory",
                                    description="Run the audit at each claimed epsilon and plot the empirical lower "
                                                "bound against the theoretical epsilon (with the y = x line), one "
                                                "series per threat model.")
     kinds = parser.add_subparsers(dest="sweep_kind", metavar="KIND", parser_class=type(parser))
     kinds.required = True
-    dp = kinds.add_parser("dp", help="sweep the multi-run DP audit (run dp) over epsilons", epilog=targets_epilog("sweep"),
-                          formatter_class=argparse.RawDescriptionHelpFormatter)
+    dp = kinds.add_parser("dp", help="sweep the multi-run DP audit (run dp) over epsilons",
+                          epilog=targets_epilog("sweep"), formatter_class=argparse.RawDescriptionHelpFormatter)
     dp.add_argument("--target", required=True, help="target name (DP-SGD, DP-GD or DP-ERM; see `python -m audit list`)")
     dp.add_argument("--epsilons", type=_floats, default=(1.0, 2.0, 4.0, 8.0), help="claimed epsilons (default 1,2,4,8)")
     dp.add_argument("--threats", type=_threats, default=None,
