@@ -4,7 +4,7 @@
 PYTHON ?= python3
 VENV := .venv
 
-.PHONY: audit test index
+.PHONY: audit test
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,6 +16,3 @@ audit: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	$(VENV)/bin/python -m pytest
-
-index: $(VENV)/.installed
-	$(VENV)/bin/python -m audit report runs
