@@ -30,7 +30,7 @@ def test_flagship_quick_writes_report_and_bound_below_theory(tmp_path, target):
         assert {"method", "epsilon", "confidence", "n", "valid"} <= set(bound)
         if bound["valid"]:
             assert float(bound["epsilon"]) <= results["epsilon_theory"]
-    from attacks.membership import ATTACKS
+    from attacks.names import ATTACKS
     from audit.stats.metrics import dp_advantage_bound
 
     # the default --attack is all: every attack in one report, LiRA online and offline included

@@ -89,7 +89,7 @@ def test_schema_is_shipped_and_versioned():
 
     assert schema["$defs"]["envelope"]["properties"]["schema_version"] == {"const": SCHEMA_VERSION}
     pyproject = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
-    assert '"schemas/*.json"' in pyproject and '"catalogue.json"' in pyproject
+    assert '"audit.schemas" = ["*.json"]' in pyproject and '"catalogue.json"' in pyproject
 
 
 def _measure(html: Path, tmp_path: Path) -> dict:
