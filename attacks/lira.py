@@ -34,13 +34,13 @@ import math
 import numpy as np
 from scipy.special import logsumexp
 
+from attacks.names import VARIANCES
 from audit.errors import UserError
 
 #: "auto" variance uses per-example variances from this many reference models on (Carlini et al. Fig. 7).
 PER_EXAMPLE_MIN_MODELS = 64
 #: Variance floor (in squared logit units) so that a degenerate fit never divides by zero.
 MIN_VARIANCE = 1e-4
-VARIANCES = ("auto", "global", "per-example")
 
 
 def logit_confidence(log_probs: np.ndarray, labels: np.ndarray) -> np.ndarray:

@@ -25,12 +25,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from audit.choices import GRADIENT_CANARIES, INPUT_CANARIES
 from audit.errors import UserError
 from targets.datasets import Dataset
-
-INPUT_CANARIES = ("natural", "mislabelled", "crafted")
-GRADIENT_CANARIES = ("gradient", "dirac", "dirac-replace")
-CANARY_KINDS = INPUT_CANARIES + GRADIENT_CANARIES
 
 
 def input_canary(kind: str, data: Dataset, train_index: np.ndarray, pool_index: np.ndarray,

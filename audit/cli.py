@@ -1,8 +1,12 @@
 """Command-line entry point: ``python -m audit <command> ...``.
 
-Each command lives in its own module under :mod:`audit.commands` (found by ``command_modules``) and exposes
-``register(subparsers)``, which adds its parser and sets ``func`` to a callable
-``(args) -> int``. Exit statuses: 0 consistent (or no claim), 1 violation (with
+Each command lives in its own module under :mod:`audit.commands` (found by ``command_modules``) and
+exposes ``register(subparsers)``, which adds its parser and sets ``func`` to a callable
+``(args) -> int``. Registering a command imports nothing heavy (no numpy, torch, scikit-learn or
+matplotlib): ``--help``, ``list``, ``--version`` and bad input answer at once, and a command imports
+what it needs when it runs. The run log goes to the ``audit`` logger; ``main`` puts its stderr handler
+there at the level ``-q/--quiet`` and ``-v/--verbose`` ask for
+(:func:`audit.run_context.configure_console`). Exit statuses: 0 consistent (or no claim), 1 violation (with
 ``--fail-above-claim``), 2 bad input (:class:`audit.errors.UserError` and argparse usage errors: one
 line on stderr), 3 the audit could not complete (:class:`audit.errors.AuditIncomplete`: the
 target's own code raised, or an internal error; one line naming the exception and the file holding
@@ -23,6 +27,7 @@ from typing import Sequence
 import audit
 import audit.commands
 from audit.errors import AuditIncomplete, UserError
+from audit.run_context import configure_console
 
 #: Commands shown first in ``--help``; every other module in :mod:`audit.commands` not named
 #: ``run_*`` (those are run kinds, see :mod:`audit.commands.run`) follows in alphabetical order.
@@ -62,7 +67,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv`` and run the command; returns the process exit status."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help and --version (0), usage errors (2): argparse has printed them
+        return int(exc.code or 0)
+    configure_console(getattr(args, "verbose", 0), getattr(args, "quiet", False))
     try:
         return int(args.func(args) or 0)
     except UserError as exc:

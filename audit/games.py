@@ -24,10 +24,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from audit.choices import MEMBERSHIP_CANARIES
 from audit.errors import UserError
 from targets.datasets import Dataset
-
-CANARY_KINDS = ("mislabelled", "natural")
 
 
 @dataclass(frozen=True, eq=False)
@@ -89,8 +88,8 @@ def build_canary_game(data: Dataset, n_train: int, m: int, shadows: int, canary_
     ``references`` LiRA reference models are drawn from a separate random stream, so the target's
     and the shadows' data and coins do not depend on it.
     """
-    if canary_kind not in CANARY_KINDS:
-        raise UserError(f"unknown canary kind {canary_kind!r}; choose one of {', '.join(CANARY_KINDS)}")
+    if canary_kind not in MEMBERSHIP_CANARIES:
+        raise UserError(f"unknown canary kind {canary_kind!r}; choose one of {', '.join(MEMBERSHIP_CANARIES)}")
     if shadows < 2:
         raise UserError(f"the shadow attack needs at least 2 shadow models, got {shadows}")
     if references and references < 4:

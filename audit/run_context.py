@@ -1,13 +1,21 @@
 """The run context every runner shares: run directories ``<out>/<utc-time>-<kind>-<target>/``
 with config.json, results.json, report.html, plots and log.txt (``<out>/cache/`` holds trained
 models shared between runs), the results envelope, timing, and the handling of a run that cannot
-complete (:class:`RunContext`)."""
+complete (:class:`RunContext`).
+
+The run log is standard :mod:`logging`: each run has a logger ``audit.run.<run directory name>``
+whose handler writes every record to the run's ``log.txt``; records propagate to the ``audit``
+logger, where the command line puts one stderr handler (:func:`configure_console`: warnings only
+with ``--quiet``, stage messages by default, debug detail with ``-v``). Library users configure the
+``audit`` logger as they like; without configuration the stages go to ``log.txt`` only.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import datetime as _dt
 import functools
+import logging
 import os
 import platform
 import re
@@ -21,9 +29,46 @@ from typing import Iterator
 from audit.errors import AuditIncomplete, UserError
 from audit.io import write_json
 
-SCHEMA_VERSION = 2
+#: Version of the results.json format (audit/schemas/results.schema.json). 3: sweep rows name their audit's
+#: directory deterministically and keep its wall time in ``timing`` (was ``rows[].wall_s``).
+SCHEMA_VERSION = 3
 #: Top-level results.json keys that may differ between two runs of the same command and seed.
 VOLATILE_KEYS = ["created", "host", "timing"]
+#: Parent of every logger of the workbench; the command line's stderr handler sits here.
+LOGGER = "audit"
+#: ``extra`` of a log record meant for log.txt only (a traceback): the stderr handler drops it.
+FILE_ONLY = {"file_only": True}
+
+
+class StderrHandler(logging.StreamHandler):
+    """A stream handler writing to whatever ``sys.stderr`` is when a record is emitted."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.addFilter(lambda record: not getattr(record, "file_only", False))
+
+    @property
+    def stream(self):  # type: ignore[override]
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:  # StreamHandler.__init__ assigns it; the current sys.stderr is used instead
+        pass
+
+
+def configure_console(verbose: int = 0, quiet: bool = False) -> None:
+    """Put one stderr handler on the ``audit`` logger: WARNING and above with ``quiet``, stage messages
+    (INFO) by default, DEBUG with ``verbose``; replaces the handler of an earlier call. The command line
+    owns stderr: records stop there instead of reaching handlers that libraries (absl) put on the root."""
+    logger = logging.getLogger(LOGGER)
+    for handler in [h for h in logger.handlers if isinstance(h, StderrHandler)]:
+        logger.removeHandler(handler)
+    handler = StderrHandler()
+    handler.setLevel(logging.WARNING if quiet else logging.DEBUG if verbose else logging.INFO)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    logger.propagate = False
 
 
 def utc_now() -> str:
@@ -58,13 +103,29 @@ class RunPaths:
     run_dir: Path
     cache_dir: Path
 
-    def log(self, message: str, echo: bool = True) -> None:
-        """Append a line to the run's log.txt and (unless quiet) print it to stderr."""
-        with open(self.run_dir / "log.txt", "a", encoding="utf-8") as handle:
-            handle.write(f"{utc_now()} {message}\n")
-        if echo:
-            sys.stderr.write(message + "\n")
-            sys.stderr.flush()
+    @property
+    def logger(self) -> logging.Logger:
+        """The run's logger; its handler appends ``<utc time> <message>`` lines to the run's log.txt."""
+        logger = logging.getLogger(f"{LOGGER}.run.{self.run_dir.name}")
+        if not logger.handlers:
+            handler = logging.FileHandler(self.run_dir / "log.txt", encoding="utf-8", delay=True)
+            formatter = logging.Formatter("%(asctime)s %(message)s", "%Y-%m-%dT%H:%M:%SZ")
+            formatter.converter = time.gmtime
+            handler.setFormatter(formatter)
+            logger.addHandler(handler)
+            logger.setLevel(logging.DEBUG)
+        return logger
+
+    def log(self, message: str, level: int = logging.INFO) -> None:
+        """Log a stage message of the run (log.txt; stderr as configured by :func:`configure_console`)."""
+        self.logger.log(level, message)
+
+    def close_log(self) -> None:
+        """Close the run's log.txt (the run is over)."""
+        logger = logging.getLogger(f"{LOGGER}.run.{self.run_dir.name}")
+        for handler in list(logger.handlers):
+            logger.removeHandler(handler)
+            handler.close()
 
 
 def safe_name(text: str) -> str:
@@ -72,13 +133,14 @@ def safe_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)[:80]
 
 
-def make_run_dir(out: str | os.PathLike, kind: str, target: str) -> RunPaths:
-    """Create a fresh run directory under ``out`` (never reusing an existing one)."""
+def make_run_dir(out: str | os.PathLike, kind: str, target: str, name: str | None = None) -> RunPaths:
+    """Create a fresh run directory under ``out`` (never reusing an existing one), named
+    ``<utc-time>-<kind>-<target>`` or ``name`` (the audits inside a sweep)."""
     root = Path(out).expanduser()
     try:
         root.mkdir(parents=True, exist_ok=True)
         stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-        base = f"{stamp}-{kind}-{safe_name(target)}"
+        base = safe_name(name) if name else f"{stamp}-{kind}-{safe_name(target)}"
         run_dir = root / base
         suffix = 1
         while run_dir.exists():
@@ -106,8 +168,8 @@ class RunContext:
     """
 
     def __init__(self, out: str | os.PathLike, kind: str, target: str, *, seed: int = 0, quiet: bool = False,
-                 device: str = "cpu") -> None:
-        self.paths = make_run_dir(out, kind, target)
+                 device: str = "cpu", name: str | None = None) -> None:
+        self.paths = make_run_dir(out, kind, target, name)
         self.kind, self.target, self.seed, self.quiet, self.device_name = kind, target, int(seed), quiet, device
         self.started = time.perf_counter()
         self.timing: dict[str, float] = {}
@@ -138,8 +200,8 @@ class RunContext:
         return np.random.default_rng([self.seed, *keys])
 
     def say(self, message: str) -> None:
-        """Log a stage message to log.txt (and stderr unless quiet)."""
-        self.paths.log(message, echo=not self.quiet)
+        """Log a stage message (see :meth:`RunPaths.log`)."""
+        self.paths.log(message)
 
     @contextlib.contextmanager
     def stage(self, name: str) -> Iterator[None]:
@@ -152,30 +214,34 @@ class RunContext:
 
     def finish(self, results: dict, config: dict, report: bool = True) -> dict:
         """Complete ``results`` with the envelope (schema version, kind, seed, time, host, timing),
-        write config.json (with package versions) and results.json atomically, render the report;
-        returns the completed results."""
+        write config.json (with package versions) and results.json atomically, render the report and
+        refresh the index of the runs beside it (``<out>/index.html``); returns the completed results."""
         self.timing["total_s"] = time.perf_counter() - self.started
         results = {"schema_version": SCHEMA_VERSION, "kind": self.kind, "target": self.target, "seed": self.seed} \
             | results | {"created": utc_now(), "host": host_info(), "timing": dict(self.timing),
                          "volatile": VOLATILE_KEYS}
         write_json(self.run_dir / "config.json", config | {"packages": package_versions()})
         write_json(self.run_dir / "results.json", results)
+        self.paths.log(f"wrote config.json and results.json (schema version {SCHEMA_VERSION})", logging.DEBUG)
         if report:
             from reports.html import render_report
+            from reports.index import write_index
 
             render_report(self.run_dir, results, config)
             self.say(f"report written: {self.run_dir / 'report.html'}")
+            self.paths.log(f"index refreshed: {write_index(self.paths.root)}", logging.DEBUG)
         return results
 
     def __enter__(self) -> "RunContext":
         return self
 
     def __exit__(self, kind, exc, tb) -> bool:
+        if exc is not None and not isinstance(exc, (UserError, KeyboardInterrupt)):
+            self.paths.logger.error("the audit could not complete:\n%s",
+                                    "".join(traceback.format_exception(kind, exc, tb)).rstrip(), extra=FILE_ONLY)
+        self.paths.close_log()
         if exc is None or isinstance(exc, (UserError, KeyboardInterrupt)):
             return False
-        with open(self.log_path, "a", encoding="utf-8") as handle:
-            handle.write(f"{utc_now()} the audit could not complete:\n")
-            handle.write("".join(traceback.format_exception(kind, exc, tb)))
         if isinstance(exc, AuditIncomplete):
             exc.log_path = exc.log_path or str(self.log_path)
             return False

@@ -19,22 +19,22 @@ from __future__ import annotations
 
 import functools
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
+from audit.choices import THREATS
 from audit.dp_game import audit_runs, fair_coins
 from audit.errors import UserError
 from audit.run_context import RunContext
 from audit.run_options import CommonRunOptions
 from audit.stats.thresholds import FixedThreshold
 from audit.stats.verdict import Family
+from audit.target_defaults import TargetUse, dp_choice, target_use, trainer_plugin_use
 from audit.theory.checks import check_confidence
 from targets.plugin_rng import reproducibility_lines
-
-THREATS = ("black-box", "white-box", "updates")
 
 
 @dataclass(frozen=True)
@@ -42,8 +42,8 @@ class DPOptions(CommonRunOptions):
     """Everything that determines a ``run dp`` (stored in config.json)."""
 
     runs: int | None = None
-    canary: str = "dirac"
-    threat: str = "updates"
+    canary: str | None = None  # None: the target's default (audit.target_defaults)
+    threat: str | None = None
 
 
 @dataclass
@@ -226,11 +226,11 @@ def dpsgd_setup(opts: DPOptions) -> DPAuditSetup:
     from targets.sampling import steps_per_epoch
     from targets.training import log_softmax, predict_logits, resolve_device
 
-    if opts.threat not in THREATS:
-        raise UserError(f"unknown threat model {opts.threat!r}; choose one of {', '.join(THREATS)}")
     target = get_target(opts.target).with_privacy(opts.epsilon, opts.delta)
     if not target.private:
         raise UserError(f"target {target.name} is not private; run dp audits DP targets")
+    if opts.threat not in THREATS:
+        raise UserError(f"unknown threat model {opts.threat!r}; choose one of {', '.join(THREATS)}")
     if target.momentum:
         raise UserError(f"target {target.name} uses momentum; DP audits need plain DP-SGD (momentum 0)")
     gradient = opts.canary in GRADIENT_CANARIES
@@ -313,16 +313,27 @@ def dpsgd_setup(opts: DPOptions) -> DPAuditSetup:
         threat=opts.threat, observe=observe, default_runs=400 if opts.quick else default)
 
 
+def with_defaults(opts: DPOptions, use: TargetUse) -> DPOptions:
+    """``opts`` with the target's default threat and canary where none was given; a target that takes no
+    ``run dp`` is a one-line error naming the run kinds it does take."""
+    if "dp" not in use.run_kinds:
+        raise UserError(f"target {opts.target} ({use.family}) is not audited by run dp; it takes: "
+                        f"{', '.join(use.run_kinds)}")
+    threat, canary = dp_choice(use, opts.threat, opts.canary)
+    return replace(opts, threat=threat, canary=canary)
+
+
 def build_setup(opts: DPOptions) -> DPAuditSetup:
     """The setup for a target: DP-ERM targets (targets.dperm), trainer plugins (``module:factory``)
-    or trained DP-SGD targets."""
+    or trained DP-SGD targets. A threat model or canary left out is the target's default
+    (:mod:`audit.target_defaults`)."""
     from targets.dperm import DPERM_AUDIT_TARGETS, DPERM_TARGETS
 
-    if opts.threat not in THREATS:
+    if opts.threat is not None and opts.threat not in THREATS:
         raise UserError(f"unknown threat model {opts.threat!r}; choose one of {', '.join(THREATS)}")
     check_confidence(opts.confidence)
     if opts.target in DPERM_TARGETS or opts.target in DPERM_AUDIT_TARGETS:
-        return dperm_setup(opts)
+        return dperm_setup(with_defaults(opts, target_use(opts.target)))
     from targets.plugins import is_plugin_spec
 
     if is_plugin_spec(opts.target):  # a user's trainer: audited black-box (audit.plugin_trainer)
@@ -335,8 +346,9 @@ def build_setup(opts: DPOptions) -> DPAuditSetup:
                             f"--target {opts.target}`")
         if opts.epsilon is not None or opts.delta is not None:
             raise UserError("--epsilon/--delta do not apply to a plugin: its factory states the claim")
-        return plugin_setup(plugin, opts.canary, opts.threat, opts.seed, opts.data_dir, opts.quiet)
-    return dpsgd_setup(opts)
+        threat, canary = dp_choice(trainer_plugin_use(plugin.description), opts.threat, opts.canary)
+        return plugin_setup(plugin, canary, threat, opts.seed, opts.data_dir, opts.quiet)
+    return dpsgd_setup(with_defaults(opts, target_use(opts.target)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -344,14 +356,16 @@ def build_setup(opts: DPOptions) -> DPAuditSetup:
 
 
 def play(setup: DPAuditSetup, runs: int, seed: int, confidence: float, out: str | Path = "runs",
-         quiet: bool = False, config_extra: dict | None = None, write_report: bool = True) -> tuple[Path, dict]:
+         quiet: bool = False, config_extra: dict | None = None, write_report: bool = True,
+         run_name: str | None = None) -> tuple[Path, dict]:
     """Toss the coins, observe the runs, bound epsilon, write results/config/report; returns (run dir, results).
+    ``run_name`` names the run directory instead of ``<utc-time>-dp-<target>`` (the audits of a sweep).
 
     ``confidence`` is the family-wise confidence of the verdict. An exception from ``observe`` (the
     target's code, or the workbench) leaves as :class:`audit.errors.AuditIncomplete` with its
     traceback in the run's log.txt."""
     included = fair_coins(runs, seed)  # checks runs before anything is written
-    ctx = RunContext(out, "dp", setup.name, seed=seed, quiet=quiet)
+    ctx = RunContext(out, "dp", setup.name, seed=seed, quiet=quiet, name=run_name)
     with ctx:
         return _play(ctx, setup, runs, included, confidence, config_extra, write_report)
 
@@ -411,7 +425,8 @@ def run_dp(opts: DPOptions) -> tuple[Path, dict]:
     """Build the setup for ``opts.target`` and play the game; returns (run directory, results)."""
     setup = build_setup(opts)
     runs = opts.runs or setup.default_runs
-    return play(setup, runs, opts.seed, opts.confidence, opts.out, opts.quiet, {"options": asdict(opts)})
+    chosen = replace(opts, threat=setup.threat, canary=setup.canary["kind"])  # config.json records the defaults taken
+    return play(setup, runs, opts.seed, opts.confidence, opts.out, opts.quiet, {"options": asdict(chosen)})
 
 
 #: What each assumption-based bound's epsilon rests on, as the summary names it.
@@ -469,7 +484,7 @@ def _sweep_grid(opts: SweepOptions) -> tuple[tuple[str, ...], str]:
 
     is_dperm = opts.target in DPERM_TARGETS or opts.target in DPERM_AUDIT_TARGETS
     threats = opts.threats or (("white-box",) if is_dperm else ("updates", "white-box"))
-    return threats, opts.canary or ("crafted" if is_dperm else "dirac")
+    return threats, opts.canary or target_use(opts.target).default_canary
 
 
 def sweep_rows(opts: SweepOptions, sub_out: Path) -> list[dict]:
@@ -488,8 +503,8 @@ def sweep_rows(opts: SweepOptions, sub_out: Path) -> list[dict]:
             started = time.perf_counter()
             setup = build_setup(run_opts)
             runs = opts.runs or setup.default_runs
-            run_dir, res = play(setup, runs, opts.seed, confidence, sub_out, opts.quiet,
-                                {"options": asdict(run_opts)}, write_report=False)
+            run_dir, res = play(setup, runs, opts.seed, confidence, sub_out, opts.quiet, {"options": asdict(run_opts)},
+                                write_report=False, run_name=f"{threat}-epsilon-{eps:g}")
             est, valid = res["best_estimate"], res["best_lower_bound"]
             rows.append({"target": opts.target, "series": threat, "threat": threat, "canary": canary,
                          "epsilon_claimed": eps, "epsilon_theory": res["epsilon_theory"],
@@ -510,8 +525,15 @@ def run_sweep(opts: SweepOptions) -> tuple[Path, dict]:
         return ctx.run_dir, _sweep(ctx, opts, family)
 
 
+def audit_timing_key(row: dict) -> str:
+    """The ``timing`` key of one audit of a sweep (its wall time in seconds)."""
+    return f"audit_{row['run_dir']}_s"
+
+
 def _sweep(ctx: RunContext, opts: SweepOptions, family: Family) -> dict:
     rows = sweep_rows(opts, ctx.run_dir / "audits")
+    for r in rows:  # wall times vary between identical runs: they go to timing (volatile), not into rows
+        ctx.timing[audit_timing_key(r)] = r.pop("wall_s")
     plotted = [{"epsilon_theory": r["epsilon_theory"], "epsilon_lb": r["epsilon_lb"], "series": r["series"],
                 "method": r["method"]} for r in rows]
     plotted += [{"epsilon_theory": r["epsilon_theory"], "epsilon_lb": r["epsilon_lb_valid"],
@@ -532,9 +554,9 @@ def _sweep(ctx: RunContext, opts: SweepOptions, family: Family) -> dict:
         "epsilon_theory": None, "sweep": plotted, "verdict": verdict,
         "lower_bounds": [], "best_lower_bound": None,
         "tables": [{"title": "Sweep", "columns": ["threat", "canary", "epsilon theory", "epsilon lb", "method",
-                                                 "valid (CP) lb", "runs", "wall s", "audit"],
+                                                 "valid (CP) lb", "runs", "audit (in audits/)"],
                     "rows": [[r["threat"], r["canary"], r["epsilon_theory"], r["epsilon_lb"], r["method"],
-                              r["epsilon_lb_valid"], r["runs"], r["wall_s"], r["run_dir"]] for r in rows],
+                              r["epsilon_lb_valid"], r["runs"], r["run_dir"]] for r in rows],
                     "caption": "epsilon lb: the largest bound of each audit (GDP / per-step figures assume the "
                                "stated tradeoff shape); valid (CP) lb: Clopper-Pearson, no assumption."}],
         "rows": rows,
@@ -547,6 +569,7 @@ def sweep_summary(run_dir: Path, results: dict) -> list[str]:
     lines = [f"report:    {run_dir / 'report.html'}"]
     for r in results["rows"]:
         lines.append(f"{r['threat']:<10} eps_theory {r['epsilon_theory']:.3f}  eps_lb {r['epsilon_lb']:.3f} "
-                     f"({r['method']}), valid CP {r['epsilon_lb_valid']:.3f}, {r['runs']} runs, {r['wall_s']:.1f} s")
+                     f"({r['method']}), valid CP {r['epsilon_lb_valid']:.3f}, {r['runs']} runs, "
+                     f"{results['timing'][audit_timing_key(r)]:.1f} s")
     lines.append(f"verdict:   {results['verdict']['status']}: {results['verdict']['text']}")
     return lines

@@ -106,7 +106,7 @@ def train_cached(paths: RunPaths, data: Dataset, mask: np.ndarray, config: Train
         return train_models(data, mask[None], config, [int(seed)], device=device, progress=not quiet, desc=desc)
 
     params, hit = cached_models(paths.cache_dir, payload, train)
-    paths.log(f"{desc}: {'reused cached model' if hit else 'trained'} ({config.steps} steps)", echo=not quiet)
+    paths.log(f"{desc}: {'reused cached model' if hit else 'trained'} ({config.steps} steps)")
     return params
 
 

@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from attacks.inversion import InversionResult, MIFaceConfig, mi_face, ssim
+from audit.choices import INVERSION_STARTS
 from audit.errors import UserError
 from audit.run_context import RunContext
 from audit.run_extraction import member_split, resolve_trained, train_cached
@@ -39,9 +40,6 @@ from targets.models import get_architecture
 from targets.training import resolve_device
 
 GRID_PNG = "inversion_grid.png"
-#: Neutral starts: constant grey at the auxiliary data's mean intensity, or their mean image.
-START_KINDS = {"grey": "constant image at the mean intensity of the auxiliary data",
-               "mean": "mean image of the auxiliary data (all classes together)"}
 #: Most auxiliary records used to train the evaluation classifier.
 EVAL_MAX = 2000
 
@@ -149,8 +147,8 @@ def run_inversion(opts: InversionOptions) -> tuple[Path, dict]:
 
         arch = get_architecture(target.arch)
         low, high = float(data.X.min()), float(data.X.max())
-        if opts.start not in START_KINDS:
-            raise UserError(f"unknown start {opts.start!r}; choose one of {', '.join(START_KINDS)}")
+        if opts.start not in INVERSION_STARTS:
+            raise UserError(f"unknown start {opts.start!r}; choose one of {', '.join(INVERSION_STARTS)}")
         start = float(flat[aux].mean()) if opts.start == "grey" else flat[aux].mean(0).reshape(data.shape)
         classes = np.arange(data.n_classes)
         member_means = np.stack([flat[members][data.y[members] == c].mean(0) for c in classes])
@@ -207,7 +205,7 @@ def run_inversion(opts: InversionOptions) -> tuple[Path, dict]:
             "ssim_member_mean": float(np.mean([ssim(start_img.reshape(hw), m.reshape(hw), high - low)
                                                for m in member_means])),
         }
-        inversion["config"] = asdict(config) | {"black_box_steps": bb_steps, "start": START_KINDS[opts.start],
+        inversion["config"] = asdict(config) | {"black_box_steps": bb_steps, "start": INVERSION_STARTS[opts.start],
                                                 "data_range": [low, high]}
         inversion["evaluator"] = eval_info
         inversion["chance_accuracy"] = 1.0 / data.n_classes

@@ -29,6 +29,7 @@ from typing import Iterator
 import numpy as np
 from tqdm.auto import tqdm
 
+from audit.choices import MECHANISM_DRAWS
 from audit.errors import UserError
 from audit.run_context import RunContext
 from audit.stats.gdp import GDP_CLAIM_ASSUMPTION
@@ -44,8 +45,6 @@ from targets.plugin_mechanism import PluginMechanism
 from targets.plugin_rng import reproducibility_lines, reproducibility_table
 from targets.plugins import plugin_config
 
-#: Default draws per world: 10^5 resolves error rates near 1e-3 well enough for a useful bound.
-DEFAULT_DRAWS = 100_000
 #: Draws are made in chunks of this size so progress can be shown and memory stays small.
 CHUNK = 25_000
 #: Draws per world used to learn the test of a mechanism without a known statistic (plugins).
@@ -65,7 +64,7 @@ class MechanismOptions:
     epsilon: float | None = None
     delta: float | None = None
     quiet: bool = False
-    draws: int = DEFAULT_DRAWS
+    draws: int = MECHANISM_DRAWS
     confidence: float = 0.95
 
 
@@ -178,7 +177,7 @@ def run_mechanism(opts: MechanismOptions, mechanism: Mechanism | None = None) ->
 
 
 def _audit(ctx: RunContext, opts: MechanismOptions, mech: Mechanism, delta: float) -> dict:
-    config = {"options": asdict(opts), "mechanism": mech.to_dict()}
+    config = {"command": "run mechanism", "options": asdict(opts), "mechanism": mech.to_dict()}
     ctx.say(f"auditing {mech.description} with {opts.draws} draws per world")
 
     d0, d1 = mech.neighbouring_pair()

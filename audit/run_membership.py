@@ -28,7 +28,8 @@ from pathlib import Path
 import numpy as np
 
 from attacks.lira import resolve_variance
-from attacks.membership import ATTACKS, LIRA_ATTACKS, AttackInputs, expand_attacks, run_attacks
+from attacks.membership import AttackInputs, run_attacks
+from attacks.names import ATTACKS, LIRA_ATTACKS, expand_attacks
 from audit.cache import cached_models
 from audit.games import CanaryGame, build_canary_game
 from audit.run_context import RunContext, RunPaths
@@ -86,8 +87,7 @@ def _train(paths: RunPaths, game: CanaryGame, masks: np.ndarray, config: TrainCo
                             max_memory=opts.max_memory)
 
     params, hit = cached_models(paths.cache_dir, payload, train)
-    paths.log(f"{desc}: {'reused cached models' if hit else 'trained'} ({len(seeds)} model(s), {config.steps} steps)",
-              echo=not opts.quiet)
+    paths.log(f"{desc}: {'reused cached models' if hit else 'trained'} ({len(seeds)} model(s), {config.steps} steps)")
     return params
 
 
@@ -253,7 +253,7 @@ def run_membership(opts: MembershipOptions) -> tuple[Path, dict]:
             "columns": ["attack", "AUC", "TPR at 0.1% FPR", "TPR at 1% FPR", "advantage", "advantage interval",
                         "DP bound on advantage", "within bound"],
             "rows": [[name, a["auc"], a["tpr_at_fpr"]["0.001"], a["tpr_at_fpr"]["0.01"], a["advantage"],
-                      f"[{a['advantage_ci'][0]:.3f}, {a['advantage_ci'][1]:.3f}]",
+                      a["advantage_ci"],
                       "none (non-private)" if adv_bound is None else adv_bound,
                       "n/a" if adv_bound is None else ("yes" if a["advantage_within_dp_bound"] else "NO")]
                      for name, a in attacks_out.items()],

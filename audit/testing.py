@@ -56,24 +56,26 @@ def audit_target(target: Any, *, attack: str | None = None, runs: int | None = N
     if isinstance(what, TrainerPlugin):
         from audit.plugin_trainer import plugin_setup
         from audit.run_dp import play
+        from audit.target_defaults import dp_choice, trainer_plugin_use
 
-        setup = plugin_setup(what, canary or "mislabelled", threat or "black-box", seed, None, quiet)
+        threat, canary = dp_choice(trainer_plugin_use(what.description), threat or None, canary or None)
+        setup = plugin_setup(what, canary, threat, seed, None, quiet)
         return play(setup, runs or setup.default_runs, seed, confidence, out, quiet)
     family = None if isinstance(what, MechanismPlugin) else catalogue().get(what, ("unknown",))[0]
     if isinstance(what, MechanismPlugin) or family in ("mechanism", "dp-erm", "control"):
-        from audit.run_mechanism import DEFAULT_DRAWS
+        from audit.choices import MECHANISM_DRAWS
         from targets.plugin_mechanism import PluginMechanism
 
         if attack not in (None, "threshold"):
             raise UserError(f"mechanism audits have one attack, 'threshold' (got {attack!r})")
         options = MechanismOptions(target=label if isinstance(what, MechanismPlugin) else what, out=out, seed=seed,
-                                   quiet=quiet, draws=runs or DEFAULT_DRAWS, confidence=confidence)
+                                   quiet=quiet, draws=runs or MECHANISM_DRAWS, confidence=confidence)
         mechanism = PluginMechanism(what) if isinstance(what, MechanismPlugin) else None
         return run_mechanism(options, mechanism=mechanism)
     from audit.run_dp import DPOptions, run_dp
 
     return run_dp(DPOptions(target=what, out=out, seed=seed, quiet=quiet, runs=runs, confidence=confidence,
-                            canary=canary or "dirac", threat=threat or "updates"))
+                            canary=canary or None, threat=threat or None))
 
 
 def assert_private(target: Any, *, attack: str | None = None, runs: int | None = None, confidence: float = 0.95,
@@ -81,7 +83,8 @@ def assert_private(target: Any, *, attack: str | None = None, runs: int | None =
     """Audit ``target`` and raise AssertionError when its epsilon lower bound exceeds the claim.
 
     ``attack``: for trainers ``"THREAT/CANARY"`` (e.g. ``"black-box/mislabelled"``; plugins are
-    black boxes, built-in DP-SGD targets default to ``"updates/dirac"``); for mechanisms
+    black boxes, ``"black-box/crafted"`` by default; built-in targets default as ``run dp`` does,
+    :mod:`audit.target_defaults`); for mechanisms
     ``"threshold"``. ``runs``: trainings (trainers) or draws per world (mechanisms); ``out``:
     where the run directory goes (default: a fresh temporary folder). Returns the results dict.
     """

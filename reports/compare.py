@@ -8,7 +8,7 @@ valid epsilon lower bound. The figure overlays every run's ROC curves (one colou
 style per attack) with each DP run's theoretical limit ``TPR = 1 - f(FPR)`` [Dong, Roth, Su 2019].
 
 Rendering only: nothing is retrained; the inputs are the runs' ``results.json`` files. Outputs are
-deterministic (Agg, fixed size and dpi, no PNG metadata) and written atomically.
+deterministic (a Figure on the Agg canvas, fixed size and dpi, no PNG metadata) and written atomically.
 """
 
 from __future__ import annotations
@@ -19,19 +19,16 @@ import math
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+import jinja2
 import matplotlib
+import numpy as np
 
-matplotlib.use("Agg")
-
-import jinja2  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
-from audit.errors import UserError  # noqa: E402
-from audit.io import atomic_write_bytes, atomic_write_text, write_json  # noqa: E402
+from audit.errors import UserError
+from audit.io import atomic_write_bytes, atomic_write_text, write_json
 from audit.stats.metrics import dp_advantage_bound
-from reports.html import format_value, format_interval, load_run_json  # noqa: E402
-from reports.plots import as_float_array, as_number  # noqa: E402
+from reports.formatting import format_interval, format_value
+from reports.html import load_run_json
+from reports.plots import as_float_array, as_number, new_figure
 
 COMPARE_PNG = "compare_roc.png"
 COMPARE_HTML = "compare.html"
@@ -97,10 +94,11 @@ def comparison_rows(runs: Sequence[tuple[Path, dict]], attacks: Sequence[str] | 
 
 
 def _cells(row: Mapping[str, Any]) -> list[str]:
-    return [row["run"], str(row["target"]), format_value(row["epsilon_theory"]) if row["epsilon_theory"] is not None
-            else "none", format_value(row["delta"]), row["attack"], format_value(row["auc"]), format_value(row["tpr_1"]),
-            format_interval(row["tpr_1_ci"]), format_value(row["tpr_01"]), format_interval(row["tpr_01_ci"]), format_value(row["advantage"]),
-            format_interval(row["advantage_ci"]), format_value(row["advantage_dp_bound"]), format_value(row["best_epsilon_lower_bound"])]
+    theory = format_value(row["epsilon_theory"]) if row["epsilon_theory"] is not None else "none"
+    return [row["run"], str(row["target"]), theory, format_value(row["delta"]), row["attack"], format_value(row["auc"]),
+            format_value(row["tpr_1"]), format_interval(row["tpr_1_ci"]), format_value(row["tpr_01"]),
+            format_interval(row["tpr_01_ci"]), format_value(row["advantage"]), format_interval(row["advantage_ci"]),
+            format_value(row["advantage_dp_bound"]), format_value(row["best_epsilon_lower_bound"])]
 
 
 def compare_roc_plot(runs: Sequence[tuple[Path, dict]], path: str | Path, attacks: Sequence[str] | None = None) -> Path:
@@ -108,10 +106,10 @@ def compare_roc_plot(runs: Sequence[tuple[Path, dict]], path: str | Path, attack
     labels = _labels(runs)
     names = sorted({n for _, r in runs for n in r["attacks"] if not attacks or n in attacks})
     styles = {n: _STYLES[i % len(_STYLES)] for i, n in enumerate(names)}
-    colours = plt.get_cmap("tab10").colors
+    colours = matplotlib.colormaps["tab10"].colors
     lo = _MIN_LOG_FPR
-    with plt.rc_context({"font.size": 9, "legend.fontsize": 6.5, "path.simplify": False}):
-        fig, ax = plt.subplots(figsize=(7.2, 5.6))
+    with matplotlib.rc_context({"font.size": 11, "legend.fontsize": 8.5, "path.simplify": False}):
+        fig, ax = new_figure((6.4, 5.8))
         grid = np.logspace(math.log10(lo), 0, 200)
         ax.plot(grid, grid, linestyle=":", color="0.5", linewidth=1, label="chance (TPR = FPR)")
         for i, (label, (_, results)) in enumerate(zip(labels, runs)):
@@ -144,35 +142,25 @@ def compare_roc_plot(runs: Sequence[tuple[Path, dict]], path: str | Path, attack
         fig.tight_layout()
         buffer = io.BytesIO()
         fig.savefig(buffer, format="png", dpi=100, metadata={"Software": None}, bbox_inches="tight")
-        plt.close(fig)
     return atomic_write_bytes(path, buffer.getvalue())
 
 
-_TEMPLATE = """<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>privacy-audit comparison</title>
-<style>
-body { font-family: sans-serif; margin: 2em; max-width: 80em; }
-table { border-collapse: collapse; font-size: 0.85em; }
-th, td { border: 1px solid #bbb; padding: 0.25em 0.5em; text-align: right; }
-th { background: #eee; } td:nth-child(-n+2), td:nth-child(5) { text-align: left; }
-.over { background: #f8d3d3; }
-</style></head><body>
-<h1>Membership attacks across runs</h1>
-<p>{{ runs|length }} run(s). TPR at low FPR is read off each attack's empirical ROC with a
-Clopper–Pearson interval (Carlini et al. 2022). The DP bound on membership advantage
-(TPR − FPR) is (e<sup>ε</sup> − 1 + 2δ)/(e<sup>ε</sup> + 1). The best-threshold advantage is biased
-upwards, so it is checked through its interval (DKW bands, simultaneous over thresholds): a red cell marks
-an interval lying entirely above the bound.</p>
-<table><thead><tr>{% for c in columns %}<th>{{ c }}</th>{% endfor %}</tr></thead><tbody>
-{% for row in rows %}<tr>{% for cell in row.cells %}<td{% if loop.index == 12 and row.over %} class="over"{% endif %}>{{ cell }}</td>{% endfor %}</tr>
-{% endfor %}</tbody></table>
-<h2>ROC curves (log-log)</h2>
-<figure><img src="{{ figure }}" alt="overlaid ROC curves"><figcaption>One colour per run, one line style per
-attack; thick faint lines are each DP run's theoretical limit TPR = 1 − f(FPR). The dotted diagonal is random
-guessing.</figcaption></figure>
-<h2>Runs</h2><ul>{% for r in runs %}<li>{{ r.label }}: {{ r.dir }}</li>{% endfor %}</ul>
-</body></html>
-"""
+
+
+def compare_sentences(runs: Sequence[tuple[Path, dict]], rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The two plain sentences that open the comparison: what was compared, and what it shows."""
+    labels = _labels(runs)
+    compared = f"What was compared: {len(runs)} finished membership run(s) — {'; '.join(labels)}."
+    scored = [r for r in rows if r["auc"] is not None]
+    if not scored:
+        return [compared, "What it shows: no attack reported an AUC."]
+    top = max(scored, key=lambda r: r["auc"])
+    over = [r for r in rows if _above_bound(r)]
+    found = (f"What it shows: the strongest attack is {top['attack']} on {top['run']} (AUC {format_value(top['auc'])}, "
+             f"TPR {format_value(top['tpr_01'])} at 0.1% FPR); ")
+    found += (f"{len(over)} attack(s) beat their DP bound on advantage beyond sampling error." if over else
+              "no DP run's advantage interval lies above its DP bound.")
+    return [compared, found]
 
 
 def _above_bound(row: Mapping[str, Any]) -> bool:
@@ -195,9 +183,10 @@ def compare_runs(run_dirs: Sequence[str | Path], out_dir: str | Path, attacks: S
     rows = comparison_rows(runs, attacks)
     png = compare_roc_plot(runs, out / COMPARE_PNG, attacks)
     uri = "data:image/png;base64," + base64.b64encode(png.read_bytes()).decode("ascii")
-    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
-    html = env.from_string(_TEMPLATE).render(
-        columns=_COLUMNS, figure=uri,
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(Path(__file__).resolve().parent / "templates")),
+                             autoescape=True, undefined=jinja2.StrictUndefined)
+    html = env.get_template("compare.html.j2").render(
+        columns=_COLUMNS, figure=uri, sentences=compare_sentences(runs, rows),
         rows=[{"cells": _cells(r), "over": _above_bound(r)} for r in rows],
         runs=[{"label": label, "dir": str(path)} for label, (path, _) in zip(_labels(runs), runs)])
     html_path = atomic_write_text(out / COMPARE_HTML, html)

@@ -1,5 +1,11 @@
 """Self-contained HTML report of a finished run (jinja2, autoescaped, PNGs embedded as data URIs).
 
+Picture first: every report opens with its kind's headline figure (audits: the claim's tradeoff curve
+with the attacks' operating points, their confidence boxes and the lower-bound curve; sweeps: bound
+against theory; inversion: reconstructions beside the class means; extraction: what each attack got
+for its queries) and two plain sentences (:mod:`reports.summary`), then one compact table of
+attacks; everything else follows in collapsed sections of readable tables (:mod:`reports.formatting`).
+
 The report loads nothing from the network and needs no JavaScript: CSS is inline and every plot
 is a ``data:image/png;base64,...`` URI, so it opens from disk anywhere. Every string that comes
 from results or config (target names, plugin paths, labels) goes through jinja2's autoescaping;
@@ -10,7 +16,6 @@ from __future__ import annotations
 
 import base64
 import json
-import math
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -19,11 +24,14 @@ import jinja2
 from audit.errors import UserError
 from audit.io import atomic_write_text
 from reports import plots
+from reports.formatting import flat_rows, format_interval, format_table, format_value
+from reports.summary import attack_table, headline_sentences
 
 #: File names of the plots inside a run directory.
 ROC_PNG = "roc.png"
 TRADEOFF_PNG = "tradeoff.png"
 EPSILON_PNG = "epsilon.png"
+EXTRACTION_PNG = "extraction.png"
 REPORT_HTML = "report.html"
 
 _TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
@@ -45,58 +53,6 @@ def load_run_json(run_dir: Path, name: str, required: bool) -> dict | None:
     if not isinstance(data, dict):
         raise UserError(f"{path} does not hold a JSON object: re-run the audit to regenerate it")
     return data
-
-
-def format_value(value: Any, digits: int = 3) -> str:
-    """Human formatting of a JSON value: numbers to ``digits`` significant figures, None as a dash."""
-    if value is None:
-        return "—"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "nan"
-        if math.isinf(value):
-            return "∞" if value > 0 else "-∞"
-        if value != 0 and (abs(value) < 1e-3 or abs(value) >= 1e6):
-            return f"{value:.{digits}g}"
-        return f"{value:.{digits}g}" if abs(value) < 1 else f"{value:.{digits + 1}g}"
-    if isinstance(value, str):
-        if value in ("inf", "-inf"):
-            return "∞" if value == "inf" else "-∞"
-        return value
-    return json.dumps(value, sort_keys=True)
-
-
-def format_interval(ci: Any) -> str:
-    """A confidence interval ``[lo, hi]`` as text."""
-    if isinstance(ci, (list, tuple)) and len(ci) == 2:
-        return f"[{format_value(ci[0])}, {format_value(ci[1])}]"
-    return ""
-
-
-def _details_text(details: Any, limit: int = 8) -> str:
-    """Compact ``key=value`` text of a bound's details (scalars only; at most ``limit`` entries)."""
-    if not isinstance(details, Mapping):
-        return "" if details is None else format_value(details)
-    parts = []
-    for key in sorted(details):
-        value = details[key]
-        if isinstance(value, (dict, list)) and len(json.dumps(value)) > 60:
-            continue
-        parts.append(f"{key}={format_value(value)}")
-    if len(parts) > limit:
-        parts = parts[:limit] + ["…"]
-    return ", ".join(parts)
-
-
-def _kv_rows(mapping: Any) -> list[tuple[str, str]]:
-    """Sorted ``(key, formatted value)`` pairs of a dict (nested values as compact JSON)."""
-    if not isinstance(mapping, Mapping):
-        return []
-    return [(str(key), format_value(mapping[key])) for key in sorted(mapping, key=str)]
 
 
 def _data_uri(path: Path) -> str:
@@ -159,6 +115,15 @@ def make_plots(run_dir: Path, results: Mapping[str, Any]) -> list[dict]:
                        "dotted y = x line; a point above it means the claimed guarantee is broken or "
                        "the accounting is wrong.",
         })
+    methods = (results.get("extraction") or {}).get("methods")
+    if isinstance(methods, list) and methods:
+        path = plots.extraction_plot(methods, run_dir / EXTRACTION_PNG)
+        figures.append({
+            "path": path, "title": "Extraction attacks: parameter error and agreement",
+            "caption": "Each attack's queries (in its label), how far the stolen parameters are from the served "
+                       "ones (log scale) and how often the stolen model labels test data and uniform random inputs "
+                       "like the served model (Tramèr et al. 2016).",
+        })
     figures.extend(_extra_figures(run_dir, results))
     for figure in figures:
         figure["uri"] = _data_uri(Path(figure["path"]))
@@ -184,128 +149,106 @@ def _extra_figures(run_dir: Path, results: Mapping[str, Any]) -> list[dict]:
     return extra
 
 
-def _tables(results: Mapping[str, Any]) -> list[dict]:
-    """Extra tables a runner asks for in ``results["tables"]``: ``{"title", "columns", "rows"}``."""
+def _headline_name(results: Mapping[str, Any]) -> str | None:
+    """File name of the figure a report of this kind opens with."""
+    kind = results.get("kind")
+    if kind == "sweep":
+        return EPSILON_PNG
+    if kind == "inversion":
+        return next((str(f.get("file")) for f in results.get("figures") or [] if isinstance(f, Mapping)), None)
+    if kind == "extraction":
+        return EXTRACTION_PNG
+    return TRADEOFF_PNG
+
+
+def _section(title: str, *, figures: list | None = None, tables: list | None = None, rows: list | None = None,
+             paragraphs: list | None = None) -> dict:
+    return {"title": title, "figures": figures or [], "tables": tables or [], "rows": rows or [],
+            "paragraphs": [p for p in paragraphs or [] if p]}
+
+
+def _bounds_table(results: Mapping[str, Any]) -> dict | None:
+    bounds = [b for b in results.get("lower_bounds") or [] if isinstance(b, Mapping)]
+    if not bounds:
+        return None
+    best = results.get("best_lower_bound") if isinstance(results.get("best_lower_bound"), Mapping) else {}
+    rows = []
+    for b in bounds:
+        details = b.get("details") if isinstance(b.get("details"), Mapping) else {}
+        is_best = bool(best) and all(b.get(k) == best.get(k) for k in ("method", "attack", "epsilon"))
+        rows.append([format_value(b.get("method")) + (" (best)" if is_best else ""), format_value(b.get("attack")),
+                     format_value(b.get("epsilon")), format_value(details.get("mu_lb")),
+                     format_value(b.get("confidence")), format_value(b.get("n")),
+                     format_value(b.get("role", "verdict" if b.get("valid") else "estimate"))])
+    caption = ""
+    if best:
+        caption = (f"The best verdict bound holds at {format_value(best.get('family_confidence'))} confidence across a "
+                   f"family of {format_value(best.get('family_size'))} competing bound(s), each computed at the "
+                   f"Bonferroni-corrected confidence shown.")
+    return {"title": "Every lower bound", "columns": ["method", "attack", "ε lower bound", "μ lower bound",
+                                                      "confidence", "observations", "role"],
+            "rows": rows, "caption": caption}
+
+
+def _attack_details(results: Mapping[str, Any]) -> list[dict]:
+    """One readable table per attack of everything it reports (curves summarised, not dumped)."""
     tables = []
-    for table in results.get("tables") or []:
-        if not isinstance(table, Mapping) or not isinstance(table.get("rows"), list):
+    for name, attack in sorted((results.get("attacks") or {}).items()):
+        if not isinstance(attack, Mapping):
             continue
-        columns = [str(c) for c in table.get("columns") or []]
-        rows = [[format_value(cell) for cell in row] for row in table["rows"] if isinstance(row, list)]
-        tables.append({"title": str(table.get("title", "")), "columns": columns, "rows": rows,
-                       "caption": str(table.get("caption", ""))})
+        shown = {k: v for k, v in attack.items() if k not in ("roc", "empirical_points")}
+        rows = [[key, text] for key, text in flat_rows(shown)]
+        points = [p for p in attack.get("empirical_points") or [] if isinstance(p, Mapping)]
+        rows += [[f"operating point {i + 1}", f"FPR {format_value(p.get('fpr'))} ({format_interval(p.get('fpr_ci'))}), "
+                                              f"FNR {format_value(p.get('fnr'))} ({format_interval(p.get('fnr_ci'))})"]
+                 for i, p in enumerate(points)]
+        tables.append({"title": name, "columns": ["", ""], "rows": rows, "caption": ""})
     return tables
 
 
-def _model_name(results: Mapping[str, Any]) -> Any:
-    model = results.get("model")
-    if isinstance(model, Mapping):
-        for key in ("name", "architecture", "model"):
-            if isinstance(model.get(key), str):
-                return model[key]
-        return None
-    return model
-
-
-def _bound_counts(bound: Mapping[str, Any]) -> str:
-    """Counts behind a bound: n plus any count-like detail (r, v, m, k_pos, k_neg, fp, fn, ...)."""
-    details = bound.get("details") if isinstance(bound.get("details"), Mapping) else {}
-    count_keys = ("m", "r", "v", "k_pos", "k_neg", "fp", "fn", "n_pos", "n_neg", "guesses", "correct")
-    parts = [f"n={format_value(bound.get('n'))}"]
-    parts += [f"{key}={format_value(details[key])}" for key in count_keys if key in details]
-    return ", ".join(parts)
-
-
-def _attack_rows(results: Mapping[str, Any]) -> tuple[list[dict], list[dict]]:
-    """Membership-metric rows and per-attack rows of other scalar metrics."""
-    attacks = results.get("attacks") or {}
-    metric_rows, other_rows = [], []
-    standard = {"auc", "balanced_accuracy", "advantage", "tpr_at_fpr", "tpr_at_fpr_ci", "roc", "empirical_points"}
-    for name in sorted(attacks):
-        attack = attacks[name]
-        if not isinstance(attack, Mapping):
-            continue
-        if "auc" in attack or "tpr_at_fpr" in attack:
-            tpr = attack.get("tpr_at_fpr") or {}
-            ci = attack.get("tpr_at_fpr_ci") or {}
-            metric_rows.append({
-                "name": name, "auc": format_value(attack.get("auc")),
-                "tpr1": format_value(tpr.get("0.01")), "tpr1_ci": format_interval(ci.get("0.01")),
-                "tpr01": format_value(tpr.get("0.001")), "tpr01_ci": format_interval(ci.get("0.001")),
-                "advantage": format_value(attack.get("advantage")),
-                "balanced_accuracy": format_value(attack.get("balanced_accuracy")),
-                "points": len(attack.get("empirical_points") or []),
-            })
-        extra = [(key, format_value(attack[key])) for key in sorted(attack) if key not in standard
-                 and not (isinstance(attack[key], (list, dict)) and len(json.dumps(attack[key])) > 200)]
-        if extra:
-            other_rows.append({"name": name, "entries": extra})
-    return metric_rows, other_rows
-
-
 def build_context(results: Mapping[str, Any], config: Mapping[str, Any] | None, figures: list[dict]) -> dict:
-    """Everything the template shows, already formatted as text (the template escapes it)."""
-    eps_theory = results.get("epsilon_theory")
-    if eps_theory is None:
-        theory_text = "none (non-private)"
-    else:
-        theory_text = format_value(eps_theory)
-        if results.get("accountant"):
-            theory_text += f" (accountant: {results['accountant']})"
-    best = results.get("best_lower_bound")
-    best_text = None
-    if isinstance(best, Mapping):
-        best_text = (f"{format_value(best.get('epsilon'))} ({best.get('method', '?')}"
-                     + (f", attack {best['attack']}" if best.get("attack") else "")
-                     + f", {format_value(best.get('family_confidence', best.get('confidence')))} confidence, "
-                       f"family of {format_value(best.get('family_size', 1))}, {_bound_counts(best)})")
-    verdict = results.get("verdict") if isinstance(results.get("verdict"), Mapping) else None
+    """Everything the template shows, already formatted as text (the template escapes it): the headline
+    (sentences, figure, attack table) and the collapsed sections below it."""
+    verdict = results.get("verdict") if isinstance(results.get("verdict"), Mapping) else {}
     status = str(verdict.get("status")) if verdict else None
-    bounds = []
-    for bound in results.get("lower_bounds") or []:
-        if not isinstance(bound, Mapping):
-            continue
-        bounds.append({
-            "method": format_value(bound.get("method")), "attack": format_value(bound.get("attack")),
-            "epsilon": format_value(bound.get("epsilon")), "confidence": format_value(bound.get("confidence")),
-            "n": format_value(bound.get("n")), "valid": bool(bound.get("valid")),
-            "role": format_value(bound.get("role", "verdict" if bound.get("valid") else "estimate")),
-            "details": _details_text(bound.get("details")),
-            "best": isinstance(best, Mapping) and all(bound.get(k) == best.get(k)
-                                                    for k in ("method", "attack", "epsilon")),
-        })
-    metric_rows, other_rows = _attack_rows(results)
-    summary = [
-        ("target", format_value(results.get("target"))),
-        ("description", format_value(results.get("target_description")) if results.get("target_description") else None),
-        ("audit kind", format_value(results.get("kind"))),
-        ("dataset", format_value(results.get("dataset")) if results.get("dataset") is not None else None),
-        ("model", format_value(_model_name(results)) if _model_name(results) is not None else None),
-        ("neighbouring relation", format_value(results.get("neighbouring")) if results.get("neighbouring") else None),
-        ("δ", format_value(results.get("delta"))),
-        ("ε theory (upper bound)", theory_text),
-        ("best valid ε lower bound", best_text or "none (no statistically valid bound)"),
-        ("seed", format_value(results.get("seed")) if results.get("seed") is not None else None),
-        ("created", format_value(results.get("created")) if results.get("created") else None),
-    ]
-    model = results.get("model")
+    headline_name = _headline_name(results)
+    headline = next((f for f in figures if f["name"] == headline_name), figures[0] if figures else None)
+    attack = attack_table(results)
+    runner_tables = [format_table(t) for t in results.get("tables") or [] if isinstance(t, Mapping)]
+    if results.get("kind") in ("sweep", "inversion", "extraction"):
+        runner_tables = runner_tables[1:]  # the first is the attack table
+    sections = []
+    more = [f for f in figures if f is not headline]
+    if more:
+        sections.append(_section("More figures", figures=more))
+    bounds = _bounds_table(results)
+    theory = results.get("epsilon_theory")
+    sections.append(_section("Verdict and bounds", tables=[t for t in [bounds] if t], paragraphs=[
+        f"Verdict: {status} — {verdict.get('text', '')}" if status else None,
+        (results.get("ceiling") or {}).get("text"),
+        f"Theory: ε = {format_value(theory)} at δ = {format_value(results.get('delta'))} "
+        f"({results.get('accountant') or 'no accountant'}); neighbouring relation: "
+        f"{results.get('neighbouring') or '—'}." if theory is not None else None]))
+    sections.extend(_section(t["title"], tables=[t]) for t in runner_tables)
+    details = _attack_details(results)
+    if details:
+        sections.append(_section("Per-attack details", tables=details))
+    for key, title in (("params", "Parameters"), ("game", "Audit game"), ("model", "Model"), ("timing", "Timing (s)")):
+        if isinstance(results.get(key), Mapping) and results[key]:
+            sections.append(_section(title, rows=flat_rows(results[key])))
+    if config:
+        sections.append(_section("Configuration (config.json)", rows=flat_rows(
+            {k: v for k, v in config.items() if k not in ("seeds",)})))
     return {
         "title_target": format_value(results.get("target", "unknown target")),
         "kind": format_value(results.get("kind", "audit")),
-        "summary": [(k, v) for k, v in summary if v is not None],
-        "verdict": {"status": status, "text": format_value(verdict.get("text", "")),
-                    "colour": _VERDICT_COLOURS.get(status or "", "#e8e8e8")} if verdict else None,
-        "bounds": bounds,
-        "metric_rows": metric_rows,
-        "other_rows": other_rows,
-        "figures": figures,
-        "tables": _tables(results),
-        "params": _kv_rows(results.get("params")),
-        "game": _kv_rows(results.get("game")),
-        "model_info": _kv_rows(model) if isinstance(model, Mapping) else [],
-        "timing": _kv_rows(results.get("timing")),
-        "schema_version": format_value(results.get("schema_version")),
-        "config_text": json.dumps(config, indent=2, sort_keys=True) if config is not None else None,
+        "subtitle": f"created {format_value(results.get('created'))} · seed {format_value(results.get('seed'))} · "
+                    f"results schema version {format_value(results.get('schema_version'))}",
+        "verdict": {"status": status, "colour": _VERDICT_COLOURS.get(status or "", "#e8e8e8")} if status else None,
+        "sentences": headline_sentences(results),
+        "headline": headline,
+        "attack_table": attack,
+        "sections": sections,
     }
 
 

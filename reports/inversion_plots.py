@@ -1,7 +1,8 @@
 """Image grid for model-inversion reports: one column per class, one row per kind of image
 (member class mean, reconstructions from the target and the reference model, non-member class mean).
 
-Deterministic PNG bytes like :mod:`reports.plots` (Agg backend, fixed size and dpi, no metadata),
+Deterministic PNG bytes like :mod:`reports.plots` (a Figure on the Agg canvas, fixed size and dpi, no
+metadata),
 written atomically.
 """
 
@@ -11,9 +12,10 @@ import os
 from pathlib import Path
 from typing import Sequence
 
+import matplotlib
 import numpy as np
 
-from reports.plots import RC_PARAMS, save_png, plt
+from reports.plots import RC_PARAMS, new_figure, save_png
 
 
 def image_grid(rows: Sequence[tuple[str, np.ndarray]], labels: Sequence[str], path: str | os.PathLike,
@@ -23,13 +25,13 @@ def image_grid(rows: Sequence[tuple[str, np.ndarray]], labels: Sequence[str], pa
     Every image is shown on the same grey scale [low, high] (no per-image normalisation, so
     intensities are comparable across rows). Returns the written path.
     """
-    with plt.rc_context(RC_PARAMS):
+    with matplotlib.rc_context(RC_PARAMS):
         return _grid(rows, labels, path, title, low, high)
 
 
 def _grid(rows, labels, path, title, low, high) -> Path:
     n_rows, n_cols = len(rows), len(labels)
-    fig, axes = plt.subplots(n_rows, n_cols, figsize=(1.0 * n_cols + 1.4, 1.0 * n_rows + 0.5), squeeze=False)
+    fig, axes = new_figure((1.0 * n_cols + 1.4, 1.0 * n_rows + 0.5), n_rows, n_cols, squeeze=False)
     for r, (name, images) in enumerate(rows):
         for c in range(n_cols):
             ax = axes[r][c]

@@ -1,6 +1,9 @@
-"""Plots for audit reports (matplotlib, Agg backend, deterministic PNG bytes).
+"""Plots for audit reports (matplotlib figures drawn on the Agg canvas, deterministic PNG bytes).
 
-Every function renders into memory (``BytesIO``) and writes the file with
+The plots build :class:`matplotlib.figure.Figure` objects directly and never touch pyplot, so
+importing this module selects no backend: the workbench draws without a display, and a user's own
+matplotlib set-up (a notebook, an interactive backend) is left alone. Every function renders into
+memory (``BytesIO``) and writes the file with
 :func:`audit.io.atomic_write_bytes`, so a crash never leaves a half-written PNG. Figures use a fixed
 size and dpi and the PNG metadata is emptied (no ``Software`` text chunk, no timestamp), so the
 same input gives byte-identical files.
@@ -19,28 +22,25 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 import matplotlib
+import numpy as np
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.patches import Rectangle  # noqa: E402
-
-from audit.io import atomic_write_bytes  # noqa: E402
+from audit.io import atomic_write_bytes
 
 #: Fixed output resolution; with the fixed figure sizes below this fixes the pixel size.
 DPI = 100
 #: Colours assigned to attacks in sorted-name order, the same in every plot of a report.
-_COLOURS = plt.get_cmap("tab10").colors
+_COLOURS = matplotlib.colormaps["tab10"].colors
 #: Smallest FPR drawn on logarithmic axes (an FPR of 0 cannot be shown on a log axis).
 _MIN_LOG_FPR = 1e-5
 
+#: Font sizes chosen so that a figure shown at its pixel size is readable on a laptop screen.
 RC_PARAMS = {
-    "font.size": 9,
-    "axes.titlesize": 10,
-    "axes.labelsize": 9,
-    "legend.fontsize": 7.5,
+    "font.size": 11,
+    "axes.titlesize": 12,
+    "axes.labelsize": 11,
+    "legend.fontsize": 10,
     "svg.hashsalt": "privacy-audit",
     "path.simplify": False,
 }
@@ -74,12 +74,18 @@ def attack_colours(names: Iterable[str]) -> dict[str, tuple]:
     return {name: _COLOURS[i % len(_COLOURS)] for i, name in enumerate(sorted(names))}
 
 
-def save_png(fig: Figure, path: str | os.PathLike) -> Path:
-    """Render ``fig`` to PNG bytes without metadata and write them atomically."""
+def save_png(fig: Figure, path: str | os.PathLike, tight: bool = False) -> Path:
+    """Render ``fig`` to PNG bytes without metadata and write them atomically; ``tight`` grows or
+    trims the canvas to what was drawn (a legend placed below the axes)."""
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=DPI, metadata={"Software": None})
-    plt.close(fig)
+    fig.savefig(buffer, format="png", dpi=DPI, metadata={"Software": None}, bbox_inches="tight" if tight else None)
     return atomic_write_bytes(path, buffer.getvalue())
+
+
+def new_figure(figsize: tuple[float, float], rows: int = 1, cols: int = 1, **kwargs: Any) -> tuple[Figure, Any]:
+    """A figure (no pyplot, no backend) and its axes, as ``pyplot.subplots`` would return them."""
+    fig = Figure(figsize=figsize)
+    return fig, fig.subplots(rows, cols, **kwargs)
 
 
 def _log_floor(values: Iterable[float]) -> float:
@@ -117,8 +123,8 @@ def roc_plot(
         curves[name] = (fpr[keep], tpr[keep])
         all_fpr.extend(fpr[keep].tolist())
     lo = _log_floor(all_fpr)
-    with plt.rc_context(RC_PARAMS):
-        fig, ax = plt.subplots(figsize=(5.2, 4.4))
+    with matplotlib.rc_context(RC_PARAMS):
+        fig, ax = new_figure((6.4, 5.2))
         grid = np.logspace(math.log10(lo), 0, 200)
         ax.plot(grid, grid, linestyle=":", color="0.45", linewidth=1, label="chance (TPR = FPR)")
         if theory_tradeoff:
@@ -212,8 +218,8 @@ def tradeoff_plot(results: Mapping[str, Any], path: str | os.PathLike) -> Path:
             low_values.append(as_number(point.get("fpr")) or 0.0)
             low_values.extend(as_number(v) or 0.0 for v in (point.get("fpr_ci") or []))
     lo = min(_log_floor(low_values), 1e-3)
-    with plt.rc_context(RC_PARAMS):
-        fig, (left, right) = plt.subplots(1, 2, figsize=(10.0, 4.6))
+    with matplotlib.rc_context(RC_PARAMS):
+        fig, (left, right) = new_figure((11.0, 5.0), 1, 2)
         _draw_tradeoff_panel(left, results, colours, None)
         left.set_xlim(0, 1)
         left.set_ylim(0, 1)
@@ -228,10 +234,11 @@ def tradeoff_plot(results: Mapping[str, Any], path: str | os.PathLike) -> Path:
             ax.set_xlabel("false positive rate α (FPR)")
             ax.set_ylabel("false negative rate β (FNR)")
             ax.grid(True, linewidth=0.4, color="0.85")
+        fig.tight_layout()
         handles, labels = left.get_legend_handles_labels()
-        fig.legend(handles, labels, loc="lower center", ncol=min(3, max(1, len(labels))), frameon=False)
-        fig.tight_layout(rect=(0, 0.05 + 0.035 * ((len(labels) - 1) // 3), 1, 1))
-        return save_png(fig, path)
+        fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(3, max(1, len(labels))),
+                   frameon=False)
+        return save_png(fig, path, tight=True)
 
 
 def epsilon_plot(rows: Sequence[Mapping[str, Any]], path: str | os.PathLike) -> Path:
@@ -251,8 +258,8 @@ def epsilon_plot(rows: Sequence[Mapping[str, Any]], path: str | os.PathLike) -> 
         groups.setdefault(str(row.get("series", "lower bound")), []).append((theory, lb))
     colours = attack_colours(groups)
     top = max([1.0] + [max(t, l) for pts in groups.values() for t, l in pts]) * 1.08
-    with plt.rc_context(RC_PARAMS):
-        fig, ax = plt.subplots(figsize=(5.2, 4.4))
+    with matplotlib.rc_context(RC_PARAMS):
+        fig, ax = new_figure((7.0, 5.2))
         ax.plot([0, top], [0, top], linestyle=":", color="0.3", linewidth=1.2, label="y = x (bound = theory)")
         for name in sorted(groups):
             points = sorted(groups[name])
@@ -278,8 +285,8 @@ def claim_plot(curves: Sequence[Mapping[str, Any]], path: str | os.PathLike, tit
     loose guarantees differ most [Dong, Roth, Su 2019, Sec. 2]. Returns the written path.
     """
     colours = attack_colours([str(c["label"]) for c in curves])
-    with plt.rc_context(RC_PARAMS):
-        fig, (left, right) = plt.subplots(1, 2, figsize=(10.0, 4.6))
+    with matplotlib.rc_context(RC_PARAMS):
+        fig, (left, right) = new_figure((11.0, 5.0), 1, 2)
         for ax, log in ((left, False), (right, True)):
             grid = np.logspace(math.log10(_MIN_LOG_FPR), 0, 200) if log else np.linspace(0, 1, 200)
             ax.plot(grid, 1 - grid, linestyle=":", color="0.4", linewidth=1.0, label="no privacy loss (β = 1 - α)")
@@ -299,7 +306,34 @@ def claim_plot(curves: Sequence[Mapping[str, Any]], path: str | os.PathLike, tit
         right.set_xlim(_MIN_LOG_FPR, 1)
         right.set_title("Zoom on low FPR (log FPR axis)")
         fig.suptitle(title)
+        fig.tight_layout()
         handles, labels = left.get_legend_handles_labels()
-        fig.legend(handles, labels, loc="lower center", ncol=1, frameon=False)
-        fig.tight_layout(rect=(0, 0.045 * len(labels) + 0.01, 1, 1))
+        fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=1, frameon=False)
+        return save_png(fig, path, tight=True)
+
+
+def extraction_plot(methods: Sequence[Mapping[str, Any]], path: str | os.PathLike) -> Path:
+    """What each extraction attack got for its queries: relative parameter error (log axis) and the
+    agreement of the stolen model with the served one on test and on uniform inputs
+    [Tramèr et al. 2016, Sec. 4-5]. ``methods`` are ``results["extraction"]["methods"]``."""
+    names = [f"{m.get('method', '?')}\n({int(as_number(m.get('queries')) or 0):,} queries)" for m in methods]
+    error = [max(as_number(m.get("param_rel_error")) or 0.0, 1e-16) for m in methods]
+    y = np.arange(len(methods))
+    with matplotlib.rc_context(RC_PARAMS):
+        fig, (left, right) = new_figure((11.0, 1.2 + 0.9 * len(methods)), 1, 2, sharey=True)
+        left.barh(y, error, color="tab:blue")
+        left.set_xscale("log")
+        left.set_xlabel("relative parameter error (log scale)")
+        left.set_yticks(y, names)
+        left.invert_yaxis()
+        for offset, key, colour, label in ((-0.2, "agreement_test", "tab:green", "test data"),
+                                           (0.2, "agreement_uniform", "tab:orange", "uniform inputs")):
+            right.barh(y + offset, [as_number(m.get(key)) or 0.0 for m in methods], height=0.4, color=colour,
+                       label=label)
+        right.set_xlim(0, 1)
+        right.set_xlabel("agreement with the served model")
+        right.legend(loc="lower left")
+        for ax in (left, right):
+            ax.grid(True, axis="x", linewidth=0.4, color="0.85")
+        fig.tight_layout()
         return save_png(fig, path)

@@ -21,6 +21,7 @@ from attacks.extraction import (
     uniform_inputs,
 )
 from audit.errors import UserError
+from audit.run_context import SCHEMA_VERSION
 
 #: Single-threaded BLAS: these problems are small, and on a loaded 2-core machine extra BLAS threads
 #: slow them down tenfold.
@@ -134,11 +135,11 @@ def test_exact_api_with_underflowed_probability_is_user_error():
 def test_run_extraction_dperm_steals_the_noisy_release(tmp_path):
     proc = _cli("--target", "dperm_digits", "--quick", "--quiet", "--out", str(tmp_path))
     assert proc.returncode == 0, proc.stderr
-    run = next(p for p in tmp_path.iterdir() if p.name != "cache")
+    run = next(p for p in tmp_path.iterdir() if p.is_dir() and p.name != "cache")
     for name in ("config.json", "results.json", "report.html"):
         assert (run / name).is_file()
     results = json.loads((run / "results.json").read_text())
-    assert results["kind"] == "extraction" and results["schema_version"] == 2
+    assert results["kind"] == "extraction" and results["schema_version"] == SCHEMA_VERSION
     e = results["extraction"]
     assert e["queries"] == 65 and e["param_rel_error"] < 1e-6
     assert e["agreement_test"] == 1.0 and e["agreement_uniform"] == 1.0 and e["tv_distance"] < 1e-9

@@ -6,6 +6,8 @@ import sys
 
 import pytest
 
+from audit.run_context import SCHEMA_VERSION
+
 
 @pytest.mark.parametrize("target", ["dpsgd_mnist"])
 def test_flagship_quick_writes_report_and_bound_below_theory(tmp_path, target):
@@ -14,13 +16,13 @@ def test_flagship_quick_writes_report_and_bound_below_theory(tmp_path, target):
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.strip().splitlines()
     assert lines[0].startswith("report:") and lines[1].startswith("theory:")
-    run_dirs = [p for p in tmp_path.iterdir() if p.name != "cache"]
+    run_dirs = [p for p in tmp_path.iterdir() if p.is_dir() and p.name != "cache"]
     assert len(run_dirs) == 1
     run = run_dirs[0]
     for name in ("config.json", "results.json", "report.html", "roc.png", "tradeoff.png"):
         assert (run / name).is_file(), name
     results = json.loads((run / "results.json").read_text())
-    assert results["schema_version"] == 2
+    assert results["schema_version"] == SCHEMA_VERSION
     for key in ("noise_multiplier", "clip_norm", "sample_rate", "steps"):
         assert key in results["params"]
     assert results["epsilon_theory"] == pytest.approx(8.0, rel=1e-3)
@@ -28,7 +30,7 @@ def test_flagship_quick_writes_report_and_bound_below_theory(tmp_path, target):
         assert {"method", "epsilon", "confidence", "n", "valid"} <= set(bound)
         if bound["valid"]:
             assert float(bound["epsilon"]) <= results["epsilon_theory"]
-    from attacks.membership import ATTACKS
+    from attacks.names import ATTACKS
     from audit.stats.metrics import dp_advantage_bound
 
     # the default --attack is all: every attack in one report, LiRA online and offline included

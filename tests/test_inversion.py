@@ -95,7 +95,7 @@ def test_run_inversion_small_model_beats_chance(tmp_path):
                            "--quick", "--quiet", "--out", str(tmp_path)], capture_output=True, text=True, timeout=600,
                           env=env)
     assert proc.returncode == 0, proc.stderr
-    run = next(p for p in tmp_path.iterdir() if p.name != "cache")
+    run = next(p for p in tmp_path.iterdir() if p.is_dir() and p.name != "cache")
     for name in ("config.json", "results.json", "report.html", "inversion_grid.png"):
         assert (run / name).is_file(), name
     results = json.loads((run / "results.json").read_text())

@@ -17,7 +17,8 @@ import pytest
 from scipy.special import log_softmax
 
 from attacks.lira import lira_scores, logit_confidence
-from attacks.membership import ATTACKS, AttackInputs, expand_attacks, run_attacks
+from attacks.membership import AttackInputs, run_attacks
+from attacks.names import ATTACKS, expand_attacks
 from audit.errors import UserError
 from audit.stats.metrics import advantage_interval, attack_metrics, dp_advantage_bound
 from audit.theory.claims import ApproxDPClaim

@@ -24,7 +24,7 @@ def test_opacus_claim_compares_accountants():
 def test_opacus_mnist_runs_through_the_dp_audit(tmp_path, capsys):
     assert main(["run", "dp", "--target", "opacus_mnist", "--threat", "black-box", "--canary", "crafted",
                  "--runs", "8", "--quiet", "--out", str(tmp_path)]) == 0
-    (run,) = [p for p in tmp_path.iterdir() if p.name != "cache"]
+    (run,) = [p for p in tmp_path.iterdir() if p.is_dir() and p.name != "cache"]
     results = json.loads((run / "results.json").read_text())
     assert results["game"]["runs"] == 8 and results["params"]["plugin"] == "opacus_mnist"
     assert results["epsilon_theory"] == pytest.approx(2.0, abs=2e-3)

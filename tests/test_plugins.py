@@ -107,7 +107,7 @@ def test_mechanism_plugin_audit(plugin_module, factory, status, code, tmp_path, 
     out = tmp_path / "runs"
     assert main(["run", "mechanism", "--target", f"{plugin_module}:{factory}", "--quiet", "--fail-above-claim",
                  "--out", str(out)]) == code
-    (run,) = [p for p in out.iterdir() if p.name != "cache"]
+    (run,) = [p for p in out.iterdir() if p.is_dir() and p.name != "cache"]
     results = json.loads((run / "results.json").read_text())
     assert results["verdict"]["status"] == status
     assert results["game"]["test_fitted_on"].startswith("20000 separate draws")

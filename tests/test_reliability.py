@@ -31,7 +31,7 @@ def _cli(args: list[str], **kwargs) -> subprocess.Popen:
 
 
 def _run_dirs(out: Path) -> list[Path]:
-    return sorted(p for p in out.iterdir() if p.name != "cache") if out.exists() else []
+    return sorted(p for p in out.iterdir() if p.is_dir() and p.name != "cache") if out.exists() else []
 
 
 def _results_without_volatile(run_dir: Path) -> dict:

@@ -50,16 +50,18 @@ def test_render_writes_report_and_all_plots(run_dir: Path) -> None:
         assert image[..., :3].std() > 0.05, f"{name} looks blank"
     html = path.read_text(encoding="utf-8")
     results = read_json(run_dir / "results.json")
-    # Every section of the fixture shows up.
-    for text in ("Summary", "How to read this report", "Empirical lower bounds", "Attack strength", "Plots",
-                 "Parameters", "Audit game", "Model", "Configuration (config.json)", "noise_multiplier",
-                 "7.993 (accountant: pld)", "add/remove", "one-run", "loss_threshold", "shadow",
-                 "n_shadow_models", "consistent", "#d7f0d9"):
+    # The headline (sentences, figure, attack table) and every section of the fixture show up.
+    for text in ("What was audited", "What was found", '<figure class="headline">', "<h2>Attacks</h2>",
+                 "How to read this report", "Every lower bound", "More figures", "Parameters", "Audit game",
+                 "Model", "Configuration (config.json)", "noise_multiplier", "ε = 7.99 at δ = 1e-05",
+                 "(pld)", "add/remove", "one-run", "loss_threshold",
+                 "shadow", "n_shadow_models", "consistent", "#d7f0d9"):
         assert text in html, text
     assert results["target_description"] in html
-    # The best bound (one-run, 1.42) is the one marked and summarised, with its counts.
-    assert re.search(r'<tr class="best"><td>one-run</td><td>shadow</td><td class="num">1.42<', html)
-    assert "1.42 (one-run, attack shadow, 0.95 confidence, family of 1, n=1000" in html
+    assert html.index('<figure class="headline">') < html.index("<table")
+    # The best bound (one-run, 1.42) is the one marked and summarised.
+    assert re.search(r"<tr><td>one-run \(best\)</td><td>shadow</td><td>1.42</td>", html)
+    assert "ε ≥ 1.42 (one-run, attack shadow, 95% confidence)" in html
     # The GDP figure is shown as an estimate.
     assert re.search(r"<td>gdp</td>.*?<td>estimate</td>", html)
 
@@ -129,9 +131,9 @@ def test_sections_only_when_data_present(tmp_path: Path) -> None:
     run.mkdir()
     write_json(run / "results.json", results)
     html = render_report(run).read_text(encoding="utf-8")
-    assert "none (non-private)" in html
-    assert "none (no statistically valid bound)" in html
-    for absent in ("Empirical lower bounds", "Attack strength", "<h2>Plots", "Parameters", "config.json",
+    assert "makes no privacy claim" in html
+    assert "no statistically valid lower bound" in html
+    for absent in ("Every lower bound", "<h2>Attacks", "More figures", "Parameters", "config.json",
                    "data:image/png"):
         assert absent not in html, absent
     assert not list(run.glob("*.png"))
@@ -145,7 +147,7 @@ def test_tradeoff_without_attacks_makes_only_tradeoff_plot(run_dir: Path) -> Non
     render_report(run_dir, results=results, config={})
     assert (run_dir / "tradeoff.png").exists()
     assert not (run_dir / "roc.png").exists() and not (run_dir / "epsilon.png").exists()
-    assert "<pre>{}</pre>" in (run_dir / "report.html").read_text(encoding="utf-8")
+    assert "Configuration (config.json)" not in (run_dir / "report.html").read_text(encoding="utf-8")
 
 
 def test_plot_functions_return_written_paths(tmp_path: Path) -> None:

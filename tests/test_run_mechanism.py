@@ -18,7 +18,7 @@ DRAWS = 100_000
 
 
 def _run_dir(root: Path) -> Path:
-    (run,) = [p for p in root.iterdir() if p.name != "cache"]
+    (run,) = [p for p in root.iterdir() if p.is_dir() and p.name != "cache"]
     return run
 
 

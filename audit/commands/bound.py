@@ -15,12 +15,15 @@ import json
 import math
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from audit.commands.run import check_target, delta_value, epsilon_value
 from audit.errors import UserError
 from audit.io import to_jsonable
 from audit.run_context import safe_name
-from audit.target_theory import REQUIRED_ALPHAS, TargetTheory, theory_for, tradeoff_alphas
-from audit.theory.gaussian import gaussian_tradeoff
+
+if TYPE_CHECKING:
+    from audit.target_theory import TargetTheory
 
 
 def bound_json(theory: TargetTheory) -> dict:
@@ -43,6 +46,8 @@ def bound_json(theory: TargetTheory) -> dict:
 
 def write_bound_plot(theory: TargetTheory, path: Path) -> Path:
     """PNG of the claim's tradeoff curve with its Gaussian-DP summary (dashed) overlaid."""
+    from audit.target_theory import tradeoff_alphas
+    from audit.theory.gaussian import gaussian_tradeoff
     from reports.plots import claim_plot
 
     alpha = tradeoff_alphas()
@@ -57,6 +62,9 @@ def write_bound_plot(theory: TargetTheory, path: Path) -> Path:
 
 
 def show_bound(args: argparse.Namespace) -> int:
+    check_target("bound", args.target)
+    from audit.target_theory import REQUIRED_ALPHAS, theory_for
+
     theory = theory_for(args.target, args.epsilon, args.delta)
     if theory.claim is None:
         raise UserError(f"target {args.target} is non-private: it makes no claim to bound; "
@@ -95,9 +103,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Print the theoretical privacy of a DP target: epsilon at delta, its parameters and its "
                     "f-DP tradeoff curve; write a PNG of the curve with the Gaussian-DP summary overlaid.")
     parser.add_argument("--target", required=True, help="a DP target (see `python -m audit list`)")
-    parser.add_argument("--delta", type=float, default=None,
+    parser.add_argument("--delta", type=delta_value, default=None,
                         help="delta at which to report epsilon (default: the target's; 1e-5 for pure-DP mechanisms)")
-    parser.add_argument("--epsilon", type=float, default=None,
+    parser.add_argument("--epsilon", type=epsilon_value, default=None,
                         help="claimed epsilon to calibrate the target to (default: the target's)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text and a plot")
     parser.add_argument("--out", default="runs", help="folder for the PNG (default: runs)")

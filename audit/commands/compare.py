@@ -14,13 +14,16 @@ from audit.run_context import make_run_dir
 
 def run_compare(args: argparse.Namespace) -> int:
     """Compare ``args.run_dirs``; prints where the comparison was written. Returns the exit status."""
-    from attacks.membership import expand_attacks
+    from attacks.names import expand_attacks
     from reports.compare import compare_runs, load_runs
 
     attacks = expand_attacks(args.attack) if args.attack else None
     load_runs(args.run_dirs)  # fail on a bad run directory before creating the output directory
     paths = make_run_dir(args.out, "compare", f"{len(args.run_dirs)}runs")
     summary = compare_runs(args.run_dirs, paths.run_dir, attacks)
+    from reports.index import write_index
+
+    write_index(paths.root)
     print(f"report:    {summary['html']}")
     print(f"figure:    {summary['figure']}")
     width = max(len(r["run"]) for r in summary["rows"])

@@ -1,46 +1,48 @@
-"""``python -m audit list``: the targets, attacks, canary kinds and datasets available."""
+"""``python -m audit list``: the targets (with the commands, threat models and canaries that apply to
+each, and the defaults), attacks, canary kinds and datasets. Reads the stored catalogue
+(:func:`audit.target_defaults.load_catalogue`): nothing heavy is imported."""
 
 from __future__ import annotations
 
 import argparse
 
-from attacks.membership import ATTACKS
-from audit.games import CANARY_KINDS
-from audit.target_theory import catalogue
-from targets.datasets import DATASETS
+from attacks.names import ATTACKS
+from audit.choices import DP_CANARIES, MEMBERSHIP_CANARIES
+from audit.commands.run import describe_use
+from audit.target_defaults import load_catalogue, stored_catalogue
 
-#: Headings of the target families and the run kinds that audit them.
+#: Headings of the target families.
 FAMILY_HEADINGS = {
-    "trained": "trained-model targets (python -m audit run membership|dp|inversion|extraction --target NAME)",
-    "mechanism": "mechanism targets (python -m audit run mechanism --target NAME)",
-    "dp-erm": "DP-ERM output-perturbation targets (python -m audit run mechanism --target NAME)",
-    "control": "deliberately broken controls an audit must flag (python -m audit run mechanism --target NAME)",
-    "plugin": "plugin-form trainers, audited black-box (python -m audit run dp --target NAME --threat black-box "
-              "--canary crafted); your own code: --target module:factory",
+    "trained": "trained-model targets",
+    "mechanism": "mechanism targets",
+    "dp-erm": "DP-ERM output-perturbation targets",
+    "control": "deliberately broken controls an audit must flag",
+    "plugin": "plugin-form trainers (your own code: --target module:factory; a trainer is audited by run dp "
+              "black-box with an input canary, crafted by default)",
 }
 
 
 def list_everything(args: argparse.Namespace) -> int:
-    targets = catalogue()
+    targets = load_catalogue()
     width = max(map(len, targets))
     for family, heading in FAMILY_HEADINGS.items():
         print(f"{heading}:")
-        for name, (fam, description) in targets.items():
-            if fam == family:
-                print(f"  {name:<{width}} {description}")
+        for name, use in targets.items():
+            if use.family == family:
+                print(f"  {name:<{width}} {use.description}")
+                print(f"  {'':<{width}}   -> {describe_use(use)}")
     print("every DP target's theoretical epsilon: python -m audit bound --target NAME")
-    print("membership attacks:")
+    print("membership attacks (run membership --attack):")
     for name, text in ATTACKS.items():
         print(f"  {name:<22} {text}")
-    print("canary kinds:")
-    for name in CANARY_KINDS:
-        print(f"  {name}")
+    print(f"canary kinds: run membership {'|'.join(MEMBERSHIP_CANARIES)}; run dp {'|'.join(DP_CANARIES)}")
     print("datasets:")
-    for name, text in DATASETS.items():
+    for name, text in stored_catalogue()["datasets"].items():
         print(f"  {name:<22} {text}")
     return 0
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("list", help="list targets, attacks, canary kinds and datasets")
+    parser = subparsers.add_parser("list", help="list targets (with the run kinds, threats, canaries and defaults "
+                                                "that apply), attacks, canary kinds and datasets")
     parser.set_defaults(func=list_everything)

@@ -1,7 +1,9 @@
-"""``python -m audit report RUN_DIR``: re-render the report of a finished run.
+"""``python -m audit report RUN_DIR``: re-render the report of a finished run;
+``python -m audit report RUNS_DIR``: write ``RUNS_DIR/index.html``, one sortable row per run.
 
 Reads ``results.json`` (required) and ``config.json`` (optional) from the run directory, re-creates
-the PNG plots and ``report.html`` (see :func:`reports.html.render_report`). Nothing is retrained.
+the PNG plots and ``report.html`` (see :func:`reports.html.render_report`). A folder without
+``results.json`` is taken as a folder of runs (:func:`reports.index.write_index`). Nothing is retrained.
 """
 
 from __future__ import annotations
@@ -14,13 +16,19 @@ from audit.errors import UserError
 
 def run_report(args: argparse.Namespace) -> int:
     """Re-render ``args.run_dir``; prints the path of the report. Returns the exit status."""
-    from reports.html import render_report
-
     run_dir = Path(args.run_dir)
     if not run_dir.exists():
         raise UserError(f"run directory {run_dir} does not exist: pass the directory of a finished run")
     if not run_dir.is_dir():
         raise UserError(f"{run_dir} is not a directory: pass the directory of a finished run")
+    if not (run_dir / "results.json").exists() and any((d / "results.json").is_file() or (d / "compare.json").is_file()
+                                                        for d in run_dir.iterdir() if d.is_dir()):
+        from reports.index import write_index
+
+        print(f"index: {write_index(run_dir)}")
+        return 0
+    from reports.html import render_report
+
     path = render_report(run_dir)
     print(f"report: {path}")
     return 0
@@ -30,9 +38,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``report`` command to ``subparsers``."""
     parser = subparsers.add_parser(
         "report",
-        help="re-render the HTML report and plots of a finished run",
+        help="re-render a finished run's report, or write the index of a folder of runs",
         description="Re-render report.html and the PNG plots of a finished run from its results.json "
-                    "(and config.json when present). Nothing is retrained.",
+                    "(and config.json when present), or, given a folder of runs (e.g. runs/), write its "
+                    "index.html: one sortable row per run linking to its report. Nothing is retrained.",
     )
-    parser.add_argument("run_dir", metavar="RUN_DIR", help="run directory holding results.json")
+    parser.add_argument("run_dir", metavar="RUN_DIR", help="run directory holding results.json, or a folder of runs")
     parser.set_defaults(func=run_report)

@@ -2,17 +2,29 @@
 
 Each kind lives in its own module ``audit/commands/run_<kind>.py`` (found by ``run_kinds``)
 exposing ``register(kind_subparsers, common)``, where ``common`` is a parent parser holding the
-options every run accepts (``common_options``).
+options every run accepts (``common_options``). Registering imports nothing heavy: a kind's module
+imports its runner (torch, scikit-learn, ...) inside the function that runs the audit, and the
+checks of this module (numbers, target names against the stored catalogue,
+:func:`audit.target_defaults.load_catalogue`) answer bad input before anything heavy is imported.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import math
 import pkgutil
 from typing import Any, Callable
 
 import audit.commands
+from audit.errors import UserError
+from audit.target_defaults import TargetUse, load_catalogue
+
+#: How ``list`` and ``--help`` name the commands of each run kind in a target's catalogue entry.
+COMMANDS = {"sweep": "sweep dp", "bound": "bound"}
+#: What a target of each family is, in error messages.
+FAMILY_NOUNS = {"trained": "a trained model", "mechanism": "a mechanism", "dp-erm": "a DP-ERM mechanism",
+                "control": "a broken control mechanism", "plugin": "a plugin"}
 
 
 def run_kinds() -> list[str]:
@@ -43,19 +55,103 @@ def confidence_level(text: str) -> float:
     return value
 
 
+def epsilon_value(text: str) -> float:
+    """argparse type: a claimed epsilon, positive and finite (the runners check it again)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"epsilon must be a positive finite number (got {value!r}); e.g. 1.0")
+    return value
+
+
+def delta_value(text: str) -> float:
+    """argparse type: a delta in (0, 1) (the runners check it again)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"delta must lie in (0, 1) (got {value!r}); e.g. 1e-5")
+    return value
+
+
+def command_name(kind: str) -> str:
+    """``run dp``, ``sweep dp`` or ``bound`` for a run kind of the catalogue."""
+    return COMMANDS.get(kind, f"run {kind}")
+
+
+def check_target(kind: str, name: str) -> TargetUse | None:
+    """A built-in target that ``kind`` applies to (its catalogue entry), a plugin spec (None: its
+    runner loads it), or a one-line :class:`audit.errors.UserError` — without importing the registries."""
+    catalogue = load_catalogue()
+    if name not in catalogue:
+        if ":" in name:
+            return None
+        noun = "mechanism target" if kind == "mechanism" else "target"
+        raise UserError(f"unknown {noun} {name!r}; run `python -m audit list` to see the targets")
+    use = catalogue[name]
+    if kind not in use.run_kinds:
+        noun = FAMILY_NOUNS[use.family]
+        if use.family == "trained" and "dp" not in use.run_kinds:
+            noun = "a non-private trained model"
+        raise UserError(f"target {name} is {noun} and not a {kind} target; audit it with: "
+                        f"{', '.join(f'python -m audit {command_name(k)}' for k in use.run_kinds)}")
+    return use
+
+
+def describe_use(use: TargetUse) -> str:
+    """One line: the commands that apply and, for ``run dp``, its threats and canaries with the defaults."""
+    text = ", ".join(command_name(k) for k in use.run_kinds)
+    if use.threats:
+        text += (f"; run dp threats {'|'.join(use.threats)} (default {use.default_threat}), "
+                 f"canaries {'|'.join(use.canaries)} (default {use.default_canary})")
+    return text
+
+
+def targets_epilog(kind: str) -> str:
+    """``--help`` epilog of a run kind: every built-in target it applies to, with its defaults."""
+    lines = [f"targets of {command_name(kind)} (python -m audit list shows all of them):"]
+    for name, use in load_catalogue().items():
+        if kind in use.run_kinds:
+            if kind == "dp":
+                lines.append(f"  {name}: threats {'|'.join(use.threats)} (default {use.default_threat}); "
+                             f"canaries {'|'.join(use.canaries)} (default {use.default_canary})")
+            else:
+                lines.append(f"  {name}")
+    if kind in ("dp", "mechanism"):
+        lines.append("  module:factory: your own code (a trainer plugin: black-box, input canaries, default crafted)"
+                     if kind == "dp" else "  module:factory: your own mechanism plugin")
+    return "\n".join(lines)
+
+
+def add_kind(kinds: argparse._SubParsersAction, kind: str, common: argparse.ArgumentParser,
+             **kwargs: Any) -> argparse.ArgumentParser:
+    """Add run kind ``kind`` with the common options and an epilog naming the targets it applies to."""
+    return kinds.add_parser(kind, parents=[common], epilog=targets_epilog(kind),
+                            formatter_class=argparse.RawDescriptionHelpFormatter, **kwargs)
+
+
 def common_options() -> argparse.ArgumentParser:
     """Options shared by every ``run`` kind."""
     common = argparse.ArgumentParser(add_help=False)
     group = common.add_argument_group("common run options")
-    group.add_argument("--target", required=True, help="target name (see `python -m audit list`)")
-    group.add_argument("--out", default="runs", help="root folder for run directories and the model cache (default: runs)")
-    group.add_argument("--seed", type=int, default=0, help="random seed; the same seed gives the same results (default 0)")
-    group.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="where to train (default auto: CUDA if available)")
-    group.add_argument("--quick", action="store_true", help="reduced preset that finishes in well under a minute (tests, demos)")
-    group.add_argument("--epsilon", type=float, default=None, help="claimed epsilon of a DP target (recalibrates its noise)")
-    group.add_argument("--delta", type=float, default=None, help="delta of the claim (default: the target's)")
-    group.add_argument("--data-dir", default=None, help="folder with full-MNIST IDX files (else $AUDIT_DATA_DIR, else the embedded sample)")
-    group.add_argument("--quiet", action="store_true", help="no progress bars or stage messages")
+    group.add_argument("--target", required=True, help="target name (see `python -m audit list`) or module:factory")
+    group.add_argument("--out", default="runs",
+                       help="root folder for run directories and the model cache (default: runs)")
+    group.add_argument("--seed", type=int, default=0,
+                       help="random seed; the same seed gives the same results (default 0)")
+    group.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
+                       help="where to train (default auto: CUDA if available)")
+    group.add_argument("--quick", action="store_true",
+                       help="reduced preset that finishes in well under a minute (tests, demos)")
+    group.add_argument("--epsilon", type=epsilon_value, default=None,
+                       help="claimed epsilon of a DP target (recalibrates its noise)")
+    group.add_argument("--delta", type=delta_value, default=None, help="delta of the claim (default: the target's)")
+    group.add_argument("--data-dir", default=None,
+                       help="folder with full-MNIST IDX files (else $AUDIT_DATA_DIR, else the embedded sample)")
+    add_verbosity(group)
     group.add_argument("--confidence", type=confidence_level, default=0.95,
                        help="family-wise confidence of the verdict and of every reported interval (default 0.95)")
     group.add_argument("--fail-above-claim", action="store_true",
@@ -63,9 +159,17 @@ def common_options() -> argparse.ArgumentParser:
     return common
 
 
-def gated(func: Callable[[argparse.Namespace], Any]) -> Callable[[argparse.Namespace], int]:
-    """Wrap a run kind's function: it returns its results dict (or an exit status); with
-    ``--fail-above-claim`` a ``violation`` verdict becomes exit status 1."""
+def add_verbosity(group: Any) -> None:
+    """``-q/--quiet`` and ``-v/--verbose``: the level of the run log on stderr (log.txt records everything)."""
+    group.add_argument("-q", "--quiet", action="store_true",
+                       help="no progress bars and only warnings on stderr (log.txt still records every stage)")
+    group.add_argument("-v", "--verbose", action="count", default=0,
+                       help="more detail on stderr (debug messages of the run log)")
+
+
+def gated_results(func: Callable[[argparse.Namespace], Any]) -> Callable[[argparse.Namespace], int]:
+    """Wrap a function that returns its results dict (or an exit status): with ``--fail-above-claim`` a
+    ``violation`` verdict becomes exit status 1."""
 
     def run(args: argparse.Namespace) -> int:
         outcome = func(args)
@@ -77,9 +181,22 @@ def gated(func: Callable[[argparse.Namespace], Any]) -> Callable[[argparse.Names
     return run
 
 
+def gated(kind: str, func: Callable[[argparse.Namespace], Any]) -> Callable[[argparse.Namespace], int]:
+    """Wrap a run kind's function: the target is checked against the catalogue first, then
+    :func:`gated_results`."""
+    checked = gated_results(func)
+
+    def run(args: argparse.Namespace) -> int:
+        check_target(kind, args.target)
+        return checked(args)
+
+    return run
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``run`` and its kinds."""
-    parser = subparsers.add_parser("run", help="run an audit (membership, ...) and write a report",
+    parser = subparsers.add_parser("run", help="run an audit (membership, dp, mechanism, inversion, extraction) "
+                                               "and write a report",
                                    description="Run one audit against a target and write a run directory with "
                                                "config.json, results.json, report.html and plots.")
     kinds = parser.add_subparsers(dest="kind", metavar="KIND", parser_class=type(parser))
@@ -87,5 +204,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     common = common_options()
     for module_name in run_kinds():
         importlib.import_module(module_name).register(kinds, common)
-    for kind_parser in kinds.choices.values():
-        kind_parser.set_defaults(func=gated(kind_parser.get_default("func")))
+    for kind, kind_parser in kinds.choices.items():
+        kind_parser.set_defaults(func=gated(kind, kind_parser.get_default("func")))

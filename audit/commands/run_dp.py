@@ -1,15 +1,16 @@
-"""``python -m audit run dp --target NAME --runs R --canary KIND --threat MODEL``: multi-run DP audit."""
+"""``python -m audit run dp --target NAME [--runs R] [--canary KIND] [--threat MODEL]``: multi-run DP audit."""
 
 from __future__ import annotations
 
 import argparse
 
-from audit.canaries import CANARY_KINDS
-from audit.commands.run import positive_int
-from audit.run_dp import THREATS, DPOptions, run_dp, summary_lines
+from audit.choices import DP_CANARIES, THREATS
+from audit.commands.run import add_kind, positive_int
 
 
 def execute(args: argparse.Namespace) -> dict:
+    from audit.run_dp import DPOptions, run_dp, summary_lines
+
     opts = DPOptions(**DPOptions.common_kwargs(args), runs=args.runs, canary=args.canary, threat=args.threat)
     run_dir, results = run_dp(opts)
     print("\n".join(summary_lines(run_dir, results)))
@@ -17,21 +18,21 @@ def execute(args: argparse.Namespace) -> dict:
 
 
 def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    parser = kinds.add_parser(
-        "dp", parents=[common], help="multi-run DP audit: canary in by fair coins, CP/GDP/per-step bounds",
+    parser = add_kind(
+        kinds, "dp", common, help="multi-run DP audit: canary in by fair coins, CP/GDP/per-step bounds",
         description="Train R runs of a DP target (vectorised), each with the canary by a fair coin, score the "
                     "canary under a threat model and bound epsilon from below: Clopper-Pearson (valid), GDP "
                     "(Gaussian tradeoff) and, for --threat updates, per-step observations composed by the "
-                    "accountant. Thresholds are chosen on half of the runs and the bounds use the other half.")
+                    "accountant. Threat and canary default to the strongest the target supports (listed below).")
     parser.add_argument("--runs", type=positive_int, default=None,
                         help="training runs R (default: 4000 for DP-SGD updates/white-box, 1000 black-box, "
-                             "2000000 noise draws for DP-ERM; --quick: 400 / 20000)")
-    parser.add_argument("--canary", default="dirac", choices=CANARY_KINDS,
+                             "200 for trainer plugins, 2000000 noise draws for DP-ERM; --quick: 400 / 20000)")
+    parser.add_argument("--canary", default=None, choices=DP_CANARIES,
                         help="canary: dirac/gradient (gradient canaries, DP-SGD), dirac-replace (replace-one pair "
                              "on a crafted dataset: catches shuffled batches accounted as Poisson), natural, "
                              "mislabelled, crafted (input canaries; crafted = low-variance direction, or the crafted "
-                             "pair for DP-ERM)")
-    parser.add_argument("--threat", default="updates", choices=THREATS,
+                             "pair for DP-ERM); default: the target's (below)")
+    parser.add_argument("--threat", default=None, choices=THREATS,
                         help="what the adversary sees: black-box (final model's loss), white-box (final "
-                             "parameters), updates (every intermediate update); default updates")
+                             "parameters), updates (every intermediate update); default: the target's (below)")
     parser.set_defaults(func=execute)

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from audit.commands.run import positive_int
-from audit.run_extraction import ExtractionOptions, run_extraction, summary_lines
+from audit.commands.run import add_kind, positive_int
 
 
 def number(kind: type, low: float | None = None, high: float | None = None, low_open: bool = False):
@@ -18,7 +17,8 @@ def number(kind: type, low: float | None = None, high: float | None = None, low_
             raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
         too_low = low is not None and (value <= low if low_open else value < low)
         if too_low or (high is not None and value > high):
-            interval = f"{'(' if low_open else '['}{low if low is not None else '-inf'}, {high if high is not None else 'inf'}]"
+            lo, hi = low if low is not None else "-inf", high if high is not None else "inf"
+            interval = f"{'(' if low_open else '['}{lo}, {hi}]"
             raise argparse.ArgumentTypeError(f"expected a number in {interval}, got {value}")
         return value
 
@@ -26,6 +26,8 @@ def number(kind: type, low: float | None = None, high: float | None = None, low_
 
 
 def execute(args: argparse.Namespace) -> int:
+    from audit.run_extraction import ExtractionOptions, run_extraction, summary_lines
+
     opts = ExtractionOptions(**ExtractionOptions.common_kwargs(args), round=args.round, queries=args.queries,
                              label_queries=args.label_queries)
     run_dir, results = run_extraction(opts)
@@ -34,7 +36,7 @@ def execute(args: argparse.Namespace) -> int:
 
 
 def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    parser = kinds.add_parser("extraction", parents=[common],
+    parser = add_kind(kinds, "extraction", common,
                               help="steal a logistic-regression model through its prediction API (Tramèr et al. 2016)",
                               description="Equation-solving extraction of a softmax or binary logistic-regression "
                                           "target (d + 1 queries on exact outputs, weighted least squares on "

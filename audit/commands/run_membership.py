@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from attacks.lira import VARIANCES
-from attacks.membership import ATTACK_GROUPS, ATTACKS, expand_attacks
-from audit.commands.run import positive_int
+from attacks.names import ATTACK_GROUPS, ATTACKS, VARIANCES, expand_attacks
+from audit.choices import MEMBERSHIP_CANARIES
+from audit.commands.run import add_kind, positive_int
 from audit.errors import UserError
-from audit.games import CANARY_KINDS
-from audit.run_membership import MembershipOptions, run_membership, summary_lines
 
 
 def _attacks(text: str) -> tuple[str, ...]:
@@ -21,7 +19,6 @@ def _attacks(text: str) -> tuple[str, ...]:
 
 def _memory(text: str) -> str:
     """argparse type: a memory size accepted by :func:`targets.training.parse_memory`."""
-    from audit.errors import UserError
     from targets.training import parse_memory
 
     try:
@@ -34,7 +31,10 @@ def _memory(text: str) -> str:
 def execute(args: argparse.Namespace) -> dict:
     """Run the audit and print the summary; returns results (the run command's ``--fail-above-claim``
     gate turns a ``violation`` verdict into exit status 1)."""
-    opts = MembershipOptions(**MembershipOptions.common_kwargs(args), canary=args.canary, canaries=args.canaries, shadows=args.shadows, attacks=args.attack,
+    from audit.run_membership import MembershipOptions, run_membership, summary_lines
+
+    opts = MembershipOptions(**MembershipOptions.common_kwargs(args), canary=args.canary, canaries=args.canaries,
+                             shadows=args.shadows, attacks=args.attack,
                              references=args.references, lira_variance=args.lira_variance, max_memory=args.max_memory)
     run_dir, results = run_membership(opts)
     print("\n".join(summary_lines(run_dir, results)))
@@ -42,7 +42,8 @@ def execute(args: argparse.Namespace) -> dict:
 
 
 def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    parser = kinds.add_parser("membership", parents=[common], help="membership inference (shadow, LiRA, loss, confidence) with the one-run canary game",
+    parser = add_kind(kinds, "membership", common,
+                      help="membership inference (shadow, LiRA, loss, confidence) with the one-run canary game",
                               description="Train the target once with canaries (each in by a fair coin), train "
                                           "shadow and LiRA reference models, attack every canary, report AUC and "
                                           "TPR at low FPR per attack, and bound epsilon from below.")
@@ -50,10 +51,12 @@ def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser)
                         help=f"comma-separated attacks or groups: {', '.join(ATTACKS)}, "
                              f"{', '.join(ATTACK_GROUPS)} (lira = lira_online + lira_offline; default all, "
                              "every attack in one report)")
-    parser.add_argument("--canary", default="mislabelled", choices=CANARY_KINDS,
+    parser.add_argument("--canary", default="mislabelled", choices=MEMBERSHIP_CANARIES,
                         help="canary kind (default mislabelled: held-out examples with a wrong label)")
-    parser.add_argument("--canaries", type=positive_int, default=None, help="number of canaries m (default 500; quick 200)")
-    parser.add_argument("--shadows", type=positive_int, default=None, help="number of shadow models K (default 4; quick 3)")
+    parser.add_argument("--canaries", type=positive_int, default=None,
+                        help="number of canaries m (default 500; quick 200)")
+    parser.add_argument("--shadows", type=positive_int, default=None,
+                        help="number of shadow models K (default 4; quick 3)")
     parser.add_argument("--references", type=positive_int, default=None,
                         help="LiRA reference models R; each canary is IN exactly R/2 of them (default 8; quick 4)")
     parser.add_argument("--lira-variance", default="auto", choices=VARIANCES,

@@ -1,0 +1,195 @@
+"""What a report says first: two plain sentences (what was audited; what was found and how strong the
+audit could have been) and one compact table of attacks, for every run kind.
+
+Reads ``results.json`` only and returns text and table cells already formatted
+(:func:`reports.formatting.format_value`: 3 significant digits; intervals as ``0.000–0.220``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from reports.formatting import format_interval, format_table, format_value
+
+Results = Mapping[str, Any]
+
+
+def _eps(value: Any) -> str:
+    return format_value(value) if value is not None else "—"
+
+
+def _percent(value: Any) -> str:
+    return "—" if not isinstance(value, (int, float)) else f"{100 * value:.3g}%"
+
+
+def _game_phrase(results: Results) -> str:
+    """How the audit played its game, in a few words."""
+    game = results.get("game") or {}
+    kind = results.get("kind")
+    if kind == "membership":
+        attacks = results.get("attacks") or {}
+        return (f"{format_value(game.get('canaries'))} {game.get('canary_kind', '')} canaries, each included by a "
+                f"fair coin, attacked by {len(attacks)} membership attack{'s' if len(attacks) != 1 else ''} "
+                f"(primary: {results.get('primary_attack', '—')})")
+    if kind == "dp":
+        return (f"{format_value(game.get('runs'))} training runs with the {game.get('canary_kind')} canary by a fair "
+                f"coin, observed under the {game.get('threat')} threat model")
+    if kind == "mechanism":
+        return f"{format_value(game.get('draws_per_world'))} draws on each side of its neighbouring pair"
+    return "its audit game"
+
+
+def _strength(results: Results) -> str:
+    """What was found and how strong the audit could have been (the ceiling)."""
+    best = results.get("best_lower_bound") or None
+    ceiling = (results.get("ceiling") or {}).get("epsilon")
+    theory = results.get("epsilon_theory")
+    status = (results.get("verdict") or {}).get("status")
+    if best is None:
+        found = "no statistically valid lower bound"
+    else:
+        found = (f"ε ≥ {_eps(best.get('epsilon'))} ({best.get('method')}"
+                 + (f", attack {best['attack']}" if best.get("attack") else "")
+                 + f", {_percent(best.get('family_confidence', best.get('confidence')))} confidence)")
+    if ceiling is not None:
+        found += f" of a possible {_eps(ceiling)}"
+    if theory is None:
+        return f"What was found: the audit certifies {found}; with no claim there is nothing to violate."
+    if status == "violation":
+        return (f"What was found: the audit certifies {found}, above the claimed ε = {_eps(theory)}: the "
+                f"implementation or its privacy accounting is broken.")
+    if ceiling is not None and ceiling < theory:
+        return (f"What was found: the audit certifies {found} at claimed ε = {_eps(theory)} — consistent. Even a "
+                f"perfect attack in this game could certify only {_eps(ceiling)}, so a larger audit (more canaries, "
+                f"runs or draws) is needed to test the claim in full; a low bound does not show the target leaks "
+                f"less than claimed.")
+    return (f"What was found: the audit certifies {found} at claimed ε = {_eps(theory)} — consistent: this audit "
+            f"was strong enough to expose a violation and found none.")
+
+
+def _claim_sentences(results: Results) -> list[str]:
+    target, description = results.get("target", "?"), results.get("target_description")
+    who = f"{target} ({description})" if description else str(target)
+    theory = results.get("epsilon_theory")
+    if theory is None:
+        audited = f"What was audited: {who}, which makes no privacy claim, with {_game_phrase(results)}."
+        strongest = _strongest_attack(results)
+        found = _strength(results)
+        if strongest:
+            found = found.removesuffix(".") + f"; the strongest attack, {strongest}."
+        return [audited, found]
+    audited = (f"What was audited: {who}, which claims ε = {_eps(theory)} at δ = {format_value(results.get('delta'))}, "
+               f"with {_game_phrase(results)}.")
+    return [audited, _strength(results)]
+
+
+def _strongest_attack(results: Results) -> str | None:
+    attacks = {n: a for n, a in (results.get("attacks") or {}).items() if isinstance(a, Mapping) and "auc" in a}
+    if not attacks:
+        return None
+    name = max(attacks, key=lambda n: attacks[n].get("auc") or 0)
+    tpr = (attacks[name].get("tpr_at_fpr") or {}).get("0.001")
+    return f"{name}, reaches AUC {format_value(attacks[name].get('auc'))} and TPR {format_value(tpr)} at 0.1% FPR"
+
+
+def _sweep_sentences(results: Results) -> list[str]:
+    rows = [r for r in results.get("rows") or [] if isinstance(r, Mapping)]
+    eps = sorted({r.get("epsilon_claimed") for r in rows if r.get("epsilon_claimed") is not None})
+    threats = sorted({str(r.get("threat")) for r in rows})
+    canaries = sorted({str(r.get("canary")) for r in rows})
+    audited = (f"What was audited: run dp on {results.get('target')} at claimed ε = "
+               f"{', '.join(format_value(e) for e in eps)}, threat model{'s' if len(threats) > 1 else ''} "
+               f"{', '.join(threats)}, canary {', '.join(canaries)} ({len(rows)} audits).")
+    if not rows:
+        return [audited, "What was found: nothing (no audit completed)."]
+    top = max(rows, key=lambda r: r.get("epsilon_lb_valid") or 0.0)
+    est = max(rows, key=lambda r: r.get("epsilon_lb") or 0.0)
+    status = (results.get("verdict") or {}).get("status", "—")
+    family = results.get("family") or {}
+    return [audited, f"What was found: {status} — the largest valid (Clopper–Pearson) bound is "
+                     f"{_eps(top.get('epsilon_lb_valid'))} at claimed ε = {_eps(top.get('epsilon_theory'))}, the "
+                     f"largest estimate {_eps(est.get('epsilon_lb'))} ({est.get('method')}); the verdict holds at "
+                     f"{_percent(family.get('confidence'))} over the family of {format_value(family.get('size'))} "
+                     f"audits, and every point must stay below the y = x line."]
+
+
+def _inversion_sentences(results: Results) -> list[str]:
+    inv = results.get("inversion") or {}
+    ref = inv.get("reference") or {}
+    gap = inv.get("member_gap") or {}
+    who = f"{results.get('target')} ({results.get('target_description')})"
+    return [f"What was audited: MI-FACE model inversion of every class of {who}, white-box and black-box, "
+            f"against a reference model trained on the same distribution without the members.",
+            f"What was found: an independent classifier recognises {_percent(inv.get('eval_accuracy'))} of the "
+            f"target's reconstructions (reference model {_percent(ref.get('eval_accuracy'))}, chance "
+            f"{_percent(inv.get('chance_accuracy'))}); the member gap in MSE is {format_value(gap.get('mse_gap'))} "
+            f"(standard error {format_value(gap.get('mse_gap_standard_error'))}) — only this gap, not recognisable "
+            f"digits, is about privacy."]
+
+
+def _extraction_sentences(results: Results) -> list[str]:
+    ext = results.get("extraction") or {}
+    who = f"{results.get('target')} ({results.get('target_description')})"
+    text = (f"What was found: {ext.get('method', 'the attack')} recovered the model with "
+            f"{format_value(ext.get('queries'))} queries (relative parameter error "
+            f"{format_value(ext.get('param_rel_error'))}, agreement {format_value(ext.get('agreement_test'))} on "
+            f"test data).")
+    post = (ext.get("post_processing") or {}).get("text")
+    if post:
+        text += f" For this DP model, {post}."
+    return [f"What was audited: stealing {who} through its prediction API "
+            f"({format_value(ext.get('d'))} features).", text]
+
+
+def headline_sentences(results: Results) -> list[str]:
+    """The two plain sentences that open a report of ``results``."""
+    kind = results.get("kind")
+    if kind == "sweep":
+        return _sweep_sentences(results)
+    if kind == "inversion":
+        return _inversion_sentences(results)
+    if kind == "extraction":
+        return _extraction_sentences(results)
+    return _claim_sentences(results)
+
+
+def _bound_text(bound: Mapping[str, Any]) -> str:
+    details = bound.get("details") if isinstance(bound.get("details"), Mapping) else {}
+    if bound.get("epsilon") is None and details.get("mu_lb") is not None:
+        value = f"μ ≥ {format_value(details['mu_lb'])}"
+    else:
+        value = f"ε ≥ {_eps(bound.get('epsilon'))}"
+    return f"{value} ({bound.get('method')}, {bound.get('role', 'verdict' if bound.get('valid') else 'estimate')})"
+
+
+def attack_table(results: Results) -> dict | None:
+    """The one compact table of attacks: ``{"title", "columns", "rows", "caption"}`` (cells formatted)."""
+    kind = results.get("kind")
+    if kind in ("sweep", "inversion", "extraction"):
+        tables = [t for t in results.get("tables") or [] if isinstance(t, Mapping)]
+        return format_table(tables[0]) if tables else None
+    attacks = {n: a for n, a in (results.get("attacks") or {}).items() if isinstance(a, Mapping)}
+    if not attacks:
+        return None
+    bounds: dict[str, list[str]] = {}
+    for bound in results.get("lower_bounds") or []:
+        if isinstance(bound, Mapping):
+            bounds.setdefault(str(bound.get("attack")), []).append(_bound_text(bound))
+    primary = results.get("primary_attack")
+    rows = []
+    for name in sorted(attacks, key=lambda n: (n != primary, n)):
+        attack = attacks[name]
+        tpr, ci = attack.get("tpr_at_fpr") or {}, attack.get("tpr_at_fpr_ci") or {}
+        rows.append([name + (" (primary)" if name == primary else ""), format_value(attack.get("auc")),
+                     f"{format_value(tpr.get('0.01'))} ({format_interval(ci.get('0.01'))})" if tpr else "—",
+                     f"{format_value(tpr.get('0.001'))} ({format_interval(ci.get('0.001'))})" if tpr else "—",
+                     format_interval(attack.get("advantage_ci")) or format_value(attack.get("advantage")),
+                     "; ".join(bounds.get(name, [])) or "—"])
+    confidence = _percent(results.get("confidence"))
+    return {"title": "Attacks", "columns": ["attack", "AUC", "TPR at 1% FPR (interval)", "TPR at 0.1% FPR (interval)",
+                                            "advantage interval", "lower bounds (method, role)"],
+            "rows": rows,
+            "caption": f"Intervals at {confidence} confidence. AUC and TPR measure attack strength, not privacy; "
+                       f"the lower bounds are what the attacks prove. Role verdict = valid and competing for the best "
+                       f"bound; secondary = valid, outside the verdict's family; estimate = rests on a stated "
+                       f"assumption."}
