@@ -109,7 +109,7 @@ def plugins(tmp_path, monkeypatch) -> str:
 def _run(argv: list[str], out) -> tuple[int, dict, dict, object]:
     out = out / "runs"
     code = main(argv + ["--quiet", "--out", str(out)])
-    (run,) = [p for p in out.iterdir() if p.name != "cache"]
+    (run,) = [p for p in out.iterdir() if p.is_dir() and p.name != "cache"]
     return code, json.loads((run / "results.json").read_text()), json.loads((run / "config.json").read_text()), run
 
 
