@@ -10,7 +10,9 @@ Models are stacked along a leading model axis and trained together (``vmap`` ove
 grouped convolutions). Every model has its own seed and generators, so a model's result does not
 depend on which other models it was trained with — nor on how many models are trained at once:
 ``max_memory`` sets the number of models per chunk from an estimate of the memory one model's step
-needs (:func:`memory_plan`).
+needs (:func:`memory_plan`). Training runs under the training thread policy
+(:class:`targets.threads.TrainingThreads`: intra-op threads follow the free CPUs; results do not
+depend on them).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from targets.dpsgd_step import CLIPPING_METHODS, DPSGDStep, StepHook, TrainConfi
 from targets.ghost_clipping import activation_bytes_per_example
 from targets.models import Architecture, Params, get_architecture, init_params
 from targets.sampling import batch_width_bound
+from targets.threads import TrainingThreads
 
 #: Default memory budget of one ``train_models`` call (bytes): sets how many models train at once.
 DEFAULT_MAX_MEMORY = 2 * 1024**3
@@ -135,14 +138,16 @@ def train_models(
     X = torch.as_tensor(data.X).to(device)
     y = torch.as_tensor(data.y).to(device)
     chunks = []
-    for start in range(0, len(seeds), models):
-        stop = min(len(seeds), start + models)
-        label = desc if models >= len(seeds) else f"{desc} [models {start + 1}-{stop} of {len(seeds)}]"
-        step = step_type(arch, config, X, y, data.n_classes, members[start:stop], seeds[start:stop],
-                         clipping=clipping, examples=examples, hook=hook, models=slice(start, stop), init=init)
-        for _ in tqdm(range(config.steps), desc=label, disable=not progress, unit="step", leave=False):
-            step.step()
-        chunks.append({k: v.detach().cpu() for k, v in step.params.items()})
+    with TrainingThreads() as threads:
+        for start in range(0, len(seeds), models):
+            stop = min(len(seeds), start + models)
+            label = desc if models >= len(seeds) else f"{desc} [models {start + 1}-{stop} of {len(seeds)}]"
+            step = step_type(arch, config, X, y, data.n_classes, members[start:stop], seeds[start:stop],
+                             clipping=clipping, examples=examples, hook=hook, models=slice(start, stop), init=init)
+            for _ in tqdm(range(config.steps), desc=label, disable=not progress, unit="step", leave=False):
+                step.step()
+                threads.tick()
+            chunks.append({k: v.detach().cpu() for k, v in step.params.items()})
     return {k: torch.cat([c[k] for c in chunks]) for k in chunks[0]}
 
 
