@@ -76,13 +76,13 @@ class Executor:
     #: Jobs run in this process (progress bars can be shown).
     in_process = True
 
-    def map(self, jobs: Sequence[Job], on_done: Callable[[int], None] | None = None) -> list[Any]:
-        """Results of ``jobs`` in order; ``on_done(i)`` after job ``i`` finished."""
+    def map(self, jobs: Sequence[Job], on_done: Callable[[int, Any], None] | None = None) -> list[Any]:
+        """Results of ``jobs`` in order; ``on_done(i, result)`` as soon as job ``i`` finished."""
         results = []
         for i, job in enumerate(jobs):
             results.append(job())
             if on_done is not None:
-                on_done(i)
+                on_done(i, results[-1])
         return results
 
     def close(self) -> None:
@@ -113,7 +113,7 @@ class ProcessPool(Executor):
         self.description = f"process pool of {workers} workers, {self.threads} torch thread(s) each"
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
 
-    def map(self, jobs: Sequence[Job], on_done: Callable[[int], None] | None = None) -> list[Any]:
+    def map(self, jobs: Sequence[Job], on_done: Callable[[int, Any], None] | None = None) -> list[Any]:
         if not jobs:
             return []
         if self._pool is None:
@@ -126,7 +126,7 @@ class ProcessPool(Executor):
             i = futures[future]
             results[i] = future.result()
             if on_done is not None:
-                on_done(i)
+                on_done(i, results[i])
         return results
 
     def close(self) -> None:
@@ -165,16 +165,19 @@ class RayExecutor(Executor):
         self.description = f"Ray ({where}), one CPU per task"
         self._remote = ray.remote(num_cpus=1)(_call)
 
-    def map(self, jobs: Sequence[Job], on_done: Callable[[int], None] | None = None) -> list[Any]:
+    def map(self, jobs: Sequence[Job], on_done: Callable[[int, Any], None] | None = None) -> list[Any]:
         ray = self._ray
         refs = [self._remote.remote(job) for job in jobs]
         index = {ref: i for i, ref in enumerate(refs)}
+        results: list[Any] = [None] * len(jobs)
         pending = list(refs)
         while pending:
-            done, pending = ray.wait(pending, num_returns=1)
+            (ref,), pending = ray.wait(pending, num_returns=1)
+            i = index[ref]
+            results[i] = ray.get(ref)
             if on_done is not None:
-                on_done(index[done[0]])
-        return ray.get(refs)
+                on_done(i, results[i])
+        return results
 
     def close(self) -> None:
         if self._started and self._ray.is_initialized():
@@ -208,14 +211,17 @@ def run_chunks(executor: Executor, cache_dir: Path, chunks: Sequence[tuple[dict,
     results: list[dict | None] = [load_entry(entry_path(cache_dir, key), key) for key in keys]
     reused = [r is not None for r in results]
     missing = [i for i, r in enumerate(results) if r is None]
+    if log is not None and any(reused):
+        log(f"{desc}: reused cached models for {sum(reused)} of {len(chunks)} chunk(s)")
 
-    def done(j: int) -> None:
-        if log is not None and len(chunks) > 1:
-            log(f"{desc}: chunk {missing[j] + 1} of {len(chunks)} done")
-
-    for i, params in zip(missing, executor.map([chunks[i][1] for i in missing], done)):
+    def done(j: int, params: dict) -> None:  # stored at once: an interrupted run keeps every finished chunk
+        i = missing[j]
         save_entry(entry_path(cache_dir, keys[i]), keys[i], params)
         results[i] = params
+        if log is not None and len(chunks) > 1:
+            log(f"{desc}: chunk {i + 1} of {len(chunks)} trained")
+
+    executor.map([chunks[i][1] for i in missing], done)
     return results, reused
 
 
@@ -235,11 +241,12 @@ class TrainingCall:
 
 def train_cached_models(executor: Executor, cache_dir: Path, data, config, calls: Sequence[TrainingCall], device, *,
                         max_memory: str | int | None = None, progress: bool = True,
-                        log: Callable[[str], None] | None = None, chunk_models: int = MODEL_CHUNK) -> list:
+                        log: Callable[[str], None] | None = None, chunk_models: int | None = None) -> list:
     """Train every call's models with :func:`targets.training.train_models` in chunks of at most
     ``chunk_models`` models (:func:`chunk_slices`), all chunks of all calls on ``executor`` at once,
     each reused from or stored in the model cache (:func:`run_chunks`). Returns, per call, its
-    stacked parameters. ``log`` gets one line per call (trained or reused)."""
+    stacked parameters. ``log`` gets one line per call (trained or reused). ``chunk_models``
+    defaults to :data:`MODEL_CHUNK`."""
     import hashlib
 
     import numpy as np
@@ -251,7 +258,7 @@ def train_cached_models(executor: Executor, cache_dir: Path, data, config, calls
     chunks, owners = [], []
     for c, call in enumerate(calls):
         masks = np.asarray(call.masks, dtype=bool)
-        parts = chunk_slices(len(call.seeds), chunk_models)
+        parts = chunk_slices(len(call.seeds), chunk_models or MODEL_CHUNK)
         for k, part in enumerate(parts):
             seeds = [int(s) for s in call.seeds[part]]
             payload = {"dataset": data.name, "source": data.source, "config": config.to_dict(), "seeds": seeds,
@@ -269,6 +276,69 @@ def train_cached_models(executor: Executor, cache_dir: Path, data, config, calls
         out.append({k: torch.cat([results[i][k] for i in mine]) for k in results[mine[0]]})
         if log is not None:
             hits = sum(reused[i] for i in mine)
-            log(f"{call.desc}: {len(call.seeds)} model(s), {config.steps} steps, {len(mine)} chunk(s): "
-                f"{hits} reused from the cache, {len(mine) - hits} trained on {executor.description}")
+            log(f"{call.desc}: {len(call.seeds)} model(s), {config.steps} steps, {len(mine)} chunk(s): {hits} from "
+                f"the cache, {len(mine) - hits} trained on {executor.description}")
     return out
+
+
+#: Runs per chunk of a ``run dp`` audit (thousands of small runs: a few chunks per worker).
+RUN_CHUNK = 500
+
+
+def _audit_runs_chunk(**kwargs) -> dict:
+    """:func:`targets.dpsgd_audit.train_audit_runs` as a dict of tensors (a cache entry)."""
+    import torch
+
+    from targets.dpsgd_audit import train_audit_runs
+
+    runs = train_audit_runs(**kwargs)
+    out = {"initial": runs.initial, "final": runs.final, "canary_steps": torch.as_tensor(runs.canary_steps),
+           "subtracted_known": torch.tensor([runs.subtracted_known])}
+    if runs.step_obs is not None:
+        out["step_obs"] = torch.as_tensor(runs.step_obs)
+    return out
+
+
+def cached_audit_runs(executor: Executor, cache_dir: Path, data, train_index, config, seeds: Sequence[int], included,
+                      *, grad_canary=None, input_canary=None, observe: str = "final", device="cpu",
+                      replace_pair: bool = False, progress: bool = False, log: Callable[[str], None] | None = None,
+                      chunk_runs: int | None = None):
+    """:func:`targets.dpsgd_audit.train_audit_runs` in chunks of at most ``chunk_runs`` runs on
+    ``executor`` (default :data:`RUN_CHUNK`), each reused from or stored in the model cache
+    (:func:`run_chunks`); the same arguments, the same :class:`targets.dpsgd_audit.AuditRuns`."""
+    import hashlib
+
+    import numpy as np
+    import torch
+
+    from targets.dpsgd_audit import AuditRuns
+
+    def digest(*arrays) -> str:
+        h = hashlib.sha256()
+        for a in arrays:
+            h.update(np.ascontiguousarray(a).tobytes())
+        return h.hexdigest()
+
+    included = np.asarray(included, dtype=bool)
+    canary = (digest(np.asarray(grad_canary, dtype=np.float32)) if grad_canary is not None else
+              digest(np.asarray(input_canary[0], dtype=np.float32), np.int64(input_canary[1])))
+    common = {"kind": "dp audit runs", "dataset": data.name, "source": data.source, "config": config.to_dict(),
+              "data": digest(data.X, data.y), "train_index": digest(np.asarray(train_index, dtype=np.int64)),
+              "canary": canary, "canary_type": "gradient" if grad_canary is not None else "input",
+              "observe": observe, "replace_pair": replace_pair, "device": torch.device(device).type}
+    chunks = []
+    for part in chunk_slices(len(seeds), chunk_runs or RUN_CHUNK):
+        seeds_part = [int(s) for s in seeds[part]]
+        payload = common | {"seeds": seeds_part, "included": digest(included[part])}
+        chunks.append((payload, Job(_audit_runs_chunk, dict(
+            data=data, train_index=train_index, config=config, seeds=seeds_part, included=included[part],
+            grad_canary=grad_canary, input_canary=input_canary, observe=observe, device=device,
+            replace_pair=replace_pair, progress=progress and executor.in_process))))
+    results, reused = run_chunks(executor, cache_dir, chunks, log, "audit runs")
+    if log is not None:
+        log(f"audit runs: {len(seeds)} runs in {len(chunks)} chunk(s): {sum(reused)} from the cache, "
+            f"{len(chunks) - sum(reused)} trained on {executor.description}")
+    step_obs = (torch.cat([r["step_obs"] for r in results]).numpy() if "step_obs" in results[0] else None)
+    return AuditRuns(torch.cat([r["initial"] for r in results]), torch.cat([r["final"] for r in results]), step_obs,
+                     torch.cat([r["canary_steps"] for r in results]).numpy(),
+                     subtracted_known=bool(results[0]["subtracted_known"][0]))

@@ -36,6 +36,7 @@ import torch
 import torch.nn.functional as F
 
 from targets.models import PARAM_LAYERS, Conv2d, Flatten, Layer, Linear, MaxPool2d, Params, Tanh
+from targets.threads import torch_threads
 
 MODES = ("auto", "ghost", "direct")
 
@@ -143,12 +144,12 @@ def use_ghost_norm(t: int, d: int, o: int, mode: str = "auto") -> bool:
     return t * t * (d + o) < 2 * o * d
 
 
-def _linear_parts(a: torch.Tensor, g: torch.Tensor, ghost: bool):
+def _linear_sqnorm(a: torch.Tensor, g: torch.Tensor, ghost: bool) -> torch.Tensor:
+    """Squared norms (R, B) of a linear layer's per-example weight and bias gradients ``g_i a_i^T``, ``g_i``."""
+    g_sq = _sqnorm(g, 1)
     if ghost:
-        g_sq = _sqnorm(g, 1)
-        return _sqnorm(a, 1) * g_sq + g_sq, None
-    per_example = g.unsqueeze(-1) * a.unsqueeze(-2)  # (R, B, O, D)
-    return _sqnorm(per_example, 2) + _sqnorm(g, 1), per_example
+        return _sqnorm(a, 1) * g_sq + g_sq
+    return _sqnorm(g.unsqueeze(-1) * a.unsqueeze(-2), 2) + g_sq  # materialised (R, B, O, D)
 
 
 def _sqnorm(x: torch.Tensor, dims: int) -> torch.Tensor:
@@ -186,6 +187,19 @@ def to_weight_layout(layer: Linear | Conv2d, grad: torch.Tensor, w_shape: torch.
     return grad.reshape(-1, o, kh, kw, c).permute(0, 1, 4, 2, 3).contiguous()
 
 
+def _signals(layers: tuple[Layer, ...], params: Params, x: torch.Tensor, y: torch.Tensor,
+             weight: torch.Tensor | None = None) -> tuple[list[Tap], tuple[torch.Tensor, ...]]:
+    """One forward pass and one backward pass to the parameter layers' outputs (no weight
+    gradients): the taps and the backprop signals of ``sum_i w_i loss_i`` (``w`` = 1 when None)."""
+    taps: list[Tap] = []
+    with torch.enable_grad():
+        logits = stacked_forward(layers, params, x, taps)
+        losses = F.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction="none")
+        loss = losses.sum() if weight is None else (losses * weight.flatten()).sum()
+        signals = torch.autograd.grad(loss, [tap.z for tap in taps])
+    return taps, signals
+
+
 def per_example_clipped_sum(layers: tuple[Layer, ...], params: Params, x: torch.Tensor, y: torch.Tensor,
                             weight: torch.Tensor, clip_norm: float, mode: str = "auto") -> Params:
     """``sum_i w_i min(1, C/||g_i||) g_i`` for R stacked models, ``g_i`` the gradient of example i's
@@ -193,67 +207,81 @@ def per_example_clipped_sum(layers: tuple[Layer, ...], params: Params, x: torch.
 
     ``x`` (R, B, ...), ``y`` (R, B), ``weight`` (R, B) (1 for sampled examples, 0 for padding);
     returns tensors (R, ...) shaped like ``params``. Equal, up to rounding, to clipping materialised
-    ``vmap(grad)`` per-example gradients (``targets.dpsgd_step.clipped_sum``).
+    ``vmap(grad)`` per-example gradients (``targets.dpsgd_step.clipped_sum``). The passes and the
+    per-example quantities use torch's intra-op threads; the reductions over examples run on one
+    thread (:func:`targets.threads.torch_threads`), so the result is the same whatever the thread count.
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    taps: list[Tap] = []
-    with torch.enable_grad():
-        logits = stacked_forward(layers, params, x, taps)
-        loss = F.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction="sum")
-        signals = torch.autograd.grad(loss, [tap.z for tap in taps])
-    sq = torch.zeros(weight.shape, dtype=logits.dtype, device=logits.device)
+    taps, signals = _signals(layers, params, x, y)
     parts = []
     for tap, g in zip(taps, signals):
         a = tap.a.detach()
         layer = tap.layer
         if isinstance(layer, Linear):
-            ghost = use_ghost_norm(1, a.shape[-1], g.shape[-1], mode)
-            layer_sq, per_example = _linear_parts(a, g, ghost)
-            parts.append((layer, ghost, a, g, per_example))
+            parts.append((layer, use_ghost_norm(1, a.shape[-1], g.shape[-1], mode), a, g, None))
+            continue
+        w_shape = params[layer.weight].shape[1:]
+        t, d, o = conv_geometry(layer, a.shape, w_shape)
+        unfolded = unfold_patches(layer, a, w_shape[-1])  # (R, B, T, D)
+        g = g.flatten(3)  # (R, B, O, T)
+        ghost = use_ghost_norm(t, d, o, mode)
+        if ghost:
+            grams = (torch.matmul(unfolded, unfolded.transpose(-1, -2)), torch.matmul(g.transpose(-1, -2), g))
+            parts.append((layer, True, unfolded, g, grams))  # (R, B, T, T) each
         else:
-            w_shape = params[layer.weight].shape[1:]
-            t, d, o = conv_geometry(layer, a.shape, w_shape)
-            unfolded = unfold_patches(layer, a, w_shape[-1])  # (R, B, T, D)
-            g = g.flatten(3)  # (R, B, O, T)
-            ghost = use_ghost_norm(t, d, o, mode)
-            bias_sq = _sqnorm(g.sum(-1), 1)
-            if ghost:
-                gram_a = torch.matmul(unfolded, unfolded.transpose(-1, -2))  # (R, B, T, T)
-                gram_g = torch.matmul(g.transpose(-1, -2), g)
-                layer_sq = (gram_a * gram_g).sum((-1, -2)) + bias_sq
-                parts.append((layer, True, unfolded, g, None))
+            parts.append((layer, False, unfolded, g, torch.matmul(g, unfolded)))  # (R, B, O, D)
+    with torch_threads(1):
+        sq = torch.zeros(weight.shape, dtype=signals[0].dtype, device=weight.device)
+        for layer, ghost, a, g, extra in parts:
+            if isinstance(layer, Linear):
+                sq = sq + _linear_sqnorm(a, g, ghost)
             else:
-                per_example = torch.matmul(g, unfolded)  # (R, B, O, D)
-                layer_sq = _sqnorm(per_example, 2) + bias_sq
-                parts.append((layer, False, unfolded, g, per_example))
-        sq = sq + layer_sq
-    factor = weight * torch.clamp(clip_norm / (sq.sqrt() + 1e-12), max=1.0)  # (R, B)
-    out: Params = {}
-    weights = factor.unsqueeze(1)  # (R, 1, B): sums over the batch as batched matrix products
-    for layer, ghost, a, g, per_example in parts:
-        w_shape = params[layer.weight].shape
-        bias_signal = g if isinstance(layer, Linear) else g.sum(-1)  # (R, B, O)
-        out[layer.bias] = torch.bmm(weights, bias_signal).squeeze(1)
-        if per_example is not None:
-            out[layer.weight] = to_weight_layout(layer, torch.bmm(weights, per_example.flatten(2)), w_shape)
-        elif isinstance(layer, Linear):
-            out[layer.weight] = torch.bmm((g * factor.unsqueeze(-1)).transpose(1, 2), a)
-        else:
-            scaled = g * factor[:, :, None, None]  # (R, B, O, T)
-            out[layer.weight] = to_weight_layout(layer, torch.einsum("rbot,rbtd->rod", scaled, a), w_shape)
+                layer_sq = (extra[0] * extra[1]).sum((-1, -2)) if ghost else _sqnorm(extra, 2)
+                sq = sq + layer_sq + _sqnorm(g.sum(-1), 1)
+        factor = weight * torch.clamp(clip_norm / (sq.sqrt() + 1e-12), max=1.0)  # (R, B)
+        out: Params = {}
+        weights = factor.unsqueeze(1)  # (R, 1, B): sums over the batch as batched matrix products
+        for layer, ghost, a, g, extra in parts:
+            w_shape = params[layer.weight].shape
+            bias_signal = g if isinstance(layer, Linear) else g.sum(-1)  # (R, B, O)
+            out[layer.bias] = torch.bmm(weights, bias_signal).squeeze(1)
+            if isinstance(layer, Linear):
+                out[layer.weight] = torch.bmm((g * factor.unsqueeze(-1)).transpose(1, 2), a)
+            elif not ghost:
+                out[layer.weight] = to_weight_layout(layer, torch.bmm(weights, extra.flatten(2)), w_shape)
+            else:
+                scaled = g * factor[:, :, None, None]  # (R, B, O, T)
+                out[layer.weight] = to_weight_layout(layer, torch.einsum("rbot,rbtd->rod", scaled, a), w_shape)
     return {name: out[name] for name in params}
 
 
 def weighted_gradient(layers: tuple[Layer, ...], params: Params, x: torch.Tensor, y: torch.Tensor,
                       weight: torch.Tensor) -> Params:
-    """Gradient of ``sum_i w_i loss_i`` for R stacked models (non-private SGD), one backward pass."""
-    leaves = {name: p.detach().requires_grad_(True) for name, p in params.items()}
-    with torch.enable_grad():
-        logits = stacked_forward(layers, leaves, x)
-        loss = (F.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction="none") * weight.flatten()).sum()
-        grads = torch.autograd.grad(loss, list(leaves.values()))
-    return dict(zip(leaves, grads))
+    """Gradient of ``sum_i w_i loss_i`` for R stacked models (non-private SGD).
+
+    One forward and one backward pass to the layer outputs (torch's intra-op threads), then each
+    layer's weight gradient from its input and backprop signal on one thread (a linear layer's
+    ``sum_i g_i a_i^T``; a convolution's by oneDNN's weight-gradient kernel, one model at a time),
+    so the result is the same whatever the thread count."""
+    params = {name: p.detach() for name, p in params.items()}
+    taps, signals = _signals(layers, params, x, y, weight)
+    out: Params = {}
+    with torch_threads(1):
+        for tap, g in zip(taps, signals):
+            layer, a = tap.layer, tap.a.detach()
+            if isinstance(layer, Linear):
+                out[layer.weight] = torch.bmm(g.transpose(1, 2), a)
+                out[layer.bias] = g.sum(1)
+                continue
+            w = params[layer.weight]
+            grads = [torch.ops.aten.convolution_backward(g_r, a_r, _channels_last(w_r) if a.device.type != "cuda"
+                                                         else w_r, None, (layer.stride,) * 2, (layer.padding,) * 2,
+                                                         (1, 1), False, (0, 0), 1, (False, True, False))[1]
+                     for g_r, a_r, w_r in zip(g.unbind(), a.unbind(), w.unbind())]
+            out[layer.weight] = torch.stack(grads).contiguous()
+            out[layer.bias] = g.sum((1, 3, 4))
+    return {name: out[name] for name in params}
 
 
 def activation_bytes_per_example(layers: tuple[Layer, ...], params: Params, input_shape: tuple[int, ...],

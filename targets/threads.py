@@ -58,7 +58,7 @@ TRAINING_THREADS_ENV = "PRIVACY_AUDIT_THREADS"
 RECHECK_S = 1.0
 
 __all__ = ["THREADS_ENV", "DEFAULT_THREADS", "TRAINING_THREADS_ENV", "RECHECK_S", "plugin_threads", "thread_limit",
-           "usable_cpus", "busy_cpus", "training_threads", "TrainingThreads"]
+           "torch_threads", "usable_cpus", "busy_cpus", "training_threads", "TrainingThreads"]
 
 
 def plugin_threads() -> int:
@@ -88,6 +88,26 @@ def thread_limit(threads: int | None = None) -> Iterator[None]:
     try:
         with threadpool_limits(limits=n):
             yield
+    finally:
+        torch.set_num_threads(before)
+
+
+@contextlib.contextmanager
+def torch_threads(threads: int) -> Iterator[None]:
+    """torch's intra-op pool limited to ``threads`` inside the block (no effect when it is smaller).
+
+    Training runs its reductions over the examples of a batch in ``torch_threads(1)``: split over
+    threads, a sum is added in an order that depends on the thread count (oneDNN's weight gradients,
+    matrix products with a long inner dimension), so one thread keeps results independent of it."""
+    import torch
+
+    before = torch.get_num_threads()
+    if before <= threads:
+        yield
+        return
+    torch.set_num_threads(threads)
+    try:
+        yield
     finally:
         torch.set_num_threads(before)
 

@@ -43,6 +43,18 @@ def confidence_level(text: str) -> float:
     return value
 
 
+def executor_options(group) -> None:
+    """``--workers``, ``--executor``, ``--ray-address``: where training chunks run (:mod:`audit.executors`)."""
+    group.add_argument("--workers", type=positive_int, default=1,
+                       help="train chunks of models on N local worker processes (default 1: in this process); "
+                            "with --executor ray, the CPUs of a local Ray")
+    group.add_argument("--executor", default="local", choices=["local", "ray"],
+                       help="where training chunks run: local (this process or --workers processes) or ray "
+                            "(needs the ray extra); results are the same on every executor")
+    group.add_argument("--ray-address", default=None, metavar="ADDR",
+                       help="address of a running Ray cluster (with --executor ray; default: start a local one)")
+
+
 def common_options() -> argparse.ArgumentParser:
     """Options shared by every ``run`` kind."""
     common = argparse.ArgumentParser(add_help=False)
@@ -58,14 +70,7 @@ def common_options() -> argparse.ArgumentParser:
     group.add_argument("--quiet", action="store_true", help="no progress bars or stage messages")
     group.add_argument("--confidence", type=confidence_level, default=0.95,
                        help="family-wise confidence of the verdict and of every reported interval (default 0.95)")
-    group.add_argument("--workers", type=positive_int, default=1,
-                       help="train chunks of models on N local worker processes (default 1: in this process); "
-                            "with --executor ray, the CPUs of a local Ray")
-    group.add_argument("--executor", default="local", choices=["local", "ray"],
-                       help="where training chunks run: local (this process or --workers processes) or ray "
-                            "(needs the ray extra); results are the same on every executor")
-    group.add_argument("--ray-address", default=None, metavar="ADDR",
-                       help="address of a running Ray cluster (with --executor ray; default: start a local one)")
+    executor_options(group)
     group.add_argument("--fail-above-claim", action="store_true",
                        help="exit with status 1 when the empirical lower bound exceeds the claim (CI gate)")
     return common

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from audit.canaries import CANARY_KINDS
-from audit.commands.run import confidence_level, positive_int
+from audit.commands.run import confidence_level, executor_options, positive_int
 from audit.run_dp import THREATS, SweepOptions, run_sweep, sweep_summary
 
 
@@ -30,7 +30,8 @@ def _threats(text: str) -> tuple[str, ...]:
 def execute(args: argparse.Namespace) -> int:
     opts = SweepOptions(target=args.target, epsilons=args.epsilons, threats=args.threats, canary=args.canary,
                         runs=args.runs, out=args.out, seed=args.seed, device=args.device, quick=args.quick,
-                        delta=args.delta, data_dir=args.data_dir, quiet=args.quiet, confidence=args.confidence)
+                        delta=args.delta, data_dir=args.data_dir, quiet=args.quiet, confidence=args.confidence,
+                        workers=args.workers, executor=args.executor, ray_address=args.ray_address)
     run_dir, results = run_sweep(opts)
     print("\n".join(sweep_summary(run_dir, results)))
     return 0
@@ -61,4 +62,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     dp.add_argument("--quiet", action="store_true", help="no stage messages")
     dp.add_argument("--confidence", type=confidence_level, default=0.95,
                     help="family-wise confidence of each audit's verdict (default 0.95)")
+    executor_options(dp)
     dp.set_defaults(func=execute)
