@@ -25,7 +25,7 @@ Params = dict[str, torch.Tensor]
 
 #: Modules whose code determines what a training run produces; their source is part of every key.
 TRAINING_MODULES = ("targets.training", "targets.dpsgd_step", "targets.sampling", "targets.models",
-                    "targets.ghost_clipping", "targets.dpsgd_audit")
+                    "targets.ghost_clipping", "targets.dpsgd_audit", "audit.executors")
 
 
 def code_fingerprint() -> str:
