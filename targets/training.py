@@ -29,7 +29,7 @@ from tqdm.auto import tqdm
 from audit.errors import UserError
 from targets.datasets import Dataset
 from targets.dpsgd_step import CLIPPING_METHODS, DPSGDStep, StepHook, TrainConfig
-from targets.ghost_clipping import activation_bytes_per_example
+from targets.ghost_clipping import activation_bytes_per_example, stacked_forward
 from targets.models import Architecture, Params, get_architecture, init_params
 from targets.sampling import batch_width_bound
 from targets.threads import TrainingThreads
@@ -153,11 +153,18 @@ def train_models(
 
 def predict_logits(arch_name: str, params: Params, X: np.ndarray, device: torch.device | str = "cpu",
                    chunk: int = 2048) -> np.ndarray:
-    """Logits of every stacked model on ``X``: array (R, n, n_classes), float64."""
+    """Logits of every stacked model on ``X``: array (R, n, n_classes), float64. Layered models run
+    the training forward pass (:func:`targets.ghost_clipping.stacked_forward`, channels-last on the
+    CPU), others ``vmap`` over the model axis."""
     arch = get_architecture(arch_name)
     device = torch.device(device)
     stacked = {k: v.to(device) for k, v in params.items()}
-    forward = vmap(arch.forward, in_dims=(0, None))
+    models = next(iter(stacked.values())).shape[0]
+    if arch.layers is not None:
+        def forward(p: Params, xb: torch.Tensor) -> torch.Tensor:
+            return stacked_forward(arch.layers, p, xb.expand(models, *xb.shape))
+    else:
+        forward = vmap(arch.forward, in_dims=(0, None))
     outs = []
     with torch.no_grad():
         for start in range(0, X.shape[0], chunk):
