@@ -221,8 +221,9 @@ def per_example_clipped_sum(layers: tuple[Layer, ...], params: Params, x: torch.
     ``x`` (R, B, ...), ``y`` (R, B), ``weight`` (R, B) (1 for sampled examples, 0 for padding);
     returns tensors (R, ...) shaped like ``params``. Equal, up to rounding, to clipping materialised
     ``vmap(grad)`` per-example gradients (``targets.dpsgd_step.clipped_sum``). The passes and the
-    per-example quantities use torch's intra-op threads; the reductions over examples run on one
-    thread (:func:`targets.threads.torch_threads`), so the result is the same whatever the thread count.
+    per-example quantities (each reduced on one thread) use torch's intra-op threads; the sums over
+    the examples run on one thread (:func:`targets.threads.torch_threads`), so the result is the
+    same whatever the thread count.
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -244,15 +245,15 @@ def per_example_clipped_sum(layers: tuple[Layer, ...], params: Params, x: torch.
             parts.append((layer, True, unfolded, g, grams))  # (R, B, T, T) each
         else:
             parts.append((layer, False, unfolded, g, torch.matmul(g, unfolded)))  # (R, B, O, D)
+    sq = torch.zeros(weight.shape, dtype=signals[0].dtype, device=weight.device)
+    for layer, ghost, a, g, extra in parts:
+        if isinstance(layer, Linear):
+            sq = sq + _linear_sqnorm(a, g, ghost)
+        else:
+            layer_sq = (extra[0] * extra[1]).sum((-1, -2)) if ghost else _sqnorm(extra, 2)
+            sq = sq + layer_sq + _sqnorm(g.sum(-1), 1)
+    factor = weight * torch.clamp(clip_norm / (sq.sqrt() + 1e-12), max=1.0)  # (R, B)
     with torch_threads(1):
-        sq = torch.zeros(weight.shape, dtype=signals[0].dtype, device=weight.device)
-        for layer, ghost, a, g, extra in parts:
-            if isinstance(layer, Linear):
-                sq = sq + _linear_sqnorm(a, g, ghost)
-            else:
-                layer_sq = (extra[0] * extra[1]).sum((-1, -2)) if ghost else _sqnorm(extra, 2)
-                sq = sq + layer_sq + _sqnorm(g.sum(-1), 1)
-        factor = weight * torch.clamp(clip_norm / (sq.sqrt() + 1e-12), max=1.0)  # (R, B)
         out: Params = {}
         weights = factor.unsqueeze(1)  # (R, 1, B): sums over the batch as batched matrix products
         for layer, ghost, a, g, extra in parts:
