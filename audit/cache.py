@@ -25,7 +25,7 @@ Params = dict[str, torch.Tensor]
 
 #: Modules whose code determines what a training run produces; their source is part of every key.
 TRAINING_MODULES = ("targets.training", "targets.dpsgd_step", "targets.sampling", "targets.models",
-                    "targets.ghost_clipping", "targets.dpsgd_audit")
+                    "targets.ghost_clipping", "targets.dpsgd_audit", "audit.executors")
 
 
 def code_fingerprint() -> str:
@@ -81,13 +81,18 @@ def save_entry(path: Path, key: str, params: Params) -> None:
     atomic_write_bytes(path, st_save(params, metadata={"key": key, "sha256": _digest(params)}))
 
 
+def entry_path(cache_dir: Path, key: str) -> Path:
+    """Where the entry of ``key`` lives in ``cache_dir``."""
+    return Path(cache_dir) / f"{key[:32]}.safetensors"
+
+
 def cached_models(cache_dir: Path, payload: dict, train: Callable[[], Params]) -> tuple[Params, bool]:
     """Load the models for ``payload`` from the cache, or train and store them.
 
     Returns ``(params, hit)``.
     """
     key = cache_key(payload)
-    path = Path(cache_dir) / f"{key[:32]}.safetensors"
+    path = entry_path(cache_dir, key)
     params = load_entry(path, key)
     if params is not None:
         return params, True

@@ -133,6 +133,11 @@ def safe_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)[:80]
 
 
+def cache_dir_of(out: str | os.PathLike) -> Path:
+    """The model cache shared by the runs written under ``out``: ``<out>/cache``."""
+    return Path(out).expanduser() / "cache"
+
+
 def make_run_dir(out: str | os.PathLike, kind: str, target: str, name: str | None = None) -> RunPaths:
     """Create a fresh run directory under ``out`` (never reusing an existing one), named
     ``<utc-time>-<kind>-<target>`` or ``name`` (the audits inside a sweep)."""
@@ -150,7 +155,7 @@ def make_run_dir(out: str | os.PathLike, kind: str, target: str, name: str | Non
         probe = run_dir / ".write-test"
         probe.write_text("ok")
         probe.unlink()
-        cache_dir = root / "cache"
+        cache_dir = cache_dir_of(out)
         cache_dir.mkdir(exist_ok=True)
     except OSError as exc:
         raise UserError(f"cannot write to output directory {root} ({exc.strerror}); pass a writable --out DIR") from None

@@ -18,6 +18,7 @@ A plugin target (e.g. a black-box ``train(X, y, seed) -> predict_proba``) only n
 from __future__ import annotations
 
 import functools
+import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -219,8 +220,10 @@ def dpsgd_setup(opts: DPOptions) -> DPAuditSetup:
     import torch
 
     from audit.canaries import GRADIENT_CANARIES, gradient_canary, input_canary
+    from audit.executors import cached_audit_runs
+    from audit.run_context import cache_dir_of
     from targets.datasets import load_dataset
-    from targets.dpsgd_audit import canary_direction, dead_coordinate, param_shapes, train_audit_runs, unflatten
+    from targets.dpsgd_audit import canary_direction, dead_coordinate, param_shapes, unflatten
     from targets.models import get_architecture
     from targets.registry import get_target
     from targets.sampling import steps_per_epoch
@@ -271,9 +274,12 @@ def dpsgd_setup(opts: DPOptions) -> DPAuditSetup:
 
     def observe(included: np.ndarray, seed: int) -> Observation:
         seeds = np.random.SeedSequence([seed, 23]).generate_state(included.size).tolist()
-        runs = train_audit_runs(data, train_index, config, seeds, included, grad_canary=gvec,
-                                input_canary=icanary, observe="updates" if opts.threat == "updates" else "final",
-                                device=device, replace_pair=replace_pair, progress=not opts.quiet)
+        with opts.make_executor() as executor:  # cached chunks of runs (audit.executors)
+            runs = cached_audit_runs(executor, cache_dir_of(opts.out), data, train_index, config, seeds, included,
+                                     grad_canary=gvec, input_canary=icanary,
+                                     observe="updates" if opts.threat == "updates" else "final", device=device,
+                                     replace_pair=replace_pair, progress=not opts.quiet,
+                                     log=None if opts.quiet else lambda line: print(line, file=sys.stderr))
         info = {"canary_steps_mean_in": float(runs.canary_steps[included].mean()) if included.any() else None,
                 "known_part_subtracted": runs.subtracted_known if opts.threat == "updates" else None}
         if opts.threat == "updates" and replace_pair:  # the per-step model (Poisson, shift 1) does not apply
@@ -470,6 +476,9 @@ class SweepOptions:
     data_dir: str | None = None
     quiet: bool = False
     confidence: float = 0.95
+    workers: int = 1
+    executor: str = "local"
+    ray_address: str | None = None
 
 
 def sweep_family(opts: SweepOptions) -> Family:
@@ -499,7 +508,8 @@ def sweep_rows(opts: SweepOptions, sub_out: Path) -> list[dict]:
             run_opts = DPOptions(target=opts.target, out=str(sub_out), seed=opts.seed, device=opts.device,
                                  quick=opts.quick, epsilon=eps, delta=opts.delta, data_dir=opts.data_dir,
                                  quiet=opts.quiet, runs=opts.runs, canary=canary, threat=threat,
-                                 confidence=confidence)
+                                 confidence=confidence, workers=opts.workers, executor=opts.executor,
+                                 ray_address=opts.ray_address)
             started = time.perf_counter()
             setup = build_setup(run_opts)
             runs = opts.runs or setup.default_runs

@@ -1,7 +1,8 @@
 """The flagship audit: membership inference on a trained target with the one-run game.
 
 Steps: split the data and toss the canary coins (:mod:`audit.games`); train the target once, and
-the shadow models and LiRA's reference models all at once (vectorised, cached); score every canary
+the shadow models and LiRA's reference models (vectorised, in cached chunks on the run's executor:
+:mod:`audit.executors`); score every canary
 with each attack (:func:`attacks.membership.run_attacks`: shadow, LiRA online/offline, loss,
 confidence); report each attack's AUC, TPR at low FPR and membership advantage against the DP
 bound on it (:mod:`audit.stats.metrics`); turn
@@ -20,7 +21,6 @@ shadow with a classifier trained on it.
 
 from __future__ import annotations
 
-import hashlib
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -30,9 +30,9 @@ import numpy as np
 from attacks.lira import resolve_variance
 from attacks.membership import AttackInputs, run_attacks
 from attacks.names import ATTACKS, LIRA_ATTACKS, expand_attacks
-from audit.cache import cached_models
-from audit.games import CanaryGame, build_canary_game
-from audit.run_context import RunContext, RunPaths
+from audit.executors import TrainingCall, train_cached_models
+from audit.games import build_canary_game
+from audit.run_context import RunContext
 from audit.run_options import CommonRunOptions
 from audit.stats.lower_bound import SECONDARY, VERDICT, LowerBound
 from audit.stats.metrics import advantage_interval, attack_metrics, dp_advantage_bound
@@ -43,7 +43,7 @@ from audit.stats.verdict import Family, compare_with_claim
 from audit.theory.checks import check_confidence
 from targets.datasets import load_dataset
 from targets.registry import TrainedTarget, get_target
-from targets.training import TrainConfig, log_softmax, predict_logits, resolve_device, train_models
+from targets.training import log_softmax, predict_logits, resolve_device
 
 #: One-run methods tried on the calibration games (audit.stats.one_run, audit.stats.one_run_fdp).
 ONE_RUN_METHODS = ("one-run", "one-run-fdp")
@@ -74,21 +74,6 @@ def quick_target(target: TrainedTarget) -> TrainedTarget:
     """The --quick preset: a third of the data and a few epochs (same model and claim)."""
     return replace(target, n_train=min(target.n_train, 500), batch_size=min(target.batch_size, 128),
                    epochs=min(target.epochs, 10))
-
-
-def _train(paths: RunPaths, game: CanaryGame, masks: np.ndarray, config: TrainConfig, seeds: list[int],
-           device, opts: MembershipOptions, desc: str):
-    payload = {"dataset": game.data.name, "source": game.data.source, "config": config.to_dict(), "seeds": seeds,
-               "masks": hashlib.sha256(np.packbits(masks).tobytes()).hexdigest(),
-               "labels": hashlib.sha256(game.data.y.tobytes()).hexdigest(), "device": device.type}
-
-    def train():
-        return train_models(game.data, masks, config, seeds, device=device, progress=not opts.quiet, desc=desc,
-                            max_memory=opts.max_memory)
-
-    params, hit = cached_models(paths.cache_dir, payload, train)
-    paths.log(f"{desc}: {'reused cached models' if hit else 'trained'} ({len(seeds)} model(s), {config.steps} steps)")
-    return params
 
 
 def one_run(method: str, scores: np.ndarray, members: np.ndarray, k_pos: int, k_neg: int, delta: float,
@@ -175,13 +160,16 @@ def run_membership(opts: MembershipOptions) -> tuple[Path, dict]:
         # reference models leaves the target's and the shadows' seeds unchanged)
         seeds = np.random.SeedSequence(opts.seed).generate_state(1 + shadows + references).tolist()
         t0 = time.perf_counter()
-        target_params = _train(paths, game, game.target_mask[None], config, seeds[:1], device, opts, "target model")
         if references:
             masks = np.concatenate([game.shadow_masks, game.reference_masks])
             desc = f"{shadows} shadow + {references} reference models"
         else:
             masks, desc = game.shadow_masks, f"{shadows} shadow models"
-        helper_params = _train(paths, game, masks, config, seeds[1:], device, opts, desc)
+        calls = [TrainingCall("target model", game.target_mask[None], seeds[:1]), TrainingCall(desc, masks, seeds[1:])]
+        with opts.make_executor() as executor:  # the target's and the helpers' chunks run side by side
+            target_params, helper_params = train_cached_models(
+                executor, paths.cache_dir, game.data, config, calls, device, max_memory=opts.max_memory,
+                progress=not opts.quiet, log=paths.log)
         timing["training_s"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 #: Names of the common options, in field order (also the command-line ``dest`` names).
-COMMON_OPTION_NAMES = ("target", "out", "seed", "device", "quick", "epsilon", "delta", "data_dir", "quiet", "confidence")
+COMMON_OPTION_NAMES = ("target", "out", "seed", "device", "quick", "epsilon", "delta", "data_dir", "quiet",
+                       "confidence", "workers", "executor", "ray_address")
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,15 @@ class CommonRunOptions:
     data_dir: str | None = None
     quiet: bool = False
     confidence: float = 0.95
+    workers: int = 1
+    executor: str = "local"
+    ray_address: str | None = None
+
+    def make_executor(self):
+        """The executor training chunks run on (:func:`audit.executors.make_executor`)."""
+        from audit.executors import make_executor
+
+        return make_executor(self.executor, self.workers, self.ray_address)
 
     @classmethod
     def common_kwargs(cls, args) -> dict:

@@ -224,15 +224,22 @@ class DPSGDStep:
         rows, weights = self.sampler.next()
         return Batch(rows, weights, to_device(rows, self.device), to_device(weights, self.device))
 
+    def rows(self, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The data rows ``index`` (R, b): features (R, b, ...) and labels (R, b) (``index_select``:
+        faster than advanced indexing on the CPU)."""
+        flat = index.flatten()
+        return (self.X.index_select(0, flat).view(*index.shape, *self.X.shape[1:]),
+                self.y.index_select(0, flat).view(index.shape))
+
     def per_example_gradients(self, params: Params, index: torch.Tensor) -> Params:
         """Materialised per-example gradients (R, b, ...) of the data rows ``index`` (R, b)."""
-        return self._vmap_grads(params, self.X[index], self.y[index])
+        return self._vmap_grads(params, *self.rows(index))
 
     def weighted_sum(self, params: Params, index: torch.Tensor, weight: torch.Tensor) -> Params:
         """Unclipped ``sum_i w_i g_i`` of the data rows ``index`` (non-private SGD), one backward pass."""
         if self.arch.layers is not None:
-            return weighted_gradient(self.arch.layers, params, self.X[index], self.y[index], weight)
-        return self._batch_grads(params, self.X[index], self.y[index], weight)
+            return weighted_gradient(self.arch.layers, params, *self.rows(index), weight)
+        return self._batch_grads(params, *self.rows(index), weight)
 
     def clipped_sum(self, params: Params, index: torch.Tensor, weight: torch.Tensor) -> Params:
         """``sum_i w_i min(1, C/||g_i||) g_i`` over the data rows ``index`` (R, B) at ``params``
@@ -240,8 +247,7 @@ class DPSGDStep:
         ``examples`` at a time (from the hook when it replaces them)."""
         clip = float(self.config.clip_norm)
         if self.layered:
-            return per_example_clipped_sum(self.arch.layers, params, self.X[index], self.y[index], weight, clip,
-                                           self.clipping)
+            return per_example_clipped_sum(self.arch.layers, params, *self.rows(index), weight, clip, self.clipping)
         replaced = self.hook is not None and self.hook.replaces_gradients
         source = self.hook.data_gradients if replaced else self.per_example_gradients
         width = index.shape[1]

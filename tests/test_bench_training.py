@@ -10,7 +10,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 KEYS = ("nonprivate_s", "dpsgd_s", "opacus_s", "dpsgd_over_nonprivate", "opacus_over_ours", "models_vectorised_s",
-        "models_sequential_s", "vectorised_speedup")
+        "models_sequential_s", "vectorised_speedup", "contended_s", "contended_slowdown", "parallel_s",
+        "parallel_slowdown", "executor_inprocess_s", "executor_pool_s", "chunk_s")
 
 
 def test_quick_benchmark_writes_consistent_json(tmp_path):
@@ -28,8 +29,16 @@ def test_quick_benchmark_writes_consistent_json(tmp_path):
     assert results["nonprivate_s"] == min(results["nonprivate_ours_s"], results["nonprivate_torch_s"])
     assert results["dpsgd_over_nonprivate"] == pytest.approx(results["dpsgd_s"] / results["nonprivate_s"])
     assert results["opacus_over_ours"] == pytest.approx(results["opacus_s"] / results["dpsgd_s"])
-    assert results["vectorised_speedup"] == pytest.approx(results["models_sequential_s"] / results["models_vectorised_s"])
+    speedup = results["models_sequential_s"] / results["models_vectorised_s"]
+    assert results["vectorised_speedup"] == pytest.approx(speedup)
     machine = results["machine"]
     assert machine["cpus"] >= 1 and machine["device"] in ("cpu", "cuda") and machine["torch"]
-    assert set(results["targets_met"]) == {"dpsgd_over_nonprivate", "opacus_over_ours", "vectorised_speedup"}
+    assert results["contended_slowdown"] == pytest.approx(results["contended_s"] / results["dpsgd_s"])
+    assert len(results["load_at_start"]) == 3 and results["threads_identical"] and results["executors_identical"]
+    projected = results["lira256_projected_s"]
+    assert projected["1"] == pytest.approx(results["lira256_chunks"] * results["chunk_s"])
+    by_workers = [projected[n] for n in sorted(projected, key=int)]
+    assert by_workers == sorted(by_workers, reverse=True)
+    assert set(results["targets_met"]) == {"dpsgd_over_nonprivate", "opacus_over_ours", "vectorised_speedup",
+                                           "contended_slowdown"}
     assert "| our DP-SGD, 1 epoch |" in results["table_markdown"] and "Machine:" in results["table_markdown"]

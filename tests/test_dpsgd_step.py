@@ -1,6 +1,8 @@
 """The one DP-SGD step (targets.dpsgd_step): the audit runs of `run dp` train exactly what
 train_models trains, and an audit of the step catches a mutation of its noise."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
@@ -100,11 +102,12 @@ def test_halving_the_noise_of_the_step_is_caught(tmp_path, monkeypatch):
     """The audit certifies the shipped step: the same `run dp` is consistent, and a violation once
     DPSGDStep.noise_std (the one place noise is scaled) is halved."""
     opts = DPOptions(target="dpgd_logreg_digits", threat="updates", canary="dirac", runs=MUTATION_RUNS, quiet=True,
-                     out=str(tmp_path), device="cpu")
+                     out=str(tmp_path / "honest"), device="cpu")
     _, honest = run_dp(opts)
     assert honest["verdict"]["status"] == "consistent"
     noise_std = DPSGDStep.noise_std
     monkeypatch.setattr(DPSGDStep, "noise_std", lambda self: noise_std(self) / 2)
-    _, broken = run_dp(opts)
+    # another model cache: its keys fingerprint the trainer's source files, which a monkeypatch leaves unchanged
+    _, broken = run_dp(replace(opts, out=str(tmp_path / "broken")))
     assert broken["verdict"]["status"] == "violation"
     assert broken["best_lower_bound"]["epsilon"] > broken["epsilon_theory"]

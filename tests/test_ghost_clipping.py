@@ -96,9 +96,12 @@ def test_stacked_forward_matches_per_model_forward():
 @pytest.mark.parametrize("stride,padding,kernel", [(2, 3, 8), (2, 0, 4), (1, 1, 3)])
 def test_unfold_matches_torch_unfold(stride, padding, kernel):
     a = torch.randn(2, 3, 4, 11, 11)
-    ours = unfold_patches(Conv2d("w", "b", stride, padding), a, kernel)
-    ref = F.unfold(a.flatten(0, 1), kernel, padding=padding, stride=stride).unflatten(0, (2, 3))
-    assert torch.equal(ours, ref)
+    ours = unfold_patches(Conv2d("w", "b", stride, padding), a, kernel)  # (R, B, T, D), D in (kh, kw, C) order
+    ref = F.unfold(a.flatten(0, 1), kernel, padding=padding, stride=stride).unflatten(0, (2, 3))  # (C kh kw, T)
+    as_ref = ours.unflatten(-1, (kernel, kernel, 4)).permute(0, 1, 5, 3, 4, 2).flatten(2, 4)
+    assert torch.equal(as_ref, ref)
+    channels_last = a.flatten(0, 1).contiguous(memory_format=torch.channels_last).unflatten(0, (2, 3))
+    assert torch.equal(unfold_patches(Conv2d("w", "b", stride, padding), channels_last, kernel), ours)
 
 
 def test_layer_choice_cost_model():

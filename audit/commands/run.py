@@ -131,6 +131,16 @@ def add_kind(kinds: argparse._SubParsersAction, kind: str, common: argparse.Argu
     """Add run kind ``kind`` with the common options and an epilog naming the targets it applies to."""
     return kinds.add_parser(kind, parents=[common], epilog=targets_epilog(kind),
                             formatter_class=argparse.RawDescriptionHelpFormatter, **kwargs)
+def executor_options(group) -> None:
+    """``--workers``, ``--executor``, ``--ray-address``: where training chunks run (:mod:`audit.executors`)."""
+    group.add_argument("--workers", type=positive_int, default=1,
+                       help="train chunks of models on N local worker processes (default 1: in this process); "
+                            "with --executor ray, the CPUs of a local Ray")
+    group.add_argument("--executor", default="local", choices=["local", "ray"],
+                       help="where training chunks run: local (this process or --workers processes) or ray "
+                            "(needs the ray extra); results are the same on every executor")
+    group.add_argument("--ray-address", default=None, metavar="ADDR",
+                       help="address of a running Ray cluster (with --executor ray; default: start a local one)")
 
 
 def common_options() -> argparse.ArgumentParser:
@@ -154,6 +164,7 @@ def common_options() -> argparse.ArgumentParser:
     add_verbosity(group)
     group.add_argument("--confidence", type=confidence_level, default=0.95,
                        help="family-wise confidence of the verdict and of every reported interval (default 0.95)")
+    executor_options(group)
     group.add_argument("--fail-above-claim", action="store_true",
                        help="exit with status 1 when the empirical lower bound exceeds the claim (CI gate)")
     return common

@@ -1,0 +1,143 @@
+"""Executors and the training thread policy: the same seed gives the same results.json on every
+executor (in-process, a local process pool, a local Ray on 2 CPUs) and with any torch thread count;
+chunks are cached, reused and never depend on the number of workers."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import audit.executors as executors
+from audit.cli import main
+from audit.errors import UserError
+from audit.executors import Executor, Job, chunk_slices, make_executor, run_chunks
+from targets.datasets import Dataset, load_dataset
+from targets.threads import TRAINING_THREADS_ENV, TrainingThreads, busy_cpus, training_threads, usable_cpus
+from targets.training import TrainConfig, train_models
+
+MEMBERSHIP = ["run", "membership", "--target", "dpsgd_digits", "--quick", "--attack", "loss,lira", "--seed", "5",
+              "--canaries", "60", "--shadows", "2", "--references", "10", "--quiet"]
+DP = ["run", "dp", "--target", "dpgd_logreg_digits", "--quick", "--runs", "300", "--seed", "2", "--quiet"]
+RAY = pytest.param(["--executor", "ray", "--workers", "2"], id="ray",
+                   marks=pytest.mark.skipif(importlib.util.find_spec("ray") is None,
+                                            reason="ray is not installed (pip install 'privacy-audit[ray]')"))
+EXECUTORS = [pytest.param(["--workers", "2"], id="process-pool"), RAY]
+
+
+def _results(out: Path) -> dict:
+    (path,) = out.glob("*/results.json")
+    results = json.loads(path.read_text())
+    return {k: v for k, v in results.items() if k not in results["volatile"]}
+
+
+def _log(out: Path) -> str:
+    return "".join(p.read_text() for p in out.glob("*/log.txt"))
+
+
+@pytest.fixture(scope="module")
+def in_process(tmp_path_factory):
+    """Reference results of the membership and dp runs in this process (3 chunks each)."""
+    root = tmp_path_factory.mktemp("in-process")
+    assert main(MEMBERSHIP + ["--out", str(root / "membership")]) == 0
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(executors, "RUN_CHUNK", 100)
+        assert main(DP + ["--out", str(root / "dp")]) == 0
+    return root
+
+
+@pytest.mark.parametrize("flags", EXECUTORS)
+def test_same_seed_same_results_on_every_executor(flags, in_process, tmp_path, monkeypatch):
+    monkeypatch.setattr(executors, "RUN_CHUNK", 100)  # 300 runs in 3 chunks
+    assert main(MEMBERSHIP + flags + ["--out", str(tmp_path / "membership")]) == 0
+    assert main(DP + flags + ["--out", str(tmp_path / "dp")]) == 0
+    for kind in ("membership", "dp"):
+        assert _results(tmp_path / kind) == _results(in_process / kind), kind
+    assert "chunk 3 of 3 trained" in _log(tmp_path / "membership")
+
+
+def test_a_rerun_reuses_every_chunk(in_process, tmp_path):
+    out = tmp_path / "again"
+    (out / "cache").mkdir(parents=True)
+    for entry in (in_process / "membership" / "cache").iterdir():
+        (out / "cache" / entry.name).write_bytes(entry.read_bytes())
+    assert main(MEMBERSHIP + ["--out", str(out)]) == 0
+    assert "reused cached models for 3 of 3 chunk(s)" in _log(out)
+    assert _results(out) == _results(in_process / "membership")
+
+
+def _count(calls: list, value: int) -> dict:
+    calls.append(value)
+    return {"x": torch.tensor([value])}
+
+
+def test_run_chunks_trains_only_what_is_missing(tmp_path):
+    calls: list[int] = []
+    chunks = [({"chunk": i}, Job(_count, {"calls": calls, "value": i})) for i in range(3)]
+    first, reused = run_chunks(Executor(), tmp_path, chunks)
+    assert calls == [0, 1, 2] and reused == [False, False, False]
+    next(tmp_path.glob("*.safetensors")).unlink()  # one chunk lost (an interrupted run)
+    calls.clear()
+    again, reused = run_chunks(Executor(), tmp_path, chunks)
+    assert len(calls) == 1 and sum(reused) == 2
+    assert [r["x"].item() for r in again] == [r["x"].item() for r in first] == [0, 1, 2]
+
+
+def test_chunk_boundaries_depend_on_the_call_only():
+    assert chunk_slices(12, 8) == [slice(0, 6), slice(6, 12)]
+    assert chunk_slices(1, 8) == [slice(0, 1)]
+    for n in (1, 7, 8, 9, 256, 1001):
+        parts = chunk_slices(n, 8)
+        assert parts[0].start == 0 and parts[-1].stop == n and all(a.stop == b.start for a, b in zip(parts, parts[1:]))
+        sizes = [p.stop - p.start for p in parts]
+        assert max(sizes) <= 8 and max(sizes) - min(sizes) <= 1
+
+
+def test_executor_options_are_checked():
+    with pytest.raises(UserError, match="--ray-address needs --executor ray"):
+        make_executor("local", 1, "127.0.0.1:6379")
+    with pytest.raises(UserError, match="unknown executor"):
+        make_executor("dask")
+    assert make_executor("local", 1).in_process and not make_executor("local", 2).in_process
+
+
+def _images(n=48, seed=0) -> Dataset:
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 1, 28, 28)).astype(np.float32)
+    return Dataset(X, rng.integers(0, 10, n).astype(np.int64), "noise", 10, (1, 28, 28), "test images")
+
+
+@pytest.mark.parametrize("arch", ["cnn", "mlp"])
+@pytest.mark.parametrize("private", [True, False])
+def test_training_is_bit_identical_with_one_and_two_threads(arch, private, monkeypatch):
+    data = _images() if arch == "cnn" else load_dataset("digits")
+    masks = np.random.default_rng(1).random((3, len(data))) < 0.7
+    config = TrainConfig(arch=arch, epochs=1, sample_rate=0.25, lr=0.5, expected_batch_size=0.25 * masks[0].sum(),
+                         clip_norm=1.0 if private else None, noise_multiplier=1.0 if private else 0.0, momentum=0.5)
+    out = {}
+    for threads in ("1", "2"):
+        monkeypatch.setenv(TRAINING_THREADS_ENV, threads)
+        out[threads] = train_models(data, masks, config, [4, 5, 6], progress=False)
+    for k in out["1"]:
+        assert torch.equal(out["1"][k], out["2"][k]), k
+
+
+def test_thread_policy(monkeypatch):
+    monkeypatch.delenv(TRAINING_THREADS_ENV, raising=False)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert usable_cpus() == 1 and training_threads() == 1
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    assert 1 <= training_threads() <= usable_cpus() and busy_cpus() >= 0
+    monkeypatch.setenv(TRAINING_THREADS_ENV, "3")
+    before = torch.get_num_threads()
+    with TrainingThreads() as policy:
+        assert torch.get_num_threads() == 3
+        policy.tick()
+    assert torch.get_num_threads() == before and policy.history == [3]
+    monkeypatch.setenv(TRAINING_THREADS_ENV, "0")
+    with pytest.raises(UserError, match=TRAINING_THREADS_ENV):
+        training_threads()
