@@ -82,7 +82,8 @@ def audit_runs(scores: ArrayLike, included: ArrayLike, claim: Any, delta: float,
                sample_rate: float | None = None, steps: int | None = None,
                canary_scores: ArrayLike | None = None, canary_included: ArrayLike | None = None,
                gaussian_pair: bool = False, design_sigma: float | None = None,
-               fixed_threshold: FixedThreshold | None = None, threshold_strategy: str = "auto") -> dict:
+               fixed_threshold: FixedThreshold | None = None, threshold_strategy: str = "auto",
+               claim_tradeoff_test: bool = False) -> dict:
     """Epsilon lower bounds from R runs of the distinguishing game, and the verdict.
 
     Args:
@@ -103,6 +104,9 @@ def audit_runs(scores: ArrayLike, included: ArrayLike, claim: Any, delta: float,
         design_sigma: the claimed noise multiplier: fixes the per-step threshold in advance.
         fixed_threshold: a Clopper–Pearson test fixed by design before any run was seen.
         threshold_strategy: ``auto`` (:func:`audit.stats.thresholds.choose_strategy`) or a strategy name.
+        claim_tradeoff_test: the threshold tests also test the claim's own tradeoff curve (a rejection
+            is a violation; :mod:`audit.stats.tradeoff_test`) — for claims whose exact curve is known,
+            e.g. DP-SGD by the PLD accountant, far stronger than comparing epsilons.
 
     Returns a dict with ``lower_bounds`` (LowerBound dicts), ``family`` (size, confidence),
     ``best_lower_bound`` (largest verdict-role bound or None), ``best_estimate`` (largest of all,
@@ -116,7 +120,9 @@ def audit_runs(scores: ArrayLike, included: ArrayLike, claim: Any, delta: float,
     strategy = choose_strategy(int(inc.sum()), int((~inc).sum()), fixed_threshold, threshold_strategy)
     bounds = [b.to_dict() for b in threshold_bounds(s, inc, delta, family.member_confidence, strategy, rng,
                                                     gaussian_pair=gaussian_pair,
-                                                    gdp_claim=isinstance(claim, GaussianClaim))]
+                                                    gdp_claim=isinstance(claim, GaussianClaim),
+                                                    claim_tradeoff=claim.tradeoff if claim_tradeoff_test and claim
+                                                    is not None else None)]
     if gaussian_pair:
         bounds.append(gaussian_fit_bound(s, inc, delta, confidence).to_dict())
     if step_scores is not None:

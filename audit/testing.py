@@ -54,10 +54,12 @@ def audit_target(target: Any, *, attack: str | None = None, runs: int | None = N
     out = str(out) if out is not None else tempfile.mkdtemp(prefix="privacy-audit-")
     threat, _, canary = (attack or "").partition("/")
     if isinstance(what, TrainerPlugin):
-        from audit.plugin_trainer import plugin_setup
+        from audit.plugin_updates import trainer_setup
         from audit.run_dp import play
 
-        setup = plugin_setup(what, canary or "mislabelled", threat or "black-box", seed, None, quiet)
+        threat = threat or "black-box"
+        setup = trainer_setup(what, canary or ("mislabelled" if threat == "black-box" else "dirac"), threat, seed,
+                              None, quiet, confidence)
         return play(setup, runs or setup.default_runs, seed, confidence, out, quiet)
     family = None if isinstance(what, MechanismPlugin) else catalogue().get(what, ("unknown",))[0]
     if isinstance(what, MechanismPlugin) or family in ("mechanism", "dp-erm", "control"):

@@ -109,15 +109,16 @@ class UpdateRecorder:
     ``coordinate``: the flattened parameter index of the Dirac canary, or None for a *probe* run:
     no canary joins, and the recorder notes how much data gradient each coordinate received
     (``touched``: the sum over steps of ``|grad_sum|``) so that the canary can be put where the data
-    do not reach. ``coin_seed`` seeds the canary's own Poisson coins. After training:
+    do not reach. ``include``: whether the canary is in this run (an excluded run records the same
+    coordinate without adding anything). ``coin_seed`` seeds the canary's own Poisson coins. After training:
     ``observations`` (one per step, noisy sum on the coordinate / C; for a probe its Euclidean
     norm / C), ``joined`` (canary copies per step), ``sizes`` (parameter tensor sizes), ``clip_norm``,
     ``source`` (:class:`StepSource`), and for Opacus ``initial`` / ``final`` parameters (white-box)
     and the privacy engines it made (``engines``).
     """
 
-    def __init__(self, coordinate: int | None, coin_seed: Sequence[int] | int) -> None:
-        self.coordinate = coordinate
+    def __init__(self, coordinate: int | None, coin_seed: Sequence[int] | int, include: bool = True) -> None:
+        self.coordinate, self.include = coordinate, bool(include)
         self.rng = np.random.default_rng(coin_seed)
         self.observations: list[float] = []
         self.joined: list[int] = []
@@ -148,7 +149,7 @@ class UpdateRecorder:
             self.touched = flat if self.touched is None else self.touched + flat
             self.joined.append(0)
         else:
-            copies = int(self.rng.random() < q)
+            copies = int(self.rng.random() < q) if self.include else 0
             if copies:
                 tensor, index = self._locate(tensors)
                 _add_at(tensor, index, copies * clip)
