@@ -166,7 +166,8 @@ def true_epsilon(control: str) -> float:
     """The control's real epsilon at DELTA: the DP-SGD it runs (noise, rate 0.5, steps) by the PLD accountant."""
     from audit.theory.dpsgd import DPSGDClaim
 
-    noise, steps = {"correct": (claimed_noise(), STEPS), "extra_epochs": (claimed_noise(), STEPS * EXTRA_EPOCHS // EPOCHS),
+    noise, steps = {"correct": (claimed_noise(), STEPS),
+                    "extra_epochs": (claimed_noise(), STEPS * EXTRA_EPOCHS // EPOCHS),
                     "physical_batch_rate": (claimed_noise(PHYSICAL_BATCH / N_TRAIN), STEPS),
                     "noise_for_larger_epsilon": (larger_epsilon_noise(), STEPS)}[control]
     return float(DPSGDClaim(noise, SAMPLE_RATE, steps).epsilon(DELTA))
