@@ -38,7 +38,7 @@ from audit.run_dp import Observation
 from audit.stats.tradeoff_test import designed_rejection_threshold
 from audit.theory.dpsgd import DPSGDClaim
 
-__all__ = ["StepMechanism", "llr_scores", "rejection_threshold", "step_observation", "SIMULATED_RUNS"]
+__all__ = ["StepMechanism", "llr_scores", "simulate_llr", "rejection_threshold", "step_observation", "SIMULATED_RUNS"]
 
 #: Runs per world simulated to fix a threshold in advance.
 SIMULATED_RUNS = 20_000
@@ -73,7 +73,7 @@ def llr_scores(step_obs: np.ndarray, sample_rate: float, noise_multiplier: float
     return np.nansum(np.logaddexp(np.log1p(-sample_rate), np.log(sample_rate) + z), axis=1)
 
 
-def _simulate(mech: StepMechanism, runs: int, shifted: bool, rng: np.random.Generator) -> np.ndarray:
+def simulate_llr(mech: StepMechanism, runs: int, shifted: bool, rng: np.random.Generator) -> np.ndarray:
     """:func:`llr_scores` of ``runs`` runs of ``mech`` with the canary in (``shifted``) or out."""
     out = []
     for start in range(0, runs, 5_000):
@@ -92,7 +92,7 @@ def rejection_threshold(claim: Any, mech: StepMechanism, confidence: float,
     runs ``mech``, from seeded simulations independent of the runs."""
     def choose(n_pos: int, n_neg: int) -> tuple[float, str]:
         rng = np.random.default_rng(20250115)
-        sim_in, sim_out = _simulate(mech, runs, True, rng), _simulate(mech, runs, False, rng)
+        sim_in, sim_out = simulate_llr(mech, runs, True, rng), simulate_llr(mech, runs, False, rng)
         threshold, power = designed_rejection_threshold(sim_in, sim_out, n_pos, n_neg, confidence, claim.tradeoff)
         return threshold, (f"fixed in advance: the test most likely to reject the claim's tradeoff curve if the code "
                            f"runs DP-SGD with noise multiplier {mech.noise_multiplier:.4g}, rate "
