@@ -20,7 +20,6 @@ shadow with a classifier trained on it.
 
 from __future__ import annotations
 
-import hashlib
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -29,9 +28,9 @@ import numpy as np
 
 from attacks.lira import resolve_variance
 from attacks.membership import ATTACKS, LIRA_ATTACKS, AttackInputs, expand_attacks, run_attacks
-from audit.cache import cached_models
-from audit.games import CanaryGame, build_canary_game
-from audit.run_context import RunContext, RunPaths
+from audit.games import build_canary_game
+from audit.membership_subjects import membership_subject
+from audit.run_context import RunContext
 from audit.run_options import CommonRunOptions
 from audit.stats.lower_bound import SECONDARY, VERDICT, LowerBound
 from audit.stats.metrics import advantage_interval, attack_metrics, dp_advantage_bound
@@ -40,9 +39,7 @@ from audit.stats.one_run_fdp import fdp_one_run_bound
 from audit.stats.rates import rate_point
 from audit.stats.verdict import Family, compare_with_claim
 from audit.theory.checks import check_confidence
-from targets.datasets import load_dataset
-from targets.registry import TrainedTarget, get_target
-from targets.training import TrainConfig, log_softmax, predict_logits, resolve_device, train_models
+from targets.registry import TrainedTarget
 
 #: One-run methods tried on the calibration games (audit.stats.one_run, audit.stats.one_run_fdp).
 ONE_RUN_METHODS = ("one-run", "one-run-fdp")
@@ -73,22 +70,6 @@ def quick_target(target: TrainedTarget) -> TrainedTarget:
     """The --quick preset: a third of the data and a few epochs (same model and claim)."""
     return replace(target, n_train=min(target.n_train, 500), batch_size=min(target.batch_size, 128),
                    epochs=min(target.epochs, 10))
-
-
-def _train(paths: RunPaths, game: CanaryGame, masks: np.ndarray, config: TrainConfig, seeds: list[int],
-           device, opts: MembershipOptions, desc: str):
-    payload = {"dataset": game.data.name, "source": game.data.source, "config": config.to_dict(), "seeds": seeds,
-               "masks": hashlib.sha256(np.packbits(masks).tobytes()).hexdigest(),
-               "labels": hashlib.sha256(game.data.y.tobytes()).hexdigest(), "device": device.type}
-
-    def train():
-        return train_models(game.data, masks, config, seeds, device=device, progress=not opts.quiet, desc=desc,
-                            max_memory=opts.max_memory)
-
-    params, hit = cached_models(paths.cache_dir, payload, train)
-    paths.log(f"{desc}: {'reused cached models' if hit else 'trained'} ({len(seeds)} model(s), {config.steps} steps)",
-              echo=not opts.quiet)
-    return params
 
 
 def one_run(method: str, scores: np.ndarray, members: np.ndarray, k_pos: int, k_neg: int, delta: float,
@@ -147,59 +128,52 @@ def run_membership(opts: MembershipOptions) -> tuple[Path, dict]:
     attack_names = expand_attacks(tuple(opts.attacks))
     resolve_variance(opts.lira_variance, 0)  # validates the name
     check_confidence(opts.confidence)
-    target = get_target(opts.target).with_privacy(opts.epsilon, opts.delta)
-    if opts.quick:
-        target = quick_target(target)
     m_default, k_default, r_default = GAME_SIZES["quick" if opts.quick else "default"]
     m = opts.canaries or m_default
     shadows = opts.shadows or k_default
     use_lira = any(name in LIRA_ATTACKS for name in attack_names)
     references = (opts.references or r_default) if use_lira else 0
-    device = resolve_device(opts.device)
-    data = load_dataset(target.dataset, opts.data_dir)
+    t0 = time.perf_counter()
+    target = membership_subject(opts, m)
+    calibration_s = time.perf_counter() - t0
+    data = target.data
     game = build_canary_game(data, target.n_train, m, shadows, opts.canary, opts.seed, references=references)
     ctx = RunContext(opts.out, "membership", target.name, seed=opts.seed, quiet=opts.quiet, device=opts.device)
     paths, say, timing = ctx.paths, ctx.say, ctx.timing
     say(f"run directory: {paths.run_dir}")
     with ctx:
-        t0 = time.perf_counter()
-        sigma = target.noise_multiplier()
-        claim = target.claim(sigma)
-        timing["calibration_s"] = time.perf_counter() - t0
-        config = target.train_config(sigma)
-        if claim is not None:
-            say(f"{target.name}: sigma = {sigma:.4f} for epsilon {target.epsilon:g} at delta {target.delta:g} "
-                f"(q = {target.sample_rate:.4f}, {target.steps} steps, PLD accountant)")
+        claim = target.claim
+        timing["calibration_s"] = calibration_s
+        if target.theory_line is not None:
+            say(target.theory_line)
 
         # seeds: target, then shadows, then reference models (a prefix of the same stream, so adding
         # reference models leaves the target's and the shadows' seeds unchanged)
         seeds = np.random.SeedSequence(opts.seed).generate_state(1 + shadows + references).tolist()
         t0 = time.perf_counter()
-        target_params = _train(paths, game, game.target_mask[None], config, seeds[:1], device, opts, "target model")
+        target_params = target.fit(paths, game, game.target_mask[None], seeds[:1], "target model")
         if references:
             masks = np.concatenate([game.shadow_masks, game.reference_masks])
             desc = f"{shadows} shadow + {references} reference models"
         else:
             masks, desc = game.shadow_masks, f"{shadows} shadow models"
-        helper_params = _train(paths, game, masks, config, seeds[1:], device, opts, desc)
+        helper_params = target.fit(paths, game, masks, seeds[1:], desc)
         timing["training_s"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
         y = game.data.y
         tc, sc = game.target_canaries, game.shadow_canaries
-        target_lp = log_softmax(predict_logits(target.arch, target_params, game.data.X[tc], device))[0]
-        shadow_params = {k: v[:shadows] for k, v in helper_params.items()}
-        shadow_lp = log_softmax(predict_logits(target.arch, shadow_params, game.data.X[sc], device))
+        target_lp = target.log_probs(target_params, game.data.X[tc])[0]
+        shadow_lp = target.log_probs(target.select(helper_params, slice(0, shadows)), game.data.X[sc])
         reference_lp = None
         if references:
-            reference_params = {k: v[shadows:] for k, v in helper_params.items()}
-            reference_lp = log_softmax(predict_logits(target.arch, reference_params, game.data.X[tc], device))
+            reference_lp = target.log_probs(target.select(helper_params, slice(shadows, None)), game.data.X[tc])
         natural = np.flatnonzero(game.target_mask & ~np.isin(np.arange(len(y)), tc))
         eval_index = np.concatenate([game.test_index, natural])
-        eval_lp = log_softmax(predict_logits(target.arch, target_params, data.X[eval_index], device))[0]
+        eval_lp = target.log_probs(target_params, data.X[eval_index])[0]
         n_test = game.test_index.shape[0]
         model_info = {
-            "arch": target.arch,
+            "arch": target.model,
             "test_accuracy": _accuracy(eval_lp[:n_test], data.y[game.test_index]),
             "train_accuracy": _accuracy(eval_lp[n_test:], data.y[eval_index[n_test:]]),
             "canaries_fitted": (float((target_lp.argmax(1) == y[tc])[game.target_in].mean())
@@ -247,7 +221,7 @@ def run_membership(opts: MembershipOptions) -> tuple[Path, dict]:
             attacks_out[name] = metrics
 
         comparison = compare_with_claim(bounds, claim, delta, ALPHA_GRID, family)
-        params = target.params(sigma) | {"expected_batch_size": config.expected_batch_size}
+        params = target.params
         advantage_table = {
             "title": "Membership advantage against the DP bound",
             "columns": ["attack", "AUC", "TPR at 0.1% FPR", "TPR at 1% FPR", "advantage", "advantage interval",
@@ -285,8 +259,7 @@ def run_membership(opts: MembershipOptions) -> tuple[Path, dict]:
             "game": game.summary(),
             "quick": opts.quick,
         }
-        config_json = {"command": "run membership", "options": asdict(opts), "target": asdict(target),
-                       "train_config": config.to_dict(), "seeds": seeds}
+        config_json = {"command": "run membership", "options": asdict(opts), "seeds": seeds} | target.config
         results = ctx.finish(results, config_json)
     return ctx.run_dir, results
 
@@ -297,6 +270,8 @@ def summary_lines(run_dir: Path, results: dict) -> list[str]:
     p = results["params"]
     if theory is None:
         line1 = "theory:    none (non-private target)"
+    elif "noise_multiplier" not in p:  # a plugin's claim
+        line1 = f"theory:    epsilon = {theory:.3f} at delta = {results['delta']:g} ({results['accountant']})"
     else:
         line1 = (f"theory:    epsilon = {theory:.3f} at delta = {results['delta']:g} "
                  f"(PLD accountant; sigma = {p['noise_multiplier']:.3f}, q = {p['sample_rate']:.4f}, T = {p['steps']})")
