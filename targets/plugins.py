@@ -2,7 +2,7 @@
 
 ``factory()`` returns a plain dict — no import of this project needed — in one of two forms:
 
-* trainer: ``{"kind": "trainer", "dataset": "mnist" | (X, y), "train": train,
+* trainer: ``{"kind": "trainer", "dataset": "mnist" | "data.npz" | "data.csv" | (X, y), "train": train,
   "claim": {"epsilon": E, "delta": D}}`` with ``train(X, y, seed) -> predict_proba`` and
   ``predict_proba(X) -> ndarray (n, n_classes)``. Audited black-box by ``run dp`` (the audit
   inserts a canary into about half of many trainings and scores it with the model's loss).
@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import os
 import re
 import sys
 import types
@@ -65,8 +66,6 @@ BUILTIN_PLUGINS: dict[str, tuple[str, str]] = {
                                        "control: DP-SGD noise divided by the batch size, claims (1, 1e-5)"),
     "opacus_control_correct": ("targets.opacus_controls:correct",
                                "Opacus softmax regression on digits accounted correctly, (2, 1e-5)"),
-    "opacus_control_correct_opacus_claim": ("targets.opacus_controls:correct_opacus_claim",
-                                            "the correct Opacus loop, claiming what Opacus's accountant reports"),
     "opacus_control_extra_epochs": ("targets.opacus_controls:extra_epochs",
                                     "control: Opacus loop trains 10 epochs, accounts 2; claims (2, 1e-5)"),
     "opacus_control_physical_batch_rate": ("targets.opacus_controls:physical_batch_rate",
@@ -277,12 +276,14 @@ def load_plugin(spec: str) -> TrainerPlugin | MechanismPlugin:
 
 
 def _dataset_field(spec: str, value: Any) -> str | tuple[np.ndarray, np.ndarray]:
-    from targets.datasets import DATASETS
+    from targets.datasets import DATA_FILE_SUFFIXES, DATASETS
 
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
     if isinstance(value, str):
-        if value not in DATASETS:
+        if value not in DATASETS and not value.endswith(DATA_FILE_SUFFIXES):
             raise UserError(f"plugin {spec}: unknown dataset {value!r} in field 'dataset'; use one of "
-                            f"{', '.join(DATASETS)} or a tuple (X, y)")
+                            f"{', '.join(DATASETS)}, a .npz or .csv path, or a tuple (X, y)")
         return value
     if not (isinstance(value, (tuple, list)) and len(value) == 2):
         raise UserError(f"plugin {spec}: field 'dataset' must be a dataset name or a tuple (X, y)")

@@ -87,7 +87,7 @@ def test_correct_loop_passes_the_same_audit(tmp_path):
 
 
 def test_opacus_claim_is_what_its_accountant_reports(tmp_path):
-    results = _audit("opacus_control_correct_opacus_claim", 40, tmp_path)
+    results = _audit("targets.opacus_controls:correct_opacus_claim", 40, tmp_path)
     reported = results["params"]["opacus_reported"]
     assert reported["accountant"] == "prv" and results["epsilon_theory"] == pytest.approx(reported["epsilon"])
     assert results["params"]["code"]["epsilon_pld"] == pytest.approx(reported["epsilon"], abs=0.05)
