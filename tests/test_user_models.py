@@ -115,3 +115,24 @@ def test_membership_suite_runs_on_a_user_trainer(tmp_path, monkeypatch, capsys):
     config = json.loads((run / "config.json").read_text())
     assert config["plugin"]["spec"] == "my_user_model:trainer"
     assert "theory:    epsilon = 1.000" in capsys.readouterr().out
+
+
+def test_extraction_and_inversion_take_a_plugin_exposing_probabilities(tmp_path, monkeypatch):
+    """``run extraction`` steals the user's logistic regression through its predict_proba (no parameter
+    error: its parameters are not visible); ``run inversion`` runs black-box MI-FACE on it and on a
+    reference model its own train fits to the non-members."""
+    (tmp_path / "my_user_model.py").write_text(PLUGIN.replace("DATA", repr("digits")))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "runs"
+    assert main(["run", "extraction", "--target", "my_user_model:trainer", "--quick", "--round", "3", "--quiet",
+                 "--out", str(out)]) == 0
+    assert main(["run", "inversion", "--target", "my_user_model:trainer", "--quick", "--black-box-steps", "3",
+                 "--quiet", "--out", str(out)]) == 0
+    runs = {p.name.split("-")[1]: json.loads((p / "results.json").read_text()) for p in out.iterdir()
+            if p.name != "cache"}
+    extraction = runs["extraction"]["extraction"]
+    assert extraction["param_rel_error"] is None and extraction["agreement_test"] > 0.99
+    assert runs["extraction"]["target"] == "my_logreg" and runs["extraction"]["epsilon_theory"] == pytest.approx(1.0)
+    inversion = runs["inversion"]
+    assert inversion["model"]["access"] == "black-box" and "black_box" not in inversion["inversion"]
+    assert inversion["inversion"]["queries"] > 0 and inversion["params"]["plugin"] == "my_user_model:trainer"
