@@ -21,6 +21,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 import hooked_dpsgd  # noqa: E402  (the README's loop)
 
 
+def test_readme_shows_the_tested_loop():
+    import inspect
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert inspect.getsource(hooked_dpsgd.train).replace("  # noqa: E731", "") in readme
+
+
 def test_hooks_do_nothing_outside_an_audit(monkeypatch):
     grad_sum = [torch.ones(3), torch.zeros(2, 2)]
     assert add_canary(grad_sum, clip_norm=1.0, sample_rate=0.5) is grad_sum
