@@ -24,6 +24,9 @@ Statistics (:mod:`audit.stats`):
   seen: a threshold fixed by design when the setup has one, else the Bonferroni grid). The GDP
   epsilon is valid when the pair is exactly Gaussian (``gaussian_pair``), otherwise an estimate;
   against a mu-GDP claim the GDP row decides (mu_lb compared with the claim's mu).
+* optionally (``claim_tradeoff_test``, the update-level audits of :mod:`audit.canary_steps`) the
+  same rate bounds test the claim's own tradeoff curve (:mod:`audit.stats.tradeoff_test`): a test
+  with ``FNR_ub < f(FPR_ub)`` is a violation at the same confidence, no extra family member.
 * **one-run** (Steinke, Nasr, Jagielski 2023) over all canaries when each run carries several.
 * estimates, labelled and never deciding the verdict: the Gaussian fit of exactly Gaussian scores
   and the per-step composition of the ``updates`` threat model (:mod:`audit.stats.per_step`).

@@ -38,7 +38,7 @@ from audit.canary_steps import StepMechanism, step_observation
 from audit.errors import UserError
 from audit.plugin_trainer import MAX_TRAIN, plugin_dataset, train_once
 from audit.run_dp import DPAuditSetup, Observation
-from audit.theory.claims import ApproxDPClaim
+from audit.theory.claims import PURE_DP_DELTA, ApproxDPClaim
 from targets.audit_hooks import StepSource, UpdateRecorder, recording
 from targets.plugin_rng import reproducibility, reproducibility_table
 from targets.plugins import TrainerPlugin, plugin_config
@@ -136,9 +136,9 @@ def _claim_and_mechanism(plugin: TrainerPlugin, found: Probe) -> tuple[Any, Step
         claim = ApproxDPClaim(found.opacus["epsilon"], plugin.delta)
     sigma = found.source.noise_multiplier
     if sigma is None:  # a hooked loop: the noise the claim states, or the least it allows at the steps taken
+        delta = plugin.delta or PURE_DP_DELTA
         sigma = (claim.noise_multiplier if isinstance(claim, DPSGDClaim) else
-                 float(calibrate_noise_multiplier(claim.epsilon(plugin.delta), plugin.delta,
-                                                  found.source.sample_rate, found.steps)))
+                 float(calibrate_noise_multiplier(claim.epsilon(delta), delta, found.source.sample_rate, found.steps)))
     if not sigma > 0:
         raise UserError(f"train of plugin {plugin.spec} adds no noise (noise multiplier {sigma}); it is not DP-SGD")
     return claim, StepMechanism(float(sigma), found.source.sample_rate, found.steps)

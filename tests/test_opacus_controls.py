@@ -16,6 +16,7 @@ checks both sides). The claim is (2, 1e-5) throughout; the true epsilons (PLD, d
 
 from __future__ import annotations
 
+import json
 import warnings
 
 import numpy as np
@@ -26,6 +27,7 @@ pytest.importorskip("opacus")
 from audit.canary_steps import StepMechanism, rejection_threshold, simulate_llr  # noqa: E402
 from audit.run_dp import DPOptions, run_dp  # noqa: E402
 from audit.stats.tradeoff_test import rejection_power  # noqa: E402
+from audit.testing import assert_private  # noqa: E402
 from targets import opacus_controls as oc  # noqa: E402
 from targets.plugins import load_plugin  # noqa: E402
 
@@ -71,8 +73,17 @@ def _audit(target: str, runs: int, tmp_path) -> dict:
 
 @pytest.mark.parametrize("control", sorted(RUNS))
 def test_broken_control_is_flagged(control, tmp_path):
-    results = _audit(f"opacus_control_{control}", RUNS[control], tmp_path)
-    assert results["verdict"]["status"] == "violation", results["verdict"]["text"]
+    """Through ``assert_private``, as a user's CI would run it: the failure names the rejecting test,
+    the bound, the claim and the run directory."""
+    with warnings.catch_warnings(), pytest.raises(AssertionError) as failure:
+        warnings.simplefilter("ignore")
+        assert_private(f"opacus_control_{control}", attack="updates/dirac", runs=RUNS[control], out=tmp_path)
+    message = str(failure.value)
+    assert "rejects the claim's own tradeoff curve" in message and "lower bound" in message
+    (run,) = [p for p in tmp_path.iterdir() if p.name != "cache"]
+    assert "claimed epsilon 2.000 at delta 1e-05" in message and str(run) in message
+    results = json.loads((run / "results.json").read_text())
+    assert results["verdict"]["status"] == "violation"
     code = results["params"]["code"]
     assert code["steps"] == STEPS_RUN[control] and code["sample_rate"] == oc.SAMPLE_RATE
     assert code["epsilon_pld"] == pytest.approx(oc.true_epsilon(control), rel=1e-6)
@@ -92,3 +103,14 @@ def test_opacus_claim_is_what_its_accountant_reports(tmp_path):
     assert reported["accountant"] == "prv" and results["epsilon_theory"] == pytest.approx(reported["epsilon"])
     assert results["params"]["code"]["epsilon_pld"] == pytest.approx(reported["epsilon"], abs=0.05)
     assert results["verdict"]["status"] == "consistent"
+
+
+def test_white_box_reads_the_final_parameters(tmp_path):
+    """White-box: the score is the initial minus the final parameter on the canary's coordinate (read
+    from the optimizer's parameters after ``train`` returns), bounded with the Bonferroni grid."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        results = run_dp(DPOptions(target="opacus_control_correct", runs=40, out=str(tmp_path), quiet=True,
+                                   threat="white-box", canary="dirac"))[1]
+    assert results["game"]["threat"] == "white-box" and results["game"]["threshold_strategy"] == "bonferroni-grid"
+    assert results["verdict"]["status"] == "consistent" and results["params"]["code"]["steps"] == oc.STEPS
