@@ -2,17 +2,18 @@
 
 While :func:`instrument_opacus` is active (the workbench enters it around each call of a trainer
 plugin's ``train``), every ``PrivacyEngine.make_private`` (``make_private_with_epsilon`` goes
-through it) registers the optimizer it returns with the run's :class:`targets.audit_hooks.UpdateRecorder`,
-together with the Poisson rate of the data loader it returns (``DPDataLoader.sample_rate``; for a
+through it) registers the optimizer it returns with the run's
+:class:`targets.audit_hooks.UpdateRecorder`, together with the Poisson rate of the data loader it returns (``DPDataLoader.sample_rate``; for a
 loader without Poisson sampling ``1/len(loader)``, the rate Opacus accounts), and every
 ``add_noise`` of ``DPOptimizer`` (and of its subclasses that define their own, e.g. the ghost
 clipping ``DPOptimizerFastGradientClipping``) is wrapped:
 
-* before the noise, :func:`targets.audit_hooks.add_canary` adds the Dirac canary (norm
-  ``max_grad_norm``) to the clipped sums ``p.summed_grad`` with the loader's rate, times the
-  number of accumulated batches (the rate Opacus's own accountant uses for that step);
-* after it, :func:`targets.audit_hooks.report_update` reads the noisy sums ``p.grad`` — before
-  ``scale_grad`` divides them by the expected batch size.
+* before the noise, the recorder's ``add_canary`` (what :func:`targets.audit_hooks.add_canary`
+  calls) adds the Dirac canary (norm ``max_grad_norm``) to the clipped sums ``p.summed_grad`` with
+  the loader's rate, times the number of accumulated batches (the rate Opacus's own accountant uses
+  for that step);
+* after it, the recorder's ``report`` (:func:`targets.audit_hooks.report_update`) reads the noisy
+  sums ``p.grad`` — before ``scale_grad`` divides them by the expected batch size.
 
 Opacus calls ``add_noise`` exactly when an optimizer step really happens (``pre_step``: skipped
 virtual steps of ``BatchMemoryManager`` or gradient accumulation only clip and accumulate), so one
@@ -28,7 +29,7 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
 from audit.errors import UserError
-from targets.audit_hooks import StepSource, UpdateRecorder, active
+from targets.audit_hooks import StepSource, UpdateRecorder, active, recording
 
 #: Opacus versions whose internals the instrumentation was written against: [low, high).
 SUPPORTED = ((1, 4), (1, 7))
@@ -122,8 +123,6 @@ def _wrap_make_private(original: Callable[..., Any]) -> Callable[..., Any]:
 def instrument_opacus(recorder: UpdateRecorder) -> Iterator[UpdateRecorder]:
     """Patch Opacus as the module docstring says while the block runs (restored on exit, also on
     error); the canary and observations go to ``recorder``, which is made the active recorder."""
-    from targets.audit_hooks import recording
-
     require_opacus()
     from opacus import PrivacyEngine
     from opacus.optimizers import DPOptimizer

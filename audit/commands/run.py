@@ -54,7 +54,7 @@ def common_options() -> argparse.ArgumentParser:
     group.add_argument("--quick", action="store_true", help="reduced preset that finishes in well under a minute (tests, demos)")
     group.add_argument("--epsilon", type=float, default=None, help="claimed epsilon of a DP target (recalibrates its noise)")
     group.add_argument("--delta", type=float, default=None, help="delta of the claim (default: the target's)")
-    group.add_argument("--data-dir", default=None, help="folder with full-MNIST IDX files (else $AUDIT_DATA_DIR, else the embedded sample)")
+    group.add_argument("--data-dir", default=None, help="folder with full-MNIST IDX files or CIFAR-10 binary files (else $AUDIT_DATA_DIR; MNIST: else the embedded sample)")
     group.add_argument("--quiet", action="store_true", help="no progress bars or stage messages")
     group.add_argument("--confidence", type=confidence_level, default=0.95,
                        help="family-wise confidence of the verdict and of every reported interval (default 0.95)")
