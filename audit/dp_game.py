@@ -24,6 +24,9 @@ Statistics (:mod:`audit.stats`):
   seen: a threshold fixed by design when the setup has one, else the Bonferroni grid). The GDP
   epsilon is valid when the pair is exactly Gaussian (``gaussian_pair``), otherwise an estimate;
   against a mu-GDP claim the GDP row decides (mu_lb compared with the claim's mu).
+* optionally (``claim_tradeoff_test``, the update-level audits of :mod:`audit.canary_steps`) the
+  same rate bounds test the claim's own tradeoff curve (:mod:`audit.stats.tradeoff_test`): a test
+  with ``FNR_ub < f(FPR_ub)`` is a violation at the same confidence, no extra family member.
 * **one-run** (Steinke, Nasr, Jagielski 2023) over all canaries when each run carries several.
 * estimates, labelled and never deciding the verdict: the Gaussian fit of exactly Gaussian scores
   and the per-step composition of the ``updates`` threat model (:mod:`audit.stats.per_step`).
@@ -82,7 +85,8 @@ def audit_runs(scores: ArrayLike, included: ArrayLike, claim: Any, delta: float,
                sample_rate: float | None = None, steps: int | None = None,
                canary_scores: ArrayLike | None = None, canary_included: ArrayLike | None = None,
                gaussian_pair: bool = False, design_sigma: float | None = None,
-               fixed_threshold: FixedThreshold | None = None, threshold_strategy: str = "auto") -> dict:
+               fixed_threshold: FixedThreshold | None = None, threshold_strategy: str = "auto",
+               claim_tradeoff_test: bool = False) -> dict:
     """Epsilon lower bounds from R runs of the distinguishing game, and the verdict.
 
     Args:
@@ -103,6 +107,9 @@ def audit_runs(scores: ArrayLike, included: ArrayLike, claim: Any, delta: float,
         design_sigma: the claimed noise multiplier: fixes the per-step threshold in advance.
         fixed_threshold: a Clopper–Pearson test fixed by design before any run was seen.
         threshold_strategy: ``auto`` (:func:`audit.stats.thresholds.choose_strategy`) or a strategy name.
+        claim_tradeoff_test: the threshold tests also test the claim's own tradeoff curve (a rejection
+            is a violation; :mod:`audit.stats.tradeoff_test`) — for claims whose exact curve is known,
+            e.g. DP-SGD by the PLD accountant, far stronger than comparing epsilons.
 
     Returns a dict with ``lower_bounds`` (LowerBound dicts), ``family`` (size, confidence),
     ``best_lower_bound`` (largest verdict-role bound or None), ``best_estimate`` (largest of all,
@@ -116,7 +123,9 @@ def audit_runs(scores: ArrayLike, included: ArrayLike, claim: Any, delta: float,
     strategy = choose_strategy(int(inc.sum()), int((~inc).sum()), fixed_threshold, threshold_strategy)
     bounds = [b.to_dict() for b in threshold_bounds(s, inc, delta, family.member_confidence, strategy, rng,
                                                     gaussian_pair=gaussian_pair,
-                                                    gdp_claim=isinstance(claim, GaussianClaim))]
+                                                    gdp_claim=isinstance(claim, GaussianClaim),
+                                                    claim_tradeoff=claim.tradeoff if claim_tradeoff_test and claim
+                                                    is not None else None)]
     if gaussian_pair:
         bounds.append(gaussian_fit_bound(s, inc, delta, confidence).to_dict())
     if step_scores is not None:

@@ -66,6 +66,11 @@ def plugin_setup(plugin: TrainerPlugin, canary: str, threat: str, seed: int, dat
     X_in, y_in = np.concatenate([X, cx[None]]), np.append(y, cy)
 
     probe = np.concatenate([cx[None], X[:CHECK_POINTS]])
+    claim = plugin.claim
+    if claim is None:  # "claim": "opacus": what Opacus reports after a training run
+        from audit.plugin_updates import resolved_claim
+
+        claim = resolved_claim(plugin, X, y, seed)
 
     def observe(included: np.ndarray, run_seed: int) -> Observation:
         seeds = np.random.SeedSequence([run_seed, 23]).generate_state(included.size).tolist()
@@ -86,8 +91,8 @@ def plugin_setup(plugin: TrainerPlugin, canary: str, threat: str, seed: int, dat
     return DPAuditSetup(
         name=plugin.name, description=plugin.description, dataset=data.name,
         model={"name": f"user trainer {plugin.spec}"}, neighbouring=plugin.neighbouring,
-        claim=plugin.claim, delta=plugin.delta,
-        params={"plugin": plugin.spec, "rng": plugin.rng, "claimed_epsilon": plugin.claim.epsilon(plugin.delta),
+        claim=claim, delta=plugin.delta,
+        params={"plugin": plugin.spec, "rng": plugin.rng, "claimed_epsilon": claim.epsilon(plugin.delta),
                 "claimed_delta": plugin.delta, "n_train": int(n_train)} | plugin.params,
         canary={"kind": canary} | cinfo, threat=threat, observe=observe, default_runs=200,
         config={"plugin": plugin_config(plugin)})
@@ -99,6 +104,8 @@ def train_once(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int):
     try:
         with thread_limit(plugin.threads):
             model = plugin.train(X.copy(), y.copy(), *trainer_args(plugin.rng, seed))
+    except UserError:  # the audit's instrumentation refusing what the loop does (audit.plugin_updates)
+        raise
     except Exception as exc:
         raise TargetCodeError(f"train of plugin {plugin.spec} raised {type(exc).__name__}: {exc}") from exc
     if not callable(model):

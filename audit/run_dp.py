@@ -33,7 +33,7 @@ from audit.run_context import RunContext
 from audit.run_options import CommonRunOptions
 from audit.stats.thresholds import FixedThreshold
 from audit.stats.verdict import Family
-from audit.target_defaults import TargetUse, dp_choice, target_use, trainer_plugin_use
+from audit.target_defaults import TargetUse, dp_choice, plugin_canary, target_use, trainer_plugin_use
 from audit.theory.checks import check_confidence
 from targets.plugin_rng import reproducibility_lines
 
@@ -57,6 +57,8 @@ class Observation:
     exactly Gaussian with a common variance (adds the parametric ``gaussian-fit`` estimate).
     ``design_sigma``: the claimed noise multiplier, used to fix the per-step threshold in advance.
     ``cp_threshold``: fixes the Clopper–Pearson threshold in advance (see :func:`audit.dp_game.audit_runs`).
+    ``tradeoff_test``: the threshold tests also test the claim's own tradeoff curve (update-level audits,
+    :mod:`audit.canary_steps`).
     ``results``: extra top-level results.json keys (e.g. a plugin's ``reproducible``); its ``tables``
     are appended to the run's tables.
     """
@@ -70,6 +72,7 @@ class Observation:
     design_sigma: float | None = None
     cp_threshold: Callable[[int, int], tuple[float, str]] | None = None
     results: dict = field(default_factory=dict)
+    tradeoff_test: bool = False
 
 
 @dataclass
@@ -152,16 +155,6 @@ def _noise_multiplier(epsilon: float, delta: float, sample_rate: float, steps: i
     return float(calibrate_noise_multiplier(epsilon, delta, sample_rate, steps))
 
 
-def _llr_scores(step_obs: np.ndarray, q: float, sigma: float) -> np.ndarray:
-    """Sum over steps of the log-likelihood ratio of one step, (1 - q) + q exp((o - 1/2)/sigma^2):
-    the Neyman–Pearson statistic for the composed pair (Poisson-subsampled Gaussian, canary shift 1
-    in units of C); for q = 1 it is equivalent to the sum of the observations."""
-    if q >= 1.0:
-        return step_obs.sum(axis=1)
-    z = (step_obs - 0.5) / sigma ** 2
-    return np.sum(np.logaddexp(np.log1p(-q), np.log(q) + z), axis=1)
-
-
 def _one_step_per_epoch_llr(step_obs: np.ndarray, steps_per_epoch: int, shift: float, sigma: float) -> np.ndarray:
     """Per run, the sum over epochs of the log-likelihood ratio of "a shift of ``shift`` at exactly
     one uniformly random step of the epoch" against "no shift", noise ``sigma``:
@@ -220,6 +213,7 @@ def dpsgd_setup(opts: DPOptions) -> DPAuditSetup:
     import torch
 
     from audit.canaries import GRADIENT_CANARIES, gradient_canary, input_canary
+    from audit.canary_steps import StepMechanism, step_observation
     from audit.executors import cached_audit_runs
     from audit.run_context import cache_dir_of
     from targets.datasets import load_dataset
@@ -287,8 +281,8 @@ def dpsgd_setup(opts: DPOptions) -> DPAuditSetup:
                                cp_threshold=_shuffle_hypothesis_threshold(sigma, T, steps_per_epoch(q), target.delta,
                                                                           opts.confidence))
         if opts.threat == "updates":
-            return Observation(_llr_scores(runs.step_obs, q, sigma), runs.step_obs, q, T, info, gaussian=exact,
-                               design_sigma=sigma if gvec is not None else None)
+            return step_observation(runs.step_obs, StepMechanism(sigma, q, T), claim, target.delta, opts.confidence,
+                                    info, modelled=gvec is not None, exact=exact)
         if opts.threat == "white-box":
             delta_theta = (runs.initial - runs.final).double()
             if gvec is not None:
@@ -342,8 +336,8 @@ def build_setup(opts: DPOptions) -> DPAuditSetup:
         return dperm_setup(with_defaults(opts, target_use(opts.target)))
     from targets.plugins import is_plugin_spec
 
-    if is_plugin_spec(opts.target):  # a user's trainer: audited black-box (audit.plugin_trainer)
-        from audit.plugin_trainer import plugin_setup
+    if is_plugin_spec(opts.target):  # a user's trainer: black-box, or its DP-SGD steps (audit.plugin_updates)
+        from audit.plugin_updates import trainer_setup
         from targets.plugins import TrainerPlugin, load_plugin
 
         plugin = load_plugin(opts.target)
@@ -352,8 +346,9 @@ def build_setup(opts: DPOptions) -> DPAuditSetup:
                             f"--target {opts.target}`")
         if opts.epsilon is not None or opts.delta is not None:
             raise UserError("--epsilon/--delta do not apply to a plugin: its factory states the claim")
-        threat, canary = dp_choice(trainer_plugin_use(plugin.description), opts.threat, opts.canary)
-        return plugin_setup(plugin, canary, threat, opts.seed, opts.data_dir, opts.quiet)
+        threat = opts.threat or trainer_plugin_use(plugin.description).default_threat
+        return trainer_setup(plugin, plugin_canary(threat, opts.canary), threat, opts.seed, opts.data_dir, opts.quiet,
+                             opts.confidence)
     return dpsgd_setup(with_defaults(opts, target_use(opts.target)))
 
 
@@ -390,7 +385,8 @@ def _play(ctx: RunContext, setup: DPAuditSetup, runs: int, included: np.ndarray,
         fixed = FixedThreshold(threshold, choice)
     game = audit_runs(obs.scores, included, setup.claim, setup.delta, confidence, np.random.default_rng([seed, 3]),
                       step_scores=obs.step_scores, sample_rate=obs.sample_rate, steps=obs.steps,
-                      gaussian_pair=obs.gaussian, design_sigma=obs.design_sigma, fixed_threshold=fixed)
+                      gaussian_pair=obs.gaussian, design_sigma=obs.design_sigma, fixed_threshold=fixed,
+                      claim_tradeoff_test=obs.tradeoff_test)
     ctx.timing["statistics_s"] = time.perf_counter() - t0
     attack = f"{setup.threat}/{setup.canary.get('kind')}"
     bounds = [b | {"attack": attack} for b in game["lower_bounds"]]

@@ -21,6 +21,7 @@ import hashlib
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -63,12 +64,13 @@ class ExtractionOptions(CommonRunOptions):
 
 @dataclass
 class Victim:
-    """A model behind an API: served canonical-able parameters ``theta`` (K, p) over ``feature_map``."""
+    """A model behind an API: served canonical-able parameters ``theta`` (K, p) over ``feature_map``,
+    or, for a user's trainer plugin, its ``predict_proba`` (``api``; ``theta`` None: not visible)."""
 
     name: str
     description: str
     dataset: Dataset
-    theta: np.ndarray
+    theta: np.ndarray | None
     feature_map: FeatureMap
     test_X: np.ndarray
     test_y: np.ndarray
@@ -82,9 +84,10 @@ class Victim:
     neighbouring: str
     params: dict = field(default_factory=dict)
     config: dict = field(default_factory=dict)
+    api: Callable[[np.ndarray], np.ndarray] | None = None
 
     def predict_proba(self, X: np.ndarray) -> np.ndarray:
-        return softmax(self.feature_map(X) @ self.theta.T)
+        return self.api(X) if self.api is not None else softmax(self.feature_map(X) @ self.theta.T)
 
 
 def member_split(n: int, n_train: int, seed: int) -> np.ndarray:
@@ -177,11 +180,10 @@ def _dperm_victim(opts: ExtractionOptions) -> Victim:
 
 
 def _row(name: str, model, victim: Victim, round_decimals, test_p, unif_X, unif_p) -> dict:
-    theta_true = canonical(victim.theta)
     stolen_test = model.predict_proba(victim.test_X)
     stolen_unif = model.predict_proba(unif_X)
     return {"method": name, "round_decimals": round_decimals, "queries": model.queries,
-            "param_rel_error": relative_error(model.theta, theta_true),
+            "param_rel_error": None if victim.theta is None else relative_error(model.theta, canonical(victim.theta)),
             "agreement_test": agreement(stolen_test, test_p), "agreement_uniform": agreement(stolen_unif, unif_p),
             "tv_distance": tv_distance(stolen_test, test_p), "tv_distance_uniform": tv_distance(stolen_unif, unif_p),
             "details": model.details}
@@ -195,11 +197,15 @@ def run_extraction(opts: ExtractionOptions) -> tuple[Path, dict]:
     if opts.queries is not None and opts.queries < 1:
         raise UserError(f"--queries must be >= 1, got {opts.queries}")
     is_dperm = opts.target in DPERM_TARGETS
-    if not is_dperm and opts.target not in TARGETS:
+    from targets.plugins import is_plugin_spec, load_plugin
+
+    plugin = is_plugin_spec(opts.target)
+    if not is_dperm and not plugin and opts.target not in TARGETS:
         raise UserError(f"unknown target {opts.target!r}; run `python -m audit list` to see the targets")
-    target = None if is_dperm else _linear_target(opts)
+    target = None if is_dperm or plugin else _linear_target(opts)
     device = resolve_device(opts.device)
-    ctx = RunContext(opts.out, "extraction", opts.target, seed=opts.seed, quiet=opts.quiet, device=opts.device)
+    name = load_plugin(opts.target).name if plugin else opts.target  # a plugin is named by its dict
+    ctx = RunContext(opts.out, "extraction", name, seed=opts.seed, quiet=opts.quiet, device=opts.device)
     with ctx:
         return ctx.run_dir, _extract(ctx, opts, target, is_dperm, device)
 
@@ -208,7 +214,12 @@ def _extract(ctx: RunContext, opts: ExtractionOptions, target: TrainedTarget | N
     paths, say, timing = ctx.paths, ctx.say, ctx.timing
     say(f"run directory: {paths.run_dir}")
     t0 = time.perf_counter()
-    victim = _dperm_victim(opts) if is_dperm else _trained_victim(opts, target, paths, device)
+    if target is None and not is_dperm:  # a trainer plugin exposing probabilities
+        from audit.plugin_victims import extraction_victim
+
+        victim = extraction_victim(opts, paths)
+    else:
+        victim = _dperm_victim(opts) if is_dperm else _trained_victim(opts, target, paths, device)
     timing["target_s"] = time.perf_counter() - t0
 
     X_all = victim.dataset.X.reshape(len(victim.dataset), -1).astype(np.float64)
@@ -216,8 +227,8 @@ def _extract(ctx: RunContext, opts: ExtractionOptions, target: TrainedTarget | N
     # The input domain: the box [min, max]^d of all feature values (for images, [0, 1] per pixel). A
     # per-feature box would pin always-blank pixels to 0 and leave their weights unidentifiable.
     low, high = np.full(d, X_all.min()), np.full(d, X_all.max())
-    K = victim.theta.shape[0]
-    p = victim.theta.shape[1]
+    K = victim.dataset.n_classes if victim.theta is None else victim.theta.shape[0]
+    p = victim.feature_map(X_all[:1]).shape[1]
     rng = np.random.default_rng([int(opts.seed), 31337])
     unif_X = uniform_inputs(N_UNIFORM, low, high, np.random.default_rng([int(opts.seed), 271828]))
     test_p = victim.predict_proba(victim.test_X)
@@ -244,8 +255,10 @@ def _extract(ctx: RunContext, opts: ExtractionOptions, target: TrainedTarget | N
         rows.append(_row(label, stolen, victim, decimals, test_p, unif_X, unif_p))
         if main is None:
             main = (stolen, rows[-1])
-        say(f"{label}: {stolen.queries} queries, relative parameter error {rows[-1]['param_rel_error']:.3g}, "
-            f"agreement test {rows[-1]['agreement_test']:.4f} / uniform {rows[-1]['agreement_uniform']:.4f}")
+        error = rows[-1]["param_rel_error"]
+        say(f"{label}: {stolen.queries} queries, "
+            + ("" if error is None else f"relative parameter error {error:.3g}, ")
+            + f"agreement test {rows[-1]['agreement_test']:.4f} / uniform {rows[-1]['agreement_uniform']:.4f}")
     api = PredictionAPI(victim.predict_proba, d, K, None)
     baseline = label_only_retraining(api, victim.feature_map, low, high, rng, label_budget)
     rows.append(_row("label-only retraining (uniform queries)", baseline, victim, None, test_p, unif_X, unif_p))
@@ -282,10 +295,12 @@ def _extract(ctx: RunContext, opts: ExtractionOptions, target: TrainedTarget | N
                            f"gave up the model with {extraction['queries']} queries (agreement "
                            f"{extraction['agreement_test']:.4f} on test data). " + pp.get("text", "")}
     else:
+        error = extraction["param_rel_error"]
         verdict = {"status": "no-claim",
-                   "text": f"non-private target extracted with {extraction['queries']} queries, relative parameter "
-                           f"error {extraction['param_rel_error']:.2g}, agreement {extraction['agreement_test']:.4f} "
-                           f"(test) / {extraction['agreement_uniform']:.4f} (uniform)"}
+                   "text": f"non-private target extracted with {extraction['queries']} queries, "
+                           + ("" if error is None else f"relative parameter error {error:.2g}, ")
+                           + f"agreement {extraction['agreement_test']:.4f} (test) / "
+                             f"{extraction['agreement_uniform']:.4f} (uniform)"}
     table_rows = [[r["method"], r["queries"], r.get("param_rel_error", "failed"), r.get("agreement_test"),
                    r.get("agreement_uniform"), r.get("tv_distance"), r.get("tv_distance_uniform")] for r in rows]
     tables = [{"title": "Extraction attacks", "columns": ["method", "queries", "relative parameter error",
@@ -305,7 +320,8 @@ def _extract(ctx: RunContext, opts: ExtractionOptions, target: TrainedTarget | N
                                 ["stolen vs non-private model", pp["stolen_vs_nonprivate_rel_error"]],
                                 ["released vs non-private model", pp["released_vs_nonprivate_rel_error"]]],
                        "caption": pp["text"]})
-    model_info = {"arch": "logreg", "classes": K, "features": d,
+    model_info = {"arch": "logreg" if victim.api is None else f"user trainer {victim.params.get('plugin')}",
+                  "classes": K, "features": d,
                   "test_accuracy": float((test_p.argmax(1) == victim.test_y).mean())}
     results = {
         "target": victim.name, "target_description": victim.description, "dataset": victim.dataset.name,
@@ -326,8 +342,9 @@ def summary_lines(run_dir: Path, results: dict) -> list[str]:
         if "failed" in r:
             lines.append(f"{r['method']}: failed after {r['queries']} queries ({r['failed']})")
             continue
-        lines.append(f"{r['method']}: {r['queries']} queries, param error {r['param_rel_error']:.3g}, agreement "
-                     f"test {r['agreement_test']:.4f} / uniform {r['agreement_uniform']:.4f}, TV {r['tv_distance']:.3g}")
+        error = "" if r["param_rel_error"] is None else f", param error {r['param_rel_error']:.3g}"
+        lines.append(f"{r['method']}: {r['queries']} queries{error}, agreement test {r['agreement_test']:.4f} / "
+                     f"uniform {r['agreement_uniform']:.4f}, TV {r['tv_distance']:.3g}")
     if "post_processing" in e:
         lines.append("post-processing: " + e["post_processing"]["text"])
     return lines

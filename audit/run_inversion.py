@@ -24,6 +24,7 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -31,11 +32,11 @@ import torch
 from attacks.inversion import InversionResult, MIFaceConfig, mi_face, ssim
 from audit.choices import INVERSION_STARTS
 from audit.errors import UserError
-from audit.run_context import RunContext
+from audit.run_context import RunContext, RunPaths
 from audit.run_extraction import member_split, resolve_trained, train_cached
 from audit.run_options import CommonRunOptions
 from audit.theory.checks import check_confidence
-from targets.datasets import load_dataset
+from targets.datasets import Dataset, load_dataset
 from targets.models import get_architecture
 from targets.training import resolve_device
 
@@ -97,22 +98,72 @@ def class_figures(result: InversionResult, member_means: np.ndarray, nonmember_m
     return out
 
 
+@dataclass
+class InversionTarget:
+    """The model family inverted: ``fit(paths, mask, seed, desc)`` trains one model on ``data[mask]``,
+    ``probabilities(model)`` is its API for MI-FACE (a batch of inputs to class probabilities);
+    ``white_box``: its gradients are available (else every inversion is black-box)."""
+
+    name: str
+    description: str
+    data: Dataset
+    n_train: int
+    model: str
+    claim: Any
+    delta: float
+    params: dict
+    config: dict
+    white_box: bool
+    fit: Callable[[RunPaths, np.ndarray, int, str], Any]
+    probabilities: Callable[[Any], Callable[[torch.Tensor], torch.Tensor]]
+
+
+def registry_inversion_target(opts: InversionOptions) -> InversionTarget:
+    """A registry target, trained as the membership run trains it (cached)."""
+    target = resolve_trained(opts.target, opts.epsilon, opts.delta, opts.quick)
+    device = resolve_device(opts.device)
+    sigma = target.noise_multiplier()
+    train_config = target.train_config(sigma)
+    data = load_dataset(target.dataset, opts.data_dir)
+    arch = get_architecture(target.arch)
+
+    def fit(paths: RunPaths, mask: np.ndarray, seed: int, desc: str) -> Any:
+        return train_cached(paths, data, mask, train_config, seed, device, opts.quiet, desc)
+
+    def probabilities(params: Any) -> Callable[[torch.Tensor], torch.Tensor]:
+        one = {k: v[0].to(device) for k, v in params.items()}
+        return lambda x: torch.softmax(arch.forward(one, x.to(device)), dim=-1).cpu()
+
+    return InversionTarget(target.name, target.description, data, target.n_train, target.arch, target.claim(sigma),
+                           target.delta, {"noise_multiplier": sigma, "clip_norm": target.clip_norm,
+                                          "sample_rate": target.sample_rate, "steps": target.steps,
+                                          "epochs": target.epochs, "lr": target.lr, "n_train": target.n_train},
+                           {"target": asdict(target), "train_config": train_config.to_dict()}, True, fit,
+                           probabilities)
+
+
 def run_inversion(opts: InversionOptions) -> tuple[Path, dict]:
     """Run the inversion audit described by ``opts``; returns (run directory, results)."""
+    from targets.plugins import is_plugin_spec
+
     check_confidence(opts.confidence)
-    target = resolve_trained(opts.target, opts.epsilon, opts.delta, opts.quick)
+    if is_plugin_spec(opts.target):  # a trainer plugin exposing probabilities: black-box only
+        from audit.plugin_victims import inversion_target
+
+        target = inversion_target(opts)
+    else:
+        target = registry_inversion_target(opts)
     alpha_d, beta_d, bb_d = PRESETS["quick" if opts.quick else "default"]
     config = MIFaceConfig(alpha=opts.steps or alpha_d, beta=opts.patience or beta_d, gamma=opts.stop_confidence,
                           lr=opts.lr, tv_weight=opts.tv)
     bb_steps = bb_d if opts.black_box_steps is None else opts.black_box_steps
-    device = resolve_device(opts.device)
-    data = load_dataset(target.dataset, opts.data_dir)
+    data = target.data
     hw = image_shape(data.shape)
     n = target.n_train
     perm = member_split(len(data), 2 * n, opts.seed)
     members, nonmembers, aux = perm[:n], perm[n:2 * n], perm[2 * n:]
     if aux.size < 10 * data.n_classes:
-        raise UserError(f"{target.dataset} has {len(data)} records: too few left ({aux.size}) for the evaluation "
+        raise UserError(f"{data.name} has {len(data)} records: too few left ({aux.size}) for the evaluation "
                         f"classifier after {n} members and {n} non-members; use --quick or a larger data set")
     ctx = RunContext(opts.out, "inversion", target.name, seed=opts.seed, quiet=opts.quiet, device=opts.device)
     paths, say, timing = ctx.paths, ctx.say, ctx.timing
@@ -120,18 +171,14 @@ def run_inversion(opts: InversionOptions) -> tuple[Path, dict]:
     with ctx:
 
         t0 = time.perf_counter()
-        sigma = target.noise_multiplier()
-        claim = target.claim(sigma)
-        train_config = target.train_config(sigma)
+        claim = target.claim
         seeds = [int(s) for s in np.random.SeedSequence(opts.seed).generate_state(2)]
         masks = {}
         for key, index in (("target", members), ("reference", nonmembers)):
             masks[key] = np.zeros(len(data), dtype=bool)
             masks[key][index] = True
-        target_params = train_cached(paths, data, masks["target"], train_config, seeds[0], device, opts.quiet,
-                                     "target model")
-        reference_params = train_cached(paths, data, masks["reference"], train_config, seeds[1], device, opts.quiet,
-                                        "reference model (non-members)")
+        target_params = target.fit(paths, masks["target"], seeds[0], "target model")
+        reference_params = target.fit(paths, masks["reference"], seeds[1], "reference model (non-members)")
         timing["training_s"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
@@ -145,7 +192,6 @@ def run_inversion(opts: InversionOptions) -> tuple[Path, dict]:
                      "accuracy_on_members_and_nonmembers": float(evaluator.score(flat[heldout], data.y[heldout]))}
         timing["evaluator_s"] = time.perf_counter() - t0
 
-        arch = get_architecture(target.arch)
         low, high = float(data.X.min()), float(data.X.max())
         if opts.start not in INVERSION_STARTS:
             raise UserError(f"unknown start {opts.start!r}; choose one of {', '.join(INVERSION_STARTS)}")
@@ -154,13 +200,9 @@ def run_inversion(opts: InversionOptions) -> tuple[Path, dict]:
         member_means = np.stack([flat[members][data.y[members] == c].mean(0) for c in classes])
         nonmember_means = np.stack([flat[nonmembers][data.y[nonmembers] == c].mean(0) for c in classes])
 
-        def model(params):
-            one = {k: v[0].to(device) for k, v in params.items()}
-            return lambda x: torch.softmax(arch.forward(one, x.to(device)), dim=-1).cpu()
-
         def invert(params, cfg: MIFaceConfig, desc: str) -> dict:
-            result = mi_face(model(params), classes, data.shape, start, low, high, cfg, progress=not opts.quiet,
-                             desc=desc)
+            result = mi_face(target.probabilities(params), classes, data.shape, start, low, high, cfg,
+                             progress=not opts.quiet, desc=desc)
             pred = evaluator.predict(result.images.reshape(len(classes), -1).astype(np.float64))
             figures = class_figures(result, member_means, nonmember_means, pred, hw, high - low)
             say(f"{desc}: evaluation accuracy {figures['eval_accuracy']:.2f}, MSE to member / non-member class mean "
@@ -168,11 +210,12 @@ def run_inversion(opts: InversionOptions) -> tuple[Path, dict]:
             return figures | {"images": result.images.reshape(len(classes), *hw)}
 
         t0 = time.perf_counter()
-        out = {"target": invert(target_params, config, "MI-FACE (target, white-box)"),
-               "reference": invert(reference_params, config, "MI-FACE (reference, white-box)")}
-        if bb_steps > 0:
-            bb_config = MIFaceConfig(alpha=bb_steps, beta=config.beta, gamma=config.gamma, lr=config.lr,
-                                     tv_weight=config.tv_weight, black_box=True)
+        bb_config = MIFaceConfig(alpha=bb_steps, beta=config.beta, gamma=config.gamma, lr=config.lr,
+                                 tv_weight=config.tv_weight, black_box=True)
+        main_config, access = (config, "white-box") if target.white_box else (bb_config, "black-box")
+        out = {"target": invert(target_params, main_config, f"MI-FACE (target, {access})"),
+               "reference": invert(reference_params, main_config, f"MI-FACE (reference, {access})")}
+        if bb_steps > 0 and target.white_box:
             out["black_box"] = invert(target_params, bb_config, "MI-FACE (target, black-box)")
         timing["inversion_s"] = time.perf_counter() - t0
 
@@ -212,7 +255,7 @@ def run_inversion(opts: InversionOptions) -> tuple[Path, dict]:
 
         from reports.inversion_plots import image_grid
 
-        grid_rows = [("member mean", member_means.reshape(-1, *hw)), ("target (white-box)", images["target"])]
+        grid_rows = [("member mean", member_means.reshape(-1, *hw)), (f"target ({access})", images["target"])]
         if "black_box" in images:
             grid_rows.append(("target (black-box)", images["black_box"]))
         grid_rows += [("reference model", images["reference"]), ("non-member mean", nonmember_means.reshape(-1, *hw))]
@@ -220,7 +263,7 @@ def run_inversion(opts: InversionOptions) -> tuple[Path, dict]:
                    f"MI-FACE reconstructions: {target.name}", low, high)
         figures = [{"file": GRID_PNG, "title": "MI-FACE reconstructions beside the class means",
                     "caption": "Columns are classes. Rows: mean image of the target's members of that class; MI-FACE "
-                               "reconstruction from the target (white-box gradients"
+                               f"reconstruction from the target ({access} gradients"
                                + (", then black-box finite-difference gradients" if "black_box" in images else "")
                                + "); reconstruction from the reference model trained on disjoint non-members; mean of "
                                  "the non-members. Same grey scale everywhere."}]
@@ -248,7 +291,8 @@ def run_inversion(opts: InversionOptions) -> tuple[Path, dict]:
                                "SSIM member mean", "SSIM non-member mean", "queries"],
                    "rows": [[name, f["eval_accuracy"], f["mse_member_mean"], f["mse_nonmember_mean"],
                              f["ssim_member_mean"], f["ssim_nonmember_mean"], f["queries"]]
-                            for name, f in (("target (white-box)", inversion), ("reference (no members)", out["reference"]))
+                            for name, f in ((f"target ({access})", inversion),
+                                            ("reference (no members)", out["reference"]))
                             + ((("target (black-box)", out["black_box"]),) if "black_box" in out else ())]
                            + [["neutral start (no attack)", inversion["start_baseline"]["eval_accuracy"],
                                inversion["start_baseline"]["mse_member_mean"], "", inversion["start_baseline"][
@@ -257,7 +301,7 @@ def run_inversion(opts: InversionOptions) -> tuple[Path, dict]:
                               f"{gap['mse_gap_standard_error']:.2g}) = (non-member - member MSE) of the target minus "
                               f"that of the reference; positive means the target's reconstructions lean towards its "
                               f"own members beyond what a model of the same data distribution gives."},
-                  table("target (white-box)", inversion), table("reference model", out["reference"])]
+                  table(f"target ({access})", inversion), table("reference model", out["reference"])]
         if "black_box" in out:
             tables.append(table("target (black-box)", out["black_box"]))
 
@@ -273,17 +317,17 @@ def run_inversion(opts: InversionOptions) -> tuple[Path, dict]:
                                                         "recovers too; only the member gap is about privacy")}
         results = {
             "target_description": target.description, "dataset": data.name, "dataset_source": data.source,
-            "model": {"arch": target.arch, "members": int(n), "nonmembers": int(n), "auxiliary": int(aux.size)},
+            "model": {"arch": target.model, "members": int(n), "nonmembers": int(n), "auxiliary": int(aux.size),
+                      "access": access},
             "neighbouring": "add/remove one record", "delta": target.delta if claim else None,
             "confidence": opts.confidence,
             "epsilon_theory": epsilon_theory, "accountant": claim.description if claim is not None else None,
-            "params": {"noise_multiplier": sigma, "clip_norm": target.clip_norm, "sample_rate": target.sample_rate,
-                       "steps": target.steps, "epochs": target.epochs, "lr": target.lr, "n_train": n},
+            "params": target.params,
             "tradeoff": None, "lower_bounds": [], "best_lower_bound": None, "lower_bound_tradeoff": None, "attacks": {},
             "verdict": verdict, "inversion": inversion, "figures": figures, "tables": tables, "quick": opts.quick,
         }
-        results = ctx.finish(results, {"command": "run inversion", "options": asdict(opts), "target": asdict(target),
-                                       "train_config": train_config.to_dict(), "seeds": seeds})
+        results = ctx.finish(results, {"command": "run inversion", "options": asdict(opts), "seeds": seeds}
+                             | target.config)
         return ctx.run_dir, results
 
 

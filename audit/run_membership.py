@@ -30,8 +30,9 @@ import numpy as np
 from attacks.lira import resolve_variance
 from attacks.membership import AttackInputs, run_attacks
 from attacks.names import ATTACKS, LIRA_ATTACKS, expand_attacks
-from audit.executors import TrainingCall, train_cached_models
+from audit.executors import TrainingCall
 from audit.games import build_canary_game
+from audit.membership_subjects import membership_subject
 from audit.run_context import RunContext
 from audit.run_options import CommonRunOptions
 from audit.stats.lower_bound import SECONDARY, VERDICT, LowerBound
@@ -41,9 +42,7 @@ from audit.stats.one_run_fdp import fdp_one_run_bound
 from audit.stats.rates import rate_point
 from audit.stats.verdict import Family, compare_with_claim
 from audit.theory.checks import check_confidence
-from targets.datasets import load_dataset
-from targets.registry import TrainedTarget, get_target
-from targets.training import log_softmax, predict_logits, resolve_device
+from targets.registry import TrainedTarget
 
 #: One-run methods tried on the calibration games (audit.stats.one_run, audit.stats.one_run_fdp).
 ONE_RUN_METHODS = ("one-run", "one-run-fdp")
@@ -132,29 +131,24 @@ def run_membership(opts: MembershipOptions) -> tuple[Path, dict]:
     attack_names = expand_attacks(tuple(opts.attacks))
     resolve_variance(opts.lira_variance, 0)  # validates the name
     check_confidence(opts.confidence)
-    target = get_target(opts.target).with_privacy(opts.epsilon, opts.delta)
-    if opts.quick:
-        target = quick_target(target)
     m_default, k_default, r_default = GAME_SIZES["quick" if opts.quick else "default"]
     m = opts.canaries or m_default
     shadows = opts.shadows or k_default
     use_lira = any(name in LIRA_ATTACKS for name in attack_names)
     references = (opts.references or r_default) if use_lira else 0
-    device = resolve_device(opts.device)
-    data = load_dataset(target.dataset, opts.data_dir)
+    t0 = time.perf_counter()
+    target = membership_subject(opts, m)
+    calibration_s = time.perf_counter() - t0
+    data = target.data
     game = build_canary_game(data, target.n_train, m, shadows, opts.canary, opts.seed, references=references)
     ctx = RunContext(opts.out, "membership", target.name, seed=opts.seed, quiet=opts.quiet, device=opts.device)
     paths, say, timing = ctx.paths, ctx.say, ctx.timing
     say(f"run directory: {paths.run_dir}")
     with ctx:
-        t0 = time.perf_counter()
-        sigma = target.noise_multiplier()
-        claim = target.claim(sigma)
-        timing["calibration_s"] = time.perf_counter() - t0
-        config = target.train_config(sigma)
-        if claim is not None:
-            say(f"{target.name}: sigma = {sigma:.4f} for epsilon {target.epsilon:g} at delta {target.delta:g} "
-                f"(q = {target.sample_rate:.4f}, {target.steps} steps, PLD accountant)")
+        claim = target.claim
+        timing["calibration_s"] = calibration_s
+        if target.theory_line is not None:
+            say(target.theory_line)
 
         # seeds: target, then shadows, then reference models (a prefix of the same stream, so adding
         # reference models leaves the target's and the shadows' seeds unchanged)
@@ -166,28 +160,23 @@ def run_membership(opts: MembershipOptions) -> tuple[Path, dict]:
         else:
             masks, desc = game.shadow_masks, f"{shadows} shadow models"
         calls = [TrainingCall("target model", game.target_mask[None], seeds[:1]), TrainingCall(desc, masks, seeds[1:])]
-        with opts.make_executor() as executor:  # the target's and the helpers' chunks run side by side
-            target_params, helper_params = train_cached_models(
-                executor, paths.cache_dir, game.data, config, calls, device, max_memory=opts.max_memory,
-                progress=not opts.quiet, log=paths.log)
+        target_params, helper_params = target.fit(paths, game, calls)  # the target's and the helpers' together
         timing["training_s"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
         y = game.data.y
         tc, sc = game.target_canaries, game.shadow_canaries
-        target_lp = log_softmax(predict_logits(target.arch, target_params, game.data.X[tc], device))[0]
-        shadow_params = {k: v[:shadows] for k, v in helper_params.items()}
-        shadow_lp = log_softmax(predict_logits(target.arch, shadow_params, game.data.X[sc], device))
+        target_lp = target.log_probs(target_params, game.data.X[tc])[0]
+        shadow_lp = target.log_probs(target.select(helper_params, slice(0, shadows)), game.data.X[sc])
         reference_lp = None
         if references:
-            reference_params = {k: v[shadows:] for k, v in helper_params.items()}
-            reference_lp = log_softmax(predict_logits(target.arch, reference_params, game.data.X[tc], device))
+            reference_lp = target.log_probs(target.select(helper_params, slice(shadows, None)), game.data.X[tc])
         natural = np.flatnonzero(game.target_mask & ~np.isin(np.arange(len(y)), tc))
         eval_index = np.concatenate([game.test_index, natural])
-        eval_lp = log_softmax(predict_logits(target.arch, target_params, data.X[eval_index], device))[0]
+        eval_lp = target.log_probs(target_params, data.X[eval_index])[0]
         n_test = game.test_index.shape[0]
         model_info = {
-            "arch": target.arch,
+            "arch": target.model,
             "test_accuracy": _accuracy(eval_lp[:n_test], data.y[game.test_index]),
             "train_accuracy": _accuracy(eval_lp[n_test:], data.y[eval_index[n_test:]]),
             "canaries_fitted": (float((target_lp.argmax(1) == y[tc])[game.target_in].mean())
@@ -235,7 +224,7 @@ def run_membership(opts: MembershipOptions) -> tuple[Path, dict]:
             attacks_out[name] = metrics
 
         comparison = compare_with_claim(bounds, claim, delta, ALPHA_GRID, family)
-        params = target.params(sigma) | {"expected_batch_size": config.expected_batch_size}
+        params = target.params
         advantage_table = {
             "title": "Membership advantage against the DP bound",
             "columns": ["attack", "AUC", "TPR at 0.1% FPR", "TPR at 1% FPR", "advantage", "advantage interval",
@@ -273,8 +262,7 @@ def run_membership(opts: MembershipOptions) -> tuple[Path, dict]:
             "game": game.summary(),
             "quick": opts.quick,
         }
-        config_json = {"command": "run membership", "options": asdict(opts), "target": asdict(target),
-                       "train_config": config.to_dict(), "seeds": seeds}
+        config_json = {"command": "run membership", "options": asdict(opts), "seeds": seeds} | target.config
         results = ctx.finish(results, config_json)
     return ctx.run_dir, results
 
@@ -285,6 +273,8 @@ def summary_lines(run_dir: Path, results: dict) -> list[str]:
     p = results["params"]
     if theory is None:
         line1 = "theory:    none (non-private target)"
+    elif "noise_multiplier" not in p:  # a plugin's claim
+        line1 = f"theory:    epsilon = {theory:.3f} at delta = {results['delta']:g} ({results['accountant']})"
     else:
         line1 = (f"theory:    epsilon = {theory:.3f} at delta = {results['delta']:g} "
                  f"(PLD accountant; sigma = {p['noise_multiplier']:.3f}, q = {p['sample_rate']:.4f}, T = {p['steps']})")

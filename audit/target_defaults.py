@@ -72,8 +72,16 @@ def _plugin_use(spec: str) -> TargetUse:
 
 
 def trainer_plugin_use(description: str) -> TargetUse:
-    """A trainer plugin: ``train(X, y, seed) -> predict_proba`` is a black box fed input canaries."""
-    return TargetUse("plugin", description, ("dp", "bound"), ("black-box",), INPUT_CANARIES, "black-box", "crafted")
+    """A trainer plugin: ``train(X, y, seed) -> predict_proba`` is a black box fed input canaries by
+    default; its DP-SGD updates (Opacus or the audit hooks) are audited with the Dirac canary."""
+    return TargetUse("plugin", description, ("dp", "bound"), THREATS, INPUT_CANARIES + ("dirac",), "black-box",
+                     "crafted")
+
+
+def plugin_canary(threat: str, canary: str | None) -> str:
+    """The canary of a trainer-plugin audit: the given one, else crafted for a black box and the Dirac
+    gradient canary for its updates or parameters."""
+    return canary or ("crafted" if threat == "black-box" else "dirac")
 
 
 def target_use(name: str) -> TargetUse:

@@ -129,6 +129,9 @@ def theory_for(name: str, epsilon: float | None = None, delta: float | None = No
         if epsilon is not None:
             raise UserError("--epsilon does not apply to a plugin: its factory states the claim")
         plugin = load_plugin(name)
+        if plugin.claim is None:
+            raise UserError(f"plugin {name} claims what Opacus's accountant reports after training ('claim': "
+                            f"'opacus'); audit it with `python -m audit run dp --target {name}` to see that claim")
         report_delta = delta if delta is not None else (plugin.delta or PURE_DP_DELTA)
         return TargetTheory(name, "plugin", plugin.description, plugin.claim, report_delta, plugin.params,
                             plugin.neighbouring)

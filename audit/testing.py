@@ -54,12 +54,12 @@ def audit_target(target: Any, *, attack: str | None = None, runs: int | None = N
     out = str(out) if out is not None else tempfile.mkdtemp(prefix="privacy-audit-")
     threat, _, canary = (attack or "").partition("/")
     if isinstance(what, TrainerPlugin):
-        from audit.plugin_trainer import plugin_setup
+        from audit.plugin_updates import trainer_setup
         from audit.run_dp import play
-        from audit.target_defaults import dp_choice, trainer_plugin_use
+        from audit.target_defaults import plugin_canary, trainer_plugin_use
 
-        threat, canary = dp_choice(trainer_plugin_use(what.description), threat or None, canary or None)
-        setup = plugin_setup(what, canary, threat, seed, None, quiet)
+        threat = threat or trainer_plugin_use(what.description).default_threat
+        setup = trainer_setup(what, plugin_canary(threat, canary or None), threat, seed, None, quiet, confidence)
         return play(setup, runs or setup.default_runs, seed, confidence, out, quiet)
     family = None if isinstance(what, MechanismPlugin) else catalogue().get(what, ("unknown",))[0]
     if isinstance(what, MechanismPlugin) or family in ("mechanism", "dp-erm", "control"):
@@ -80,22 +80,32 @@ def audit_target(target: Any, *, attack: str | None = None, runs: int | None = N
 
 def assert_private(target: Any, *, attack: str | None = None, runs: int | None = None, confidence: float = 0.95,
                    seed: int = 0, out: str | Path | None = None) -> dict:
-    """Audit ``target`` and raise AssertionError when its epsilon lower bound exceeds the claim.
+    """Audit ``target`` and raise AssertionError when its epsilon lower bound exceeds the claim, or a
+    test rejects the claim's own tradeoff curve (update-level audits).
 
-    ``attack``: for trainers ``"THREAT/CANARY"`` (e.g. ``"black-box/mislabelled"``; plugins are
-    black boxes, ``"black-box/crafted"`` by default; built-in targets default as ``run dp`` does,
-    :mod:`audit.target_defaults`); for mechanisms
+    ``attack``: for trainers ``"THREAT/CANARY"`` (e.g. ``"black-box/mislabelled"``; plugins default to
+    black-box with the crafted canary, ``"updates/dirac"`` audits the DP-SGD steps of an Opacus or hooked
+    loop; built-in targets default as ``run dp`` does, :mod:`audit.target_defaults`); for mechanisms
     ``"threshold"``. ``runs``: trainings (trainers) or draws per world (mechanisms); ``out``:
     where the run directory goes (default: a fresh temporary folder). Returns the results dict.
     """
     run_dir, results = audit_target(target, attack=attack, runs=runs, confidence=confidence, seed=seed, out=out)
     if results.get("verdict", {}).get("status") == "violation":
         best = results["best_lower_bound"]
-        raise AssertionError(
-            f"{results['target']}: empirical epsilon lower bound {float(best['epsilon']):.3f} ({best['method']}, "
-            f"{float(best['family_confidence']):.0%} confidence, family of {best['family_size']}) exceeds the claimed "
-            f"epsilon {float(results['epsilon_theory']):.3f} at delta {results['delta']:g}; run directory: {run_dir}; "
-            f"report: {run_dir / 'report.html'}")
+        bound = (f"empirical epsilon lower bound {float(best['epsilon']):.3f} ({best['method']}, "
+                 f"{float(best['family_confidence']):.0%} confidence, family of {best['family_size']})")
+        claim = f"claimed epsilon {float(results['epsilon_theory']):.3f} at delta {results['delta']:g}"
+        rejecting = [b for b in results["lower_bounds"]
+                     if b["role"] == "verdict" and b["details"].get("claim_rejected")]
+        if float(best["epsilon"]) > float(results["epsilon_theory"]) or not rejecting:
+            what = f"{bound} exceeds the {claim}"
+        else:
+            test = rejecting[0]["details"]["claim_test"]
+            what = (f"the {rejecting[0]['method']} test rejects the claim's own tradeoff curve (FNR <= "
+                    f"{test['fnr_ub']:.3f} where the claim allows no less than {test['claim_fnr']:.3f} at FPR <= "
+                    f"{test['fpr_ub']:.3f}); {bound}, {claim}")
+        raise AssertionError(f"{results['target']}: {what} ({results.get('accountant')}); run directory: {run_dir}; "
+                             f"report: {run_dir / 'report.html'}")
     return results
 
 

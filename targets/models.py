@@ -3,8 +3,8 @@ and trained at once with :mod:`torch.func` (``vmap`` over the model axis).
 
 Architectures: ``logreg`` (multinomial logistic regression), ``mlp`` (one hidden layer, tanh) and
 ``cnn`` (the two-convolution tanh network used for DP-SGD on MNIST by Papernot et al. 2021 /
-Opacus' example, for 1x28x28 inputs). Every forward takes a *batch* ``x`` of shape (B, *shape)
-and returns logits (B, n_classes).
+Opacus' example, for square images: 1x28x28 MNIST, 3x32x32 CIFAR-10). Every forward takes a
+*batch* ``x`` of shape (B, *shape) and returns logits (B, n_classes).
 """
 
 from __future__ import annotations
@@ -125,17 +125,21 @@ MLP_LAYERS: tuple[Layer, ...] = (Flatten(), Linear("fc1.weight", "fc1.bias"), Ta
 
 
 def _cnn_shapes(shape: tuple[int, ...], n_classes: int) -> dict[str, tuple[int, ...]]:
-    if tuple(shape) != (1, 28, 28):
-        raise UserError(f"the cnn model needs 1x28x28 images, got input shape {shape}; use mlp or logreg")
-    return {"conv1.weight": (16, 1, 8, 8), "conv1.bias": (16,),
+    if len(shape) != 3 or shape[1] != shape[2] or shape[1] < 16:
+        raise UserError(f"the cnn model needs square images (channels, side, side) with side >= 16, got input shape "
+                        f"{shape}; use mlp or logreg")
+    side = (shape[1] + 2 * 3 - 8) // 2 + 1 - 1  # conv1 (8x8, stride 2, padding 3), max pool 2/1
+    side = (side - 4) // 2 + 1 - 1  # conv2 (4x4, stride 2), max pool 2/1
+    return {"conv1.weight": (16, shape[0], 8, 8), "conv1.bias": (16,),
             "conv2.weight": (32, 16, 4, 4), "conv2.bias": (32,),
-            "fc1.weight": (32, 32 * 4 * 4), "fc1.bias": (32,),
+            "fc1.weight": (32, 32 * side * side), "fc1.bias": (32,),
             "fc2.weight": (n_classes, 32), "fc2.bias": (n_classes,)}
 
 
 CNN_LAYERS: tuple[Layer, ...] = (
-    Conv2d("conv1.weight", "conv1.bias", stride=2, padding=3), Tanh(), MaxPool2d(2, 1),  # 16x14x14 -> 16x13x13
-    Conv2d("conv2.weight", "conv2.bias", stride=2), Tanh(), MaxPool2d(2, 1),  # 32x5x5 -> 32x4x4
+    # MNIST 1x28x28: 16x14x14, 16x13x13, 32x5x5, 32x4x4; CIFAR-10 3x32x32: 16x16x16, 16x15x15, 32x6x6, 32x5x5
+    Conv2d("conv1.weight", "conv1.bias", stride=2, padding=3), Tanh(), MaxPool2d(2, 1),
+    Conv2d("conv2.weight", "conv2.bias", stride=2), Tanh(), MaxPool2d(2, 1),
     Flatten(), Linear("fc1.weight", "fc1.bias"), Tanh(), Linear("fc2.weight", "fc2.bias"),
 )
 

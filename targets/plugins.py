@@ -2,7 +2,7 @@
 
 ``factory()`` returns a plain dict — no import of this project needed — in one of two forms:
 
-* trainer: ``{"kind": "trainer", "dataset": "mnist" | (X, y), "train": train,
+* trainer: ``{"kind": "trainer", "dataset": "mnist" | "data.npz" | "data.csv" | (X, y), "train": train,
   "claim": {"epsilon": E, "delta": D}}`` with ``train(X, y, seed) -> predict_proba`` and
   ``predict_proba(X) -> ndarray (n, n_classes)``. Audited black-box by ``run dp`` (the audit
   inserts a canary into about half of many trainings and scores it with the model's loss).
@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import os
 import re
 import sys
 import types
@@ -63,6 +64,15 @@ BUILTIN_PLUGINS: dict[str, tuple[str, str]] = {
                                   "control: DP-SGD without per-example clipping, claims (1, 1e-5)"),
     "dpsgd_control_noise_over_batch": ("targets.dpsgd_controls:noise_over_batch",
                                        "control: DP-SGD noise divided by the batch size, claims (1, 1e-5)"),
+    "opacus_control_correct": ("targets.opacus_controls:correct",
+                               "Opacus softmax regression on digits accounted correctly, (2, 1e-5)"),
+    "opacus_control_extra_epochs": ("targets.opacus_controls:extra_epochs",
+                                    "control: Opacus loop trains 10 epochs, accounts 2; claims (2, 1e-5)"),
+    "opacus_control_physical_batch_rate": ("targets.opacus_controls:physical_batch_rate",
+                                           "control: Opacus accounts the physical batch's rate 0.1, samples at "
+                                           "0.5; claims (2, 1e-5)"),
+    "opacus_control_noise_for_larger_epsilon": ("targets.opacus_controls:noise_for_larger_epsilon",
+                                                "control: Opacus noise calibrated for epsilon 8; claims (2, 1e-5)"),
 }
 
 
@@ -83,14 +93,15 @@ class TrainerPlugin:
     """A validated trainer plugin; ``rng`` is the randomness ``train`` takes (:mod:`targets.plugin_rng`),
     ``packages`` the {distribution: version} of what the plugin imported, ``threads`` the thread limit
     its code runs under (:func:`targets.threads.thread_limit`: None = the plugin policy, 0 = none, for
-    the project's own plugins)."""
+    the project's own plugins). ``claim`` is None for ``"claim": "opacus"``: the epsilon Opacus's
+    accountant reports after training, at ``delta``, read by the audit (:mod:`audit.plugin_updates`)."""
 
     spec: str
     name: str
     description: str
     dataset: str | tuple[np.ndarray, np.ndarray]
     train: Callable[..., Callable[[np.ndarray], np.ndarray]]
-    claim: PrivacyClaim
+    claim: PrivacyClaim | None
     delta: float
     neighbouring: str
     params: dict
@@ -122,8 +133,13 @@ def plugin_config(plugin: TrainerPlugin | MechanismPlugin) -> dict:
     return {"spec": plugin.spec, "name": plugin.name, "rng": plugin.rng, "packages": plugin.packages}
 
 
+#: ``"claim": "opacus"`` (trainers): the epsilon Opacus's own accountant reports after training, at the
+#: plugin's ``"delta"`` (default ``PURE_DP_DELTA``).
+OPACUS_CLAIM = "opacus"
+
 #: The forms of a plugin's claim, for error messages.
-CLAIM_FORMS = "{'epsilon': E, 'delta': D}, {'mu': m} (Gaussian DP) or {'rho': r} (zCDP)"
+CLAIM_FORMS = ("{'epsilon': E, 'delta': D}, {'mu': m} (Gaussian DP) or {'rho': r} (zCDP); a trainer may say "
+               "'opacus'")
 
 
 def claim_from_plugin(spec: str, claim: Any) -> tuple[PrivacyClaim, float]:
@@ -180,6 +196,8 @@ def _dpsgd_claim(spec: str, accounting: Any, epsilon: float, delta: float) -> Pr
 
 #: The project's own packages (recorded in config.json as privacy-audit).
 _PROJECT = {"audit", "targets", "attacks", "reports"}
+#: The project's plugins written as a user writes them (one training per call): the plugin thread policy.
+_USER_STYLE = {"targets.opacus_controls"}
 
 
 @functools.lru_cache(maxsize=1)
@@ -220,9 +238,10 @@ def imported_packages(namespaces: Iterable[dict], new_modules: Iterable[str] = (
 def plugin_from_factory(spec: str, factory: Callable[[], Any],
                         loaded: Iterable[str] = ()) -> TrainerPlugin | MechanismPlugin:
     """Call a plugin factory (under the thread policy, :mod:`targets.threads`, unless it is one of the
-    project's own: they follow the project's), validate its dict and record the packages it imported
-    (``loaded``: modules its import added to ``sys.modules``)."""
-    threads = 0 if str(getattr(factory, "__module__", "")).split(".")[0] in _PROJECT else None
+    project's own: they follow the project's, but for the Opacus controls, written as user code), validate
+    its dict and record the packages it imported (``loaded``: modules its import added to ``sys.modules``)."""
+    module = str(getattr(factory, "__module__", ""))
+    threads = 0 if module.split(".")[0] in _PROJECT and module not in _USER_STYLE else None
     before = set(sys.modules)
     try:
         with thread_limit(threads):
@@ -257,12 +276,14 @@ def load_plugin(spec: str) -> TrainerPlugin | MechanismPlugin:
 
 
 def _dataset_field(spec: str, value: Any) -> str | tuple[np.ndarray, np.ndarray]:
-    from targets.datasets import DATASETS
+    from targets.datasets import DATA_FILE_SUFFIXES, DATASETS
 
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
     if isinstance(value, str):
-        if value not in DATASETS:
+        if value not in DATASETS and not value.endswith(DATA_FILE_SUFFIXES):
             raise UserError(f"plugin {spec}: unknown dataset {value!r} in field 'dataset'; use one of "
-                            f"{', '.join(DATASETS)} or a tuple (X, y)")
+                            f"{', '.join(DATASETS)}, a .npz or .csv path, or a tuple (X, y)")
         return value
     if not (isinstance(value, (tuple, list)) and len(value) == 2):
         raise UserError(f"plugin {spec}: field 'dataset' must be a dataset name or a tuple (X, y)")
@@ -283,7 +304,11 @@ def plugin_from_dict(spec: str, made: dict, loaded: Iterable[str] = (),
     if not isinstance(made, dict):
         raise UserError(f"plugin {spec} must be a dict, got {type(made).__name__}")
     kind = made.get("kind")
-    claim, delta = claim_from_plugin(spec, made.get("claim"))
+    if kind == "trainer" and made.get("claim") == OPACUS_CLAIM:
+        claim, delta = None, check_delta(made.get("delta", PURE_DP_DELTA), f"plugin {spec}: delta of the Opacus claim",
+                                         positive=True)
+    else:
+        claim, delta = claim_from_plugin(spec, made.get("claim"))
     name = str(made.get("name", spec))
     params = made.get("params", {})
     if not isinstance(params, dict):

@@ -115,6 +115,12 @@ TARGETS: dict[str, TrainedTarget] = {
         TrainedTarget("dpsgd_logreg_mnist", "softmax logistic regression on MNIST, DP-SGD, epsilon 8 at delta 1e-5",
                       "mnist", "logreg", n_train=1500, batch_size=256, epochs=15, lr=2.0, clip_norm=1.0,
                       epsilon=8.0, delta=1e-5),
+        # CIFAR-10 from its binary files (--data-dir; targets.data_files): the MNIST CNN's recipe on colour images
+        TrainedTarget("nonprivate_cifar10", "CNN on CIFAR-10, non-private SGD (momentum 0.9)", "cifar10", "cnn",
+                      n_train=1500, batch_size=128, epochs=12, lr=0.1, momentum=0.9),
+        TrainedTarget("dpsgd_cifar10", "CNN on CIFAR-10, DP-SGD (Poisson sampling, clip 1), epsilon 8 at delta 1e-5",
+                      "cifar10", "cnn", n_train=1500, batch_size=256, epochs=15, lr=2.0, clip_norm=1.0,
+                      epsilon=8.0, delta=1e-5),
         # DP audit targets (run dp / sweep dp): small, cheap runs so that thousands fit on a laptop
         TrainedTarget("dpgd_logreg_digits", "softmax logistic regression on 32 digits, full-batch DP-GD (4 steps), "
                       "epsilon 4 at delta 1e-5", "digits", "logreg", n_train=32, batch_size=32, epochs=4, lr=0.5,

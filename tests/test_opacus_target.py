@@ -30,3 +30,18 @@ def test_opacus_mnist_runs_through_the_dp_audit(tmp_path, capsys):
     assert results["epsilon_theory"] == pytest.approx(2.0, abs=2e-3)
     assert results["verdict"]["status"] == "consistent"
     capsys.readouterr()
+
+
+def test_opacus_mnist_updates_go_through_the_canary_step_path(tmp_path, capsys):
+    """The update-level audit of opacus_mnist: its 50 noisy steps observed on a dead MNIST pixel's
+    weight, the claim's accounting (sigma, q = 0.1, T = 50) equal to what the code runs."""
+    assert main(["run", "dp", "--target", "opacus_mnist", "--threat", "updates", "--canary", "dirac",
+                 "--runs", "12", "--quiet", "--out", str(tmp_path)]) == 0
+    (run,) = [p for p in tmp_path.iterdir() if p.name != "cache"]
+    results = json.loads((run / "results.json").read_text())
+    code = results["params"]["code"]
+    assert code["steps"] == 50 and code["sample_rate"] == pytest.approx(0.1) and results["game"]["canary"]["dead"]
+    assert code["epsilon_pld"] == pytest.approx(results["epsilon_theory"], rel=1e-6)
+    assert results["game"]["threshold_strategy"] == "bonferroni-grid"
+    assert any(b["method"] == "per-step-composed" for b in results["lower_bounds"])
+    capsys.readouterr()

@@ -160,7 +160,8 @@ def common_options() -> argparse.ArgumentParser:
                        help="claimed epsilon of a DP target (recalibrates its noise)")
     group.add_argument("--delta", type=delta_value, default=None, help="delta of the claim (default: the target's)")
     group.add_argument("--data-dir", default=None,
-                       help="folder with full-MNIST IDX files (else $AUDIT_DATA_DIR, else the embedded sample)")
+                       help="folder with full-MNIST IDX files or CIFAR-10 binary files (else $AUDIT_DATA_DIR; "
+                            "MNIST: else the embedded sample)")
     add_verbosity(group)
     group.add_argument("--confidence", type=confidence_level, default=0.95,
                        help="family-wise confidence of the verdict and of every reported interval (default 0.95)")

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -47,6 +48,7 @@ from audit.stats.rates import (
     epsilon_from_rates_array,
     mu_from_rates,
 )
+from audit.stats.tradeoff_test import claim_margin
 from audit.theory.checks import check_confidence, check_delta
 from audit.theory.gaussian import gaussian_epsilon
 
@@ -249,7 +251,8 @@ def split_runs(included: np.ndarray,
 
 def threshold_bounds(scores: ArrayLike, members: ArrayLike, delta: float, confidence: float,
                      strategy: ThresholdStrategy, rng: np.random.Generator | int | None,
-                     gaussian_pair: bool = False, gdp_claim: bool = False) -> tuple[LowerBound, LowerBound]:
+                     gaussian_pair: bool = False, gdp_claim: bool = False,
+                     claim_tradeoff: Callable[[np.ndarray], np.ndarray] | None = None) -> tuple[LowerBound, LowerBound]:
     """Clopper–Pearson and GDP lower bounds from the tests of ``strategy``, both valid together at
     ``confidence`` (one simultaneous event; module docstring).
 
@@ -260,6 +263,10 @@ def threshold_bounds(scores: ArrayLike, members: ArrayLike, delta: float, confid
     a mu-GDP claim (``gdp_claim``) the row decides too: mu_lb above the claim's mu disproves the
     claim, and the epsilon of G_mu_lb exceeds the claim's exactly when it does. At delta = 0 the row
     bounds mu only (epsilon None: G_mu has no finite epsilon at delta 0).
+
+    With ``claim_tradeoff`` (the claim's f) the same rate bounds also test the claim's own curve
+    (:mod:`audit.stats.tradeoff_test`): the Clopper–Pearson row's details say whether a test has
+    ``FNR_ub < f(FPR_ub)`` (``claim_rejected``, a violation at ``confidence``) and by how much.
     """
     s, m = as_scores_members(scores, members)
     delta = check_delta(delta)
@@ -269,6 +276,14 @@ def threshold_bounds(scores: ArrayLike, members: ArrayLike, delta: float, confid
     fpr_ub, fnr_ub = family.fpr_ub, family.fnr_ub
     eps = epsilon_from_rates_array(fpr_ub, fnr_ub, delta)
     mu = mu_from_rates(fpr_ub, fnr_ub)
+    rejection = {}
+    if claim_tradeoff is not None:
+        margin = claim_margin(fpr_ub, fnr_ub, claim_tradeoff)
+        i = int(np.argmax(margin))
+        rejection = {"claim_rejected": bool(margin[i] > 1e-9), "claim_margin": float(margin[i]),
+                     "claim_test": {"threshold": float(family.thresholds[i]), "fpr_ub": float(fpr_ub[i]),
+                                    "fnr_ub": float(fnr_ub[i]), "claim_fnr": float(margin[i] + fnr_ub[i]),
+                                    "rule": "rejects the claim when fnr_ub < claim_fnr = f(fpr_ub)"}}
     rows = []
     for method, values in (("clopper-pearson", eps), ("gdp", mu)):
         j = int(np.argmax(values))
@@ -279,7 +294,8 @@ def threshold_bounds(scores: ArrayLike, members: ArrayLike, delta: float, confid
                    "direction": ">=", "rule": "member iff score >= threshold", "delta": delta,
                    "mu_lb": float(mu[j])} | family.info
         if method == "clopper-pearson":
-            rows.append(LowerBound(method, float(eps[j]), confidence, family.n_neg + family.n_pos, True, details))
+            rows.append(LowerBound(method, float(eps[j]), confidence, family.n_neg + family.n_pos, True,
+                                   details | rejection))
         else:
             details |= {"assumption": ("none: the pair is Gaussian, so its tradeoff is exactly G_mu" if gaussian_pair
                                        else GDP_CLAIM_ASSUMPTION if gdp_claim else GDP_ASSUMPTION)}

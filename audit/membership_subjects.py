@@ -1,0 +1,146 @@
+"""What ``run membership`` attacks: a built-in trained target or a user's trainer plugin.
+
+The one-run game (:mod:`audit.games`) needs a target model, shadow models and LiRA reference
+models trained *the same way* on the rows the game chooses, and their log-probabilities on
+chosen examples. A :class:`MembershipSubject` supplies exactly that:
+
+* :func:`registry_subject` — a registry target (:mod:`targets.registry`): the models are trained
+  in cached chunks by :func:`audit.executors.train_cached_models` (vectorised, on the run's
+  executor);
+* :func:`plugin_subject` — a trainer plugin (``--target module:factory``): every model is one call
+  of the user's ``train(X, y, seed)`` on its rows (:func:`audit.plugin_trainer.train_once`), scored
+  by its ``predict_proba``; nothing is cached (a user's model is a function). The training-set size
+  is the largest (up to :data:`MAX_PLUGIN_TRAIN`) the game's split allows for the dataset.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from audit.errors import UserError
+from audit.executors import TrainingCall, train_cached_models
+from audit.games import CanaryGame
+from audit.run_context import RunPaths
+from targets.datasets import Dataset, load_dataset
+
+#: Largest target training set of a plugin in the membership game.
+MAX_PLUGIN_TRAIN = 1000
+
+
+@dataclass
+class MembershipSubject:
+    """A target for the membership game.
+
+    ``fit(paths, game, calls)`` trains, for each :class:`audit.executors.TrainingCall`, one model per
+    row of its ``masks`` (over the rows of ``game.data``) and returns the trained models per call; ``log_probs(trained, X)`` returns (models, n, classes) log-probabilities;
+    ``select(trained, rows)`` keeps some of the models. ``claim`` is None for a non-private target;
+    ``theory_line`` is what the run prints about its accounting; ``config`` goes to config.json.
+    """
+
+    name: str
+    description: str
+    data: Dataset
+    n_train: int
+    model: str
+    claim: Any
+    delta: float
+    params: dict
+    fit: Callable[[RunPaths, CanaryGame, list[TrainingCall]], list]
+    log_probs: Callable[[Any, np.ndarray], np.ndarray]
+    select: Callable[[Any, slice], Any]
+    theory_line: str | None = None
+    config: dict = field(default_factory=dict)
+
+
+def registry_subject(opts: Any) -> MembershipSubject:
+    """A registry target (with ``--epsilon``/``--delta`` recalibration and the ``--quick`` preset)."""
+    from audit.run_membership import quick_target
+    from targets.registry import get_target
+    from targets.training import log_softmax, predict_logits, resolve_device
+
+    target = get_target(opts.target).with_privacy(opts.epsilon, opts.delta)
+    if opts.quick:
+        target = quick_target(target)
+    device = resolve_device(opts.device)
+    sigma = target.noise_multiplier()
+    claim = target.claim(sigma)
+    config = target.train_config(sigma)
+    data = load_dataset(target.dataset, opts.data_dir)
+
+    def fit(paths: RunPaths, game: CanaryGame, calls: list[TrainingCall]) -> list:
+        with opts.make_executor() as executor:  # every call's chunks run side by side
+            return train_cached_models(executor, paths.cache_dir, game.data, config, calls, device,
+                                       max_memory=opts.max_memory, progress=not opts.quiet, log=paths.log)
+
+    line = (f"{target.name}: sigma = {sigma:.4f} for epsilon {target.epsilon:g} at delta {target.delta:g} "
+            f"(q = {target.sample_rate:.4f}, {target.steps} steps, PLD accountant)" if claim is not None else None)
+    return MembershipSubject(
+        target.name, target.description, data, target.n_train, target.arch, claim, target.delta,
+        target.params(sigma) | {"expected_batch_size": config.expected_batch_size}, fit,
+        lambda params, X: log_softmax(predict_logits(target.arch, params, X, device)),
+        lambda params, rows: {k: v[rows] for k, v in params.items()}, line,
+        {"target": asdict(target), "train_config": config.to_dict()})
+
+
+def plugin_n_train(n: int, m: int) -> int:
+    """The largest target training set (up to MAX_PLUGIN_TRAIN) for which :func:`audit.games.build_canary_game`
+    leaves a shadow pool of at least half of it, with ``m`` canaries per side and a tenth of the data as test set."""
+    room = n - min(500, n // 10) - 2 * m
+    return max(1, min(MAX_PLUGIN_TRAIN, int(room / 1.5)))
+
+
+def plugin_subject(opts: Any, m: int) -> MembershipSubject:
+    """A trainer plugin (``--target module:factory``) with ``m`` canaries per side."""
+    from audit.plugin_trainer import plugin_dataset, predictions, train_once
+    from targets.plugins import TrainerPlugin, load_plugin, plugin_config
+
+    if opts.epsilon is not None or opts.delta is not None:
+        raise UserError("--epsilon/--delta do not apply to a plugin: its factory states the claim")
+    plugin = load_plugin(opts.target)
+    if not isinstance(plugin, TrainerPlugin):
+        raise UserError(f"plugin {opts.target} is a mechanism; membership inference needs a trainer plugin")
+    data = plugin_dataset(plugin, opts.data_dir)
+    n_train = plugin_n_train(len(data), m)
+    claim = plugin.claim
+    if claim is None:  # "claim": "opacus": read off a probe training run
+        from audit.plugin_updates import resolved_claim
+
+        claim = resolved_claim(plugin, data.X[:n_train], data.y[:n_train], opts.seed)
+
+    def fit(paths: RunPaths, game: CanaryGame, calls: list[TrainingCall]) -> list:
+        from tqdm.auto import tqdm
+
+        trained = []
+        for call in calls:
+            trained.append([train_once(plugin, game.data.X[mask], game.data.y[mask], int(seed))
+                            for mask, seed in tqdm(list(zip(call.masks, call.seeds)), desc=call.desc, unit="model",
+                                                   disable=opts.quiet)])
+            paths.log(f"{call.desc}: trained {len(trained[-1])} model(s) with the plugin's train")
+        return trained
+
+    def log_probs(models: list, X: np.ndarray) -> np.ndarray:
+        out = []
+        for model in models:
+            proba = predictions(plugin, model, X)
+            if proba.shape != (len(X), data.n_classes) or not np.all(np.isfinite(proba)):
+                raise UserError(f"predict_proba of plugin {plugin.spec} must return finite probabilities of shape "
+                                f"(n, {data.n_classes}); got {proba.shape}")
+            out.append(np.log(np.clip(proba, 1e-300, None)))
+        return np.stack(out)
+
+    return MembershipSubject(
+        plugin.name, plugin.description, data, n_train, f"user trainer {plugin.spec}", claim, plugin.delta,
+        {"plugin": plugin.spec, "rng": plugin.rng, "n_train": n_train} | plugin.params, fit, log_probs,
+        lambda models, rows: models[rows],
+        None if claim is None else f"{plugin.name}: {claim.description}",
+        {"plugin": plugin_config(plugin)})
+
+
+def membership_subject(opts: Any, m: int) -> MembershipSubject:
+    """The subject ``opts.target`` names: a trainer plugin or a registry target."""
+    from targets.plugins import is_plugin_spec
+
+    return plugin_subject(opts, m) if is_plugin_spec(opts.target) else registry_subject(opts)
