@@ -80,7 +80,7 @@ def test_broken_control_is_flagged(control, tmp_path):
         assert_private(f"opacus_control_{control}", attack="updates/dirac", runs=RUNS[control], out=tmp_path)
     message = str(failure.value)
     assert "rejects the claim's own tradeoff curve" in message and "lower bound" in message
-    (run,) = [p for p in tmp_path.iterdir() if p.name != "cache"]
+    (run,) = [p for p in tmp_path.iterdir() if p.is_dir() and p.name != "cache"]
     assert "claimed epsilon 2.000 at delta 1e-05" in message and str(run) in message
     results = json.loads((run / "results.json").read_text())
     assert results["verdict"]["status"] == "violation"

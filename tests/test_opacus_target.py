@@ -37,7 +37,7 @@ def test_opacus_mnist_updates_go_through_the_canary_step_path(tmp_path, capsys):
     weight, the claim's accounting (sigma, q = 0.1, T = 50) equal to what the code runs."""
     assert main(["run", "dp", "--target", "opacus_mnist", "--threat", "updates", "--canary", "dirac",
                  "--runs", "12", "--quiet", "--out", str(tmp_path)]) == 0
-    (run,) = [p for p in tmp_path.iterdir() if p.name != "cache"]
+    (run,) = [p for p in tmp_path.iterdir() if p.is_dir() and p.name != "cache"]
     results = json.loads((run / "results.json").read_text())
     code = results["params"]["code"]
     assert code["steps"] == 50 and code["sample_rate"] == pytest.approx(0.1) and results["game"]["canary"]["dead"]

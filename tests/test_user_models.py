@@ -106,7 +106,7 @@ def test_membership_suite_runs_on_a_user_trainer(tmp_path, monkeypatch, capsys):
     out = tmp_path / "runs"
     assert main(["run", "membership", "--target", "my_user_model:trainer", "--canaries", "100", "--shadows", "2",
                  "--references", "4", "--quiet", "--out", str(out)]) == 0
-    (run,) = [p for p in out.iterdir() if p.name != "cache"]
+    (run,) = [p for p in out.iterdir() if p.is_dir() and p.name != "cache"]
     results = json.loads((run / "results.json").read_text())
     assert set(results["attacks"]) == {"shadow", "lira_online", "lira_offline", "loss", "confidence"}
     assert results["target"] == "my_logreg" and results["params"]["plugin"] == "my_user_model:trainer"
@@ -129,7 +129,7 @@ def test_extraction_and_inversion_take_a_plugin_exposing_probabilities(tmp_path,
     assert main(["run", "inversion", "--target", "my_user_model:trainer", "--quick", "--black-box-steps", "3",
                  "--quiet", "--out", str(out)]) == 0
     runs = {p.name.split("-")[1]: json.loads((p / "results.json").read_text()) for p in out.iterdir()
-            if p.name != "cache"}
+            if p.is_dir() and p.name != "cache"}
     extraction = runs["extraction"]["extraction"]
     assert extraction["param_rel_error"] is None and extraction["agreement_test"] > 0.99
     assert runs["extraction"]["target"] == "my_logreg" and runs["extraction"]["epsilon_theory"] == pytest.approx(1.0)
