@@ -12,12 +12,17 @@ classes with ``theta_0 = 0``), so every log-ratio is linear in the unknowns (Tra
 The parameters are identifiable only up to a common shift of all ``theta_k``; we recover the
 canonical form ``theta_k - theta_0`` (``K - 1`` rows), which determines the model's outputs
 exactly. With exact outputs ``p = dim phi`` (``d + 1``) queries at random inputs give a square
-system per class (Sec. 4.1.1, "equation-solving"). With rounded outputs each log-ratio carries an
-error; we use weighted least squares over more queries, weighting each equation by the inverse of
-its first-order (delta-method) standard deviation under uniform rounding error
-``u ~ U(-10^-K/2, 10^-K/2)`` (``sd(log p) ~ 10^-K / (sqrt(12) p)``), and drop outputs rounded to 0
-(they carry only an inequality). The label-only baseline (Sec. 5, "uniform retraining") queries
-only the predicted labels of uniform random inputs and fits a logistic regression to them.
+system per class (Sec. 4.1.1, "equation-solving"). Rounded outputs break the equations: most
+probabilities of a model with many features round to 0 or 1 (MNIST, d = 784), and a log-ratio of
+a rounded output carries an error. Tramèr et al. then fit the model to the API's outputs by
+minimising the cross-entropy loss over more queries (Sec. 4.1, for softmax regression; the loss is
+convex). :func:`rounded_extraction` does so with queries chosen to avoid saturation
+(:func:`informative_box`: a box around the input whose rounded output keeps the most classes
+non-zero) and doubles the queries until the fit stops moving (relative change below ``tol``
+between successive doublings, a rule the thief can apply without knowing the model); a rounded
+0 still tells the fit that the probability is small. The label-only baseline (Sec. 5, "uniform
+retraining") queries only the predicted labels of uniform random inputs and fits a logistic
+regression to them.
 
 Fidelity figures (Sec. 4 / Jagielski et al. 2020): agreement of predicted labels on test data and
 on uniform random inputs (``1 - R_test``, ``1 - R_unif``) and the mean total-variation distance
@@ -26,7 +31,6 @@ between the two models' output distributions.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -37,7 +41,13 @@ from audit.errors import UserError
 FeatureMap = Callable[[np.ndarray], np.ndarray]
 
 __all__ = ["PredictionAPI", "ExtractedModel", "linear_features", "softmax", "canonical", "equation_solving",
-           "label_only_retraining", "informative_box", "agreement", "tv_distance", "relative_error", "uniform_inputs"]
+           "rounded_extraction", "fit_cross_entropy", "label_only_retraining", "informative_box", "agreement",
+           "tv_distance", "relative_error", "uniform_inputs"]
+
+#: Rounded extraction stops when a doubling of the queries moves the fit by less than this (relative).
+ROUNDED_TOL = 0.01
+#: ... or when it has used this many multiples of dim phi in fitting queries.
+ROUNDED_MAX_FACTOR = 128
 
 
 def linear_features(X: np.ndarray) -> np.ndarray:
@@ -131,89 +141,96 @@ def _solve_exact(F: np.ndarray, P: np.ndarray) -> np.ndarray:
     return np.linalg.lstsq(F, L, rcond=None)[0].T
 
 
-def _solve_rounded(F: np.ndarray, P: np.ndarray, decimals: int) -> tuple[np.ndarray, int]:
-    """Weighted least squares over the log-ratios against each query's arg-max class.
+def _standardise(F: np.ndarray) -> tuple[np.ndarray, Callable[[np.ndarray], np.ndarray],
+                                         Callable[[np.ndarray], np.ndarray]]:
+    """Columns of ``F`` centred and scaled for a well-conditioned fit, and the maps taking parameters
+    (K-1, p) from ``F``'s coordinates to those and back. Centring uses the first constant non-zero
+    column (the bias feature) to absorb the means; without one, columns are only scaled."""
+    sd = F.std(axis=0)
+    const = np.flatnonzero((sd == 0) & (F[0] != 0))
+    if const.size:
+        c = int(const[0])
+        mu = np.where(sd > 0, F.mean(axis=0), 0.0)
+        scale = np.where(sd > 0, sd, 1.0)
+    else:
+        c = None
+        mu = np.zeros(F.shape[1])
+        scale = np.sqrt((F ** 2).mean(axis=0))
+        scale = np.where(scale > 0, scale, 1.0)
+    G = (F - mu) / scale
 
-    Unknowns: canonical rows theta_1..theta_{K-1} (theta_0 = 0). Equation for query i, class k != r_i
-    (r_i = arg-max) with p_ik > 0: (theta_k - theta_{r_i}) . phi_i = log p_ik - log p_ir_i, weight
-    1 / sd with sd = u sqrt(1/p_ik^2 + 1/p_ir^2), u = 10^-K / sqrt(12) (delta method).
-    Returns (theta, number of equations used).
-    """
+    def forward(theta: np.ndarray) -> np.ndarray:
+        t = theta * scale
+        if c is not None:
+            t[:, c] += (theta * mu).sum(axis=1) / F[0, c]
+        return t
+
+    def back(t: np.ndarray) -> np.ndarray:
+        theta = t / scale
+        if c is not None:
+            theta[:, c] -= (theta * mu).sum(axis=1) / F[0, c]
+        return theta
+
+    return G, forward, back
+
+
+def fit_cross_entropy(F: np.ndarray, P: np.ndarray, theta0: np.ndarray | None = None,
+                      l2: float = 1e-8) -> np.ndarray:
+    """Canonical softmax parameters (K-1, p) minimising the mean cross-entropy between the API's
+    outputs ``P`` (n, K; rounded rows renormalised to sum 1) and the model's on features ``F`` (n, p),
+    plus ``l2/2 ||theta||^2`` (keeps the minimiser finite when a class is rounded to 0 everywhere).
+    Convex; L-BFGS on standardised features, warm-started at ``theta0``."""
+    from scipy import optimize
+    from scipy.special import logsumexp
+
     n, p = F.shape
     K = P.shape[1]
-    u = 10.0 ** (-decimals) / math.sqrt(12.0)
-    ref = P.argmax(axis=1)
-    p_ref = P[np.arange(n), ref]
-    rows, cols_pos, cols_neg, rhs, weight = [], [], [], [], []
-    for k in range(K):
-        use = (P[:, k] > 0) & (ref != k)
-        idx = np.flatnonzero(use)
-        rows.append(idx)
-        cols_pos.append(np.full(idx.size, k))
-        cols_neg.append(ref[idx])
-        rhs.append(np.log(P[idx, k]) - np.log(p_ref[idx]))
-        weight.append(1.0 / (u * np.sqrt(1.0 / P[idx, k] ** 2 + 1.0 / p_ref[idx] ** 2)))
-    rows_a = np.concatenate(rows)
-    kpos, kneg = np.concatenate(cols_pos), np.concatenate(cols_neg)
-    b = np.concatenate(rhs)
-    w = np.concatenate(weight)
-    m = rows_a.size
-    if m < (K - 1) * p:
-        raise UserError(f"only {m} usable equations for {(K - 1) * p} unknowns (outputs rounded to 0); "
-                        f"use more queries (--queries) or fewer rounding decimals")
-    involved = np.bincount(kpos, minlength=K) + np.bincount(kneg, minlength=K)
-    short = [k for k in range(1, K) if involved[k] < p]
-    if short:
-        raise UserError(f"the rounded outputs do not determine classes {short} (fewer than {p} equations involve "
-                        f"each); use more queries (--queries) or more decimals (--round)")
-    # Normal equations A^T W^2 A theta = A^T W^2 b without forming A: an equation between classes a and r
-    # contributes w^2 phi phi^T to blocks (a, a) and (r, r) and minus it to (a, r) and (r, a); block 0 is fixed.
-    normal = np.zeros(((K - 1) * p, (K - 1) * p))
-    rhs_n = np.zeros((K - 1) * p)
-    w2 = w * w
-    for a in range(K):
-        for r in range(K):
-            sel = np.flatnonzero((kpos == a) & (kneg == r))
-            if sel.size == 0:
-                continue
-            Fs = F[rows_a[sel]]
-            M = (Fs * w2[sel, None]).T @ Fs
-            v = Fs.T @ (w2[sel] * b[sel])
-            for x, y, sign in ((a, a, 1.0), (r, r, 1.0), (a, r, -1.0), (r, a, -1.0)):
-                if x > 0 and y > 0:
-                    normal[(x - 1) * p:x * p, (y - 1) * p:y * p] += sign * M
-            if a > 0:
-                rhs_n[(a - 1) * p:a * p] += v
-            if r > 0:
-                rhs_n[(r - 1) * p:r * p] -= v
-    try:
-        sol = np.linalg.solve(normal, rhs_n)
-    except np.linalg.LinAlgError:
-        raise UserError("the rounded outputs do not determine every class's parameters (too few non-zero "
-                        "probabilities); use more queries (--queries) or more decimals (--round)") from None
-    return sol.reshape(K - 1, p), m
+    T = P / np.maximum(P.sum(axis=1, keepdims=True), 1e-300)
+    G, forward, back = _standardise(F)
+    x0 = np.zeros((K - 1) * p) if theta0 is None else forward(np.asarray(theta0, dtype=np.float64)).ravel()
+
+    def objective(flat: np.ndarray) -> tuple[float, np.ndarray]:
+        t = flat.reshape(K - 1, p)
+        Z = np.hstack([np.zeros((n, 1)), G @ t.T])
+        logq = Z - logsumexp(Z, axis=1, keepdims=True)
+        loss = -float((T * logq).sum()) / n + 0.5 * l2 * float(flat @ flat)
+        grad = ((np.exp(logq) - T)[:, 1:].T @ G) / n + l2 * t
+        return loss, grad.ravel()
+
+    res = optimize.minimize(objective, x0, jac=True, method="L-BFGS-B",
+                            options={"maxiter": 20_000, "maxcor": 30, "ftol": 1e-15, "gtol": 1e-11})
+    return back(res.x.reshape(K - 1, p))
+
+
+def _spread(P: np.ndarray) -> np.ndarray:
+    """Sort key of rounded outputs by how much they say: non-zero classes first, then entropy."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        entropy = -np.where(P > 0, P * np.log(P), 0.0).sum(axis=1)
+    return (P > 0).sum(axis=1) + entropy / (1.0 + np.log(P.shape[1]))
 
 
 def informative_box(api: PredictionAPI, low: np.ndarray, high: np.ndarray, rng: np.random.Generator,
-                    probe: int = 20, target: float = 0.75, max_halvings: int = 30) -> tuple[np.ndarray, np.ndarray, float]:
+                    probe: int = 20, target: float = 0.75,
+                    max_halvings: int = 30) -> tuple[np.ndarray, np.ndarray, float]:
     """Choose a query box in which rounded outputs carry information.
 
-    A rounded output whose runner-up probabilities all round to 0 gives no equation (a saturated
-    model on uniform inputs, e.g. softmax regression on 784 MNIST pixels). If the box centre is
-    saturated, we move the centre to a point near a decision boundary, found by bisection on the
-    segment between two probe inputs with different labels (the line search of Tramèr et al.
-    2016, Sec. 4.2); then we halve the box about the centre (clipped to [low, high]) until at least
-    ``target`` of ``probe`` random queries have two or more non-zero probabilities. Every probe is
-    counted by the API. Returns (low, high, scale) of the chosen box.
+    A rounded output whose runner-up probabilities all round to 0 says little (a saturated model on
+    uniform inputs, e.g. softmax regression on 784 MNIST pixels). The centre is the point of the
+    diagonal ``low + t (high - low)`` (t = 0, 2^-10, ..., 1/2, 1) whose rounded output keeps the most
+    classes non-zero (then the largest entropy); if every one is saturated, a point near a decision
+    boundary, found by bisection on the segment between two probe inputs with different labels (the
+    line search of Tramèr et al. 2016, Sec. 4.2). The box is then halved about the centre (clipped
+    to [low, high]) until ``probe`` random queries keep on average ``target`` of the centre's
+    non-zero classes. Every probe is counted by the API. Returns (low, high, scale) of the box.
     """
     low = np.asarray(low, dtype=np.float64)
     high = np.asarray(high, dtype=np.float64)
-    centre, half = (low + high) / 2, (high - low) / 2
-
-    def informative(P: np.ndarray) -> np.ndarray:
-        return (P > 0).sum(axis=1) >= 2
-
-    if not informative(api(centre[None]))[0]:
+    half = (high - low) / 2
+    diagonal = low + np.concatenate([[0.0], np.geomspace(2.0 ** -10, 1.0, 11)])[:, None] * (high - low)
+    P = api(diagonal)
+    best = int(np.argmax(_spread(P)))
+    centre, alive = diagonal[best], int((P[best] > 0).sum())
+    if alive < 2:
         for _ in range(max_halvings):  # probe until two labels are seen
             X = uniform_inputs(probe, low, high, rng)
             labels = api(X).argmax(axis=1)
@@ -225,8 +242,8 @@ def informative_box(api: PredictionAPI, low: np.ndarray, high: np.ndarray, rng: 
             for _ in range(60):
                 mid = (a + b) / 2
                 P = api(mid[None])
-                if informative(P)[0]:
-                    centre = mid
+                if (P[0] > 0).sum() >= 2:
+                    centre, alive = mid, int((P[0] > 0).sum())
                     break
                 if P[0].argmax() == labels[0]:
                     a = mid
@@ -235,7 +252,7 @@ def informative_box(api: PredictionAPI, low: np.ndarray, high: np.ndarray, rng: 
     scale = 1.0
     for _ in range(max_halvings):
         box_low, box_high = np.maximum(low, centre - scale * half), np.minimum(high, centre + scale * half)
-        if informative(api(uniform_inputs(probe, box_low, box_high, rng))).mean() >= target:
+        if (api(uniform_inputs(probe, box_low, box_high, rng)) > 0).sum(axis=1).mean() >= target * max(alive, 2):
             break
         scale /= 2
     return np.maximum(low, centre - scale * half), np.minimum(high, centre + scale * half), scale
@@ -243,34 +260,64 @@ def informative_box(api: PredictionAPI, low: np.ndarray, high: np.ndarray, rng: 
 
 def equation_solving(api: PredictionAPI, feature_map: FeatureMap, low: np.ndarray, high: np.ndarray,
                      rng: np.random.Generator, n_queries: int | None = None) -> ExtractedModel:
-    """Equation-solving extraction (Tramèr et al. 2016, Sec. 4.1) of a softmax / binary LR.
-
-    Queries ``n_queries`` uniform random inputs from [low, high] (default: ``p = dim phi`` queries,
-    i.e. d + 1, when outputs are exact; 20 p when rounded) and solves the log-ratio equations:
-    exactly when outputs are exact, by weighted least squares when they are rounded. With rounded
-    outputs the box is first shrunk by :func:`informative_box` (its probes are counted too).
+    """Equation-solving extraction (Tramèr et al. 2016, Sec. 4.1.1) of a softmax / binary LR from exact
+    outputs: ``n_queries`` uniform random inputs from [low, high] (default ``p = dim phi``, i.e. d + 1)
+    and the log-ratio equations solved exactly (least squares when overdetermined). Rounded outputs:
+    :func:`rounded_extraction`.
     """
+    if api.round_decimals is not None:
+        raise ValueError("the API rounds its outputs: use rounded_extraction")
     p = feature_map(np.asarray(low, dtype=np.float64)[None]).shape[1]
-    rounded = api.round_decimals is not None
-    n = int(n_queries) if n_queries is not None else (20 * p if rounded else p)
+    n = int(n_queries) if n_queries is not None else p
     if n < p:
         raise UserError(f"equation solving needs at least {p} queries (d + 1) for this model, got {n}")
     start = api.queries
-    scale = 1.0
-    if rounded:
-        low, high, scale = informative_box(api, low, high, rng)
     X = uniform_inputs(n, low, high, rng)
-    P = api(X)
-    F = feature_map(X)
-    if rounded:
-        theta, used = _solve_rounded(F, P, api.round_decimals)
-        details = {"equations": used, "round_decimals": api.round_decimals, "solver": "weighted least squares",
-                   "box_scale": scale, "probe_queries": api.queries - start - n}
-    else:
-        theta = _solve_exact(F, P)
-        details = {"equations": n * (api.n_classes - 1),
-                   "solver": "linear solve" if n == p else "least squares", "condition_number": float(np.linalg.cond(F))}
+    theta = _solve_exact(feature_map(X), api(X))
+    details = {"equations": n * (api.n_classes - 1), "solver": "linear solve" if n == p else "least squares",
+               "condition_number": float(np.linalg.cond(feature_map(X)))}
     return ExtractedModel(theta, feature_map, api.queries - start, "equation-solving", details)
+
+
+def rounded_extraction(api: PredictionAPI, feature_map: FeatureMap, low: np.ndarray, high: np.ndarray,
+                       rng: np.random.Generator, n_queries: int | None = None, tol: float = ROUNDED_TOL,
+                       max_queries: int | None = None) -> ExtractedModel:
+    """Extraction from rounded outputs by optimisation (Tramèr et al. 2016, Sec. 4.1): queries drawn
+    uniformly from the box of :func:`informative_box`, the model fitted by :func:`fit_cross_entropy`.
+
+    With ``n_queries`` the fit uses exactly that many queries. Otherwise it starts with ``2 p`` queries
+    (``p = dim phi``) and doubles them, refitting from the last fit, until the parameters move by less
+    than ``tol`` (relative) or ``max_queries`` (default ``ROUNDED_MAX_FACTOR p``) fitting queries are
+    used. ``queries`` counts the probes that sized the box too; ``details["rounds"]`` lists each
+    round's cumulative queries and relative change.
+    """
+    if api.round_decimals is None:
+        raise ValueError("the API returns exact outputs: use equation_solving")
+    p = feature_map(np.asarray(low, dtype=np.float64)[None]).shape[1]
+    if n_queries is not None and n_queries < p:
+        raise UserError(f"rounded extraction needs at least {p} queries (d + 1) for this model, got {n_queries}")
+    limit = int(max_queries) if max_queries is not None else ROUNDED_MAX_FACTOR * p
+    start = api.queries
+    box_low, box_high, scale = informative_box(api, low, high, rng)
+    probes = api.queries - start
+    F_parts, P_parts, rounds = [], [], []
+    theta, batch = None, int(n_queries) if n_queries is not None else 2 * p
+    while True:
+        X = uniform_inputs(batch, box_low, box_high, rng)
+        P_parts.append(api(X))
+        F_parts.append(feature_map(X))
+        fitted = fit_cross_entropy(np.concatenate(F_parts), np.concatenate(P_parts), theta)
+        change = None if theta is None else relative_error(fitted, theta)
+        theta, used = fitted, sum(len(f) for f in F_parts)
+        rounds.append({"queries": used, "relative_change": change})
+        if n_queries is not None or (change is not None and change < tol) or 2 * used > limit:
+            break
+        batch = used
+    details = {"round_decimals": api.round_decimals, "solver": "cross-entropy fit (L-BFGS)", "box_scale": scale,
+               "probe_queries": probes, "fit_queries": used, "rounds": rounds,
+               "converged": n_queries is None and rounds[-1]["relative_change"] is not None
+               and rounds[-1]["relative_change"] < tol, "tol": tol}
+    return ExtractedModel(theta, feature_map, api.queries - start, "rounded extraction (cross-entropy fit)", details)
 
 
 def label_only_retraining(api: PredictionAPI, feature_map: FeatureMap, low: np.ndarray, high: np.ndarray,

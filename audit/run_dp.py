@@ -35,6 +35,11 @@ from audit.theory.checks import check_confidence
 from targets.plugin_rng import reproducibility_lines
 
 THREATS = ("black-box", "white-box", "updates")
+#: Initial parameters of DP-SGD runs: each run's own random draw, or one public model pre-trained without
+#: privacy on a disjoint half of the data (Annamalai & De Cristofaro 2024, "worst-case initialisation").
+INITS = ("random", "pretrained")
+#: The non-private pre-training of ``--init pretrained``: epochs and expected batch size of plain SGD.
+PRETRAIN_EPOCHS, PRETRAIN_BATCH = 20, 64
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,8 @@ class DPOptions(CommonRunOptions):
     runs: int | None = None
     canary: str = "dirac"
     threat: str = "updates"
+    init: str = "random"
+    calibration_runs: int = 0
 
 
 @dataclass
@@ -207,6 +214,40 @@ def _shuffle_hypothesis_threshold(sigma: float, steps: int, per_epoch: int, delt
     return choose
 
 
+def pretrained_init(data, rows: np.ndarray, config, seed: int, device) -> dict:
+    """One model trained without privacy on ``data[rows]`` by the project's trainer
+    (:func:`targets.training.train_models`, plain SGD: :data:`PRETRAIN_EPOCHS` epochs at expected batch
+    :data:`PRETRAIN_BATCH`, the target's learning rate): the public starting point of ``--init pretrained``."""
+    from dataclasses import replace
+
+    from targets.training import train_models
+
+    q = min(1.0, PRETRAIN_BATCH / rows.size)
+    plain = replace(config, clip_norm=None, noise_multiplier=0.0, epochs=float(PRETRAIN_EPOCHS), sample_rate=q,
+                    expected_batch_size=q * rows.size)
+    mask = np.zeros((1, len(data)), dtype=bool)
+    mask[0, rows] = True
+    params = train_models(data, mask, plain, [int(np.random.SeedSequence([seed, 47]).generate_state(1)[0])],
+                          device=device, progress=False, desc="pre-training")
+    return {k: v[0] for k, v in params.items()}
+
+
+def calibrated_threshold(cal_scores: np.ndarray, cal_included: np.ndarray, delta: float, confidence: float,
+                         runs: int) -> Callable[[int, int], tuple[float, str]]:
+    """The threshold of a black-box audit fixed on separate calibration runs (their own coins and seeds,
+    never the audited runs): the one whose GDP bound, expected from the calibration scores' error rates at
+    the audit's run counts, is largest (:func:`audit.stats.thresholds.designed_threshold_from_samples`)."""
+    from audit.stats.thresholds import designed_threshold_from_samples
+
+    def choose(n_pos: int, n_neg: int) -> tuple[float, str]:
+        threshold, expected = designed_threshold_from_samples(cal_scores[cal_included], cal_scores[~cal_included],
+                                                              n_pos, n_neg, confidence, delta, method="gdp")
+        return threshold, (f"fixed on {runs} separate calibration runs (GDP expected from their error rates: "
+                           f"epsilon {expected:.3f}); every audited run used")
+
+    return choose
+
+
 def dpsgd_setup(opts: DPOptions) -> DPAuditSetup:
     """A registry DP-SGD target audited with a gradient or input canary under a threat model.
 
@@ -215,6 +256,12 @@ def dpsgd_setup(opts: DPOptions) -> DPAuditSetup:
     claim read for replace-one neighbours); ``white-box`` — the final minus initial parameters projected on
     the canary direction (the adversary knows the initialisation: the runs' seeds are public);
     ``black-box`` — minus the final model's cross-entropy loss on the input canary.
+
+    ``opts.init``: ``random`` (each run's own initialisation) or ``pretrained`` (every run starts from
+    one model trained without privacy on data disjoint from the training set and the canary,
+    :func:`pretrained_init`; Annamalai & De Cristofaro 2024). ``opts.calibration_runs`` > 0 trains that
+    many more runs with their own coins and seeds and fixes the threshold on them
+    (:func:`calibrated_threshold`); otherwise the Bonferroni grid is used.
     """
     import torch
 
@@ -228,6 +275,11 @@ def dpsgd_setup(opts: DPOptions) -> DPAuditSetup:
 
     if opts.threat not in THREATS:
         raise UserError(f"unknown threat model {opts.threat!r}; choose one of {', '.join(THREATS)}")
+    if opts.init not in INITS:
+        raise UserError(f"unknown initialisation {opts.init!r}; choose one of {', '.join(INITS)}")
+    if opts.calibration_runs and opts.threat == "updates":
+        raise UserError("--calibration-runs fixes the threshold of a black-box or white-box audit; the updates "
+                        "threat model fixes its own")
     target = get_target(opts.target).with_privacy(opts.epsilon, opts.delta)
     if not target.private:
         raise UserError(f"target {target.name} is not private; run dp audits DP targets")
@@ -243,8 +295,19 @@ def dpsgd_setup(opts: DPOptions) -> DPAuditSetup:
         raise UserError(f"dataset {data.name} has {len(data)} examples; target needs {target.n_train} + 1")
     perm = np.random.default_rng([opts.seed, 5]).permutation(len(data))
     train_index, pool_index = perm[:target.n_train], perm[target.n_train:]
+    init, init_info = None, {"init": opts.init}
+    if opts.init == "pretrained":  # a disjoint half: the last n_train rows of the pool (canaries come from its front)
+        if pool_index.size < 2 * target.n_train:
+            raise UserError(f"--init pretrained needs {target.n_train} more records than the target's training set "
+                            f"and its canary pool; dataset {data.name} has {len(data)}")
+        pre_rows, pool_index = pool_index[-target.n_train:], pool_index[:-target.n_train]
     sigma = _noise_multiplier(target.epsilon, target.delta, target.sample_rate, target.steps)
     config = target.train_config(sigma)
+    if opts.init == "pretrained":
+        init = pretrained_init(data, pre_rows, config, opts.seed, device)
+        init_info |= {"pretrained_on": f"{pre_rows.size} records disjoint from the training set and the canary",
+                      "pretraining": f"non-private SGD, {PRETRAIN_EPOCHS} epochs, expected batch {PRETRAIN_BATCH}, "
+                                     f"lr {config.lr}"}
     claimed = target.claim(sigma)
     replace_pair = opts.canary == "dirac-replace"
     claim = claimed
@@ -269,11 +332,24 @@ def dpsgd_setup(opts: DPOptions) -> DPAuditSetup:
     # dead coordinate), every per-run score is canary * T + N(0, T sigma^2): exactly Gaussian
     exact = q >= 1.0 and gvec is not None
 
-    def observe(included: np.ndarray, seed: int) -> Observation:
-        seeds = np.random.SeedSequence([seed, 23]).generate_state(included.size).tolist()
-        runs = train_audit_runs(data, train_index, config, seeds, included, grad_canary=gvec,
+    def train(included: np.ndarray, seeds: list[int]):
+        return train_audit_runs(data, train_index, config, seeds, included, grad_canary=gvec,
                                 input_canary=icanary, observe="updates" if opts.threat == "updates" else "final",
-                                device=device, replace_pair=replace_pair, progress=not opts.quiet)
+                                device=device, replace_pair=replace_pair, progress=not opts.quiet, init=init)
+
+    def observe(included: np.ndarray, seed: int) -> Observation:
+        obs = score(train(included, np.random.SeedSequence([seed, 23]).generate_state(included.size).tolist()),
+                    included)
+        if opts.calibration_runs:  # separate runs, own coins and seeds: they fix the threshold, never the bound
+            cal_in = np.random.default_rng([seed, 41]).random(opts.calibration_runs) < 0.5
+            cal_seeds = np.random.SeedSequence([seed, 43]).generate_state(opts.calibration_runs).tolist()
+            cal = score(train(cal_in, cal_seeds), cal_in)
+            obs.cp_threshold = calibrated_threshold(cal.scores, cal_in, target.delta, opts.confidence,
+                                                    opts.calibration_runs)
+            obs.info["calibration_runs"] = opts.calibration_runs
+        return obs
+
+    def score(runs, included: np.ndarray) -> Observation:
         info = {"canary_steps_mean_in": float(runs.canary_steps[included].mean()) if included.any() else None,
                 "known_part_subtracted": runs.subtracted_known if opts.threat == "updates" else None}
         if opts.threat == "updates" and replace_pair:  # the per-step model (Poisson, shift 1) does not apply
@@ -301,7 +377,7 @@ def dpsgd_setup(opts: DPOptions) -> DPAuditSetup:
     params = {"noise_multiplier": sigma, "clip_norm": target.clip_norm, "sample_rate": q, "steps": T,
               "epochs": target.epochs, "lr": lr, "expected_batch_size": B, "n_train": target.n_train,
               "full_batch": q >= 1.0, "sampling": target.sampling,
-              "claimed_epsilon_add_remove": float(claimed.epsilon(target.delta))}
+              "claimed_epsilon_add_remove": float(claimed.epsilon(target.delta))} | init_info
     default = {"updates": 4000, "white-box": 4000, "black-box": 1000}[opts.threat]
     return DPAuditSetup(
         name=target.name, description=target.description, dataset=data.name,

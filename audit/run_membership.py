@@ -1,8 +1,9 @@
 """The flagship audit: membership inference on a trained target with the one-run game.
 
-Steps: split the data and toss the canary coins (:mod:`audit.games`); train the target once, and
-the shadow models and LiRA's reference models all at once (vectorised, cached); score every canary
-with each attack (:func:`attacks.membership.run_attacks`: shadow, LiRA online/offline, loss,
+Steps: split the data and toss the canary coins (:mod:`audit.games`); train the target once, the
+shadow models, and the reference models of LiRA and RMIA (vectorised; each of the three cached on its
+own, so that a run with another attack reuses them and never retrains); score every canary with each
+attack (:func:`attacks.membership.run_attacks`: shadow, LiRA and RMIA online/offline, loss,
 confidence); report each attack's AUC, TPR at low FPR and membership advantage against the DP
 bound on it (:mod:`audit.stats.metrics`); turn
 each attack's guesses into a one-run epsilon lower bound [Steinke, Nasr, Jagielski 2023] and
@@ -12,7 +13,7 @@ config.json and the HTML report.
 Validity of the bound: the one-run bound needs the numbers of "in" / "out" guesses (k+, k-) to be
 fixed without looking at the target's canary labels. We choose them on calibration games that
 never involve the target — the shadow games (shadow models play the same game on disjoint data)
-for loss, confidence and shadow, and leave-one-reference-out games for LiRA — by maximising the
+for loss, confidence and shadow, and leave-one-reference-out games for LiRA and RMIA — by maximising the
 mean one-run bound over those games, and then apply them unchanged to the target. The shadow
 attack's own shadow scores are leave-one-shadow-out so the choice is not biased by scoring a
 shadow with a classifier trained on it.
@@ -28,9 +29,18 @@ from pathlib import Path
 import numpy as np
 
 from attacks.lira import resolve_variance
-from attacks.membership import ATTACKS, LIRA_ATTACKS, AttackInputs, expand_attacks, run_attacks
+from attacks.membership import (
+    ATTACKS,
+    LIRA_ATTACKS,
+    REFERENCE_ATTACKS,
+    RMIA_ATTACKS,
+    AttackInputs,
+    check_references,
+    expand_attacks,
+    run_attacks,
+)
 from audit.cache import cached_models
-from audit.games import CanaryGame, build_canary_game
+from audit.games import DEFAULT_CANARY, CanaryGame, build_canary_game
 from audit.run_context import RunContext, RunPaths
 from audit.run_options import CommonRunOptions
 from audit.stats.lower_bound import SECONDARY, VERDICT, LowerBound
@@ -56,12 +66,13 @@ ALPHA_GRID = np.unique(np.concatenate([np.logspace(-5, 0, 181), [1e-3, 1e-2, 0.1
 class MembershipOptions(CommonRunOptions):
     """Everything that determines a membership run (stored in config.json)."""
 
-    canary: str = "mislabelled"
+    canary: str = DEFAULT_CANARY
     canaries: int | None = None
     shadows: int | None = None
     attacks: tuple[str, ...] = tuple(ATTACKS)
     references: int | None = None
     lira_variance: str = "auto"
+    rmia_a: float | None = None
     max_memory: str | None = None
 
 
@@ -80,6 +91,8 @@ def _train(paths: RunPaths, game: CanaryGame, masks: np.ndarray, config: TrainCo
     payload = {"dataset": game.data.name, "source": game.data.source, "config": config.to_dict(), "seeds": seeds,
                "masks": hashlib.sha256(np.packbits(masks).tobytes()).hexdigest(),
                "labels": hashlib.sha256(game.data.y.tobytes()).hexdigest(), "device": device.type}
+    if game.synthetic_rows:  # synthetic canaries are rows the dataset does not have: their inputs are part of the key
+        payload["canary_inputs"] = hashlib.sha256(game.data.X[-game.synthetic_rows:].tobytes()).hexdigest()
 
     def train():
         return train_models(game.data, masks, config, seeds, device=device, progress=not opts.quiet, desc=desc,
@@ -153,8 +166,9 @@ def run_membership(opts: MembershipOptions) -> tuple[Path, dict]:
     m_default, k_default, r_default = GAME_SIZES["quick" if opts.quick else "default"]
     m = opts.canaries or m_default
     shadows = opts.shadows or k_default
-    use_lira = any(name in LIRA_ATTACKS for name in attack_names)
-    references = (opts.references or r_default) if use_lira else 0
+    use_references = any(name in REFERENCE_ATTACKS for name in attack_names)
+    references = (opts.references or r_default) if use_references else 0
+    check_references(attack_names, references)
     device = resolve_device(opts.device)
     data = load_dataset(target.dataset, opts.data_dir)
     game = build_canary_game(data, target.n_train, m, shadows, opts.canary, opts.seed, references=references)
@@ -176,24 +190,29 @@ def run_membership(opts: MembershipOptions) -> tuple[Path, dict]:
         seeds = np.random.SeedSequence(opts.seed).generate_state(1 + shadows + references).tolist()
         t0 = time.perf_counter()
         target_params = _train(paths, game, game.target_mask[None], config, seeds[:1], device, opts, "target model")
+        shadow_params = _train(paths, game, game.shadow_masks, config, seeds[1:1 + shadows], device, opts,
+                               f"{shadows} shadow models")
         if references:
-            masks = np.concatenate([game.shadow_masks, game.reference_masks])
-            desc = f"{shadows} shadow + {references} reference models"
-        else:
-            masks, desc = game.shadow_masks, f"{shadows} shadow models"
-        helper_params = _train(paths, game, masks, config, seeds[1:], device, opts, desc)
+            reference_params = _train(paths, game, game.reference_masks, config, seeds[1 + shadows:], device, opts,
+                                      f"{references} reference models")
         timing["training_s"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
         y = game.data.y
         tc, sc = game.target_canaries, game.shadow_canaries
         target_lp = log_softmax(predict_logits(target.arch, target_params, game.data.X[tc], device))[0]
-        shadow_params = {k: v[:shadows] for k, v in helper_params.items()}
         shadow_lp = log_softmax(predict_logits(target.arch, shadow_params, game.data.X[sc], device))
         reference_lp = None
         if references:
-            reference_params = {k: v[shadows:] for k, v in helper_params.items()}
             reference_lp = log_softmax(predict_logits(target.arch, reference_params, game.data.X[tc], device))
+        population = {}
+        if any(name in RMIA_ATTACKS for name in attack_names):  # RMIA's population: the test set, trained on by none
+            pop_X = game.data.X[game.test_index]
+            population = {"population_labels": y[game.test_index],
+                          "reference_population_lp": log_softmax(predict_logits(target.arch, reference_params, pop_X,
+                                                                                device)),
+                          "shadow_population_lp": log_softmax(predict_logits(target.arch, shadow_params, pop_X,
+                                                                             device))}
         natural = np.flatnonzero(game.target_mask & ~np.isin(np.arange(len(y)), tc))
         eval_index = np.concatenate([game.test_index, natural])
         eval_lp = log_softmax(predict_logits(target.arch, target_params, data.X[eval_index], device))[0]
@@ -206,10 +225,12 @@ def run_membership(opts: MembershipOptions) -> tuple[Path, dict]:
                                 if game.target_in.any() else None),
         }
 
+        if population:
+            population["population_lp"] = eval_lp[:n_test]
         inputs = AttackInputs(n_classes=data.n_classes, labels=y[tc], target_lp=target_lp, shadow_labels=y[sc],
                               shadow_lp=shadow_lp, shadow_in=game.shadow_in, reference_lp=reference_lp,
-                              reference_in=game.reference_in)
-        scored = run_attacks(attack_names, inputs, opts.lira_variance)
+                              reference_in=game.reference_in, **population)
+        scored = run_attacks(attack_names, inputs, opts.lira_variance, opts.rmia_a)
         timing["attacks_s"] = time.perf_counter() - t0
 
         delta = target.delta
@@ -243,7 +264,9 @@ def run_membership(opts: MembershipOptions) -> tuple[Path, dict]:
                                                     else bool(metrics["advantage_ci"][0] <= adv_bound))
             if name in LIRA_ATTACKS:
                 metrics["lira_variance"] = resolve_variance(opts.lira_variance, references)
+            if name in REFERENCE_ATTACKS:
                 metrics["reference_models"] = references
+            metrics |= sc_.parameters
             attacks_out[name] = metrics
 
         comparison = compare_with_claim(bounds, claim, delta, ALPHA_GRID, family)
