@@ -14,15 +14,15 @@ canonical form ``theta_k - theta_0`` (``K - 1`` rows), which determines the mode
 exactly. With exact outputs ``p = dim phi`` (``d + 1``) queries at random inputs give a square
 system per class (Sec. 4.1.1, "equation-solving"). Rounded outputs break the equations: most
 probabilities of a model with many features round to 0 or 1 (MNIST, d = 784), and a log-ratio of
-a rounded output carries an error. Tramèr et al. then fit the model to the API's outputs by
-minimising the cross-entropy loss over more queries (Sec. 4.1, for softmax regression; the loss is
-convex). :func:`rounded_extraction` does so with queries chosen to avoid saturation
-(:func:`informative_box`: a box around the input whose rounded output keeps the most classes
-non-zero) and doubles the queries until the fit stops moving (relative change below ``tol``
-between successive doublings, a rule the thief can apply without knowing the model); a rounded
-0 still tells the fit that the probability is small. The label-only baseline (Sec. 5, "uniform
-retraining") queries only the predicted labels of uniform random inputs and fits a logistic
-regression to them.
+a rounded output carries an error. Tramèr et al. then solve over more queries (Sec. 4.1; the
+effect of rounding, Sec. 6.4). :func:`rounded_extraction` chooses the queries to avoid saturation
+(:func:`informative_box`: the largest box about the least saturated input in which the rounded
+outputs stay non-zero), solves the log-ratio equations by weighted least squares, each weighted by
+the inverse of its first-order (delta-method) standard deviation under uniform rounding error
+``u ~ U(-10^-K/2, 10^-K/2)`` (``sd(log p) ~ 10^-K / (sqrt(12) p)``), and doubles the queries until
+the solution stops moving (relative change below ``tol`` between successive doublings, a rule the
+thief can apply without knowing the model). The label-only baseline (Sec. 5, "uniform retraining")
+queries only the predicted labels of uniform random inputs and fits a logistic regression to them.
 
 Fidelity figures (Sec. 4 / Jagielski et al. 2020): agreement of predicted labels on test data and
 on uniform random inputs (``1 - R_test``, ``1 - R_unif``) and the mean total-variation distance
@@ -31,6 +31,7 @@ between the two models' output distributions.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -41,13 +42,13 @@ from audit.errors import UserError
 FeatureMap = Callable[[np.ndarray], np.ndarray]
 
 __all__ = ["PredictionAPI", "ExtractedModel", "linear_features", "softmax", "canonical", "equation_solving",
-           "rounded_extraction", "fit_cross_entropy", "label_only_retraining", "informative_box", "agreement",
-           "tv_distance", "relative_error", "uniform_inputs"]
+           "rounded_extraction", "label_only_retraining", "informative_box", "agreement", "tv_distance",
+           "relative_error", "uniform_inputs"]
 
 #: Rounded extraction stops when a doubling of the queries moves the fit by less than this (relative).
 ROUNDED_TOL = 0.01
 #: ... or when it has used this many multiples of dim phi in fitting queries.
-ROUNDED_MAX_FACTOR = 128
+ROUNDED_MAX_FACTOR = 64
 
 
 def linear_features(X: np.ndarray) -> np.ndarray:
@@ -141,65 +142,55 @@ def _solve_exact(F: np.ndarray, P: np.ndarray) -> np.ndarray:
     return np.linalg.lstsq(F, L, rcond=None)[0].T
 
 
-def _standardise(F: np.ndarray) -> tuple[np.ndarray, Callable[[np.ndarray], np.ndarray],
-                                         Callable[[np.ndarray], np.ndarray]]:
-    """Columns of ``F`` centred and scaled for a well-conditioned fit, and the maps taking parameters
-    (K-1, p) from ``F``'s coordinates to those and back. Centring uses the first constant non-zero
-    column (the bias feature) to absorb the means; without one, columns are only scaled."""
-    sd = F.std(axis=0)
-    const = np.flatnonzero((sd == 0) & (F[0] != 0))
-    if const.size:
-        c = int(const[0])
-        mu = np.where(sd > 0, F.mean(axis=0), 0.0)
-        scale = np.where(sd > 0, sd, 1.0)
-    else:
-        c = None
-        mu = np.zeros(F.shape[1])
-        scale = np.sqrt((F ** 2).mean(axis=0))
-        scale = np.where(scale > 0, scale, 1.0)
-    G = (F - mu) / scale
+def _normal_equations(F: np.ndarray, P: np.ndarray, decimals: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """Normal equations of the weighted least squares over the log-ratios against each query's arg-max class.
 
-    def forward(theta: np.ndarray) -> np.ndarray:
-        t = theta * scale
-        if c is not None:
-            t[:, c] += (theta * mu).sum(axis=1) / F[0, c]
-        return t
-
-    def back(t: np.ndarray) -> np.ndarray:
-        theta = t / scale
-        if c is not None:
-            theta[:, c] -= (theta * mu).sum(axis=1) / F[0, c]
-        return theta
-
-    return G, forward, back
-
-
-def fit_cross_entropy(F: np.ndarray, P: np.ndarray, theta0: np.ndarray | None = None,
-                      l2: float = 1e-8) -> np.ndarray:
-    """Canonical softmax parameters (K-1, p) minimising the mean cross-entropy between the API's
-    outputs ``P`` (n, K; rounded rows renormalised to sum 1) and the model's on features ``F`` (n, p),
-    plus ``l2/2 ||theta||^2`` (keeps the minimiser finite when a class is rounded to 0 everywhere).
-    Convex; L-BFGS on standardised features, warm-started at ``theta0``."""
-    from scipy import optimize
-    from scipy.special import logsumexp
-
+    Unknowns: canonical rows theta_1..theta_{K-1} (theta_0 = 0). Equation for query i, class k != r_i
+    (r_i = arg-max) with p_ik > 0: (theta_k - theta_{r_i}) . phi_i = log p_ik - log p_ir_i, weight
+    1 / sd with sd = u sqrt(1/p_ik^2 + 1/p_ir^2), u = 10^-K / sqrt(12) (delta method). Outputs rounded
+    to 0 carry only an inequality and are dropped. Returns (A^T W^2 A, A^T W^2 b, equations used),
+    assembled block by block without forming A: an equation between classes a and r contributes
+    w^2 phi phi^T to blocks (a, a) and (r, r) and minus it to (a, r) and (r, a); block 0 is fixed.
+    """
     n, p = F.shape
     K = P.shape[1]
-    T = P / np.maximum(P.sum(axis=1, keepdims=True), 1e-300)
-    G, forward, back = _standardise(F)
-    x0 = np.zeros((K - 1) * p) if theta0 is None else forward(np.asarray(theta0, dtype=np.float64)).ravel()
+    u = 10.0 ** (-decimals) / math.sqrt(12.0)
+    ref = P.argmax(axis=1)
+    p_ref = P[np.arange(n), ref]
+    normal = np.zeros(((K - 1) * p, (K - 1) * p))
+    rhs = np.zeros((K - 1) * p)
+    used = 0
+    for a in range(K):
+        for r in range(K):
+            sel = np.flatnonzero((P[:, a] > 0) & (ref == r) & (ref != a))
+            if sel.size == 0:
+                continue
+            used += sel.size
+            b = np.log(P[sel, a]) - np.log(p_ref[sel])
+            w2 = 1.0 / (u * u * (1.0 / P[sel, a] ** 2 + 1.0 / p_ref[sel] ** 2))
+            Fs = F[sel]
+            M = (Fs * w2[:, None]).T @ Fs
+            v = Fs.T @ (w2 * b)
+            for x, y, sign in ((a, a, 1.0), (r, r, 1.0), (a, r, -1.0), (r, a, -1.0)):
+                if x > 0 and y > 0:
+                    normal[(x - 1) * p:x * p, (y - 1) * p:y * p] += sign * M
+            if a > 0:
+                rhs[(a - 1) * p:a * p] += v
+            if r > 0:
+                rhs[(r - 1) * p:r * p] -= v
+    return normal, rhs, used
 
-    def objective(flat: np.ndarray) -> tuple[float, np.ndarray]:
-        t = flat.reshape(K - 1, p)
-        Z = np.hstack([np.zeros((n, 1)), G @ t.T])
-        logq = Z - logsumexp(Z, axis=1, keepdims=True)
-        loss = -float((T * logq).sum()) / n + 0.5 * l2 * float(flat @ flat)
-        grad = ((np.exp(logq) - T)[:, 1:].T @ G) / n + l2 * t
-        return loss, grad.ravel()
 
-    res = optimize.minimize(objective, x0, jac=True, method="L-BFGS-B",
-                            options={"maxiter": 20_000, "maxcor": 30, "ftol": 1e-15, "gtol": 1e-11})
-    return back(res.x.reshape(K - 1, p))
+def _solve_normal(normal: np.ndarray, rhs: np.ndarray, p: int) -> np.ndarray:
+    """The weighted least-squares solution (K-1, p); UserError when some class is not determined."""
+    try:
+        sol = np.linalg.solve(normal, rhs)
+    except np.linalg.LinAlgError:
+        sol = None
+    if sol is None or not np.all(np.isfinite(sol)):
+        raise UserError("the rounded outputs do not determine every class's parameters (too few non-zero "
+                        "probabilities); use more queries (--queries) or more decimals (--round)")
+    return sol.reshape(-1, p)
 
 
 def _spread(P: np.ndarray) -> np.ndarray:
@@ -210,18 +201,19 @@ def _spread(P: np.ndarray) -> np.ndarray:
 
 
 def informative_box(api: PredictionAPI, low: np.ndarray, high: np.ndarray, rng: np.random.Generator,
-                    probe: int = 20, target: float = 0.75,
-                    max_halvings: int = 30) -> tuple[np.ndarray, np.ndarray, float]:
-    """Choose a query box in which rounded outputs carry information.
+                    probe: int = 20, target: float = 0.99,
+                    max_shrinks: int = 60) -> tuple[np.ndarray, np.ndarray, float]:
+    """Choose a query box in which rounded outputs are not saturated.
 
-    A rounded output whose runner-up probabilities all round to 0 says little (a saturated model on
-    uniform inputs, e.g. softmax regression on 784 MNIST pixels). The centre is the point of the
-    diagonal ``low + t (high - low)`` (t = 0, 2^-10, ..., 1/2, 1) whose rounded output keeps the most
-    classes non-zero (then the largest entropy); if every one is saturated, a point near a decision
-    boundary, found by bisection on the segment between two probe inputs with different labels (the
-    line search of Tramèr et al. 2016, Sec. 4.2). The box is then halved about the centre (clipped
-    to [low, high]) until ``probe`` random queries keep on average ``target`` of the centre's
-    non-zero classes. Every probe is counted by the API. Returns (low, high, scale) of the box.
+    A probability rounded to 0 gives no equation, and dropping it biases the others (a saturated model
+    on uniform inputs, e.g. softmax regression on 784 MNIST pixels, rounds most to 0 or 1). The centre
+    is the point of the diagonal ``low + t (high - low)`` (t = 0, 2^-10, ..., 1/2, 1) whose rounded
+    output keeps the most classes non-zero (then the largest entropy); if every one is saturated, a
+    point near a decision boundary, found by bisection on the segment between two probe inputs with
+    different labels (the line search of Tramèr et al. 2016, Sec. 4.2). The box about the centre
+    (clipped to [low, high]) then shrinks by a factor sqrt(2) until, on ``probe`` random queries, at
+    least ``target`` of the centre's non-zero classes stay non-zero: the largest box, so the largest
+    signal per query, without saturation. Every probe is counted by the API. Returns (low, high, scale).
     """
     low = np.asarray(low, dtype=np.float64)
     high = np.asarray(high, dtype=np.float64)
@@ -229,9 +221,9 @@ def informative_box(api: PredictionAPI, low: np.ndarray, high: np.ndarray, rng: 
     diagonal = low + np.concatenate([[0.0], np.geomspace(2.0 ** -10, 1.0, 11)])[:, None] * (high - low)
     P = api(diagonal)
     best = int(np.argmax(_spread(P)))
-    centre, alive = diagonal[best], int((P[best] > 0).sum())
-    if alive < 2:
-        for _ in range(max_halvings):  # probe until two labels are seen
+    centre, alive = diagonal[best], P[best] > 0
+    if alive.sum() < 2:
+        for _ in range(max_shrinks):  # probe until two labels are seen
             X = uniform_inputs(probe, low, high, rng)
             labels = api(X).argmax(axis=1)
             other = np.flatnonzero(labels != labels[0])
@@ -243,18 +235,18 @@ def informative_box(api: PredictionAPI, low: np.ndarray, high: np.ndarray, rng: 
                 mid = (a + b) / 2
                 P = api(mid[None])
                 if (P[0] > 0).sum() >= 2:
-                    centre, alive = mid, int((P[0] > 0).sum())
+                    centre, alive = mid, P[0] > 0
                     break
                 if P[0].argmax() == labels[0]:
                     a = mid
                 else:
                     b = mid
     scale = 1.0
-    for _ in range(max_halvings):
+    for _ in range(max_shrinks):
         box_low, box_high = np.maximum(low, centre - scale * half), np.minimum(high, centre + scale * half)
-        if (api(uniform_inputs(probe, box_low, box_high, rng)) > 0).sum(axis=1).mean() >= target * max(alive, 2):
+        if (api(uniform_inputs(probe, box_low, box_high, rng))[:, alive] > 0).mean() >= target:
             break
-        scale /= 2
+        scale /= math.sqrt(2.0)
     return np.maximum(low, centre - scale * half), np.minimum(high, centre + scale * half), scale
 
 
@@ -273,23 +265,26 @@ def equation_solving(api: PredictionAPI, feature_map: FeatureMap, low: np.ndarra
         raise UserError(f"equation solving needs at least {p} queries (d + 1) for this model, got {n}")
     start = api.queries
     X = uniform_inputs(n, low, high, rng)
-    theta = _solve_exact(feature_map(X), api(X))
+    F = feature_map(X)
+    theta = _solve_exact(F, api(X))
     details = {"equations": n * (api.n_classes - 1), "solver": "linear solve" if n == p else "least squares",
-               "condition_number": float(np.linalg.cond(feature_map(X)))}
+               "condition_number": float(np.linalg.cond(F))}
     return ExtractedModel(theta, feature_map, api.queries - start, "equation-solving", details)
 
 
 def rounded_extraction(api: PredictionAPI, feature_map: FeatureMap, low: np.ndarray, high: np.ndarray,
                        rng: np.random.Generator, n_queries: int | None = None, tol: float = ROUNDED_TOL,
                        max_queries: int | None = None) -> ExtractedModel:
-    """Extraction from rounded outputs by optimisation (Tramèr et al. 2016, Sec. 4.1): queries drawn
-    uniformly from the box of :func:`informative_box`, the model fitted by :func:`fit_cross_entropy`.
+    """Extraction from rounded outputs (Tramèr et al. 2016, Sec. 4.1 with rounding, Sec. 6.4): queries
+    drawn uniformly from the unsaturated box of :func:`informative_box`, log-ratio equations solved by
+    weighted least squares (:func:`_normal_equations`).
 
-    With ``n_queries`` the fit uses exactly that many queries. Otherwise it starts with ``2 p`` queries
-    (``p = dim phi``) and doubles them, refitting from the last fit, until the parameters move by less
-    than ``tol`` (relative) or ``max_queries`` (default ``ROUNDED_MAX_FACTOR p``) fitting queries are
-    used. ``queries`` counts the probes that sized the box too; ``details["rounds"]`` lists each
-    round's cumulative queries and relative change.
+    With ``n_queries`` exactly that many queries are used. Otherwise the thief starts with ``2 p``
+    queries (``p = dim phi``) and doubles them, adding each batch to the normal equations, until the
+    solution moves by less than ``tol`` (relative) — a rule it can apply without knowing the model — or
+    ``max_queries`` (default ``ROUNDED_MAX_FACTOR p``) equation queries are used. ``queries`` counts
+    the probes that sized the box too; ``details["rounds"]`` lists each round's cumulative equation
+    queries and relative change, ``details["converged"]`` whether the rule stopped it.
     """
     if api.round_decimals is None:
         raise ValueError("the API returns exact outputs: use equation_solving")
@@ -300,24 +295,24 @@ def rounded_extraction(api: PredictionAPI, feature_map: FeatureMap, low: np.ndar
     start = api.queries
     box_low, box_high, scale = informative_box(api, low, high, rng)
     probes = api.queries - start
-    F_parts, P_parts, rounds = [], [], []
+    normal, rhs, equations, used, rounds = 0.0, 0.0, 0, 0, []
     theta, batch = None, int(n_queries) if n_queries is not None else 2 * p
     while True:
         X = uniform_inputs(batch, box_low, box_high, rng)
-        P_parts.append(api(X))
-        F_parts.append(feature_map(X))
-        fitted = fit_cross_entropy(np.concatenate(F_parts), np.concatenate(P_parts), theta)
+        part = _normal_equations(feature_map(X), api(X), api.round_decimals)
+        normal, rhs, equations, used = normal + part[0], rhs + part[1], equations + part[2], used + batch
+        fitted = _solve_normal(normal, rhs, p)
         change = None if theta is None else relative_error(fitted, theta)
-        theta, used = fitted, sum(len(f) for f in F_parts)
+        theta = fitted
         rounds.append({"queries": used, "relative_change": change})
         if n_queries is not None or (change is not None and change < tol) or 2 * used > limit:
             break
         batch = used
-    details = {"round_decimals": api.round_decimals, "solver": "cross-entropy fit (L-BFGS)", "box_scale": scale,
-               "probe_queries": probes, "fit_queries": used, "rounds": rounds,
-               "converged": n_queries is None and rounds[-1]["relative_change"] is not None
-               and rounds[-1]["relative_change"] < tol, "tol": tol}
-    return ExtractedModel(theta, feature_map, api.queries - start, "rounded extraction (cross-entropy fit)", details)
+    converged = change is not None and change < tol
+    details = {"round_decimals": api.round_decimals, "solver": "weighted least squares on log-ratios",
+               "equations": equations, "box_scale": scale, "probe_queries": probes, "equation_queries": used,
+               "rounds": rounds, "tol": tol, "converged": converged}
+    return ExtractedModel(theta, feature_map, api.queries - start, "rounded equation solving", details)
 
 
 def label_only_retraining(api: PredictionAPI, feature_map: FeatureMap, low: np.ndarray, high: np.ndarray,
