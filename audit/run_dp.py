@@ -531,6 +531,8 @@ class SweepOptions:
     data_dir: str | None = None
     quiet: bool = False
     confidence: float = 0.95
+    init: str = "random"
+    calibration_runs: int = 0
 
 
 def sweep_family(opts: SweepOptions) -> Family:
@@ -560,7 +562,7 @@ def sweep_rows(opts: SweepOptions, sub_out: Path) -> list[dict]:
             run_opts = DPOptions(target=opts.target, out=str(sub_out), seed=opts.seed, device=opts.device,
                                  quick=opts.quick, epsilon=eps, delta=opts.delta, data_dir=opts.data_dir,
                                  quiet=opts.quiet, runs=opts.runs, canary=canary, threat=threat,
-                                 confidence=confidence)
+                                 confidence=confidence, init=opts.init, calibration_runs=opts.calibration_runs)
             started = time.perf_counter()
             setup = build_setup(run_opts)
             runs = opts.runs or setup.default_runs
@@ -571,6 +573,7 @@ def sweep_rows(opts: SweepOptions, sub_out: Path) -> list[dict]:
                          "epsilon_claimed": eps, "epsilon_theory": res["epsilon_theory"],
                          "epsilon_lb": float(est["epsilon"]) if est else 0.0, "method": est["method"] if est else None,
                          "epsilon_lb_valid": float(valid["epsilon"]) if valid else 0.0, "runs": runs,
+                         "models": runs + opts.calibration_runs, "init": opts.init,
                          "wall_s": time.perf_counter() - started, "run_dir": run_dir.name,
                          "bounds": {b["method"]: b["epsilon"] for b in res["lower_bounds"]},
                          "details": est["details"] if est else {}})

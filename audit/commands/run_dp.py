@@ -6,11 +6,12 @@ import argparse
 
 from audit.canaries import CANARY_KINDS
 from audit.commands.run import positive_int
-from audit.run_dp import THREATS, DPOptions, run_dp, summary_lines
+from audit.run_dp import INITS, THREATS, DPOptions, run_dp, summary_lines
 
 
 def execute(args: argparse.Namespace) -> dict:
-    opts = DPOptions(**DPOptions.common_kwargs(args), runs=args.runs, canary=args.canary, threat=args.threat)
+    opts = DPOptions(**DPOptions.common_kwargs(args), runs=args.runs, canary=args.canary, threat=args.threat,
+                     init=args.init, calibration_runs=args.calibration_runs)
     run_dir, results = run_dp(opts)
     print("\n".join(summary_lines(run_dir, results)))
     return results  # audit.commands.run.gated turns a violation into exit 1 under --fail-above-claim
@@ -29,9 +30,15 @@ def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser)
     parser.add_argument("--canary", default="dirac", choices=CANARY_KINDS,
                         help="canary: dirac/gradient (gradient canaries, DP-SGD), dirac-replace (replace-one pair "
                              "on a crafted dataset: catches shuffled batches accounted as Poisson), natural, "
-                             "mislabelled, crafted (input canaries; crafted = low-variance direction, or the crafted "
-                             "pair for DP-ERM)")
+                             "mislabelled, crafted, blank (input canaries; crafted = low-variance direction, or the "
+                             "crafted pair for DP-ERM; blank = all-zero input, last class)")
     parser.add_argument("--threat", default="updates", choices=THREATS,
                         help="what the adversary sees: black-box (final model's loss), white-box (final "
                              "parameters), updates (every intermediate update); default updates")
+    parser.add_argument("--init", default="random", choices=INITS,
+                        help="initial parameters of DP-SGD runs: random (each run's own) or pretrained (one model "
+                             "trained without privacy on a disjoint half of the data; Annamalai & De Cristofaro 2024)")
+    parser.add_argument("--calibration-runs", type=int, default=0, metavar="N",
+                        help="black-box/white-box: train N more runs (own coins and seeds) and fix the threshold on "
+                             "them (default 0: Bonferroni grid over thresholds)")
     parser.set_defaults(func=execute)

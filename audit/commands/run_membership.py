@@ -8,7 +8,7 @@ from attacks.lira import VARIANCES
 from attacks.membership import ATTACK_GROUPS, ATTACKS, expand_attacks
 from audit.commands.run import positive_int
 from audit.errors import UserError
-from audit.games import CANARY_KINDS
+from audit.games import CANARY_KINDS, DEFAULT_CANARY
 from audit.run_membership import MembershipOptions, run_membership, summary_lines
 
 
@@ -31,11 +31,23 @@ def _memory(text: str) -> str:
     return text
 
 
+def _unit(text: str) -> float:
+    """argparse type: a number in [0, 1]."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {value}")
+    return value
+
+
 def execute(args: argparse.Namespace) -> dict:
     """Run the audit and print the summary; returns results (the run command's ``--fail-above-claim``
     gate turns a ``violation`` verdict into exit status 1)."""
-    opts = MembershipOptions(**MembershipOptions.common_kwargs(args), canary=args.canary, canaries=args.canaries, shadows=args.shadows, attacks=args.attack,
-                             references=args.references, lira_variance=args.lira_variance, max_memory=args.max_memory)
+    opts = MembershipOptions(**MembershipOptions.common_kwargs(args), canary=args.canary, canaries=args.canaries,
+                             shadows=args.shadows, attacks=args.attack, references=args.references,
+                             lira_variance=args.lira_variance, rmia_a=args.rmia_a, max_memory=args.max_memory)
     run_dir, results = run_membership(opts)
     print("\n".join(summary_lines(run_dir, results)))
     return results
@@ -50,15 +62,20 @@ def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser)
                         help=f"comma-separated attacks or groups: {', '.join(ATTACKS)}, "
                              f"{', '.join(ATTACK_GROUPS)} (lira = lira_online + lira_offline; default all, "
                              "every attack in one report)")
-    parser.add_argument("--canary", default="mislabelled", choices=CANARY_KINDS,
-                        help="canary kind (default mislabelled: held-out examples with a wrong label)")
+    parser.add_argument("--canary", default=DEFAULT_CANARY, choices=CANARY_KINDS,
+                        help=f"canary kind (default {DEFAULT_CANARY}): mislabelled / natural (held-out examples with a "
+                             "wrong / their true label), sparse / blank (synthetic inputs with random labels appended "
+                             "to the data: random pixels on a blank image / constant images)")
     parser.add_argument("--canaries", type=positive_int, default=None, help="number of canaries m (default 500; quick 200)")
     parser.add_argument("--shadows", type=positive_int, default=None, help="number of shadow models K (default 4; quick 3)")
     parser.add_argument("--references", type=positive_int, default=None,
-                        help="LiRA reference models R; each canary is IN exactly R/2 of them (default 8; quick 4)")
+                        help="LiRA and RMIA reference models R; each canary is IN exactly floor(R/2) of them "
+                             "(LiRA needs 4, RMIA 1)")
     parser.add_argument("--lira-variance", default="auto", choices=VARIANCES,
                         help="LiRA Gaussian variance: per-example, one global variance (Carlini et al.'s choice "
                              "for few reference models), or auto (global below 64 reference models)")
+    parser.add_argument("--rmia-a", type=_unit, default=None, metavar="A",
+                        help="RMIA offline mixing parameter a in [0, 1] (default: chosen on the calibration games)")
     parser.add_argument("--max-memory", type=_memory, default=None, metavar="SIZE",
                         help="memory budget for training, e.g. 2GiB or 512MiB (default 2GiB): sets how many models "
                              "train at once; results do not depend on it")
