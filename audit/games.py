@@ -24,7 +24,9 @@ to the data rather than taken from it, so that they also leave the whole pool to
 ``sparse`` (:data:`SPARSE_PIXELS` random pixels at full intensity on a blank image, a different
 pattern per canary) or ``blank`` (a constant image, intensities evenly spaced over [0, 1] in a
 random order). The model has nothing in the data to explain a random label on such an input but
-the canary itself. Sources: docs/references.md, "Canaries and threat models".
+the canary itself. RMIA's population samples are made like the canaries and trained on by no model:
+fresh synthetic canaries (:data:`SYNTHETIC_POPULATION`), or copies of the test images labelled as the
+canaries are. Sources: docs/references.md, "Canaries and threat models".
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ SYNTHETIC_CANARIES = ("sparse", "blank")
 CANARY_KINDS = POOL_CANARIES + SYNTHETIC_CANARIES
 #: The flagship's canary kind.
 DEFAULT_CANARY = "mislabelled"
+#: RMIA's population of synthetic canaries: fresh ones that no model trains on.
+SYNTHETIC_POPULATION = 1000
 #: Pixels switched on in a ``sparse`` canary (of 784 for MNIST: two patterns share ~0.5 pixel on average).
 SPARSE_PIXELS = 20
 
@@ -55,7 +59,9 @@ class CanaryGame:
     ``target_canaries`` / ``shadow_canaries`` are row indices (m,); ``target_in`` (m,) and
     ``shadow_in`` (K, m) are the fair coins (True = canary trained on).
     ``reference_masks`` (R, N) and ``reference_in`` (R, m) (which target canaries each LiRA
-    reference model trains on) have R = 0 when no reference models were asked for.
+    reference model trains on) have R = 0 when no reference models were asked for. ``population``:
+    rows no model trains on, made like the canaries (RMIA's population samples). The first
+    ``natural_rows`` rows are the dataset's; the others were appended.
     """
 
     data: Dataset
@@ -69,6 +75,8 @@ class CanaryGame:
     shadow_in: np.ndarray
     reference_masks: np.ndarray | None = None
     reference_in: np.ndarray | None = None
+    population: np.ndarray | None = None
+    natural_rows: int = 0
 
     @property
     def references(self) -> int:
@@ -79,9 +87,9 @@ class CanaryGame:
         return int(self.target_canaries.shape[0])
 
     @property
-    def synthetic_rows(self) -> int:
-        """Rows appended to the dataset for synthetic canaries (the last ``2 m`` rows), else 0."""
-        return 2 * self.m if self.canary_kind in SYNTHETIC_CANARIES else 0
+    def appended_rows(self) -> int:
+        """Rows appended to the dataset (synthetic canaries, the population): the last rows of ``data``."""
+        return len(self.data) - self.natural_rows
 
     def summary(self) -> dict:
         return {
@@ -94,6 +102,7 @@ class CanaryGame:
             "test_size": int(self.test_index.shape[0]),
             "inclusion": "independent fair coin per canary (one-run game, Steinke et al. 2023)",
             "reference_models": self.references,
+            "population": int(self.population.size),
             "reference_inclusion": (f"each target canary IN exactly {self.references // 2} of {self.references} "
                                     "reference models (LiRA, RMIA)") if self.references else None,
         }
@@ -165,6 +174,18 @@ def build_canary_game(data: Dataset, n_train: int, m: int, shadows: int, canary_
             canaries = np.concatenate([target_canaries, shadow_canaries])
             y[canaries] = mislabel(y[canaries], data.n_classes, rng)
         game_data = Dataset(data.X, y, data.name, data.n_classes, data.shape, data.source)
+    # RMIA's population, made like the canaries and trained on by no model (its own random stream):
+    # fresh synthetic canaries, or copies of the test images labelled as the canaries are
+    pop_rng = np.random.default_rng([seed, 10])
+    if synthetic:
+        pX, py = synthetic_canaries(canary_kind, SYNTHETIC_POPULATION, data.shape, data.n_classes, pop_rng)
+    else:
+        pX, py = data.X[test_index], data.y[test_index]
+        if canary_kind == "mislabelled":
+            py = mislabel(py, data.n_classes, pop_rng)
+    population = len(game_data) + np.arange(len(py))
+    game_data = Dataset(np.concatenate([game_data.X, pX]), np.concatenate([game_data.y, py]).astype(data.y.dtype),
+                        data.name, data.n_classes, data.shape, data.source)
     n = len(game_data)
 
     target_in = rng.random(m) < 0.5
@@ -189,4 +210,4 @@ def build_canary_game(data: Dataset, n_train: int, m: int, shadows: int, canary_
             reference_masks[r, ref_rng.choice(shadow_pool, size=per_shadow, replace=False)] = True
             reference_masks[r, target_canaries[reference_in[r]]] = True
     return CanaryGame(game_data, canary_kind, test_index, target_mask, target_canaries, target_in,
-                      shadow_masks, shadow_canaries, shadow_in, reference_masks, reference_in)
+                      shadow_masks, shadow_canaries, shadow_in, reference_masks, reference_in, population, len(data))

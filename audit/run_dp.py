@@ -60,7 +60,8 @@ class Observation:
     ``scores`` (R,): higher = "canary in". ``step_scores`` (R, T) per-step observations (updates
     threat model) with the claim's ``sample_rate`` and ``steps`` to compose them. ``info``: extra
     JSON-serialisable facts (e.g. how many steps the canary joined). ``gaussian``: the scores are
-    exactly Gaussian with a common variance (adds the parametric ``gaussian-fit`` estimate).
+    exactly Gaussian with a common variance (adds the parametric ``gaussian-fit`` estimate);
+    ``gaussian_fit``: add that estimate for scores only assumed Gaussian (a black-box canary's loss).
     ``design_sigma``: the claimed noise multiplier, used to fix the per-step threshold in advance.
     ``cp_threshold``: fixes the Clopper–Pearson threshold in advance (see :func:`audit.dp_game.audit_runs`).
     ``results``: extra top-level results.json keys (e.g. a plugin's ``reproducible``); its ``tables``
@@ -73,6 +74,7 @@ class Observation:
     steps: int | None = None
     info: dict = field(default_factory=dict)
     gaussian: bool = False
+    gaussian_fit: bool = False
     design_sigma: float | None = None
     cp_threshold: Callable[[int, int], tuple[float, str]] | None = None
     results: dict = field(default_factory=dict)
@@ -372,7 +374,7 @@ def dpsgd_setup(opts: DPOptions) -> DPAuditSetup:
             return Observation(score, info=info, gaussian=exact and opts.canary == "dirac")
         final = unflatten(runs.final, shapes)
         lp = log_softmax(predict_logits(target.arch, final, np.asarray(icanary[0])[None], device))[:, 0, :]
-        return Observation(lp[:, int(icanary[1])], info=info)
+        return Observation(lp[:, int(icanary[1])], info=info, gaussian_fit=True)
 
     params = {"noise_multiplier": sigma, "clip_norm": target.clip_norm, "sample_rate": q, "steps": T,
               "epochs": target.epochs, "lr": lr, "expected_batch_size": B, "n_train": target.n_train,
@@ -446,7 +448,8 @@ def _play(ctx: RunContext, setup: DPAuditSetup, runs: int, included: np.ndarray,
         fixed = FixedThreshold(threshold, choice)
     game = audit_runs(obs.scores, included, setup.claim, setup.delta, confidence, np.random.default_rng([seed, 3]),
                       step_scores=obs.step_scores, sample_rate=obs.sample_rate, steps=obs.steps,
-                      gaussian_pair=obs.gaussian, design_sigma=obs.design_sigma, fixed_threshold=fixed)
+                      gaussian_pair=obs.gaussian, gaussian_fit=obs.gaussian_fit, design_sigma=obs.design_sigma,
+                      fixed_threshold=fixed)
     ctx.timing["statistics_s"] = time.perf_counter() - t0
     attack = f"{setup.threat}/{setup.canary.get('kind')}"
     bounds = [b | {"attack": attack} for b in game["lower_bounds"]]

@@ -57,7 +57,7 @@ from targets.training import TrainConfig, log_softmax, predict_logits, resolve_d
 #: One-run methods tried on the calibration games (audit.stats.one_run, audit.stats.one_run_fdp).
 ONE_RUN_METHODS = ("one-run", "one-run-fdp")
 #: Fractions of the m canaries tried as the number of "in" guesses k+ (k- is 0 or k+).
-GUESS_FRACTIONS = (0.02, 0.05, 0.1, 0.2, 0.3, 0.5)
+GUESS_FRACTIONS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5)
 #: The alpha (FPR) grid of the tradeoff curves written to results.json.
 ALPHA_GRID = np.unique(np.concatenate([np.logspace(-5, 0, 181), [1e-3, 1e-2, 0.1, 0.5]]))
 
@@ -91,8 +91,8 @@ def _train(paths: RunPaths, game: CanaryGame, masks: np.ndarray, config: TrainCo
     payload = {"dataset": game.data.name, "source": game.data.source, "config": config.to_dict(), "seeds": seeds,
                "masks": hashlib.sha256(np.packbits(masks).tobytes()).hexdigest(),
                "labels": hashlib.sha256(game.data.y.tobytes()).hexdigest(), "device": device.type}
-    if game.synthetic_rows:  # synthetic canaries are rows the dataset does not have: their inputs are part of the key
-        payload["canary_inputs"] = hashlib.sha256(game.data.X[-game.synthetic_rows:].tobytes()).hexdigest()
+    if game.appended_rows:  # rows the dataset does not have (synthetic canaries): their inputs are part of the key
+        payload["appended_inputs"] = hashlib.sha256(game.data.X[-game.appended_rows:].tobytes()).hexdigest()
 
     def train():
         return train_models(game.data, masks, config, seeds, device=device, progress=not opts.quiet, desc=desc,
@@ -206,9 +206,10 @@ def run_membership(opts: MembershipOptions) -> tuple[Path, dict]:
         if references:
             reference_lp = log_softmax(predict_logits(target.arch, reference_params, game.data.X[tc], device))
         population = {}
-        if any(name in RMIA_ATTACKS for name in attack_names):  # RMIA's population: the test set, trained on by none
-            pop_X = game.data.X[game.test_index]
-            population = {"population_labels": y[game.test_index],
+        if any(name in RMIA_ATTACKS for name in attack_names):  # RMIA's population: like the canaries, never trained
+            pop_X = game.data.X[game.population]
+            population = {"population_labels": y[game.population],
+                          "population_lp": log_softmax(predict_logits(target.arch, target_params, pop_X, device))[0],
                           "reference_population_lp": log_softmax(predict_logits(target.arch, reference_params, pop_X,
                                                                                 device)),
                           "shadow_population_lp": log_softmax(predict_logits(target.arch, shadow_params, pop_X,
@@ -225,8 +226,6 @@ def run_membership(opts: MembershipOptions) -> tuple[Path, dict]:
                                 if game.target_in.any() else None),
         }
 
-        if population:
-            population["population_lp"] = eval_lp[:n_test]
         inputs = AttackInputs(n_classes=data.n_classes, labels=y[tc], target_lp=target_lp, shadow_labels=y[sc],
                               shadow_lp=shadow_lp, shadow_in=game.shadow_in, reference_lp=reference_lp,
                               reference_in=game.reference_in, **population)
