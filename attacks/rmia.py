@@ -18,7 +18,10 @@ and the score is the fraction of population samples it dominates by ``gamma``,
 ``Score(x) = Pr_z[LR(x, z) >= gamma]`` (Eq. 5; higher = member). ``p(z)`` uses the same rule as
 ``p(x)`` (the population samples are OUT of every reference model, so online and offline differ
 only by the ``a`` correction). With a fixed population the score is a monotone step function of
-``p(x | theta) / p(x)`` with resolution ``1 / |Z|``; ties between candidates are kept.
+``p(x | theta) / p(x)`` with steps of ``1 / |Z|``: every strong member dominates all of ``Z`` and they
+would tie at 1, which leaves TPR at low FPR undefined. Within each step we therefore order candidates
+by the ratio itself: the score is ``(count + sigmoid(log LR_x)) / (|Z| + 1)``, where ``count`` is the
+number of dominated ``z`` — the same order as Eq. (5) wherever Eq. (5) separates two candidates.
 
 Calibration games (for guess counts and the primary attack of the one-run audit, never on the
 target's coins): each reference model in turn plays the target against the others
@@ -31,7 +34,7 @@ model, App. B.2) unless it is given. Sources: docs/references.md, "Membership at
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import logsumexp
+from scipy.special import expit, logsumexp
 
 from audit.errors import UserError
 
@@ -94,7 +97,7 @@ def rmia_scores(target_logp: np.ndarray, ref_logp: np.ndarray, ref_in: np.ndarra
     # LR(x, z) >= gamma  <=>  log ratio_z <= log ratio_x - log gamma: count such z per candidate
     flat_x, flat_z = x.reshape(-1, x.shape[-1]), np.sort(z.reshape(-1, z.shape[-1]), axis=1)
     counts = np.stack([np.searchsorted(zs, xs, side="right") for xs, zs in zip(flat_x, flat_z)])
-    return (counts / z.shape[-1]).reshape(x.shape)
+    return ((counts + expit(flat_x)) / (z.shape[-1] + 1)).reshape(x.shape)
 
 
 def leave_one_out(logp: np.ndarray, member: np.ndarray, pop_logp: np.ndarray,

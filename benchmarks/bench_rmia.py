@@ -56,11 +56,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="the --quick preset of run membership")
     parser.add_argument("--device", default="cpu", choices=["auto", "cpu", "cuda"])
+    parser.add_argument("--out", default=None, help="run directories and model cache (default: a temporary folder)")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench-rmia-") as tmp:
+        out = Path(args.out or tmp)
         rows = [row for r in (int(x) for x in args.references.split(","))
-                for row in rows_for(args.target, r, args.canary, Path(tmp), args.seed, args.quick, args.device)]
+                for row in rows_for(args.target, r, args.canary, out, args.seed, args.quick, args.device)]
     write_json(args.json, {"rows": rows, "quick": args.quick, "seed": args.seed, "created": utc_now(),
                            "host": host_info(), "wall_s": time.perf_counter() - started})
     return 0

@@ -22,7 +22,7 @@ def _lp(logit: np.ndarray) -> np.ndarray:
     return log_softmax(z, axis=-1)
 
 
-def test_score_is_the_fraction_of_dominated_population_pairs():
+def test_score_counts_the_dominated_population_pairs():
     rng = np.random.default_rng(0)
     R, n, Z = 3, 20, 50
     ref = np.log(rng.uniform(0.05, 0.9, (R, n)))
@@ -40,7 +40,10 @@ def test_score_is_the_fraction_of_dominated_population_pairs():
                                          for i in range(n)]) + (1 - a) / 2
             pz = (1 + a) / 2 * pp_ref.mean(0) + (1 - a) / 2
         lr = (np.exp(target) / px)[:, None] / (np.exp(pop_target) / pz)[None, :]
-        np.testing.assert_allclose(got, (lr >= gamma).mean(axis=1))
+        np.testing.assert_array_equal(np.floor(got * (Z + 1)), (lr >= gamma).sum(axis=1))
+        # within a step the ratio orders the candidates: the score is strictly increasing in p_theta(x) / p(x)
+        ratio = np.exp(target) / px
+        assert (np.diff(got[np.argsort(ratio)]) > 0).all()
 
 
 def test_offline_marginal_and_its_parameter_range():
