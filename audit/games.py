@@ -44,7 +44,7 @@ POOL_CANARIES = ("mislabelled", "natural")
 SYNTHETIC_CANARIES = ("sparse", "blank")
 CANARY_KINDS = POOL_CANARIES + SYNTHETIC_CANARIES
 #: The flagship's canary kind.
-DEFAULT_CANARY = "mislabelled"
+DEFAULT_CANARY = "sparse"
 #: RMIA's population of synthetic canaries: fresh ones that no model trains on.
 SYNTHETIC_POPULATION = 1000
 #: Pixels switched on in a ``sparse`` canary (of 784 for MNIST: two patterns share ~0.5 pixel on average).

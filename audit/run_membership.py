@@ -77,7 +77,7 @@ class MembershipOptions(CommonRunOptions):
 
 
 #: Default and --quick game sizes: (canaries m, shadow models K, LiRA reference models R).
-GAME_SIZES = {"default": (500, 4, 8), "quick": (200, 3, 4)}
+GAME_SIZES = {"default": (6000, 2, 4), "quick": (200, 3, 4)}
 
 
 def quick_target(target: TrainedTarget) -> TrainedTarget:

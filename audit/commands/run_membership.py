@@ -54,9 +54,11 @@ def execute(args: argparse.Namespace) -> dict:
 
 
 def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    parser = kinds.add_parser("membership", parents=[common], help="membership inference (shadow, LiRA, loss, confidence) with the one-run canary game",
+    parser = kinds.add_parser("membership", parents=[common],
+                              help="membership inference (shadow, LiRA, RMIA, loss, confidence) with the one-run "
+                                   "canary game",
                               description="Train the target once with canaries (each in by a fair coin), train "
-                                          "shadow and LiRA reference models, attack every canary, report AUC and "
+                                          "shadow and reference models, attack every canary, report AUC and "
                                           "TPR at low FPR per attack, and bound epsilon from below.")
     parser.add_argument("--attack", type=_attacks, default=tuple(ATTACKS),
                         help=f"comma-separated attacks or groups: {', '.join(ATTACKS)}, "
@@ -66,11 +68,13 @@ def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser)
                         help=f"canary kind (default {DEFAULT_CANARY}): mislabelled / natural (held-out examples with a "
                              "wrong / their true label), sparse / blank (synthetic inputs with random labels appended "
                              "to the data: random pixels on a blank image / constant images)")
-    parser.add_argument("--canaries", type=positive_int, default=None, help="number of canaries m (default 500; quick 200)")
-    parser.add_argument("--shadows", type=positive_int, default=None, help="number of shadow models K (default 4; quick 3)")
+    parser.add_argument("--canaries", type=positive_int, default=None,
+                        help="number of canaries m (default 6000; quick 200)")
+    parser.add_argument("--shadows", type=positive_int, default=None,
+                        help="number of shadow models K (default 2; quick 3)")
     parser.add_argument("--references", type=positive_int, default=None,
                         help="LiRA and RMIA reference models R; each canary is IN exactly floor(R/2) of them "
-                             "(LiRA needs 4, RMIA 1)")
+                             "(default 4; LiRA needs 4, RMIA 1)")
     parser.add_argument("--lira-variance", default="auto", choices=VARIANCES,
                         help="LiRA Gaussian variance: per-example, one global variance (Carlini et al.'s choice "
                              "for few reference models), or auto (global below 64 reference models)")
