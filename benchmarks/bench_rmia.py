@@ -1,6 +1,7 @@
 """RMIA against LiRA offline with few reference models (Zarifzadeh, Liu, Shokri 2024, Sec. 5).
 
-    python benchmarks/bench_rmia.py --json OUT [--target nonprivate_mnist] [--references 1,2,4] [--quick]
+    python benchmarks/bench_rmia.py --json OUT [--target nonprivate_mnist] [--references 1,2,4] [--canary KIND]
+                                    [--canaries M] [--quick] [--out DIR]
 
 Runs ``run membership`` once per reference-model count R (same seed, one model cache: the target and
 the shadow models are trained once and reused, only the reference models differ) with RMIA online,
@@ -27,13 +28,14 @@ from audit.run_context import host_info, utc_now  # noqa: E402
 from audit.run_membership import MembershipOptions, run_membership  # noqa: E402
 
 
-def rows_for(target: str, references: int, canary: str, out: Path, seed: int, quick: bool, device: str) -> list[dict]:
+def rows_for(target: str, references: int, canary: str, canaries: int, out: Path, seed: int, quick: bool,
+             device: str) -> list[dict]:
     """One row per attack of one run with ``references`` reference models."""
     attacks = ("rmia_online", "rmia_offline") + (("lira_offline",) if references >= LIRA_MIN_REFERENCES else ())
     started = time.perf_counter()
     _, results = run_membership(MembershipOptions(target=target, out=str(out), seed=seed, quick=quick, quiet=True,
-                                                  device=device, canary=canary, attacks=attacks,
-                                                  references=references))
+                                                  device=device, canary=canary, canaries=canaries,
+                                                  attacks=attacks, references=references))
     wall = time.perf_counter() - started
     rows = []
     for name in attacks:
@@ -53,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target", default="nonprivate_mnist")
     parser.add_argument("--references", default="1,2,4", help="comma-separated reference-model counts")
     parser.add_argument("--canary", default="mislabelled")
+    parser.add_argument("--canaries", type=int, default=500, help="canaries m (default 500: held-out MNIST examples)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="the --quick preset of run membership")
     parser.add_argument("--device", default="cpu", choices=["auto", "cpu", "cuda"])
@@ -62,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-rmia-") as tmp:
         out = Path(args.out or tmp)
         rows = [row for r in (int(x) for x in args.references.split(","))
-                for row in rows_for(args.target, r, args.canary, out, args.seed, args.quick, args.device)]
+                for row in rows_for(args.target, r, args.canary, args.canaries, out, args.seed, args.quick,
+                                    args.device)]
     write_json(args.json, {"rows": rows, "quick": args.quick, "seed": args.seed, "created": utc_now(),
                            "host": host_info(), "wall_s": time.perf_counter() - started})
     return 0
