@@ -12,12 +12,17 @@ classes with ``theta_0 = 0``), so every log-ratio is linear in the unknowns (Tra
 The parameters are identifiable only up to a common shift of all ``theta_k``; we recover the
 canonical form ``theta_k - theta_0`` (``K - 1`` rows), which determines the model's outputs
 exactly. With exact outputs ``p = dim phi`` (``d + 1``) queries at random inputs give a square
-system per class (Sec. 4.1.1, "equation-solving"). With rounded outputs each log-ratio carries an
-error; we use weighted least squares over more queries, weighting each equation by the inverse of
-its first-order (delta-method) standard deviation under uniform rounding error
-``u ~ U(-10^-K/2, 10^-K/2)`` (``sd(log p) ~ 10^-K / (sqrt(12) p)``), and drop outputs rounded to 0
-(they carry only an inequality). The label-only baseline (Sec. 5, "uniform retraining") queries
-only the predicted labels of uniform random inputs and fits a logistic regression to them.
+system per class (Sec. 4.1.1, "equation-solving"). Rounded outputs break the equations: most
+probabilities of a model with many features round to 0 or 1 (MNIST, d = 784), and a log-ratio of
+a rounded output carries an error. Tramèr et al. then solve over more queries (Sec. 4.1; the
+effect of rounding, Sec. 6.4). :func:`rounded_extraction` chooses the queries to avoid saturation
+(:func:`informative_box`: the largest box about the least saturated input in which the rounded
+outputs stay non-zero), solves the log-ratio equations by weighted least squares, each weighted by
+the inverse of its first-order (delta-method) standard deviation under uniform rounding error
+``u ~ U(-10^-K/2, 10^-K/2)`` (``sd(log p) ~ 10^-K / (sqrt(12) p)``), and doubles the queries until
+the solution stops moving (relative change below ``tol`` between successive doublings, a rule the
+thief can apply without knowing the model). The label-only baseline (Sec. 5, "uniform retraining")
+queries only the predicted labels of uniform random inputs and fits a logistic regression to them.
 
 Fidelity figures (Sec. 4 / Jagielski et al. 2020): agreement of predicted labels on test data and
 on uniform random inputs (``1 - R_test``, ``1 - R_unif``) and the mean total-variation distance
@@ -37,7 +42,13 @@ from audit.errors import UserError
 FeatureMap = Callable[[np.ndarray], np.ndarray]
 
 __all__ = ["PredictionAPI", "ExtractedModel", "linear_features", "softmax", "canonical", "equation_solving",
-           "label_only_retraining", "informative_box", "agreement", "tv_distance", "relative_error", "uniform_inputs"]
+           "rounded_extraction", "label_only_retraining", "informative_box", "agreement", "tv_distance",
+           "relative_error", "uniform_inputs"]
+
+#: Rounded extraction stops when a doubling of the queries moves the fit by less than this (relative).
+ROUNDED_TOL = 0.01
+#: ... or when it has used this many multiples of dim phi in fitting queries.
+ROUNDED_MAX_FACTOR = 64
 
 
 def linear_features(X: np.ndarray) -> np.ndarray:
@@ -131,90 +142,88 @@ def _solve_exact(F: np.ndarray, P: np.ndarray) -> np.ndarray:
     return np.linalg.lstsq(F, L, rcond=None)[0].T
 
 
-def _solve_rounded(F: np.ndarray, P: np.ndarray, decimals: int) -> tuple[np.ndarray, int]:
-    """Weighted least squares over the log-ratios against each query's arg-max class.
+def _normal_equations(F: np.ndarray, P: np.ndarray, decimals: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """Normal equations of the weighted least squares over the log-ratios against each query's arg-max class.
 
     Unknowns: canonical rows theta_1..theta_{K-1} (theta_0 = 0). Equation for query i, class k != r_i
     (r_i = arg-max) with p_ik > 0: (theta_k - theta_{r_i}) . phi_i = log p_ik - log p_ir_i, weight
-    1 / sd with sd = u sqrt(1/p_ik^2 + 1/p_ir^2), u = 10^-K / sqrt(12) (delta method).
-    Returns (theta, number of equations used).
+    1 / sd with sd = u sqrt(1/p_ik^2 + 1/p_ir^2), u = 10^-K / sqrt(12) (delta method). Outputs rounded
+    to 0 carry only an inequality and are dropped. Returns (A^T W^2 A, A^T W^2 b, equations used),
+    assembled block by block without forming A: an equation between classes a and r contributes
+    w^2 phi phi^T to blocks (a, a) and (r, r) and minus it to (a, r) and (r, a); block 0 is fixed.
     """
     n, p = F.shape
     K = P.shape[1]
     u = 10.0 ** (-decimals) / math.sqrt(12.0)
     ref = P.argmax(axis=1)
     p_ref = P[np.arange(n), ref]
-    rows, cols_pos, cols_neg, rhs, weight = [], [], [], [], []
-    for k in range(K):
-        use = (P[:, k] > 0) & (ref != k)
-        idx = np.flatnonzero(use)
-        rows.append(idx)
-        cols_pos.append(np.full(idx.size, k))
-        cols_neg.append(ref[idx])
-        rhs.append(np.log(P[idx, k]) - np.log(p_ref[idx]))
-        weight.append(1.0 / (u * np.sqrt(1.0 / P[idx, k] ** 2 + 1.0 / p_ref[idx] ** 2)))
-    rows_a = np.concatenate(rows)
-    kpos, kneg = np.concatenate(cols_pos), np.concatenate(cols_neg)
-    b = np.concatenate(rhs)
-    w = np.concatenate(weight)
-    m = rows_a.size
-    if m < (K - 1) * p:
-        raise UserError(f"only {m} usable equations for {(K - 1) * p} unknowns (outputs rounded to 0); "
-                        f"use more queries (--queries) or fewer rounding decimals")
-    involved = np.bincount(kpos, minlength=K) + np.bincount(kneg, minlength=K)
-    short = [k for k in range(1, K) if involved[k] < p]
-    if short:
-        raise UserError(f"the rounded outputs do not determine classes {short} (fewer than {p} equations involve "
-                        f"each); use more queries (--queries) or more decimals (--round)")
-    # Normal equations A^T W^2 A theta = A^T W^2 b without forming A: an equation between classes a and r
-    # contributes w^2 phi phi^T to blocks (a, a) and (r, r) and minus it to (a, r) and (r, a); block 0 is fixed.
     normal = np.zeros(((K - 1) * p, (K - 1) * p))
-    rhs_n = np.zeros((K - 1) * p)
-    w2 = w * w
+    rhs = np.zeros((K - 1) * p)
+    used = 0
     for a in range(K):
         for r in range(K):
-            sel = np.flatnonzero((kpos == a) & (kneg == r))
+            sel = np.flatnonzero((P[:, a] > 0) & (ref == r) & (ref != a))
             if sel.size == 0:
                 continue
-            Fs = F[rows_a[sel]]
-            M = (Fs * w2[sel, None]).T @ Fs
-            v = Fs.T @ (w2[sel] * b[sel])
+            used += sel.size
+            b = np.log(P[sel, a]) - np.log(p_ref[sel])
+            w2 = 1.0 / (u * u * (1.0 / P[sel, a] ** 2 + 1.0 / p_ref[sel] ** 2))
+            Fs = F[sel]
+            M = (Fs * w2[:, None]).T @ Fs
+            v = Fs.T @ (w2 * b)
             for x, y, sign in ((a, a, 1.0), (r, r, 1.0), (a, r, -1.0), (r, a, -1.0)):
                 if x > 0 and y > 0:
                     normal[(x - 1) * p:x * p, (y - 1) * p:y * p] += sign * M
             if a > 0:
-                rhs_n[(a - 1) * p:a * p] += v
+                rhs[(a - 1) * p:a * p] += v
             if r > 0:
-                rhs_n[(r - 1) * p:r * p] -= v
+                rhs[(r - 1) * p:r * p] -= v
+    return normal, rhs, used
+
+
+def _solve_normal(normal: np.ndarray, rhs: np.ndarray, p: int) -> np.ndarray:
+    """The weighted least-squares solution (K-1, p); UserError when some class is not determined."""
     try:
-        sol = np.linalg.solve(normal, rhs_n)
+        sol = np.linalg.solve(normal, rhs)
     except np.linalg.LinAlgError:
+        sol = None
+    if sol is None or not np.all(np.isfinite(sol)):
         raise UserError("the rounded outputs do not determine every class's parameters (too few non-zero "
-                        "probabilities); use more queries (--queries) or more decimals (--round)") from None
-    return sol.reshape(K - 1, p), m
+                        "probabilities); use more queries (--queries) or more decimals (--round)")
+    return sol.reshape(-1, p)
+
+
+def _spread(P: np.ndarray) -> np.ndarray:
+    """Sort key of rounded outputs by how much they say: non-zero classes first, then entropy."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        entropy = -np.where(P > 0, P * np.log(P), 0.0).sum(axis=1)
+    return (P > 0).sum(axis=1) + entropy / (1.0 + np.log(P.shape[1]))
 
 
 def informative_box(api: PredictionAPI, low: np.ndarray, high: np.ndarray, rng: np.random.Generator,
-                    probe: int = 20, target: float = 0.75, max_halvings: int = 30) -> tuple[np.ndarray, np.ndarray, float]:
-    """Choose a query box in which rounded outputs carry information.
+                    probe: int = 20, target: float = 0.99,
+                    max_shrinks: int = 60) -> tuple[np.ndarray, np.ndarray, float]:
+    """Choose a query box in which rounded outputs are not saturated.
 
-    A rounded output whose runner-up probabilities all round to 0 gives no equation (a saturated
-    model on uniform inputs, e.g. softmax regression on 784 MNIST pixels). If the box centre is
-    saturated, we move the centre to a point near a decision boundary, found by bisection on the
-    segment between two probe inputs with different labels (the line search of Tramèr et al.
-    2016, Sec. 4.2); then we halve the box about the centre (clipped to [low, high]) until at least
-    ``target`` of ``probe`` random queries have two or more non-zero probabilities. Every probe is
-    counted by the API. Returns (low, high, scale) of the chosen box.
+    A probability rounded to 0 gives no equation, and dropping it biases the others (a saturated model
+    on uniform inputs, e.g. softmax regression on 784 MNIST pixels, rounds most to 0 or 1). The centre
+    is the point of the diagonal ``low + t (high - low)`` (t = 0, 2^-10, ..., 1/2, 1) whose rounded
+    output keeps the most classes non-zero (then the largest entropy); if every one is saturated, a
+    point near a decision boundary, found by bisection on the segment between two probe inputs with
+    different labels (the line search of Tramèr et al. 2016, Sec. 4.2). The box about the centre
+    (clipped to [low, high]) then shrinks by a factor sqrt(2) until, on ``probe`` random queries, at
+    least ``target`` of the centre's non-zero classes stay non-zero: the largest box, so the largest
+    signal per query, without saturation. Every probe is counted by the API. Returns (low, high, scale).
     """
     low = np.asarray(low, dtype=np.float64)
     high = np.asarray(high, dtype=np.float64)
-    centre, half = (low + high) / 2, (high - low) / 2
-
-    def informative(P: np.ndarray) -> np.ndarray:
-        return (P > 0).sum(axis=1) >= 2
-
-    if not informative(api(centre[None]))[0]:
-        for _ in range(max_halvings):  # probe until two labels are seen
+    half = (high - low) / 2
+    diagonal = low + np.concatenate([[0.0], np.geomspace(2.0 ** -10, 1.0, 11)])[:, None] * (high - low)
+    P = api(diagonal)
+    best = int(np.argmax(_spread(P)))
+    centre, alive = diagonal[best], P[best] > 0
+    if alive.sum() < 2:
+        for _ in range(max_shrinks):  # probe until two labels are seen
             X = uniform_inputs(probe, low, high, rng)
             labels = api(X).argmax(axis=1)
             other = np.flatnonzero(labels != labels[0])
@@ -225,52 +234,85 @@ def informative_box(api: PredictionAPI, low: np.ndarray, high: np.ndarray, rng: 
             for _ in range(60):
                 mid = (a + b) / 2
                 P = api(mid[None])
-                if informative(P)[0]:
-                    centre = mid
+                if (P[0] > 0).sum() >= 2:
+                    centre, alive = mid, P[0] > 0
                     break
                 if P[0].argmax() == labels[0]:
                     a = mid
                 else:
                     b = mid
     scale = 1.0
-    for _ in range(max_halvings):
+    for _ in range(max_shrinks):
         box_low, box_high = np.maximum(low, centre - scale * half), np.minimum(high, centre + scale * half)
-        if informative(api(uniform_inputs(probe, box_low, box_high, rng))).mean() >= target:
+        if (api(uniform_inputs(probe, box_low, box_high, rng))[:, alive] > 0).mean() >= target:
             break
-        scale /= 2
+        scale /= math.sqrt(2.0)
     return np.maximum(low, centre - scale * half), np.minimum(high, centre + scale * half), scale
 
 
 def equation_solving(api: PredictionAPI, feature_map: FeatureMap, low: np.ndarray, high: np.ndarray,
                      rng: np.random.Generator, n_queries: int | None = None) -> ExtractedModel:
-    """Equation-solving extraction (Tramèr et al. 2016, Sec. 4.1) of a softmax / binary LR.
-
-    Queries ``n_queries`` uniform random inputs from [low, high] (default: ``p = dim phi`` queries,
-    i.e. d + 1, when outputs are exact; 20 p when rounded) and solves the log-ratio equations:
-    exactly when outputs are exact, by weighted least squares when they are rounded. With rounded
-    outputs the box is first shrunk by :func:`informative_box` (its probes are counted too).
+    """Equation-solving extraction (Tramèr et al. 2016, Sec. 4.1.1) of a softmax / binary LR from exact
+    outputs: ``n_queries`` uniform random inputs from [low, high] (default ``p = dim phi``, i.e. d + 1)
+    and the log-ratio equations solved exactly (least squares when overdetermined). Rounded outputs:
+    :func:`rounded_extraction`.
     """
+    if api.round_decimals is not None:
+        raise ValueError("the API rounds its outputs: use rounded_extraction")
     p = feature_map(np.asarray(low, dtype=np.float64)[None]).shape[1]
-    rounded = api.round_decimals is not None
-    n = int(n_queries) if n_queries is not None else (20 * p if rounded else p)
+    n = int(n_queries) if n_queries is not None else p
     if n < p:
         raise UserError(f"equation solving needs at least {p} queries (d + 1) for this model, got {n}")
     start = api.queries
-    scale = 1.0
-    if rounded:
-        low, high, scale = informative_box(api, low, high, rng)
     X = uniform_inputs(n, low, high, rng)
-    P = api(X)
     F = feature_map(X)
-    if rounded:
-        theta, used = _solve_rounded(F, P, api.round_decimals)
-        details = {"equations": used, "round_decimals": api.round_decimals, "solver": "weighted least squares",
-                   "box_scale": scale, "probe_queries": api.queries - start - n}
-    else:
-        theta = _solve_exact(F, P)
-        details = {"equations": n * (api.n_classes - 1),
-                   "solver": "linear solve" if n == p else "least squares", "condition_number": float(np.linalg.cond(F))}
+    theta = _solve_exact(F, api(X))
+    details = {"equations": n * (api.n_classes - 1), "solver": "linear solve" if n == p else "least squares",
+               "condition_number": float(np.linalg.cond(F))}
     return ExtractedModel(theta, feature_map, api.queries - start, "equation-solving", details)
+
+
+def rounded_extraction(api: PredictionAPI, feature_map: FeatureMap, low: np.ndarray, high: np.ndarray,
+                       rng: np.random.Generator, n_queries: int | None = None, tol: float = ROUNDED_TOL,
+                       max_queries: int | None = None) -> ExtractedModel:
+    """Extraction from rounded outputs (Tramèr et al. 2016, Sec. 4.1 with rounding, Sec. 6.4): queries
+    drawn uniformly from the unsaturated box of :func:`informative_box`, log-ratio equations solved by
+    weighted least squares (:func:`_normal_equations`).
+
+    With ``n_queries`` exactly that many queries are used. Otherwise the thief starts with ``2 p``
+    queries (``p = dim phi``) and doubles them, adding each batch to the normal equations, until the
+    solution moves by less than ``tol`` (relative) — a rule it can apply without knowing the model — or
+    ``max_queries`` (default ``ROUNDED_MAX_FACTOR p``) equation queries are used. ``queries`` counts
+    the probes that sized the box too; ``details["rounds"]`` lists each round's cumulative equation
+    queries and relative change, ``details["converged"]`` whether the rule stopped it.
+    """
+    if api.round_decimals is None:
+        raise ValueError("the API returns exact outputs: use equation_solving")
+    p = feature_map(np.asarray(low, dtype=np.float64)[None]).shape[1]
+    if n_queries is not None and n_queries < p:
+        raise UserError(f"rounded extraction needs at least {p} queries (d + 1) for this model, got {n_queries}")
+    limit = int(max_queries) if max_queries is not None else ROUNDED_MAX_FACTOR * p
+    start = api.queries
+    box_low, box_high, scale = informative_box(api, low, high, rng)
+    probes = api.queries - start
+    normal, rhs, equations, used, rounds = 0.0, 0.0, 0, 0, []
+    theta, batch = None, int(n_queries) if n_queries is not None else 2 * p
+    while True:
+        X = uniform_inputs(batch, box_low, box_high, rng)
+        part = _normal_equations(feature_map(X), api(X), api.round_decimals)
+        normal, rhs, equations, used = normal + part[0], rhs + part[1], equations + part[2], used + batch
+        fitted = _solve_normal(normal, rhs, p)
+        change = None if theta is None else relative_error(fitted, theta)
+        theta = fitted
+        rounds.append({"queries": used, "relative_change": change})
+        if n_queries is not None or (change is not None and change < tol) or 2 * used > limit:
+            break
+        batch = used
+    converged = change is not None and change < tol
+    details = {"round_decimals": api.round_decimals, "solver": "weighted least squares on log-ratios",
+               "equations": equations, "box_scale": scale, "probe_queries": probes, "equation_queries": used,
+               "rounds": rounds, "tol": tol, "converged": converged}
+    return ExtractedModel(theta, feature_map, api.queries - start, "rounded equation solving", details)
 
 
 def label_only_retraining(api: PredictionAPI, feature_map: FeatureMap, low: np.ndarray, high: np.ndarray,

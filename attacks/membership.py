@@ -11,6 +11,7 @@
   labels, so each feature vector also holds the log-probability of the example's label (which
   class the attack model belongs to is the label itself, as in the paper).
 * LiRA online / offline [Carlini et al. 2022]: see :mod:`attacks.lira`.
+* RMIA online / offline [Zarifzadeh, Liu, Shokri 2024]: see :mod:`attacks.rmia`.
 
 :func:`run_attacks` is the Python API: it takes the target's, the shadow models' and the reference
 models' log-probabilities and returns, per attack, the target's scores and the *calibration games*
@@ -20,13 +21,13 @@ chosen.
 Adversary knowledge. Loss and confidence: only the target's outputs (and the label for loss).
 Shadow: in addition, data from the target's distribution disjoint from its training set, the
 training algorithm, and the canary construction (to build shadow canaries of the same kind).
-LiRA: in addition, the candidate examples themselves, on which it trains reference models
-(:mod:`attacks.lira`).
+LiRA and RMIA: in addition, the candidate examples themselves, on which it trains reference models
+(:mod:`attacks.lira`); RMIA also population samples that no model trained on (:mod:`attacks.rmia`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from sklearn.linear_model import LogisticRegression
@@ -34,8 +35,10 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from attacks.lira import lira_leave_one_out, lira_scores, logit_confidence
-from attacks.names import LIRA_ATTACKS, expand_attacks
+from attacks.names import LIRA_ATTACKS, REFERENCE_ATTACKS, RMIA_ATTACKS, check_references, expand_attacks
+from attacks.rmia import A_GRID, label_probability, leave_one_out, rmia_scores
 from audit.errors import UserError
+from audit.stats.metrics import auc
 
 
 def loss_scores(log_probs: np.ndarray, labels: np.ndarray) -> np.ndarray:
@@ -106,7 +109,10 @@ class AttackInputs:
     ``target_lp`` (m, C): the target on its candidates, whose training labels are ``labels`` (m,).
     ``shadow_lp`` (K, m', C): shadow models on their own canaries (labels ``shadow_labels``,
     membership ``shadow_in`` (K, m')). ``reference_lp`` (R, m, C): reference models on the
-    target's candidates, membership ``reference_in`` (R, m); needed by LiRA only.
+    target's candidates, membership ``reference_in`` (R, m); needed by LiRA and RMIA only.
+    RMIA also needs population samples that no model trained on (labels ``population_labels`` (Z,)):
+    the target's outputs on them ``population_lp`` (Z, C), the reference models' (R, Z, C) and, with
+    a single reference model, the shadow models' ``shadow_population_lp`` (K, Z, C).
     """
 
     n_classes: int
@@ -117,6 +123,10 @@ class AttackInputs:
     shadow_in: np.ndarray | None = None
     reference_lp: np.ndarray | None = None
     reference_in: np.ndarray | None = None
+    population_labels: np.ndarray | None = None
+    population_lp: np.ndarray | None = None
+    reference_population_lp: np.ndarray | None = None
+    shadow_population_lp: np.ndarray | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -128,6 +138,7 @@ class AttackScores:
     calibration: np.ndarray
     calibration_in: np.ndarray
     calibrated_on: str
+    parameters: dict = field(default_factory=dict)
 
 
 def _shadow_attack(inp: AttackInputs) -> AttackScores:
@@ -145,12 +156,51 @@ def _shadow_attack(inp: AttackInputs) -> AttackScores:
     return AttackScores(target, np.stack(loo), inp.shadow_in, f"{K} shadow games (leave-one-shadow-out)")
 
 
-def run_attacks(names: tuple[str, ...] | list[str], inp: AttackInputs, lira_variance: str = "auto") -> dict[str, AttackScores]:
+def _rmia_attack(names: tuple[str, ...], inp: AttackInputs, rmia_a: float | None) -> dict[str, AttackScores]:
+    """RMIA online/offline (:mod:`attacks.rmia`): target scores and calibration games; offline ``a`` chosen
+    on the calibration games by mean AUC unless given."""
+    if inp.population_lp is None or inp.population_labels is None or inp.reference_population_lp is None:
+        raise UserError("RMIA needs population samples scored by the target and the reference models")
+    pop_labels = inp.population_labels
+    ref = label_probability(inp.reference_lp, inp.labels)
+    ref_pop = label_probability(inp.reference_population_lp, pop_labels)
+    R = ref.shape[0]
+    if R >= 2:  # leave-one-reference-out games on the target's candidates
+        games = (ref, inp.reference_in, ref_pop, f"{R} reference games (leave-one-reference-out)")
+    else:  # one reference model: the shadow models play target and references on their own canaries
+        if inp.shadow_lp is None or inp.shadow_population_lp is None:
+            raise UserError("RMIA with one reference model calibrates on shadow models; train shadow models")
+        games = (label_probability(inp.shadow_lp, inp.shadow_labels), inp.shadow_in,
+                 label_probability(inp.shadow_population_lp, pop_labels),
+                 f"{inp.shadow_lp.shape[0]} shadow games (leave-one-shadow-out as references)")
+    logp, member, pop_logp, text = games
+    target = label_probability(inp.target_lp, inp.labels)
+    target_pop = label_probability(inp.population_lp, pop_labels)
+    out = {}
+    for name in (n for n in RMIA_ATTACKS if n in names):
+        if name == "rmia_online":
+            a, params = None, {}
+        elif rmia_a is not None:
+            a, params = float(rmia_a), {"a": float(rmia_a), "a_chosen_on": "given"}
+        else:
+            aucs = {a_: float(np.mean([auc(s, i) for s, i in zip(leave_one_out(logp, member, pop_logp, a_), member)]))
+                    for a_ in A_GRID}
+            a = max(aucs, key=aucs.get)
+            params = {"a": float(a), "a_chosen_on": f"{text}, largest mean AUC over a in {list(A_GRID)}"}
+        out[name] = AttackScores(rmia_scores(target, ref, inp.reference_in, target_pop, ref_pop, a),
+                                 leave_one_out(logp, member, pop_logp, a), member, text,
+                                 params | {"population": int(target_pop.shape[-1])})
+    return out
+
+
+def run_attacks(names: tuple[str, ...] | list[str], inp: AttackInputs, lira_variance: str = "auto",
+                rmia_a: float | None = None) -> dict[str, AttackScores]:
     """Score the target's candidates with every attack in ``names`` (see :data:`attacks.names.ATTACKS`).
 
-    Loss, confidence and shadow calibrate on the shadow games; LiRA on leave-one-out games over
-    its reference models [Carlini et al. 2022, Sec. V-A]. Raises UserError when an attack's
-    inputs are missing.
+    Loss, confidence and shadow calibrate on the shadow games; LiRA and RMIA on leave-one-out games
+    over the reference models [Carlini et al. 2022, Sec. V-A] (RMIA with one reference model: over the
+    shadow models). ``rmia_a`` fixes RMIA's offline parameter (default: chosen on the calibration
+    games). Raises UserError when an attack's inputs are missing.
     """
     names = expand_attacks(tuple(names))
     needs_shadow = any(n in ("shadow", "loss", "confidence") for n in names)
@@ -161,16 +211,21 @@ def run_attacks(names: tuple[str, ...] | list[str], inp: AttackInputs, lira_vari
     out: dict[str, AttackScores] = {}
     K = inp.shadow_lp.shape[0] if inp.shadow_lp is not None else 0
     if "loss" in names:
-        out["loss"] = AttackScores(loss_scores(inp.target_lp, inp.labels), loss_scores(inp.shadow_lp, inp.shadow_labels),
-                                   inp.shadow_in, f"{K} shadow games")
+        out["loss"] = AttackScores(loss_scores(inp.target_lp, inp.labels),
+                                   loss_scores(inp.shadow_lp, inp.shadow_labels), inp.shadow_in, f"{K} shadow games")
     if "confidence" in names:
         out["confidence"] = AttackScores(confidence_scores(inp.target_lp), confidence_scores(inp.shadow_lp),
                                          inp.shadow_in, f"{K} shadow games")
     if "shadow" in names:
         out["shadow"] = _shadow_attack(inp)
-    if any(n in LIRA_ATTACKS for n in names):
+    if any(n in REFERENCE_ATTACKS for n in names):
         if inp.reference_lp is None or inp.reference_in is None:
-            raise UserError("LiRA needs reference models trained on the target's candidates; raise --references")
+            raise UserError("LiRA and RMIA need reference models trained on the target's candidates; "
+                            "raise --references")
+        check_references(names, inp.reference_lp.shape[0])
+    if any(n in RMIA_ATTACKS for n in names):
+        out |= _rmia_attack(names, inp, rmia_a)
+    if any(n in LIRA_ATTACKS for n in names):
         ref_phi = logit_confidence(inp.reference_lp, inp.labels)
         target = lira_scores(logit_confidence(inp.target_lp, inp.labels), ref_phi, inp.reference_in, lira_variance)
         loo = lira_leave_one_out(ref_phi, inp.reference_in, lira_variance)

@@ -9,6 +9,10 @@ Input canaries (an example that enters training like any other):
   singular vector of the centred features), scaled to the largest training-input norm, with the
   last class as label. Data gradients barely move the parameters along it, so the canary's own
   (clipped) gradient stands out of the noise of the other examples.
+* ``blank``: the all-zero input with a fixed label (the last class) — the canary of Annamalai & De
+  Cristofaro 2024 (Sec. 4), who audit black-box DP-SGD from worst-case (pre-trained) initial
+  parameters: its gradient touches only the biases for linear models, and a pre-trained model
+  gives it a large, steady loss.
 
 Gradient canaries (DP-SGD only: a fixed vector of norm C that takes part like one more example):
 
@@ -51,6 +55,10 @@ def input_canary(kind: str, data: Dataset, train_index: np.ndarray, pool_index: 
         label = data.n_classes - 1
         return x, label, {"rule": "least-variance direction of the training inputs (ClipBKD)", "norm": scale,
                           "label": label}
+    if kind == "blank":
+        label = data.n_classes - 1
+        return np.zeros(data.shape, dtype=np.float32), label, {"rule": "all-zero input (Annamalai & De Cristofaro "
+                                                                       "2024)", "label": label}
     raise UserError(f"unknown input canary {kind!r}; choose one of {', '.join(INPUT_CANARIES)}")
 
 

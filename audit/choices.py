@@ -8,13 +8,22 @@ from __future__ import annotations
 #: parameters, or every intermediate update.
 THREATS = ("black-box", "white-box", "updates")
 #: Canaries that enter training like any other example (:func:`audit.canaries.input_canary`).
-INPUT_CANARIES = ("natural", "mislabelled", "crafted")
+INPUT_CANARIES = ("natural", "mislabelled", "crafted", "blank")
 #: DP-SGD gradient canaries (:func:`audit.canaries.gradient_canary`).
 GRADIENT_CANARIES = ("gradient", "dirac", "dirac-replace")
 #: Every canary of ``run dp`` and ``sweep dp``.
 DP_CANARIES = INPUT_CANARIES + GRADIENT_CANARIES
+#: Initial parameters of ``run dp``'s DP-SGD runs: each run's own random start, or one model pre-trained
+#: without privacy on a disjoint half of the data.
+INITS = ("random", "pretrained")
+#: Membership canaries taken from the data pool (held-out examples with a wrong / their true label).
+POOL_CANARIES = ("mislabelled", "natural")
+#: Synthetic membership canaries appended to the data (:func:`audit.games.synthetic_canaries`).
+SYNTHETIC_CANARIES = ("sparse", "blank")
 #: Canaries of the membership game (:func:`audit.games.build_canary_game`).
-MEMBERSHIP_CANARIES = ("mislabelled", "natural")
+MEMBERSHIP_CANARIES = POOL_CANARIES + SYNTHETIC_CANARIES
+#: The flagship's membership canary kind.
+DEFAULT_MEMBERSHIP_CANARY = "sparse"
 #: Neutral starts of MI-FACE model inversion.
 INVERSION_STARTS = {"grey": "constant image at the mean intensity of the auxiliary data",
                     "mean": "mean image of the auxiliary data (all classes together)"}

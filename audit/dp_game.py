@@ -84,7 +84,7 @@ def audit_runs(scores: ArrayLike, included: ArrayLike, claim: Any, delta: float,
                rng: np.random.Generator | int | None = 0, *, step_scores: ArrayLike | None = None,
                sample_rate: float | None = None, steps: int | None = None,
                canary_scores: ArrayLike | None = None, canary_included: ArrayLike | None = None,
-               gaussian_pair: bool = False, design_sigma: float | None = None,
+               gaussian_pair: bool = False, gaussian_fit: bool = False, design_sigma: float | None = None,
                fixed_threshold: FixedThreshold | None = None, threshold_strategy: str = "auto",
                claim_tradeoff_test: bool = False) -> dict:
     """Epsilon lower bounds from R runs of the distinguishing game, and the verdict.
@@ -104,6 +104,8 @@ def audit_runs(scores: ArrayLike, included: ArrayLike, claim: Any, delta: float,
         gaussian_pair: the scores are exactly Gaussian with a common variance in both worlds (e.g.
             output perturbation scored by a fixed projection): the GDP epsilon is then valid, and
             the Gaussian-fit estimate is added.
+        gaussian_fit: add the Gaussian-fit estimate for scores assumed (not known) to be Gaussian
+            (e.g. a black-box canary's loss); an estimate, with normality p-values in its details.
         design_sigma: the claimed noise multiplier: fixes the per-step threshold in advance.
         fixed_threshold: a Clopper–Pearson test fixed by design before any run was seen.
         threshold_strategy: ``auto`` (:func:`audit.stats.thresholds.choose_strategy`) or a strategy name.
@@ -126,7 +128,7 @@ def audit_runs(scores: ArrayLike, included: ArrayLike, claim: Any, delta: float,
                                                     gdp_claim=isinstance(claim, GaussianClaim),
                                                     claim_tradeoff=claim.tradeoff if claim_tradeoff_test and claim
                                                     is not None else None)]
-    if gaussian_pair:
+    if gaussian_pair or gaussian_fit:
         bounds.append(gaussian_fit_bound(s, inc, delta, confidence).to_dict())
     if step_scores is not None:
         if sample_rate is None or steps is None:

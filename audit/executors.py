@@ -241,12 +241,14 @@ class TrainingCall:
 
 def train_cached_models(executor: Executor, cache_dir: Path, data, config, calls: Sequence[TrainingCall], device, *,
                         max_memory: str | int | None = None, progress: bool = True,
-                        log: Callable[[str], None] | None = None, chunk_models: int | None = None) -> list:
+                        log: Callable[[str], None] | None = None, chunk_models: int | None = None,
+                        appended_rows: int = 0) -> list:
     """Train every call's models with :func:`targets.training.train_models` in chunks of at most
     ``chunk_models`` models (:func:`chunk_slices`), all chunks of all calls on ``executor`` at once,
     each reused from or stored in the model cache (:func:`run_chunks`). Returns, per call, its
     stacked parameters. ``log`` gets one line per call (trained or reused). ``chunk_models``
-    defaults to :data:`MODEL_CHUNK`."""
+    defaults to :data:`MODEL_CHUNK`. The last ``appended_rows`` rows of ``data`` are not the named
+    dataset's (synthetic canaries): their inputs join the cache key."""
     import hashlib
 
     import numpy as np
@@ -255,6 +257,8 @@ def train_cached_models(executor: Executor, cache_dir: Path, data, config, calls
     from targets.training import train_models
 
     labels = hashlib.sha256(np.asarray(data.y).tobytes()).hexdigest()
+    appended_inputs = np.ascontiguousarray(data.X[len(data.X) - appended_rows:])
+    appended = {"appended_inputs": hashlib.sha256(appended_inputs.tobytes()).hexdigest()} if appended_rows else {}
     chunks, owners = [], []
     for c, call in enumerate(calls):
         masks = np.asarray(call.masks, dtype=bool)
@@ -263,7 +267,7 @@ def train_cached_models(executor: Executor, cache_dir: Path, data, config, calls
             seeds = [int(s) for s in call.seeds[part]]
             payload = {"dataset": data.name, "source": data.source, "config": config.to_dict(), "seeds": seeds,
                        "masks": hashlib.sha256(np.packbits(masks[part]).tobytes()).hexdigest(), "labels": labels,
-                       "device": torch.device(device).type}
+                       "device": torch.device(device).type} | appended
             desc = call.desc if len(parts) == 1 else f"{call.desc} [chunk {k + 1} of {len(parts)}]"
             chunks.append((payload, Job(train_models, dict(data=data, masks=masks[part], config=config, seeds=seeds,
                                                             device=device, progress=progress and executor.in_process,
@@ -302,7 +306,7 @@ def _audit_runs_chunk(**kwargs) -> dict:
 def cached_audit_runs(executor: Executor, cache_dir: Path, data, train_index, config, seeds: Sequence[int], included,
                       *, grad_canary=None, input_canary=None, observe: str = "final", device="cpu",
                       replace_pair: bool = False, progress: bool = False, log: Callable[[str], None] | None = None,
-                      chunk_runs: int | None = None):
+                      chunk_runs: int | None = None, init=None):
     """:func:`targets.dpsgd_audit.train_audit_runs` in chunks of at most ``chunk_runs`` runs on
     ``executor`` (default :data:`RUN_CHUNK`), each reused from or stored in the model cache
     (:func:`run_chunks`); the same arguments, the same :class:`targets.dpsgd_audit.AuditRuns`."""
@@ -325,7 +329,8 @@ def cached_audit_runs(executor: Executor, cache_dir: Path, data, train_index, co
     common = {"kind": "dp audit runs", "dataset": data.name, "source": data.source, "config": config.to_dict(),
               "data": digest(data.X, data.y), "train_index": digest(np.asarray(train_index, dtype=np.int64)),
               "canary": canary, "canary_type": "gradient" if grad_canary is not None else "input",
-              "observe": observe, "replace_pair": replace_pair, "device": torch.device(device).type}
+              "observe": observe, "replace_pair": replace_pair, "device": torch.device(device).type,
+              "init": None if init is None else digest(*(init[k].detach().cpu().numpy() for k in sorted(init)))}
     chunks = []
     for part in chunk_slices(len(seeds), chunk_runs or RUN_CHUNK):
         seeds_part = [int(s) for s in seeds[part]]
@@ -333,7 +338,7 @@ def cached_audit_runs(executor: Executor, cache_dir: Path, data, train_index, co
         chunks.append((payload, Job(_audit_runs_chunk, dict(
             data=data, train_index=train_index, config=config, seeds=seeds_part, included=included[part],
             grad_canary=grad_canary, input_canary=input_canary, observe=observe, device=device,
-            replace_pair=replace_pair, progress=progress and executor.in_process))))
+            replace_pair=replace_pair, progress=progress and executor.in_process, init=init))))
     results, reused = run_chunks(executor, cache_dir, chunks, log, "audit runs")
     if log is not None:
         log(f"audit runs: {len(seeds)} runs in {len(chunks)} chunk(s): {sum(reused)} from the cache, "

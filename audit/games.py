@@ -7,15 +7,26 @@ of ``K`` shadow models [Shokri et al. 2017] trains on a random subset of the sha
 from everything the target saw) plus its own fair-coin selection of the shadow canaries, so the
 shadows play the same game as the target on data from the same distribution.
 
-Reference models for LiRA [Carlini et al. 2022, Sec. IV-B] are optional: each of ``R`` reference
-models trains on its own random subset of the shadow pool plus some of the *target's* canaries,
-assigned so that every canary is IN exactly ``floor(R/2)`` reference models (chosen at random per
-canary, independently of the target's coins). This assumes an adversary who knows the candidate
-examples and their training labels, as LiRA's threat model does; the shadow models, by contrast,
+Reference models for LiRA [Carlini et al. 2022, Sec. IV-B] and RMIA [Zarifzadeh et al. 2024] are
+optional: each of ``R`` reference models trains on its own random subset of the shadow pool plus some
+of the *target's* canaries, assigned so that every canary is IN exactly ``floor(R/2)`` reference
+models (chosen at random per canary, independently of the target's coins; with ``R = 1`` the one
+reference model leaves every canary out). This assumes an adversary who knows the candidate
+examples and their training labels, as LiRA's and RMIA's threat model does; the shadow models, by contrast,
 never see the target's canaries (Shokri et al.'s disjoint-data setting).
 
-Canary kinds: ``mislabelled`` (held-out example with a uniformly random wrong label — the
-strongest black-box signal) or ``natural`` (held-out example with its true label).
+Canary kinds. Drawn from the data (each costs the shadow pool one example): ``mislabelled``
+(held-out example with a uniformly random wrong label) or ``natural`` (held-out example with its
+true label). Synthetic, out of the data distribution and made to be memorable [Nasr et al. 2021,
+Sec. 4 "crafted input canaries"; Steinke, Nasr, Jagielski 2023, Sec. 7 and Mahloujifar, Melis,
+Chaudhuri 2025, Sec. 6 audit with such canaries], each with a uniformly random label and appended
+to the data rather than taken from it, so that they also leave the whole pool to the shadows:
+``sparse`` (:data:`SPARSE_PIXELS` random pixels at full intensity on a blank image, a different
+pattern per canary) or ``blank`` (a constant image, intensities evenly spaced over [0, 1] in a
+random order). The model has nothing in the data to explain a random label on such an input but
+the canary itself. RMIA's population samples are made like the canaries and trained on by no model:
+fresh synthetic canaries (:data:`SYNTHETIC_POPULATION`), or copies of the test images labelled as the
+canaries are. Sources: docs/references.md, "Canaries and threat models".
 """
 
 from __future__ import annotations
@@ -24,9 +35,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from audit.choices import MEMBERSHIP_CANARIES
+from audit.choices import MEMBERSHIP_CANARIES, SYNTHETIC_CANARIES
 from audit.errors import UserError
 from targets.datasets import Dataset
+
+#: RMIA's population of synthetic canaries: fresh ones that no model trains on.
+SYNTHETIC_POPULATION = 1000
+#: Pixels switched on in a ``sparse`` canary (of 784 for MNIST: two patterns share ~0.5 pixel on average).
+SPARSE_PIXELS = 20
 
 
 @dataclass(frozen=True, eq=False)
@@ -37,7 +53,9 @@ class CanaryGame:
     ``target_canaries`` / ``shadow_canaries`` are row indices (m,); ``target_in`` (m,) and
     ``shadow_in`` (K, m) are the fair coins (True = canary trained on).
     ``reference_masks`` (R, N) and ``reference_in`` (R, m) (which target canaries each LiRA
-    reference model trains on) have R = 0 when no reference models were asked for.
+    reference model trains on) have R = 0 when no reference models were asked for. ``population``:
+    rows no model trains on, made like the canaries (RMIA's population samples). The first
+    ``natural_rows`` rows are the dataset's; the others were appended.
     """
 
     data: Dataset
@@ -51,6 +69,8 @@ class CanaryGame:
     shadow_in: np.ndarray
     reference_masks: np.ndarray | None = None
     reference_in: np.ndarray | None = None
+    population: np.ndarray | None = None
+    natural_rows: int = 0
 
     @property
     def references(self) -> int:
@@ -59,6 +79,11 @@ class CanaryGame:
     @property
     def m(self) -> int:
         return int(self.target_canaries.shape[0])
+
+    @property
+    def appended_rows(self) -> int:
+        """Rows appended to the dataset (synthetic canaries, the population): the last rows of ``data``."""
+        return len(self.data) - self.natural_rows
 
     def summary(self) -> dict:
         return {
@@ -71,14 +96,32 @@ class CanaryGame:
             "test_size": int(self.test_index.shape[0]),
             "inclusion": "independent fair coin per canary (one-run game, Steinke et al. 2023)",
             "reference_models": self.references,
+            "population": int(self.population.size),
             "reference_inclusion": (f"each target canary IN exactly {self.references // 2} of {self.references} "
-                                    "reference models (LiRA, Carlini et al. 2022)") if self.references else None,
+                                    "reference models (LiRA, RMIA)") if self.references else None,
         }
 
 
 def mislabel(y: np.ndarray, n_classes: int, rng: np.random.Generator) -> np.ndarray:
     """A uniformly random label different from each true label."""
     return (y + rng.integers(1, n_classes, size=y.shape[0])) % n_classes
+
+
+def synthetic_canaries(kind: str, count: int, shape: tuple[int, ...], n_classes: int,
+                       rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """``count`` synthetic canaries of ``kind`` (:data:`SYNTHETIC_CANARIES`): inputs (count, *shape)
+    float32 in [0, 1] and independent uniformly random labels (count,)."""
+    d = int(np.prod(shape))
+    X = np.zeros((count, d), dtype=np.float32)
+    if kind == "sparse":
+        on = min(SPARSE_PIXELS, d)
+        for i in range(count):
+            X[i, rng.choice(d, size=on, replace=False)] = 1.0
+    elif kind == "blank":
+        X[:] = rng.permutation(np.linspace(0.0, 1.0, count, dtype=np.float32))[:, None]
+    else:
+        raise UserError(f"unknown synthetic canary {kind!r}; choose one of {', '.join(SYNTHETIC_CANARIES)}")
+    return X.reshape(count, *shape), rng.integers(0, n_classes, size=count)
 
 
 def build_canary_game(data: Dataset, n_train: int, m: int, shadows: int, canary_kind: str,
@@ -92,27 +135,52 @@ def build_canary_game(data: Dataset, n_train: int, m: int, shadows: int, canary_
         raise UserError(f"unknown canary kind {canary_kind!r}; choose one of {', '.join(MEMBERSHIP_CANARIES)}")
     if shadows < 2:
         raise UserError(f"the shadow attack needs at least 2 shadow models, got {shadows}")
-    if references and references < 4:
-        raise UserError(f"LiRA needs at least 4 reference models (2 IN, 2 OUT per canary), got {references}")
+    if references < 0:
+        raise UserError(f"the number of reference models cannot be negative, got {references}")
     if m < 2:
         raise UserError(f"need at least 2 canaries, got {m}")
     n = len(data)
     n_test = min(n_test, n // 10)
-    shadow_pool_size = n - n_test - n_train - 2 * m
+    synthetic = canary_kind in SYNTHETIC_CANARIES
+    pooled = 0 if synthetic else 2 * m
+    shadow_pool_size = n - n_test - n_train - pooled
     if shadow_pool_size < n_train // 2:
         raise UserError(
             f"dataset {data.name} has {n} examples, too few for {n_train} training examples, "
-            f"2 x {m} canaries and a shadow pool; lower --canaries or use a larger dataset (--data-dir)"
+            + ("" if synthetic else f"2 x {m} canaries ")
+            + "and a shadow pool; "
+            + ("" if synthetic else "lower --canaries, use a synthetic --canary kind, ")
+            + "or use a larger dataset (--data-dir)"
         )
     rng = np.random.default_rng([seed, 7])
     order = rng.permutation(n)
-    cut = np.cumsum([n_test, n_train, m, m])
-    test_index, target_natural, target_canaries, shadow_canaries, shadow_pool = np.split(order, cut)
-    y = data.y.copy()
-    if canary_kind == "mislabelled":
-        canaries = np.concatenate([target_canaries, shadow_canaries])
-        y[canaries] = mislabel(y[canaries], data.n_classes, rng)
-    game_data = Dataset(data.X, y, data.name, data.n_classes, data.shape, data.source)
+    if synthetic:  # the canaries are new rows n .. n + 2m - 1: the target's, then the shadows'
+        test_index, target_natural, shadow_pool = np.split(order, np.cumsum([n_test, n_train]))
+        target_canaries, shadow_canaries = n + np.arange(m), n + m + np.arange(m)
+        cX, cy = synthetic_canaries(canary_kind, 2 * m, data.shape, data.n_classes, np.random.default_rng([seed, 9]))
+        game_data = Dataset(np.concatenate([data.X, cX]), np.concatenate([data.y, cy]).astype(data.y.dtype),
+                            data.name, data.n_classes, data.shape, data.source)
+    else:
+        cut = np.cumsum([n_test, n_train, m, m])
+        test_index, target_natural, target_canaries, shadow_canaries, shadow_pool = np.split(order, cut)
+        y = data.y.copy()
+        if canary_kind == "mislabelled":
+            canaries = np.concatenate([target_canaries, shadow_canaries])
+            y[canaries] = mislabel(y[canaries], data.n_classes, rng)
+        game_data = Dataset(data.X, y, data.name, data.n_classes, data.shape, data.source)
+    # RMIA's population, made like the canaries and trained on by no model (its own random stream):
+    # fresh synthetic canaries, or copies of the test images labelled as the canaries are
+    pop_rng = np.random.default_rng([seed, 10])
+    if synthetic:
+        pX, py = synthetic_canaries(canary_kind, SYNTHETIC_POPULATION, data.shape, data.n_classes, pop_rng)
+    else:
+        pX, py = data.X[test_index], data.y[test_index]
+        if canary_kind == "mislabelled":
+            py = mislabel(py, data.n_classes, pop_rng)
+    population = len(game_data) + np.arange(len(py))
+    game_data = Dataset(np.concatenate([game_data.X, pX]), np.concatenate([game_data.y, py]).astype(data.y.dtype),
+                        data.name, data.n_classes, data.shape, data.source)
+    n = len(game_data)
 
     target_in = rng.random(m) < 0.5
     target_mask = np.zeros(n, dtype=bool)
@@ -136,4 +204,4 @@ def build_canary_game(data: Dataset, n_train: int, m: int, shadows: int, canary_
             reference_masks[r, ref_rng.choice(shadow_pool, size=per_shadow, replace=False)] = True
             reference_masks[r, target_canaries[reference_in[r]]] = True
     return CanaryGame(game_data, canary_kind, test_index, target_mask, target_canaries, target_in,
-                      shadow_masks, shadow_canaries, shadow_in, reference_masks, reference_in)
+                      shadow_masks, shadow_canaries, shadow_in, reference_masks, reference_in, population, len(data))

@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from audit.choices import SYNTHETIC_CANARIES
 from audit.errors import UserError
 from audit.executors import TrainingCall, train_cached_models
 from audit.games import CanaryGame
@@ -35,9 +36,9 @@ class MembershipSubject:
     """A target for the membership game.
 
     ``fit(paths, game, calls)`` trains, for each :class:`audit.executors.TrainingCall`, one model per
-    row of its ``masks`` (over the rows of ``game.data``) and returns the trained models per call; ``log_probs(trained, X)`` returns (models, n, classes) log-probabilities;
-    ``select(trained, rows)`` keeps some of the models. ``claim`` is None for a non-private target;
-    ``theory_line`` is what the run prints about its accounting; ``config`` goes to config.json.
+    row of its ``masks`` (over the rows of ``game.data``) and returns the trained models per call;
+    ``log_probs(trained, X)`` returns (models, n, classes) log-probabilities. ``claim`` is None for a
+    non-private target; ``theory_line`` is what the run prints about its accounting; ``config`` goes to config.json.
     """
 
     name: str
@@ -50,7 +51,6 @@ class MembershipSubject:
     params: dict
     fit: Callable[[RunPaths, CanaryGame, list[TrainingCall]], list]
     log_probs: Callable[[Any, np.ndarray], np.ndarray]
-    select: Callable[[Any, slice], Any]
     theory_line: str | None = None
     config: dict = field(default_factory=dict)
 
@@ -73,22 +73,23 @@ def registry_subject(opts: Any) -> MembershipSubject:
     def fit(paths: RunPaths, game: CanaryGame, calls: list[TrainingCall]) -> list:
         with opts.make_executor() as executor:  # every call's chunks run side by side
             return train_cached_models(executor, paths.cache_dir, game.data, config, calls, device,
-                                       max_memory=opts.max_memory, progress=not opts.quiet, log=paths.log)
+                                       max_memory=opts.max_memory, progress=not opts.quiet, log=paths.log,
+                                       appended_rows=game.appended_rows)
 
     line = (f"{target.name}: sigma = {sigma:.4f} for epsilon {target.epsilon:g} at delta {target.delta:g} "
             f"(q = {target.sample_rate:.4f}, {target.steps} steps, PLD accountant)" if claim is not None else None)
     return MembershipSubject(
         target.name, target.description, data, target.n_train, target.arch, claim, target.delta,
         target.params(sigma) | {"expected_batch_size": config.expected_batch_size}, fit,
-        lambda params, X: log_softmax(predict_logits(target.arch, params, X, device)),
-        lambda params, rows: {k: v[rows] for k, v in params.items()}, line,
+        lambda params, X: log_softmax(predict_logits(target.arch, params, X, device)), line,
         {"target": asdict(target), "train_config": config.to_dict()})
 
 
-def plugin_n_train(n: int, m: int) -> int:
+def plugin_n_train(n: int, pooled_canaries: int) -> int:
     """The largest target training set (up to MAX_PLUGIN_TRAIN) for which :func:`audit.games.build_canary_game`
-    leaves a shadow pool of at least half of it, with ``m`` canaries per side and a tenth of the data as test set."""
-    room = n - min(500, n // 10) - 2 * m
+    leaves a shadow pool of at least half of it, with ``pooled_canaries`` canaries taken from the ``n`` records
+    (none for synthetic canaries, which are appended) and a tenth of the data as test set."""
+    room = n - min(500, n // 10) - pooled_canaries
     return max(1, min(MAX_PLUGIN_TRAIN, int(room / 1.5)))
 
 
@@ -103,7 +104,7 @@ def plugin_subject(opts: Any, m: int) -> MembershipSubject:
     if not isinstance(plugin, TrainerPlugin):
         raise UserError(f"plugin {opts.target} is a mechanism; membership inference needs a trainer plugin")
     data = plugin_dataset(plugin, opts.data_dir)
-    n_train = plugin_n_train(len(data), m)
+    n_train = plugin_n_train(len(data), 0 if opts.canary in SYNTHETIC_CANARIES else 2 * m)
     claim = plugin.claim
     if claim is None:  # "claim": "opacus": read off a probe training run
         from audit.plugin_updates import resolved_claim
@@ -134,7 +135,6 @@ def plugin_subject(opts: Any, m: int) -> MembershipSubject:
     return MembershipSubject(
         plugin.name, plugin.description, data, n_train, f"user trainer {plugin.spec}", claim, plugin.delta,
         {"plugin": plugin.spec, "rng": plugin.rng, "n_train": n_train} | plugin.params, fit, log_probs,
-        lambda models, rows: models[rows],
         None if claim is None else f"{plugin.name}: {claim.description}",
         {"plugin": plugin_config(plugin)})
 

@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from audit.choices import THREATS
+from audit.choices import INITS, THREATS
 from audit.dp_game import audit_runs, fair_coins
 from audit.errors import UserError
 from audit.run_context import RunContext
@@ -37,6 +37,9 @@ from audit.target_defaults import TargetUse, dp_choice, plugin_canary, target_us
 from audit.theory.checks import check_confidence
 from targets.plugin_rng import reproducibility_lines
 
+#: The non-private pre-training of ``--init pretrained``: epochs and expected batch size of plain SGD.
+PRETRAIN_EPOCHS, PRETRAIN_BATCH = 20, 64
+
 
 @dataclass(frozen=True)
 class DPOptions(CommonRunOptions):
@@ -45,6 +48,8 @@ class DPOptions(CommonRunOptions):
     runs: int | None = None
     canary: str | None = None  # None: the target's default (audit.target_defaults)
     threat: str | None = None
+    init: str = "random"
+    calibration_runs: int = 0
 
 
 @dataclass
@@ -54,7 +59,8 @@ class Observation:
     ``scores`` (R,): higher = "canary in". ``step_scores`` (R, T) per-step observations (updates
     threat model) with the claim's ``sample_rate`` and ``steps`` to compose them. ``info``: extra
     JSON-serialisable facts (e.g. how many steps the canary joined). ``gaussian``: the scores are
-    exactly Gaussian with a common variance (adds the parametric ``gaussian-fit`` estimate).
+    exactly Gaussian with a common variance (adds the parametric ``gaussian-fit`` estimate);
+    ``gaussian_fit``: add that estimate for scores only assumed Gaussian (a black-box canary's loss).
     ``design_sigma``: the claimed noise multiplier, used to fix the per-step threshold in advance.
     ``cp_threshold``: fixes the Clopper–Pearson threshold in advance (see :func:`audit.dp_game.audit_runs`).
     ``tradeoff_test``: the threshold tests also test the claim's own tradeoff curve (update-level audits,
@@ -69,6 +75,7 @@ class Observation:
     steps: int | None = None
     info: dict = field(default_factory=dict)
     gaussian: bool = False
+    gaussian_fit: bool = False
     design_sigma: float | None = None
     cp_threshold: Callable[[int, int], tuple[float, str]] | None = None
     results: dict = field(default_factory=dict)
@@ -201,6 +208,40 @@ def _shuffle_hypothesis_threshold(sigma: float, steps: int, per_epoch: int, delt
     return choose
 
 
+def pretrained_init(data, rows: np.ndarray, config, seed: int, device) -> dict:
+    """One model trained without privacy on ``data[rows]`` by the project's trainer
+    (:func:`targets.training.train_models`, plain SGD: :data:`PRETRAIN_EPOCHS` epochs at expected batch
+    :data:`PRETRAIN_BATCH`, the target's learning rate): the public starting point of ``--init pretrained``."""
+    from dataclasses import replace
+
+    from targets.training import train_models
+
+    q = min(1.0, PRETRAIN_BATCH / rows.size)
+    plain = replace(config, clip_norm=None, noise_multiplier=0.0, epochs=float(PRETRAIN_EPOCHS), sample_rate=q,
+                    expected_batch_size=q * rows.size)
+    mask = np.zeros((1, len(data)), dtype=bool)
+    mask[0, rows] = True
+    params = train_models(data, mask, plain, [int(np.random.SeedSequence([seed, 47]).generate_state(1)[0])],
+                          device=device, progress=False, desc="pre-training")
+    return {k: v[0] for k, v in params.items()}
+
+
+def calibrated_threshold(cal_scores: np.ndarray, cal_included: np.ndarray, delta: float, confidence: float,
+                         runs: int) -> Callable[[int, int], tuple[float, str]]:
+    """The threshold of a black-box audit fixed on separate calibration runs (their own coins and seeds,
+    never the audited runs): the one whose GDP bound, expected from the calibration scores' error rates at
+    the audit's run counts, is largest (:func:`audit.stats.thresholds.designed_threshold_from_samples`)."""
+    from audit.stats.thresholds import designed_threshold_from_samples
+
+    def choose(n_pos: int, n_neg: int) -> tuple[float, str]:
+        threshold, expected = designed_threshold_from_samples(cal_scores[cal_included], cal_scores[~cal_included],
+                                                              n_pos, n_neg, confidence, delta, method="gdp")
+        return threshold, (f"fixed on {runs} separate calibration runs (GDP expected from their error rates: "
+                           f"epsilon {expected:.3f}); every audited run used")
+
+    return choose
+
+
 def dpsgd_setup(opts: DPOptions) -> DPAuditSetup:
     """A registry DP-SGD target audited with a gradient or input canary under a threat model.
 
@@ -209,6 +250,12 @@ def dpsgd_setup(opts: DPOptions) -> DPAuditSetup:
     claim read for replace-one neighbours); ``white-box`` — the final minus initial parameters projected on
     the canary direction (the adversary knows the initialisation: the runs' seeds are public);
     ``black-box`` — minus the final model's cross-entropy loss on the input canary.
+
+    ``opts.init``: ``random`` (each run's own initialisation) or ``pretrained`` (every run starts from
+    one model trained without privacy on data disjoint from the training set and the canary,
+    :func:`pretrained_init`; Annamalai & De Cristofaro 2024). ``opts.calibration_runs`` > 0 trains that
+    many more runs with their own coins and seeds and fixes the threshold on them
+    (:func:`calibrated_threshold`); otherwise the Bonferroni grid is used.
     """
     import torch
 
@@ -223,6 +270,11 @@ def dpsgd_setup(opts: DPOptions) -> DPAuditSetup:
     from targets.sampling import steps_per_epoch
     from targets.training import log_softmax, predict_logits, resolve_device
 
+    if opts.init not in INITS:
+        raise UserError(f"unknown initialisation {opts.init!r}; choose one of {', '.join(INITS)}")
+    if opts.calibration_runs and opts.threat == "updates":
+        raise UserError("--calibration-runs fixes the threshold of a black-box or white-box audit; the updates "
+                        "threat model fixes its own")
     target = get_target(opts.target).with_privacy(opts.epsilon, opts.delta)
     if not target.private:
         raise UserError(f"target {target.name} is not private; run dp audits DP targets")
@@ -240,8 +292,19 @@ def dpsgd_setup(opts: DPOptions) -> DPAuditSetup:
         raise UserError(f"dataset {data.name} has {len(data)} examples; target needs {target.n_train} + 1")
     perm = np.random.default_rng([opts.seed, 5]).permutation(len(data))
     train_index, pool_index = perm[:target.n_train], perm[target.n_train:]
+    init, init_info = None, {"init": opts.init}
+    if opts.init == "pretrained":  # a disjoint half: the last n_train rows of the pool (canaries come from its front)
+        if pool_index.size < 2 * target.n_train:
+            raise UserError(f"--init pretrained needs {target.n_train} more records than the target's training set "
+                            f"and its canary pool; dataset {data.name} has {len(data)}")
+        pre_rows, pool_index = pool_index[-target.n_train:], pool_index[:-target.n_train]
     sigma = _noise_multiplier(target.epsilon, target.delta, target.sample_rate, target.steps)
     config = target.train_config(sigma)
+    if opts.init == "pretrained":
+        init = pretrained_init(data, pre_rows, config, opts.seed, device)
+        init_info |= {"pretrained_on": f"{pre_rows.size} records disjoint from the training set and the canary",
+                      "pretraining": f"non-private SGD, {PRETRAIN_EPOCHS} epochs, expected batch {PRETRAIN_BATCH}, "
+                                     f"lr {config.lr}"}
     claimed = target.claim(sigma)
     replace_pair = opts.canary == "dirac-replace"
     claim = claimed
@@ -266,14 +329,27 @@ def dpsgd_setup(opts: DPOptions) -> DPAuditSetup:
     # dead coordinate), every per-run score is canary * T + N(0, T sigma^2): exactly Gaussian
     exact = q >= 1.0 and gvec is not None
 
-    def observe(included: np.ndarray, seed: int) -> Observation:
-        seeds = np.random.SeedSequence([seed, 23]).generate_state(included.size).tolist()
+    def train(included: np.ndarray, seeds: list[int]):
         with opts.make_executor() as executor:  # cached chunks of runs (audit.executors)
-            runs = cached_audit_runs(executor, cache_dir_of(opts.out), data, train_index, config, seeds, included,
+            return cached_audit_runs(executor, cache_dir_of(opts.out), data, train_index, config, seeds, included,
                                      grad_canary=gvec, input_canary=icanary,
                                      observe="updates" if opts.threat == "updates" else "final", device=device,
-                                     replace_pair=replace_pair, progress=not opts.quiet,
+                                     replace_pair=replace_pair, progress=not opts.quiet, init=init,
                                      log=None if opts.quiet else lambda line: print(line, file=sys.stderr))
+
+    def observe(included: np.ndarray, seed: int) -> Observation:
+        obs = score(train(included, np.random.SeedSequence([seed, 23]).generate_state(included.size).tolist()),
+                    included)
+        if opts.calibration_runs:  # separate runs, own coins and seeds: they fix the threshold, never the bound
+            cal_in = np.random.default_rng([seed, 41]).random(opts.calibration_runs) < 0.5
+            cal_seeds = np.random.SeedSequence([seed, 43]).generate_state(opts.calibration_runs).tolist()
+            cal = score(train(cal_in, cal_seeds), cal_in)
+            obs.cp_threshold = calibrated_threshold(cal.scores, cal_in, target.delta, opts.confidence,
+                                                    opts.calibration_runs)
+            obs.info["calibration_runs"] = opts.calibration_runs
+        return obs
+
+    def score(runs, included: np.ndarray) -> Observation:
         info = {"canary_steps_mean_in": float(runs.canary_steps[included].mean()) if included.any() else None,
                 "known_part_subtracted": runs.subtracted_known if opts.threat == "updates" else None}
         if opts.threat == "updates" and replace_pair:  # the per-step model (Poisson, shift 1) does not apply
@@ -296,12 +372,12 @@ def dpsgd_setup(opts: DPOptions) -> DPAuditSetup:
             return Observation(score, info=info, gaussian=exact and opts.canary == "dirac")
         final = unflatten(runs.final, shapes)
         lp = log_softmax(predict_logits(target.arch, final, np.asarray(icanary[0])[None], device))[:, 0, :]
-        return Observation(lp[:, int(icanary[1])], info=info)
+        return Observation(lp[:, int(icanary[1])], info=info, gaussian_fit=True)
 
     params = {"noise_multiplier": sigma, "clip_norm": target.clip_norm, "sample_rate": q, "steps": T,
               "epochs": target.epochs, "lr": lr, "expected_batch_size": B, "n_train": target.n_train,
               "full_batch": q >= 1.0, "sampling": target.sampling,
-              "claimed_epsilon_add_remove": float(claimed.epsilon(target.delta))}
+              "claimed_epsilon_add_remove": float(claimed.epsilon(target.delta))} | init_info
     default = {"updates": 4000, "white-box": 4000, "black-box": 1000}[opts.threat]
     return DPAuditSetup(
         name=target.name, description=target.description, dataset=data.name,
@@ -332,6 +408,12 @@ def build_setup(opts: DPOptions) -> DPAuditSetup:
     if opts.threat is not None and opts.threat not in THREATS:
         raise UserError(f"unknown threat model {opts.threat!r}; choose one of {', '.join(THREATS)}")
     check_confidence(opts.confidence)
+    if opts.calibration_runs < 0:
+        raise UserError(f"--calibration-runs must be 0 or more, got {opts.calibration_runs}")
+    dpsgd_only = [flag for flag, given in (("--init pretrained", opts.init != "random"),
+                                           ("--calibration-runs", opts.calibration_runs > 0)) if given]
+    if dpsgd_only and (opts.target in DPERM_TARGETS or opts.target in DPERM_AUDIT_TARGETS):
+        raise UserError(f"{' and '.join(dpsgd_only)} apply to the project's DP-SGD targets, not to {opts.target}")
     if opts.target in DPERM_TARGETS or opts.target in DPERM_AUDIT_TARGETS:
         return dperm_setup(with_defaults(opts, target_use(opts.target)))
     from targets.plugins import is_plugin_spec
@@ -346,6 +428,8 @@ def build_setup(opts: DPOptions) -> DPAuditSetup:
                             f"--target {opts.target}`")
         if opts.epsilon is not None or opts.delta is not None:
             raise UserError("--epsilon/--delta do not apply to a plugin: its factory states the claim")
+        if dpsgd_only:
+            raise UserError(f"{' and '.join(dpsgd_only)} apply to the project's DP-SGD targets, not to a plugin")
         threat = opts.threat or trainer_plugin_use(plugin.description).default_threat
         return trainer_setup(plugin, plugin_canary(threat, opts.canary), threat, opts.seed, opts.data_dir, opts.quiet,
                              opts.confidence)
@@ -385,8 +469,8 @@ def _play(ctx: RunContext, setup: DPAuditSetup, runs: int, included: np.ndarray,
         fixed = FixedThreshold(threshold, choice)
     game = audit_runs(obs.scores, included, setup.claim, setup.delta, confidence, np.random.default_rng([seed, 3]),
                       step_scores=obs.step_scores, sample_rate=obs.sample_rate, steps=obs.steps,
-                      gaussian_pair=obs.gaussian, design_sigma=obs.design_sigma, fixed_threshold=fixed,
-                      claim_tradeoff_test=obs.tradeoff_test)
+                      gaussian_pair=obs.gaussian, gaussian_fit=obs.gaussian_fit, design_sigma=obs.design_sigma,
+                      fixed_threshold=fixed, claim_tradeoff_test=obs.tradeoff_test)
     ctx.timing["statistics_s"] = time.perf_counter() - t0
     attack = f"{setup.threat}/{setup.canary.get('kind')}"
     bounds = [b | {"attack": attack} for b in game["lower_bounds"]]
@@ -475,6 +559,8 @@ class SweepOptions:
     workers: int = 1
     executor: str = "local"
     ray_address: str | None = None
+    init: str = "random"
+    calibration_runs: int = 0
 
 
 def sweep_family(opts: SweepOptions) -> Family:
@@ -505,7 +591,8 @@ def sweep_rows(opts: SweepOptions, sub_out: Path) -> list[dict]:
                                  quick=opts.quick, epsilon=eps, delta=opts.delta, data_dir=opts.data_dir,
                                  quiet=opts.quiet, runs=opts.runs, canary=canary, threat=threat,
                                  confidence=confidence, workers=opts.workers, executor=opts.executor,
-                                 ray_address=opts.ray_address)
+                                 ray_address=opts.ray_address, init=opts.init,
+                                 calibration_runs=opts.calibration_runs)
             started = time.perf_counter()
             setup = build_setup(run_opts)
             runs = opts.runs or setup.default_runs
@@ -516,6 +603,7 @@ def sweep_rows(opts: SweepOptions, sub_out: Path) -> list[dict]:
                          "epsilon_claimed": eps, "epsilon_theory": res["epsilon_theory"],
                          "epsilon_lb": float(est["epsilon"]) if est else 0.0, "method": est["method"] if est else None,
                          "epsilon_lb_valid": float(valid["epsilon"]) if valid else 0.0, "runs": runs,
+                         "models": runs + opts.calibration_runs, "init": opts.init,
                          "wall_s": time.perf_counter() - started, "run_dir": run_dir.name,
                          "bounds": {b["method"]: b["epsilon"] for b in res["lower_bounds"]},
                          "details": est["details"] if est else {}})

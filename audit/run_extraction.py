@@ -1,11 +1,13 @@
 """``run extraction``: steal a logistic-regression target through its prediction API and measure it.
 
 Attacks (:mod:`attacks.extraction`, Tramèr et al. 2016): equation solving with d + 1 queries on exact
-outputs; weighted least squares over more queries on outputs rounded to ``--round K`` decimals
-(3 decimals is also run as a comparison when ``--round`` is not given); and the label-only
-uniform-retraining baseline. Each is measured by the query count, the relative parameter error
-(canonical form theta_k - theta_0), label agreement on held-out data and on 10,000 uniform random
-inputs (1 - R_test, 1 - R_unif) and the mean total-variation distance between output distributions.
+outputs; on outputs rounded to ``--round K`` decimals, weighted least squares over queries chosen to
+avoid saturation, doubled until the solution is stable (when ``--round`` is not given, 2, 3 and 4
+decimals are all run as a comparison, 3 only with ``--quick``), with the queries each precision
+needed; and the label-only uniform-retraining baseline. Each is measured by the query count, the
+relative parameter error (canonical form theta_k - theta_0), label agreement on held-out data and
+on 10,000 uniform random inputs (1 - R_test, 1 - R_unif) and the mean total-variation distance
+between output distributions.
 
 Targets: the softmax-regression targets of :mod:`targets.registry` (``arch == "logreg"``, trained
 on a seeded member set, non-private or DP-SGD) and the binary DP-ERM targets of
@@ -26,6 +28,7 @@ from typing import Callable
 import numpy as np
 
 from attacks.extraction import (
+    ROUNDED_MAX_FACTOR,
     FeatureMap,
     PredictionAPI,
     agreement,
@@ -34,6 +37,7 @@ from attacks.extraction import (
     label_only_retraining,
     linear_features,
     relative_error,
+    rounded_extraction,
     softmax,
     tv_distance,
     uniform_inputs,
@@ -49,8 +53,8 @@ from targets.training import TrainConfig, resolve_device, train_models
 
 #: Uniform random inputs used for 1 - R_unif (Tramèr et al. 2016 use 10,000).
 N_UNIFORM = 10_000
-#: Rounding used for the comparison row when --round is not given.
-COMPARISON_ROUND = 3
+#: Roundings compared when --round is not given (--quick: the middle one only).
+COMPARISON_ROUNDS = (2, 3, 4)
 
 
 @dataclass(frozen=True)
@@ -125,9 +129,9 @@ def resolve_trained(name: str, epsilon: float | None, delta: float | None, quick
 def _linear_target(opts: ExtractionOptions) -> TrainedTarget:
     target = resolve_trained(opts.target, opts.epsilon, opts.delta, opts.quick)
     if target.arch != "logreg":
+        linear = ", ".join(t for t, v in TARGETS.items() if v.arch == "logreg")
         raise UserError(f"extraction by equation solving needs a logistic-regression target; {target.name} is a "
-                        f"{target.arch}; choose one of {', '.join(t for t, v in TARGETS.items() if v.arch == 'logreg')} "
-                        f"or a DP-ERM target")
+                        f"{target.arch}; choose one of {linear} or a DP-ERM target")
     return target
 
 
@@ -237,15 +241,17 @@ def _extract(ctx: RunContext, opts: ExtractionOptions, target: TrainedTarget | N
 
     t0 = time.perf_counter()
     rows = []
-    settings = [opts.round] if opts.round is not None else [None, COMPARISON_ROUND]
+    comparison = COMPARISON_ROUNDS[1:2] if opts.quick else COMPARISON_ROUNDS
+    settings = [opts.round] if opts.round is not None else [None, *comparison]
     main = None
     for decimals in settings:
         api = PredictionAPI(victim.predict_proba, d, K, decimals)
         n_q = opts.queries if (decimals == opts.round) else None
         label = "equation solving" + (f" (outputs rounded to {decimals} decimals)" if decimals is not None else
                                       " (exact outputs)")
+        attack = equation_solving if decimals is None else rounded_extraction
         try:
-            stolen = equation_solving(api, victim.feature_map, low, high, rng, n_q)
+            stolen = attack(api, victim.feature_map, low, high, rng, n_q)
         except UserError as exc:
             if decimals == opts.round:
                 raise
@@ -312,6 +318,25 @@ def _extract(ctx: RunContext, opts: ExtractionOptions, target: TrainedTarget | N
                           f"inputs from the data range; TV is the mean total-variation distance between their "
                           f"output distributions. Parameters are compared in canonical form theta_k - theta_0 "
                           f"({(K - 1) * p} unknowns, d = {d})."}]
+    rounded = [r for r in rows if r.get("round_decimals") is not None and "failed" not in r]
+    if rounded:
+        extraction["rounded"] = [{k: r[k] for k in ("round_decimals", "queries", "param_rel_error", "agreement_test",
+                                                   "agreement_uniform")} | {"converged": r["details"]["converged"]}
+                                 for r in rounded]
+        tables.append({"title": "Rounded outputs: the queries each precision needed",
+                       "columns": ["decimals", "queries", "of which box probes", "equation queries (relative change)",
+                                   "stable", "relative parameter error", "agreement (test)", "agreement (uniform)"],
+                       "rows": [[r["round_decimals"], r["queries"], r["details"]["probe_queries"],
+                                 ", ".join(f"{x['queries']}" + ("" if x["relative_change"] is None
+                                                                else f" ({x['relative_change']:.2g})")
+                                           for x in r["details"]["rounds"]),
+                                 "yes" if r["details"]["converged"] else "no (query cap)", r["param_rel_error"],
+                                 r["agreement_test"], r["agreement_uniform"]] for r in rounded],
+                       "caption": "The thief doubles its equation queries until the solution moves by less than "
+                                  f"{rounded[0]['details']['tol']:.0%} (relative), or until the cap of "
+                                  f"{ROUNDED_MAX_FACTOR} x (d + 1) queries; the box probes chose queries whose rounded "
+                                  "outputs are not saturated. Coarser rounding needs more queries for the same "
+                                  "stability."})
     if "post_processing" in extraction:
         pp = extraction["post_processing"]
         tables.append({"title": "Post-processing: what a DP model's thief gets",
@@ -343,8 +368,10 @@ def summary_lines(run_dir: Path, results: dict) -> list[str]:
             lines.append(f"{r['method']}: failed after {r['queries']} queries ({r['failed']})")
             continue
         error = "" if r["param_rel_error"] is None else f", param error {r['param_rel_error']:.3g}"
-        lines.append(f"{r['method']}: {r['queries']} queries{error}, agreement test {r['agreement_test']:.4f} / "
-                     f"uniform {r['agreement_uniform']:.4f}, TV {r['tv_distance']:.3g}")
+        stable = ("" if r.get("round_decimals") is None else
+                  ", stable" if r["details"]["converged"] else ", not stable at the query cap")
+        lines.append(f"{r['method']}: {r['queries']} queries{stable}{error}, agreement test "
+                     f"{r['agreement_test']:.4f} / uniform {r['agreement_uniform']:.4f}, TV {r['tv_distance']:.3g}")
     if "post_processing" in e:
         lines.append("post-processing: " + e["post_processing"]["text"])
     return lines

@@ -1,9 +1,10 @@
 """The flagship audit: membership inference on a trained target with the one-run game.
 
-Steps: split the data and toss the canary coins (:mod:`audit.games`); train the target once, and
-the shadow models and LiRA's reference models (vectorised, in cached chunks on the run's executor:
-:mod:`audit.executors`); score every canary
-with each attack (:func:`attacks.membership.run_attacks`: shadow, LiRA online/offline, loss,
+Steps: split the data and toss the canary coins (:mod:`audit.games`); train the target once, the
+shadow models, and the reference models of LiRA and RMIA (vectorised, in cached chunks on the run's
+executor, :mod:`audit.executors`; each of the three cached on its own, so that a run with another
+attack reuses them and never retrains); score every canary with each
+attack (:func:`attacks.membership.run_attacks`: shadow, LiRA and RMIA online/offline, loss,
 confidence); report each attack's AUC, TPR at low FPR and membership advantage against the DP
 bound on it (:mod:`audit.stats.metrics`); turn
 each attack's guesses into a one-run epsilon lower bound [Steinke, Nasr, Jagielski 2023] and
@@ -13,7 +14,7 @@ config.json and the HTML report.
 Validity of the bound: the one-run bound needs the numbers of "in" / "out" guesses (k+, k-) to be
 fixed without looking at the target's canary labels. We choose them on calibration games that
 never involve the target — the shadow games (shadow models play the same game on disjoint data)
-for loss, confidence and shadow, and leave-one-reference-out games for LiRA — by maximising the
+for loss, confidence and shadow, and leave-one-reference-out games for LiRA and RMIA — by maximising the
 mean one-run bound over those games, and then apply them unchanged to the target. The shadow
 attack's own shadow scores are leave-one-shadow-out so the choice is not biased by scoring a
 shadow with a classifier trained on it.
@@ -29,7 +30,8 @@ import numpy as np
 
 from attacks.lira import resolve_variance
 from attacks.membership import AttackInputs, run_attacks
-from attacks.names import ATTACKS, LIRA_ATTACKS, expand_attacks
+from attacks.names import ATTACKS, LIRA_ATTACKS, REFERENCE_ATTACKS, RMIA_ATTACKS, check_references, expand_attacks
+from audit.choices import DEFAULT_MEMBERSHIP_CANARY
 from audit.executors import TrainingCall
 from audit.games import build_canary_game
 from audit.membership_subjects import membership_subject
@@ -42,12 +44,13 @@ from audit.stats.one_run_fdp import fdp_one_run_bound
 from audit.stats.rates import rate_point
 from audit.stats.verdict import Family, compare_with_claim
 from audit.theory.checks import check_confidence
+from targets.plugins import is_plugin_spec
 from targets.registry import TrainedTarget
 
 #: One-run methods tried on the calibration games (audit.stats.one_run, audit.stats.one_run_fdp).
 ONE_RUN_METHODS = ("one-run", "one-run-fdp")
 #: Fractions of the m canaries tried as the number of "in" guesses k+ (k- is 0 or k+).
-GUESS_FRACTIONS = (0.02, 0.05, 0.1, 0.2, 0.3, 0.5)
+GUESS_FRACTIONS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5)
 #: The alpha (FPR) grid of the tradeoff curves written to results.json.
 ALPHA_GRID = np.unique(np.concatenate([np.logspace(-5, 0, 181), [1e-3, 1e-2, 0.1, 0.5]]))
 
@@ -56,17 +59,20 @@ ALPHA_GRID = np.unique(np.concatenate([np.logspace(-5, 0, 181), [1e-3, 1e-2, 0.1
 class MembershipOptions(CommonRunOptions):
     """Everything that determines a membership run (stored in config.json)."""
 
-    canary: str = "mislabelled"
+    canary: str = DEFAULT_MEMBERSHIP_CANARY
     canaries: int | None = None
     shadows: int | None = None
     attacks: tuple[str, ...] = tuple(ATTACKS)
     references: int | None = None
     lira_variance: str = "auto"
+    rmia_a: float | None = None
     max_memory: str | None = None
 
 
-#: Default and --quick game sizes: (canaries m, shadow models K, LiRA reference models R).
-GAME_SIZES = {"default": (500, 4, 8), "quick": (200, 3, 4)}
+#: Default and --quick game sizes: (canaries m, shadow models K, LiRA/RMIA reference models R); a user's
+#: trainer plugin (training sets of at most audit.membership_subjects.MAX_PLUGIN_TRAIN records) plays
+#: with fewer canaries by default.
+GAME_SIZES = {"default": (6000, 2, 4), "quick": (200, 3, 4), "plugin": (500, 2, 4)}
 
 
 def quick_target(target: TrainedTarget) -> TrainedTarget:
@@ -131,11 +137,13 @@ def run_membership(opts: MembershipOptions) -> tuple[Path, dict]:
     attack_names = expand_attacks(tuple(opts.attacks))
     resolve_variance(opts.lira_variance, 0)  # validates the name
     check_confidence(opts.confidence)
-    m_default, k_default, r_default = GAME_SIZES["quick" if opts.quick else "default"]
+    preset = "quick" if opts.quick else "plugin" if is_plugin_spec(opts.target) else "default"
+    m_default, k_default, r_default = GAME_SIZES[preset]
     m = opts.canaries or m_default
     shadows = opts.shadows or k_default
-    use_lira = any(name in LIRA_ATTACKS for name in attack_names)
-    references = (opts.references or r_default) if use_lira else 0
+    use_references = any(name in REFERENCE_ATTACKS for name in attack_names)
+    references = (opts.references or r_default) if use_references else 0
+    check_references(attack_names, references)
     t0 = time.perf_counter()
     target = membership_subject(opts, m)
     calibration_s = time.perf_counter() - t0
@@ -154,23 +162,28 @@ def run_membership(opts: MembershipOptions) -> tuple[Path, dict]:
         # reference models leaves the target's and the shadows' seeds unchanged)
         seeds = np.random.SeedSequence(opts.seed).generate_state(1 + shadows + references).tolist()
         t0 = time.perf_counter()
+        calls = [TrainingCall("target model", game.target_mask[None], seeds[:1]),
+                 TrainingCall(f"{shadows} shadow models", game.shadow_masks, seeds[1:1 + shadows])]
         if references:
-            masks = np.concatenate([game.shadow_masks, game.reference_masks])
-            desc = f"{shadows} shadow + {references} reference models"
-        else:
-            masks, desc = game.shadow_masks, f"{shadows} shadow models"
-        calls = [TrainingCall("target model", game.target_mask[None], seeds[:1]), TrainingCall(desc, masks, seeds[1:])]
-        target_params, helper_params = target.fit(paths, game, calls)  # the target's and the helpers' together
+            calls.append(TrainingCall(f"{references} reference models", game.reference_masks, seeds[1 + shadows:]))
+        # one training call each: adding an attack (and its reference models) reuses the others' cache entries
+        target_params, shadow_params, *rest = target.fit(paths, game, calls)
+        reference_params = rest[0] if references else None
         timing["training_s"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
         y = game.data.y
         tc, sc = game.target_canaries, game.shadow_canaries
         target_lp = target.log_probs(target_params, game.data.X[tc])[0]
-        shadow_lp = target.log_probs(target.select(helper_params, slice(0, shadows)), game.data.X[sc])
-        reference_lp = None
-        if references:
-            reference_lp = target.log_probs(target.select(helper_params, slice(shadows, None)), game.data.X[tc])
+        shadow_lp = target.log_probs(shadow_params, game.data.X[sc])
+        reference_lp = target.log_probs(reference_params, game.data.X[tc]) if references else None
+        population = {}
+        if any(name in RMIA_ATTACKS for name in attack_names):  # RMIA's population: like the canaries, never trained
+            pop_X = game.data.X[game.population]
+            population = {"population_labels": y[game.population],
+                          "population_lp": target.log_probs(target_params, pop_X)[0],
+                          "reference_population_lp": target.log_probs(reference_params, pop_X),
+                          "shadow_population_lp": target.log_probs(shadow_params, pop_X)}
         natural = np.flatnonzero(game.target_mask & ~np.isin(np.arange(len(y)), tc))
         eval_index = np.concatenate([game.test_index, natural])
         eval_lp = target.log_probs(target_params, data.X[eval_index])[0]
@@ -185,8 +198,8 @@ def run_membership(opts: MembershipOptions) -> tuple[Path, dict]:
 
         inputs = AttackInputs(n_classes=data.n_classes, labels=y[tc], target_lp=target_lp, shadow_labels=y[sc],
                               shadow_lp=shadow_lp, shadow_in=game.shadow_in, reference_lp=reference_lp,
-                              reference_in=game.reference_in)
-        scored = run_attacks(attack_names, inputs, opts.lira_variance)
+                              reference_in=game.reference_in, **population)
+        scored = run_attacks(attack_names, inputs, opts.lira_variance, opts.rmia_a)
         timing["attacks_s"] = time.perf_counter() - t0
 
         delta = target.delta
@@ -220,7 +233,9 @@ def run_membership(opts: MembershipOptions) -> tuple[Path, dict]:
                                                     else bool(metrics["advantage_ci"][0] <= adv_bound))
             if name in LIRA_ATTACKS:
                 metrics["lira_variance"] = resolve_variance(opts.lira_variance, references)
+            if name in REFERENCE_ATTACKS:
                 metrics["reference_models"] = references
+            metrics |= sc_.parameters
             attacks_out[name] = metrics
 
         comparison = compare_with_claim(bounds, claim, delta, ALPHA_GRID, family)

@@ -4,9 +4,11 @@
 
 Runs ``run dp`` (via :func:`audit.run_dp.sweep_rows`) for each (target, threat, canary, epsilon)
 of the grid and writes ``{"rows": [...], "quick", "created", "host"}`` where every row has
-``target, threat, canary, epsilon_theory, epsilon_lb, method, runs, wall_s`` (plus the largest
-statistically valid bound ``epsilon_lb_valid`` and the ratio ``epsilon_lb / epsilon_theory``).
-The full grid reproduces the threat-model ladder of Nasr et al. 2021/2023 on our targets; the
+``target, threat, canary, epsilon_theory, epsilon_lb, method, runs, models, init, wall_s`` (plus the
+largest statistically valid bound ``epsilon_lb_valid`` and the ratio ``epsilon_lb / epsilon_theory``;
+``models`` counts the audited runs and the calibration runs that fixed the threshold).
+The full grid reproduces the threat-model ladder of Nasr et al. 2021/2023 on our targets and the
+black-box audit from pre-trained initial parameters of Annamalai & De Cristofaro 2024; the
 ``--quick`` grid is the reduced one CI runs.
 """
 
@@ -23,10 +25,13 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from audit.io import write_json  # noqa: E402
-from audit.run_dp import SweepOptions, sweep_rows  # noqa: E402
 from audit.run_context import host_info, utc_now  # noqa: E402
+from audit.run_dp import SweepOptions, sweep_rows  # noqa: E402
 
-#: (target, threat, canary, epsilons, runs): the full grid
+#: Black-box audits from worst-case initial parameters (Annamalai & De Cristofaro 2024): the model pre-trained
+#: without privacy on a disjoint half, the blank canary, the threshold fixed on as many calibration runs.
+PRETRAINED = {"init": "pretrained", "calibration_runs": 200}
+#: (target, threat, canary, epsilons, runs[, other sweep options]): the full grid
 FULL_GRID = [
     ("dpgd_logreg_digits", "updates", "dirac", (2.0, 4.0, 8.0), 16000),
     ("dpsgd_audit_logreg_digits", "updates", "dirac", (2.0,), 16000),
@@ -36,6 +41,8 @@ FULL_GRID = [
     ("dpgd_logreg_digits", "white-box", "dirac", (4.0,), 4000),
     ("dpgd_logreg_digits", "black-box", "crafted", (4.0,), 4000),
     ("dpsgd_logreg_mnist", "black-box", "crafted", (10.0,), 200),
+    ("dpgd_logreg_mnist", "black-box", "blank", (1.0, 2.0, 4.0, 10.0), 200, PRETRAINED),
+    ("dpgd_logreg_mnist", "black-box", "blank", (10.0,), 200, {"init": "random", "calibration_runs": 200}),
 ]
 #: the reduced grid (CI)
 QUICK_GRID = [
@@ -44,16 +51,17 @@ QUICK_GRID = [
     ("dperm_breast_cancer", "white-box", "crafted", (2.0,), 20000),
 ]
 
-KEYS = ("target", "threat", "canary", "epsilon_theory", "epsilon_lb", "method", "runs", "wall_s",
+KEYS = ("target", "threat", "canary", "epsilon_theory", "epsilon_lb", "method", "runs", "models", "init", "wall_s",
         "epsilon_lb_valid", "epsilon_claimed", "bounds")
 
 
 def run_grid(grid: list[tuple], quick: bool, seed: int, out: Path, device: str) -> list[dict]:
     """One row per grid cell and epsilon."""
     rows = []
-    for target, threat, canary, epsilons, runs in grid:
+    for target, threat, canary, epsilons, runs, *extra in grid:
         opts = SweepOptions(target=target, epsilons=epsilons, threats=(threat,), canary=canary, runs=runs,
-                            out=str(out), seed=seed, device=device, quick=quick, quiet=True)
+                            out=str(out), seed=seed, device=device, quick=quick, quiet=True,
+                            **(extra[0] if extra else {}))
         for row in sweep_rows(opts, out):
             entry = {k: row[k] for k in KEYS}
             entry["ratio"] = (row["epsilon_lb"] / row["epsilon_theory"]) if row["epsilon_theory"] else None
@@ -61,9 +69,10 @@ def run_grid(grid: list[tuple], quick: bool, seed: int, out: Path, device: str) 
                 if key in row["details"]:
                     entry[key] = row["details"][key]
             rows.append(entry)
-            print(f"{target:<28} {threat:<10} {canary:<8} eps {row['epsilon_theory']:6.3f}  lb {row['epsilon_lb']:6.3f} "
-                  f"({row['method']}; valid CP {row['epsilon_lb_valid']:.3f})  runs {runs}  {row['wall_s']:.1f} s",
-                  flush=True)
+            print(f"{target:<28} {threat:<10} {canary:<8} eps {row['epsilon_theory']:6.3f}  "
+                  f"lb {row['epsilon_lb']:6.3f} "
+                  f"({row['method']}; valid CP {row['epsilon_lb_valid']:.3f})  runs {runs}  models {row['models']} "
+                  f"({row['init']} init)  {row['wall_s']:.1f} s", flush=True)
     return rows
 
 

@@ -222,6 +222,7 @@ def train_audit_runs(
     max_memory: int | str | None = None,
     replace_pair: bool = False,
     progress: bool = False,
+    init: Params | None = None,
 ) -> AuditRuns:
     """Train ``len(seeds)`` DP-SGD runs on ``data[train_index]``; run ``r`` adds the canary iff ``included[r]``.
 
@@ -231,8 +232,9 @@ def train_audit_runs(
     docstring instead of ``data[train_index]`` (whose size still sets ``n``). The runs are trained by
     :func:`targets.training.train_models` on the rows of ``train_index`` in increasing order plus
     the canary's row: a run whose canary never joins equals the model ``train_models`` trains with
-    the same seed on those rows. ``max_memory`` and ``progress`` are passed on. See the module
-    docstring for what ``observe="updates"`` records.
+    the same seed on those rows. ``max_memory``, ``progress`` and ``init`` (a public starting point
+    shared by every run, e.g. pre-trained parameters) are passed on. See the module docstring for what
+    ``observe="updates"`` records.
     """
     if not config.private or config.clip_norm is None:
         raise UserError("DP audits need a DP-SGD target (clip norm and noise multiplier set)")
@@ -269,7 +271,7 @@ def train_audit_runs(
     hook = CanaryHook(config, list(seeds), included, n - 1 if replace_pair else n, g, shapes,
                       observe == "updates", replace_pair)
     final = train_models(train, masks, config, list(seeds), device=device, progress=progress, desc="audit runs",
-                         max_memory=max_memory, hook=hook)
+                         max_memory=max_memory, hook=hook, init=init)
     step_obs = torch.cat(hook.obs).cpu().numpy().astype(np.float64) if observe == "updates" else None
     return AuditRuns(torch.cat(hook.initial), flatten(final), step_obs, hook.counts,
                      subtracted_known=config.sample_rate >= 1.0 or replace_pair)

@@ -125,6 +125,11 @@ TARGETS: dict[str, TrainedTarget] = {
         TrainedTarget("dpgd_logreg_digits", "softmax logistic regression on 32 digits, full-batch DP-GD (4 steps), "
                       "epsilon 4 at delta 1e-5", "digits", "logreg", n_train=32, batch_size=32, epochs=4, lr=0.5,
                       clip_norm=1.0, epsilon=4.0, delta=1e-5),
+        # black-box audits from worst-case (pre-trained) initial parameters, Annamalai & De Cristofaro 2024:
+        # full batch on a 1,000-record MNIST sample (run dp --threat black-box --canary blank --init pretrained)
+        TrainedTarget("dpgd_logreg_mnist", "softmax logistic regression on 1,000 MNIST images, full-batch DP-GD "
+                      "(100 steps), epsilon 10 at delta 1e-5", "mnist", "logreg", n_train=1000, batch_size=1000,
+                      epochs=100, lr=0.5, clip_norm=1.0, epsilon=10.0, delta=1e-5),
         TrainedTarget("dpsgd_audit_logreg_digits", "softmax logistic regression on 400 digits, DP-SGD with Poisson "
                       "rate 0.05 (20 steps), epsilon 4 at delta 1e-5", "digits", "logreg", n_train=400, batch_size=20,
                       epochs=1, lr=0.5, clip_norm=1.0, epsilon=4.0, delta=1e-5),

@@ -16,6 +16,7 @@ from attacks.extraction import (
     label_only_retraining,
     linear_features,
     relative_error,
+    rounded_extraction,
     softmax,
     tv_distance,
     uniform_inputs,
@@ -86,10 +87,14 @@ def test_rounded_outputs_least_squares_agreement(digits_lr):
     assert np.all(api(X_test[:5]) == np.round(api(X_test[:5]), 3))
     api.queries = 0
     lo, hi = np.zeros(64), np.ones(64)
-    stolen = equation_solving(api, linear_features, lo, hi, np.random.default_rng(0))
-    # 20 (d + 1) equation queries plus the probes that sized the query box (at least one probe of 20)
-    assert stolen.queries == api.queries == 20 * 65 + stolen.details["probe_queries"]
-    assert stolen.details["probe_queries"] >= 20
+    with pytest.raises(ValueError, match="rounded_extraction"):
+        equation_solving(api, linear_features, lo, hi, np.random.default_rng(0))
+    stolen = rounded_extraction(api, linear_features, lo, hi, np.random.default_rng(0))
+    # doubling from 2 (d + 1) equation queries until stable, plus the probes that sized the query box
+    d = stolen.details
+    assert stolen.queries == api.queries == d["equation_queries"] + d["probe_queries"] and d["probe_queries"] >= 32
+    assert d["converged"] and d["rounds"][0]["queries"] == 2 * 65 and d["rounds"][-1]["relative_change"] < 0.01
+    assert d["equation_queries"] == 2 * 65 * 2 ** (len(d["rounds"]) - 1)
     exact = _api(theta)
     unif = uniform_inputs(10_000, lo, hi, np.random.default_rng(1))
     assert agreement(stolen.predict_proba(X_test), exact(X_test)) > 0.99
@@ -118,10 +123,30 @@ def test_saturated_model_rounded_outputs_shrink_the_query_box():
     api = _api(theta, decimals=3)
     X = uniform_inputs(200, np.zeros(100), np.ones(100), np.random.default_rng(3))
     assert (api(X).min(axis=1) == 0).mean() > 0.5
-    stolen = equation_solving(api, linear_features, np.zeros(100), np.ones(100), np.random.default_rng(1))
+    stolen = rounded_extraction(api, linear_features, np.zeros(100), np.ones(100), np.random.default_rng(1))
     assert stolen.details["box_scale"] < 1.0
     X = uniform_inputs(2000, np.zeros(100), np.ones(100), np.random.default_rng(2))
     assert agreement(stolen.predict_proba(X), _api(theta)(X)) > 0.99
+
+
+def test_saturated_ten_class_model_coarser_rounding_needs_more_queries():
+    """A 10-class model whose rounded outputs on uniform inputs are one-hot (as MNIST's softmax
+    regression): the unsaturated box and the doubling recover it at 2, 3 and 4 decimals, and coarser
+    rounding needs more queries (at 2 decimals more than the cap of 64 (d + 1) for 1% stability)."""
+    rng = np.random.default_rng(5)
+    theta = np.hstack([rng.normal(0, 1.0, size=(10, 60)), rng.normal(0, 0.5, size=(10, 1))])
+    lo, hi = np.zeros(60), np.ones(60)
+    X = uniform_inputs(500, lo, hi, np.random.default_rng(3))
+    assert (np.round(_api(theta)(X), 2) == 0).mean() > 0.5
+    exact = _api(theta)
+    queries = {}
+    for decimals in (4, 3, 2):
+        stolen = rounded_extraction(_api(theta, decimals), linear_features, lo, hi, np.random.default_rng(decimals))
+        assert stolen.details["converged"] == (decimals > 2), decimals
+        assert relative_error(stolen.theta, canonical(theta)) < 0.05
+        assert agreement(stolen.predict_proba(X), exact(X)) > 0.99
+        queries[decimals] = stolen.details["equation_queries"]
+    assert queries[2] >= queries[3] >= queries[4] and queries[2] > queries[4]
 
 
 def test_exact_api_with_underflowed_probability_is_user_error():
@@ -171,5 +196,7 @@ def test_run_extraction_is_deterministic(tmp_path):
         outs.append({k: v for k, v in json.loads(json.dumps(results, default=str)).items() if k not in results["volatile"]})
     assert outs[0] == outs[1]
     e = outs[0]["extraction"]
-    assert e["round_decimals"] == 3 and e["queries"] == 20 * 31 + e["methods"][0]["details"]["probe_queries"]
+    details = e["methods"][0]["details"]
+    assert e["round_decimals"] == 3 and e["queries"] == details["equation_queries"] + details["probe_queries"]
+    assert e["rounded"][0]["round_decimals"] == 3 and e["rounded"][0]["queries"] == e["queries"]
     assert e["agreement_test"] > 0.99

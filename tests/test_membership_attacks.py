@@ -34,8 +34,9 @@ def _log_probs(difficulty: np.ndarray, inside: np.ndarray, effect: float, rng: n
 
 
 def synthetic_inputs(effect: float, difficulty_sd: float, seed: int, m: int = 400, shadows: int = 4,
-                     references: int = 8) -> tuple[AttackInputs, np.ndarray]:
-    """A target, shadow models on their own canaries and balanced reference models on the target's."""
+                     references: int = 8, population: int = 300) -> tuple[AttackInputs, np.ndarray]:
+    """A target, shadow models on their own canaries, balanced reference models on the target's, and
+    population samples (RMIA) that no model trained on."""
     rng = np.random.default_rng(seed)
     b_target = difficulty_sd * rng.standard_normal(m)
     b_shadow = difficulty_sd * rng.standard_normal(m)
@@ -45,10 +46,18 @@ def synthetic_inputs(effect: float, difficulty_sd: float, seed: int, m: int = 40
     for i in range(m):
         reference_in[rng.choice(references, references // 2, replace=False), i] = True
     labels = np.zeros(m, dtype=np.int64)
+    b_pop = difficulty_sd * rng.standard_normal(population)
+
+    def pop(models: int | None) -> np.ndarray:
+        out = np.zeros(population if models is None else (models, population), dtype=bool)
+        return _log_probs(b_pop, out, effect, rng)
+
     inputs = AttackInputs(
         n_classes=C, labels=labels, target_lp=_log_probs(b_target, target_in, effect, rng),
         shadow_labels=labels, shadow_lp=_log_probs(b_shadow, shadow_in, effect, rng), shadow_in=shadow_in,
-        reference_lp=_log_probs(b_target, reference_in, effect, rng), reference_in=reference_in)
+        reference_lp=_log_probs(b_target, reference_in, effect, rng), reference_in=reference_in,
+        population_labels=np.zeros(population, dtype=np.int64), population_lp=pop(None),
+        reference_population_lp=pop(references), shadow_population_lp=pop(shadows))
     return inputs, target_in
 
 
@@ -76,9 +85,12 @@ def test_every_attack_near_chance_when_outputs_ignore_membership():
 
 def test_lira_calibrates_per_example_difficulty():
     """Members gain 2 logits, but difficulties spread over +-4: a global loss threshold is weak,
-    per-example Gaussians (LiRA) separate the two worlds by 4 noise standard deviations."""
+    per-example Gaussians (LiRA) separate the two worlds by 4 noise standard deviations; RMIA's
+    reference models remove the difficulty too."""
     inputs, target_in = synthetic_inputs(effect=2.0, difficulty_sd=4.0, seed=3)
-    scored = run_attacks(("lira", "loss"), inputs)
+    scored = run_attacks(("lira", "rmia", "loss"), inputs)
+    for name in ("rmia_online", "rmia_offline"):
+        assert attack_metrics(scored[name].target, target_in)["auc"] > 0.85, name
     online = attack_metrics(scored["lira_online"].target, target_in)
     offline = attack_metrics(scored["lira_offline"].target, target_in)
     loss = attack_metrics(scored["loss"].target, target_in)

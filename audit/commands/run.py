@@ -17,6 +17,7 @@ import pkgutil
 from typing import Any, Callable
 
 import audit.commands
+from audit.choices import INITS
 from audit.errors import UserError
 from audit.target_defaults import TargetUse, load_catalogue
 
@@ -131,6 +132,29 @@ def add_kind(kinds: argparse._SubParsersAction, kind: str, common: argparse.Argu
     """Add run kind ``kind`` with the common options and an epilog naming the targets it applies to."""
     return kinds.add_parser(kind, parents=[common], epilog=targets_epilog(kind),
                             formatter_class=argparse.RawDescriptionHelpFormatter, **kwargs)
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def dpsgd_start_options(parser: argparse.ArgumentParser) -> None:
+    """``--init`` and ``--calibration-runs`` of ``run dp`` and ``sweep dp`` (DP-SGD targets)."""
+    parser.add_argument("--init", default="random", choices=INITS,
+                        help="initial parameters of DP-SGD runs: random (each run's own) or pretrained (one model "
+                             "trained without privacy on a disjoint half of the data; Annamalai & De Cristofaro 2024)")
+    parser.add_argument("--calibration-runs", type=non_negative_int, default=0, metavar="N",
+                        help="black-box/white-box: train N more runs (own coins and seeds) and fix the threshold on "
+                             "them (default 0: Bonferroni grid over thresholds)")
+
+
 def executor_options(group) -> None:
     """``--workers``, ``--executor``, ``--ray-address``: where training chunks run (:mod:`audit.executors`)."""
     group.add_argument("--workers", type=positive_int, default=1,

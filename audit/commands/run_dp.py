@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 
 from audit.choices import DP_CANARIES, THREATS
-from audit.commands.run import add_kind, positive_int
+from audit.commands.run import add_kind, dpsgd_start_options, positive_int
 
 
 def execute(args: argparse.Namespace) -> dict:
     from audit.run_dp import DPOptions, run_dp, summary_lines
 
-    opts = DPOptions(**DPOptions.common_kwargs(args), runs=args.runs, canary=args.canary, threat=args.threat)
+    opts = DPOptions(**DPOptions.common_kwargs(args), runs=args.runs, canary=args.canary, threat=args.threat,
+                     init=args.init, calibration_runs=args.calibration_runs)
     run_dir, results = run_dp(opts)
     print("\n".join(summary_lines(run_dir, results)))
     return results  # audit.commands.run.gated turns a violation into exit 1 under --fail-above-claim
@@ -30,9 +31,11 @@ def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser)
     parser.add_argument("--canary", default=None, choices=DP_CANARIES,
                         help="canary: dirac/gradient (gradient canaries, DP-SGD), dirac-replace (replace-one pair "
                              "on a crafted dataset: catches shuffled batches accounted as Poisson), natural, "
-                             "mislabelled, crafted (input canaries; crafted = low-variance direction, or the crafted "
-                             "pair for DP-ERM); default: the target's (below)")
+                             "mislabelled, crafted, blank (input canaries; crafted = low-variance direction, or the "
+                             "crafted pair for DP-ERM; blank = all-zero input, last class); default: the target's "
+                             "(below)")
     parser.add_argument("--threat", default=None, choices=THREATS,
                         help="what the adversary sees: black-box (final model's loss), white-box (final "
                              "parameters), updates (every intermediate update); default: the target's (below)")
+    dpsgd_start_options(parser)
     parser.set_defaults(func=execute)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from attacks.names import ATTACK_GROUPS, ATTACKS, VARIANCES, expand_attacks
-from audit.choices import MEMBERSHIP_CANARIES
+from audit.choices import DEFAULT_MEMBERSHIP_CANARY, MEMBERSHIP_CANARIES
 from audit.commands.run import add_kind, positive_int
 from audit.errors import UserError
 
@@ -28,14 +28,25 @@ def _memory(text: str) -> str:
     return text
 
 
+def _unit(text: str) -> float:
+    """argparse type: a number in [0, 1]."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {value}")
+    return value
+
+
 def execute(args: argparse.Namespace) -> dict:
     """Run the audit and print the summary; returns results (the run command's ``--fail-above-claim``
     gate turns a ``violation`` verdict into exit status 1)."""
     from audit.run_membership import MembershipOptions, run_membership, summary_lines
 
     opts = MembershipOptions(**MembershipOptions.common_kwargs(args), canary=args.canary, canaries=args.canaries,
-                             shadows=args.shadows, attacks=args.attack,
-                             references=args.references, lira_variance=args.lira_variance, max_memory=args.max_memory)
+                             shadows=args.shadows, attacks=args.attack, references=args.references,
+                             lira_variance=args.lira_variance, rmia_a=args.rmia_a, max_memory=args.max_memory)
     run_dir, results = run_membership(opts)
     print("\n".join(summary_lines(run_dir, results)))
     return results
@@ -43,25 +54,30 @@ def execute(args: argparse.Namespace) -> dict:
 
 def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     parser = add_kind(kinds, "membership", common,
-                      help="membership inference (shadow, LiRA, loss, confidence) with the one-run canary game",
-                              description="Train the target once with canaries (each in by a fair coin), train "
-                                          "shadow and LiRA reference models, attack every canary, report AUC and "
-                                          "TPR at low FPR per attack, and bound epsilon from below.")
+                      help="membership inference (shadow, LiRA, RMIA, loss, confidence) with the one-run canary game",
+                      description="Train the target once with canaries (each in by a fair coin), train shadow and "
+                                  "reference models, attack every canary, report AUC and TPR at low FPR per attack, "
+                                  "and bound epsilon from below.")
     parser.add_argument("--attack", type=_attacks, default=tuple(ATTACKS),
                         help=f"comma-separated attacks or groups: {', '.join(ATTACKS)}, "
                              f"{', '.join(ATTACK_GROUPS)} (lira = lira_online + lira_offline; default all, "
                              "every attack in one report)")
-    parser.add_argument("--canary", default="mislabelled", choices=MEMBERSHIP_CANARIES,
-                        help="canary kind (default mislabelled: held-out examples with a wrong label)")
+    parser.add_argument("--canary", default=DEFAULT_MEMBERSHIP_CANARY, choices=MEMBERSHIP_CANARIES,
+                        help=f"canary kind (default {DEFAULT_MEMBERSHIP_CANARY}): mislabelled / natural (held-out "
+                             "examples with a wrong / their true label), sparse / blank (synthetic inputs with random "
+                             "labels appended to the data: random pixels on a blank image / constant images)")
     parser.add_argument("--canaries", type=positive_int, default=None,
-                        help="number of canaries m (default 500; quick 200)")
+                        help="number of canaries m (default 6000; quick 200)")
     parser.add_argument("--shadows", type=positive_int, default=None,
-                        help="number of shadow models K (default 4; quick 3)")
+                        help="number of shadow models K (default 2; quick 3)")
     parser.add_argument("--references", type=positive_int, default=None,
-                        help="LiRA reference models R; each canary is IN exactly R/2 of them (default 8; quick 4)")
+                        help="LiRA and RMIA reference models R; each canary is IN exactly floor(R/2) of them "
+                             "(default 4; LiRA needs 4, RMIA 1)")
     parser.add_argument("--lira-variance", default="auto", choices=VARIANCES,
                         help="LiRA Gaussian variance: per-example, one global variance (Carlini et al.'s choice "
                              "for few reference models), or auto (global below 64 reference models)")
+    parser.add_argument("--rmia-a", type=_unit, default=None, metavar="A",
+                        help="RMIA offline mixing parameter a in [0, 1] (default: chosen on the calibration games)")
     parser.add_argument("--max-memory", type=_memory, default=None, metavar="SIZE",
                         help="memory budget for training, e.g. 2GiB or 512MiB (default 2GiB): sets how many models "
                              "train at once; results do not depend on it")

@@ -5,8 +5,16 @@ from __future__ import annotations
 import argparse
 
 from audit.choices import DP_CANARIES, THREATS
-from audit.commands.run import (add_verbosity, check_target, confidence_level, delta_value, executor_options,
-                                positive_int, targets_epilog)
+from audit.commands.run import (
+    add_verbosity,
+    check_target,
+    confidence_level,
+    delta_value,
+    dpsgd_start_options,
+    executor_options,
+    positive_int,
+    targets_epilog,
+)
 
 
 def _floats(text: str) -> tuple[float, ...]:
@@ -35,7 +43,8 @@ def execute(args: argparse.Namespace) -> int:
     opts = SweepOptions(target=args.target, epsilons=args.epsilons, threats=args.threats, canary=args.canary,
                         runs=args.runs, out=args.out, seed=args.seed, device=args.device, quick=args.quick,
                         delta=args.delta, data_dir=args.data_dir, quiet=args.quiet, confidence=args.confidence,
-                        workers=args.workers, executor=args.executor, ray_address=args.ray_address)
+                        workers=args.workers, executor=args.executor, ray_address=args.ray_address,
+                        init=args.init, calibration_runs=args.calibration_runs)
     run_dir, results = run_sweep(opts)
     print("\n".join(sweep_summary(run_dir, results)))
     return 0
@@ -69,5 +78,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_verbosity(dp)
     dp.add_argument("--confidence", type=confidence_level, default=0.95,
                     help="family-wise confidence of each audit's verdict (default 0.95)")
+    dpsgd_start_options(dp)
     executor_options(dp)
     dp.set_defaults(func=execute)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 from numpy.typing import ArrayLike
 from scipy import stats
 
@@ -40,7 +41,9 @@ def gaussian_fit_bound(scores: ArrayLike, included: ArrayLike, delta: float, con
     perturbation, white-box) the two worlds are exactly ``N(0, 1)`` and ``N(mu, 1)`` up to scale,
     so this uses all runs (no split: there is no threshold to choose) and every score (no
     thresholding loss), which makes it the most efficient estimate of mu. Epsilon =
-    ``gaussian_epsilon(mu_lb, delta)``; ``valid=False`` (parametric assumption, see details).
+    ``gaussian_epsilon(mu_lb, delta)``; ``valid=False`` (parametric assumption, see details). The
+    details carry Shapiro–Wilk p-values of each world's scores (on at most 5,000 of them), a check of
+    the assumption a reader can weigh (small p-values: the scores are not Gaussian).
     """
     s, inc = as_scores_members(scores, included)
     n1, n0 = int(inc.sum()), int((~inc).sum())
@@ -53,4 +56,11 @@ def gaussian_fit_bound(scores: ArrayLike, included: ArrayLike, delta: float, con
     mu_lb = max(0.0, mu_hat - float(stats.norm.ppf(confidence)) * se)
     return LowerBound("gaussian-fit", gaussian_epsilon(mu_lb, delta), confidence, n1 + n0, False,
                       {"mu_hat": mu_hat, "mu_se": se, "mu_lb": mu_lb, "n_pos": n1, "n_neg": n0,
-                       "delta": delta, "assumption": GAUSSIAN_FIT_ASSUMPTION})
+                       "delta": delta, "assumption": GAUSSIAN_FIT_ASSUMPTION,
+                       "shapiro_p_in": _shapiro_p(a), "shapiro_p_out": _shapiro_p(b)})
+
+
+def _shapiro_p(x: np.ndarray) -> float | None:
+    """Shapiro–Wilk p-value of (the first 5,000 of) ``x``; None for constant scores."""
+    x = x[:5000]
+    return None if np.ptp(x) == 0 else float(stats.shapiro(x).pvalue)

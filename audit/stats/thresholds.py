@@ -305,23 +305,32 @@ def threshold_bounds(scores: ArrayLike, members: ArrayLike, delta: float, confid
 
 
 def designed_threshold_from_samples(sim_in: np.ndarray, sim_out: np.ndarray, n_pos: int, n_neg: int,
-                                    confidence: float, delta: float, n_thresholds: int = 400) -> tuple[float, float]:
+                                    confidence: float, delta: float, n_thresholds: int = 400,
+                                    method: str = "clopper-pearson") -> tuple[float, float]:
     """Threshold of the test "in iff score >= t" fixed in advance from simulated scores.
 
-    ``sim_in``/``sim_out`` are scores simulated under a hypothesis about the mechanism (never the
-    audit's own runs). For each candidate threshold the false-positive / false-negative counts of
-    ``n_neg``/``n_pos`` runs are binomial; their 75th percentiles go through the Clopper–Pearson
-    epsilon (a pessimistic quantile, so that a far-tail threshold whose expected count rounds to 0
-    is not preferred on luck), and the best threshold is kept. Chosen before any run is seen, it
-    lets the bound use every run; a wrong hypothesis makes it suboptimal, never invalid. Returns
-    (threshold, the bound expected with probability about 1/2 or more).
+    ``sim_in``/``sim_out`` are scores simulated under a hypothesis about the mechanism, or observed on
+    separate calibration runs (never the audit's own runs). For each candidate threshold the
+    false-positive / false-negative counts of ``n_neg``/``n_pos`` runs are binomial; their 75th
+    percentiles go through the bound of ``method`` — the Clopper–Pearson epsilon, or the GDP epsilon of
+    ``mu_from_rates`` (``"gdp"``) — a pessimistic quantile, so that a far-tail threshold whose expected
+    count rounds to 0 is not preferred on luck, and the best threshold is kept. Chosen before any run
+    is seen, it lets the bound use every run; a wrong hypothesis makes it suboptimal, never invalid.
+    Returns (threshold, the bound expected with probability about 1/2 or more).
     """
+    if method not in ("clopper-pearson", "gdp"):
+        raise ValueError(f"method must be 'clopper-pearson' or 'gdp', got {method!r}")
     sim_in, sim_out = np.sort(np.asarray(sim_in, dtype=float)), np.sort(np.asarray(sim_out, dtype=float))
     cands = np.unique(np.quantile(sim_out, 1.0 - np.logspace(-5, 0, n_thresholds)))
     fpr = 1.0 - np.searchsorted(sim_out, cands, side="left") / sim_out.size
     fnr = np.searchsorted(sim_in, cands, side="left") / sim_in.size
     a = (1.0 - confidence) / 2
-    eps = epsilon_from_rates_array(cp_upper_array(stats.binom.ppf(0.75, n_neg, fpr), n_neg, a),
-                                   cp_upper_array(stats.binom.ppf(0.75, n_pos, fnr), n_pos, a), delta)
+    fpr_ub = cp_upper_array(stats.binom.ppf(0.75, n_neg, fpr), n_neg, a)
+    fnr_ub = cp_upper_array(stats.binom.ppf(0.75, n_pos, fnr), n_pos, a)
+    if method == "gdp":
+        mu = mu_from_rates(fpr_ub, fnr_ub)
+        j = int(np.argmax(mu))
+        return float(cands[j]), gaussian_epsilon(max(float(mu[j]), 0.0), delta)
+    eps = epsilon_from_rates_array(fpr_ub, fnr_ub, delta)
     j = int(np.argmax(eps))
     return float(cands[j]), float(eps[j])

@@ -1,0 +1,118 @@
+"""The robust membership-inference attack RMIA [Zarifzadeh, Liu, Shokri 2024, "Low-Cost High-Power
+Membership Inference Attacks", ICML, Sec. 3, Eq. (3)-(5); offline variant Sec. 3.2 / App. B.2].
+
+Threat model: as LiRA's (:mod:`attacks.lira`) — the adversary knows the candidates with their
+training labels, holds *population* samples ``z`` drawn from the data distribution that no model
+trained on, trains reference models, and sees the target's output probabilities.
+
+For a model ``theta`` and a labelled example ``x``, ``p(x | theta)`` is the probability the model gives
+to the label. ``p(x)`` is its average over reference models: over all of them (online: each
+candidate is IN about half) or, offline, over the reference models that did not train on it,
+corrected by the mixing parameter ``a`` (Sec. 3.2: ``p_IN`` is approximated by a linear function of
+``p_OUT``, which gives ``p(x) = (1 + a)/2 p_OUT(x) + (1 - a)/2``). The pairwise likelihood ratio
+against a population sample ``z`` is
+
+    LR(x, z) = [p(x | theta) / p(x)] / [p(z | theta) / p(z)],                         (Eq. 3)
+
+and the score is the fraction of population samples it dominates by ``gamma``,
+``Score(x) = Pr_z[LR(x, z) >= gamma]`` (Eq. 5; higher = member). ``p(z)`` uses the same rule as
+``p(x)`` (the population samples are OUT of every reference model, so online and offline differ
+only by the ``a`` correction). With a fixed population the score is a monotone step function of
+``p(x | theta) / p(x)`` with steps of ``1 / |Z|``: every strong member dominates all of ``Z`` and they
+would tie at 1, which leaves TPR at low FPR undefined. Within each step we therefore order candidates
+by the ratio itself: the score is ``(count + sigmoid(log LR_x)) / (|Z| + 1)``, where ``count`` is the
+number of dominated ``z`` — the same order as Eq. (5) wherever Eq. (5) separates two candidates.
+
+Calibration games (for guess counts and the primary attack of the one-run audit, never on the
+target's coins): each reference model in turn plays the target against the others
+(leave-one-reference-out, the paper's evaluation protocol); with a single reference model each
+shadow model plays the target against the other shadows on its own canaries. ``a`` is chosen on
+those games (largest mean AUC over :data:`A_GRID`, the paper's procedure of attacking a reference
+model, App. B.2) unless it is given. Sources: docs/references.md, "Membership attacks".
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.special import expit, logsumexp
+
+from audit.errors import UserError
+
+#: Offline mixing parameters tried on the calibration games (Zarifzadeh et al. App. B.2 search [0, 1]).
+A_GRID = tuple(round(0.1 * i, 1) for i in range(11))
+#: Threshold on the pairwise likelihood ratio (Zarifzadeh et al. use gamma = 1 in most experiments).
+GAMMA = 1.0
+
+
+def label_probability(log_probs: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """``log p(x | theta)``: the log-probability of each example's label, (..., n, C) -> (..., n)."""
+    index = np.broadcast_to(np.asarray(labels, dtype=np.int64), log_probs.shape[:-1])[..., None]
+    return np.take_along_axis(np.asarray(log_probs, dtype=np.float64), index, axis=-1)[..., 0]
+
+
+def log_marginal(ref_logp: np.ndarray, ref_in: np.ndarray, offline_a: float | None) -> np.ndarray:
+    """``log p(x)`` of each example from the reference models' ``log p(x | theta_r)`` (R, n).
+
+    Online (``offline_a`` None): the mean over all reference models. Offline: ``(1 + a)/2 p_OUT + (1 - a)/2``
+    with ``p_OUT`` the mean over the models whose ``ref_in`` is False; an example that no reference model
+    left out (possible only in a leave-one-out game with two reference models) falls back to the mean over all.
+    """
+    ref_logp = np.asarray(ref_logp, dtype=np.float64)
+    ref_in = np.asarray(ref_in, dtype=bool)
+    log_all = logsumexp(ref_logp, axis=0) - np.log(ref_logp.shape[0])
+    if offline_a is None:
+        return log_all
+    if not 0.0 <= offline_a <= 1.0:
+        raise UserError(f"the RMIA offline parameter a must lie in [0, 1], got {offline_a}")
+    out = ~ref_in
+    count = out.sum(axis=0)
+    with np.errstate(divide="ignore"):
+        log_out = logsumexp(np.where(out, ref_logp, -np.inf), axis=0) - np.log(np.maximum(count, 1))
+    log_out = np.where(count > 0, log_out, log_all)
+    return np.logaddexp(np.log1p(offline_a) - np.log(2.0) + log_out,
+                        np.log1p(-offline_a) - np.log(2.0) if offline_a < 1.0 else -np.inf)
+
+
+def rmia_scores(target_logp: np.ndarray, ref_logp: np.ndarray, ref_in: np.ndarray, pop_target_logp: np.ndarray,
+                pop_ref_logp: np.ndarray, offline_a: float | None = None, gamma: float = GAMMA) -> np.ndarray:
+    """RMIA scores (Eq. 5) of candidates with label log-probabilities ``target_logp`` (..., n) under the target.
+
+    ``ref_logp`` (R, n) / ``ref_in`` (R, n): the reference models on the candidates and which trained on
+    which; ``pop_target_logp`` (..., Z) / ``pop_ref_logp`` (R, Z): the target and the reference models on
+    the population samples (trained on by none). Returns the fraction of population samples ``z`` with
+    ``LR(x, z) >= gamma``, shape (..., n).
+    """
+    if gamma <= 0:
+        raise UserError(f"the RMIA threshold gamma must be positive, got {gamma}")
+    ref_logp = np.asarray(ref_logp, dtype=np.float64)
+    if ref_logp.ndim != 2 or ref_logp.shape != np.shape(ref_in):
+        raise ValueError(f"ref_logp and ref_in must both be (models, examples), got {ref_logp.shape}, "
+                         f"{np.shape(ref_in)}")
+    pop_ref_logp = np.asarray(pop_ref_logp, dtype=np.float64)
+    x = (np.asarray(target_logp, dtype=np.float64) - log_marginal(ref_logp, ref_in, offline_a)) - np.log(gamma)
+    z = (np.asarray(pop_target_logp, dtype=np.float64)
+         - log_marginal(pop_ref_logp, np.zeros(pop_ref_logp.shape, dtype=bool), offline_a))
+    if x.shape[:-1] != z.shape[:-1]:
+        raise ValueError(f"target_logp and pop_target_logp need the same leading axes, got {x.shape}, {z.shape}")
+    # LR(x, z) >= gamma  <=>  log ratio_z <= log ratio_x - log gamma: count such z per candidate
+    flat_x, flat_z = x.reshape(-1, x.shape[-1]), np.sort(z.reshape(-1, z.shape[-1]), axis=1)
+    counts = np.stack([np.searchsorted(zs, xs, side="right") for xs, zs in zip(flat_x, flat_z)])
+    return ((counts + expit(flat_x)) / (z.shape[-1] + 1)).reshape(x.shape)
+
+
+def leave_one_out(logp: np.ndarray, member: np.ndarray, pop_logp: np.ndarray,
+                  offline_a: float | None, gamma: float = GAMMA) -> np.ndarray:
+    """Scores (G, n) of each model ``j`` of a stack on its candidates, with the other models as references.
+
+    ``logp`` (G, n) label log-probabilities of G models on n candidates, ``member`` (G, n) which model
+    trained on which candidate, ``pop_logp`` (G, Z) the models on the population. Needs G >= 2.
+    """
+    G = logp.shape[0]
+    if G < 2:
+        raise UserError("RMIA calibration needs at least 2 models to play target and reference; "
+                        "raise --references or --shadows")
+    out = []
+    for j in range(G):
+        keep = np.arange(G) != j
+        out.append(rmia_scores(logp[j], logp[keep], member[keep], pop_logp[j], pop_logp[keep], offline_a, gamma))
+    return np.stack(out)

@@ -1,0 +1,114 @@
+"""RMIA (Zarifzadeh, Liu, Shokri 2024): the pairwise likelihood-ratio score against a population, its
+online and offline p(x), calibration with one or two reference models, and the LiRA minimum."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.special import log_softmax
+
+from attacks.membership import AttackInputs, check_references, run_attacks
+from attacks.rmia import leave_one_out, log_marginal, rmia_scores
+from audit.errors import UserError
+from audit.stats.metrics import auc
+
+C = 10
+
+
+def _lp(logit: np.ndarray) -> np.ndarray:
+    """(..., n, C) log-probabilities whose label (class 0) logit is ``logit``, the others 0."""
+    z = np.zeros(logit.shape + (C,))
+    z[..., 0] = logit
+    return log_softmax(z, axis=-1)
+
+
+def test_score_counts_the_dominated_population_pairs():
+    rng = np.random.default_rng(0)
+    R, n, Z = 3, 20, 50
+    ref = np.log(rng.uniform(0.05, 0.9, (R, n)))
+    ref_in = rng.random((R, n)) < 0.5
+    pop_ref = np.log(rng.uniform(0.05, 0.9, (R, Z)))
+    target, pop_target = np.log(rng.uniform(0.05, 0.9, n)), np.log(rng.uniform(0.05, 0.9, Z))
+    for a, gamma in ((None, 1.0), (0.3, 2.0)):
+        got = rmia_scores(target, ref, ref_in, pop_target, pop_ref, a, gamma)
+        # brute force, Eq. (3)-(5): p(x) online = mean over all models; offline (1+a)/2 p_OUT + (1-a)/2
+        p_ref, pp_ref = np.exp(ref), np.exp(pop_ref)
+        if a is None:
+            px, pz = p_ref.mean(0), pp_ref.mean(0)
+        else:
+            px = (1 + a) / 2 * np.array([p_ref[~ref_in[:, i], i].mean() if (~ref_in[:, i]).any() else p_ref[:, i].mean()
+                                         for i in range(n)]) + (1 - a) / 2
+            pz = (1 + a) / 2 * pp_ref.mean(0) + (1 - a) / 2
+        lr = (np.exp(target) / px)[:, None] / (np.exp(pop_target) / pz)[None, :]
+        np.testing.assert_array_equal(np.floor(got * (Z + 1)), (lr >= gamma).sum(axis=1))
+        # within a step the ratio orders the candidates: the score is strictly increasing in p_theta(x) / p(x)
+        ratio = np.exp(target) / px
+        assert (np.diff(got[np.argsort(ratio)]) > 0).all()
+
+
+def test_offline_marginal_and_its_parameter_range():
+    ref = np.log(np.array([[0.2, 0.6], [0.4, 0.8]]))
+    ref_in = np.array([[False, True], [False, False]])
+    got = np.exp(log_marginal(ref, ref_in, 0.5))
+    np.testing.assert_allclose(got, [0.75 * 0.3 + 0.25, 0.75 * 0.8 + 0.25])
+    np.testing.assert_allclose(np.exp(log_marginal(ref, ref_in, None)), [0.3, 0.7])
+    with pytest.raises(UserError, match="offline parameter"):
+        log_marginal(ref, ref_in, 1.5)
+
+
+def _world(references: int, effect: float = 3.0, seed: int = 0, m: int = 400, shadows: int = 4):
+    """Target, shadows and reference models whose label logit is difficulty + effect * IN + noise."""
+    rng = np.random.default_rng(seed)
+    diff_t, diff_s, diff_p = rng.normal(0, 2, m), rng.normal(0, 2, m), rng.normal(0, 2, 300)
+    target_in = rng.random(m) < 0.5
+    shadow_in = rng.random((shadows, m)) < 0.5
+    ref_in = np.zeros((references, m), dtype=bool)
+    for i in range(m):
+        ref_in[rng.choice(references, references // 2, replace=False), i] = True
+
+    def logits(diff, inside):
+        return _lp(diff + effect * inside + 0.5 * rng.standard_normal(inside.shape))
+
+    labels = np.zeros(m, dtype=np.int64)
+    pop_labels = np.zeros(300, dtype=np.int64)
+    inputs = AttackInputs(
+        n_classes=C, labels=labels, target_lp=logits(diff_t, target_in), shadow_labels=labels,
+        shadow_lp=logits(diff_s, shadow_in), shadow_in=shadow_in, reference_lp=logits(diff_t, ref_in),
+        reference_in=ref_in, population_labels=pop_labels, population_lp=logits(diff_p, np.zeros(300, bool)),
+        reference_population_lp=logits(diff_p, np.zeros((references, 300), bool)),
+        shadow_population_lp=logits(diff_p, np.zeros((shadows, 300), bool)))
+    return inputs, target_in
+
+
+@pytest.mark.parametrize("references", [1, 2, 4])
+def test_rmia_works_with_few_reference_models(references):
+    inputs, target_in = _world(references)
+    scored = run_attacks(("rmia",), inputs)
+    assert set(scored) == {"rmia_online", "rmia_offline"}
+    for name, s in scored.items():
+        assert s.target.shape == target_in.shape and s.calibration.shape == s.calibration_in.shape
+        assert auc(s.target, target_in) > 0.85, name
+    off = scored["rmia_offline"]
+    assert 0.0 <= off.parameters["a"] <= 1.0 and "largest mean AUC" in off.parameters["a_chosen_on"]
+    # calibration never uses the target: one reference model -> the shadow games, else leave-one-reference-out
+    assert ("shadow" if references == 1 else "reference") in off.calibrated_on
+    # a per-example difficulty the loss attack cannot see: RMIA's reference models remove it
+    assert auc(scored["rmia_offline"].target, target_in) > auc(inputs.target_lp[:, 0], target_in) + 0.1
+
+
+def test_given_offline_parameter_is_used_and_independent_of_membership_when_no_effect():
+    inputs, target_in = _world(4, effect=0.0)
+    scored = run_attacks(("rmia_offline",), inputs, rmia_a=0.3)
+    assert scored["rmia_offline"].parameters["a"] == 0.3
+    assert abs(auc(scored["rmia_offline"].target, target_in) - 0.5) < 0.08
+
+
+def test_leave_one_out_needs_two_models_and_lira_needs_four():
+    with pytest.raises(UserError, match="at least 2 models"):
+        leave_one_out(np.zeros((1, 3)), np.zeros((1, 3), bool), np.zeros((1, 5)), None)
+    with pytest.raises(UserError, match="LiRA needs at least 4"):
+        check_references(("lira_offline", "rmia_online"), 2)
+    check_references(("rmia_online", "rmia_offline"), 1)
+    inputs, _ = _world(2)
+    with pytest.raises(UserError, match="LiRA needs at least 4"):
+        run_attacks(("lira_offline",), inputs)
