@@ -3,6 +3,7 @@ rows with random labels (the data stays whole for the shadows), and adding an at
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 import numpy as np
@@ -76,10 +77,10 @@ def test_adding_an_attack_reuses_cached_models(tmp_path):
     opts = MembershipOptions(target="nonprivate_logreg_digits", quick=True, quiet=True, out=str(tmp_path),
                              attacks=("loss",), canaries=100, shadows=2, canary="sparse")
 
-    def trained(run_dir):
-        lines = (run_dir / "log.txt").read_text().splitlines()
-        return {line.split(": ")[0].split(" ", 1)[1]: "trained" in line for line in lines
-                if "reused cached" in line or "trained (" in line}
+    def trained(run_dir):  # per training call: were any of its chunks trained (not reused from the cache)?
+        calls = re.findall(r"(?m)^\S+ (\w[\w ]* models?): \d+ model\(s\), .* from the cache, (\d+) trained",
+                           (run_dir / "log.txt").read_text())
+        return {name.strip(): int(count) > 0 for name, count in calls}
 
     first, _ = run_membership(opts)
     assert trained(first) == {"target model": True, "2 shadow models": True}

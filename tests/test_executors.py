@@ -41,7 +41,7 @@ def _log(out: Path) -> str:
 
 @pytest.fixture(scope="module")
 def in_process(tmp_path_factory):
-    """Reference results of the membership and dp runs in this process (3 chunks each)."""
+    """Reference results of the membership (4 chunks) and dp (3 chunks) runs in this process."""
     root = tmp_path_factory.mktemp("in-process")
     assert main(MEMBERSHIP + ["--out", str(root / "membership")]) == 0
     with pytest.MonkeyPatch.context() as mp:
@@ -57,7 +57,7 @@ def test_same_seed_same_results_on_every_executor(flags, in_process, tmp_path, m
     assert main(DP + flags + ["--out", str(tmp_path / "dp")]) == 0
     for kind in ("membership", "dp"):
         assert _results(tmp_path / kind) == _results(in_process / kind), kind
-    assert "chunk 3 of 3 trained" in _log(tmp_path / "membership")
+    assert "chunk 4 of 4 trained" in _log(tmp_path / "membership")  # target, shadows, 2 of references
 
 
 def test_a_rerun_reuses_every_chunk(in_process, tmp_path):
@@ -66,7 +66,7 @@ def test_a_rerun_reuses_every_chunk(in_process, tmp_path):
     for entry in (in_process / "membership" / "cache").iterdir():
         (out / "cache" / entry.name).write_bytes(entry.read_bytes())
     assert main(MEMBERSHIP + ["--out", str(out)]) == 0
-    assert "reused cached models for 3 of 3 chunk(s)" in _log(out)
+    assert "reused cached models for 4 of 4 chunk(s)" in _log(out)
     assert _results(out) == _results(in_process / "membership")
 
 

@@ -108,7 +108,8 @@ def test_membership_suite_runs_on_a_user_trainer(tmp_path, monkeypatch, capsys):
                  "--references", "4", "--quiet", "--out", str(out)]) == 0
     (run,) = [p for p in out.iterdir() if p.is_dir() and p.name != "cache"]
     results = json.loads((run / "results.json").read_text())
-    assert set(results["attacks"]) == {"shadow", "lira_online", "lira_offline", "loss", "confidence"}
+    assert set(results["attacks"]) == {"shadow", "lira_online", "lira_offline", "rmia_online", "rmia_offline", "loss",
+                                       "confidence"}
     assert results["target"] == "my_logreg" and results["params"]["plugin"] == "my_user_model:trainer"
     assert results["epsilon_theory"] == pytest.approx(1.0) and results["game"]["canaries"] == 100
     assert results["model"]["train_accuracy"] > 0.9
