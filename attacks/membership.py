@@ -186,7 +186,8 @@ def _rmia_attack(names: tuple[str, ...], inp: AttackInputs, rmia_a: float | None
             aucs = {a_: float(np.mean([auc(s, i) for s, i in zip(leave_one_out(logp, member, pop_logp, a_), member)]))
                     for a_ in A_GRID}
             a = max(aucs, key=aucs.get)
-            params = {"a": float(a), "a_chosen_on": f"{text}, largest mean AUC over a in {list(A_GRID)}"}
+            params = {"a": float(a), "a_chosen_on": f"{text}, largest mean AUC over a = {A_GRID[0]:g}, {A_GRID[1]:g}, "
+                                                     f"..., {A_GRID[-1]:g}"}
         out[name] = AttackScores(rmia_scores(target, ref, inp.reference_in, target_pop, ref_pop, a),
                                  leave_one_out(logp, member, pop_logp, a), member, text,
                                  params | {"population": int(target_pop.shape[-1])})

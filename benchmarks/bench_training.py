@@ -24,7 +24,7 @@ of them alike. Every job runs under the training thread policy (:mod:`targets.th
 * ``chunk_s`` — one chunk (``audit.executors.MODEL_CHUNK`` models) of the flagship target
   (``dpsgd_mnist`` in ``targets.registry``) trained on one thread, as a worker trains it;
   ``lira256_projected_s`` — the training wall time of a LiRA audit of that target with 256 reference
-  models (and the default 4 shadow models) on N workers, one CPU each: ``ceil(chunks / N)`` rounds
+  models (and the flagship's shadow models) on N workers, one CPU each: ``ceil(chunks / N)`` rounds
   of ``chunk_s`` (a projection, not a measurement).
 
 Usage: ``python benchmarks/bench_training.py --json OUT [--quick] [--device auto|cpu|cuda]``.
@@ -60,13 +60,14 @@ if str(ROOT) not in sys.path:
 
 from audit.executors import MODEL_CHUNK, TrainingCall, chunk_slices, make_executor, train_cached_models  # noqa: E402
 from audit.io import write_json  # noqa: E402
+from audit.run_membership import GAME_SIZES  # noqa: E402
 from targets.datasets import Dataset, load_dataset  # noqa: E402
 from targets.models import get_architecture, init_params, to_module  # noqa: E402
 from targets.registry import get_target  # noqa: E402
 from targets.threads import TRAINING_THREADS_ENV, TrainingThreads, training_threads, usable_cpus  # noqa: E402
 from targets.training import TrainConfig, resolve_device, train_models  # noqa: E402
 
-#: Performance targets (2-core CPU, issue 17).
+#: Performance targets on a 2-core CPU.
 TARGETS = {"dpsgd_over_nonprivate_max": 1.3, "opacus_over_ours_min": 2.0, "vectorised_speedup_min": 5.0,
            "contended_slowdown_max": 2.0, "flagship_peak_rss_gib_max": 4.0}
 FULL = {"n_images": 5000, "batch": 256, "models": 32, "model_epochs": 5, "repeats": 3, "executor_chunks": 4,
@@ -76,7 +77,9 @@ QUICK = {"n_images": 512, "batch": 128, "models": 4, "model_epochs": 1, "repeats
 CLIP, SIGMA, LR = 1.0, 1.0, 2.0
 #: Worker counts of the LiRA projection.
 PROJECTED_WORKERS = (1, 2, 4, 8, 16, 32, 64)
-LIRA_REFERENCES, LIRA_SHADOWS = 256, 4
+LIRA_REFERENCES = 256
+#: Shadow models of the projected audit: the flagship preset's.
+LIRA_SHADOWS = GAME_SIZES["default"][1]
 
 
 def _sync(device: torch.device) -> None:
@@ -315,7 +318,8 @@ def chunk_cost(preset: dict, device: torch.device) -> dict:
             os.environ[TRAINING_THREADS_ENV] = previous
     full_steps = target.steps
     chunk = wall * full_steps / config.steps
-    chunks = 1 + len(chunk_slices(LIRA_SHADOWS + LIRA_REFERENCES, MODEL_CHUNK))
+    # the target, the shadow models and the reference models are separate training calls, each chunked
+    chunks = 1 + len(chunk_slices(LIRA_SHADOWS, MODEL_CHUNK)) + len(chunk_slices(LIRA_REFERENCES, MODEL_CHUNK))
     return {"chunk_models": MODEL_CHUNK, "chunk_steps": full_steps, "chunk_steps_timed": config.steps,
             "chunk_s": chunk, "chunk_target": target.name, "lira256_chunks": chunks,
             "lira256_projected_s": {str(n): math.ceil(chunks / n) * chunk for n in PROJECTED_WORKERS}}

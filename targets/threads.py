@@ -5,7 +5,7 @@ on a user's behalf (plugins, :func:`thread_limit`).
 microseconds to a few milliseconds each). torch's intra-op pool (OpenMP) splits each kernel over
 its threads and waits for all of them at the end; when another process takes one of the cores,
 every kernel waits for the descheduled thread, and an epoch took 3.1x its idle time beside one
-busy loop on 2 cores (issue 17). Policy:
+busy loop on 2 cores. Policy:
 
 * intra-op threads per training process = the CPUs it may use (:func:`usable_cpus`: the affinity
   mask ``os.sched_getaffinity``, the cgroup CPU quota, ``OMP_NUM_THREADS`` when set — the

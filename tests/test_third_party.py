@@ -1,4 +1,4 @@
-"""Third-party code as plugins (issue 19): randomness it prefers, seeds it ignores, non-numeric
+"""Third-party code as plugins: randomness it prefers, seeds it ignores, non-numeric
 outputs, GDP/zCDP/pure claims, the thread policy, package provenance and run names. Every plugin
 here uses numpy only; the OpenDP and diffprivlib examples are in tests/test_examples.py."""
 
