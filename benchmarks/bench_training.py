@@ -394,6 +394,7 @@ def run(quick: bool, device: torch.device, repeats: int | None, flagship: bool) 
     out["figures_note"] = ("plain keys: medians of wall time; *_cpu: medians of this process's CPU time (all threads); "
                            "*_min: fastest wall-time repeat (least disturbed by other load)")
     out["threads_idle"] = threads_idle
+    out["threads_pinned"] = TRAINING_THREADS_ENV in os.environ
     out |= contended(dp_epoch, device, repeats)
     out["contended_slowdown"] = out["contended_s"] / out["dpsgd_s"]
     out |= parallel(quick, repeats, device)
@@ -463,10 +464,12 @@ def table(results: dict) -> str:
     if "flagship_peak_rss_gib" in r:
         lines.append(f"| flagship audit (dpsgd_mnist), whole run | {r['flagship_wall_s']:.0f} s | | peak RSS "
                      f"{r['flagship_peak_rss_gib']:.2f} GiB | < 4 GiB |")
-    projected = ", ".join(f"{n} workers {s / 60:.0f} min" for n, s in r["lira256_projected_s"].items())
+    projected = ", ".join(f"{n} worker(s) {s:.0f} s" if s < 90 else f"{n} worker(s) {s / 60:.0f} min"
+                          for n, s in r["lira256_projected_s"].items())
+    chosen_by = "pinned by --threads" if r.get("threads_pinned") else "policy, idle"
     machine = (f"{m.get('cpu_model') or m['processor']}, {m['cpus_usable']} usable cores, torch {m['torch']}, "
                f"{m['device']}{' ' + m['gpu'] if m.get('gpu') else ''}; training threads {r['threads_idle']} "
-               f"(policy, idle); load average {m['load_average_start'][0]:.1f} at start, "
+               f"({chosen_by}); load average {m['load_average_start'][0]:.1f} at start, "
                f"{m['load_average_end'][0]:.1f} at end")
     return ("\n".join(lines) + f"\n\nMachine: {machine}. {r['repeats']} repeats each. Results identical with 1 and "
             f"{r['threads_compared'][1]} threads: {r['threads_identical']}; on every executor: "
