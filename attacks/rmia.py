@@ -73,14 +73,36 @@ def log_marginal(ref_logp: np.ndarray, ref_in: np.ndarray, offline_a: float | No
                         np.log1p(-offline_a) - np.log(2.0) if offline_a < 1.0 else -np.inf)
 
 
+def balanced_log_marginal(ref_logp: np.ndarray, ref_in: np.ndarray) -> np.ndarray:
+    """Online ``log p(x)`` (n,) from as many IN as OUT reference models per example: the first ``k`` of
+    each in stack order, ``k`` = the smaller of the two counts; 0 (``p(x) = 1``) where ``k = 0``.
+
+    For leave-one-out games over reference models that each candidate is IN exactly half of: the other
+    models then hold one IN fewer when the left-out model trained on the candidate, so their plain mean
+    tells its membership and makes the game more optimistic than the target's (AUC 0.74 against 0.67
+    in ``tests/test_rmia.py``). A balanced subset has the same make-up in both cases.
+    """
+    ref_logp = np.asarray(ref_logp, dtype=np.float64)
+    ref_in = np.asarray(ref_in, dtype=bool)
+    ins, outs = np.cumsum(ref_in, axis=0), np.cumsum(~ref_in, axis=0)
+    k = np.minimum(ins[-1], outs[-1])
+    keep = np.where(ref_in, ins <= k, outs <= k)
+    count = keep.sum(axis=0)
+    with np.errstate(divide="ignore"):
+        log_mean = logsumexp(np.where(keep, ref_logp, -np.inf), axis=0) - np.log(np.maximum(count, 1))
+    return np.where(count > 0, log_mean, 0.0)
+
+
 def rmia_scores(target_logp: np.ndarray, ref_logp: np.ndarray, ref_in: np.ndarray, pop_target_logp: np.ndarray,
-                pop_ref_logp: np.ndarray, offline_a: float | None = None, gamma: float = GAMMA) -> np.ndarray:
+                pop_ref_logp: np.ndarray, offline_a: float | None = None, gamma: float = GAMMA,
+                log_px: np.ndarray | None = None) -> np.ndarray:
     """RMIA scores (Eq. 5) of candidates with label log-probabilities ``target_logp`` (..., n) under the target.
 
     ``ref_logp`` (R, n) / ``ref_in`` (R, n): the reference models on the candidates and which trained on
     which; ``pop_target_logp`` (..., Z) / ``pop_ref_logp`` (R, Z): the target and the reference models on
-    the population samples (trained on by none). Returns the fraction of population samples ``z`` with
-    ``LR(x, z) >= gamma``, shape (..., n).
+    the population samples (trained on by none). ``log_px`` (n,) replaces the candidates' ``log p(x)``
+    (:func:`log_marginal`). Returns the fraction of population samples ``z`` with ``LR(x, z) >= gamma``,
+    shape (..., n).
     """
     if gamma <= 0:
         raise UserError(f"the RMIA threshold gamma must be positive, got {gamma}")
@@ -89,7 +111,9 @@ def rmia_scores(target_logp: np.ndarray, ref_logp: np.ndarray, ref_in: np.ndarra
         raise ValueError(f"ref_logp and ref_in must both be (models, examples), got {ref_logp.shape}, "
                          f"{np.shape(ref_in)}")
     pop_ref_logp = np.asarray(pop_ref_logp, dtype=np.float64)
-    x = (np.asarray(target_logp, dtype=np.float64) - log_marginal(ref_logp, ref_in, offline_a)) - np.log(gamma)
+    if log_px is None:
+        log_px = log_marginal(ref_logp, ref_in, offline_a)
+    x = (np.asarray(target_logp, dtype=np.float64) - log_px) - np.log(gamma)
     z = (np.asarray(pop_target_logp, dtype=np.float64)
          - log_marginal(pop_ref_logp, np.zeros(pop_ref_logp.shape, dtype=bool), offline_a))
     if x.shape[:-1] != z.shape[:-1]:
@@ -105,7 +129,8 @@ def leave_one_out(logp: np.ndarray, member: np.ndarray, pop_logp: np.ndarray,
     """Scores (G, n) of each model ``j`` of a stack on its candidates, with the other models as references.
 
     ``logp`` (G, n) label log-probabilities of G models on n candidates, ``member`` (G, n) which model
-    trained on which candidate, ``pop_logp`` (G, Z) the models on the population. Needs G >= 2.
+    trained on which candidate, ``pop_logp`` (G, Z) the models on the population. Needs G >= 2. The
+    online ``p(x)`` comes from a balanced subset of the other models (:func:`balanced_log_marginal`).
     """
     G = logp.shape[0]
     if G < 2:
@@ -114,5 +139,7 @@ def leave_one_out(logp: np.ndarray, member: np.ndarray, pop_logp: np.ndarray,
     out = []
     for j in range(G):
         keep = np.arange(G) != j
-        out.append(rmia_scores(logp[j], logp[keep], member[keep], pop_logp[j], pop_logp[keep], offline_a, gamma))
+        log_px = balanced_log_marginal(logp[keep], member[keep]) if offline_a is None else None
+        out.append(rmia_scores(logp[j], logp[keep], member[keep], pop_logp[j], pop_logp[keep], offline_a, gamma,
+                               log_px))
     return np.stack(out)
