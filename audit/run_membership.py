@@ -38,7 +38,7 @@ from audit.membership_subjects import membership_subject
 from audit.run_context import RunContext
 from audit.run_options import CommonRunOptions
 from audit.stats.lower_bound import SECONDARY, VERDICT, LowerBound
-from audit.stats.metrics import advantage_interval, attack_metrics, dp_advantage_bound
+from audit.stats.metrics import attack_metrics, dp_advantage_bound
 from audit.stats.one_run import one_run_bound
 from audit.stats.one_run_fdp import fdp_one_run_bound
 from audit.stats.rates import rate_point
@@ -227,7 +227,6 @@ def run_membership(opts: MembershipOptions) -> tuple[Path, dict]:
             metrics["description"] = ATTACKS[name]
             metrics["calibrated_on"] = sc_.calibrated_on
             metrics["primary"] = name == primary
-            metrics["advantage_ci"] = advantage_interval(sc_.target, game.target_in, opts.confidence)
             metrics["advantage_dp_bound"] = adv_bound
             metrics["advantage_within_dp_bound"] = (None if adv_bound is None
                                                     else bool(metrics["advantage_ci"][0] <= adv_bound))

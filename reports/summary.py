@@ -32,8 +32,16 @@ def _game_phrase(results: Results) -> str:
                 f"fair coin, attacked by {len(attacks)} membership attack{'s' if len(attacks) != 1 else ''} "
                 f"(primary: {results.get('primary_attack', '—')})")
     if kind == "dp":
+        observation = game.get("observation") if isinstance(game.get("observation"), Mapping) else {}
+        params = results.get("params") if isinstance(results.get("params"), Mapping) else {}
+        extras = []
+        if params.get("init") == "pretrained":
+            extras.append("every run starting from parameters pre-trained without privacy on disjoint data")
+        if observation.get("calibration_runs"):
+            extras.append(f"the threshold fixed on {format_value(observation['calibration_runs'])} separate "
+                          "calibration runs")
         return (f"{format_value(game.get('runs'))} training runs with the {game.get('canary_kind')} canary by a fair "
-                f"coin, observed under the {game.get('threat')} threat model")
+                f"coin, observed under the {game.get('threat')} threat model" + "".join(f"; {e}" for e in extras))
     if kind == "mechanism":
         return f"{format_value(game.get('draws_per_world'))} draws on each side of its neighbouring pair"
     return "its audit game"

@@ -11,6 +11,7 @@ import torch
 from audit.canaries import input_canary
 from audit.errors import UserError
 from audit.run_dp import DPOptions, pretrained_init, run_dp
+from reports.summary import headline_sentences
 from targets.datasets import load_dataset
 from targets.dpsgd_audit import train_audit_runs
 from targets.registry import get_target
@@ -53,6 +54,9 @@ def test_black_box_audit_from_pretrained_init_with_calibrated_threshold(tmp_path
     assert fit["n_pos"] + fit["n_neg"] == 40 and 0 <= fit["shapiro_p_in"] <= 1
     assert float(bounds["clopper-pearson"]["epsilon"]) <= results["epsilon_theory"]
     assert results["verdict"]["status"] == "consistent"
+    audited = headline_sentences(results)[0]  # the report says how the runs started and who fixed the threshold
+    assert "pre-trained without privacy" in audited and "fixed on 40 separate calibration runs" in audited
+    assert len(results["attacks"]["black-box/blank"]["advantage_ci"]) == 2
 
 
 def test_init_and_calibration_options_are_checked(tmp_path):
@@ -62,3 +66,7 @@ def test_init_and_calibration_options_are_checked(tmp_path):
     with pytest.raises(UserError, match="calibration-runs"):
         run_dp(DPOptions(target="dpgd_logreg_digits", out=str(tmp_path), runs=8, canary="dirac", threat="updates",
                          calibration_runs=8))
+    with pytest.raises(UserError, match="DP-SGD targets, not to dperm_digits"):
+        run_dp(DPOptions(target="dperm_digits", out=str(tmp_path), runs=8, init="pretrained"))
+    with pytest.raises(UserError, match="0 or more"):
+        run_dp(DPOptions(target="dpgd_logreg_digits", out=str(tmp_path), runs=8, calibration_runs=-1))

@@ -144,7 +144,8 @@ def downsample_roc(fpr: ArrayLike, tpr: ArrayLike, max_points: int = MAX_ROC_POI
 def attack_metrics(scores: ArrayLike, members: ArrayLike, confidence: float = 0.95) -> dict:
     """All attack-strength metrics as JSON-friendly python types.
 
-    Keys: ``auc``, ``balanced_accuracy``, ``advantage``, ``tpr_at_fpr`` ({"0.01", "0.001"}),
+    Keys: ``auc``, ``balanced_accuracy``, ``advantage``, ``advantage_ci`` (:func:`advantage_interval`),
+    ``tpr_at_fpr`` ({"0.01", "0.001"}),
     ``tpr_at_fpr_ci`` ({"0.01": [lo, hi], ...}, Clopper–Pearson at ``confidence``), ``roc``
     ({"fpr", "tpr"}, downsampled to at most 400 points by :func:`downsample_roc`), ``n_members``,
     ``n_nonmembers``.
@@ -164,6 +165,7 @@ def attack_metrics(scores: ArrayLike, members: ArrayLike, confidence: float = 0.
         "auc": float(skm.roc_auc_score(m.astype(int), s)),
         "balanced_accuracy": 0.5 * (1.0 + adv),
         "advantage": adv,
+        "advantage_ci": advantage_interval(s, m, confidence),
         "tpr_at_fpr": out_tpr,
         "tpr_at_fpr_ci": out_ci,
         "roc": downsample_roc(f_d, t_d),
