@@ -332,7 +332,7 @@ def extraction_plot(methods: Sequence[Mapping[str, Any]], path: str | os.PathLik
                        label=label)
         right.set_xlim(0, 1)
         right.set_xlabel("agreement with the served model")
-        right.legend(loc="lower left")
+        right.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.6 / len(methods)), ncol=2, frameon=False)
         for ax in (left, right):
             ax.grid(True, axis="x", linewidth=0.4, color="0.85")
         fig.tight_layout()
