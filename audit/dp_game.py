@@ -48,7 +48,7 @@ from audit.stats.gdp import GDP_ASSUMPTION, gaussian_fit_bound
 from audit.stats.metrics import attack_metrics
 from audit.stats.one_run import one_run_bound
 from audit.stats.per_step import per_step_bound
-from audit.stats.rates import as_scores_members
+from audit.stats.rates import as_scores_members, operating_point
 from audit.stats.thresholds import FixedThreshold, choose_strategy, threshold_bounds
 from audit.stats.verdict import Family, compare_with_claim, epsilon_value
 from audit.theory.checks import check_confidence
@@ -148,8 +148,12 @@ def audit_runs(scores: ArrayLike, included: ArrayLike, claim: Any, delta: float,
         bounds.append(pooled)
     comparison = compare_with_claim(bounds, claim, delta, ALPHA_GRID, family)
     estimate = max(bounds, key=lambda b: epsilon_value(b["epsilon"])) if bounds else None
+    metrics = attack_metrics(s, inc, confidence)  # with the operating point of each threshold test drawn
+    metrics["empirical_points"] = [
+        operating_point(f"{b['method']} test ({b['details']['rule']})", b["details"], confidence)
+        for b in bounds if b["method"] == "clopper-pearson" and "fp" in b["details"]]
     verdict = flag_estimates_above_claim(comparison["verdict"], bounds, comparison["epsilon_theory"])
     return comparison | {"lower_bounds": bounds, "family": {"size": family.size, "confidence": confidence},
                          "best_estimate": estimate, "verdict": verdict, "threshold_strategy": strategy.name,
-                         "attack_metrics": attack_metrics(s, inc, confidence), "runs": int(s.size),
+                         "attack_metrics": metrics, "runs": int(s.size),
                          "included": int(inc.sum()), "gdp_assumption": GDP_ASSUMPTION}

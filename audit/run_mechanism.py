@@ -34,7 +34,7 @@ from audit.errors import UserError
 from audit.run_context import RunContext
 from audit.stats.gdp import GDP_CLAIM_ASSUMPTION
 from audit.stats.metrics import attack_metrics
-from audit.stats.rates import rate_point
+from audit.stats.rates import operating_point
 from audit.stats.thresholds import choose_strategy, threshold_bounds
 from audit.stats.verdict import Family, compare_with_claim
 from audit.target_theory import IMPLIED_MU, build_mechanism, catalogue, check_privacy_args, gdp_summary, tradeoff_alphas
@@ -207,14 +207,8 @@ def _audit(ctx: RunContext, opts: MechanismOptions, mech: Mechanism, delta: floa
     timing["bounds_s"] = time.perf_counter() - t0
 
     metrics = attack_metrics(scores, members, opts.confidence)
-    points = []
-    for bound in found:
-        d = bound.details
-        fpr, fpr_ci = rate_point(d["fp"], d["n_neg"], opts.confidence)
-        fnr, fnr_ci = rate_point(d["fn"], d["n_pos"], opts.confidence)
-        points.append({"label": f"{bound.method} test ({d['rule']})", "threshold": d["threshold"],
-                       "fpr": fpr, "fnr": fnr, "fpr_ci": fpr_ci, "fnr_ci": fnr_ci})
-    metrics["empirical_points"] = points
+    metrics["empirical_points"] = [operating_point(f"{b.method} test ({b.details['rule']})", b.details, opts.confidence)
+                                   for b in found]
     metrics["description"] = "threshold test on the mechanism's likelihood-ratio statistic (Neyman-Pearson)"
 
     comparison = compare_with_claim(bounds, claim, delta, tradeoff_alphas(), family)

@@ -17,7 +17,7 @@ from audit.errors import UserError
 from audit.theory.checks import check_delta
 
 __all__ = ["as_scores_members", "check_count", "cp_upper", "cp_lower", "cp_upper_array", "epsilon_from_rates",
-           "epsilon_from_rates_array", "mu_from_rates", "confusion_counts", "rate_point"]
+           "epsilon_from_rates_array", "mu_from_rates", "confusion_counts", "operating_point", "rate_point"]
 
 
 def as_scores_members(scores: ArrayLike, members: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
@@ -159,3 +159,13 @@ def rate_point(k: int, n: int, confidence: float) -> tuple[float, list[float]]:
     """Empirical rate k/n with its two-sided Clopper–Pearson interval at ``confidence``."""
     alpha = 1 - confidence
     return k / n, [cp_lower(k, n, alpha / 2), cp_upper(k, n, alpha / 2)]
+
+
+def operating_point(label: str, details: dict, confidence: float) -> dict:
+    """The (FPR, FNR) operating point of a threshold test, with two-sided Clopper–Pearson intervals,
+    from a bound's ``details`` (``fp``/``n_neg``, ``fn``/``n_pos``, ``threshold``): one point of a
+    report's tradeoff figure."""
+    fpr, fpr_ci = rate_point(int(details["fp"]), int(details["n_neg"]), confidence)
+    fnr, fnr_ci = rate_point(int(details["fn"]), int(details["n_pos"]), confidence)
+    return {"label": label, "threshold": float(details["threshold"]), "fpr": fpr, "fnr": fnr,
+            "fpr_ci": fpr_ci, "fnr_ci": fnr_ci}
