@@ -74,7 +74,8 @@ def extraction_victim(opts: Any, paths: RunPaths) -> Any:
                   claim.epsilon(plugin.delta) if claim else None, plugin.delta if claim else None,
                   claim.description if claim else None, plugin.neighbouring,
                   {"plugin": plugin.spec, "n_train": n} | plugin.params,
-                  {"plugin": plugin_config(plugin), "seed": seed}, api=probability_api(plugin, model, data.shape, data.n_classes))
+                  {"plugin": plugin_config(plugin), "seed": seed},
+                  api=probability_api(plugin, model, data.shape, data.n_classes))
 
 
 def inversion_target(opts: Any) -> Any:

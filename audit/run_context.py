@@ -158,7 +158,8 @@ def make_run_dir(out: str | os.PathLike, kind: str, target: str, name: str | Non
         cache_dir = cache_dir_of(out)
         cache_dir.mkdir(exist_ok=True)
     except OSError as exc:
-        raise UserError(f"cannot write to output directory {root} ({exc.strerror}); pass a writable --out DIR") from None
+        raise UserError(f"cannot write to output directory {root} ({exc.strerror}); "
+                        "pass a writable --out DIR") from None
     return RunPaths(root, run_dir, cache_dir)
 
 

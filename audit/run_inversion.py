@@ -3,8 +3,9 @@
 Data split (seeded): the target's members (``n_train`` records), a disjoint set of the same size
 (the non-members, on which the *reference* model is trained with the same recipe and another seed),
 and the rest — the attacker's auxiliary data, used only for the neutral start (its mean image, or
-a constant at its mean intensity) and to train the *evaluation classifier* (scikit-learn multinomial logistic regression), which has
-never seen a member or a non-member [Zhang et al. 2020 use such an evaluation classifier].
+a constant at its mean intensity) and to train the *evaluation classifier* (scikit-learn multinomial
+logistic regression), which has never seen a member or a non-member [Zhang et al. 2020 use such an
+evaluation classifier].
 
 For every class MI-FACE (:mod:`attacks.inversion`, Fredrikson et al. 2015) reconstructs an input
 from the target (white-box gradients, and a black-box run with finite-difference gradients) and
@@ -270,7 +271,8 @@ def run_inversion(opts: InversionOptions) -> tuple[Path, dict]:
 
         def table(name: str, fig: dict) -> dict:
             rows = [[r["class"], r["mse_member_mean"], r["mse_nonmember_mean"], r["ssim_member_mean"],
-                     r["ssim_nonmember_mean"], r["eval_prediction"], r["confidence"], r["steps"], r["queries"], r["stop"]]
+                     r["ssim_nonmember_mean"], r["eval_prediction"], r["confidence"], r["steps"], r["queries"],
+                     r["stop"]]
                     for r in fig["per_class"]]
             rows.append(["mean", fig["mse_member_mean"], fig["mse_nonmember_mean"], fig["ssim_member_mean"],
                          fig["ssim_nonmember_mean"], f"accuracy {fig['eval_accuracy']:.2f}", fig["confidence"], "",
@@ -280,8 +282,9 @@ def run_inversion(opts: InversionOptions) -> tuple[Path, dict]:
                                 "SSIM non-member mean", "evaluation classifier says", "confidence", "steps", "queries",
                                 "stopped by"],
                     "rows": rows,
-                    "caption": "MSE and SSIM (Wang et al. 2004, Gaussian window 1.5) of the reconstruction to the class "
-                               "mean of the target's members and of the non-members; the evaluation classifier was "
+                    "caption": "MSE and SSIM (Wang et al. 2004, Gaussian window 1.5) of the reconstruction to "
+                               "the class mean of the target's members and of the non-members; the evaluation "
+                               "classifier was "
                                f"trained on {aux_fit.size} auxiliary records disjoint from both (chance "
                                f"{1 / data.n_classes:.2f})."}
 
@@ -307,8 +310,9 @@ def run_inversion(opts: InversionOptions) -> tuple[Path, dict]:
 
         epsilon_theory = claim.epsilon(target.delta) if claim is not None else None
         verdict = {"status": "no-claim",
-                   "text": f"reconstructions are recognised by an independent classifier {inversion['eval_accuracy']:.0%} "
-                           f"of the time (reference model: {out['reference']['eval_accuracy']:.0%}, chance "
+                   "text": f"reconstructions are recognised by an independent classifier "
+                           f"{inversion['eval_accuracy']:.0%} of the time (reference model: "
+                           f"{out['reference']['eval_accuracy']:.0%}, chance "
                            f"{1 / data.n_classes:.0%}); member gap in MSE {gap['mse_gap']:.2g} (standard error "
                            f"{gap['mse_gap_standard_error']:.2g}). Inversion recovers "
                            f"class-level features, which "

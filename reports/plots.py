@@ -257,7 +257,7 @@ def epsilon_plot(rows: Sequence[Mapping[str, Any]], path: str | os.PathLike) -> 
             continue
         groups.setdefault(str(row.get("series", "lower bound")), []).append((theory, lb))
     colours = attack_colours(groups)
-    top = max([1.0] + [max(t, l) for pts in groups.values() for t, l in pts]) * 1.08
+    top = max([1.0] + [max(first, second) for pts in groups.values() for first, second in pts]) * 1.08
     with matplotlib.rc_context(RC_PARAMS):
         fig, ax = new_figure((7.0, 5.2))
         ax.plot([0, top], [0, top], linestyle=":", color="0.3", linewidth=1.2, label="y = x (bound = theory)")

@@ -94,7 +94,8 @@ def load_mnist_idx(directory: str | os.PathLike) -> Dataset:
     images = np.concatenate([parts["train_images"], parts["test_images"]])
     labels = np.concatenate([parts["train_labels"], parts["test_labels"]])
     if images.shape[0] != labels.shape[0] or images.shape[1:] != (28, 28):
-        raise UserError(f"MNIST IDX files in {directory} are inconsistent (images {images.shape}, labels {labels.shape})")
+        raise UserError(f"MNIST IDX files in {directory} are inconsistent (images {images.shape}, "
+                        f"labels {labels.shape})")
     X = (images.astype(np.float32) / 255.0).reshape(-1, 1, 28, 28)
     return Dataset(X, labels.astype(np.int64), "mnist", 10, (1, 28, 28), f"MNIST IDX files in {directory}")
 
@@ -146,7 +147,8 @@ def load_synthetic(n: int = 2000, d: int = 20, n_classes: int = 2, seed: int = 0
     means *= 2.0 / np.linalg.norm(means, axis=1, keepdims=True)
     y = rng.integers(0, n_classes, size=n)
     X = means[y] + rng.normal(size=(n, d))
-    return Dataset(_to_unit_ball(X), y.astype(np.int64), "synthetic", n_classes, (d,), f"synthetic mixture (seed {seed})")
+    return Dataset(_to_unit_ball(X), y.astype(np.int64), "synthetic", n_classes, (d,),
+                   f"synthetic mixture (seed {seed})")
 
 
 DATASETS = {

@@ -41,8 +41,8 @@ from audit.theory.claims import REPLACE, ApproxDPClaim, GaussianClaim, PrivacyCl
 from audit.theory.gaussian import analytic_gaussian_sigma
 from targets.mechanisms import Mechanism
 
-__all__ = ["prepare_features", "binary_labels", "fit_logreg", "predict_proba", "DPERM", "DPERMMechanism", "DPERM_TARGETS",
-           "make_dperm", "crafted_canary", "crafted_pair", "DPERM_AUDIT_TARGETS"]
+__all__ = ["prepare_features", "binary_labels", "fit_logreg", "predict_proba", "DPERM", "DPERMMechanism",
+           "DPERM_TARGETS", "make_dperm", "crafted_canary", "crafted_pair", "DPERM_AUDIT_TARGETS"]
 
 
 def prepare_features(X: np.ndarray, intercept: bool = True) -> np.ndarray:
@@ -67,7 +67,8 @@ def binary_labels(dataset: str, y: np.ndarray) -> np.ndarray:
         return np.where(y == 1, 1.0, -1.0)
     if set(np.unique(y).tolist()) <= {-1, 1}:
         return y.astype(np.float64)
-    raise UserError(f"DP-ERM is binary; dataset {dataset!r} has labels {np.unique(y)[:10]}; use digits or a 2-class set")
+    raise UserError(f"DP-ERM is binary; dataset {dataset!r} has labels {np.unique(y)[:10]}; "
+                    "use digits or a 2-class set")
 
 
 def _objective(theta: np.ndarray, X: np.ndarray, y: np.ndarray, lam: float) -> tuple[float, np.ndarray]:
@@ -307,7 +308,8 @@ class DPERMMechanism(Mechanism):
         t0, t1 = self._pair_thetas()
         return float(np.linalg.norm(t1 - t0))
 
-    def sample(self, dataset: tuple[np.ndarray, np.ndarray], n: int, rng: np.random.Generator | int | None) -> np.ndarray:
+    def sample(self, dataset: tuple[np.ndarray, np.ndarray], n: int,
+               rng: np.random.Generator | int | None) -> np.ndarray:
         X, y = dataset
         return self.erm.release(X, y, rng, n_draws=int(n)).reshape(int(n), -1)
 
@@ -338,7 +340,8 @@ DPERM_TARGETS: dict[str, dict[str, Any]] = {
     "dperm_digits": {"dataset": "digits", "epsilon": 1.0, "delta": 1e-5, "l2_reg": 1e-2,
                      "description": "DP-ERM logistic regression on digits (>= 5 vs <= 4), (1, 1e-5)-DP"},
     "dperm_breast_cancer": {"dataset": "breast_cancer", "epsilon": 1.0, "delta": 1e-5, "l2_reg": 1e-2,
-                            "description": "DP-ERM logistic regression on breast cancer (benign vs malignant), (1, 1e-5)-DP"},
+                            "description": "DP-ERM logistic regression on breast cancer (benign vs malignant), "
+                                           "(1, 1e-5)-DP"},
 }
 
 #: DP-ERM variants used by the tightness audits (``run dp``), kept apart from DPERM_TARGETS because

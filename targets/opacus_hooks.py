@@ -3,10 +3,10 @@
 While :func:`instrument_opacus` is active (the workbench enters it around each call of a trainer
 plugin's ``train``), every ``PrivacyEngine.make_private`` (``make_private_with_epsilon`` goes
 through it) registers the optimizer it returns with the run's
-:class:`targets.audit_hooks.UpdateRecorder`, together with the Poisson rate of the data loader it returns (``DPDataLoader.sample_rate``; for a
-loader without Poisson sampling ``1/len(loader)``, the rate Opacus accounts), and every
-``add_noise`` of ``DPOptimizer`` (and of its subclasses that define their own, e.g. the ghost
-clipping ``DPOptimizerFastGradientClipping``) is wrapped:
+:class:`targets.audit_hooks.UpdateRecorder`, together with the Poisson rate of the data loader
+it returns (``DPDataLoader.sample_rate``; for a loader without Poisson sampling ``1/len(loader)``,
+the rate Opacus accounts), and every ``add_noise`` of ``DPOptimizer`` (and of its subclasses that
+define their own, e.g. the ghost clipping ``DPOptimizerFastGradientClipping``) is wrapped:
 
 * before the noise, the recorder's ``add_canary`` (what :func:`targets.audit_hooks.add_canary`
   calls) adds the Dirac canary (norm ``max_grad_norm``) to the clipped sums ``p.summed_grad`` with

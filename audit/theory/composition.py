@@ -53,7 +53,8 @@ def compose_rdp(claims: Sequence[RDPClaim]) -> RDPClaim:
         if c.orders.shape != orders.shape or not np.allclose(c.orders, orders):
             raise UserError("RDP claims must use the same orders to be composed")
     total = np.sum([c.rdp for c in claims], axis=0)
-    return RDPClaim(orders, total, neighbouring=claims[0].neighbouring, label=f"composition of {len(claims)} RDP curves")
+    return RDPClaim(orders, total, neighbouring=claims[0].neighbouring,
+                    label=f"composition of {len(claims)} RDP curves")
 
 
 def compose_pld(claims: Sequence[PLDClaim]) -> PLDClaim:

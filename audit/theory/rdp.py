@@ -129,7 +129,10 @@ def zcdp_to_dp_epsilon(rho: float, delta: float, conversion: str = "improved") -
         return rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))
     if conversion != "improved":
         raise UserError(f"unknown zCDP conversion {conversion!r}; use 'improved' or 'simple'")
-    g = lambda la: rho * (1.0 + math.exp(la)) + math.log1p(-1.0 / (1.0 + math.exp(la))) - math.log(delta * (1.0 + math.exp(la))) / math.exp(la)  # noqa: E731
+
+    def g(la: float) -> float:  # epsilon at order alpha = 1 + e^la (la: log(alpha - 1))
+        alpha = 1.0 + math.exp(la)
+        return rho * alpha + math.log1p(-1.0 / alpha) - math.log(delta * alpha) / (alpha - 1.0)
     grid = np.log(np.unique(np.concatenate([np.linspace(1.02, 20.0, 900), np.logspace(np.log10(20.0), 6, 600)])) - 1.0)
     vals = np.array([g(x) for x in grid])
     i = int(np.argmin(vals))
