@@ -413,7 +413,8 @@ def build_setup(opts: DPOptions) -> DPAuditSetup:
     dpsgd_only = [flag for flag, given in (("--init pretrained", opts.init != "random"),
                                            ("--calibration-runs", opts.calibration_runs > 0)) if given]
     if dpsgd_only and (opts.target in DPERM_TARGETS or opts.target in DPERM_AUDIT_TARGETS):
-        raise UserError(f"{' and '.join(dpsgd_only)} apply to the project's DP-SGD targets, not to {opts.target}")
+        raise UserError(f"{' and '.join(dpsgd_only)} {'apply' if len(dpsgd_only) > 1 else 'applies'} to the "
+                        f"project's DP-SGD targets, not to {opts.target}")
     if opts.target in DPERM_TARGETS or opts.target in DPERM_AUDIT_TARGETS:
         return dperm_setup(with_defaults(opts, target_use(opts.target)))
     from targets.plugins import is_plugin_spec
@@ -429,7 +430,8 @@ def build_setup(opts: DPOptions) -> DPAuditSetup:
         if opts.epsilon is not None or opts.delta is not None:
             raise UserError("--epsilon/--delta do not apply to a plugin: its factory states the claim")
         if dpsgd_only:
-            raise UserError(f"{' and '.join(dpsgd_only)} apply to the project's DP-SGD targets, not to a plugin")
+            raise UserError(f"{' and '.join(dpsgd_only)} {'apply' if len(dpsgd_only) > 1 else 'applies'} to the "
+                            "project's DP-SGD targets, not to a plugin")
         threat = opts.threat or trainer_plugin_use(plugin.description).default_threat
         return trainer_setup(plugin, plugin_canary(threat, opts.canary), threat, opts.seed, opts.data_dir, opts.quiet,
                              opts.confidence)
