@@ -34,15 +34,24 @@ def run_kinds() -> list[str]:
                   if info.name.startswith("run_"))
 
 
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1."""
+def _int_at_least(text: str, minimum: int) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value}")
     return value
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    return _int_at_least(text, 1)
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer >= 0."""
+    return _int_at_least(text, 0)
 
 
 def confidence_level(text: str) -> float:
@@ -132,17 +141,6 @@ def add_kind(kinds: argparse._SubParsersAction, kind: str, common: argparse.Argu
     """Add run kind ``kind`` with the common options and an epilog naming the targets it applies to."""
     return kinds.add_parser(kind, parents=[common], epilog=targets_epilog(kind),
                             formatter_class=argparse.RawDescriptionHelpFormatter, **kwargs)
-
-
-def non_negative_int(text: str) -> int:
-    """argparse type: an integer >= 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
 
 
 def dpsgd_start_options(parser: argparse.ArgumentParser) -> None:
