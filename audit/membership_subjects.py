@@ -20,20 +20,21 @@ from typing import Any, Callable
 
 import numpy as np
 
+from audit.audited_model import AuditedModel
 from audit.choices import SYNTHETIC_CANARIES
 from audit.errors import UserError
 from audit.executors import TrainingCall, train_cached_models
 from audit.games import CanaryGame
 from audit.run_context import RunPaths
-from targets.datasets import Dataset, load_dataset
+from targets.datasets import load_dataset
 
 #: Largest target training set of a plugin in the membership game.
 MAX_PLUGIN_TRAIN = 1000
 
 
 @dataclass
-class MembershipSubject:
-    """A target for the membership game.
+class MembershipSubject(AuditedModel):
+    """A target for the membership game (the fields of :class:`audit.audited_model.AuditedModel`, then:).
 
     ``fit(paths, game, calls)`` trains, for each :class:`audit.executors.TrainingCall`, one model per
     row of its ``masks`` (over the rows of ``game.data``) and returns the trained models per call;
@@ -41,14 +42,6 @@ class MembershipSubject:
     non-private target; ``theory_line`` is what the run prints about its accounting; ``config`` goes to config.json.
     """
 
-    name: str
-    description: str
-    data: Dataset
-    n_train: int
-    model: str
-    claim: Any
-    delta: float
-    params: dict
     fit: Callable[[RunPaths, CanaryGame, list[TrainingCall]], list]
     log_probs: Callable[[Any, np.ndarray], np.ndarray]
     theory_line: str | None = None

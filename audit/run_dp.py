@@ -404,22 +404,23 @@ def build_setup(opts: DPOptions) -> DPAuditSetup:
     or trained DP-SGD targets. A threat model or canary left out is the target's default
     (:mod:`audit.target_defaults`)."""
     from targets.dperm import DPERM_AUDIT_TARGETS, DPERM_TARGETS
+    from targets.plugins import is_plugin_spec
 
     if opts.threat is not None and opts.threat not in THREATS:
         raise UserError(f"unknown threat model {opts.threat!r}; choose one of {', '.join(THREATS)}")
     check_confidence(opts.confidence)
     if opts.calibration_runs < 0:
         raise UserError(f"--calibration-runs must be 0 or more, got {opts.calibration_runs}")
+    dperm = opts.target in DPERM_TARGETS or opts.target in DPERM_AUDIT_TARGETS
+    plugin_target = is_plugin_spec(opts.target)
     dpsgd_only = [flag for flag, given in (("--init pretrained", opts.init != "random"),
                                            ("--calibration-runs", opts.calibration_runs > 0)) if given]
-    if dpsgd_only and (opts.target in DPERM_TARGETS or opts.target in DPERM_AUDIT_TARGETS):
+    if dpsgd_only and (dperm or plugin_target):
         raise UserError(f"{' and '.join(dpsgd_only)} {'apply' if len(dpsgd_only) > 1 else 'applies'} to the "
-                        f"project's DP-SGD targets, not to {opts.target}")
-    if opts.target in DPERM_TARGETS or opts.target in DPERM_AUDIT_TARGETS:
+                        f"project's DP-SGD targets, not to {'a plugin' if plugin_target else opts.target}")
+    if dperm:
         return dperm_setup(with_defaults(opts, target_use(opts.target)))
-    from targets.plugins import is_plugin_spec
-
-    if is_plugin_spec(opts.target):  # a user's trainer: black-box, or its DP-SGD steps (audit.plugin_updates)
+    if plugin_target:  # a user's trainer: black-box, or its DP-SGD steps (audit.plugin_updates)
         from audit.plugin_updates import trainer_setup
         from targets.plugins import TrainerPlugin, load_plugin
 
@@ -429,9 +430,6 @@ def build_setup(opts: DPOptions) -> DPAuditSetup:
                             f"--target {opts.target}`")
         if opts.epsilon is not None or opts.delta is not None:
             raise UserError("--epsilon/--delta do not apply to a plugin: its factory states the claim")
-        if dpsgd_only:
-            raise UserError(f"{' and '.join(dpsgd_only)} {'apply' if len(dpsgd_only) > 1 else 'applies'} to the "
-                            "project's DP-SGD targets, not to a plugin")
         threat = opts.threat or trainer_plugin_use(plugin.description).default_threat
         return trainer_setup(plugin, plugin_canary(threat, opts.canary), threat, opts.seed, opts.data_dir, opts.quiet,
                              opts.confidence)

@@ -31,13 +31,14 @@ import numpy as np
 import torch
 
 from attacks.inversion import InversionResult, MIFaceConfig, mi_face, ssim
+from audit.audited_model import AuditedModel
 from audit.choices import INVERSION_STARTS
 from audit.errors import UserError
 from audit.run_context import RunContext, RunPaths
 from audit.run_extraction import member_split, resolve_trained, train_cached
 from audit.run_options import CommonRunOptions
 from audit.theory.checks import check_confidence
-from targets.datasets import Dataset, load_dataset
+from targets.datasets import load_dataset
 from targets.models import get_architecture
 from targets.training import resolve_device
 
@@ -100,19 +101,12 @@ def class_figures(result: InversionResult, member_means: np.ndarray, nonmember_m
 
 
 @dataclass
-class InversionTarget:
-    """The model family inverted: ``fit(paths, mask, seed, desc)`` trains one model on ``data[mask]``,
+class InversionTarget(AuditedModel):
+    """The model family inverted (the fields of :class:`audit.audited_model.AuditedModel`, then:)
+    ``fit(paths, mask, seed, desc)`` trains one model on ``data[mask]``,
     ``probabilities(model)`` is its API for MI-FACE (a batch of inputs to class probabilities);
     ``white_box``: its gradients are available (else every inversion is black-box)."""
 
-    name: str
-    description: str
-    data: Dataset
-    n_train: int
-    model: str
-    claim: Any
-    delta: float
-    params: dict
     config: dict
     white_box: bool
     fit: Callable[[RunPaths, np.ndarray, int, str], Any]

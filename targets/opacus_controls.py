@@ -32,7 +32,8 @@ import functools
 from typing import Callable
 
 import numpy as np
-import torch
+
+from targets.opacus_target import train_softmax as opacus_train_softmax
 
 EPSILON, DELTA = 2.0, 1e-5
 N_TRAIN = 200
@@ -66,44 +67,11 @@ def larger_epsilon_noise() -> float:
 
 def train_softmax(X: np.ndarray, y: np.ndarray, seed: int, *, noise: float, epochs: int = EPOCHS,
                   physical_batch: int | None = None, accountant: str = "prv") -> Callable[[np.ndarray], np.ndarray]:
-    """The controls' Opacus loop; returns ``predict_proba``. ``physical_batch`` runs it through
+    """The controls' Opacus loop (:func:`targets.opacus_target.train_softmax` at this module's sample rate,
+    learning rate and clip norm); returns ``predict_proba``. ``physical_batch`` runs it through
     ``BatchMemoryManager`` (virtual steps)."""
-    import opacus
-    from opacus.utils.batch_memory_manager import BatchMemoryManager
-
-    torch.manual_seed(int(seed))  # Opacus draws batches and noise from torch's global generator
-    features = torch.as_tensor(np.asarray(X, dtype=np.float32)).reshape(len(X), -1)
-    labels = torch.as_tensor(np.asarray(y, dtype=np.int64))
-    model = torch.nn.Linear(features.shape[1], 10)
-    optimizer = torch.optim.SGD(model.parameters(), lr=LR)
-    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(features, labels),
-                                         batch_size=int(SAMPLE_RATE * len(features)))
-    engine = opacus.PrivacyEngine(accountant=accountant)
-    model, optimizer, loader = engine.make_private(module=model, optimizer=optimizer, data_loader=loader,
-                                                   noise_multiplier=noise, max_grad_norm=CLIP, poisson_sampling=True)
-    loss_fn = torch.nn.CrossEntropyLoss()
-
-    def steps(batches) -> None:
-        for xb, yb in batches:
-            optimizer.zero_grad()
-            if len(xb):
-                loss_fn(model(xb), yb).backward()
-            optimizer.step()
-
-    for _ in range(epochs):
-        if physical_batch is None:
-            steps(loader)
-        else:
-            with BatchMemoryManager(data_loader=loader, max_physical_batch_size=physical_batch,
-                                    optimizer=optimizer) as batches:
-                steps(batches)
-    weight, bias = model._module.weight.detach().clone(), model._module.bias.detach().clone()
-
-    def predict_proba(Z: np.ndarray) -> np.ndarray:
-        z = torch.as_tensor(np.asarray(Z, dtype=np.float32)).reshape(len(Z), -1)
-        return torch.softmax(z @ weight.T + bias, dim=1).numpy()
-
-    return predict_proba
+    return opacus_train_softmax(X, y, seed, noise=noise, sample_rate=SAMPLE_RATE, epochs=epochs, lr=LR, clip=CLIP,
+                                accountant=accountant, physical_batch=physical_batch)
 
 
 def _plugin(name: str, description: str, train: Callable, accounted_rate: float = SAMPLE_RATE) -> dict:

@@ -53,35 +53,52 @@ def opacus_epsilons(sigma: float) -> dict[str, float]:
     return out
 
 
-def train(X: np.ndarray, y: np.ndarray, seed: int):
-    """Train with Opacus (Poisson sampling on); returns ``predict_proba``."""
+def train_softmax(X: np.ndarray, y: np.ndarray, seed: int, *, noise: float, sample_rate: float, epochs: int,
+                  lr: float, clip: float, accountant: str, physical_batch: int | None = None):
+    """Softmax regression trained by Opacus (``make_private``, Poisson sampling at ``sample_rate``, SGD);
+    returns ``predict_proba``. ``physical_batch`` runs it through ``BatchMemoryManager`` (virtual steps)."""
     opacus = _opacus()
     torch.manual_seed(int(seed))  # Opacus draws its noise and batches from torch's global generator
     features = torch.as_tensor(np.asarray(X, dtype=np.float32)).reshape(len(X), -1)
     labels = torch.as_tensor(np.asarray(y, dtype=np.int64))
     model = torch.nn.Linear(features.shape[1], 10)
-    optimizer = torch.optim.SGD(model.parameters(), lr=LR)
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(features, labels),
-                                         batch_size=int(SAMPLE_RATE * len(features)))
-    engine = opacus.PrivacyEngine(accountant="rdp")
+                                         batch_size=int(sample_rate * len(features)))
+    engine = opacus.PrivacyEngine(accountant=accountant)
     model, optimizer, loader = engine.make_private(module=model, optimizer=optimizer, data_loader=loader,
-                                                   noise_multiplier=noise_multiplier(), max_grad_norm=CLIP,
-                                                   poisson_sampling=True)
+                                                   noise_multiplier=noise, max_grad_norm=clip, poisson_sampling=True)
     loss_fn = torch.nn.CrossEntropyLoss()
-    for _ in range(EPOCHS):
-        for xb, yb in loader:
+
+    def steps(batches) -> None:
+        for xb, yb in batches:
             optimizer.zero_grad()
             if len(xb):
                 loss_fn(model(xb), yb).backward()
             optimizer.step()
-    weight = model._module.weight.detach().clone()
-    bias = model._module.bias.detach().clone()
+
+    for _ in range(epochs):
+        if physical_batch is None:
+            steps(loader)
+        else:
+            from opacus.utils.batch_memory_manager import BatchMemoryManager
+
+            with BatchMemoryManager(data_loader=loader, max_physical_batch_size=physical_batch,
+                                    optimizer=optimizer) as batches:
+                steps(batches)
+    weight, bias = model._module.weight.detach().clone(), model._module.bias.detach().clone()
 
     def predict_proba(Z: np.ndarray) -> np.ndarray:
         z = torch.as_tensor(np.asarray(Z, dtype=np.float32)).reshape(len(Z), -1)
         return torch.softmax(z @ weight.T + bias, dim=1).numpy()
 
     return predict_proba
+
+
+def train(X: np.ndarray, y: np.ndarray, seed: int):
+    """Train with Opacus (Poisson sampling on); returns ``predict_proba``."""
+    return train_softmax(X, y, seed, noise=noise_multiplier(), sample_rate=SAMPLE_RATE, epochs=EPOCHS, lr=LR,
+                         clip=CLIP, accountant="rdp")
 
 
 def opacus_mnist() -> dict:

@@ -1,0 +1,26 @@
+"""What a run that trains its own models of a target states about them, whatever trains them (a
+registry target's trainer or a user's plugin): the fields :class:`audit.membership_subjects.MembershipSubject`
+and :class:`audit.run_inversion.InversionTarget` share."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from targets.datasets import Dataset
+
+
+@dataclass
+class AuditedModel:
+    """``data`` the dataset the models train on (``n_train`` records for the target), ``model`` the
+    architecture's or plugin's name, ``claim`` the privacy claim (None for a non-private target) at
+    ``delta``, ``params`` the training parameters written to results.json."""
+
+    name: str
+    description: str
+    data: Dataset
+    n_train: int
+    model: str
+    claim: Any
+    delta: float
+    params: dict
