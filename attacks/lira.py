@@ -35,6 +35,7 @@ import numpy as np
 from scipy.special import logsumexp
 
 from attacks.names import VARIANCES
+from attacks.reference_games import balanced_subset
 from audit.errors import UserError
 
 #: "auto" variance uses per-example variances from this many reference models on (Carlini et al. Fig. 7).
@@ -58,28 +59,46 @@ def logit_confidence(log_probs: np.ndarray, labels: np.ndarray) -> np.ndarray:
     return own - logsumexp(others, axis=-1)
 
 
-def _side_fit(phi: np.ndarray, side: np.ndarray, variance: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per-example mean and variance of ``phi`` (R, n) over the models where ``side`` (R, n) holds.
-
-    Returns ``(mu, var, count)``; examples with no model on this side get ``mu = nan``.
-    """
+def _means(phi: np.ndarray, side: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-example mean of ``phi`` (R, n) over the models where ``side`` (R, n) holds, and their count;
+    ``nan`` where no model is on this side."""
     count = side.sum(axis=0)
     total = np.where(side, phi, 0.0).sum(axis=0)
     with np.errstate(invalid="ignore", divide="ignore"):
-        mu = np.where(count > 0, total / np.maximum(count, 1), np.nan)
-    resid = np.where(side, phi - np.nan_to_num(mu)[None, :], 0.0)
-    sq = (resid**2).sum(axis=0)
+        return np.where(count > 0, total / np.maximum(count, 1), np.nan), count
+
+
+def _variance(phi: np.ndarray, side: np.ndarray, mu: np.ndarray, count: np.ndarray, variance: str) -> np.ndarray:
+    """One global or per-example variance of ``phi`` around ``mu`` over the models on ``side``."""
+    sq = (np.where(side, phi - np.nan_to_num(mu)[None, :], 0.0) ** 2).sum(axis=0)
     if variance == "global":
         dof = int(np.sum(np.maximum(count - 1, 0)))
         if dof == 0:
             raise UserError("LiRA needs at least 2 reference models on each side (IN/OUT) for some example; "
                             "train more reference models (--references)")
-        var = np.full(phi.shape[1], max(float(sq.sum()) / dof, MIN_VARIANCE))
-    else:
-        if np.any(count < 2):
-            raise UserError("per-example LiRA variance needs at least 2 IN and 2 OUT reference models per example; "
-                            "use --lira-variance global or more --references")
-        var = np.maximum(sq / (count - 1), MIN_VARIANCE)
+        return np.full(phi.shape[1], max(float(sq.sum()) / dof, MIN_VARIANCE))
+    if np.any(count < 2):
+        raise UserError("per-example LiRA variance needs at least 2 IN and 2 OUT reference models per example; "
+                        "use --lira-variance global or more --references")
+    return np.maximum(sq / (count - 1), MIN_VARIANCE)
+
+
+def _side_fit(phi: np.ndarray, side: np.ndarray, variance: str,
+              use: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-example mean and variance of ``phi`` (R, n) over the models where ``side`` (R, n) holds.
+
+    With ``use`` (R, n) the means (and per-example variances) come from the models ``side & use``
+    only; a global variance still pools every model on the side (one number for all examples, so it
+    carries no example's membership). Returns ``(mu, var, count)``; examples with no model on this
+    side get ``mu = nan``.
+    """
+    mu, count = _means(phi, side)
+    var = _variance(phi, side, mu, count, variance)
+    if use is None:
+        return mu, var, count
+    mu, count = _means(phi, side & use)
+    if variance != "global":
+        var = _variance(phi, side & use, mu, count, variance)
     return mu, var, count
 
 
@@ -97,11 +116,12 @@ def resolve_variance(variance: str, n_models: int) -> str:
 
 
 def lira_scores(target_phi: np.ndarray, ref_phi: np.ndarray, ref_in: np.ndarray,
-                variance: str = "auto") -> dict[str, np.ndarray]:
+                variance: str = "auto", use: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """Online and offline LiRA scores of the target's statistics ``target_phi`` (..., n).
 
     ``ref_phi`` (R, n) are the reference models' statistics on the same candidates and ``ref_in``
-    (R, n) says which reference models trained on which candidate. Returns
+    (R, n) says which reference models trained on which candidate; ``use`` (R, n), optional, which
+    reference models the per-example fits of each candidate use (:func:`_side_fit`). Returns
     ``{"online": (..., n), "offline": (..., n)}``, higher = more likely a member.
 
     An example with no IN reference model (possible only with unbalanced assignments) gets the
@@ -112,8 +132,8 @@ def lira_scores(target_phi: np.ndarray, ref_phi: np.ndarray, ref_in: np.ndarray,
     if ref_phi.ndim != 2 or ref_phi.shape != ref_in.shape:
         raise ValueError(f"ref_phi and ref_in must both be (models, examples), got {ref_phi.shape}, {ref_in.shape}")
     mode = resolve_variance(variance, ref_phi.shape[0])
-    mu_in, var_in, n_in = _side_fit(ref_phi, ref_in, mode)
-    mu_out, var_out, n_out = _side_fit(ref_phi, ~ref_in, mode)
+    mu_in, var_in, n_in = _side_fit(ref_phi, ref_in, mode, use)
+    mu_out, var_out, n_out = _side_fit(ref_phi, ~ref_in, mode, use)
     if not np.any(n_out > 0):
         raise UserError("LiRA needs OUT reference models; train more reference models (--references)")
     both = (n_in > 0) & (n_out > 0)
@@ -129,7 +149,13 @@ def lira_scores(target_phi: np.ndarray, ref_phi: np.ndarray, ref_in: np.ndarray,
 def lira_leave_one_out(ref_phi: np.ndarray, ref_in: np.ndarray, variance: str = "auto") -> dict[str, np.ndarray]:
     """LiRA scores of each reference model ``j`` on the candidates, using the other models as
     references (the paper's evaluation protocol, Sec. V-A). Returns ``{"online": (R, n), "offline": (R, n)}``;
-    membership is ``ref_in``. Used to choose one-run guess counts without the target's coins."""
+    membership is ``ref_in``. Used to choose one-run guess counts without the target's coins.
+
+    Each candidate is IN exactly half of the reference models, so the others hold one IN model fewer
+    exactly when ``j`` trained on it: fits over all of them would tell ``j``'s membership through how
+    many models they average (the OUT mean of an OUT candidate rests on one model fewer, which widens
+    its scores). The per-example fits therefore use a balanced subset of the others
+    (:func:`attacks.reference_games.balanced_subset`), whose make-up does not depend on ``j``."""
     ref_phi = np.asarray(ref_phi, dtype=np.float64)
     ref_in = np.asarray(ref_in, dtype=bool)
     R = ref_phi.shape[0]
@@ -140,7 +166,7 @@ def lira_leave_one_out(ref_phi: np.ndarray, ref_in: np.ndarray, variance: str = 
     out: dict[str, list[np.ndarray]] = {"online": [], "offline": []}
     for j in range(R):
         keep = np.arange(R) != j
-        scores = lira_scores(ref_phi[j], ref_phi[keep], ref_in[keep], mode)
+        scores = lira_scores(ref_phi[j], ref_phi[keep], ref_in[keep], mode, balanced_subset(ref_in[keep]))
         for key in out:
             out[key].append(scores[key])
     return {key: np.stack(value) for key, value in out.items()}

@@ -36,6 +36,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import expit, logsumexp
 
+from attacks.reference_games import balanced_subset
 from audit.errors import UserError
 
 #: Offline mixing parameters tried on the calibration games (Zarifzadeh et al. App. B.2 search [0, 1]).
@@ -83,10 +84,7 @@ def balanced_log_marginal(ref_logp: np.ndarray, ref_in: np.ndarray) -> np.ndarra
     in ``tests/test_rmia.py``). A balanced subset has the same make-up in both cases.
     """
     ref_logp = np.asarray(ref_logp, dtype=np.float64)
-    ref_in = np.asarray(ref_in, dtype=bool)
-    ins, outs = np.cumsum(ref_in, axis=0), np.cumsum(~ref_in, axis=0)
-    k = np.minimum(ins[-1], outs[-1])
-    keep = np.where(ref_in, ins <= k, outs <= k)
+    keep = balanced_subset(ref_in)
     count = keep.sum(axis=0)
     with np.errstate(divide="ignore"):
         log_mean = logsumexp(np.where(keep, ref_logp, -np.inf), axis=0) - np.log(np.maximum(count, 1))

@@ -126,4 +126,4 @@ def step_observation(step_obs: np.ndarray, mech: StepMechanism, claim: Any, delt
     common = obs[:, ~np.isnan(obs).any(axis=0)]
     return Observation(llr_scores(obs, mech.sample_rate, mech.noise_multiplier), common, mech.sample_rate,
                        mech.steps, info, gaussian=exact, design_sigma=mech.noise_multiplier if modelled else None,
-                       cp_threshold=threshold, tradeoff_test=True)
+                       cp_threshold=threshold)

@@ -22,18 +22,16 @@ Statistics (:mod:`audit.stats`):
 * **Clopper–Pearson** and **GDP** from one family of threshold tests with simultaneous rate bounds
   (:func:`audit.stats.thresholds.threshold_bounds`; the strategy is chosen before the scores are
   seen: a threshold fixed by design when the setup has one, else the Bonferroni grid). The GDP
-  epsilon is valid when the pair is exactly Gaussian (``gaussian_pair``), otherwise an estimate;
-  against a mu-GDP claim the GDP row decides (mu_lb compared with the claim's mu).
-* optionally (``claim_tradeoff_test``, the update-level audits of :mod:`audit.canary_steps`) the
-  same rate bounds test the claim's own tradeoff curve (:mod:`audit.stats.tradeoff_test`): a test
-  with ``FNR_ub < f(FPR_ub)`` is a violation at the same confidence, no extra family member.
-* **one-run** (Steinke, Nasr, Jagielski 2023) over all canaries when each run carries several.
+  epsilon is valid when the pair is exactly Gaussian (``gaussian_pair``), otherwise an estimate
+  (also against a mu-GDP claim: the claim's curve is what tests it, below).
+* whenever there is a claim, the same rate bounds test the claim's own tradeoff curve
+  (:mod:`audit.stats.tradeoff_test`): a test with ``FNR_ub < f(FPR_ub)`` is a violation at the same
+  confidence, no extra family member. For a mu-GDP claim this is exactly ``mu_lb > mu``.
 * estimates, labelled and never deciding the verdict: the Gaussian fit of exactly Gaussian scores
   and the per-step composition of the ``updates`` threat model (:mod:`audit.stats.per_step`).
 
-The valid bounds form the verdict's family (:class:`audit.stats.verdict.Family`): one member for
-the threshold family, one more for the pooled one-run bound; each is computed at the family's
-member confidence so the reported best bound holds at ``confidence``.
+The valid bounds form the verdict's family (:class:`audit.stats.verdict.Family`) of one member: the
+threshold family, whose rows share one simultaneous confidence event.
 """
 
 from __future__ import annotations
@@ -46,13 +44,11 @@ from numpy.typing import ArrayLike
 from audit.errors import UserError
 from audit.stats.gdp import GDP_ASSUMPTION, gaussian_fit_bound
 from audit.stats.metrics import attack_metrics
-from audit.stats.one_run import one_run_bound
 from audit.stats.per_step import per_step_bound
 from audit.stats.rates import as_scores_members, operating_point
 from audit.stats.thresholds import FixedThreshold, choose_strategy, threshold_bounds
 from audit.stats.verdict import Family, compare_with_claim, epsilon_value
 from audit.theory.checks import check_confidence
-from audit.theory.claims import GaussianClaim
 
 __all__ = ["fair_coins", "audit_runs", "flag_estimates_above_claim", "ALPHA_GRID"]
 
@@ -83,24 +79,22 @@ def flag_estimates_above_claim(verdict: dict, bounds: list[dict], epsilon_theory
 def audit_runs(scores: ArrayLike, included: ArrayLike, claim: Any, delta: float, confidence: float = 0.95,
                rng: np.random.Generator | int | None = 0, *, step_scores: ArrayLike | None = None,
                sample_rate: float | None = None, steps: int | None = None,
-               canary_scores: ArrayLike | None = None, canary_included: ArrayLike | None = None,
                gaussian_pair: bool = False, gaussian_fit: bool = False, design_sigma: float | None = None,
-               fixed_threshold: FixedThreshold | None = None, threshold_strategy: str = "auto",
-               claim_tradeoff_test: bool = False) -> dict:
+               fixed_threshold: FixedThreshold | None = None, threshold_strategy: str = "auto") -> dict:
     """Epsilon lower bounds from R runs of the distinguishing game, and the verdict.
 
     Args:
         scores: (R,) one score per run, higher = "canary in" (any fixed function of what the threat
             model lets the adversary see).
         included: (R,) the fair coins (True = canary trained on).
-        claim: a :class:`audit.theory.claims.PrivacyClaim` (or None for no claim).
+        claim: a :class:`audit.theory.claims.PrivacyClaim` (or None for no claim); the threshold tests
+            also test its own tradeoff curve (a rejection is a violation; :mod:`audit.stats.tradeoff_test`),
+            far stronger than comparing epsilons when the exact curve is known (DP-SGD by the PLD
+            accountant).
         delta: of the bounds; confidence: family-wise, of the verdict; rng: seeds the randomised
             parts of the statistics (tie-breaking, a held-out split).
         step_scores, sample_rate, steps: optional per-step observations (R, T), the Poisson rate
             and the number of steps the claim composes (updates threat model, an estimate).
-        canary_scores, canary_included: optional (R, m) scores and coins of m canaries per run:
-            adds one one-run bound over all R*m canaries (Steinke et al. 2023; valid because each
-            coin only affects its own run), guessing the top and bottom 5% of scores.
         gaussian_pair: the scores are exactly Gaussian with a common variance in both worlds (e.g.
             output perturbation scored by a fixed projection): the GDP epsilon is then valid, and
             the Gaussian-fit estimate is added.
@@ -109,9 +103,6 @@ def audit_runs(scores: ArrayLike, included: ArrayLike, claim: Any, delta: float,
         design_sigma: the claimed noise multiplier: fixes the per-step threshold in advance.
         fixed_threshold: a Clopper–Pearson test fixed by design before any run was seen.
         threshold_strategy: ``auto`` (:func:`audit.stats.thresholds.choose_strategy`) or a strategy name.
-        claim_tradeoff_test: the threshold tests also test the claim's own tradeoff curve (a rejection
-            is a violation; :mod:`audit.stats.tradeoff_test`) — for claims whose exact curve is known,
-            e.g. DP-SGD by the PLD accountant, far stronger than comparing epsilons.
 
     Returns a dict with ``lower_bounds`` (LowerBound dicts), ``family`` (size, confidence),
     ``best_lower_bound`` (largest verdict-role bound or None), ``best_estimate`` (largest of all,
@@ -121,13 +112,11 @@ def audit_runs(scores: ArrayLike, included: ArrayLike, claim: Any, delta: float,
     s, inc = as_scores_members(scores, included)
     confidence = check_confidence(confidence)
     rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
-    family = Family(1 + (canary_scores is not None), confidence)
+    family = Family(1, confidence)
     strategy = choose_strategy(int(inc.sum()), int((~inc).sum()), fixed_threshold, threshold_strategy)
     bounds = [b.to_dict() for b in threshold_bounds(s, inc, delta, family.member_confidence, strategy, rng,
                                                     gaussian_pair=gaussian_pair,
-                                                    gdp_claim=isinstance(claim, GaussianClaim),
-                                                    claim_tradeoff=claim.tradeoff if claim_tradeoff_test and claim
-                                                    is not None else None)]
+                                                    claim_tradeoff=None if claim is None else claim.tradeoff)]
     if gaussian_pair or gaussian_fit:
         bounds.append(gaussian_fit_bound(s, inc, delta, confidence).to_dict())
     if step_scores is not None:
@@ -135,17 +124,6 @@ def audit_runs(scores: ArrayLike, included: ArrayLike, claim: Any, delta: float,
             raise UserError("per-step observations need the sample rate and the number of steps of the claim")
         bounds.append(per_step_bound(step_scores, inc, sample_rate, steps, delta, confidence, rng,
                                      design_sigma=design_sigma).to_dict())
-    if canary_scores is not None:
-        cs = np.asarray(canary_scores, dtype=float)
-        ci = np.asarray(canary_included, dtype=bool)
-        if cs.shape != ci.shape or cs.ndim != 2:
-            raise UserError("canary scores and coins must both be (runs, canaries)")
-        # each coin affects only its own run, so the R runs together are one mechanism in which every
-        # canary enjoys the claim's (eps, delta): pooling all R*m canaries in one one-run audit is valid
-        k = max(1, cs.size // 20)
-        pooled = one_run_bound(cs.ravel(), ci.ravel(), k, k, delta, family.member_confidence).to_dict()
-        pooled["details"] |= {"rule": f"pooled {cs.shape[0]} runs x {cs.shape[1]} canaries, top/bottom {k} guessed"}
-        bounds.append(pooled)
     comparison = compare_with_claim(bounds, claim, delta, ALPHA_GRID, family)
     estimate = max(bounds, key=lambda b: epsilon_value(b["epsilon"])) if bounds else None
     metrics = attack_metrics(s, inc, confidence)  # with the operating point of each threshold test drawn

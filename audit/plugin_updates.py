@@ -197,7 +197,7 @@ def update_setup(plugin: TrainerPlugin, canary: str, threat: str, seed: int, dat
                                             _comparison_table(claim, mech, plugin.delta, found)]}
         if threat == "white-box":
             return Observation(moved, info=info | {"score": "initial minus final parameter on the canary's coordinate"},
-                               results=results, tradeoff_test=True)
+                               results=results)
         padded = np.full((included.size, int(lengths.max())), np.nan)
         for r, s in enumerate(steps):
             padded[r, :s.size] = s

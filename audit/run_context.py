@@ -31,7 +31,7 @@ from audit.io import write_json
 
 #: Version of the results.json format (audit/schemas/results.schema.json). 3: sweep rows name their audit's
 #: directory deterministically and keep its wall time in ``timing`` (was ``rows[].wall_s``).
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 #: Top-level results.json keys that may differ between two runs of the same command and seed.
 VOLATILE_KEYS = ["created", "host", "timing"]
 #: Parent of every logger of the workbench; the command line's stderr handler sits here.

@@ -14,9 +14,9 @@ pair itself (the best any test can reach).
 Works for the textbook mechanisms (:mod:`targets.mechanisms`), DP-ERM output perturbation
 (:mod:`targets.dperm`, white-box: the released parameters projected on the minimiser shift) and
 user plugins (:mod:`targets.plugin_mechanism`: the statistic learned on separate draws, the
-plugin's reproducibility checked, its packages recorded in config.json). Against a mu-GDP claim
-the GDP row's mu_lb is compared with the claim's mu and decides with the Clopper–Pearson row.
-"""
+plugin's reproducibility checked, its packages recorded in config.json). The same rate bounds test
+the claim's own tradeoff curve; against a mu-GDP claim that is exactly "mu_lb > mu" (the GDP row's
+epsilon stays an estimate unless the output is Gaussian)."""
 
 from __future__ import annotations
 
@@ -32,14 +32,13 @@ from tqdm.auto import tqdm
 from audit.choices import MECHANISM_DRAWS
 from audit.errors import UserError
 from audit.run_context import RunContext
-from audit.stats.gdp import GDP_CLAIM_ASSUMPTION
 from audit.stats.metrics import attack_metrics
 from audit.stats.rates import operating_point
 from audit.stats.thresholds import choose_strategy, threshold_bounds
 from audit.stats.verdict import Family, compare_with_claim
 from audit.target_theory import IMPLIED_MU, build_mechanism, catalogue, check_privacy_args, gdp_summary, tradeoff_alphas
 from audit.theory.checks import check_confidence
-from audit.theory.claims import PURE_DP_DELTA, GaussianClaim
+from audit.theory.claims import PURE_DP_DELTA
 from targets.mechanisms import Mechanism
 from targets.plugin_mechanism import PluginMechanism
 from targets.plugin_rng import reproducibility_lines, reproducibility_table
@@ -143,7 +142,8 @@ def mechanism_bounds(mech: Mechanism, scores_out: np.ndarray, scores_in: np.ndar
     """The statistics of a mechanism audit: the threshold strategy chosen from the draw counts, the
     Clopper–Pearson and GDP rows (one family of simultaneous rate bounds, so one family member; the
     GDP row is valid when the mechanism's output is Gaussian) as results rows with the claim's mu
-    attached. Returns (the LowerBound pair, the rows, the verdict's family)."""
+    attached; the Clopper–Pearson row also tests the claim's own tradeoff curve. Returns (the
+    LowerBound pair, the rows, the verdict's family)."""
     family = Family(1, confidence)
     strategy = choose_strategy(scores_in.size, scores_out.size)
     scores = np.concatenate([scores_out, scores_in])
@@ -151,7 +151,7 @@ def mechanism_bounds(mech: Mechanism, scores_out: np.ndarray, scores_in: np.ndar
     gaussian = bool(getattr(mech, "gaussian_output", False))
     found = threshold_bounds(scores, members, delta, family.member_confidence, strategy,
                              np.random.default_rng([seed, 2]), gaussian_pair=gaussian,
-                             gdp_claim=isinstance(mech.claim, GaussianClaim))
+                             claim_tradeoff=mech.claim.tradeoff)
     rows = [(gdp_in_mu_space(b.to_dict(), mech.claim) if b.method == "gdp" else b.to_dict()) | {"attack": ATTACK_NAME}
             for b in found]
     return found, rows, family
@@ -250,8 +250,7 @@ def summary_lines(run_dir: Path, results: dict) -> list[str]:
             if bound["epsilon"] is None:
                 eps = ""
             elif bound["valid"]:
-                why = "the claim is mu-GDP" if d["assumption"] == GDP_CLAIM_ASSUMPTION else "the output is Gaussian"
-                eps = f", epsilon >= {float(bound['epsilon']):.4f} (valid: {why})"
+                eps = f", epsilon >= {float(bound['epsilon']):.4f} (valid: the output is Gaussian)"
             else:
                 eps = f", epsilon >= {float(bound['epsilon']):.4f} if the tradeoff is Gaussian"
             what = f"mu >= {d['mu_lb']:.4f} ({claim_mu}){eps}"

@@ -181,14 +181,15 @@ def _bounds_table(results: Mapping[str, Any]) -> dict | None:
         rows.append([format_value(b.get("method")) + (" (best)" if is_best else ""), format_value(b.get("attack")),
                      format_value(b.get("epsilon")), format_value(details.get("mu_lb")),
                      format_value(b.get("confidence")), format_value(b.get("n")),
-                     format_value(b.get("role", "verdict" if b.get("valid") else "estimate"))])
+                     format_value(b.get("role", "verdict" if b.get("valid") else "estimate")),
+                     format_value(b.get("statement"))])
     caption = ""
     if best:
         caption = (f"The best verdict bound holds at {format_value(best.get('family_confidence'))} confidence across a "
                    f"family of {format_value(best.get('family_size'))} competing bound(s), each computed at the "
                    f"Bonferroni-corrected confidence shown.")
     return {"title": "Every lower bound", "columns": ["method", "attack", "ε lower bound", "μ lower bound",
-                                                      "confidence", "observations", "role"],
+                                                      "confidence", "observations", "role", "what it bounds"],
             "rows": rows, "caption": caption}
 
 

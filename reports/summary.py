@@ -114,11 +114,14 @@ def _sweep_sentences(results: Results) -> list[str]:
     est = max(rows, key=lambda r: r.get("epsilon_lb") or 0.0)
     status = (results.get("verdict") or {}).get("status", "—")
     family = results.get("family") or {}
-    return [audited, f"What was found: {status} — the largest valid (Clopper–Pearson) bound is "
-                     f"{_eps(top.get('epsilon_lb_valid'))} at claimed ε = {_eps(top.get('epsilon_theory'))}, the "
-                     f"largest estimate {_eps(est.get('epsilon_lb'))} ({est.get('method')}); the verdict holds at "
-                     f"{_percent(family.get('confidence'))} over the family of {format_value(family.get('size'))} "
-                     f"audits, and every point must stay below the y = x line."]
+    violations = sum(r.get("verdict") == "violation" for r in rows)
+    return [audited, f"What was found: {status} — {violations} of {len(rows)} audits find a violation (a valid "
+                     f"bound above the claim or a rejection of the claim's tradeoff curve); the largest valid bound "
+                     f"is {_eps(top.get('epsilon_lb_valid'))} ({top.get('valid_method')}) at claimed ε = "
+                     f"{_eps(top.get('epsilon_theory'))}, the largest figure {_eps(est.get('epsilon_lb'))} "
+                     f"({est.get('method')}); the verdict holds at {_percent(family.get('confidence'))} over the "
+                     f"family of {format_value(family.get('size'))} audits. Valid points above the y = x line are "
+                     f"violations; so is a rejected tradeoff curve, even below it."]
 
 
 def _inversion_sentences(results: Results) -> list[str]:
@@ -167,7 +170,8 @@ def _bound_text(bound: Mapping[str, Any]) -> str:
         value = f"μ ≥ {format_value(details['mu_lb'])}"
     else:
         value = f"ε ≥ {_eps(bound.get('epsilon'))}"
-    return f"{value} ({bound.get('method')}, {bound.get('role', 'verdict' if bound.get('valid') else 'estimate')})"
+    what = bound.get("statement") or bound.get("role", "verdict" if bound.get("valid") else "estimate")
+    return f"{value} ({bound.get('method')}: {what})"
 
 
 def attack_table(results: Results) -> dict | None:
@@ -195,7 +199,7 @@ def attack_table(results: Results) -> dict | None:
                      "; ".join(bounds.get(name, [])) or "—"])
     confidence = _percent(results.get("confidence"))
     return {"title": "Attacks", "columns": ["attack", "AUC", "TPR at 1% FPR (interval)", "TPR at 0.1% FPR (interval)",
-                                            "advantage interval", "lower bounds (method, role)"],
+                                            "advantage interval", "lower bounds (method: what it bounds)"],
             "rows": rows,
             "caption": f"Intervals at {confidence} confidence. AUC and TPR measure attack strength, not privacy; "
                        f"the lower bounds are what the attacks prove. Role verdict = valid and competing for the best "

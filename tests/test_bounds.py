@@ -113,7 +113,8 @@ def test_clopper_pearson_bound_of_a_fixed_test_matches_formula() -> None:
     for key in ("fp", "fn", "n_neg", "n_pos", "fpr_ub", "fnr_ub"):
         assert key in b.details
     d = b.to_dict()
-    assert set(d) == {"method", "epsilon", "confidence", "n", "valid", "role", "details"}
+    assert set(d) == {"method", "epsilon", "confidence", "n", "valid", "role", "statement", "details"}
+    assert d["statement"].startswith("valid bound on epsilon, no assumption")
     assert d["role"] == "verdict"
     json.dumps(d, allow_nan=False)
 

@@ -199,10 +199,14 @@ def test_few_runs_still_give_a_separating_test():
 
 def test_summary_names_each_bounds_assumption(tmp_path):
     from audit.run_dp import summary_lines
+    from audit.stats.lower_bound import LowerBound
 
-    bounds = [{"method": m, "epsilon": 1.0, "valid": m == "clopper-pearson"}
-              for m in ("clopper-pearson", "gdp", "gaussian-fit", "per-step-composed")]
+    bounds = [LowerBound("clopper-pearson", 1.0, 0.95, 10, True, {}).to_dict(),
+              LowerBound("gdp", 1.0, 0.95, 10, False, {"mu_lb": 0.5, "assumption": "Gaussian tradeoff"}).to_dict(),
+              LowerBound("gaussian-fit", 1.0, 0.95, 10, False, {"assumption": "Gaussian scores"}).to_dict(),
+              LowerBound("per-step-composed", 1.0, 0.95, 10, False, {"assumption": "step model"}).to_dict()]
     lines = summary_lines(tmp_path, {"epsilon_theory": 2.0, "delta": 1e-5, "lower_bounds": bounds,
                                      "verdict": {"status": "consistent", "text": "ok"}})
-    assert [line.split("(")[-1] for line in lines[2:6]] == ["valid)", "assumes Gaussian tradeoff)",
-                                                            "assumes Gaussian scores)", "assumes step model)"]
+    assert "valid bound on epsilon, no assumption" in lines[2]
+    assert "bound on mu (valid) with epsilon read as Gaussian — estimate (Gaussian tradeoff)" in lines[3]
+    assert "estimate of epsilon (Gaussian scores)" in lines[4] and "estimate of epsilon (step model)" in lines[5]

@@ -171,7 +171,7 @@ def test_quick_dp_target_every_attack_within_advantage_bound(tmp_path):
         assert attack["advantage_dp_bound"] == pytest.approx(bound)
         lo, hi = attack["advantage_ci"]
         assert lo <= attack["advantage"] <= hi
-        assert lo <= bound and attack["advantage_within_dp_bound"] is True, name
+        assert lo <= bound and attack["advantage_ci_low_vs_dp_bound"] == "below", name
     for entry in results["lower_bounds"]:
         assert not entry["valid"] or entry["epsilon"] <= results["epsilon_theory"]
     assert (run_dir / "report.html").is_file()

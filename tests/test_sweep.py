@@ -24,7 +24,8 @@ def test_sweep_dp_writes_plot_and_rows(tmp_path, capsys):
         assert r["runs"] == 120 and results["timing"][f"audit_{r['run_dir']}_s"] > 0
         assert (run_dir / "audits" / r["run_dir"] / "results.json").is_file()
     series = {p["series"] for p in results["sweep"]}
-    assert {"updates", "white-box", "updates (valid CP)"} <= series
+    assert {"updates", "white-box", "updates (best valid)"} <= series
+    assert all(r["verdict"] == "consistent" for r in rows) and results["verdict"]["status"] == "consistent"
     html = (run_dir / "report.html").read_text()
     assert "Empirical ε lower bound vs theoretical ε" in html
     assert (run_dir / "audits").is_dir()
@@ -33,3 +34,16 @@ def test_sweep_dp_writes_plot_and_rows(tmp_path, capsys):
 
 def test_sweep_rejects_bad_epsilons(tmp_path):
     assert main(["sweep", "dp", "--target", "dpgd_logreg_digits", "--epsilons", "0,-1", "--out", str(tmp_path)]) == 2
+
+
+def test_sweep_counts_a_rejected_tradeoff_curve_as_a_violation(tmp_path):
+    """Shuffled batches accounted as Poisson: at 1,000 runs the audit's valid epsilon bound stays
+    below the claim, but its test rejects the claim's own tradeoff curve — a violation at 95%; the
+    sweep says so and exits 1 under --fail-above-claim (it ignored such rejections before)."""
+    code = main(["sweep", "dp", "--target", "dpsgd_control_shuffle_as_poisson", "--threats", "updates",
+                 "--epsilons", "1", "--runs", "1000", "--out", str(tmp_path), "--quiet", "--device", "cpu",
+                 "--fail-above-claim"])
+    results = json.loads(next(tmp_path.glob("*-sweep-*/results.json")).read_text())
+    (row,) = results["rows"]
+    assert row["epsilon_lb_valid"] < row["epsilon_theory"] and row["verdict"] == "violation"
+    assert results["verdict"]["status"] == "violation" and code == 1

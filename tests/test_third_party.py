@@ -240,8 +240,10 @@ def test_gdp_claim_is_compared_in_mu(plugins, tmp_path):
     results = assert_private(f"{plugins}:gaussian", runs=DRAWS, out=tmp_path / "a")
     gdp = next(b for b in results["lower_bounds"] if b["method"] == "gdp")
     assert results["accountant"].startswith("1-GDP") and results["delta"] == 1e-5
-    assert gdp["role"] == "verdict" and gdp["details"]["mu_claim"] == 1.0 and gdp["details"]["mu_lb"] < 1.0
-    with pytest.raises(AssertionError, match=r"\(gdp, 95% confidence"):
+    # the GDP row bounds mu rigorously, but its epsilon is an estimate: a mu-GDP claim does not make
+    # the output Gaussian; the claim is tested through its own curve G_mu (FNR_ub < G_mu(FPR_ub) <=> mu_lb > mu)
+    assert gdp["role"] == "estimate" and gdp["details"]["mu_claim"] == 1.0 and gdp["details"]["mu_lb"] < 1.0
+    with pytest.raises(AssertionError, match=r"gaussian_claims_less: .*clopper-pearson"):
         assert_private(f"{plugins}:gaussian_claims_less", runs=DRAWS, out=tmp_path / "b")
 
 

@@ -12,6 +12,7 @@ from audit.commands.run import (
     delta_value,
     dpsgd_start_options,
     executor_options,
+    gated_results,
     positive_int,
     targets_epilog,
 )
@@ -36,7 +37,9 @@ def _threats(text: str) -> tuple[str, ...]:
     return names
 
 
-def execute(args: argparse.Namespace) -> int:
+def execute(args: argparse.Namespace) -> dict:
+    """Run the sweep and print its summary; returns the results (a violation exits 1 under
+    --fail-above-claim, :func:`audit.commands.run.gated_results`)."""
     check_target("sweep", args.target)
     from audit.run_dp import SweepOptions, run_sweep, sweep_summary
 
@@ -47,7 +50,7 @@ def execute(args: argparse.Namespace) -> int:
                         init=args.init, calibration_runs=args.calibration_runs)
     run_dir, results = run_sweep(opts)
     print("\n".join(sweep_summary(run_dir, results)))
-    return 0
+    return results
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -80,4 +83,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     help="family-wise confidence of each audit's verdict (default 0.95)")
     dpsgd_start_options(dp)
     executor_options(dp)
-    dp.set_defaults(func=execute)
+    dp.add_argument("--fail-above-claim", action="store_true",
+                    help="exit with status 1 when any audit of the sweep finds a violation (CI gate)")
+    dp.set_defaults(func=gated_results(execute))

@@ -18,13 +18,9 @@ from audit.stats.lower_bound import LowerBound
 from audit.stats.rates import as_scores_members
 from audit.theory.gaussian import gaussian_epsilon
 
-__all__ = ["GDP_ASSUMPTION", "GDP_CLAIM_ASSUMPTION", "GAUSSIAN_FIT_ASSUMPTION", "gaussian_fit_bound"]
+__all__ = ["GDP_ASSUMPTION", "GAUSSIAN_FIT_ASSUMPTION", "gaussian_fit_bound"]
 
 GDP_ASSUMPTION = "epsilon assumes a Gaussian tradeoff; mu_lb is rigorous"
-#: The GDP row against a mu-GDP claim: it tests the claim itself, so it needs no assumption.
-GDP_CLAIM_ASSUMPTION = ("none against a mu-GDP claim: mu_lb above the claim's mu disproves it; epsilon is that of "
-                        "G_mu_lb, compared with the claim's")
-
 
 GAUSSIAN_FIT_ASSUMPTION = ("scores are Gaussian with equal variance in both worlds (exact for output perturbation "
                            "scored by a fixed projection); normal-approximation confidence bound on mu")

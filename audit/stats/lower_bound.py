@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["LowerBound", "VERDICT", "SECONDARY", "ESTIMATE", "ROLES"]
+__all__ = ["LowerBound", "bound_statement", "VERDICT", "SECONDARY", "ESTIMATE", "ROLES"]
 
 #: Statistically valid and competing for the reported best bound: computed at the family's
 #: per-member confidence (:mod:`audit.stats.verdict`).
@@ -49,9 +49,34 @@ class LowerBound:
             raise ValueError(f"role {role!r} does not fit valid={self.valid}")
         object.__setattr__(self, "role", role)
 
+    @property
+    def statement(self) -> str:
+        """What the row bounds and under which assumption, in words (:func:`bound_statement`)."""
+        return bound_statement(self.method, self.epsilon, self.valid, self.role, self.details)
+
     def to_dict(self) -> dict:
-        """Plain dict with keys method, epsilon, confidence, n, valid, role, details (values may be
-        numpy numbers or inf; :func:`audit.io.write_json` converts them)."""
+        """Plain dict with keys method, epsilon, confidence, n, valid, role, statement, details (values
+        may be numpy numbers or inf; :func:`audit.io.write_json` converts them)."""
         return {"method": self.method, "epsilon": None if self.epsilon is None else float(self.epsilon),
                 "confidence": float(self.confidence), "n": int(self.n), "valid": bool(self.valid),
-                "role": self.role, "details": dict(self.details)}
+                "role": self.role, "statement": self.statement, "details": dict(self.details)}
+
+
+def bound_statement(method: str, epsilon: float | None, valid: bool, role: str, details: dict) -> str:
+    """One sentence a report prints beside a bound: what it bounds, at which standing, and under
+    which assumption. A row with a ``mu_lb`` always bounds mu rigorously; its epsilon is valid only
+    when the row is (e.g. an exactly Gaussian pair), otherwise it is read off G_mu_lb and is an
+    estimate."""
+    assumption = details.get("assumption") or details.get("gdp_assumption")
+    standing = {VERDICT: "competes for the verdict", SECONDARY: "valid at its own confidence, does not decide the "
+                "verdict", ESTIMATE: "never decides the verdict"}[role or (VERDICT if valid else ESTIMATE)]
+    if method == "gdp":
+        if epsilon is None:
+            return f"valid bound on mu; no epsilon ({details.get('epsilon_omitted', 'none at this delta')}); {standing}"
+        if valid:
+            why = (assumption or "the pair is Gaussian").removeprefix("none: ")
+            return f"valid bound on mu and on epsilon ({why}); {standing}"
+        return f"bound on mu (valid) with epsilon read as Gaussian — estimate ({assumption}); {standing}"
+    if valid:
+        return f"valid bound on epsilon, no assumption; {standing}"
+    return f"estimate of epsilon ({assumption or 'assumption-based'}); {standing}"

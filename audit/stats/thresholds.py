@@ -39,7 +39,7 @@ from numpy.typing import ArrayLike
 from scipy import stats
 
 from audit.errors import UserError
-from audit.stats.gdp import GDP_ASSUMPTION, GDP_CLAIM_ASSUMPTION
+from audit.stats.gdp import GDP_ASSUMPTION
 from audit.stats.lower_bound import LowerBound
 from audit.stats.rates import (
     as_scores_members,
@@ -90,11 +90,18 @@ class TestFamily:
         return cp_upper_array(self.fn, self.n_pos, self.alpha_each)
 
     def ceiling(self, delta: float) -> float:
-        """The largest epsilon these tests could certify: that of a perfect attack, with no false
-        positive and no false negative at the tests' per-rate alpha (the audit's ceiling; with N
-        observations per world it is about ln N)."""
+        """The largest Clopper–Pearson epsilon these tests could certify: that of a perfect attack,
+        with no false positive and no false negative at the tests' per-rate alpha (the audit's
+        ceiling; with N observations per world it is about ln N)."""
         return float(epsilon_from_rates_array(cp_upper_array(0, self.n_neg, self.alpha_each),
                                               cp_upper_array(0, self.n_pos, self.alpha_each), delta))
+
+    def gdp_ceiling(self, delta: float) -> float | None:
+        """The largest GDP epsilon these tests could certify: ``mu_from_rates`` decreases in both
+        rate bounds, so a perfect attack (no error of either kind) maximises it. None at delta 0."""
+        mu = float(mu_from_rates(cp_upper_array(0, self.n_neg, self.alpha_each),
+                                 cp_upper_array(0, self.n_pos, self.alpha_each)))
+        return gaussian_epsilon(mu, delta) if delta > 0 else None
 
 
 class ThresholdStrategy(abc.ABC):
@@ -251,18 +258,23 @@ def split_runs(included: np.ndarray,
 
 def threshold_bounds(scores: ArrayLike, members: ArrayLike, delta: float, confidence: float,
                      strategy: ThresholdStrategy, rng: np.random.Generator | int | None,
-                     gaussian_pair: bool = False, gdp_claim: bool = False,
+                     gaussian_pair: bool = False,
                      claim_tradeoff: Callable[[np.ndarray], np.ndarray] | None = None) -> tuple[LowerBound, LowerBound]:
     """Clopper–Pearson and GDP lower bounds from the tests of ``strategy``, both valid together at
     ``confidence`` (one simultaneous event; module docstring).
 
     Clopper–Pearson: the largest :func:`audit.stats.rates.epsilon_from_rates` over the tests' rate
     bounds [Jagielski, Ullman, Oprea 2020]. GDP: the largest ``mu_lb`` over the tests [Nasr et al.
-    2023, Sec. 4], converted to epsilon at ``delta``; a valid epsilon bound only when the pair is
-    Gaussian (``gaussian_pair``, e.g. a Gaussian mechanism's output), otherwise an estimate. Against
-    a mu-GDP claim (``gdp_claim``) the row decides too: mu_lb above the claim's mu disproves the
-    claim, and the epsilon of G_mu_lb exceeds the claim's exactly when it does. At delta = 0 the row
-    bounds mu only (epsilon None: G_mu has no finite epsilon at delta 0).
+    2023, Sec. 4], a rigorous bound on mu, converted to epsilon at ``delta``. That epsilon bounds the
+    mechanism's epsilon only when its tradeoff is Gaussian, so the row is valid only when the pair is
+    known to be Gaussian (``gaussian_pair``, e.g. a Gaussian mechanism's output) and an estimate
+    otherwise — also against a mu-GDP claim, which does not make the output Gaussian (a Laplace
+    mechanism can satisfy one): such a claim is tested through its own curve (``claim_tradeoff``), and
+    ``FNR_ub < G_mu(FPR_ub)`` holds exactly when ``mu_lb > mu``. At delta = 0 the row bounds mu only
+    (epsilon None: G_mu has no finite epsilon at delta 0).
+
+    Each row's ``details["ceiling"]`` is what a perfect attack could certify with that row's method
+    (:meth:`TestFamily.ceiling`, :meth:`TestFamily.gdp_ceiling`), so no row exceeds its ceiling.
 
     With ``claim_tradeoff`` (the claim's f) the same rate bounds also test the claim's own curve
     (:mod:`audit.stats.tradeoff_test`): the Clopper–Pearson row's details say whether a test has
@@ -276,32 +288,36 @@ def threshold_bounds(scores: ArrayLike, members: ArrayLike, delta: float, confid
     fpr_ub, fnr_ub = family.fpr_ub, family.fnr_ub
     eps = epsilon_from_rates_array(fpr_ub, fnr_ub, delta)
     mu = mu_from_rates(fpr_ub, fnr_ub)
-    rejection = {}
-    if claim_tradeoff is not None:
-        margin = claim_margin(fpr_ub, fnr_ub, claim_tradeoff)
-        i = int(np.argmax(margin))
-        rejection = {"claim_rejected": bool(margin[i] > 1e-9), "claim_margin": float(margin[i]),
-                     "claim_test": {"threshold": float(family.thresholds[i]), "fpr_ub": float(fpr_ub[i]),
-                                    "fnr_ub": float(fnr_ub[i]), "claim_fnr": float(margin[i] + fnr_ub[i]),
-                                    "rule": "rejects the claim when fnr_ub < claim_fnr = f(fpr_ub)"}}
-    rows = []
-    for method, values in (("clopper-pearson", eps), ("gdp", mu)):
-        j = int(np.argmax(values))
-        details = {"ceiling": family.ceiling(delta), "fp": int(family.fp[j]), "fn": int(family.fn[j]),
-                   "n_neg": family.n_neg, "n_pos": family.n_pos,
-                   "fpr": family.fp[j] / family.n_neg, "fnr": family.fn[j] / family.n_pos,
-                   "fpr_ub": float(fpr_ub[j]), "fnr_ub": float(fnr_ub[j]), "threshold": float(family.thresholds[j]),
-                   "direction": ">=", "rule": "member iff score >= threshold", "delta": delta,
-                   "mu_lb": float(mu[j])} | family.info
-        if method == "clopper-pearson":
-            rows.append(LowerBound(method, float(eps[j]), confidence, family.n_neg + family.n_pos, True,
-                                   details | rejection))
-        else:
-            details |= {"assumption": ("none: the pair is Gaussian, so its tradeoff is exactly G_mu" if gaussian_pair
-                                       else GDP_CLAIM_ASSUMPTION if gdp_claim else GDP_ASSUMPTION)}
-            rows.append(LowerBound(method, gaussian_epsilon(float(mu[j]), delta) if delta > 0 else None, confidence,
-                                   family.n_neg + family.n_pos, gaussian_pair or gdp_claim, details))
-    return rows[0], rows[1]
+    rejection = {} if claim_tradeoff is None else _claim_rejection(family, fpr_ub, fnr_ub, claim_tradeoff)
+
+    def details(j: int, ceiling: float | None) -> dict:
+        return {"ceiling": ceiling, "fp": int(family.fp[j]), "fn": int(family.fn[j]),
+                "n_neg": family.n_neg, "n_pos": family.n_pos,
+                "fpr": family.fp[j] / family.n_neg, "fnr": family.fn[j] / family.n_pos,
+                "fpr_ub": float(fpr_ub[j]), "fnr_ub": float(fnr_ub[j]), "threshold": float(family.thresholds[j]),
+                "direction": ">=", "rule": "member iff score >= threshold", "delta": delta,
+                "mu_lb": float(mu[j])} | family.info
+
+    n = family.n_neg + family.n_pos
+    j = int(np.argmax(eps))
+    cp = LowerBound("clopper-pearson", float(eps[j]), confidence, n, True,
+                    details(j, family.ceiling(delta)) | rejection)
+    j = int(np.argmax(mu))
+    assumption = "none: the pair is Gaussian, so its tradeoff is exactly G_mu" if gaussian_pair else GDP_ASSUMPTION
+    gdp = LowerBound("gdp", gaussian_epsilon(float(mu[j]), delta) if delta > 0 else None, confidence, n,
+                     gaussian_pair, details(j, family.gdp_ceiling(delta)) | {"assumption": assumption})
+    return cp, gdp
+
+
+def _claim_rejection(family: TestFamily, fpr_ub: np.ndarray, fnr_ub: np.ndarray,
+                     claim_tradeoff: Callable[[np.ndarray], np.ndarray]) -> dict:
+    """The test of the family that comes closest to rejecting the claim's curve, and whether it does."""
+    margin = claim_margin(fpr_ub, fnr_ub, claim_tradeoff)
+    i = int(np.argmax(margin))
+    return {"claim_rejected": bool(margin[i] > 1e-9), "claim_margin": float(margin[i]),
+            "claim_test": {"threshold": float(family.thresholds[i]), "fpr_ub": float(fpr_ub[i]),
+                           "fnr_ub": float(fnr_ub[i]), "claim_fnr": float(margin[i] + fnr_ub[i]),
+                           "rule": "rejects the claim when fnr_ub < claim_fnr = f(fpr_ub)"}}
 
 
 def designed_threshold_from_samples(sim_in: np.ndarray, sim_out: np.ndarray, n_pos: int, n_neg: int,

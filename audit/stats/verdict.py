@@ -80,11 +80,15 @@ def best_valid_bound(bounds: Sequence[dict], family: Family) -> dict | None:
 
 def audit_ceiling(bounds: Sequence[dict]) -> float | None:
     """What a perfect attack could certify in the game of the verdict's bounds: the largest
-    ``details["ceiling"]`` of the competing rows (e.g. all one-run guesses right, or every run
-    separated, at the bound's confidence). None when no competing row states one."""
-    competing = [b for b in bounds if b.get("role", VERDICT if b.get("valid") else ESTIMATE) == VERDICT]
-    ceilings = [float(b["details"]["ceiling"]) for b in competing if "ceiling" in b.get("details", {})]
-    return max(ceilings) if ceilings else None
+    ``details["ceiling"]`` of the competing rows, each computed with that row's own method (e.g. all
+    one-run guesses right, or every run separated, at the bound's confidence), so it is never below
+    a competing bound. None when a competing row with an epsilon states no ceiling."""
+    competing = [b for b in bounds if b.get("role", VERDICT if b.get("valid") else ESTIMATE) == VERDICT
+                 and b.get("epsilon") is not None]
+    ceilings = [b.get("details", {}).get("ceiling") for b in competing]
+    if not ceilings or any(c is None for c in ceilings):
+        return None
+    return max(float(c) for c in ceilings)
 
 
 def claim_verdict(best: dict | None, theory: float | None, delta: float, ceiling: float | None = None,
