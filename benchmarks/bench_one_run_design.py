@@ -7,8 +7,9 @@ choose_one_run_design` fixes the number of "in" guesses on ``--design-sims`` sim
 reports the valid f-DP (eps, delta) one-run bound (Mahloujifar, Melis, Chaudhuri 2025, 95%) at that
 guess count on ``--seeds`` separate games (mean, sd, median): "what a perfect attack could reach
 with this M". ``hindsight`` is the best fixed guess count's mean on the design games themselves
-(chosen and measured on the same games: slightly optimistic). The reference figures (docs/DESIGN:
-0.87/1.79/3.19 at eps 2/4/8 with M = 7,850; 1.13/2.30/3.66 with M = 20,000) are printed alongside.
+(chosen and measured on the same games: slightly optimistic). The issue's reference figures
+(0.87/1.79/3.19 at eps 2/4/8 with M = 7,850; 1.13/2.30/3.66 with M = 20,000) are printed alongside;
+measured figures: docs/references.md, "One-run auditing".
 
 Usage: ``python benchmarks/bench_one_run_design.py --json OUT [--seeds 20] [--design-sims 20]``.
 """
