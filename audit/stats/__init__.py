@@ -1,7 +1,9 @@
 """Lower bounds: what an attack's outcome proves, at the confidence it states.
 
 Error rates and Clopper–Pearson bounds (:mod:`.rates`, :mod:`.clopper_pearson`), Gaussian-DP
-bounds (:mod:`.gdp`), one-run auditing (:mod:`.one_run`), threshold selection (:mod:`.thresholds`),
+bounds (:mod:`.gdp`), one-run auditing (:mod:`.one_run`, :mod:`.one_run_fdp`) and its design by
+simulating the claim (:mod:`.one_run_design`), the sampling check on batch logs
+(:mod:`.sampling_check`), threshold selection (:mod:`.thresholds`),
 per-step auditing (:mod:`.per_step`), attack metrics (:mod:`.metrics`), learned test statistics
 (:mod:`.score_fit`), the bound record (:mod:`.lower_bound`) and the verdict with family-wise
 confidence (:mod:`.verdict`). Depends on numpy, scipy, scikit-learn, :mod:`audit.theory` and

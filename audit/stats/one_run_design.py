@@ -1,0 +1,354 @@
+"""Design of a one-run DP-SGD audit with gradient canaries, by simulating the claimed mechanism
+[Steinke, Nasr, Jagielski 2023, Sec. 6; Mahloujifar, Melis, Chaudhuri 2025].
+
+The game. M gradient canaries, each in the training by its own fair coin, each a record the training
+treats like any other: at every step t it joins the batch with the Poisson rate q (``b_t`` ~
+Bernoulli(q)), it is clipped to C, and N(0, sigma^2 C^2) noise is added to the sum. The instrumented
+auditor knows the clipped data sum, so the noisy sum minus it, projected on canary i's unit
+direction and divided by C, is exactly ``o_t = b_t + N(0, sigma^2)`` when the canary is in and
+``o_t = N(0, sigma^2)`` when it is out. The one-run game is therefore exactly M independent draws of
+the claimed DP-SGD (the pair "with / without one record"), and the best score of a canary is that
+pair's log-likelihood ratio (:func:`dpsgd_canary_llr`; Neyman-Pearson).
+
+What this module fixes before the audited training runs, from the claim alone (never from the
+audited coins or scores, so the one-run bounds computed with it stay valid whatever the code does):
+
+* the guess counts: "in" for the ``k_pos`` highest scores (the f-DP test of
+  :mod:`audit.stats.one_run_fdp` is stated for one-sided guesses, so ``k_neg = 0``; Steinke et al.'s
+  test also takes ``k_neg`` "out" guesses for the lowest scores) maximising the mean (or median)
+  bound over simulated games (:func:`choose_one_run_design`);
+* the expected bound of a perfect attack (the optimal LLR score) with this M, and its spread, on
+  simulations separate from those that chose the guesses; and the ceiling (every guess right);
+* a default number of canaries (:func:`default_canary_count`).
+
+Sources: docs/references.md, "One-run auditing".
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from audit.errors import UserError
+from audit.stats.one_run import one_run_epsilon_lb
+from audit.stats.one_run_fdp import fdp_epsilon_lb
+from audit.theory.checks import check_confidence, check_delta
+from audit.theory.dpsgd import DPSGDClaim
+
+__all__ = ["CanaryMechanism", "dpsgd_canary_llr", "simulate_dpsgd_canary_scores", "guess_count_grid",
+           "OneRunDesign", "choose_one_run_design", "CanaryCountChoice", "default_canary_count",
+           "DESIGN_METHODS", "DEFAULT_CANARY_CANDIDATES", "CHUNK_ELEMENTS"]
+
+#: Simulated observations held at once (canaries x steps), about 32 MiB of float64 per array.
+CHUNK_ELEMENTS = 1 << 22
+#: The one-run tests a design can be made for: Mahloujifar et al.'s f-DP test with the
+#: f_{eps,delta} null (one-sided guesses), Steinke et al.'s p-value (two-sided guesses).
+DESIGN_METHODS = ("fdp", "steinke")
+#: Numbers of canaries :func:`default_canary_count` compares (those above ``max_canaries`` are dropped).
+DEFAULT_CANARY_CANDIDATES = (1_000, 2_000, 5_000, 10_000, 20_000, 50_000)
+
+
+@dataclass(frozen=True)
+class CanaryMechanism:
+    """What one canary's observations follow: per step ``b_t + N(0, sigma^2)`` with ``b_t`` ~
+    Bernoulli(``sample_rate``) when in, ``N(0, sigma^2)`` when out, over ``steps`` steps (units of C)."""
+
+    sample_rate: float
+    noise_multiplier: float
+    steps: int
+
+    def __post_init__(self) -> None:
+        if not 0.0 < float(self.sample_rate) <= 1.0:
+            raise UserError(f"canary sample rate must lie in (0, 1] (got {self.sample_rate!r})")
+        if not 0.0 < float(self.noise_multiplier) < math.inf:
+            raise UserError(f"noise multiplier must be positive and finite (got {self.noise_multiplier!r})")
+        if int(self.steps) != self.steps or self.steps < 1:
+            raise UserError(f"steps must be a positive integer (got {self.steps!r})")
+
+    @classmethod
+    def of(cls, mechanism: DPSGDClaim | CanaryMechanism | Sequence[float]) -> CanaryMechanism:
+        """From a :class:`audit.theory.dpsgd.DPSGDClaim`, a CanaryMechanism, or ``(q, sigma, T)``."""
+        if isinstance(mechanism, CanaryMechanism):
+            return mechanism
+        if isinstance(mechanism, DPSGDClaim):
+            return cls(mechanism.sample_rate, mechanism.noise_multiplier, mechanism.steps)
+        try:
+            q, sigma, steps = mechanism  # type: ignore[misc]
+        except (TypeError, ValueError):
+            raise UserError("the claimed mechanism must be a DPSGDClaim or a (sample_rate, noise_multiplier, "
+                            f"steps) triple (got {mechanism!r})") from None
+        return cls(float(q), float(sigma), int(steps))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"sample_rate": float(self.sample_rate), "noise_multiplier": float(self.noise_multiplier),
+                "steps": int(self.steps)}
+
+
+def dpsgd_canary_llr(observations: ArrayLike, sample_rate: float, noise_multiplier: float) -> np.ndarray:
+    """Per canary, the log-likelihood ratio "in" vs "out" of its normalised per-step observations.
+
+    ``observations[i, t] = o_t`` for canary i (the noisy sum minus the clipped data sum, projected on
+    the canary's unit direction, divided by C). Without the canary ``o_t ~ N(0, s^2)``; with it the
+    step is the Poisson-subsampled Gaussian ``o_t ~ (1 - q) N(0, s^2) + q N(1, s^2)`` (s = sigma,
+    Abadi et al. 2016, Alg. 1; Dong, Roth, Su 2019, Sec. 4.1). The steps are independent given the
+    coin (fresh noise and a fresh inclusion draw per step), so the likelihood ratio of the T steps is
+    the product of the per-step ratios::
+
+        p_in(o) / p_out(o) = (1 - q) + q exp(-(o - 1)^2 / (2 s^2)) / exp(-o^2 / (2 s^2))
+                           = (1 - q) + q exp((2 o - 1) / (2 s^2))
+
+    and the score is ``sum_t log((1 - q) + q exp((2 o_t - 1) / (2 s^2)))``, computed as
+    ``logaddexp(log(1 - q), log q + (2 o_t - 1) / (2 s^2))`` (no overflow for large o_t / small s).
+    By Neyman-Pearson it is the most powerful statistic for the pair, hence the "perfect attack".
+    For q = 1 the step term is exactly ``(2 o_t - 1) / (2 s^2)``. NaN marks a step not observed: it
+    adds nothing. Sources: docs/references.md, "One-run auditing".
+    """
+    obs = np.asarray(observations, dtype=float)
+    if obs.ndim != 2:
+        raise UserError(f"canary observations must be a (canaries, steps) array (got shape {obs.shape})")
+    q, s = float(sample_rate), float(noise_multiplier)
+    if not 0.0 < q <= 1.0 or not 0.0 < s < math.inf:
+        raise UserError(f"need 0 < sample_rate <= 1 and a positive noise multiplier (got q={q}, sigma={s})")
+    z = (2.0 * obs - 1.0) / (2.0 * s * s)
+    if q < 1.0:
+        with np.errstate(invalid="ignore"):  # NaN steps stay NaN
+            z = np.logaddexp(math.log1p(-q), math.log(q) + z)
+    return np.nansum(z, axis=1)
+
+
+def _check_count(value: int, name: str, minimum: int = 1) -> int:
+    if int(value) != value or value < minimum:
+        raise UserError(f"{name} must be an integer >= {minimum} (got {value!r})")
+    return int(value)
+
+
+def simulate_dpsgd_canary_scores(canaries: int, sample_rate: float, noise_multiplier: float, steps: int,
+                                 rng: np.random.Generator | int | None) -> tuple[np.ndarray, np.ndarray]:
+    """One simulated one-run game under the mechanism: ``(scores, members)`` of ``canaries`` canaries.
+
+    Each canary is in by its own fair coin; its T observations are drawn exactly
+    (:class:`CanaryMechanism`) and scored by :func:`dpsgd_canary_llr`. Rows are drawn in chunks of
+    at most :data:`CHUNK_ELEMENTS` observations, so memory stays bounded for any M (M = 20,000 and
+    T = 88 is one chunk of 1.8 million). Deterministic given ``rng`` (a Generator or a seed).
+    """
+    mech = CanaryMechanism(sample_rate, noise_multiplier, steps)
+    m = _check_count(canaries, "canaries")
+    gen = np.random.default_rng(rng)
+    members = gen.random(m) < 0.5
+    scores = np.empty(m)
+    rows = max(1, CHUNK_ELEMENTS // mech.steps)
+    for start in range(0, m, rows):
+        stop = min(m, start + rows)
+        obs = gen.normal(0.0, mech.noise_multiplier, size=(stop - start, mech.steps))
+        obs += members[start:stop, None] & (gen.random((stop - start, mech.steps)) < mech.sample_rate)
+        scores[start:stop] = dpsgd_canary_llr(obs, mech.sample_rate, mech.noise_multiplier)
+    return scores, members
+
+
+def guess_count_grid(canaries: int, points: int = 48) -> np.ndarray:
+    """The candidate guess counts: ``points`` geometrically spaced integers from 1 to M/2 (distinct)."""
+    m = _check_count(canaries, "canaries")
+    return np.unique(np.round(np.geomspace(1, max(1, m // 2), points)).astype(int))
+
+
+def _ordered(scores: np.ndarray) -> np.ndarray:
+    """Canary indices by ascending score, ties by ascending index (as the one-run bounds order them)."""
+    return np.lexsort((np.arange(scores.size), scores))
+
+
+def _grid_bounds(scores: np.ndarray, members: np.ndarray, guesses: list[tuple[int, int]], method: str,
+                 delta: float, confidence: float) -> np.ndarray:
+    """The bound of ``method`` at every (k_pos, k_neg) of ``guesses`` on one game."""
+    order = _ordered(scores)
+    m = scores.size
+    right_in = np.concatenate([[0], np.cumsum(members[order[::-1]])])  # right "in" among the top k
+    right_out = np.concatenate([[0], np.cumsum(~members[order])])  # right "out" among the bottom k
+    out = np.zeros(len(guesses))
+    for j, (k_pos, k_neg) in enumerate(guesses):
+        v = int(right_in[k_pos] + right_out[k_neg])
+        if method == "fdp":
+            out[j] = fdp_epsilon_lb(k_pos, v, m, delta, confidence)
+        else:
+            out[j] = one_run_epsilon_lb(k_pos + k_neg, v, m, delta, confidence)
+    return out
+
+
+@dataclass(frozen=True)
+class OneRunDesign:
+    """Guess counts and the expected bound of a one-run audit, fixed by simulating the claim.
+
+    ``expected_epsilon`` (mean), ``epsilon_sd``, ``epsilon_median``, ``epsilon_range`` (5% and 95%
+    quantiles) are the bound of a perfect attack (LLR score) at these guess counts, on
+    ``evaluations`` simulated games separate from the ``simulations`` games that chose the counts.
+    ``ceiling``: the bound when every guess is right. ``grid`` and ``grid_value`` (the criterion on the
+    choosing games) document the choice.
+    """
+
+    canaries: int
+    k_pos: int
+    k_neg: int
+    method: str
+    delta: float
+    confidence: float
+    criterion: str
+    expected_epsilon: float
+    epsilon_sd: float
+    epsilon_median: float
+    epsilon_range: tuple[float, float]
+    ceiling: float
+    mechanism: CanaryMechanism
+    simulations: int
+    evaluations: int
+    grid: tuple[tuple[int, int], ...]
+    grid_value: tuple[float, ...]
+
+    @property
+    def guesses(self) -> str:
+        return (f"'in' for the {self.k_pos} highest scores" +
+                (f", 'out' for the {self.k_neg} lowest" if self.k_neg else " (one-sided)"))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"canaries": self.canaries, "k_pos": self.k_pos, "k_neg": self.k_neg, "method": self.method,
+                "guesses": self.guesses, "delta": self.delta, "confidence": self.confidence,
+                "criterion": self.criterion, "expected_epsilon": self.expected_epsilon,
+                "epsilon_sd": self.epsilon_sd, "epsilon_median": self.epsilon_median,
+                "epsilon_range": list(self.epsilon_range), "ceiling": self.ceiling,
+                "mechanism": self.mechanism.to_dict(), "simulations": self.simulations,
+                "evaluations": self.evaluations, "grid": [list(g) for g in self.grid],
+                "grid_value": list(self.grid_value),
+                "rule": ("guess counts maximising the " + self.criterion + " bound over games simulated under the "
+                         "claimed mechanism (never the audited coins); expected bound on separate simulations")}
+
+
+def _guess_shapes(canaries: int, method: str, guess_counts: ArrayLike | None) -> list[tuple[int, int]]:
+    """(k_pos, k_neg) candidates: one-sided for f-DP; for Steinke et al. also symmetric two-sided."""
+    if method not in DESIGN_METHODS:
+        raise UserError(f"unknown one-run method {method!r}; use one of {', '.join(DESIGN_METHODS)}")
+    ks = guess_count_grid(canaries) if guess_counts is None else np.unique(np.asarray(guess_counts, dtype=int))
+    if ks.size == 0 or ks[0] < 1 or ks[-1] > canaries:
+        raise UserError(f"guess counts must lie between 1 and the {canaries} canaries")
+    shapes = [(int(k), 0) for k in ks]
+    if method == "steinke":
+        shapes += [(int(k), int(k)) for k in ks if 2 * k <= canaries]
+    return shapes
+
+
+def _design_from_games(design_games: list[tuple[np.ndarray, np.ndarray]],
+                       eval_games: list[tuple[np.ndarray, np.ndarray]], mech: CanaryMechanism,
+                       shapes: list[tuple[int, int]], method: str, delta: float, confidence: float,
+                       criterion: str) -> OneRunDesign:
+    """Choose the shape maximising ``criterion`` over ``design_games``, evaluate it on ``eval_games``."""
+    table = np.array([_grid_bounds(s, mem, shapes, method, delta, confidence) for s, mem in design_games])
+    value = table.mean(axis=0) if criterion == "mean" else np.median(table, axis=0)
+    j = int(np.argmax(value))  # ties: the first, i.e. the fewest guesses
+    k_pos, k_neg = shapes[j]
+    evals = np.array([_grid_bounds(s, mem, [shapes[j]], method, delta, confidence)[0] for s, mem in eval_games])
+    m = design_games[0][0].size
+    ceiling = (fdp_epsilon_lb(k_pos, k_pos, m, delta, confidence) if method == "fdp"
+               else one_run_epsilon_lb(k_pos + k_neg, k_pos + k_neg, m, delta, confidence))
+    return OneRunDesign(m, k_pos, k_neg, method, delta, confidence, criterion, float(evals.mean()),
+                        float(evals.std(ddof=1)) if evals.size > 1 else 0.0, float(np.median(evals)),
+                        (float(np.quantile(evals, 0.05)), float(np.quantile(evals, 0.95))), float(ceiling), mech,
+                        len(design_games), len(eval_games), tuple(shapes), tuple(float(x) for x in value))
+
+
+def _check_design_args(delta: float, confidence: float, criterion: str, simulations: int,
+                       evaluations: int | None) -> tuple[float, float, int, int]:
+    if criterion not in ("mean", "median"):
+        raise UserError(f"design criterion must be 'mean' or 'median' (got {criterion!r})")
+    sims = _check_count(simulations, "simulations")
+    evals = sims if evaluations is None else _check_count(evaluations, "evaluations")
+    return check_delta(delta), check_confidence(confidence), sims, evals
+
+
+def choose_one_run_design(mechanism: DPSGDClaim | CanaryMechanism | Sequence[float], canaries: int, delta: float,
+                          confidence: float, rng: np.random.Generator | int | None, *, simulations: int = 20,
+                          evaluations: int | None = None, method: str = "fdp", criterion: str = "mean",
+                          guess_counts: ArrayLike | None = None) -> OneRunDesign:
+    """Guess counts for a one-run audit with ``canaries`` gradient canaries, from the claim alone.
+
+    How: ``simulations`` one-run games are simulated exactly under the claimed mechanism
+    (:func:`simulate_dpsgd_canary_scores`: fair coins, the per-canary observation of DP-SGD with the
+    claim's q, sigma and T, the optimal LLR score). For every candidate guess shape (``k_pos`` in
+    :func:`guess_count_grid` or ``guess_counts``; ``k_neg = 0`` for the f-DP test, whose recursion is
+    stated for one-sided guesses; also ``k_neg = k_pos`` for Steinke et al.'s test) the valid one-run
+    bound at ``delta`` and ``confidence`` is computed on each game (:func:`audit.stats.one_run_fdp.
+    fdp_epsilon_lb`, or :func:`audit.stats.one_run.one_run_epsilon_lb`); the shape with the largest
+    mean (``criterion="mean"``) or median bound is chosen. ``evaluations`` further games (default as
+    many) give the expected bound of a perfect attack at that shape, its spread and the ceiling.
+
+    The design takes no coins and no scores of the audited training: it is fixed before the
+    training runs, so the bound computed with it is valid whatever the code does (a broken
+    implementation only makes the design suboptimal). Sources: docs/references.md, "One-run auditing".
+    """
+    mech = CanaryMechanism.of(mechanism)
+    m = _check_count(canaries, "canaries", 2)
+    delta, confidence, sims, evals = _check_design_args(delta, confidence, criterion, simulations, evaluations)
+    shapes = _guess_shapes(m, method, guess_counts)
+    gen = np.random.default_rng(rng)
+    games = [simulate_dpsgd_canary_scores(m, mech.sample_rate, mech.noise_multiplier, mech.steps, gen)
+             for _ in range(sims + evals)]
+    return _design_from_games(games[:sims], games[sims:], mech, shapes, method, delta, confidence, criterion)
+
+
+@dataclass(frozen=True)
+class CanaryCountChoice:
+    """The default number of canaries and its design; ``table`` rows: (M, expected bound, sd, k_pos)."""
+
+    canaries: int
+    design: OneRunDesign
+    table: tuple[tuple[int, float, float, int], ...]
+    max_canaries: int
+    within: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"canaries": self.canaries, "design": self.design.to_dict(), "max_canaries": self.max_canaries,
+                "within": self.within,
+                "table": [{"canaries": m, "expected_epsilon": e, "epsilon_sd": sd, "k_pos": k}
+                          for m, e, sd, k in self.table],
+                "rule": (f"the fewest canaries whose expected perfect-attack bound is within {self.within:.0%} of "
+                         "the best candidate's, among candidates not above max_canaries, by simulating the claim")}
+
+
+def default_canary_count(mechanism: DPSGDClaim | CanaryMechanism | Sequence[float], delta: float,
+                         confidence: float, rng: np.random.Generator | int | None, max_canaries: int, *,
+                         candidates: Sequence[int] = DEFAULT_CANARY_CANDIDATES, within: float = 0.05,
+                         simulations: int = 10, method: str = "fdp",
+                         criterion: str = "mean") -> CanaryCountChoice:
+    """Default number of canaries M for a one-run audit of the claimed DP-SGD, by simulation.
+
+    Rule: the candidates are ``candidates`` not above ``max_canaries`` (what the model can hold: its
+    free coordinates for Dirac canaries), plus ``max_canaries`` itself when it lies below the largest
+    candidate. For each, :func:`choose_one_run_design` fixes the guess counts and the expected bound
+    of a perfect attack; the games of all candidates are prefixes of the same simulated games of the
+    largest candidate (common random numbers, so the comparison is not swamped by simulation noise).
+    The bound grows slowly with M (about 0.87 -> 1.0 at eps 2 from 7,850 to 20,000 canaries), while
+    each canary costs a coordinate (or cross-talk between random directions) and simulation time,
+    so the default is the fewest canaries whose expected bound is at least ``(1 - within)`` times the
+    best candidate's. Any M keeps the audit valid; the rule only trades power for cost.
+    Sources: docs/references.md, "One-run auditing".
+    """
+    mech = CanaryMechanism.of(mechanism)
+    cap = _check_count(max_canaries, "max_canaries", 2)
+    if not 0.0 <= within < 1.0:
+        raise UserError(f"within must lie in [0, 1) (got {within!r})")
+    delta, confidence, sims, evals = _check_design_args(delta, confidence, criterion, simulations, None)
+    sizes = sorted({int(c) for c in candidates if 2 <= int(c) <= cap} |
+                   ({cap} if not candidates or cap < max(candidates) else set()))
+    gen = np.random.default_rng(rng)
+    games = [simulate_dpsgd_canary_scores(sizes[-1], mech.sample_rate, mech.noise_multiplier, mech.steps, gen)
+             for _ in range(sims + evals)]
+    designs = []
+    for m in sizes:
+        prefix = [(s[:m], mem[:m]) for s, mem in games]
+        designs.append(_design_from_games(prefix[:sims], prefix[sims:], mech, _guess_shapes(m, method, None),
+                                          method, delta, confidence, criterion))
+    best = max(d.expected_epsilon for d in designs)
+    chosen = next(d for d in designs if d.expected_epsilon >= (1.0 - within) * best)
+    table = tuple((d.canaries, d.expected_epsilon, d.epsilon_sd, d.k_pos) for d in designs)
+    return CanaryCountChoice(chosen.canaries, chosen, table, cap, float(within))

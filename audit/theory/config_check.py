@@ -1,0 +1,214 @@
+"""Checks of the DP-SGD configuration a probe read from the code, before any attack: is it as private
+as claimed, and is it fixed in advance? [Abadi et al. 2016, Alg. 1; Chua et al. 2024; the class of
+Opacus issues 571 and 819, where the sampling rate, step count or normaliser is derived from the
+dataset's size].
+
+* :func:`check_config_against_claim`: the PLD epsilon of the configuration (:class:`DPSGDClaim` of
+  its noise multiplier, sampling rate and steps) against the claimed epsilon at the same delta;
+* :func:`compare_world_configs`: the configuration read on the dataset without and with one
+  record; DP-SGD accounting assumes it is the same in both worlds, so any difference is a finding
+  (the accountant's epsilon does not cover a training whose rate, steps or normaliser move with
+  the record).
+
+Pure functions returning a :class:`ConfigFinding`. Sources: docs/references.md, "Configuration checks".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from audit.errors import UserError
+from audit.theory.checks import check_delta
+from audit.theory.claims import PrivacyClaim
+from audit.theory.dpsgd import DPSGDClaim, calibrate_noise_multiplier
+
+__all__ = ["NORMALISATIONS", "CONFIG_TOLERANCE", "DPSGDConfig", "ConfigFinding", "config_epsilon",
+           "check_config_against_claim", "compare_world_configs", "FIX_RATE_STEPS", "FIX_NORMALISATION",
+           "FIX_NOISE_CLIP"]
+
+#: How the noisy gradient sum is divided: by the expected batch size ``q n`` fixed in advance
+#: ("expected"), by the batch actually drawn ("actual"), not at all ("sum"), or something else.
+NORMALISATIONS = ("expected", "actual", "sum", "other")
+#: Relative excess of the configuration's epsilon over the claim still read as "as claimed":
+#: accountants differ by up to about 0.5% on the same mechanism (e.g. Opacus's PRV and the PLD).
+CONFIG_TOLERANCE = 0.01
+FIX_RATE_STEPS = "fix the sampling rate and number of steps in advance instead of deriving them from len(dataset)"
+FIX_NORMALISATION = "divide by the expected batch size q·n, fixed in advance, not by the actual batch size"
+FIX_NOISE_CLIP = "fix the noise multiplier and clipping norm in advance instead of deriving them from the data"
+
+
+@dataclass(frozen=True)
+class DPSGDConfig:
+    """The DP-SGD configuration of one training, as read from the code.
+
+    The sampling rate is ``sample_rate`` or, when only that is known, ``expected_batch_size /
+    dataset_size``. ``normalisation`` is one of :data:`NORMALISATIONS`; ``normaliser`` the number the
+    noisy sum was divided by (when seen); ``batch_sizes`` the realised per-step batch sizes (when seen).
+    """
+
+    noise_multiplier: float
+    steps: int
+    sample_rate: float | None = None
+    expected_batch_size: float | None = None
+    dataset_size: int | None = None
+    clip: float | None = None
+    normalisation: str = "expected"
+    normaliser: float | None = None
+    batch_sizes: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not 0.0 < float(self.noise_multiplier) < math.inf:
+            raise UserError(f"noise multiplier must be positive and finite (got {self.noise_multiplier!r})")
+        if int(self.steps) != self.steps or self.steps < 1:
+            raise UserError(f"steps must be a positive integer (got {self.steps!r})")
+        if self.normalisation not in NORMALISATIONS:
+            raise UserError(f"normalisation must be one of {', '.join(NORMALISATIONS)} (got {self.normalisation!r})")
+        if self.sample_rate is None and (self.expected_batch_size is None or not self.dataset_size):
+            raise UserError("a DP-SGD configuration needs the sampling rate, or the expected batch size and the "
+                            "dataset size")
+        if not 0.0 < self.rate <= 1.0:
+            raise UserError(f"the sampling rate must lie in (0, 1] (got {self.rate!r})")
+        object.__setattr__(self, "batch_sizes", tuple(int(b) for b in self.batch_sizes))
+
+    @property
+    def rate(self) -> float:
+        """The Poisson sampling rate q the configuration implies."""
+        if self.sample_rate is not None:
+            return float(self.sample_rate)
+        return float(self.expected_batch_size) / float(self.dataset_size)  # type: ignore[arg-type]
+
+    def claim(self) -> DPSGDClaim:
+        """Its guarantee by the PLD accountant, as if sampling were Poisson with rate :attr:`rate`."""
+        return DPSGDClaim(self.noise_multiplier, self.rate, self.steps)
+
+    def summary(self) -> str:
+        return f"noise multiplier {self.noise_multiplier:.4g}, sampling rate {self.rate:.4g}, {self.steps} steps"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"noise_multiplier": float(self.noise_multiplier), "steps": int(self.steps), "sample_rate": self.rate,
+                "expected_batch_size": self.expected_batch_size, "dataset_size": self.dataset_size,
+                "clip": self.clip, "normalisation": self.normalisation, "normaliser": self.normaliser,
+                "batch_sizes": list(self.batch_sizes)}
+
+
+@dataclass(frozen=True)
+class ConfigFinding:
+    """The result of one configuration check: ``problem`` (True when something must change),
+    ``message`` (the one sentence a user needs), ``fix`` (what to change; empty when nothing) and
+    JSON-serialisable ``details``."""
+
+    check: str
+    problem: bool
+    message: str
+    fix: str = ""
+    details: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"check": self.check, "problem": bool(self.problem), "message": self.message, "fix": self.fix,
+                "details": dict(self.details)}
+
+
+def config_epsilon(config: DPSGDConfig, delta: float) -> float:
+    """Epsilon at ``delta`` of the configuration by the PLD accountant (Poisson sampling assumed)."""
+    return float(config.claim().epsilon(check_delta(delta, positive=True)))
+
+
+def _claimed_epsilon(claimed: float | PrivacyClaim, delta: float) -> float:
+    eps = float(claimed.epsilon(delta)) if isinstance(claimed, PrivacyClaim) else float(claimed)
+    if math.isnan(eps) or eps < 0:
+        raise UserError(f"the claimed epsilon must be a non-negative number (got {claimed!r})")
+    return eps
+
+
+def check_config_against_claim(config: DPSGDConfig, claimed: float | PrivacyClaim, delta: float, *,
+                               tolerance: float = CONFIG_TOLERANCE, suggest_noise: bool = True) -> ConfigFinding:
+    """Whether the configuration gives a larger epsilon at ``delta`` than the claim.
+
+    The configuration's epsilon is the PLD accountant's for DP-SGD with its noise multiplier,
+    sampling rate and steps (Abadi et al. 2016, Alg. 1; :class:`audit.theory.dpsgd.DPSGDClaim`); a
+    problem when it exceeds the claimed epsilon by more than ``tolerance`` (relative). With
+    ``suggest_noise`` the fix names the smallest noise multiplier that meets the claim at this rate
+    and step count (:func:`audit.theory.dpsgd.calibrate_noise_multiplier`). The figure assumes
+    Poisson sampling and a normaliser fixed in advance; ``details["caveat"]`` says when the
+    configuration states otherwise. Sources: docs/references.md, "Configuration checks".
+    """
+    delta = check_delta(delta, positive=True)
+    claimed_eps = _claimed_epsilon(claimed, delta)
+    eps = config_epsilon(config, delta)
+    details: dict[str, Any] = {"config": config.to_dict(), "epsilon": eps, "claimed_epsilon": claimed_eps,
+                               "delta": delta, "tolerance": tolerance, "accountant": "PLD (dp-accounting)"}
+    if config.normalisation != "expected":
+        details["caveat"] = (f"the noisy sum is normalised by {config.normalisation!r}, not the expected batch size: "
+                             "the accountant's epsilon assumes a normaliser fixed in advance")
+    if eps <= claimed_eps * (1.0 + tolerance):
+        return ConfigFinding("epsilon", False, f"The configuration read from the code ({config.summary()}) is "
+                             f"({eps:.3g}, {delta:g})-DP by the PLD accountant, within the claimed epsilon "
+                             f"{claimed_eps:.3g}.", "", details)
+    fix = f"claim epsilon {eps:.3g}, or take fewer steps or a smaller sampling rate"
+    if suggest_noise and claimed_eps > 0:
+        needed = calibrate_noise_multiplier(claimed_eps, delta, config.rate, config.steps)
+        details["noise_multiplier_needed"] = needed
+        fix = f"raise the noise multiplier to at least {needed:.4g}, or " + fix
+    return ConfigFinding("epsilon", True, f"The configuration read from the code ({config.summary()}) is only "
+                         f"({eps:.3g}, {delta:g})-DP by the PLD accountant, more than the claimed epsilon "
+                         f"{claimed_eps:.3g}.", fix, details)
+
+
+def _differs(a: Any, b: Any, rel_tol: float) -> bool:
+    if a is None or b is None:
+        return False
+    if isinstance(a, str) or isinstance(b, str):
+        return a != b
+    return not math.isclose(float(a), float(b), rel_tol=rel_tol, abs_tol=0.0)
+
+
+def _world_differences(without: DPSGDConfig, with_: DPSGDConfig,
+                       rel_tol: float) -> tuple[list[dict[str, Any]], list[str]]:
+    """(the differing fields, the fix sentences they call for, in order)."""
+    fields = (("sample rate", without.rate, with_.rate, FIX_RATE_STEPS),
+              ("steps", without.steps, with_.steps, FIX_RATE_STEPS),
+              ("normalisation", without.normalisation, with_.normalisation, FIX_NORMALISATION),
+              ("normaliser", without.normaliser, with_.normaliser, FIX_NORMALISATION),
+              ("noise multiplier", without.noise_multiplier, with_.noise_multiplier, FIX_NOISE_CLIP),
+              ("clip", without.clip, with_.clip, FIX_NOISE_CLIP))
+    diffs = [{"field": name, "without": a, "with": b} for name, a, b, _ in fields if _differs(a, b, rel_tol)]
+    fixes = [fix for name, a, b, fix in fields if _differs(a, b, rel_tol)]
+    if "actual" in (without.normalisation, with_.normalisation) and FIX_NORMALISATION not in fixes:
+        diffs.append({"field": "normalisation", "without": without.normalisation, "with": with_.normalisation,
+                      "note": "the actual batch size counts the record itself"})
+        fixes.append(FIX_NORMALISATION)
+    return diffs, list(dict.fromkeys(fixes))
+
+
+def _fmt(x: Any) -> str:
+    return f"{x:.6g}" if isinstance(x, float) else str(x)
+
+
+def compare_world_configs(config_without: DPSGDConfig, config_with: DPSGDConfig, *, rel_tol: float = 1e-9,
+                          delta: float | None = None) -> ConfigFinding:
+    """Whether the configuration itself changes when one record is added to the dataset.
+
+    DP-SGD's guarantee (Abadi et al. 2016, Alg. 1, and every accountant) is for a sampling rate,
+    step count, noise multiplier, clipping norm and normaliser fixed in advance. Code that derives
+    them from the dataset (rate ``1/len(loader)``, steps ``epochs * len(loader)``, dividing the noisy
+    sum by the actual batch size) changes them with the record, which the accountant never sees.
+    Compares the two readings field by field (relative tolerance ``rel_tol``); normalising by the
+    actual batch size is a finding even when both readings agree, since that size counts the record.
+    With ``delta``, ``details`` also hold each world's PLD epsilon. Sources: docs/references.md,
+    "Configuration checks".
+    """
+    diffs, fixes = _world_differences(config_without, config_with, rel_tol)
+    details: dict[str, Any] = {"without": config_without.to_dict(), "with": config_with.to_dict(),
+                               "differences": diffs}
+    if delta is not None:
+        details["epsilon_without"] = config_epsilon(config_without, delta)
+        details["epsilon_with"] = config_epsilon(config_with, delta)
+    if not diffs:
+        return ConfigFinding("world-dependence", False, "The DP-SGD configuration is the same with and without "
+                             "the record, as the accounting assumes.", "", details)
+    changes = "; ".join(f"{d['field']} {_fmt(d['without'])} without it, {_fmt(d['with'])} with it" for d in diffs)
+    message = (f"The DP-SGD configuration depends on the record ({changes}): the accountant assumes it is fixed in "
+               "advance, so its epsilon does not cover this training.")
+    return ConfigFinding("world-dependence", True, message, "; ".join(fixes), details)
