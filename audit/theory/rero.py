@@ -36,7 +36,7 @@ def _as_kappa(kappa: ArrayLike) -> np.ndarray:
 
 def uniform_prior_kappa(n_candidates: int) -> float:
     """``kappa = 1/n``: the baseline of guessing one of ``n`` equally likely candidates without the output
-    [Hayes, Mahloujifar, Balle 2023, Sec. 3; docs/references.md, "Reconstruction robustness"]."""
+    [Hayes, Mahloujifar, Balle 2023; docs/references.md, "Reconstruction robustness"]."""
     try:
         whole = not isinstance(n_candidates, bool) and int(n_candidates) == n_candidates >= 1
     except (TypeError, ValueError, OverflowError):
