@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -37,8 +38,8 @@ __all__ = ["update_log_likelihoods", "informed_update_guess", "ARRANGEMENTS", "c
            "reconstruct_glm_record", "select_glm_candidate", "GLM_METRICS"]
 
 Seed = np.random.Generator | int
-#: Rounds simulated at once by :func:`dpsgd_reconstruction_game` (bounds memory, not results: the
-#: draws are made batch by batch in a fixed order).
+#: Rounds simulated at once by :func:`dpsgd_reconstruction_game`: bounds memory; the draws, made batch by
+#: batch in a fixed order, are a function of the seed and of this constant.
 _GAME_BATCH = 64
 
 
@@ -48,6 +49,17 @@ def _generator(rng: Seed) -> np.random.Generator:
     if isinstance(rng, bool) or not isinstance(rng, int | np.integer):
         raise UserError(f"pass a seed (int) or a numpy Generator for reproducible games (got {rng!r})")
     return np.random.default_rng(int(rng))
+
+
+def _whole(value: Any, name: str, minimum: int) -> int:
+    """``value`` as an int >= ``minimum``; a one-line UserError otherwise."""
+    try:
+        ok = not isinstance(value, bool) and int(value) == value >= minimum
+    except (TypeError, ValueError, OverflowError):
+        ok = False
+    if not ok:
+        raise UserError(f"{name} must be an integer of at least {minimum} (got {value!r})")
+    return int(value)
 
 
 def _check_rate_noise(sample_rate: float, noise_std: float) -> tuple[float, float]:
@@ -123,11 +135,9 @@ def candidate_arrangement(n_candidates: int, kind: str = "simplex", norm: float 
     """``n`` candidate vectors in R^n (rows), each of L2 norm ``norm`` (see :data:`ARRANGEMENTS`)."""
     if kind not in ARRANGEMENTS:
         raise UserError(f"unknown candidate arrangement {kind!r}; use one of {', '.join(ARRANGEMENTS)}")
-    if int(n_candidates) != n_candidates or n_candidates < 2:
-        raise UserError(f"a reconstruction game needs at least 2 candidates (got {n_candidates!r})")
+    n = _whole(n_candidates, "the number of candidates", 2)
     if not (0.0 < float(norm) < math.inf):
         raise UserError(f"candidate norm must be positive and finite (got {norm!r})")
-    n = int(n_candidates)
     eye = np.eye(n)
     if kind == "orthogonal":
         return float(norm) * eye
@@ -183,9 +193,7 @@ def _check_game(candidates: ArrayLike, trials: int) -> tuple[np.ndarray, int]:
     c = np.asarray(candidates, dtype=np.float64)
     if c.ndim != 2 or c.shape[0] < 2 or not np.all(np.isfinite(c)):
         raise UserError(f"candidates must be a finite (n_candidates >= 2, d) array (got shape {c.shape})")
-    if int(trials) != trials or trials < 1:
-        raise UserError(f"trials must be a positive integer (got {trials!r})")
-    return c, int(trials)
+    return c, _whole(trials, "trials", 1)
 
 
 def gaussian_reconstruction_game(candidates: ArrayLike, noise_std: float, trials: int, rng: Seed) -> GameOutcome:
@@ -219,9 +227,7 @@ def dpsgd_reconstruction_game(candidate_grads: ArrayLike, sample_rate: float, no
     """
     c, trials = _check_game(candidate_grads, trials)
     q, s = _check_rate_noise(sample_rate, noise_std)
-    if int(steps) != steps or steps < 1:
-        raise UserError(f"steps must be a positive integer (got {steps!r})")
-    steps = int(steps)
+    steps = _whole(steps, "steps", 1)
     g = _generator(rng)
     n, d = c.shape
     wins = 0
@@ -250,7 +256,7 @@ def _check_glm(theta: ArrayLike, X_others: ArrayLike, y_others: ArrayLike, l2_re
         raise UserError("labels must be -1 or +1 (targets.dperm's convention)")
     if not (0.0 < float(l2_reg) < math.inf):
         raise UserError(f"l2_reg must be positive (got {l2_reg!r})")
-    if int(n) != n or n != X.shape[0] + 1:
+    if _whole(n, "n", 2) != X.shape[0] + 1:
         raise UserError(f"n must count the others plus the target: {X.shape[0] + 1} (got {n!r})")
     return t, X, y
 
