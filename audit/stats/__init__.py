@@ -1,8 +1,8 @@
 """Lower bounds: what an attack's outcome proves, at the confidence it states.
 
 Error rates and Clopper–Pearson bounds (:mod:`.rates`, :mod:`.clopper_pearson`), Gaussian-DP bounds
-(:mod:`.gdp`), one-run auditing (:mod:`.one_run`), threshold selection (:mod:`.thresholds`), per-
-step auditing (:mod:`.per_step`), attack metrics (:mod:`.metrics`), learned test statistics
+(:mod:`.gdp`), one-run auditing (:mod:`.one_run`), threshold selection (:mod:`.thresholds`),
+per-step auditing (:mod:`.per_step`), attack metrics (:mod:`.metrics`), learned test statistics
 (:mod:`.score_fit`), the blind split check on members vs non-members (:mod:`.split_check`), the
 bound record (:mod:`.lower_bound`) and the verdict with family-wise confidence (:mod:`.verdict`).
 Depends on numpy, scipy, scikit-learn, :mod:`audit.theory` and :mod:`audit.errors` only. Formulas
