@@ -46,13 +46,14 @@ import os
 import re
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from audit.errors import TargetCodeError, UserError
+from audit.stats.split_check import SplitCheck, blind_split_check
 from targets.datasets import DATA_FILE_SUFFIXES, DATASETS, Dataset, load_dataset
 from targets.plugin_rng import rng_kind, trainer_args
 from targets.plugins import claim_from_plugin, imported_packages, plugin_spec_for
@@ -157,6 +158,12 @@ class TrainedModel:
         fn, _ = as_predict_proba(made, f"what train of {self.spec} returned")
         what, width, batch = f"predict_proba of a reference model of {self.spec}", self.n_classes, self.batch_size
         return lambda Z, progress=None: _batched(fn, np.asarray(Z), batch, what, width, progress)
+
+    def split_check(self, confidence: float = 0.95, seed: int = 0, **options: Any) -> SplitCheck:
+        """The blind split check on the members vs the non-members, labels included
+        (:func:`audit.stats.split_check.blind_split_check`; docs/references.md, "Blind split check")."""
+        return blind_split_check(self.members.X, self.nonmembers.X, self.members.y, self.nonmembers.y,
+                                 confidence=confidence, seed=seed, **options)
 
     def to_dict(self) -> dict:
         """What config.json / results.json record about the target (no arrays, no callables)."""
@@ -490,6 +497,7 @@ def model_from_dict(spec: str, made: Any, data_dir: str | os.PathLike | None = N
     if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
         raise UserError(f"model target {spec}: field 'batch_size' must be a whole number >= 1, got {batch!r}")
     spaces = [made, *(namespaces or []), *(getattr(f, "__globals__", {}) for f in (made.get("predict_proba"), train))]
+    members, nonmembers = replace(members, n_classes=n_classes), replace(nonmembers, n_classes=n_classes)
     return TrainedModel(spec, str(made.get("name", spec)), str(made.get("description", f"trained model {spec}")), fn,
                         members, nonmembers, n_classes, members.shape, train, claim, delta, membership, note, kind,
                         params, rng, batch, imported_packages(spaces, loaded or ()))

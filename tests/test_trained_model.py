@@ -68,6 +68,7 @@ def test_scikit_learn_estimator_is_wrapped_and_batched(logreg):
     calls = []
     target = model_from_dict("t:logreg", _spec(logreg, batch_size=128, membership="seeded-split: first 300 digits"))
     assert isinstance(target, TrainedModel) and target.n_classes == 10 and target.input_shape == (64,)
+    assert target.members.n_classes == target.nonmembers.n_classes == 10
     assert target.model_kind == "scikit-learn LogisticRegression" and target.train is None and target.claim is None
     proba = target.predict_proba(DIGITS.X[:300], progress=lambda done, total: calls.append((done, total)))
     np.testing.assert_allclose(proba, logreg.predict_proba(DIGITS.X[:300]), rtol=1e-5, atol=1e-6)
@@ -108,6 +109,34 @@ def test_torch_module_from_safetensors_runs_in_eval_mode(mlp_weights):
     instance = model_from_dict("t:mlp", {"kind": "model", "architecture": MLP(), "weights": str(path),
                                          "members": _images(MEMBERS), "nonmembers": _images(NONMEMBERS)})
     np.testing.assert_allclose(instance.predict_proba(X), expected, rtol=1e-6, atol=1e-9)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_torch_module_predicts_on_cuda(mlp_weights):
+    model, path = mlp_weights
+    target = model_from_dict("t:mlp", {"kind": "model", "architecture": MLP, "weights": path, "device": "cuda",
+                                       "members": _images(MEMBERS), "nonmembers": _images(NONMEMBERS),
+                                       "batch_size": 100})
+    X = _images(MEMBERS)[0]
+    with torch.no_grad():
+        expected = torch.softmax(model.eval()(torch.as_tensor(X)).double(), dim=1).numpy()
+    np.testing.assert_allclose(target.predict_proba(X), expected, rtol=1e-4, atol=1e-6)
+
+
+def test_the_split_check_runs_on_the_targets_records(logreg):
+    from threadpoolctl import threadpool_limits
+
+    rng = np.random.default_rng(0)
+    order = rng.permutation(len(DIGITS))
+    fair = model_from_dict("t:x", {"kind": "model", "predict_proba": logreg, "members": _data(order[:300]),
+                                   "nonmembers": _data(order[300:600])})
+    skewed = model_from_dict("t:x", {"kind": "model", "predict_proba": logreg,
+                                     "members": _data(np.flatnonzero(DIGITS.y < 5)[:300]),
+                                     "nonmembers": _data(np.flatnonzero(DIGITS.y >= 5)[:300])})
+    with threadpool_limits(1):
+        assert fair.split_check(seed=1).passed
+        check = skewed.split_check(seed=1)
+    assert not check.passed and check.uses_labels and check.blind_auc > 0.95
 
 
 def test_npz_csv_and_builtin_dataset_records(logreg, tmp_path):
