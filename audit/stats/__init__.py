@@ -5,7 +5,8 @@ bounds (:mod:`.gdp`), one-run auditing (:mod:`.one_run`, :mod:`.one_run_fdp`) an
 simulating the claim (:mod:`.one_run_design`), the sampling check on batch logs
 (:mod:`.sampling_check`), threshold selection (:mod:`.thresholds`),
 per-step auditing (:mod:`.per_step`), attack metrics (:mod:`.metrics`), learned test statistics
-(:mod:`.score_fit`), the bound record (:mod:`.lower_bound`) and the verdict with family-wise
-confidence (:mod:`.verdict`). Depends on numpy, scipy, scikit-learn, :mod:`audit.theory` and
-:mod:`audit.errors` only. Formulas and sources: docs/references.md.
+(:mod:`.score_fit`), the blind split check on members vs non-members (:mod:`.split_check`), the
+bound record (:mod:`.lower_bound`) and the verdict with family-wise confidence (:mod:`.verdict`).
+Depends on numpy, scipy, scikit-learn, :mod:`audit.theory` and :mod:`audit.errors` only. Formulas
+and sources: docs/references.md.
 """
