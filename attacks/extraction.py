@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
+from scipy import optimize
 
 from audit.errors import UserError
 
@@ -325,7 +326,6 @@ def label_only_retraining(api: PredictionAPI, feature_map: FeatureMap, low: np.n
     DP-ERM's feature map). Classes never returned get a bias 1000 below the others, so the stolen
     model never predicts them.
     """
-    from scipy import optimize
 
     start = api.queries
     X = uniform_inputs(int(n_queries), low, high, rng)

@@ -8,6 +8,7 @@ truncated or corrupted file is detected and the models are retrained with a warn
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import struct
 import sys
@@ -30,7 +31,6 @@ TRAINING_MODULES = ("targets.training", "targets.dpsgd_step", "targets.sampling"
 
 def code_fingerprint() -> str:
     """SHA-256 of the trainer's source files, so a model trained by older code is never reused."""
-    import importlib.util
 
     h = hashlib.sha256()
     for name in TRAINING_MODULES:

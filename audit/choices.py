@@ -7,9 +7,9 @@ from __future__ import annotations
 #: What the adversary of ``run dp`` sees: the final model's loss on an input canary, the final
 #: parameters, or every intermediate update.
 THREATS = ("black-box", "white-box", "updates")
-#: Canaries that enter training like any other example (:func:`audit.canaries.input_canary`).
+#: Canaries that enter training like any other example (:func:`audit.dp.canaries.input_canary`).
 INPUT_CANARIES = ("natural", "mislabelled", "crafted", "blank")
-#: DP-SGD gradient canaries (:func:`audit.canaries.gradient_canary`).
+#: DP-SGD gradient canaries (:func:`audit.dp.canaries.gradient_canary`).
 GRADIENT_CANARIES = ("gradient", "dirac", "dirac-replace")
 #: Every canary of ``run dp`` and ``sweep dp``.
 DP_CANARIES = INPUT_CANARIES + GRADIENT_CANARIES
@@ -18,9 +18,9 @@ DP_CANARIES = INPUT_CANARIES + GRADIENT_CANARIES
 INITS = ("random", "pretrained")
 #: Membership canaries taken from the data pool (held-out examples with a wrong / their true label).
 POOL_CANARIES = ("mislabelled", "natural")
-#: Synthetic membership canaries appended to the data (:func:`audit.games.synthetic_canaries`).
+#: Synthetic membership canaries appended to the data (:func:`audit.membership.game.synthetic_canaries`).
 SYNTHETIC_CANARIES = ("sparse", "blank")
-#: Canaries of the membership game (:func:`audit.games.build_canary_game`).
+#: Canaries of the membership game (:func:`audit.membership.game.build_canary_game`).
 MEMBERSHIP_CANARIES = POOL_CANARIES + SYNTHETIC_CANARIES
 #: The flagship's membership canary kind.
 DEFAULT_MEMBERSHIP_CANARY = "sparse"

@@ -30,13 +30,23 @@ Executors (:func:`make_executor`):
 from __future__ import annotations
 
 import concurrent.futures
+import hashlib
 import multiprocessing
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+import numpy as np
+import torch
+
+import audit
+import targets
+from audit.cache import cache_key, entry_path, load_entry, save_entry
 from audit.errors import UserError
+from targets.dpsgd_audit import AuditRuns, train_audit_runs
+from targets.threads import usable_cpus
+from targets.training import train_models
 
 #: Executor kinds of ``--executor``.
 EXECUTORS = ("local", "ray")
@@ -105,7 +115,6 @@ class ProcessPool(Executor):
     ``usable CPUs // workers`` threads."""
 
     def __init__(self, workers: int) -> None:
-        from targets.threads import usable_cpus
 
         self.in_process = False
         self.workers = workers
@@ -156,8 +165,6 @@ class RayExecutor(Executor):
                 ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False, configure_logging=False,
                          runtime_env={"env_vars": {"PYTHONPATH": _project_root()}})
             else:
-                import audit
-                import targets
 
                 ray.init(address=address, log_to_driver=False, configure_logging=False,
                          runtime_env={"py_modules": [audit, targets]})
@@ -194,7 +201,6 @@ def make_executor(kind: str = "local", workers: int = 1, address: str | None = N
     if address is not None and kind != "ray":
         raise UserError("--ray-address needs --executor ray")
     if kind == "ray":
-        from targets.threads import usable_cpus
 
         return RayExecutor(address, workers if workers > 1 else usable_cpus())
     return ProcessPool(workers) if workers > 1 else Executor()
@@ -205,7 +211,6 @@ def run_chunks(executor: Executor, cache_dir: Path, chunks: Sequence[tuple[dict,
     """The results (dicts of tensors) of every ``(payload, job)`` chunk, in order: loaded from the
     model cache where an intact entry for the payload exists, else computed by ``executor`` and
     stored. Returns ``(results, reused)``, ``reused[i]`` whether chunk ``i`` came from the cache."""
-    from audit.cache import cache_key, entry_path, load_entry, save_entry
 
     keys = [cache_key(payload) for payload, _ in chunks]
     results: list[dict | None] = [load_entry(entry_path(cache_dir, key), key) for key in keys]
@@ -249,12 +254,8 @@ def train_cached_models(executor: Executor, cache_dir: Path, data, config, calls
     stacked parameters. ``log`` gets one line per call (trained or reused). ``chunk_models``
     defaults to :data:`MODEL_CHUNK`. The last ``appended_rows`` rows of ``data`` are not the named
     dataset's (synthetic canaries): their inputs join the cache key."""
-    import hashlib
 
-    import numpy as np
-    import torch
 
-    from targets.training import train_models
 
     labels = hashlib.sha256(np.asarray(data.y).tobytes()).hexdigest()
     appended_inputs = np.ascontiguousarray(data.X[len(data.X) - appended_rows:])
@@ -291,9 +292,7 @@ RUN_CHUNK = 500
 
 def _audit_runs_chunk(**kwargs) -> dict:
     """:func:`targets.dpsgd_audit.train_audit_runs` as a dict of tensors (a cache entry)."""
-    import torch
 
-    from targets.dpsgd_audit import train_audit_runs
 
     runs = train_audit_runs(**kwargs)
     out = {"initial": runs.initial, "final": runs.final, "canary_steps": torch.as_tensor(runs.canary_steps),
@@ -310,12 +309,8 @@ def cached_audit_runs(executor: Executor, cache_dir: Path, data, train_index, co
     """:func:`targets.dpsgd_audit.train_audit_runs` in chunks of at most ``chunk_runs`` runs on
     ``executor`` (default :data:`RUN_CHUNK`), each reused from or stored in the model cache
     (:func:`run_chunks`); the same arguments, the same :class:`targets.dpsgd_audit.AuditRuns`."""
-    import hashlib
 
-    import numpy as np
-    import torch
 
-    from targets.dpsgd_audit import AuditRuns
 
     def digest(*arrays) -> str:
         h = hashlib.sha256()

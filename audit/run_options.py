@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from audit.executors import make_executor
+
 #: Names of the common options, in field order (also the command-line ``dest`` names).
 COMMON_OPTION_NAMES = ("target", "out", "seed", "device", "quick", "epsilon", "delta", "data_dir", "quiet",
                        "confidence", "workers", "executor", "ray_address")
@@ -29,7 +31,6 @@ class CommonRunOptions:
 
     def make_executor(self):
         """The executor training chunks run on (:func:`audit.executors.make_executor`)."""
-        from audit.executors import make_executor
 
         return make_executor(self.executor, self.workers, self.ray_address)
 

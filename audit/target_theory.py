@@ -19,6 +19,11 @@ from audit.errors import UserError
 from audit.theory.checks import check_delta, check_epsilon
 from audit.theory.claims import PURE_DP_DELTA, PrivacyClaim
 from audit.theory.tradeoff import default_alpha_grid, implied_gdp_mu
+from targets.broken_mechanisms import BROKEN_MECHANISMS, make_broken
+from targets.dperm import DPERM_TARGETS, make_dperm
+from targets.mechanisms import MECHANISMS, make_mechanism
+from targets.plugins import BUILTIN_PLUGINS, is_plugin_spec, load_plugin
+from targets.registry import TARGETS, get_target
 
 #: Families, in the order ``python -m audit list`` shows them.
 FAMILIES = ("trained", "mechanism", "dp-erm", "control", "plugin")
@@ -82,11 +87,6 @@ def tradeoff_alphas() -> np.ndarray:
 
 def catalogue() -> dict[str, tuple[str, str]]:
     """Every built-in target: ``{name: (family, description)}``."""
-    from targets.broken_mechanisms import BROKEN_MECHANISMS
-    from targets.dperm import DPERM_TARGETS
-    from targets.mechanisms import MECHANISMS
-    from targets.plugins import BUILTIN_PLUGINS
-    from targets.registry import TARGETS
 
     out: dict[str, tuple[str, str]] = {}
     for name, target in TARGETS.items():
@@ -121,10 +121,8 @@ def theory_for(name: str, epsilon: float | None = None, delta: float | None = No
     """
     check_privacy_args(epsilon, delta)
     families = catalogue()
-    from targets.plugins import is_plugin_spec
 
     if is_plugin_spec(name):
-        from targets.plugins import load_plugin
 
         if epsilon is not None:
             raise UserError("--epsilon does not apply to a plugin: its factory states the claim")
@@ -139,7 +137,6 @@ def theory_for(name: str, epsilon: float | None = None, delta: float | None = No
         raise UserError(f"unknown target {name!r}; run `python -m audit list` to see the targets")
     family = families[name][0]
     if family == "trained":
-        from targets.registry import get_target
 
         target = get_target(name).with_privacy(epsilon, delta)
         sigma = target.noise_multiplier()
@@ -158,20 +155,17 @@ def build_mechanism(name: str, family: str, epsilon: float | None, delta: float 
     claim (no ``epsilon``) and is read at ``delta`` or its own delta.
     """
     if family == "mechanism":
-        from targets.mechanisms import make_mechanism
 
         if name.startswith("gaussian"):
             mech = make_mechanism(name, epsilon, delta)
             return mech, float(mech.delta)
         return make_mechanism(name, epsilon), float(delta) if delta is not None else PURE_DP_DELTA
     if family == "control":
-        from targets.broken_mechanisms import make_broken
 
         if epsilon is not None:
             raise UserError("--epsilon does not apply to the broken controls: each has a fixed claim")
         mech = make_broken(name)
         return mech, float(delta) if delta is not None else float(getattr(mech, "delta", PURE_DP_DELTA))
-    from targets.dperm import make_dperm
 
     mech = make_dperm(name, epsilon, delta)
     return mech, float(mech.erm.delta)

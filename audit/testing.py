@@ -10,9 +10,9 @@ epsilon lower bound exceeds what the code claims::
 
 ``target`` is a built-in target name (``python -m audit list``), a plugin spec
 ``module:factory``, a plugin dict (the form :mod:`targets.plugins` documents) or a zero-argument
-factory returning one. Mechanisms are audited with :func:`audit.run_mechanism.run_mechanism`
+factory returning one. Mechanisms are audited with :func:`audit.mechanism.runner.run_mechanism`
 (``runs`` = draws per world), trainers and trained DP targets with the multi-run game of
-:mod:`audit.run_dp` (``runs`` = trainings). A bound above the claim at the stated confidence
+:mod:`audit.dp.runner` (``runs`` = trainings). A bound above the claim at the stated confidence
 raises ``AssertionError`` naming the bound, its method and the claim; otherwise the results dict
 is returned. The verdict holds at ``confidence`` across every bound that competed for it
 (:mod:`audit.stats.verdict`), so a correct implementation fails such a test with probability at
@@ -25,12 +25,27 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from audit.choices import MECHANISM_DRAWS
+from audit.dp.options import DPOptions
+from audit.dp.runner import play, run_dp
+from audit.dp.setup import trainer_setup
 from audit.errors import UserError
+from audit.mechanism.runner import MechanismOptions, run_mechanism
+from audit.target_defaults import plugin_canary, trainer_plugin_use
+from audit.target_theory import catalogue
+from targets.plugin_mechanism import PluginMechanism
+from targets.plugins import (
+    MechanismPlugin,
+    TrainerPlugin,
+    is_plugin_spec,
+    load_plugin,
+    plugin_from_dict,
+    plugin_from_factory,
+)
 
 
 def _resolve(target: Any) -> tuple[str, Any]:
     """(label, what): ``what`` is a built-in name, or a validated plugin object."""
-    from targets.plugins import is_plugin_spec, load_plugin, plugin_from_dict, plugin_from_factory
 
     if isinstance(target, str):
         return target, (load_plugin(target) if is_plugin_spec(target) else target)
@@ -46,25 +61,17 @@ def _resolve(target: Any) -> tuple[str, Any]:
 def audit_target(target: Any, *, attack: str | None = None, runs: int | None = None, confidence: float = 0.95,
                  seed: int = 0, out: str | Path | None = None, quiet: bool = True) -> tuple[Path, dict]:
     """Run the audit ``assert_private`` runs; returns (run directory, results)."""
-    from audit.run_mechanism import MechanismOptions, run_mechanism
-    from audit.target_theory import catalogue
-    from targets.plugins import MechanismPlugin, TrainerPlugin
 
     label, what = _resolve(target)
     out = str(out) if out is not None else tempfile.mkdtemp(prefix="privacy-audit-")
     threat, _, canary = (attack or "").partition("/")
     if isinstance(what, TrainerPlugin):
-        from audit.plugin_updates import trainer_setup
-        from audit.run_dp import play
-        from audit.target_defaults import plugin_canary, trainer_plugin_use
 
         threat = threat or trainer_plugin_use(what.description).default_threat
         setup = trainer_setup(what, plugin_canary(threat, canary or None), threat, seed, None, quiet, confidence)
         return play(setup, runs or setup.default_runs, seed, confidence, out, quiet)
     family = None if isinstance(what, MechanismPlugin) else catalogue().get(what, ("unknown",))[0]
     if isinstance(what, MechanismPlugin) or family in ("mechanism", "dp-erm", "control"):
-        from audit.choices import MECHANISM_DRAWS
-        from targets.plugin_mechanism import PluginMechanism
 
         if attack not in (None, "threshold"):
             raise UserError(f"mechanism audits have one attack, 'threshold' (got {attack!r})")
@@ -72,7 +79,6 @@ def audit_target(target: Any, *, attack: str | None = None, runs: int | None = N
                                    quiet=quiet, draws=runs or MECHANISM_DRAWS, confidence=confidence)
         mechanism = PluginMechanism(what) if isinstance(what, MechanismPlugin) else None
         return run_mechanism(options, mechanism=mechanism)
-    from audit.run_dp import DPOptions, run_dp
 
     return run_dp(DPOptions(target=what, out=out, seed=seed, quiet=quiet, runs=runs, confidence=confidence,
                             canary=canary or None, threat=threat or None))

@@ -1,7 +1,7 @@
 """Thread-policy benchmark: a scikit-learn fit inside a trainer plugin, with the libraries' default
 thread pools and with the plugin thread policy (:mod:`targets.threads`, 1 thread per pool).
 
-Each fit goes through the path a ``run dp`` audit takes (:func:`audit.plugin_trainer.train_once`):
+Each fit goes through the path a ``run dp`` audit takes (:func:`audit.plugins.training.train_once`):
 ``LogisticRegression(max_iter=200)`` on 1,000 scikit-learn digits, the randomness adapted to the
 plugin. ``PRIVACY_AUDIT_PLUGIN_THREADS`` is set to 0 (no limit) or 1 around each batch; batches are
 interleaved, and each figure is the median over ``--repeats`` batches of the median fit time.
@@ -25,7 +25,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from audit.io import write_json  # noqa: E402
-from audit.plugin_trainer import train_once  # noqa: E402
+from audit.plugins.training import train_once  # noqa: E402
 from targets.datasets import load_dataset  # noqa: E402
 from targets.plugins import plugin_from_dict  # noqa: E402
 from targets.threads import THREADS_ENV  # noqa: E402

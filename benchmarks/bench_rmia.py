@@ -24,8 +24,8 @@ if str(ROOT) not in sys.path:
 
 from attacks.membership import LIRA_MIN_REFERENCES  # noqa: E402
 from audit.io import write_json  # noqa: E402
+from audit.membership.runner import MembershipOptions, run_membership  # noqa: E402
 from audit.run_context import host_info, utc_now  # noqa: E402
-from audit.run_membership import MembershipOptions, run_membership  # noqa: E402
 
 
 def rows_for(target: str, references: int, canary: str, canaries: int, out: Path, seed: int, quick: bool,

@@ -2,7 +2,7 @@
 
     python benchmarks/bench_tightness.py --json OUT [--quick] [--only SUBSTRING]
 
-Runs ``run dp`` (via :func:`audit.run_dp.sweep_rows`) for each (target, threat, canary, epsilon)
+Runs ``run dp`` (via :func:`audit.dp.runner.sweep_rows`) for each (target, threat, canary, epsilon)
 of the grid and writes ``{"rows": [...], "quick", "created", "host"}`` where every row has
 ``target, threat, canary, epsilon_theory, epsilon_lb, method, runs, models, init, wall_s`` (plus the
 largest statistically valid bound ``epsilon_lb_valid`` and the ratio ``epsilon_lb / epsilon_theory``;
@@ -24,9 +24,12 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from audit.dp.options import SweepOptions  # noqa: E402
+
+#: Black-box audits from worst-case initial parameters (Annamalai & De Cristofaro 2024): the model pre-trained
+from audit.dp.sweep import sweep_rows  # noqa: E402
 from audit.io import write_json  # noqa: E402
 from audit.run_context import host_info, utc_now  # noqa: E402
-from audit.run_dp import SweepOptions, sweep_rows  # noqa: E402
 
 #: Black-box audits from worst-case initial parameters (Annamalai & De Cristofaro 2024): the model pre-trained
 #: without privacy on a disjoint half, the blank canary, the threshold fixed on as many calibration runs.

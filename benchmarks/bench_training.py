@@ -60,7 +60,7 @@ if str(ROOT) not in sys.path:
 
 from audit.executors import MODEL_CHUNK, TrainingCall, chunk_slices, make_executor, train_cached_models  # noqa: E402
 from audit.io import write_json  # noqa: E402
-from audit.run_membership import GAME_SIZES  # noqa: E402
+from audit.membership.runner import GAME_SIZES  # noqa: E402
 from targets.datasets import Dataset, load_dataset  # noqa: E402
 from targets.models import get_architecture, init_params, to_module  # noqa: E402
 from targets.registry import get_target  # noqa: E402

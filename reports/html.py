@@ -23,6 +23,7 @@ import jinja2
 
 from audit.errors import UserError
 from audit.io import atomic_write_text
+from audit.kinds import kind_of
 from reports import plots
 from reports.formatting import flat_rows, format_interval, format_table, format_value
 from reports.summary import attack_table, headline_sentences
@@ -152,15 +153,14 @@ def _extra_figures(run_dir: Path, results: Mapping[str, Any]) -> list[dict]:
 
 
 def _headline_name(results: Mapping[str, Any]) -> str | None:
-    """File name of the figure a report of this kind opens with."""
-    kind = results.get("kind")
-    if kind == "sweep":
-        return EPSILON_PNG
-    if kind == "inversion":
+    """File name of the figure a report of this kind opens with (its kind's record,
+    :class:`audit.kinds.RunKind`; None there: the first figure the run lists)."""
+    kind = kind_of(name=results.get("kind"))
+    if kind is None:
+        return TRADEOFF_PNG
+    if kind.headline is None:
         return next((str(f.get("file")) for f in results.get("figures") or [] if isinstance(f, Mapping)), None)
-    if kind == "extraction":
-        return EXTRACTION_PNG
-    return TRADEOFF_PNG
+    return kind.headline
 
 
 def _section(title: str, *, figures: list | None = None, tables: list | None = None, rows: list | None = None,

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
 import numpy as np
+import torch
 
 from audit.errors import UserError
 
@@ -223,7 +224,6 @@ def _host(tensor: Any) -> Any:
 def _add_at(tensor: Any, index: tuple[int, ...], value: float) -> None:
     """``tensor[index] += value`` in place, outside autograd for torch tensors."""
     if hasattr(tensor, "detach"):
-        import torch
 
         with torch.no_grad():
             tensor[index] += value

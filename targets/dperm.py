@@ -39,6 +39,7 @@ from audit.errors import UserError
 from audit.theory.checks import check_delta, check_epsilon
 from audit.theory.claims import REPLACE, ApproxDPClaim, GaussianClaim, PrivacyClaim
 from audit.theory.gaussian import analytic_gaussian_sigma
+from targets.datasets import load_dataset
 from targets.mechanisms import Mechanism
 
 __all__ = ["prepare_features", "binary_labels", "fit_logreg", "predict_proba", "DPERM", "DPERMMechanism",
@@ -356,7 +357,6 @@ DPERM_AUDIT_TARGETS: dict[str, dict[str, Any]] = {
 def make_dperm(name: str, epsilon: float | None = None, delta: float | None = None,
                l2_reg: float | None = None, pair: str = "label-flip") -> DPERMMechanism:
     """Build a registered DP-ERM target on its full scikit-learn dataset plus the crafted canary."""
-    from targets.datasets import load_dataset
 
     specs = DPERM_TARGETS | DPERM_AUDIT_TARGETS
     if name not in specs:

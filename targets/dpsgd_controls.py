@@ -36,6 +36,7 @@ import functools
 import numpy as np
 import torch
 
+from audit.theory.dpsgd import calibrate_noise_multiplier
 from targets.datasets import Dataset, load_dataset
 from targets.dpsgd_step import DPSGDStep, TrainConfig
 from targets.models import Params, get_architecture
@@ -54,7 +55,6 @@ N_CLASSES = 10
 @functools.lru_cache(maxsize=1)
 def noise_multiplier() -> float:
     """sigma for (1, 1e-5)-DP at q = 0.1, T = 50 steps (PLD accountant)."""
-    from audit.theory.dpsgd import calibrate_noise_multiplier
 
     return float(calibrate_noise_multiplier(CLAIM["epsilon"], CLAIM["delta"], SAMPLE_RATE,
                                             int(round(EPOCHS / SAMPLE_RATE))))

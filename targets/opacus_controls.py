@@ -1,5 +1,5 @@
 """Opacus training loops with the accounting mismatches real code ships — controls for the
-update-level audit (``run dp --threat updates --canary dirac``, :mod:`audit.plugin_updates`).
+update-level audit (``run dp --threat updates --canary dirac``, :mod:`audit.dp.plugin_updates`).
 
 Every control is a trainer plugin (:mod:`targets.plugins`) written as a user writes Opacus code:
 softmax regression (``torch.nn.Linear``) on the first 200 of scikit-learn's digits (a small set
@@ -33,6 +33,8 @@ from typing import Callable
 
 import numpy as np
 
+from audit.theory.dpsgd import DPSGDClaim, calibrate_noise_multiplier
+from targets.datasets import load_digits
 from targets.opacus_target import train_softmax as opacus_train_softmax
 
 EPSILON, DELTA = 2.0, 1e-5
@@ -51,7 +53,6 @@ LARGER_EPSILON = 8.0
 @functools.lru_cache(maxsize=4)
 def claimed_noise(sample_rate: float = SAMPLE_RATE) -> float:
     """The noise multiplier for (EPSILON, DELTA) over STEPS steps at ``sample_rate`` (our PLD accountant)."""
-    from audit.theory.dpsgd import calibrate_noise_multiplier
 
     return float(calibrate_noise_multiplier(EPSILON, DELTA, sample_rate, STEPS))
 
@@ -75,7 +76,6 @@ def train_softmax(X: np.ndarray, y: np.ndarray, seed: int, *, noise: float, epoc
 
 
 def _plugin(name: str, description: str, train: Callable, accounted_rate: float = SAMPLE_RATE) -> dict:
-    from targets.datasets import load_digits
 
     sigma = claimed_noise(accounted_rate)
     digits = load_digits()
@@ -132,7 +132,6 @@ def noise_for_larger_epsilon() -> dict:
 
 def true_epsilon(control: str) -> float:
     """The control's real epsilon at DELTA: the DP-SGD it runs (noise, rate 0.5, steps) by the PLD accountant."""
-    from audit.theory.dpsgd import DPSGDClaim
 
     noise, steps = {"correct": (claimed_noise(), STEPS),
                     "extra_epochs": (claimed_noise(), STEPS * EXTRA_EPOCHS // EPOCHS),

@@ -28,6 +28,8 @@ import functools
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
+import torch
+
 from audit.errors import UserError
 from targets.audit_hooks import StepSource, UpdateRecorder, active, recording
 
@@ -71,7 +73,6 @@ def _noise_classes(base: type) -> list[type]:
 
 
 def _flat_params(params: list[Any]) -> Any:
-    import torch
 
     return torch.cat([p.detach().reshape(-1).double().cpu() for p in params]).numpy()
 

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from audit.errors import UserError
+from audit.theory.dpsgd import calibrate_noise_multiplier
 
 EPSILON, DELTA = 2.0, 1e-5
 SAMPLE_RATE, EPOCHS, CLIP, LR = 0.1, 5, 1.0, 1.0
@@ -37,7 +38,6 @@ def _opacus():
 @functools.lru_cache(maxsize=1)
 def noise_multiplier() -> float:
     """sigma for (EPSILON, DELTA) at q = SAMPLE_RATE over STEPS steps (our PLD accountant)."""
-    from audit.theory.dpsgd import calibrate_noise_multiplier
 
     return float(calibrate_noise_multiplier(EPSILON, DELTA, SAMPLE_RATE, STEPS))
 

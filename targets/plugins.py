@@ -40,6 +40,7 @@ import re
 import sys
 import types
 from dataclasses import dataclass, field, replace
+from importlib.metadata import PackageNotFoundError, packages_distributions, version
 from typing import Any, Callable, Iterable
 
 import numpy as np
@@ -47,7 +48,9 @@ import numpy as np
 from audit.errors import TargetCodeError, UserError
 from audit.theory.checks import check_delta, check_epsilon
 from audit.theory.claims import PURE_DP_DELTA, ApproxDPClaim, GaussianClaim, PrivacyClaim, PureDPClaim
+from audit.theory.dpsgd import DPSGDClaim
 from audit.theory.rdp import ZCDPClaim
+from targets.datasets import DATA_FILE_SUFFIXES, DATASETS
 from targets.plugin_rng import rng_kind
 from targets.threads import thread_limit
 
@@ -94,7 +97,7 @@ class TrainerPlugin:
     ``packages`` the {distribution: version} of what the plugin imported, ``threads`` the thread limit
     its code runs under (:func:`targets.threads.thread_limit`: None = the plugin policy, 0 = none, for
     the project's own plugins). ``claim`` is None for ``"claim": "opacus"``: the epsilon Opacus's
-    accountant reports after training, at ``delta``, read by the audit (:mod:`audit.plugin_updates`)."""
+    accountant reports after training, at ``delta``, read by the audit (:mod:`audit.dp.plugin_updates`)."""
 
     spec: str
     name: str
@@ -177,7 +180,6 @@ def claim_from_plugin(spec: str, claim: Any) -> tuple[PrivacyClaim, float]:
 
 def _dpsgd_claim(spec: str, accounting: Any, epsilon: float, delta: float) -> PrivacyClaim:
     """The DP-SGD claim of ``"dpsgd": {...}``, checked against the stated (epsilon, delta)."""
-    from audit.theory.dpsgd import DPSGDClaim
 
     if delta == 0:
         raise UserError(f"plugin {spec}: a 'dpsgd' claim needs delta > 0")
@@ -203,7 +205,6 @@ _USER_STYLE = {"targets.opacus_controls"}
 @functools.lru_cache(maxsize=1)
 def _distributions() -> dict[str, list[str]]:
     """Top-level module -> distributions (scans every installed distribution once per process)."""
-    from importlib.metadata import packages_distributions
 
     return packages_distributions()
 
@@ -213,7 +214,6 @@ def imported_packages(namespaces: Iterable[dict], new_modules: Iterable[str] = (
     modules ``new_modules`` (what appeared in ``sys.modules`` while it loaded), and those the values
     in ``namespaces`` (its module's globals, its dict) are or come from — which also catches what was
     imported before the plugin. The standard library and this project are left out."""
-    from importlib.metadata import PackageNotFoundError, version
 
     tops = {m.split(".")[0] for m in new_modules}
     for namespace in namespaces:
@@ -276,7 +276,6 @@ def load_plugin(spec: str) -> TrainerPlugin | MechanismPlugin:
 
 
 def _dataset_field(spec: str, value: Any) -> str | tuple[np.ndarray, np.ndarray]:
-    from targets.datasets import DATA_FILE_SUFFIXES, DATASETS
 
     if isinstance(value, os.PathLike):
         value = os.fspath(value)

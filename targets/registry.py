@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 
 from audit.errors import UserError
 from audit.theory.checks import check_delta, check_epsilon
+from audit.theory.dpsgd import DPSGDClaim, calibrate_noise_multiplier
 from targets.training import TrainConfig, steps_for
 
 
@@ -67,7 +68,6 @@ class TrainedTarget:
         """sigma for the claimed epsilon at delta (PLD accountant); 0 for non-private targets."""
         if not self.private:
             return 0.0
-        from audit.theory.dpsgd import calibrate_noise_multiplier
 
         return float(calibrate_noise_multiplier(self.epsilon, self.delta, self.sample_rate, self.steps))
 
@@ -88,7 +88,6 @@ class TrainedTarget:
         """The DP-SGD privacy claim (PLD accountant) or None for a non-private target."""
         if not self.private:
             return None
-        from audit.theory.dpsgd import DPSGDClaim
 
         return DPSGDClaim(noise_multiplier=noise_multiplier, sample_rate=self.sample_rate, steps=self.steps)
 
@@ -134,7 +133,7 @@ TARGETS: dict[str, TrainedTarget] = {
                       "rate 0.05 (20 steps), epsilon 4 at delta 1e-5", "digits", "logreg", n_train=400, batch_size=20,
                       epochs=1, lr=0.5, clip_norm=1.0, epsilon=4.0, delta=1e-5),
         # a broken control and its correct twin: one epoch of 200 batches of 2 (q = 0.005), claims
-        # epsilon 1 by the Poisson accountant; caught by run dp --canary dirac-replace (audit.canaries)
+        # epsilon 1 by the Poisson accountant; caught by run dp --canary dirac-replace (audit.dp.canaries)
         TrainedTarget("dpsgd_control_shuffle_as_poisson", "BROKEN control: DP-SGD softmax regression on 400 digits "
                       "with shuffled batches (each record in exactly one of the 200 batches of an epoch) accounted "
                       "as Poisson rate 0.005, claims epsilon 1 at delta 1e-5", "digits", "logreg", n_train=400,

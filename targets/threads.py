@@ -45,6 +45,9 @@ import time
 from pathlib import Path
 from typing import Iterator
 
+import torch
+from threadpoolctl import threadpool_limits
+
 from audit.errors import UserError
 
 #: Environment variable that overrides the number of threads plugin code may use (0 = no limit).
@@ -76,8 +79,6 @@ def plugin_threads() -> int:
 def thread_limit(threads: int | None = None) -> Iterator[None]:
     """Limit BLAS/OpenMP pools (threadpoolctl) and torch's intra-op pool to ``threads`` inside the
     block (None: :func:`plugin_threads`; 0: no limit), restoring them on exit."""
-    import torch
-    from threadpoolctl import threadpool_limits
 
     n = plugin_threads() if threads is None else int(threads)
     if n == 0:
@@ -99,7 +100,6 @@ def torch_threads(threads: int) -> Iterator[None]:
     Training runs its reductions over the examples of a batch in ``torch_threads(1)``: split over
     threads, a sum is added in an order that depends on the thread count (oneDNN's weight gradients,
     matrix products with a long inner dimension), so one thread keeps results independent of it."""
-    import torch
 
     before = torch.get_num_threads()
     if before <= threads:
@@ -207,7 +207,6 @@ class TrainingThreads:
         self.history: list[int] = []
 
     def _apply(self) -> None:
-        import torch
 
         threads = training_threads(self.recheck_s)
         if threads != torch.get_num_threads():
@@ -217,7 +216,6 @@ class TrainingThreads:
         self._next = time.monotonic() + self.recheck_s
 
     def __enter__(self) -> "TrainingThreads":
-        import torch
 
         self._before = torch.get_num_threads()
         self._apply()
@@ -228,6 +226,5 @@ class TrainingThreads:
             self._apply()
 
     def __exit__(self, *exc) -> None:
-        import torch
 
         torch.set_num_threads(self._before)

@@ -51,13 +51,18 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file
 
 from audit.errors import TargetCodeError, UserError
 from audit.stats.split_check import SplitCheck, blind_split_check
+from targets.data_files import load_array_file
 from targets.datasets import DATA_FILE_SUFFIXES, DATASETS, Dataset, load_dataset
 from targets.plugin_rng import rng_kind, trainer_args
 from targets.plugins import claim_from_plugin, imported_packages, plugin_spec_for
 from targets.threads import thread_limit
+from targets.training import resolve_device
 
 __all__ = ["TrainedModel", "load_trained_model", "model_from_dict", "load_model_data", "as_predict_proba",
            "sklearn_predict_proba", "torch_predict_proba", "load_safetensors_module", "shared_rows",
@@ -223,9 +228,7 @@ def torch_predict_proba(module: Any, device: str = "auto", outputs: str = "logit
     """A torch ``nn.Module`` as a probability function: eval mode, no grad (``torch.inference_mode``), on
     ``device`` (auto: CUDA when available); softmax of its outputs (in float64) unless ``outputs`` is
     ``"probabilities"``; results on the CPU as numpy."""
-    import torch
 
-    from targets.training import resolve_device
 
     if outputs not in ("logits", "probabilities"):
         raise UserError(f"field 'outputs' must be 'logits' or 'probabilities', got {outputs!r}")
@@ -247,9 +250,6 @@ def torch_predict_proba(module: Any, device: str = "auto", outputs: str = "logit
 def load_safetensors_module(architecture: Any, weights: Any, what: str) -> Any:
     """``architecture`` (an nn.Module, or a callable returning one) with its parameters loaded from the
     safetensors file ``weights`` (``safetensors.torch.load_file``: no pickle), every key matched."""
-    import torch
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
 
     if not isinstance(architecture, torch.nn.Module):
         if not callable(architecture):
@@ -363,7 +363,6 @@ def load_model_data(value: Any, what: str, data_dir: str | os.PathLike | None = 
         if not value.endswith(DATA_FILE_SUFFIXES):
             raise UserError(f"{what}: {value!r} is not a .npz or .csv file; give (X, y), {{'X': X, 'y': y}}, a file "
                             f"or {{'dataset': name, 'indices': [...]}}")
-        from targets.data_files import load_array_file
 
         data = load_array_file(value)
         return _labelled(data.X, data.y, what, data.name, data.source)

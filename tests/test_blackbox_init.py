@@ -8,9 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from audit.canaries import input_canary
+from audit.dp.canaries import input_canary
+from audit.dp.dpsgd_setup import pretrained_init
+from audit.dp.options import DPOptions
+from audit.dp.runner import run_dp
 from audit.errors import UserError
-from audit.run_dp import DPOptions, pretrained_init, run_dp
 from reports.summary import headline_sentences
 from targets.datasets import load_dataset
 from targets.dpsgd_audit import train_audit_runs

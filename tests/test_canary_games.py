@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from audit.errors import UserError
-from audit.games import (
+from audit.membership.game import (
     SPARSE_PIXELS,
     SYNTHETIC_CANARIES,
     SYNTHETIC_POPULATION,
@@ -72,7 +72,7 @@ def test_synthetic_canaries_do_not_need_a_large_pool():
 def test_adding_an_attack_reuses_cached_models(tmp_path):
     """Target, shadow and reference models are cached on their own: a run with another attack reuses
     every model it shares with an earlier run and trains only what is new."""
-    from audit.run_membership import MembershipOptions, run_membership
+    from audit.membership.runner import MembershipOptions, run_membership
 
     opts = MembershipOptions(target="nonprivate_logreg_digits", quick=True, quiet=True, out=str(tmp_path),
                              attacks=("loss",), canaries=100, shadows=2, canary="sparse")

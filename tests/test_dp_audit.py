@@ -12,9 +12,10 @@ import pytest
 from scipy import stats
 
 from audit.cli import main
-from audit.dp_game import audit_runs, fair_coins
+from audit.dp.game import audit_runs, fair_coins
+from audit.dp.options import DPOptions
+from audit.dp.runner import run_dp
 from audit.errors import UserError
-from audit.run_dp import DPOptions, run_dp
 from audit.stats.per_step import per_step_bound, subsampled_mu_from_rates
 from audit.theory.claims import GaussianClaim
 from audit.theory.gaussian import gaussian_mu_for
@@ -198,7 +199,7 @@ def test_few_runs_still_give_a_separating_test():
 
 
 def test_summary_names_each_bounds_assumption(tmp_path):
-    from audit.run_dp import summary_lines
+    from audit.dp.runner import summary_lines
     from audit.stats.lower_bound import LowerBound
 
     bounds = [LowerBound("clopper-pearson", 1.0, 0.95, 10, True, {}).to_dict(),

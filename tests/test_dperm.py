@@ -9,7 +9,7 @@ import pytest
 from sklearn.linear_model import LogisticRegression
 
 from audit.errors import UserError
-from audit.run_mechanism import mechanism_bounds
+from audit.mechanism.runner import mechanism_bounds
 from audit.theory.claims import GaussianClaim
 from audit.theory.gaussian import analytic_gaussian_sigma
 from targets.datasets import load_dataset

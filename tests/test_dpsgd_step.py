@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from audit.dp_game import audit_runs, fair_coins
-from audit.run_dp import DPOptions, run_dp
+from audit.dp.game import audit_runs, fair_coins
+from audit.dp.options import DPOptions
+from audit.dp.runner import run_dp
 from audit.theory.dpsgd import DPSGDClaim
 from targets.datasets import load_dataset
 from targets.dpsgd_audit import dead_coordinate, flatten, param_shapes, train_audit_runs

@@ -60,12 +60,12 @@ def test_a_factory_that_raises_exits_3_before_any_run(user_module, tmp_path, cap
 
 
 def test_an_internal_error_inside_a_run_exits_3(monkeypatch, tmp_path, capsys) -> None:
-    import audit.run_mechanism
+    import audit.mechanism.runner
 
     def broken(*args, **kwargs):
         raise ZeroDivisionError("a bug in the workbench")
 
-    monkeypatch.setattr(audit.run_mechanism, "mechanism_bounds", broken)
+    monkeypatch.setattr(audit.mechanism.runner, "mechanism_bounds", broken)
     code = main(["run", "mechanism", "--target", "laplace_count", "--draws", "100", "--out", str(tmp_path),
                  "--quiet", "--fail-above-claim"])
     assert code == 3  # never 1: an incomplete audit is not a violation

@@ -178,7 +178,7 @@ def test_run_extraction_dperm_steals_the_noisy_release(tmp_path):
 
 
 def test_run_extraction_rejects_non_linear_and_unknown_targets(tmp_path):
-    from audit.run_extraction import ExtractionOptions, run_extraction
+    from audit.extraction.runner import ExtractionOptions, run_extraction
 
     with pytest.raises(UserError, match="logistic-regression"):
         run_extraction(ExtractionOptions(target="nonprivate_mnist", out=str(tmp_path), quiet=True))
@@ -187,7 +187,7 @@ def test_run_extraction_rejects_non_linear_and_unknown_targets(tmp_path):
 
 
 def test_run_extraction_is_deterministic(tmp_path):
-    from audit.run_extraction import ExtractionOptions, run_extraction
+    from audit.extraction.runner import ExtractionOptions, run_extraction
 
     outs = []
     for sub in ("a", "b"):

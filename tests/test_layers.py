@@ -78,9 +78,10 @@ def test_import_graph_points_down_the_layers() -> None:
 
 
 def test_each_rule_can_fail() -> None:
-    bad = [("audit.stats.rates", "audit.run_dp", ["play"], 1), ("audit.theory.claims", "audit.stats.rates", ["x"], 2),
+    bad = [("audit.stats.rates", "audit.dp.runner", ["play"], 1),
+           ("audit.theory.claims", "audit.stats.rates", ["x"], 2),
            ("audit.errors", "audit.io", ["x"], 3), ("targets.training", "audit.cache", ["x"], 4),
            ("attacks.lira", "targets.models", ["x"], 5), ("reports.html", "targets.registry", ["y"], 6),
-           ("audit.run_dp", "targets.training", ["_private"], 7)]
+           ("audit.dp.runner", "targets.training", ["_private"], 7)]
     assert [len(violations([imp])) for imp in bad] == [1] * len(bad)
-    assert violations([("audit.run_dp", "targets.training", ["train_models"], 8)]) == []
+    assert violations([("audit.dp.runner", "targets.training", ["train_models"], 8)]) == []

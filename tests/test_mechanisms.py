@@ -9,7 +9,7 @@ import pytest
 from scipy import stats
 
 from audit.errors import UserError
-from audit.run_mechanism import mechanism_bounds
+from audit.mechanism.runner import mechanism_bounds
 from audit.theory.gaussian import analytic_gaussian_sigma, classic_gaussian_sigma
 from targets.mechanisms import (
     MECHANISMS,

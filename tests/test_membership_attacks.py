@@ -160,7 +160,7 @@ def test_quick_dp_target_every_attack_within_advantage_bound(tmp_path):
     """DP-SGD MLP on digits at epsilon 1 (bound 0.462): every attack's advantage interval starts
     below the bound. The best-threshold point estimate is biased upwards, so the valid check is the
     interval's lower end (audit.stats.metrics.advantage_interval)."""
-    from audit.run_membership import MembershipOptions, run_membership
+    from audit.membership.runner import MembershipOptions, run_membership
 
     run_dir, results = run_membership(MembershipOptions(target="dpsgd_digits", out=str(tmp_path), quick=True,
                                                         epsilon=1.0, quiet=True, attacks=("all",)))

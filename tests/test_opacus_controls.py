@@ -5,7 +5,7 @@ Why these run counts. Each broken control runs DP-SGD with the noise multiplier,
 coordinate an observation is exactly ``Bernoulli(q) + N(0, sigma^2)``, so the per-run
 log-likelihood ratio can be simulated exactly. The audit fixes its threshold in advance as the one
 most likely to reject the claim's tradeoff curve under that mechanism
-(:func:`audit.canary_steps.rejection_threshold`); the probability that this very test rejects
+(:func:`audit.dp.canary_steps.rejection_threshold`); the probability that this very test rejects
 with R runs is an exact binomial sum in its true rates (:func:`audit.stats.tradeoff_test.rejection_power`),
 which 200,000 fresh simulated runs per world give to about 0.002. :data:`RUNS` is, on a grid of 25
 runs, the smallest R at which it reaches 0.95 (extra epochs 0.951 at 500 runs, physical-batch rate
@@ -24,8 +24,10 @@ import pytest
 
 pytest.importorskip("opacus")
 
-from audit.canary_steps import StepMechanism, rejection_threshold, simulate_llr  # noqa: E402
-from audit.run_dp import DPOptions, run_dp  # noqa: E402
+from audit.dp.canary_steps import rejection_threshold, simulate_llr  # noqa: E402
+from audit.dp.options import DPOptions
+from audit.dp.runner import run_dp  # noqa: E402
+from audit.plugins.probe import StepMechanism
 from audit.stats.tradeoff_test import rejection_power  # noqa: E402
 from audit.testing import assert_private  # noqa: E402
 from targets import opacus_controls as oc  # noqa: E402

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from audit.cli import main
-from audit.run_mechanism import MechanismOptions, run_mechanism
+from audit.mechanism.runner import MechanismOptions, run_mechanism
 from audit.target_theory import catalogue
 
 MECHANISM_TARGETS = [name for name, (family, _) in catalogue().items() if family in ("mechanism", "dp-erm")]

@@ -28,10 +28,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from audit.dp_game import ALPHA_GRID, audit_runs
-from audit.run_dp import sweep_verdict
-from audit.run_mechanism import mechanism_bounds
-from audit.run_membership import one_run
+from audit.dp.game import ALPHA_GRID, audit_runs
+from audit.dp.sweep import sweep_verdict
+from audit.mechanism.runner import mechanism_bounds
+from audit.membership.runner import one_run
 from audit.stats.lower_bound import VERDICT
 from audit.stats.verdict import Family, compare_with_claim, epsilon_value
 from audit.theory.claims import ApproxDPClaim, GaussianClaim, LaplaceClaim, PureDPClaim, RandomizedResponseClaim

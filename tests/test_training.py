@@ -3,7 +3,7 @@
 import numpy as np
 import torch
 
-from audit.games import build_canary_game
+from audit.membership.game import build_canary_game
 from targets.datasets import load_synthetic
 from targets.dpsgd_step import clipped_sum
 from targets.training import TrainConfig, train_models

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import special, stats
 
-from audit.run_mechanism import mechanism_bounds
+from audit.mechanism.runner import mechanism_bounds
 from audit.stats.lower_bound import ESTIMATE, SECONDARY, LowerBound
 from audit.stats.one_run import one_run_epsilon_lb
 from audit.stats.verdict import Family, best_valid_bound, claim_verdict, compare_with_claim

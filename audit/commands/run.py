@@ -1,9 +1,9 @@
 """``python -m audit run KIND --target NAME ...``: run one audit and write a run directory.
 
-Each kind lives in its own module ``audit/commands/run_<kind>.py`` (found by ``run_kinds``)
-exposing ``register(kind_subparsers, common)``, where ``common`` is a parent parser holding the
-options every run accepts (``common_options``). Registering imports nothing heavy: a kind's module
-imports its runner (torch, scikit-learn, ...) inside the function that runs the audit, and the
+Each kind's record (:class:`audit.kinds.RunKind`, in ``audit/<kind>/command.py``) has a
+``register(kind_subparsers, common)``, where ``common`` is a parent parser holding the options every
+run accepts (``common_options``). Registering imports nothing heavy: a kind's record names its runner
+(torch, scikit-learn, ...) as a string imported when the audit runs, and the
 checks of this module (numbers, target names against the stored catalogue,
 :func:`audit.target_defaults.load_catalogue`) answer bad input before anything heavy is imported.
 """
@@ -11,14 +11,12 @@ checks of this module (numbers, target names against the stored catalogue,
 from __future__ import annotations
 
 import argparse
-import importlib
 import math
-import pkgutil
 from typing import Any, Callable
 
-import audit.commands
 from audit.choices import INITS
 from audit.errors import UserError
+from audit.kinds import run_kinds
 from audit.target_defaults import TargetUse, load_catalogue
 
 #: How ``list`` and ``--help`` name the commands of each run kind in a target's catalogue entry.
@@ -26,12 +24,6 @@ COMMANDS = {"sweep": "sweep dp", "bound": "bound"}
 #: What a target of each family is, in error messages.
 FAMILY_NOUNS = {"trained": "a trained model", "mechanism": "a mechanism", "dp-erm": "a DP-ERM mechanism",
                 "control": "a broken control mechanism", "plugin": "a plugin"}
-
-
-def run_kinds() -> list[str]:
-    """Modules ``audit.commands.run_*``, each adding one run kind, sorted by name."""
-    return sorted(f"audit.commands.{info.name}" for info in pkgutil.iter_modules(audit.commands.__path__)
-                  if info.name.startswith("run_"))
 
 
 def _int_at_least(text: str, minimum: int) -> int:
@@ -236,7 +228,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     kinds = parser.add_subparsers(dest="kind", metavar="KIND", parser_class=type(parser))
     kinds.required = True
     common = common_options()
-    for module_name in run_kinds():
-        importlib.import_module(module_name).register(kinds, common)
+    for kind in run_kinds():
+        if kind.command.startswith("run "):
+            kind.register(kinds, common)
     for kind, kind_parser in kinds.choices.items():
         kind_parser.set_defaults(func=gated(kind, kind_parser.get_default("func")))

@@ -10,6 +10,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import jsonschema
+
 SCHEMA_PATH = Path(__file__).with_name("results.schema.json")
 
 
@@ -22,6 +24,5 @@ def results_schema() -> dict:
 def validate_results(results: Any) -> None:
     """Raise ``jsonschema.ValidationError`` when ``results`` (a parsed results.json or compare.json) does
     not follow the schema."""
-    import jsonschema
 
     jsonschema.Draft202012Validator(results_schema()).validate(results)

@@ -16,7 +16,10 @@ import logging
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Callable
 
+import dp_accounting
 import numpy as np
+from dp_accounting import pld as dp_pld
+from dp_accounting import rdp as dp_rdp
 
 from audit.errors import UserError
 
@@ -50,7 +53,6 @@ def check_version() -> str:
 def dpsgd_event(noise_multiplier: float, sample_rate: float, steps: int) -> Any:
     """The dp-accounting event of DP-SGD: a Poisson-subsampled Gaussian composed ``steps`` times."""
     check_version()
-    import dp_accounting
 
     return dp_accounting.SelfComposedDpEvent(
         dp_accounting.PoissonSampledDpEvent(sample_rate, dp_accounting.GaussianDpEvent(noise_multiplier)), steps)
@@ -61,8 +63,6 @@ def dpsgd_pld(noise_multiplier: float, sample_rate: float, steps: int, discretiz
               replace_one: bool = False) -> Any:
     """The composed privacy-loss distribution of DP-SGD (pessimistic discretisation), for
     add/remove neighbours or, with ``replace_one``, replace-one neighbours. Cached."""
-    import dp_accounting
-    from dp_accounting import pld as dp_pld
 
     relation = (dp_accounting.NeighboringRelation.REPLACE_ONE if replace_one
                 else dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE)
@@ -74,7 +74,6 @@ def dpsgd_pld(noise_multiplier: float, sample_rate: float, steps: int, discretiz
 @functools.lru_cache(maxsize=64)
 def dpsgd_rdp(noise_multiplier: float, sample_rate: float, steps: int) -> tuple[np.ndarray, np.ndarray]:
     """(orders, RDP values) of DP-SGD from dp-accounting's RdpAccountant (default orders). Cached."""
-    from dp_accounting import rdp as dp_rdp
 
     accountant = dp_rdp.RdpAccountant()
     logger = logging.getLogger("absl")
@@ -91,7 +90,6 @@ def rdp_epsilon(orders: np.ndarray, rdp: np.ndarray, delta: float) -> float:
     """eps(delta) of an RDP curve by dp-accounting's ``compute_epsilon`` (Canonne, Kamath, Steinke
     2020, Prop. 12)."""
     check_version()
-    from dp_accounting import rdp as dp_rdp
 
     return float(dp_rdp.compute_epsilon(orders, rdp, delta)[0])
 
@@ -117,8 +115,6 @@ def calibrate_dpsgd_sigma(sample_rate: float, steps: int, epsilon: float, delta:
                           bracket: tuple[float, float], tol: float) -> float:
     """Noise multiplier for (eps, delta) by dp-accounting's ``calibrate_dp_mechanism`` on a PLD
     accountant of the given discretisation, searched inside ``bracket``."""
-    import dp_accounting
-    from dp_accounting import pld as dp_pld
 
     make_event: Callable[[float], Any] = lambda s: dpsgd_event(s, sample_rate, steps)  # noqa: E731
     return float(dp_accounting.calibrate_dp_mechanism(

@@ -6,7 +6,7 @@ claim implies. Formulas and sources: docs/references.md, "f-DP and tradeoff curv
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Callable
+from typing import Callable, Protocol
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -14,8 +14,13 @@ from scipy import optimize, stats
 
 from audit.theory.checks import as_alpha
 
-if TYPE_CHECKING:  # claims build on this module
-    from audit.theory.claims import PrivacyClaim
+
+class HasTradeoff(Protocol):
+    """Anything with a tradeoff curve, e.g. an :class:`audit.theory.claims.PrivacyClaim` (claims build
+    on this module, so it names the one method it needs instead of importing them)."""
+
+    def tradeoff(self, alpha: ArrayLike) -> np.ndarray: ...
+
 
 __all__ = ["approx_dp_tradeoff", "default_alpha_grid", "tradeoff_from_profile", "epsilon_from_profile",
            "implied_gdp_mu"]
@@ -173,7 +178,7 @@ def epsilon_from_profile(delta_of_eps: Callable[[np.ndarray], np.ndarray], delta
     return hi
 
 
-def implied_gdp_mu(claim: PrivacyClaim, tol: float = 1e-13) -> float:
+def implied_gdp_mu(claim: HasTradeoff, tol: float = 1e-13) -> float:
     """The smallest mu such that the claim implies mu-GDP: G_mu(alpha) <= f(alpha) for all alpha.
 
     A mechanism that is f-DP is mu-GDP for every mu with G_mu <= f [Dong, Roth, Su 2019, Def. 2.3,

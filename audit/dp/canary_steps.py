@@ -1,6 +1,6 @@
 """From per-step canary observations to bounds: the one path every update-level audit takes — the
 built-in DP-SGD targets (:mod:`targets.dpsgd_audit`), Opacus and hooked user loops
-(:mod:`audit.plugin_updates`).
+(:mod:`audit.dp.plugin_updates`).
 
 Observation model. A gradient canary of norm C joins each step with probability q (the rate the
 code really samples with); the auditor sees the noisy clipped sum projected on the canary's
@@ -30,39 +30,21 @@ estimate of the mechanism run.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
 
-from audit.run_dp import Observation
+from audit.dp.setup_types import Observation
+from audit.plugins.probe import StepMechanism
 from audit.stats.tradeoff_test import designed_rejection_threshold
-from audit.theory.dpsgd import DPSGDClaim
 
-__all__ = ["StepMechanism", "llr_scores", "simulate_llr", "rejection_threshold", "step_observation", "SIMULATED_RUNS"]
+__all__ = ["llr_scores", "simulate_llr", "rejection_threshold", "step_observation", "SIMULATED_RUNS"]
 
 #: Runs per world simulated to fix a threshold in advance.
 SIMULATED_RUNS = 20_000
 #: Relative difference below which the mechanism run counts as the claimed one (accountants, e.g.
 #: Opacus's PRV and our PLD, differ by up to about 0.5% on the same mechanism).
 ACCOUNTANT_SLACK = 0.01
-
-
-@dataclass(frozen=True)
-class StepMechanism:
-    """The DP-SGD mechanism one audited run executes: noise multiplier, the Poisson rate a record (the
-    canary) joins a step with, and the number of steps with noise."""
-
-    noise_multiplier: float
-    sample_rate: float
-    steps: int
-
-    def claim(self) -> DPSGDClaim:
-        """Its guarantee by the PLD accountant (add/remove neighbours)."""
-        return DPSGDClaim(self.noise_multiplier, self.sample_rate, self.steps)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"noise_multiplier": self.noise_multiplier, "sample_rate": self.sample_rate, "steps": self.steps}
 
 
 def llr_scores(step_obs: np.ndarray, sample_rate: float, noise_multiplier: float) -> np.ndarray:
@@ -91,7 +73,7 @@ def simulate_llr(mech: StepMechanism, runs: int, shifted: bool, rng: np.random.G
 
 def rejection_threshold(claim: Any, mech: StepMechanism, confidence: float,
                         runs: int = SIMULATED_RUNS) -> Callable[[int, int], tuple[float, str]]:
-    """The ``cp_threshold`` of an :class:`audit.run_dp.Observation`: given the numbers of runs with and
+    """The ``cp_threshold`` of an :class:`audit.dp.runner.Observation`: given the numbers of runs with and
     without the canary, the threshold most likely to reject ``claim``'s tradeoff curve when the code
     runs ``mech``, from seeded simulations independent of the runs."""
     def choose(n_pos: int, n_neg: int) -> tuple[float, str]:
@@ -108,7 +90,7 @@ def rejection_threshold(claim: Any, mech: StepMechanism, confidence: float,
 
 def step_observation(step_obs: np.ndarray, mech: StepMechanism, claim: Any, delta: float, confidence: float,
                      info: dict, *, modelled: bool = True, exact: bool = False) -> Observation:
-    """The :class:`audit.run_dp.Observation` of R runs' per-step observations ``step_obs`` (R, T;
+    """The :class:`audit.dp.runner.Observation` of R runs' per-step observations ``step_obs`` (R, T;
     NaN after the last step of a run shorter than T — the per-step estimate then uses the steps every
     run took).
 

@@ -6,18 +6,16 @@ import argparse
 
 from audit.choices import INVERSION_STARTS
 from audit.commands.run import add_kind, positive_int
-from audit.commands.run_extraction import number
+from audit.extraction.command import number
+from audit.kinds import RunKind, options_from_args
 
 
-def execute(args: argparse.Namespace) -> int:
-    from audit.run_inversion import InversionOptions, run_inversion, summary_lines
-
-    opts = InversionOptions(**InversionOptions.common_kwargs(args), steps=args.steps, patience=args.patience,
-                            stop_confidence=args.stop_confidence, lr=args.lr, tv=args.tv,
-                            black_box_steps=args.black_box_steps, start=args.start)
-    run_dir, results = run_inversion(opts)
-    print("\n".join(summary_lines(run_dir, results)))
-    return 0
+def execute(args: argparse.Namespace) -> dict:
+    """Run the audit and print its summary; returns the results (``--fail-above-claim`` turns a
+    ``violation`` verdict into exit status 1, :func:`audit.commands.run.gated_results`)."""
+    run_dir, results, lines = RUN_KIND.execute(options_from_args(RUN_KIND.load("options"), args))
+    print("\n".join(lines))
+    return results
 
 
 def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -45,3 +43,8 @@ def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser)
                         help="neutral start: mean (the auxiliary data's mean image over all classes, default) or grey "
                              "(a constant image at their mean intensity)")
     parser.set_defaults(func=execute)
+
+
+RUN_KIND = RunKind(name="inversion", command="run inversion", options="audit.inversion.runner:InversionOptions",
+                   run="audit.inversion.runner:run_inversion", summary="audit.inversion.runner:summary_lines",
+                   register=register, headline=None)

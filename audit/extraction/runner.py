@@ -19,37 +19,35 @@ members trained by non-private SGD with the same seed) to show it.
 
 from __future__ import annotations
 
-import hashlib
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
 from attacks.extraction import (
     ROUNDED_MAX_FACTOR,
-    FeatureMap,
     PredictionAPI,
     agreement,
     canonical,
     equation_solving,
     label_only_retraining,
-    linear_features,
     relative_error,
     rounded_extraction,
     softmax,
     tv_distance,
     uniform_inputs,
 )
-from audit.cache import cached_models
 from audit.errors import UserError
-from audit.run_context import RunContext, RunPaths
+from audit.extraction.plugin import extraction_victim
+from audit.extraction.victim import Victim, dperm_victim, linear_target, trained_victim
+from audit.run_context import RunContext
 from audit.run_options import CommonRunOptions
 from audit.theory.checks import check_confidence
-from targets.datasets import Dataset, load_dataset
+from targets.dperm import DPERM_TARGETS
+from targets.plugins import is_plugin_spec, load_plugin
 from targets.registry import TARGETS, TrainedTarget
-from targets.training import TrainConfig, resolve_device, train_models
+from targets.training import resolve_device
 
 #: Uniform random inputs used for 1 - R_unif (Tramèr et al. 2016 use 10,000).
 N_UNIFORM = 10_000
@@ -66,123 +64,6 @@ class ExtractionOptions(CommonRunOptions):
     label_queries: int | None = None
 
 
-@dataclass
-class Victim:
-    """A model behind an API: served canonical-able parameters ``theta`` (K, p) over ``feature_map``,
-    or, for a user's trainer plugin, its ``predict_proba`` (``api``; ``theta`` None: not visible)."""
-
-    name: str
-    description: str
-    dataset: Dataset
-    theta: np.ndarray | None
-    feature_map: FeatureMap
-    test_X: np.ndarray
-    test_y: np.ndarray
-    test_label: str
-    private: bool
-    theta_nonprivate: np.ndarray | None
-    nonprivate_label: str | None
-    epsilon_theory: float | None
-    delta: float | None
-    accountant: str | None
-    neighbouring: str
-    params: dict = field(default_factory=dict)
-    config: dict = field(default_factory=dict)
-    api: Callable[[np.ndarray], np.ndarray] | None = None
-
-    def predict_proba(self, X: np.ndarray) -> np.ndarray:
-        return self.api(X) if self.api is not None else softmax(self.feature_map(X) @ self.theta.T)
-
-
-def member_split(n: int, n_train: int, seed: int) -> np.ndarray:
-    """A seeded permutation of range(n); its first ``n_train`` entries are the target's members."""
-    if n_train >= n:
-        raise UserError(f"the target needs {n_train} training records but the dataset has only {n}; "
-                        f"use a larger dataset (--data-dir) or a smaller target")
-    return np.random.default_rng([int(seed), 7919]).permutation(n)
-
-
-def train_cached(paths: RunPaths, data: Dataset, mask: np.ndarray, config: TrainConfig, seed: int, device,
-                 quiet: bool, desc: str):
-    """Train one model on ``data[mask]`` (or reuse the cached one keyed by everything that determines it)."""
-    payload = {"dataset": data.name, "source": data.source, "config": config.to_dict(), "seeds": [int(seed)],
-               "masks": hashlib.sha256(np.packbits(mask[None]).tobytes()).hexdigest(),
-               "labels": hashlib.sha256(data.y.tobytes()).hexdigest(), "device": device.type}
-
-    def train():
-        return train_models(data, mask[None], config, [int(seed)], device=device, progress=not quiet, desc=desc)
-
-    params, hit = cached_models(paths.cache_dir, payload, train)
-    paths.log(f"{desc}: {'reused cached model' if hit else 'trained'} ({config.steps} steps)")
-    return params
-
-
-def resolve_trained(name: str, epsilon: float | None, delta: float | None, quick: bool) -> TrainedTarget:
-    """The registry target with the requested privacy, shrunk by --quick (as the membership run does)."""
-    from audit.run_membership import quick_target
-    from targets.registry import get_target
-
-    target = get_target(name).with_privacy(epsilon, delta)
-    return quick_target(target) if quick else target
-
-
-def _linear_target(opts: ExtractionOptions) -> TrainedTarget:
-    target = resolve_trained(opts.target, opts.epsilon, opts.delta, opts.quick)
-    if target.arch != "logreg":
-        linear = ", ".join(t for t, v in TARGETS.items() if v.arch == "logreg")
-        raise UserError(f"extraction by equation solving needs a logistic-regression target; {target.name} is a "
-                        f"{target.arch}; choose one of {linear} or a DP-ERM target")
-    return target
-
-
-def _trained_victim(opts: ExtractionOptions, target: TrainedTarget, paths: RunPaths, device) -> Victim:
-    data = load_dataset(target.dataset, opts.data_dir)
-    data = replace(data, X=data.X.reshape(len(data), -1), shape=(int(np.prod(data.shape)),))
-    perm = member_split(len(data), target.n_train, opts.seed)
-    mask = np.zeros(len(data), dtype=bool)
-    mask[perm[:target.n_train]] = True
-    sigma = target.noise_multiplier()
-    config = target.train_config(sigma)
-    seed = int(np.random.SeedSequence(opts.seed).generate_state(1)[0])
-    params = train_cached(paths, data, mask, config, seed, device, opts.quiet, "target model")
-    theta = np.hstack([params["weight"][0].double().numpy(), params["bias"][0].double().numpy()[:, None]])
-    theta_np, np_label, claim = None, None, None
-    if target.private:
-        claim = target.claim(sigma)
-        np_config = replace(config, clip_norm=None, noise_multiplier=0.0)
-        np_params = train_cached(paths, data, mask, np_config, seed, device, opts.quiet, "non-private comparison model")
-        theta_np = np.hstack([np_params["weight"][0].double().numpy(), np_params["bias"][0].double().numpy()[:, None]])
-        np_label = "the same members trained by non-private SGD with the same seed"
-    test = ~mask
-    return Victim(target.name, target.description, data, theta, linear_features, data.X[test], data.y[test],
-                  f"{int(test.sum())} held-out records", target.private, theta_np, np_label,
-                  claim.epsilon(target.delta) if claim else None, target.delta if claim else None,
-                  claim.description if claim else None, "add/remove one record",
-                  {"noise_multiplier": sigma, "clip_norm": target.clip_norm, "sample_rate": target.sample_rate,
-                   "steps": target.steps, "epochs": target.epochs, "lr": target.lr, "n_train": target.n_train},
-                  {"target": asdict(target), "train_config": config.to_dict(), "seed": seed})
-
-
-def _dperm_victim(opts: ExtractionOptions) -> Victim:
-    from targets.dperm import DPERM, DPERM_TARGETS, binary_labels, prepare_features
-
-    spec = DPERM_TARGETS[opts.target]
-    data = load_dataset(spec["dataset"], opts.data_dir)
-    y = binary_labels(spec["dataset"], data.y)
-    erm = DPERM(spec["epsilon"] if opts.epsilon is None else opts.epsilon,
-                spec["delta"] if opts.delta is None else opts.delta, spec["l2_reg"], n=len(data))
-    rng = np.random.default_rng([int(opts.seed), 104729])
-    released = erm.release(data.X, y, rng)
-    optimum = erm.minimiser(data.X, y)
-    zeros = np.zeros_like(released)
-    # Binary LR as a two-class softmax: class 0 is label -1, class 1 is label +1, theta_0 = 0.
-    return Victim(opts.target, spec["description"], data, np.vstack([zeros, released]), prepare_features,
-                  data.X, (y > 0).astype(np.int64), f"all {len(data)} records (DP-ERM trains on the full set)",
-                  True, np.vstack([zeros, optimum]), "the exact non-private DP-ERM minimiser (no noise)",
-                  erm.claim.epsilon(erm.delta), erm.delta, erm.claim.description, "replace one record",
-                  erm.params(), {"dperm": spec | {"epsilon": erm.epsilon, "delta": erm.delta}})
-
-
 def _row(name: str, model, victim: Victim, round_decimals, test_p, unif_X, unif_p) -> dict:
     stolen_test = model.predict_proba(victim.test_X)
     stolen_unif = model.predict_proba(unif_X)
@@ -195,18 +76,14 @@ def _row(name: str, model, victim: Victim, round_decimals, test_p, unif_X, unif_
 
 def run_extraction(opts: ExtractionOptions) -> tuple[Path, dict]:
     """Run the extraction audit described by ``opts``; returns (run directory, results)."""
-    from targets.dperm import DPERM_TARGETS
-
     check_confidence(opts.confidence)
     if opts.queries is not None and opts.queries < 1:
         raise UserError(f"--queries must be >= 1, got {opts.queries}")
     is_dperm = opts.target in DPERM_TARGETS
-    from targets.plugins import is_plugin_spec, load_plugin
-
     plugin = is_plugin_spec(opts.target)
     if not is_dperm and not plugin and opts.target not in TARGETS:
         raise UserError(f"unknown target {opts.target!r}; run `python -m audit list` to see the targets")
-    target = None if is_dperm or plugin else _linear_target(opts)
+    target = None if is_dperm or plugin else linear_target(opts)
     device = resolve_device(opts.device)
     name = load_plugin(opts.target).name if plugin else opts.target  # a plugin is named by its dict
     ctx = RunContext(opts.out, "extraction", name, seed=opts.seed, quiet=opts.quiet, device=opts.device)
@@ -219,11 +96,9 @@ def _extract(ctx: RunContext, opts: ExtractionOptions, target: TrainedTarget | N
     say(f"run directory: {paths.run_dir}")
     t0 = time.perf_counter()
     if target is None and not is_dperm:  # a trainer plugin exposing probabilities
-        from audit.plugin_victims import extraction_victim
-
         victim = extraction_victim(opts, paths)
     else:
-        victim = _dperm_victim(opts) if is_dperm else _trained_victim(opts, target, paths, device)
+        victim = dperm_victim(opts) if is_dperm else trained_victim(opts, target, paths, device)
     timing["target_s"] = time.perf_counter() - t0
 
     X_all = victim.dataset.X.reshape(len(victim.dataset), -1).astype(np.float64)

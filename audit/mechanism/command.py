@@ -7,18 +7,17 @@ import argparse
 from audit.choices import MECHANISM_DRAWS
 from audit.commands.run import add_kind, positive_int
 from audit.errors import UserError
+from audit.kinds import RunKind, options_from_args
 
 
 def execute(args: argparse.Namespace) -> dict:
+    """Run the audit and print its summary; returns the results (``--fail-above-claim`` turns a
+    ``violation`` verdict into exit status 1, :func:`audit.commands.run.gated_results`)."""
     if args.device == "cuda" or args.data_dir is not None:
         option = "--device cuda" if args.device == "cuda" else "--data-dir"
         raise UserError(f"{option} does not apply to mechanism audits (they sample with numpy on the CPU); drop it")
-    from audit.run_mechanism import MechanismOptions, run_mechanism, summary_lines
-
-    opts = MechanismOptions(target=args.target, out=args.out, seed=args.seed, quick=args.quick, epsilon=args.epsilon,
-                            delta=args.delta, quiet=args.quiet, draws=args.draws, confidence=args.confidence)
-    run_dir, results = run_mechanism(opts)
-    print("\n".join(summary_lines(run_dir, results)))
+    run_dir, results, lines = RUN_KIND.execute(options_from_args(RUN_KIND.load("options"), args))
+    print("\n".join(lines))
     return results
 
 
@@ -30,3 +29,8 @@ def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser)
     parser.add_argument("--draws", type=positive_int, default=MECHANISM_DRAWS,
                         help=f"outputs drawn per dataset (default {MECHANISM_DRAWS})")
     parser.set_defaults(func=execute)
+
+
+RUN_KIND = RunKind(name="mechanism", command="run mechanism", options="audit.mechanism.runner:MechanismOptions",
+                   run="audit.mechanism.runner:run_mechanism", summary="audit.mechanism.runner:summary_lines",
+                   register=register)

@@ -1,6 +1,6 @@
 """The flagship audit: membership inference on a trained target with the one-run game.
 
-Steps: split the data and toss the canary coins (:mod:`audit.games`); train the target once, the
+Steps: split the data and toss the canary coins (:mod:`audit.membership.game`); train the target once, the
 shadow models, and the reference models of LiRA and RMIA (vectorised, in cached chunks on the run's
 executor, :mod:`audit.executors`; each of the three cached on its own, so that a run with another
 attack reuses them and never retrains); score every canary with each
@@ -23,7 +23,7 @@ shadow with a classifier trained on it.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -33,8 +33,8 @@ from attacks.membership import AttackInputs, run_attacks
 from attacks.names import ATTACKS, LIRA_ATTACKS, REFERENCE_ATTACKS, RMIA_ATTACKS, check_references, expand_attacks
 from audit.choices import DEFAULT_MEMBERSHIP_CANARY
 from audit.executors import TrainingCall
-from audit.games import build_canary_game
-from audit.membership_subjects import membership_subject
+from audit.membership.game import build_canary_game
+from audit.membership.subjects import membership_subject
 from audit.run_context import RunContext
 from audit.run_options import CommonRunOptions
 from audit.stats.lower_bound import SECONDARY, VERDICT, LowerBound
@@ -45,7 +45,6 @@ from audit.stats.rates import rate_point
 from audit.stats.verdict import Family, compare_with_claim
 from audit.theory.checks import check_confidence
 from targets.plugins import is_plugin_spec
-from targets.registry import TrainedTarget
 
 #: One-run methods tried on the calibration games (audit.stats.one_run, audit.stats.one_run_fdp).
 ONE_RUN_METHODS = ("one-run", "one-run-fdp")
@@ -70,15 +69,9 @@ class MembershipOptions(CommonRunOptions):
 
 
 #: Default and --quick game sizes: (canaries m, shadow models K, LiRA/RMIA reference models R); a user's
-#: trainer plugin (training sets of at most audit.membership_subjects.MAX_PLUGIN_TRAIN records) plays
+#: trainer plugin (training sets of at most audit.membership.subjects.MAX_TRAIN records) plays
 #: with fewer canaries by default.
 GAME_SIZES = {"default": (6000, 2, 4), "quick": (200, 3, 4), "plugin": (500, 2, 4)}
-
-
-def quick_target(target: TrainedTarget) -> TrainedTarget:
-    """The --quick preset: a third of the data and a few epochs (same model and claim)."""
-    return replace(target, n_train=min(target.n_train, 500), batch_size=min(target.batch_size, 128),
-                   epochs=min(target.epochs, 10))
 
 
 def one_run(method: str, scores: np.ndarray, members: np.ndarray, k_pos: int, k_neg: int, delta: float,

@@ -42,7 +42,7 @@ from audit.theory.claims import PURE_DP_DELTA
 from targets.mechanisms import Mechanism
 from targets.plugin_mechanism import PluginMechanism
 from targets.plugin_rng import reproducibility_lines, reproducibility_table
-from targets.plugins import plugin_config
+from targets.plugins import MechanismPlugin, is_plugin_spec, load_plugin, plugin_config
 
 #: Draws are made in chunks of this size so progress can be shown and memory stays small.
 CHUNK = 25_000
@@ -74,11 +74,8 @@ def resolve_mechanism(name: str, epsilon: float | None, delta: float | None) -> 
     mechanisms and DP-ERM at their own delta.
     """
     check_privacy_args(epsilon, delta)
-    from targets.plugins import is_plugin_spec
 
     if is_plugin_spec(name):
-        from targets.plugin_mechanism import PluginMechanism
-        from targets.plugins import MechanismPlugin, load_plugin
 
         plugin = load_plugin(name)
         if not isinstance(plugin, MechanismPlugin):

@@ -25,22 +25,21 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
 
 import numpy as np
-import torch
+from sklearn.linear_model import LogisticRegression
 
 from attacks.inversion import InversionResult, MIFaceConfig, mi_face, ssim
-from audit.audited_model import AuditedModel
 from audit.choices import INVERSION_STARTS
 from audit.errors import UserError
-from audit.run_context import RunContext, RunPaths
-from audit.run_extraction import member_split, resolve_trained, train_cached
+from audit.inversion.plugin import inversion_target
+from audit.inversion.target import registry_inversion_target
+from audit.run_context import RunContext
 from audit.run_options import CommonRunOptions
 from audit.theory.checks import check_confidence
-from targets.datasets import load_dataset
-from targets.models import get_architecture
-from targets.training import resolve_device
+from audit.trained_targets import member_split
+from reports.inversion_plots import image_grid
+from targets.plugins import is_plugin_spec
 
 GRID_PNG = "inversion_grid.png"
 #: Most auxiliary records used to train the evaluation classifier.
@@ -100,51 +99,10 @@ def class_figures(result: InversionResult, member_means: np.ndarray, nonmember_m
     return out
 
 
-@dataclass
-class InversionTarget(AuditedModel):
-    """The model family inverted (the fields of :class:`audit.audited_model.AuditedModel`, then:)
-    ``fit(paths, mask, seed, desc)`` trains one model on ``data[mask]``,
-    ``probabilities(model)`` is its API for MI-FACE (a batch of inputs to class probabilities);
-    ``white_box``: its gradients are available (else every inversion is black-box)."""
-
-    config: dict
-    white_box: bool
-    fit: Callable[[RunPaths, np.ndarray, int, str], Any]
-    probabilities: Callable[[Any], Callable[[torch.Tensor], torch.Tensor]]
-
-
-def registry_inversion_target(opts: InversionOptions) -> InversionTarget:
-    """A registry target, trained as the membership run trains it (cached)."""
-    target = resolve_trained(opts.target, opts.epsilon, opts.delta, opts.quick)
-    device = resolve_device(opts.device)
-    sigma = target.noise_multiplier()
-    train_config = target.train_config(sigma)
-    data = load_dataset(target.dataset, opts.data_dir)
-    arch = get_architecture(target.arch)
-
-    def fit(paths: RunPaths, mask: np.ndarray, seed: int, desc: str) -> Any:
-        return train_cached(paths, data, mask, train_config, seed, device, opts.quiet, desc)
-
-    def probabilities(params: Any) -> Callable[[torch.Tensor], torch.Tensor]:
-        one = {k: v[0].to(device) for k, v in params.items()}
-        return lambda x: torch.softmax(arch.forward(one, x.to(device)), dim=-1).cpu()
-
-    return InversionTarget(target.name, target.description, data, target.n_train, target.arch, target.claim(sigma),
-                           target.delta, {"noise_multiplier": sigma, "clip_norm": target.clip_norm,
-                                          "sample_rate": target.sample_rate, "steps": target.steps,
-                                          "epochs": target.epochs, "lr": target.lr, "n_train": target.n_train},
-                           {"target": asdict(target), "train_config": train_config.to_dict()}, True, fit,
-                           probabilities)
-
-
 def run_inversion(opts: InversionOptions) -> tuple[Path, dict]:
     """Run the inversion audit described by ``opts``; returns (run directory, results)."""
-    from targets.plugins import is_plugin_spec
-
     check_confidence(opts.confidence)
     if is_plugin_spec(opts.target):  # a trainer plugin exposing probabilities: black-box only
-        from audit.plugin_victims import inversion_target
-
         target = inversion_target(opts)
     else:
         target = registry_inversion_target(opts)
@@ -177,7 +135,6 @@ def run_inversion(opts: InversionOptions) -> tuple[Path, dict]:
         timing["training_s"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
-        from sklearn.linear_model import LogisticRegression
 
         flat = data.X.reshape(len(data), -1).astype(np.float64)
         aux_fit = aux[:EVAL_MAX]
@@ -248,7 +205,6 @@ def run_inversion(opts: InversionOptions) -> tuple[Path, dict]:
         inversion["evaluator"] = eval_info
         inversion["chance_accuracy"] = 1.0 / data.n_classes
 
-        from reports.inversion_plots import image_grid
 
         grid_rows = [("member mean", member_means.reshape(-1, *hw)), (f"target ({access})", images["target"])]
         if "black_box" in images:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from audit.commands.run import add_kind, positive_int
+from audit.kinds import RunKind, options_from_args
 
 
 def number(kind: type, low: float | None = None, high: float | None = None, low_open: bool = False):
@@ -25,14 +26,12 @@ def number(kind: type, low: float | None = None, high: float | None = None, low_
     return parse
 
 
-def execute(args: argparse.Namespace) -> int:
-    from audit.run_extraction import ExtractionOptions, run_extraction, summary_lines
-
-    opts = ExtractionOptions(**ExtractionOptions.common_kwargs(args), round=args.round, queries=args.queries,
-                             label_queries=args.label_queries)
-    run_dir, results = run_extraction(opts)
-    print("\n".join(summary_lines(run_dir, results)))
-    return 0
+def execute(args: argparse.Namespace) -> dict:
+    """Run the audit and print its summary; returns the results (``--fail-above-claim`` turns a
+    ``violation`` verdict into exit status 1, :func:`audit.commands.run.gated_results`)."""
+    run_dir, results, lines = RUN_KIND.execute(options_from_args(RUN_KIND.load("options"), args))
+    print("\n".join(lines))
+    return results
 
 
 def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -51,3 +50,8 @@ def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser)
     parser.add_argument("--label-queries", type=positive_int, default=None,
                         help="queries for the label-only baseline (default 50 (d + 1); quick 20 (d + 1))")
     parser.set_defaults(func=execute)
+
+
+RUN_KIND = RunKind(name="extraction", command="run extraction", options="audit.extraction.runner:ExtractionOptions",
+                   run="audit.extraction.runner:run_extraction", summary="audit.extraction.runner:summary_lines",
+                   register=register, headline="extraction.png")

@@ -6,16 +6,15 @@ import argparse
 
 from audit.choices import DP_CANARIES, THREATS
 from audit.commands.run import add_kind, dpsgd_start_options, positive_int
+from audit.kinds import RunKind, options_from_args
 
 
 def execute(args: argparse.Namespace) -> dict:
-    from audit.run_dp import DPOptions, run_dp, summary_lines
-
-    opts = DPOptions(**DPOptions.common_kwargs(args), runs=args.runs, canary=args.canary, threat=args.threat,
-                     init=args.init, calibration_runs=args.calibration_runs)
-    run_dir, results = run_dp(opts)
-    print("\n".join(summary_lines(run_dir, results)))
-    return results  # audit.commands.run.gated turns a violation into exit 1 under --fail-above-claim
+    """Run the audit and print its summary; returns the results (``--fail-above-claim`` turns a
+    ``violation`` verdict into exit status 1, :func:`audit.commands.run.gated_results`)."""
+    run_dir, results, lines = RUN_KIND.execute(options_from_args(RUN_KIND.load("options"), args))
+    print("\n".join(lines))
+    return results
 
 
 def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -39,3 +38,8 @@ def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser)
                              "parameters), updates (every intermediate update); default: the target's (below)")
     dpsgd_start_options(parser)
     parser.set_defaults(func=execute)
+
+
+RUN_KIND = RunKind(name="dp", command="run dp", options="audit.dp.options:DPOptions",
+                   run="audit.dp.runner:run_dp", summary="audit.dp.runner:summary_lines",
+                   register=register)

@@ -1,6 +1,6 @@
 """What ``run membership`` attacks: a built-in trained target or a user's trainer plugin.
 
-The one-run game (:mod:`audit.games`) needs a target model, shadow models and LiRA reference
+The one-run game (:mod:`audit.membership.game`) needs a target model, shadow models and LiRA reference
 models trained *the same way* on the rows the game chooses, and their log-probabilities on
 chosen examples. A :class:`MembershipSubject` supplies exactly that:
 
@@ -8,9 +8,9 @@ chosen examples. A :class:`MembershipSubject` supplies exactly that:
   in cached chunks by :func:`audit.executors.train_cached_models` (vectorised, on the run's
   executor);
 * :func:`plugin_subject` — a trainer plugin (``--target module:factory``): every model is one call
-  of the user's ``train(X, y, seed)`` on its rows (:func:`audit.plugin_trainer.train_once`), scored
+  of the user's ``train(X, y, seed)`` on its rows (:func:`audit.plugins.training.train_once`), scored
   by its ``predict_proba``; nothing is cached (a user's model is a function). The training-set size
-  is the largest (up to :data:`MAX_PLUGIN_TRAIN`) the game's split allows for the dataset.
+  is the largest (up to :data:`MAX_TRAIN`) the game's split allows for the dataset.
 """
 
 from __future__ import annotations
@@ -19,17 +19,24 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from audit.audited_model import AuditedModel
 from audit.choices import SYNTHETIC_CANARIES
 from audit.errors import UserError
 from audit.executors import TrainingCall, train_cached_models
-from audit.games import CanaryGame
+from audit.membership.game import CanaryGame
+from audit.plugins.probe import resolved_claim
+from audit.plugins.training import plugin_dataset, predictions, train_once
 from audit.run_context import RunPaths
+from audit.trained_targets import quick_target
 from targets.datasets import load_dataset
+from targets.plugins import TrainerPlugin, is_plugin_spec, load_plugin, plugin_config
+from targets.registry import get_target
+from targets.training import log_softmax, predict_logits, resolve_device
 
 #: Largest target training set of a plugin in the membership game.
-MAX_PLUGIN_TRAIN = 1000
+MAX_TRAIN = 1000
 
 
 @dataclass
@@ -50,9 +57,6 @@ class MembershipSubject(AuditedModel):
 
 def registry_subject(opts: Any) -> MembershipSubject:
     """A registry target (with ``--epsilon``/``--delta`` recalibration and the ``--quick`` preset)."""
-    from audit.run_membership import quick_target
-    from targets.registry import get_target
-    from targets.training import log_softmax, predict_logits, resolve_device
 
     target = get_target(opts.target).with_privacy(opts.epsilon, opts.delta)
     if opts.quick:
@@ -79,17 +83,15 @@ def registry_subject(opts: Any) -> MembershipSubject:
 
 
 def plugin_n_train(n: int, pooled_canaries: int) -> int:
-    """The largest target training set (up to MAX_PLUGIN_TRAIN) for which :func:`audit.games.build_canary_game`
+    """The largest target training set (up to MAX_TRAIN) for which :func:`audit.membership.game.build_canary_game`
     leaves a shadow pool of at least half of it, with ``pooled_canaries`` canaries taken from the ``n`` records
     (none for synthetic canaries, which are appended) and a tenth of the data as test set."""
     room = n - min(500, n // 10) - pooled_canaries
-    return max(1, min(MAX_PLUGIN_TRAIN, int(room / 1.5)))
+    return max(1, min(MAX_TRAIN, int(room / 1.5)))
 
 
 def plugin_subject(opts: Any, m: int) -> MembershipSubject:
     """A trainer plugin (``--target module:factory``) with ``m`` canaries per side."""
-    from audit.plugin_trainer import plugin_dataset, predictions, train_once
-    from targets.plugins import TrainerPlugin, load_plugin, plugin_config
 
     if opts.epsilon is not None or opts.delta is not None:
         raise UserError("--epsilon/--delta do not apply to a plugin: its factory states the claim")
@@ -100,12 +102,10 @@ def plugin_subject(opts: Any, m: int) -> MembershipSubject:
     n_train = plugin_n_train(len(data), 0 if opts.canary in SYNTHETIC_CANARIES else 2 * m)
     claim = plugin.claim
     if claim is None:  # "claim": "opacus": read off a probe training run
-        from audit.plugin_updates import resolved_claim
 
         claim = resolved_claim(plugin, data.X[:n_train], data.y[:n_train], opts.seed)
 
     def fit(paths: RunPaths, game: CanaryGame, calls: list[TrainingCall]) -> list:
-        from tqdm.auto import tqdm
 
         trained = []
         for call in calls:
@@ -134,6 +134,5 @@ def plugin_subject(opts: Any, m: int) -> MembershipSubject:
 
 def membership_subject(opts: Any, m: int) -> MembershipSubject:
     """The subject ``opts.target`` names: a trainer plugin or a registry target."""
-    from targets.plugins import is_plugin_spec
 
     return plugin_subject(opts, m) if is_plugin_spec(opts.target) else registry_subject(opts)

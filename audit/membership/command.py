@@ -8,6 +8,7 @@ from attacks.names import ATTACK_GROUPS, ATTACKS, VARIANCES, expand_attacks
 from audit.choices import DEFAULT_MEMBERSHIP_CANARY, MEMBERSHIP_CANARIES
 from audit.commands.run import add_kind, positive_int
 from audit.errors import UserError
+from audit.kinds import RunKind, options_from_args
 
 
 def _attacks(text: str) -> tuple[str, ...]:
@@ -19,7 +20,7 @@ def _attacks(text: str) -> tuple[str, ...]:
 
 def _memory(text: str) -> str:
     """argparse type: a memory size accepted by :func:`targets.training.parse_memory`."""
-    from targets.training import parse_memory
+    from targets.training import parse_memory  # only when the option is given: --help stays fast (no torch)
 
     try:
         parse_memory(text)
@@ -40,15 +41,10 @@ def _unit(text: str) -> float:
 
 
 def execute(args: argparse.Namespace) -> dict:
-    """Run the audit and print the summary; returns results (the run command's ``--fail-above-claim``
-    gate turns a ``violation`` verdict into exit status 1)."""
-    from audit.run_membership import MembershipOptions, run_membership, summary_lines
-
-    opts = MembershipOptions(**MembershipOptions.common_kwargs(args), canary=args.canary, canaries=args.canaries,
-                             shadows=args.shadows, attacks=args.attack, references=args.references,
-                             lira_variance=args.lira_variance, rmia_a=args.rmia_a, max_memory=args.max_memory)
-    run_dir, results = run_membership(opts)
-    print("\n".join(summary_lines(run_dir, results)))
+    """Run the audit and print its summary; returns the results (``--fail-above-claim`` turns a
+    ``violation`` verdict into exit status 1, :func:`audit.commands.run.gated_results`)."""
+    run_dir, results, lines = RUN_KIND.execute(options_from_args(RUN_KIND.load("options"), args))
+    print("\n".join(lines))
     return results
 
 
@@ -58,7 +54,7 @@ def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser)
                       description="Train the target once with canaries (each in by a fair coin), train shadow and "
                                   "reference models, attack every canary, report AUC and TPR at low FPR per attack, "
                                   "and bound epsilon from below.")
-    parser.add_argument("--attack", type=_attacks, default=tuple(ATTACKS),
+    parser.add_argument("--attack", dest="attacks", type=_attacks, default=tuple(ATTACKS),
                         help=f"comma-separated attacks or groups: {', '.join(ATTACKS)}, "
                              f"{', '.join(ATTACK_GROUPS)} (lira = lira_online + lira_offline; default all, "
                              "every attack in one report)")
@@ -82,3 +78,8 @@ def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser)
                         help="memory budget for training, e.g. 2GiB or 512MiB (default 2GiB): sets how many models "
                              "train at once; results do not depend on it")
     parser.set_defaults(func=execute)
+
+
+RUN_KIND = RunKind(name="membership", command="run membership", options="audit.membership.runner:MembershipOptions",
+                   run="audit.membership.runner:run_membership", summary="audit.membership.runner:summary_lines",
+                   register=register)

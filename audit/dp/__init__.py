@@ -1,0 +1,9 @@
+"""``run dp`` and ``sweep dp``: multi-run audits of DP training and DP-ERM.
+
+Modules, bottom up: :mod:`.setup_types` (what a trainer adapter returns), :mod:`.game` (the
+distinguishing game's statistics), :mod:`.canaries` and :mod:`.canary_steps` (canaries and the
+update-level observation), the adapters (:mod:`.dperm_setup`, :mod:`.dpsgd_setup`,
+:mod:`.plugin_blackbox`, :mod:`.plugin_updates`), :mod:`.setup` (which adapter a target takes),
+:mod:`.runner` (the game for any setup, results, report), :mod:`.sweep` and :mod:`.command` (the
+command line).
+"""

@@ -1,0 +1,31 @@
+"""The options of ``run dp`` and ``sweep dp`` (stored in config.json)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from audit.run_options import CommonRunOptions
+
+
+@dataclass(frozen=True)
+class DPOptions(CommonRunOptions):
+    """Everything that determines a ``run dp`` (stored in config.json)."""
+
+    runs: int | None = None
+    canary: str | None = None  # None: the target's default (audit.target_defaults)
+    threat: str | None = None
+    init: str = "random"
+    calibration_runs: int = 0
+
+
+@dataclass(frozen=True)
+class SweepOptions(CommonRunOptions):
+    """``sweep dp``: the audit of ``target`` at each claimed epsilon, for each threat model (the common
+    options of every run, then these); ``epsilon`` is not one of them (``epsilons`` is)."""
+
+    epsilons: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0)
+    threats: tuple[str, ...] | None = None
+    canary: str | None = None
+    runs: int | None = None
+    init: str = "random"
+    calibration_runs: int = 0

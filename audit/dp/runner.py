@@ -1,0 +1,122 @@
+"""``run dp``: multi-run audits of DP training (DP-SGD, full-batch DP-GD) and DP-ERM.
+
+Two layers, so that other trainers can be plugged in:
+
+* :class:`DPAuditSetup` says *how a run is trained and observed*: ``observe(included, seed)``
+  trains ``len(included)`` runs (run r with the canary iff ``included[r]``) and returns an
+  :class:`Observation` (one score per run, higher = canary in; optionally per-step observations).
+  Builders here: :func:`dpsgd_setup` (registry targets, gradient or input canaries, threat models
+  black-box / white-box / updates) and :func:`dperm_setup` (DP-ERM output perturbation, white-box).
+* :func:`play` runs the game for any setup: fair coins (:func:`audit.dp.game.fair_coins`),
+  ``observe``, statistics (:func:`audit.dp.game.audit_runs`), results.json, config.json and the
+  report. :func:`run_dp` = build the setup from the options + :func:`play`.
+
+A plugin target (e.g. a black-box ``train(X, y, seed) -> predict_proba``) only needs to construct a
+:class:`DPAuditSetup` with its claim and an ``observe`` function and call :func:`play`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+
+import numpy as np
+
+from audit.dp.game import audit_runs, fair_coins
+from audit.dp.options import DPOptions
+from audit.dp.setup import build_setup
+from audit.dp.setup_types import DPAuditSetup
+from audit.run_context import RunContext
+from audit.stats.thresholds import FixedThreshold
+from targets.plugin_rng import reproducibility_lines
+
+
+def play(setup: DPAuditSetup, runs: int, seed: int, confidence: float, out: str | Path = "runs",
+         quiet: bool = False, config_extra: dict | None = None, write_report: bool = True,
+         run_name: str | None = None) -> tuple[Path, dict]:
+    """Toss the coins, observe the runs, bound epsilon, write results/config/report; returns (run dir, results).
+    ``run_name`` names the run directory instead of ``<utc-time>-dp-<target>`` (the audits of a sweep).
+
+    ``confidence`` is the family-wise confidence of the verdict. An exception from ``observe`` (the
+    target's code, or the workbench) leaves as :class:`audit.errors.AuditIncomplete` with its
+    traceback in the run's log.txt."""
+    included = fair_coins(runs, seed)  # checks runs before anything is written
+    ctx = RunContext(out, "dp", setup.name, seed=seed, quiet=quiet, name=run_name)
+    with ctx:
+        return _play(ctx, setup, runs, included, confidence, config_extra, write_report)
+
+
+def _play(ctx: RunContext, setup: DPAuditSetup, runs: int, included: np.ndarray, confidence: float,
+          config_extra: dict | None, write_report: bool) -> tuple[Path, dict]:
+    seed = ctx.seed
+    ctx.say(f"{setup.name}: {runs} runs ({int(included.sum())} with the canary), canary {setup.canary.get('kind')}, "
+            f"threat {setup.threat}")
+    with ctx.stage("observe"):
+        obs = setup.observe(included, seed)
+    t0 = time.perf_counter()
+    fixed = None
+    if obs.cp_threshold is not None:
+        threshold, choice = obs.cp_threshold(int(included.sum()), int((~included).sum()))
+        fixed = FixedThreshold(threshold, choice)
+    game = audit_runs(obs.scores, included, setup.claim, setup.delta, confidence, np.random.default_rng([seed, 3]),
+                      step_scores=obs.step_scores, sample_rate=obs.sample_rate, steps=obs.steps,
+                      gaussian_pair=obs.gaussian, gaussian_fit=obs.gaussian_fit, design_sigma=obs.design_sigma,
+                      fixed_threshold=fixed)
+    ctx.timing["statistics_s"] = time.perf_counter() - t0
+    attack = f"{setup.threat}/{setup.canary.get('kind')}"
+    bounds = [b | {"attack": attack} for b in game["lower_bounds"]]
+    best = None if game["best_lower_bound"] is None else game["best_lower_bound"] | {"attack": attack}
+    rows = [[b["method"], b["epsilon"], b["role"], b["confidence"],
+             b["details"].get("mu_lb", b["details"].get("mu_step_lb")), b["n"]] for b in bounds]
+    results = {
+        "target_description": setup.description, "dataset": setup.dataset, "model": setup.model,
+        "neighbouring": setup.neighbouring, "delta": setup.delta, "confidence": confidence,
+        "epsilon_theory": game["epsilon_theory"],
+        "accountant": setup.claim.description if setup.claim is not None else None,
+        "params": setup.params, "tradeoff": game["tradeoff"], "lower_bounds": bounds, "best_lower_bound": best,
+        "best_estimate": game["best_estimate"], "lower_bound_tradeoff": game["lower_bound_tradeoff"],
+        "ceiling": game["ceiling"],
+        "attacks": {attack: game["attack_metrics"]},
+        "verdict": game["verdict"],
+        "game": {"runs": runs, "included": int(included.sum()), "canary_kind": setup.canary.get("kind"),
+                 "canary": setup.canary, "threat": setup.threat, "threshold_strategy": game["threshold_strategy"],
+                 "inclusion": "independent fair coin per run", "observation": obs.info},
+        "tables": [{"title": "Epsilon lower bounds of this audit", "columns": ["method", "epsilon", "role",
+                                                                             "confidence", "mu bound", "observations"],
+                    "rows": rows,
+                    "caption": "role verdict = statistically valid and competing for the best bound (each at the "
+                               "family's per-member confidence); estimate = rests on the stated assumption "
+                               "(GDP of a non-Gaussian pair, per-step model, Gaussian fit), never decides the "
+                               "verdict."}],
+    }
+    extra = dict(obs.results)
+    results["tables"] += extra.pop("tables", [])
+    results |= extra
+    config = {"command": "run dp", "runs": runs, "seed": seed, "confidence": confidence,
+              "setup": {"name": setup.name, "threat": setup.threat, "canary": setup.canary, "params": setup.params},
+              } | setup.config | (config_extra or {})
+    return ctx.run_dir, ctx.finish(results, config, report=write_report)
+
+
+def run_dp(opts: DPOptions) -> tuple[Path, dict]:
+    """Build the setup for ``opts.target`` and play the game; returns (run directory, results)."""
+    setup = build_setup(opts)
+    runs = opts.runs or setup.default_runs
+    chosen = replace(opts, threat=setup.threat, canary=setup.canary["kind"])  # config.json records the defaults taken
+    return play(setup, runs, opts.seed, opts.confidence, opts.out, opts.quiet, {"options": asdict(chosen)})
+
+
+def summary_lines(run_dir: Path, results: dict) -> list[str]:
+    """Lines printed after a run."""
+    theory = results["epsilon_theory"]
+    lines = [f"report:    {run_dir / 'report.html'}",
+             f"theory:    epsilon = {theory:.3f} at delta = {results['delta']:g}" if theory is not None
+             else "theory:    no claim"]
+    for b in results["lower_bounds"]:
+        eps = b["epsilon"]
+        what = (f"epsilon >= {eps:.3f}" if isinstance(eps, (int, float)) else
+                f"mu >= {b['details']['mu_lb']:.3f} (no epsilon at delta 0)" if eps is None else f"epsilon >= {eps}")
+        lines.append(f"bound:     {b['method']:<18} {what} ({b['statement']})")
+    lines.append(f"verdict:   {results['verdict']['status']}: {results['verdict']['text']}")
+    return lines + reproducibility_lines(results)

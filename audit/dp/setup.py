@@ -1,0 +1,69 @@
+"""Which ``run dp`` adapter a target takes: DP-ERM, a trainer plugin (black-box or its DP-SGD
+steps) or a DP-SGD target, with the target's default threat model and canary."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from audit.choices import THREATS
+from audit.dp.dperm_setup import dperm_setup
+from audit.dp.dpsgd_setup import dpsgd_setup
+from audit.dp.options import DPOptions
+from audit.dp.plugin_blackbox import plugin_setup
+from audit.dp.plugin_updates import update_setup
+from audit.dp.setup_types import DPAuditSetup
+from audit.errors import UserError
+from audit.target_defaults import TargetUse, dp_choice, plugin_canary, target_use, trainer_plugin_use
+from audit.theory.checks import check_confidence
+from targets.dperm import DPERM_AUDIT_TARGETS, DPERM_TARGETS
+from targets.plugins import TrainerPlugin, is_plugin_spec, load_plugin
+
+
+def with_defaults(opts: DPOptions, use: TargetUse) -> DPOptions:
+    """``opts`` with the target's default threat and canary where none was given; a target that takes no
+    ``run dp`` is a one-line error naming the run kinds it does take."""
+    if "dp" not in use.run_kinds:
+        raise UserError(f"target {opts.target} ({use.family}) is not audited by run dp; it takes: "
+                        f"{', '.join(use.run_kinds)}")
+    threat, canary = dp_choice(use, opts.threat, opts.canary)
+    return replace(opts, threat=threat, canary=canary)
+
+
+def build_setup(opts: DPOptions) -> DPAuditSetup:
+    """The setup for a target: DP-ERM targets (targets.dperm), trainer plugins (``module:factory``)
+    or trained DP-SGD targets. A threat model or canary left out is the target's default
+    (:mod:`audit.target_defaults`)."""
+    if opts.threat is not None and opts.threat not in THREATS:
+        raise UserError(f"unknown threat model {opts.threat!r}; choose one of {', '.join(THREATS)}")
+    check_confidence(opts.confidence)
+    if opts.calibration_runs < 0:
+        raise UserError(f"--calibration-runs must be 0 or more, got {opts.calibration_runs}")
+    dperm = opts.target in DPERM_TARGETS or opts.target in DPERM_AUDIT_TARGETS
+    plugin_target = is_plugin_spec(opts.target)
+    dpsgd_only = [flag for flag, given in (("--init pretrained", opts.init != "random"),
+                                           ("--calibration-runs", opts.calibration_runs > 0)) if given]
+    if dpsgd_only and (dperm or plugin_target):
+        raise UserError(f"{' and '.join(dpsgd_only)} {'apply' if len(dpsgd_only) > 1 else 'applies'} to the "
+                        f"project's DP-SGD targets, not to {'a plugin' if plugin_target else opts.target}")
+    if dperm:
+        return dperm_setup(with_defaults(opts, target_use(opts.target)))
+    if plugin_target:  # a user's trainer: black-box, or its DP-SGD steps
+        plugin = load_plugin(opts.target)
+        if not isinstance(plugin, TrainerPlugin):
+            raise UserError(f"plugin {opts.target} is a mechanism; audit it with `python -m audit run mechanism "
+                            f"--target {opts.target}`")
+        if opts.epsilon is not None or opts.delta is not None:
+            raise UserError("--epsilon/--delta do not apply to a plugin: its factory states the claim")
+        threat = opts.threat or trainer_plugin_use(plugin.description).default_threat
+        return trainer_setup(plugin, plugin_canary(threat, opts.canary), threat, opts.seed, opts.data_dir, opts.quiet,
+                             opts.confidence)
+    return dpsgd_setup(with_defaults(opts, target_use(opts.target)))
+
+
+def trainer_setup(plugin: TrainerPlugin, canary: str, threat: str, seed: int, data_dir: str | None,
+                  quiet: bool, confidence: float = 0.95) -> DPAuditSetup:
+    """The setup of any trainer-plugin audit: black-box (:func:`audit.dp.plugin_blackbox.plugin_setup`) or
+    update-level / white-box (:func:`audit.dp.plugin_updates.update_setup`)."""
+    if threat == "black-box":
+        return plugin_setup(plugin, canary, threat, seed, data_dir, quiet)
+    return update_setup(plugin, canary, threat, seed, data_dir, quiet, confidence)

@@ -1,0 +1,60 @@
+"""What a trainer adapter of ``run dp`` returns: how runs are trained and observed
+(:class:`DPAuditSetup`) and what the auditor extracted from them (:class:`Observation`). Below
+every adapter and the runner, so that adapters never import the runner."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+
+@dataclass
+class Observation:
+    """What the auditor extracted from R runs.
+
+    ``scores`` (R,): higher = "canary in". ``step_scores`` (R, T) per-step observations (updates
+    threat model) with the claim's ``sample_rate`` and ``steps`` to compose them. ``info``: extra
+    JSON-serialisable facts (e.g. how many steps the canary joined). ``gaussian``: the scores are
+    exactly Gaussian with a common variance (adds the parametric ``gaussian-fit`` estimate);
+    ``gaussian_fit``: add that estimate for scores only assumed Gaussian (a black-box canary's loss).
+    ``design_sigma``: the claimed noise multiplier, used to fix the per-step threshold in advance.
+    ``cp_threshold``: fixes the Clopper–Pearson threshold in advance (see :func:`audit.dp.game.audit_runs`).
+    ``results``: extra top-level results.json keys (e.g. a plugin's ``reproducible``); its ``tables``
+    are appended to the run's tables.
+    """
+
+    scores: np.ndarray
+    step_scores: np.ndarray | None = None
+    sample_rate: float | None = None
+    steps: int | None = None
+    info: dict = field(default_factory=dict)
+    gaussian: bool = False
+    gaussian_fit: bool = False
+    design_sigma: float | None = None
+    cp_threshold: Callable[[int, int], tuple[float, str]] | None = None
+    results: dict = field(default_factory=dict)
+
+
+@dataclass
+class DPAuditSetup:
+    """How the runs of one audit are trained and observed (see the module docstring).
+
+    ``claim``: a PrivacyClaim (None for no claim); ``observe(included, seed) -> Observation``.
+    ``default_runs``: used when the options give none. ``config``: extra config.json keys.
+    """
+
+    name: str
+    description: str
+    dataset: str
+    model: dict
+    neighbouring: str
+    claim: Any
+    delta: float
+    params: dict
+    canary: dict
+    threat: str
+    observe: Callable[[np.ndarray, int], Observation]
+    default_runs: int = 1000
+    config: dict = field(default_factory=dict)

@@ -1,0 +1,3 @@
+"""``run inversion``: MI-FACE model inversion against a trained target or a trainer plugin.
+Modules, bottom up: :mod:`.target` (what is inverted), :mod:`.plugin` (a plugin as target),
+:mod:`.runner`, :mod:`.command`."""

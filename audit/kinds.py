@@ -1,0 +1,61 @@
+"""One record per audit kind (:class:`RunKind`), read by the command line, ``rerun``, the catalogue and
+the reports. A kind lives in its own package (``audit/<kind>/``: its game, its runner, its plugin
+adapter, its options) whose ``command`` module holds its record and its command-line options; adding a
+kind is that package plus one line in :data:`KIND_COMMANDS`. The records name their runners as
+``module:attribute`` strings, imported when a run starts (:meth:`RunKind.load`), so that ``--help``,
+``list`` and bad input answer without importing numpy or torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from dataclasses import dataclass, fields
+from typing import Any, Callable
+
+#: The command modules of every audit kind, each exposing ``RUN_KIND``.
+KIND_COMMANDS = ("audit.dp.command", "audit.extraction.command", "audit.inversion.command",
+                 "audit.mechanism.command", "audit.membership.command", "audit.commands.sweep")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunKind:
+    """An audit kind: ``name`` (``results["kind"]``), ``command`` (as config.json records it, e.g.
+    ``run dp``), ``options``/``run``/``summary`` (``module:attribute`` of its options dataclass, its
+    runner ``run(options) -> (run_dir, results)`` and its summary ``summary(run_dir, results) -> lines``),
+    ``register`` (adds its options to the command line) and ``headline`` (file name of the figure its
+    report opens with; None: the first figure the run lists)."""
+
+    name: str
+    command: str
+    options: str
+    run: str
+    summary: str
+    register: Callable[..., Any]
+    headline: str | None = "tradeoff.png"
+
+    def load(self, what: str) -> Any:
+        """The options class, runner or summary function (``what`` one of the field names)."""
+        module, _, attribute = getattr(self, what).partition(":")
+        return getattr(importlib.import_module(module), attribute)
+
+    def execute(self, options: Any) -> tuple[Any, dict, list[str]]:
+        """Run ``options`` (its options dataclass) and return (run directory, results, summary lines)."""
+        run_dir, results = self.load("run")(options)
+        return run_dir, results, self.load("summary")(run_dir, results)
+
+
+def run_kinds() -> list[RunKind]:
+    """Every kind's record, in :data:`KIND_COMMANDS` order."""
+    return [importlib.import_module(name).RUN_KIND for name in KIND_COMMANDS]
+
+
+def kind_of(*, name: str | None = None, command: str | None = None) -> RunKind | None:
+    """The record with this ``name`` or ``command``; None when there is none."""
+    return next((k for k in run_kinds() if k.name == name or k.command == command), None)
+
+
+def options_from_args(options: type, args: argparse.Namespace, **extra: Any) -> Any:
+    """An options dataclass from parsed command-line ``args``: every field the parser defines, plus ``extra``."""
+    values = {f.name: getattr(args, f.name) for f in fields(options) if hasattr(args, f.name)}
+    return options(**(values | extra))

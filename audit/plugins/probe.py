@@ -1,0 +1,150 @@
+"""Reading the DP-SGD a user's training code runs: one instrumented call of its ``train``.
+
+Opacus is patched (:mod:`targets.opacus_hooks`) and the hooks of :mod:`targets.audit_hooks` record
+while ``train`` runs once with no canary (:func:`probe`, twice from the same seed for the
+reproducibility check). That shows how many noisy steps the code really takes, the Poisson rate it
+samples with, its clip norm, for Opacus its noise multiplier and what Opacus's own accountant
+reports, and which parameter coordinate the data's clipped gradients never reach (the smallest
+summed ``|grad_sum|``, zero for a dead coordinate; Nasr et al. 2023 put their Dirac canary there).
+The claim is the plugin's, or with ``"claim": "opacus"`` the epsilon Opacus reported for the probe;
+the mechanism the code runs (:class:`StepMechanism`) is recomputed by our PLD accountant. Shared by
+every audit kind that needs a plugin's claim (:func:`resolved_claim`).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+import numpy as np
+
+from audit.errors import UserError
+from audit.plugins.training import train_once
+from audit.theory.claims import PURE_DP_DELTA, ApproxDPClaim
+from audit.theory.dpsgd import DPSGDClaim, calibrate_noise_multiplier
+from targets.audit_hooks import StepSource, UpdateRecorder, recording
+from targets.plugin_rng import reproducibility
+from targets.plugins import TrainerPlugin
+
+
+@dataclass(frozen=True)
+class StepMechanism:
+    """The DP-SGD mechanism one audited run executes: noise multiplier, the Poisson rate a record (the
+    canary) joins a step with, and the number of steps with noise."""
+
+    noise_multiplier: float
+    sample_rate: float
+    steps: int
+
+    def claim(self) -> DPSGDClaim:
+        """Its guarantee by the PLD accountant (add/remove neighbours)."""
+        return DPSGDClaim(self.noise_multiplier, self.sample_rate, self.steps)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"noise_multiplier": self.noise_multiplier, "sample_rate": self.sample_rate, "steps": self.steps}
+
+
+
+def _opacus_status() -> str | None:
+    """None when Opacus can be instrumented (or is absent), else why not (an untested version)."""
+    if importlib.util.find_spec("opacus") is None:
+        return None
+    from targets.opacus_hooks import require_opacus
+
+    try:
+        require_opacus()
+    except UserError as exc:
+        return str(exc)
+    return None
+
+
+@contextmanager
+def instrumented(recorder: UpdateRecorder) -> Iterator[UpdateRecorder]:
+    """``recorder`` receives the hooks' calls and, when Opacus is installed (a tested version), every
+    Opacus DP optimizer's steps."""
+    if importlib.util.find_spec("opacus") is not None and _opacus_status() is None:
+        from targets.opacus_hooks import instrument_opacus
+
+        with instrument_opacus(recorder):
+            yield recorder
+    else:
+        with recording(recorder):
+            yield recorder
+
+
+def run_once(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int, recorder: UpdateRecorder) -> Any:
+    """One instrumented call of ``train``; returns its ``predict_proba`` (the recorder holds the steps)."""
+    with instrumented(recorder):
+        return train_once(plugin, X, y, seed)
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What the probe run showed (module docstring, step 1)."""
+
+    steps: int
+    source: StepSource
+    clip_norm: float
+    n_params: int
+    coordinate: int
+    touched: float
+    opacus: dict | None
+    check: dict = field(default_factory=dict)
+
+
+def probe(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int, delta: float) -> Probe:
+    """Train once without a canary (twice, for the reproducibility check) and read the code's DP-SGD."""
+    probe_seed = int(np.random.SeedSequence([seed, 29]).generate_state(1)[0])
+    first, second = UpdateRecorder(None, 0), UpdateRecorder(None, 0)
+    run_once(plugin, X, y, probe_seed, first)
+    if first.steps == 0:
+        why = _opacus_status()
+        raise UserError(f"train of plugin {plugin.spec} took no DP-SGD step the audit could see: use Opacus's "
+                        f"PrivacyEngine.make_private or call targets.audit_hooks.add_canary / report_update in the "
+                        f"loop, or audit it black-box (--threat black-box)" + (f"; {why}" if why else ""))
+    run_once(plugin, X, y, probe_seed, second)
+    same = np.array_equal(np.asarray(first.observations), np.asarray(second.observations))
+    check = reproducibility(same, plugin.rng, f"the probe run trained twice from the same seed ({first.steps} noisy "
+                                              f"steps compared)")
+    coordinate = int(np.argmin(first.touched))
+    return Probe(first.steps, first.source, float(first.clip_norm), int(first.touched.size), coordinate,
+                 float(first.touched[coordinate]), _opacus_report(first, delta), check)
+
+
+def _opacus_report(recorder: UpdateRecorder, delta: float) -> dict | None:
+    """What the PrivacyEngine of a run reports at ``delta`` (None when the run used no Opacus)."""
+    if not recorder.engines:
+        return None
+    if len(recorder.engines) > 1:
+        raise UserError("train made more than one Opacus PrivacyEngine; the audit needs one DP-SGD loop per run")
+    engine = recorder.engines[0]
+    return {"epsilon": float(engine.get_epsilon(delta)), "accountant": str(engine.accountant.mechanism()),
+            "history": [list(map(float, h)) for h in getattr(engine.accountant, "history", [])]}
+
+
+def claim_and_mechanism(plugin: TrainerPlugin, found: Probe) -> tuple[Any, StepMechanism]:
+    """The claim audited and the DP-SGD the code runs (module docstring, step 2)."""
+
+    claim = plugin.claim
+    if claim is None:  # "claim": "opacus"
+        if found.opacus is None:
+            raise UserError(f"plugin {plugin.spec} claims what Opacus reports ('claim': 'opacus'), but its train made "
+                            f"no Opacus PrivacyEngine")
+        claim = ApproxDPClaim(found.opacus["epsilon"], plugin.delta)
+    sigma = found.source.noise_multiplier
+    if sigma is None:  # a hooked loop: the noise the claim states, or the least it allows at the steps taken
+        delta = plugin.delta or PURE_DP_DELTA
+        sigma = (claim.noise_multiplier if isinstance(claim, DPSGDClaim) else
+                 float(calibrate_noise_multiplier(claim.epsilon(delta), delta, found.source.sample_rate, found.steps)))
+    if not sigma > 0:
+        raise UserError(f"train of plugin {plugin.spec} adds no noise (noise multiplier {sigma}); it is not DP-SGD")
+    return claim, StepMechanism(float(sigma), found.source.sample_rate, found.steps)
+
+
+def resolved_claim(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int) -> Any:
+    """The claim of a plugin, reading Opacus's report from a probe run for ``"claim": "opacus"``."""
+    if plugin.claim is not None:
+        return plugin.claim
+    return claim_and_mechanism(plugin, probe(plugin, X, y, seed, plugin.delta))[0]
