@@ -1,10 +1,11 @@
 # Two commands from a fresh clone (see README "Quick start"):
 #   make audit   creates .venv on first use and runs the flagship audit (report under runs/)
 #   make test    creates .venv on first use and runs the test-suite (what .ci/run runs)
+#   make docs    builds the documentation site into site/, warnings as errors (.ci/run builds it too)
 PYTHON ?= python3
 VENV := .venv
 
-.PHONY: audit test
+.PHONY: audit test docs
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,3 +17,6 @@ audit: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	$(VENV)/bin/python -m pytest
+
+docs: $(VENV)/.installed
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/python -m mkdocs build --strict --site-dir $(or $(SITE_DIR),site)

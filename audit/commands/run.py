@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from audit.choices import INITS
 from audit.errors import UserError
@@ -24,6 +25,23 @@ COMMANDS = {"sweep": "sweep dp", "bound": "bound"}
 #: What a target of each family is, in error messages.
 FAMILY_NOUNS = {"trained": "a trained model", "mechanism": "a mechanism", "dp-erm": "a DP-ERM mechanism",
                 "control": "a broken control mechanism", "plugin": "a plugin"}
+
+
+#: What ``--target module:factory`` (a user's plugin, see targets.plugins) is to each run kind that takes
+#: one, with the defaults that apply to it (they differ from the built-in targets' presets).
+PLUGIN_USES = {
+    "dp": "your own training code, a trainer plugin (its dict: kind 'trainer', dataset, train, claim); default "
+          "threat black-box with the crafted canary and 200 runs; --threat updates (Opacus or hooked loops): "
+          "1000 runs",
+    "membership": "your own training code, a trainer plugin; trained on up to 1,000 rows of its dataset, game "
+                  "defaults for plugins: 500 canaries, 2 shadow and 4 reference models (not 6000/2/4)",
+    "mechanism": "your own mechanism, a mechanism plugin (its dict: kind 'mechanism', mechanism, neighbours, "
+                 "claim); the test statistic is learned on 20,000 separate draws per world first",
+    "inversion": "your own training code, a trainer plugin; only predict_proba is seen, so MI-FACE runs black-box "
+                 "(finite differences) against a reference model your train fits to the non-members",
+    "extraction": "your own training code, a trainer plugin; stolen through predict_proba assuming a logistic "
+                  "regression (no parameter error: your parameters are not visible)",
+}
 
 
 def _int_at_least(text: str, minimum: int) -> int:
@@ -122,9 +140,8 @@ def targets_epilog(kind: str) -> str:
                              f"canaries {'|'.join(use.canaries)} (default {use.default_canary})")
             else:
                 lines.append(f"  {name}")
-    if kind in ("dp", "mechanism"):
-        lines.append("  module:factory: your own code (a trainer plugin: black-box, input canaries, default crafted)"
-                     if kind == "dp" else "  module:factory: your own mechanism plugin")
+    if kind in PLUGIN_USES:
+        lines.append(f"  module:factory: {PLUGIN_USES[kind]}")
     return "\n".join(lines)
 
 

@@ -1,0 +1,117 @@
+"""MkDocs hook: pages generated from the code at build time, so that the site and the code agree by
+construction.
+
+* ``reference/cli.md``: the ``--help`` text of every command and run kind, formatted by the parser
+  that ``python -m audit`` itself builds (:func:`audit.cli.build_parser`), at a fixed width.
+* ``reference/results-schema.md``: the keys of each part of ``audit/schemas/results.schema.json``
+  (required and optional) and the schema itself.
+
+A page asks for a generated block with a marker line ``<!-- generated: NAME -->``. ``tests/test_docs.py``
+imports this module by path and checks the generated text against the parser.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from audit.cli import build_parser
+
+#: Width of the generated help text (argparse reads it from $COLUMNS).
+HELP_WIDTH = 100
+SCHEMA = Path(__file__).resolve().parent.parent / "audit" / "schemas" / "results.schema.json"
+
+
+@contextmanager
+def _columns(width: int) -> Iterator[None]:
+    old = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = str(width)
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ["COLUMNS"]
+        else:
+            os.environ["COLUMNS"] = old
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:  # argparse keeps its sub-parsers in the subparsers action
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def help_texts(width: int = HELP_WIDTH) -> list[tuple[str, str]]:
+    """(command line, its ``--help`` text) for ``python -m audit`` and every command and sub-command,
+    depth first, in the order ``--help`` lists them."""
+    with _columns(width):
+        root = build_parser()
+        out: list[tuple[str, str]] = []
+
+        def walk(words: list[str], parser: argparse.ArgumentParser) -> None:
+            out.append((" ".join(["python -m audit", *words]), parser.format_help()))
+            for name, child in _subcommands(parser).items():
+                walk([*words, name], child)
+
+        walk([], root)
+    return out
+
+
+def cli_reference() -> str:
+    """The CLI reference in Markdown: one section per command, its help in a text block."""
+    parts = []
+    for command, text in help_texts():
+        level = "##" if command.count(" ") <= 3 else "###"
+        parts.append(f"{level} `{command}`\n\n```text\n{text.rstrip()}\n```\n")
+    return "\n".join(parts)
+
+
+def _keys(node: dict[str, Any]) -> tuple[list[str], list[str], list[str]]:
+    """(required keys, optional keys, referenced parts) of one schema definition, through allOf."""
+    required: list[str] = []
+    optional: list[str] = []
+    refs: list[str] = []
+    for part in node.get("allOf", [node]):
+        if "$ref" in part:
+            refs.append(part["$ref"].rsplit("/", 1)[-1])
+            continue
+        req = part.get("required", [])
+        required += [k for k in req if k not in required]
+        optional += [k for k in part.get("properties", {}) if k not in req and k not in optional]
+        if "then" in part:
+            refs.append(part["then"]["$ref"].rsplit("/", 1)[-1] + f" (when {json.dumps(part['if']['properties'])})")
+    return required, [k for k in optional if k not in required], refs
+
+
+def schema_reference() -> str:
+    """Every definition of the results schema with its required and optional keys, then the schema."""
+    schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
+    rows = ["| part | required keys | optional keys | includes |", "|---|---|---|---|"]
+    for name, node in schema["$defs"].items():
+        required, optional, refs = _keys(node)
+        cell = lambda keys: ", ".join(f"`{k}`" for k in keys) or "—"  # noqa: E731
+        rows.append(f"| `{name}` | {cell(required)} | {cell(optional)} | "
+                    f"{', '.join(refs) or '—'} |")
+    top = " or ".join(f"`{ref['$ref'].rsplit('/', 1)[-1]}`" for ref in schema["oneOf"])
+    return (f"Schema `{schema['$id']}` ({schema['$schema']}). {schema['description']}\n\n"
+            f"A document is {top}.\n\n" + "\n".join(rows) +
+            f"\n\n??? note \"The schema itself ({SCHEMA.name})\"\n\n    ```json\n" +
+            "\n".join("    " + line for line in json.dumps(schema, indent=2).splitlines()) + "\n    ```\n")
+
+
+GENERATED = {"cli-reference": cli_reference, "results-schema": schema_reference}
+
+
+def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
+    """Replace each ``<!-- generated: NAME -->`` line with the generated block."""
+    for name, make in GENERATED.items():
+        marker = f"<!-- generated: {name} -->"
+        if marker in markdown:
+            markdown = markdown.replace(marker, make())
+    return markdown
