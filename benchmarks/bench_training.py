@@ -47,8 +47,8 @@ import sys
 import tempfile
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import torch
@@ -235,7 +235,7 @@ def parallel(quick: bool, repeats: int, device: torch.device) -> dict:
                 "--repeats", str(repeats), "--device", device.type] + (["--quick"] if quick else [])
         procs = [subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
         outs = [p.communicate() for p in procs]
-    for proc, (_, err) in zip(procs, outs):
+    for proc, (_, err) in zip(procs, outs, strict=True):
         if proc.returncode != 0:
             raise RuntimeError(f"parallel epoch worker failed: {err.strip()[-500:]}")
     samples = [json.loads(out) for out, _ in outs]
@@ -432,7 +432,7 @@ def run(quick: bool, device: torch.device, repeats: int | None, flagship: bool) 
 
 
 def table(results: dict) -> str:
-    """The README performance table (Markdown) for these results."""
+    """The performance table of docs/performance.md (Markdown) for these results."""
     m, r = results["machine"], results
     n_models = r["setup"]["models"]
     rows = [("non-private SGD, 1 epoch (faster of ours and plain PyTorch)", "nonprivate", None),

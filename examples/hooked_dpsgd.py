@@ -1,7 +1,7 @@
 """A hand-written DP-SGD loop (Abadi et al. 2016, Alg. 1) with the two audit hooks of
 :mod:`targets.audit_hooks`, as a trainer plugin: ``PYTHONPATH=examples python -m audit run dp
 --target hooked_dpsgd:trainer --threat updates --canary dirac``. The loop in :func:`train` is the
-one the README shows; ``tests/test_audit_hooks.py`` audits it.
+one the Opacus tutorial (docs/tutorials/opacus.md) shows; ``tests/test_audit_hooks.py`` audits it.
 """
 
 import numpy as np
@@ -29,7 +29,7 @@ def train(X, y, seed):
         add_canary(grad_sum, clip_norm=CLIP, sample_rate=RATE)              # audit hook 1: before the noise
         noisy = [s + SIGMA * CLIP * torch.randn(s.shape, generator=gen) for s in grad_sum]
         report_update(noisy)                                                # audit hook 2: the noisy sum
-        params = {k: p - LR * n / (RATE * len(X)) for (k, p), n in zip(params.items(), noisy)}
+        params = {k: p - LR * n / (RATE * len(X)) for (k, p), n in zip(params.items(), noisy, strict=True)}
     return lambda Z: torch.softmax(functional_call(model, params, (torch.as_tensor(Z, dtype=torch.float32),)),
                                    dim=1).detach().numpy()
 

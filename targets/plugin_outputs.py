@@ -1,6 +1,6 @@
 """A mechanism plugin's outputs as the float matrix the audit scores, the same way in both worlds.
 
-Rule (README, "Audit your own code"):
+Rule (docs/reference/plugins.md, "Randomness, outputs, threads and provenance"):
 
 * **numeric**: a number, an array of numbers, or a tuple, list or dict of those (nested) is
   flattened into one vector: tuples and lists in order, dicts in the order of their sorted keys,
@@ -22,8 +22,8 @@ error (a mechanism that sometimes returns a number and sometimes a string should
 from __future__ import annotations
 
 import numbers
-from collections.abc import Hashable
-from typing import Any, Sequence
+from collections.abc import Hashable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -75,7 +75,7 @@ class OutputEncoder:
             self.form = "numeric" if numeric else "categorical"
         if self.form == "numeric":
             if not numeric:
-                bad = next(o for o, v in zip(outputs, vectors) if v is None)
+                bad = next(o for o, v in zip(outputs, vectors, strict=True) if v is None)
                 raise UserError(f"{self.what}: outputs mix numbers and other values (got a {type(bad).__name__} "
                                 f"after numbers); {WHAT_TO_RETURN}, the same kind every call")
             sizes = {v.size for v in vectors}

@@ -24,17 +24,15 @@ policy's count on the machine it runs on (``threads_identical``).
 
 **Plugins.** User code runs in the workbench's process with its libraries' default thread pools:
 OpenBLAS, MKL and OpenMP (numpy, scipy, scikit-learn) and torch's intra-op pool each start one
-thread per core. An audit calls that code thousands of times on small problems, where those
-threads mostly spin and wait; on a shared machine they oversubscribe the cores and a scikit-learn
-fit can run tens of times slower than single-threaded (measurements: README, "Audit your own
-code"). The scikit-learn user guide ("Parallelism, resource management, and configuration:
-oversubscription") describes the effect; threadpoolctl is the maintained way to limit BLAS and
-OpenMP pools at run time. While plugin code runs (:func:`thread_limit`), BLAS/OpenMP pools
-(threadpoolctl) and torch's intra-op pool are limited to ``PRIVACY_AUDIT_PLUGIN_THREADS``
-threads (default 1; ``0`` leaves the libraries' defaults), and restored afterwards. The
-project's own plugins (``opacus_mnist``, the DP-SGD controls) are exempt: they follow the
-training policy.
-"""
+thread per core. An audit calls that code thousands of times on small problems, where those threads
+mostly spin and wait; on a shared machine they oversubscribe the cores and a scikit-learn fit can
+run tens of times slower than single-threaded (measurements: docs/reference/plugins.md, "Randomness,
+outputs, threads and provenance"). The scikit-learn user guide ("Parallelism, resource management,
+and configuration: oversubscription") describes the effect; threadpoolctl is the maintained way to
+limit BLAS and OpenMP pools at run time. While plugin code runs (:func:`thread_limit`), BLAS/OpenMP
+pools (threadpoolctl) and torch's intra-op pool are limited to ``PRIVACY_AUDIT_PLUGIN_THREADS``
+threads (default 1; ``0`` leaves the libraries' defaults), and restored afterwards. The project's
+own plugins (``opacus_mnist``, the DP-SGD controls) are exempt: they follow the training policy. """
 
 from __future__ import annotations
 
@@ -42,8 +40,8 @@ import contextlib
 import math
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import torch
 from threadpoolctl import threadpool_limits
@@ -215,7 +213,7 @@ class TrainingThreads:
             self.history.append(threads)
         self._next = time.monotonic() + self.recheck_s
 
-    def __enter__(self) -> "TrainingThreads":
+    def __enter__(self) -> TrainingThreads:
 
         self._before = torch.get_num_threads()
         self._apply()
