@@ -80,6 +80,7 @@ class TrainedModels(NamedTuple):
 
 
 def _accuracy(log_probs: np.ndarray, y: np.ndarray) -> float:
+    """The fraction of records whose most probable class is their label (NaN without records)."""
     return float((log_probs.argmax(axis=-1) == y).mean()) if y.size else float("nan")
 
 
