@@ -20,8 +20,8 @@ per step (plus one to evaluate the new iterate); every query is counted.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 import torch
@@ -31,6 +31,8 @@ from tqdm.auto import tqdm
 from audit.errors import UserError
 
 Probabilities = Callable[[torch.Tensor], torch.Tensor]
+#: MI-FACE's cost of a batch of inputs with their labels: (cost, class confidence), one each per input.
+Cost = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 
 __all__ = ["MIFaceConfig", "InversionResult", "mi_face", "ssim", "total_variation"]
 
@@ -99,76 +101,114 @@ def mi_face(probabilities: Probabilities, labels: np.ndarray, shape: tuple[int, 
     Queries count the model evaluations spent on each class (white-box: one forward/backward per step).
     """
     labels = np.asarray(labels, dtype=np.int64)
-    C = labels.size
     lab = torch.as_tensor(labels)
-    D = int(np.prod(shape))
     start_t = torch.as_tensor(np.broadcast_to(np.asarray(start, dtype=np.float32), shape).copy())
-    x = start_t.expand(C, *shape).clone()
-
-    def cost(batch: torch.Tensor, batch_labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        p = probabilities(batch).gather(1, batch_labels[:, None])[:, 0]
-        c = 1.0 - p
-        if config.tv_weight:
-            c = c + config.tv_weight * total_variation(batch, shape)
-        return c, p
-
+    x = start_t.expand(labels.size, *shape).clone()
+    cost = _cost(probabilities, shape, config.tv_weight)
     with torch.no_grad():
-        c0, p0 = cost(x, lab)
-    best_x = x.clone()
-    best_c = c0.clone()
-    best_p = p0.clone()
-    since = torch.zeros(C, dtype=torch.long)
-    iterations = np.zeros(C, dtype=np.int64)
-    queries = np.ones(C, dtype=np.int64)
-    active = np.ones(C, dtype=bool)
-    reasons = ["alpha steps"] * C
-    for c in range(C):
-        if p0[c] >= config.gamma:
-            active[c], reasons[c] = False, "confidence target"
+        search = _Search.begin(x, *cost(x, lab), config.gamma)
     bar = tqdm(range(config.alpha), desc=desc, disable=not progress, unit="step", leave=False)
     for _ in bar:
-        idx = np.flatnonzero(active)
+        idx = np.flatnonzero(search.active)
         if idx.size == 0:
             break
         ti = torch.as_tensor(idx)
         xa = x[ti]
-        if config.black_box:
-            with torch.no_grad():
-                h = config.fd_step
-                eye = torch.eye(D, dtype=xa.dtype).reshape(D, *shape) * h
-                grads = []
-                for row, k in zip(xa, lab[ti]):
-                    plus, _ = cost(row[None] + eye, k.repeat(D))
-                    minus, _ = cost(row[None] - eye, k.repeat(D))
-                    grads.append(((plus - minus) / (2 * h)).reshape(shape))
-                g = torch.stack(grads)
-            queries[idx] += 2 * D
-        else:
-            xa = xa.clone().requires_grad_(True)
-            ca, _ = cost(xa, lab[ti])
-            (g,) = torch.autograd.grad(ca.sum(), xa)
-            queries[idx] += 1
+        g = _gradient(cost, xa, lab[ti], shape, config, search.queries, idx)
         with torch.no_grad():
             new = torch.clamp(xa.detach() - config.lr * g, low, high)  # PROCESS: clip to the data range
             cn, pn = cost(new, lab[ti])
             x[ti] = new
         if config.black_box:
-            queries[idx] += 1
-        iterations[idx] += 1
-        improved = cn < best_c[ti]
+            search.queries[idx] += 1
+        search.step(idx, new, cn, pn, config)
+    bar.close()
+    return InversionResult(labels, search.best_x.numpy(), search.best_p.numpy().astype(np.float64),
+                           search.best_c.numpy().astype(np.float64), search.iterations, search.queries,
+                           search.reasons)
+
+
+def _cost(probabilities: Probabilities, shape: tuple[int, ...], tv_weight: float) -> Cost:
+    """MI-FACE's cost ``c(x) = 1 - f_l(x) + AuxTerm(x)`` of a batch with its labels, and ``f_l(x)``."""
+
+    def cost(batch: torch.Tensor, batch_labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        p = probabilities(batch).gather(1, batch_labels[:, None])[:, 0]
+        c = 1.0 - p
+        if tv_weight:
+            c = c + tv_weight * total_variation(batch, shape)
+        return c, p
+
+    return cost
+
+
+def _gradient(cost: Cost, xa: torch.Tensor, labels: torch.Tensor, shape: tuple[int, ...], config: MIFaceConfig,
+              queries: np.ndarray, idx: np.ndarray) -> torch.Tensor:
+    """The gradient of the cost at the active iterates ``xa`` (classes ``idx``), counting its queries:
+    autograd (white-box, one query) or central finite differences over every input coordinate
+    (black-box, 2 D queries)."""
+    if config.black_box:
+        D = int(np.prod(shape))
+        with torch.no_grad():
+            h = config.fd_step
+            eye = torch.eye(D, dtype=xa.dtype).reshape(D, *shape) * h
+            grads = []
+            for row, k in zip(xa, labels, strict=True):
+                plus, _ = cost(row[None] + eye, k.repeat(D))
+                minus, _ = cost(row[None] - eye, k.repeat(D))
+                grads.append(((plus - minus) / (2 * h)).reshape(shape))
+            g = torch.stack(grads)
+        queries[idx] += 2 * D
+        return g
+    xa = xa.clone().requires_grad_(True)
+    ca, _ = cost(xa, labels)
+    (g,) = torch.autograd.grad(ca.sum(), xa)
+    queries[idx] += 1
+    return g
+
+
+@dataclass
+class _Search:
+    """The state of MI-FACE over all classes: the best iterate of each class (``best_x``, its cost and
+    confidence), steps since it last improved, steps and queries spent, whether it is still searching
+    and why it stopped."""
+
+    best_x: torch.Tensor
+    best_c: torch.Tensor
+    best_p: torch.Tensor
+    since: torch.Tensor
+    iterations: np.ndarray
+    queries: np.ndarray
+    active: np.ndarray
+    reasons: list[str]
+
+    @classmethod
+    def begin(cls, x: torch.Tensor, c0: torch.Tensor, p0: torch.Tensor, gamma: float) -> _Search:
+        """The search at the start ``x`` (cost ``c0``, confidence ``p0``; one query per class); classes
+        whose start already reaches the confidence target ``gamma`` are done."""
+        C = x.shape[0]
+        search = cls(x.clone(), c0.clone(), p0.clone(), torch.zeros(C, dtype=torch.long), np.zeros(C, dtype=np.int64),
+                     np.ones(C, dtype=np.int64), np.ones(C, dtype=bool), ["alpha steps"] * C)
+        for c in range(C):
+            if p0[c] >= gamma:
+                search.active[c], search.reasons[c] = False, "confidence target"
+        return search
+
+    def step(self, idx: np.ndarray, new: torch.Tensor, cn: torch.Tensor, pn: torch.Tensor,
+             config: MIFaceConfig) -> None:
+        """Record one step of the classes ``idx`` (new iterates with their cost and confidence): keep the
+        best iterate, and stop a class at the confidence target gamma or after beta steps without progress."""
+        self.iterations[idx] += 1
+        improved = cn < self.best_c[torch.as_tensor(idx)]
         for j, c in enumerate(idx):
             if improved[j]:
-                best_c[c], best_x[c], best_p[c] = cn[j], new[j], pn[j]
-                since[c] = 0
+                self.best_c[c], self.best_x[c], self.best_p[c] = cn[j], new[j], pn[j]
+                self.since[c] = 0
             else:
-                since[c] += 1
+                self.since[c] += 1
             if pn[j] >= config.gamma:
-                active[c], reasons[c] = False, "confidence target"
-            elif since[c] >= config.beta:
-                active[c], reasons[c] = False, f"no progress in beta={config.beta} steps"
-    bar.close()
-    return InversionResult(labels, best_x.numpy(), best_p.numpy().astype(np.float64),
-                           best_c.numpy().astype(np.float64), iterations, queries, reasons)
+                self.active[c], self.reasons[c] = False, "confidence target"
+            elif self.since[c] >= config.beta:
+                self.active[c], self.reasons[c] = False, f"no progress in beta={config.beta} steps"
 
 
 def ssim(a: np.ndarray, b: np.ndarray, data_range: float, sigma: float = 1.5, k1: float = 0.01,

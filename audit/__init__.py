@@ -2,8 +2,9 @@
 
 Layers, bottom up: :mod:`audit.errors`; :mod:`audit.theory` (upper bounds: claims, accounting,
 tradeoff curves) and :mod:`audit.stats` (lower bounds and the verdict); then the games
-(:mod:`audit.membership.game`, :mod:`audit.dp.game`), the runners (``audit.run_*``, sharing
-:mod:`audit.run_context`) and the command line (:mod:`audit.cli`). Sources: docs/references.md.
+(:mod:`audit.membership.game`, :mod:`audit.dp.game`), the runners (``audit.<kind>.runner``, sharing
+:mod:`audit.run_context` and the results header of :mod:`audit.results_header`) and the command
+line (:mod:`audit.cli`). Sources: docs/references.md.
 """
 
 from importlib.metadata import PackageNotFoundError, version

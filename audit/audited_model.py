@@ -1,6 +1,6 @@
 """What a run that trains its own models of a target states about them, whatever trains them (a
 registry target's trainer or a user's plugin): the fields :class:`audit.membership.subjects.MembershipSubject`
-and :class:`audit.inversion.runner.InversionTarget` share."""
+and :class:`audit.inversion.target.InversionTarget` share."""
 
 from __future__ import annotations
 

@@ -1,11 +1,11 @@
 """Executors and the training thread policy: the same seed gives the same results.json on every
-executor (in-process, a local process pool, a local Ray on 2 CPUs) and with any torch thread count;
-chunks are cached, reused and never depend on the number of workers."""
+executor (in-process, a local process pool, a local Ray on 2 CPUs — every run kind that trains) and
+with any torch thread count; chunks are cached, reused and never depend on the number of workers."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -23,10 +23,23 @@ from targets.training import TrainConfig, train_models
 MEMBERSHIP = ["run", "membership", "--target", "dpsgd_digits", "--quick", "--attack", "loss,lira", "--seed", "5",
               "--canaries", "60", "--shadows", "2", "--references", "10", "--quiet"]
 DP = ["run", "dp", "--target", "dpgd_logreg_digits", "--quick", "--runs", "300", "--seed", "2", "--quiet"]
-RAY = pytest.param(["--executor", "ray", "--workers", "2"], id="ray",
-                   marks=pytest.mark.skipif(importlib.util.find_spec("ray") is None,
-                                            reason="ray is not installed (pip install 'privacy-audit[ray]')"))
-EXECUTORS = [pytest.param(["--workers", "2"], id="process-pool"), RAY]
+#: One small run of every kind that trains models, each through the run's executor (``run mechanism``
+#: trains nothing: it samples the mechanism in this process and has no executor).
+KIND_RUNS = {
+    "membership": MEMBERSHIP,
+    "dp": DP,
+    "inversion": ["run", "inversion", "--target", "dpsgd_logreg_digits", "--quick", "--steps", "20",
+                  "--black-box-steps", "1", "--seed", "3", "--quiet"],
+    "extraction": ["run", "extraction", "--target", "dpsgd_logreg_digits", "--quick", "--round", "3",
+                   "--label-queries", "100", "--seed", "4", "--quiet"],
+    "sweep": ["sweep", "dp", "--target", "dpgd_logreg_digits", "--quick", "--epsilons", "2", "--threats", "white-box",
+              "--runs", "200", "--seed", "6", "--quiet"],
+}
+#: The training chunks of each run with ``RUN_CHUNK = 100``: membership the target, the shadows and 10
+#: reference models in 2; dp 300 runs; inversion the target and the reference model; extraction the
+#: DP-SGD target and its non-private comparison; sweep 200 runs.
+CHUNKS = {"membership": 4, "dp": 3, "inversion": 2, "extraction": 2, "sweep": 2}
+RAY_FLAGS = ["--executor", "ray", "--workers", "2"]
 
 
 def _results(out: Path) -> dict:
@@ -39,25 +52,64 @@ def _log(out: Path) -> str:
     return "".join(p.read_text() for p in out.glob("*/log.txt"))
 
 
+def _run_in_process(root: Path, kinds: tuple[str, ...]) -> None:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(executors, "RUN_CHUNK", 100)
+        for kind in kinds:
+            assert main(KIND_RUNS[kind] + ["--out", str(root / kind)]) == 0, kind
+
+
 @pytest.fixture(scope="module")
 def in_process(tmp_path_factory):
     """Reference results of the membership (4 chunks) and dp (3 chunks) runs in this process."""
     root = tmp_path_factory.mktemp("in-process")
-    assert main(MEMBERSHIP + ["--out", str(root / "membership")]) == 0
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(executors, "RUN_CHUNK", 100)
-        assert main(DP + ["--out", str(root / "dp")]) == 0
+    _run_in_process(root, ("membership", "dp"))
     return root
 
 
-@pytest.mark.parametrize("flags", EXECUTORS)
-def test_same_seed_same_results_on_every_executor(flags, in_process, tmp_path, monkeypatch):
+@pytest.fixture(scope="module")
+def in_process_every_kind(in_process):
+    """The reference results of :func:`in_process` and of the other kinds' runs in this process."""
+    _run_in_process(in_process, ("inversion", "extraction", "sweep"))
+    return in_process
+
+
+@pytest.fixture(scope="module")
+def ray_session():
+    """One local Ray on 2 CPUs for every Ray run of this module, started by an executor held open: the
+    runs' executors find it started, use it and leave it running (audit.executors.RayExecutor), so Ray
+    starts once instead of once per training call."""
+    pytest.importorskip("ray", reason="ray is not installed (pip install 'privacy-audit[ray]')")
+    executor = make_executor("ray", 2)
+    yield executor
+    executor.close()
+
+
+def test_same_seed_same_results_on_a_process_pool(in_process, tmp_path, monkeypatch):
     monkeypatch.setattr(executors, "RUN_CHUNK", 100)  # 300 runs in 3 chunks
-    assert main(MEMBERSHIP + flags + ["--out", str(tmp_path / "membership")]) == 0
-    assert main(DP + flags + ["--out", str(tmp_path / "dp")]) == 0
     for kind in ("membership", "dp"):
+        assert main(KIND_RUNS[kind] + ["--workers", "2", "--out", str(tmp_path / kind)]) == 0
         assert _results(tmp_path / kind) == _results(in_process / kind), kind
     assert "chunk 4 of 4 trained" in _log(tmp_path / "membership")  # target, shadows, 2 of references
+
+
+@pytest.mark.parametrize("kind", list(KIND_RUNS))
+def test_every_kind_same_results_on_ray(kind, ray_session, in_process_every_kind, tmp_path, monkeypatch):
+    """Each kind's small run gives the same results.json (volatile keys aside) with ``--executor ray
+    --workers 2`` as in this process. ``run mechanism`` is not here: it trains no model (it samples the
+    mechanism in this process), so it has no executor."""
+    monkeypatch.setattr(executors, "RUN_CHUNK", 100)
+    on_ray: list[int] = []
+    ray_map = executors.RayExecutor.map
+
+    def counted_map(self, jobs, on_done=None):
+        on_ray.append(len(jobs))
+        return ray_map(self, jobs, on_done)
+
+    monkeypatch.setattr(executors.RayExecutor, "map", counted_map)
+    assert main(KIND_RUNS[kind] + RAY_FLAGS + ["--out", str(tmp_path / kind)]) == 0
+    assert sum(on_ray) == CHUNKS[kind]  # every model was trained by a Ray task
+    assert _results(tmp_path / kind) == _results(in_process_every_kind / kind)
 
 
 def test_a_rerun_reuses_every_chunk(in_process, tmp_path):
@@ -92,7 +144,7 @@ def test_chunk_boundaries_depend_on_the_call_only():
     assert chunk_slices(1, 8) == [slice(0, 1)]
     for n in (1, 7, 8, 9, 256, 1001):
         parts = chunk_slices(n, 8)
-        assert parts[0].start == 0 and parts[-1].stop == n and all(a.stop == b.start for a, b in zip(parts, parts[1:]))
+        assert parts[0].start == 0 and parts[-1].stop == n and all(a.stop == b.start for a, b in pairwise(parts))
         sizes = [p.stop - p.start for p in parts]
         assert max(sizes) <= 8 and max(sizes) - min(sizes) <= 1
 

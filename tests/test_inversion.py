@@ -113,7 +113,7 @@ def test_run_inversion_small_model_beats_chance(tmp_path):
 
 
 def test_run_inversion_rejects_tabular_target(tmp_path):
-    from audit.inversion.runner import image_shape
+    from audit.inversion.measures import image_shape
 
     with pytest.raises(UserError):
         image_shape((30,))

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from audit.dp.dpsgd_setup import _one_step_per_epoch_llr
+from audit.dp.dpsgd_observer import _one_step_per_epoch_llr
 from audit.errors import UserError
 from audit.stats.thresholds import designed_threshold_from_samples
 from audit.testing import assert_private
@@ -160,7 +160,8 @@ def test_crafted_replace_pair_observations():
 
 
 def test_shuffle_as_poisson_is_flagged_and_its_poisson_twin_is_not(tmp_path):
-    from audit.dp.dpsgd_setup import _noise_multiplier, _shuffle_hypothesis_threshold
+    from audit.dp.dpsgd_observer import _shuffle_hypothesis_threshold
+    from audit.dp.dpsgd_setup import _noise_multiplier
     from targets.registry import get_target
 
     target = get_target("dpsgd_control_shuffle_as_poisson")

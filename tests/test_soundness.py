@@ -31,7 +31,7 @@ from scipy import stats
 from audit.dp.game import ALPHA_GRID, audit_runs
 from audit.dp.sweep import sweep_verdict
 from audit.mechanism.runner import mechanism_bounds
-from audit.membership.runner import one_run
+from audit.membership.one_run import one_run
 from audit.stats.lower_bound import VERDICT
 from audit.stats.verdict import Family, compare_with_claim, epsilon_value
 from audit.theory.claims import ApproxDPClaim, GaussianClaim, LaplaceClaim, PureDPClaim, RandomizedResponseClaim

@@ -2,7 +2,8 @@
 
 Modules, bottom up: :mod:`.setup_types` (what a trainer adapter returns), :mod:`.game` (the
 distinguishing game's statistics), :mod:`.canaries` and :mod:`.canary_steps` (canaries and the
-update-level observation), the adapters (:mod:`.dperm_setup`, :mod:`.dpsgd_setup`,
+update-level observation), the adapters (:mod:`.dperm_setup`, :mod:`.dpsgd_setup` with
+:mod:`.dpsgd_observer` (how its runs are trained and scored),
 :mod:`.plugin_blackbox`, :mod:`.plugin_updates`), :mod:`.setup` (which adapter a target takes),
 :mod:`.runner` (the game for any setup, results, report), :mod:`.sweep` and :mod:`.command` (the
 command line).

@@ -27,6 +27,7 @@ from audit.dp.game import audit_runs, fair_coins
 from audit.dp.options import DPOptions
 from audit.dp.setup import build_setup
 from audit.dp.setup_types import DPAuditSetup
+from audit.results_header import accountant, results_header
 from audit.run_context import RunContext
 from audit.stats.thresholds import FixedThreshold
 from targets.plugin_rng import reproducibility_lines
@@ -69,12 +70,12 @@ def _play(ctx: RunContext, setup: DPAuditSetup, runs: int, included: np.ndarray,
     best = None if game["best_lower_bound"] is None else game["best_lower_bound"] | {"attack": attack}
     rows = [[b["method"], b["epsilon"], b["role"], b["confidence"],
              b["details"].get("mu_lb", b["details"].get("mu_step_lb")), b["n"]] for b in bounds]
-    results = {
-        "target_description": setup.description, "dataset": setup.dataset, "model": setup.model,
-        "neighbouring": setup.neighbouring, "delta": setup.delta, "confidence": confidence,
-        "epsilon_theory": game["epsilon_theory"],
-        "accountant": setup.claim.description if setup.claim is not None else None,
-        "params": setup.params, "tradeoff": game["tradeoff"], "lower_bounds": bounds, "best_lower_bound": best,
+    header = results_header(description=setup.description, dataset=setup.dataset, model=setup.model,
+                            neighbouring=setup.neighbouring, delta=setup.delta, confidence=confidence,
+                            epsilon_theory=game["epsilon_theory"], accountant=accountant(setup.claim),
+                            params=setup.params)
+    results = header | {
+        "tradeoff": game["tradeoff"], "lower_bounds": bounds, "best_lower_bound": best,
         "best_estimate": game["best_estimate"], "lower_bound_tradeoff": game["lower_bound_tradeoff"],
         "ceiling": game["ceiling"],
         "attacks": {attack: game["attack_metrics"]},

@@ -22,15 +22,16 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 from tqdm.auto import tqdm
 
 from audit.choices import MECHANISM_DRAWS
 from audit.errors import UserError
+from audit.results_header import accountant, results_header
 from audit.run_context import RunContext
 from audit.stats.metrics import attack_metrics
 from audit.stats.rates import operating_point
@@ -212,14 +213,10 @@ def _audit(ctx: RunContext, opts: MechanismOptions, mech: Mechanism, delta: floa
     pair = mech.pair_claim()
     pair_epsilon = None if pair is None else float(pair.epsilon(delta))
     nominal = mech.nominal_claim
-    results = {
-        "target_description": mech.description,
-        "dataset": None,
-        "neighbouring": mech.neighbouring,
-        "delta": delta,
-        "confidence": opts.confidence,
-        "accountant": claim.description,
-        "params": mech.params() | {"sensitivity": mech.sensitivity},
+    header = results_header(description=mech.description, dataset=None, neighbouring=mech.neighbouring, delta=delta,
+                            confidence=opts.confidence, accountant=accountant(claim),
+                            params=mech.params() | {"sensitivity": mech.sensitivity})
+    results = header | {
         "lower_bounds": bounds,
         "attacks": {ATTACK_NAME: metrics},
         "game": {"draws_per_world": opts.draws, "confidence": opts.confidence,

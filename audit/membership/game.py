@@ -131,6 +131,35 @@ def build_canary_game(data: Dataset, n_train: int, m: int, shadows: int, canary_
     ``references`` LiRA reference models are drawn from a separate random stream, so the target's
     and the shadows' data and coins do not depend on it.
     """
+    _check_game(canary_kind, m, shadows, references)
+    n_test = min(n_test, len(data) // 10)
+    shadow_pool_size = _shadow_pool_size(data, n_train, m, n_test, canary_kind)
+    rng = np.random.default_rng([seed, 7])  # one stream, in this order: split, labels, coins, shadow sets
+    game_data, (test_index, target_natural, target_canaries, shadow_canaries, shadow_pool) = _place_canaries(
+        data, n_train, m, n_test, canary_kind, seed, rng)
+    game_data, population = _with_population(game_data, data, test_index, canary_kind, seed)
+    n = len(game_data)
+
+    target_in = rng.random(m) < 0.5
+    target_mask = np.zeros(n, dtype=bool)
+    target_mask[target_natural] = True
+    target_mask[target_canaries[target_in]] = True
+
+    per_shadow = min(n_train, shadow_pool_size)
+    shadow_in = rng.random((shadows, m)) < 0.5
+    shadow_masks = np.zeros((shadows, n), dtype=bool)
+    for k in range(shadows):
+        shadow_masks[k, rng.choice(shadow_pool, size=per_shadow, replace=False)] = True
+        shadow_masks[k, shadow_canaries[shadow_in[k]]] = True
+    reference_masks, reference_in = _reference_games(references, m, n, shadow_pool, per_shadow, target_canaries,
+                                                     seed)
+    return CanaryGame(game_data, canary_kind, test_index, target_mask, target_canaries, target_in,
+                      shadow_masks, shadow_canaries, shadow_in, reference_masks, reference_in, population, len(data))
+
+
+def _check_game(canary_kind: str, m: int, shadows: int, references: int) -> None:
+    """Raise UserError for a game that cannot be played: an unknown canary kind, fewer than 2 shadow
+    models or canaries, a negative number of reference models."""
     if canary_kind not in MEMBERSHIP_CANARIES:
         raise UserError(f"unknown canary kind {canary_kind!r}; choose one of {', '.join(MEMBERSHIP_CANARIES)}")
     if shadows < 2:
@@ -139,8 +168,12 @@ def build_canary_game(data: Dataset, n_train: int, m: int, shadows: int, canary_
         raise UserError(f"the number of reference models cannot be negative, got {references}")
     if m < 2:
         raise UserError(f"need at least 2 canaries, got {m}")
+
+
+def _shadow_pool_size(data: Dataset, n_train: int, m: int, n_test: int, canary_kind: str) -> int:
+    """The records left for the shadow models' training sets once the test records, the target's
+    training set and (natural canaries) the 2 m canaries are set apart; at least ``n_train // 2``."""
     n = len(data)
-    n_test = min(n_test, n // 10)
     synthetic = canary_kind in SYNTHETIC_CANARIES
     pooled = 0 if synthetic else 2 * m
     shadow_pool_size = n - n_test - n_train - pooled
@@ -152,26 +185,41 @@ def build_canary_game(data: Dataset, n_train: int, m: int, shadows: int, canary_
             + ("" if synthetic else "lower --canaries, use a synthetic --canary kind, ")
             + "or use a larger dataset (--data-dir)"
         )
-    rng = np.random.default_rng([seed, 7])
+    return shadow_pool_size
+
+
+def _place_canaries(data: Dataset, n_train: int, m: int, n_test: int, canary_kind: str, seed: int,
+                    rng: np.random.Generator) -> tuple[Dataset, list[np.ndarray]]:
+    """The game's data and its index sets (test records, the target's natural training records, the
+    target's m canaries, the shadows' m canaries, the shadow pool) from a permutation drawn from ``rng``:
+    synthetic canaries are appended as new rows (the target's, then the shadows'); natural ones are
+    records of ``data``, relabelled by ``rng`` when mislabelled."""
+    n = len(data)
     order = rng.permutation(n)
-    if synthetic:  # the canaries are new rows n .. n + 2m - 1: the target's, then the shadows'
+    if canary_kind in SYNTHETIC_CANARIES:
         test_index, target_natural, shadow_pool = np.split(order, np.cumsum([n_test, n_train]))
         target_canaries, shadow_canaries = n + np.arange(m), n + m + np.arange(m)
         cX, cy = synthetic_canaries(canary_kind, 2 * m, data.shape, data.n_classes, np.random.default_rng([seed, 9]))
         game_data = Dataset(np.concatenate([data.X, cX]), np.concatenate([data.y, cy]).astype(data.y.dtype),
                             data.name, data.n_classes, data.shape, data.source)
-    else:
-        cut = np.cumsum([n_test, n_train, m, m])
-        test_index, target_natural, target_canaries, shadow_canaries, shadow_pool = np.split(order, cut)
-        y = data.y.copy()
-        if canary_kind == "mislabelled":
-            canaries = np.concatenate([target_canaries, shadow_canaries])
-            y[canaries] = mislabel(y[canaries], data.n_classes, rng)
-        game_data = Dataset(data.X, y, data.name, data.n_classes, data.shape, data.source)
-    # RMIA's population, made like the canaries and trained on by no model (its own random stream):
-    # fresh synthetic canaries, or copies of the test images labelled as the canaries are
+        return game_data, [test_index, target_natural, target_canaries, shadow_canaries, shadow_pool]
+    cut = np.cumsum([n_test, n_train, m, m])
+    test_index, target_natural, target_canaries, shadow_canaries, shadow_pool = np.split(order, cut)
+    y = data.y.copy()
+    if canary_kind == "mislabelled":
+        canaries = np.concatenate([target_canaries, shadow_canaries])
+        y[canaries] = mislabel(y[canaries], data.n_classes, rng)
+    game_data = Dataset(data.X, y, data.name, data.n_classes, data.shape, data.source)
+    return game_data, [test_index, target_natural, target_canaries, shadow_canaries, shadow_pool]
+
+
+def _with_population(game_data: Dataset, data: Dataset, test_index: np.ndarray, canary_kind: str,
+                     seed: int) -> tuple[Dataset, np.ndarray]:
+    """``game_data`` with RMIA's population appended, and its rows: made like the canaries and trained on
+    by no model (its own random stream): fresh synthetic canaries, or copies of the test images labelled
+    as the canaries are."""
     pop_rng = np.random.default_rng([seed, 10])
-    if synthetic:
+    if canary_kind in SYNTHETIC_CANARIES:
         pX, py = synthetic_canaries(canary_kind, SYNTHETIC_POPULATION, data.shape, data.n_classes, pop_rng)
     else:
         pX, py = data.X[test_index], data.y[test_index]
@@ -180,28 +228,21 @@ def build_canary_game(data: Dataset, n_train: int, m: int, shadows: int, canary_
     population = len(game_data) + np.arange(len(py))
     game_data = Dataset(np.concatenate([game_data.X, pX]), np.concatenate([game_data.y, py]).astype(data.y.dtype),
                         data.name, data.n_classes, data.shape, data.source)
-    n = len(game_data)
+    return game_data, population
 
-    target_in = rng.random(m) < 0.5
-    target_mask = np.zeros(n, dtype=bool)
-    target_mask[target_natural] = True
-    target_mask[target_canaries[target_in]] = True
 
-    shadow_in = rng.random((shadows, m)) < 0.5
-    shadow_masks = np.zeros((shadows, n), dtype=bool)
-    per_shadow = min(n_train, shadow_pool_size)
-    for k in range(shadows):
-        shadow_masks[k, rng.choice(shadow_pool, size=per_shadow, replace=False)] = True
-        shadow_masks[k, shadow_canaries[shadow_in[k]]] = True
-    reference_masks = reference_in = None
-    if references:
-        ref_rng = np.random.default_rng([seed, 8])
-        reference_in = np.zeros((references, m), dtype=bool)
-        for i in range(m):
-            reference_in[ref_rng.choice(references, size=references // 2, replace=False), i] = True
-        reference_masks = np.zeros((references, n), dtype=bool)
-        for r in range(references):
-            reference_masks[r, ref_rng.choice(shadow_pool, size=per_shadow, replace=False)] = True
-            reference_masks[r, target_canaries[reference_in[r]]] = True
-    return CanaryGame(game_data, canary_kind, test_index, target_mask, target_canaries, target_in,
-                      shadow_masks, shadow_canaries, shadow_in, reference_masks, reference_in, population, len(data))
+def _reference_games(references: int, m: int, n: int, shadow_pool: np.ndarray, per_shadow: int,
+                     target_canaries: np.ndarray, seed: int) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """(masks, coins) of the LiRA/RMIA reference models (None without them), from their own stream: each
+    target canary in exactly half of them, each trained on ``per_shadow`` records of the shadow pool."""
+    if not references:
+        return None, None
+    ref_rng = np.random.default_rng([seed, 8])
+    reference_in = np.zeros((references, m), dtype=bool)
+    for i in range(m):
+        reference_in[ref_rng.choice(references, size=references // 2, replace=False), i] = True
+    reference_masks = np.zeros((references, n), dtype=bool)
+    for r in range(references):
+        reference_masks[r, ref_rng.choice(shadow_pool, size=per_shadow, replace=False)] = True
+        reference_masks[r, target_canaries[reference_in[r]]] = True
+    return reference_masks, reference_in

@@ -25,31 +25,27 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from attacks.lira import resolve_variance
-from attacks.membership import AttackInputs, run_attacks
+from attacks.membership import AttackInputs, AttackScores, run_attacks
 from attacks.names import ATTACKS, LIRA_ATTACKS, REFERENCE_ATTACKS, RMIA_ATTACKS, check_references, expand_attacks
 from audit.choices import DEFAULT_MEMBERSHIP_CANARY
 from audit.executors import TrainingCall
-from audit.membership.game import build_canary_game
-from audit.membership.subjects import membership_subject
+from audit.membership.game import CanaryGame, build_canary_game
+from audit.membership.one_run import choose_guesses, empirical_points, one_run
+from audit.membership.subjects import MembershipSubject, membership_subject
+from audit.results_header import ADD_REMOVE_RECORD, accountant, results_header
 from audit.run_context import RunContext
 from audit.run_options import CommonRunOptions
-from audit.stats.lower_bound import SECONDARY, VERDICT, LowerBound
+from audit.stats.lower_bound import SECONDARY, VERDICT
 from audit.stats.metrics import attack_metrics, dp_advantage_bound
-from audit.stats.one_run import one_run_bound
-from audit.stats.one_run_fdp import fdp_one_run_bound
-from audit.stats.rates import rate_point
 from audit.stats.verdict import Family, compare_with_claim
 from audit.theory.checks import check_confidence
 from targets.plugins import is_plugin_spec
 
-#: One-run methods tried on the calibration games (audit.stats.one_run, audit.stats.one_run_fdp).
-ONE_RUN_METHODS = ("one-run", "one-run-fdp")
-#: Fractions of the m canaries tried as the number of "in" guesses k+ (k- is 0 or k+).
-GUESS_FRACTIONS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5)
 #: The alpha (FPR) grid of the tradeoff curves written to results.json.
 ALPHA_GRID = np.unique(np.concatenate([np.logspace(-5, 0, 181), [1e-3, 1e-2, 0.1, 0.5]]))
 
@@ -74,55 +70,29 @@ class MembershipOptions(CommonRunOptions):
 GAME_SIZES = {"default": (6000, 2, 4), "quick": (200, 3, 4), "plugin": (500, 2, 4)}
 
 
-def one_run(method: str, scores: np.ndarray, members: np.ndarray, k_pos: int, k_neg: int, delta: float,
-            confidence: float, claim_tradeoff=None, role: str = "") -> LowerBound:
-    """The one-run bound of ``method``: ``one-run`` (Steinke et al. 2023, k+ "in" and k- "out"
-    guesses) or ``one-run-fdp`` (Mahloujifar et al. 2025, k+ one-sided guesses; with the claim's
-    tradeoff curve it also tests the claim itself)."""
-    if method == "one-run-fdp":
-        return fdp_one_run_bound(scores, members, k_pos, delta, confidence, claim_tradeoff, role)
-    return one_run_bound(scores, members, k_pos, k_neg, delta, confidence, role)
+class TrainedModels(NamedTuple):
+    """The models of one membership game: the target, the shadow models and (LiRA, RMIA) the
+    reference models (None without a reference attack)."""
 
-
-def choose_guesses(shadow_scores: np.ndarray, shadow_in: np.ndarray, delta: float, confidence: float) -> dict:
-    """The method and guess counts (k+, k-) maximising the mean one-run bound over the calibration
-    games (shadow or reference games, never the target's): every method of :data:`ONE_RUN_METHODS`
-    at every fraction of :data:`GUESS_FRACTIONS`, two-sided guesses for Steinke et al.'s bound."""
-    m = shadow_scores.shape[1]
-    best = None
-    for method in ONE_RUN_METHODS:
-        for frac in GUESS_FRACTIONS:
-            k_pos = max(1, int(round(frac * m)))
-            for k_neg in ((0, k_pos) if method == "one-run" else (0,)):
-                if k_pos + k_neg > m:
-                    continue
-                eps = [one_run(method, s, i, k_pos, k_neg, delta, confidence).epsilon
-                       for s, i in zip(shadow_scores, shadow_in)]
-                mean = float(np.mean(eps))
-                if best is None or mean > best["shadow_mean_epsilon"]:
-                    best = {"method": method, "k_pos": k_pos, "k_neg": k_neg, "shadow_mean_epsilon": mean}
-    return best
-
-
-def empirical_points(scores: np.ndarray, member: np.ndarray, k_pos: int, confidence: float) -> list[dict]:
-    """(FPR, FNR) of the rule "score >= t means member" at a few thresholds, with two-sided
-    Clopper–Pearson intervals: at the chosen k+ guesses and at the top 10% / 50% of scores."""
-    order = np.sort(scores)[::-1]
-    points = []
-    n_pos, n_neg = int(member.sum()), int((~member).sum())
-    for label, k in ((f"top {k_pos} (one-run guesses)", k_pos), ("top 10%", max(1, len(scores) // 10)),
-                     ("top 50%", len(scores) // 2)):
-        threshold = order[k - 1]
-        guess = scores >= threshold
-        fpr, fpr_ci = rate_point(int((guess & ~member).sum()), n_neg, confidence)
-        fnr, fnr_ci = rate_point(int((~guess & member).sum()), n_pos, confidence)
-        points.append({"label": label, "threshold": float(threshold), "fpr": fpr, "fnr": fnr,
-                       "fpr_ci": fpr_ci, "fnr_ci": fnr_ci})
-    return points
+    target: Any
+    shadows: Any
+    references: Any
 
 
 def _accuracy(log_probs: np.ndarray, y: np.ndarray) -> float:
+    """The fraction of records whose most probable class is their label (NaN without records)."""
     return float((log_probs.argmax(axis=-1) == y).mean()) if y.size else float("nan")
+
+
+def game_sizes(opts: MembershipOptions, attack_names: list[str]) -> tuple[int, int, int]:
+    """(canaries m, shadow models, reference models) of the game: the options over the preset of
+    :data:`GAME_SIZES`; no reference models unless an attack needs them."""
+    preset = "quick" if opts.quick else "plugin" if is_plugin_spec(opts.target) else "default"
+    m_default, k_default, r_default = GAME_SIZES[preset]
+    use_references = any(name in REFERENCE_ATTACKS for name in attack_names)
+    references = (opts.references or r_default) if use_references else 0
+    check_references(attack_names, references)
+    return opts.canaries or m_default, opts.shadows or k_default, references
 
 
 def run_membership(opts: MembershipOptions) -> tuple[Path, dict]:
@@ -130,149 +100,162 @@ def run_membership(opts: MembershipOptions) -> tuple[Path, dict]:
     attack_names = expand_attacks(tuple(opts.attacks))
     resolve_variance(opts.lira_variance, 0)  # validates the name
     check_confidence(opts.confidence)
-    preset = "quick" if opts.quick else "plugin" if is_plugin_spec(opts.target) else "default"
-    m_default, k_default, r_default = GAME_SIZES[preset]
-    m = opts.canaries or m_default
-    shadows = opts.shadows or k_default
-    use_references = any(name in REFERENCE_ATTACKS for name in attack_names)
-    references = (opts.references or r_default) if use_references else 0
-    check_references(attack_names, references)
+    m, shadows, references = game_sizes(opts, attack_names)
     t0 = time.perf_counter()
     target = membership_subject(opts, m)
     calibration_s = time.perf_counter() - t0
-    data = target.data
-    game = build_canary_game(data, target.n_train, m, shadows, opts.canary, opts.seed, references=references)
+    game = build_canary_game(target.data, target.n_train, m, shadows, opts.canary, opts.seed, references=references)
     ctx = RunContext(opts.out, "membership", target.name, seed=opts.seed, quiet=opts.quiet, device=opts.device)
-    paths, say, timing = ctx.paths, ctx.say, ctx.timing
-    say(f"run directory: {paths.run_dir}")
+    ctx.say(f"run directory: {ctx.run_dir}")
     with ctx:
-        claim = target.claim
-        timing["calibration_s"] = calibration_s
+        ctx.timing["calibration_s"] = calibration_s
         if target.theory_line is not None:
-            say(target.theory_line)
-
+            ctx.say(target.theory_line)
         # seeds: target, then shadows, then reference models (a prefix of the same stream, so adding
         # reference models leaves the target's and the shadows' seeds unchanged)
         seeds = np.random.SeedSequence(opts.seed).generate_state(1 + shadows + references).tolist()
-        t0 = time.perf_counter()
-        calls = [TrainingCall("target model", game.target_mask[None], seeds[:1]),
-                 TrainingCall(f"{shadows} shadow models", game.shadow_masks, seeds[1:1 + shadows])]
-        if references:
-            calls.append(TrainingCall(f"{references} reference models", game.reference_masks, seeds[1 + shadows:]))
-        # one training call each: adding an attack (and its reference models) reuses the others' cache entries
-        target_params, shadow_params, *rest = target.fit(paths, game, calls)
-        reference_params = rest[0] if references else None
-        timing["training_s"] = time.perf_counter() - t0
-
-        t0 = time.perf_counter()
-        y = game.data.y
-        tc, sc = game.target_canaries, game.shadow_canaries
-        target_lp = target.log_probs(target_params, game.data.X[tc])[0]
-        shadow_lp = target.log_probs(shadow_params, game.data.X[sc])
-        reference_lp = target.log_probs(reference_params, game.data.X[tc]) if references else None
-        population = {}
-        if any(name in RMIA_ATTACKS for name in attack_names):  # RMIA's population: like the canaries, never trained
-            pop_X = game.data.X[game.population]
-            population = {"population_labels": y[game.population],
-                          "population_lp": target.log_probs(target_params, pop_X)[0],
-                          "reference_population_lp": target.log_probs(reference_params, pop_X),
-                          "shadow_population_lp": target.log_probs(shadow_params, pop_X)}
-        natural = np.flatnonzero(game.target_mask & ~np.isin(np.arange(len(y)), tc))
-        eval_index = np.concatenate([game.test_index, natural])
-        eval_lp = target.log_probs(target_params, data.X[eval_index])[0]
-        n_test = game.test_index.shape[0]
-        model_info = {
-            "arch": target.model,
-            "test_accuracy": _accuracy(eval_lp[:n_test], data.y[game.test_index]),
-            "train_accuracy": _accuracy(eval_lp[n_test:], data.y[eval_index[n_test:]]),
-            "canaries_fitted": (float((target_lp.argmax(1) == y[tc])[game.target_in].mean())
-                                if game.target_in.any() else None),
-        }
-
-        inputs = AttackInputs(n_classes=data.n_classes, labels=y[tc], target_lp=target_lp, shadow_labels=y[sc],
-                              shadow_lp=shadow_lp, shadow_in=game.shadow_in, reference_lp=reference_lp,
-                              reference_in=game.reference_in, **population)
-        scored = run_attacks(attack_names, inputs, opts.lira_variance, opts.rmia_a)
-        timing["attacks_s"] = time.perf_counter() - t0
-
-        delta = target.delta
-        epsilon_claim = claim.epsilon(delta) if claim is not None else None
-        adv_bound = dp_advantage_bound(epsilon_claim, delta) if claim is not None else None
-        # the guess counts of every attack, and which attack is primary, are chosen on the calibration
-        # games (never on the target's canary coins), so the primary bound alone decides the verdict
-        guesses = {name: choose_guesses(scored[name].calibration, scored[name].calibration_in, delta, opts.confidence)
-                   for name in attack_names}
-        primary = max(attack_names, key=lambda name: guesses[name]["shadow_mean_epsilon"])
-        family = Family(1, opts.confidence)
-        attacks_out, bounds = {}, []
-        for name in attack_names:
-            sc_ = scored[name]
-            chosen = guesses[name]
-            bound = one_run(chosen["method"], sc_.target, game.target_in, chosen["k_pos"], chosen["k_neg"], delta,
-                            opts.confidence, None if claim is None else claim.tradeoff,
-                            VERDICT if name == primary else SECONDARY)
-            entry = bound.to_dict() | {"attack": name}
-            entry["details"] |= {"guesses_chosen_on": f"{sc_.calibrated_on} (mean bound "
-                                                      f"{chosen['shadow_mean_epsilon']:.3f})"}
-            bounds.append(entry)
-            metrics = attack_metrics(sc_.target, game.target_in, opts.confidence)
-            metrics["empirical_points"] = empirical_points(sc_.target, game.target_in, chosen["k_pos"], opts.confidence)
-            metrics["description"] = ATTACKS[name]
-            metrics["calibrated_on"] = sc_.calibrated_on
-            metrics["primary"] = name == primary
-            metrics["advantage_dp_bound"] = adv_bound
-            metrics["advantage_ci_low_vs_dp_bound"] = (None if adv_bound is None else
-                                                       "below" if metrics["advantage_ci"][0] <= adv_bound else "above")
-            if name in LIRA_ATTACKS:
-                metrics["lira_variance"] = resolve_variance(opts.lira_variance, references)
-            if name in REFERENCE_ATTACKS:
-                metrics["reference_models"] = references
-            metrics |= sc_.parameters
-            attacks_out[name] = metrics
-
-        comparison = compare_with_claim(bounds, claim, delta, ALPHA_GRID, family)
-        params = target.params
-        advantage_table = {
-            "title": "Membership advantage against the DP bound",
-            "columns": ["attack", "AUC", "TPR at 0.1% FPR", "TPR at 1% FPR", "advantage", "advantage interval",
-                        "DP bound on advantage", "interval's lower end vs bound (descriptive)"],
-            "rows": [[name, a["auc"], a["tpr_at_fpr"]["0.001"], a["tpr_at_fpr"]["0.01"], a["advantage"],
-                      a["advantage_ci"],
-                      "none (non-private)" if adv_bound is None else adv_bound,
-                      "n/a" if adv_bound is None else a["advantage_ci_low_vs_dp_bound"]]
-                     for name, a in attacks_out.items()],
-            "caption": "Advantage = max over thresholds of TPR - FPR (Yeom et al. 2018). An (eps, delta)-DP target "
-                       "allows at most (e^eps - 1 + 2 delta)/(e^eps + 1). Descriptive, not a test: the interval "
-                       "(DKW bands, simultaneous over thresholds) assumes independent scores, but the canaries of "
-                       "this one-run game share one trained model, and it is not corrected for the number of "
-                       "attacks; only the primary attack's one-run bound decides the verdict.",
-        }
-        results = {
-            "target_description": target.description,
-            "dataset": data.name,
-            "dataset_source": data.source,
-            "model": model_info,
-            "neighbouring": "add/remove one record",
-            "delta": delta,
-            "confidence": opts.confidence,
-            "primary_attack": primary,
-            "epsilon_theory": comparison["epsilon_theory"],
-            "accountant": claim.description if claim is not None else None,
-            "params": params,
-            "tradeoff": comparison["tradeoff"],
-            "lower_bounds": bounds,
-            "best_lower_bound": comparison["best_lower_bound"],
-            "lower_bound_tradeoff": comparison["lower_bound_tradeoff"],
-            "ceiling": comparison["ceiling"],
-            "attacks": attacks_out,
-            "tables": [advantage_table],
-            "verdict": comparison["verdict"],
-            "game": game.summary(),
-            "quick": opts.quick,
-        }
+        with ctx.stage("training"):
+            models = train_game_models(ctx, target, game, seeds, shadows, references)
+        with ctx.stage("attacks"):
+            inputs, model_info = attack_inputs(target, game, models, attack_names)
+            scored = run_attacks(attack_names, inputs, opts.lira_variance, opts.rmia_a)
+        results = membership_results(opts, target, game, model_info, attack_names, scored, references)
         config_json = {"command": "run membership", "options": asdict(opts), "seeds": seeds} | target.config
         results = ctx.finish(results, config_json)
     return ctx.run_dir, results
+
+
+def train_game_models(ctx: RunContext, target: MembershipSubject, game: CanaryGame, seeds: list[int], shadows: int,
+                      references: int) -> TrainedModels:
+    """Train (or reuse from the cache) the target, the shadow models and the reference models of the
+    game, one training call each, so that adding an attack (and its reference models) reuses the
+    others' cache entries."""
+    calls = [TrainingCall("target model", game.target_mask[None], seeds[:1]),
+             TrainingCall(f"{shadows} shadow models", game.shadow_masks, seeds[1:1 + shadows])]
+    if references:
+        calls.append(TrainingCall(f"{references} reference models", game.reference_masks, seeds[1 + shadows:]))
+    target_params, shadow_params, *rest = target.fit(ctx.paths, game, calls)
+    return TrainedModels(target_params, shadow_params, rest[0] if references else None)
+
+
+def attack_inputs(target: MembershipSubject, game: CanaryGame, models: TrainedModels,
+                  attack_names: list[str]) -> tuple[AttackInputs, dict]:
+    """What the attacks see — every model's log-probabilities on its canaries (and, for RMIA, on a
+    population no model trained on) — and the target model's accuracies for results.json."""
+    y, X = game.data.y, game.data.X
+    tc, sc = game.target_canaries, game.shadow_canaries
+    target_lp = target.log_probs(models.target, X[tc])[0]
+    shadow_lp = target.log_probs(models.shadows, X[sc])
+    reference_lp = target.log_probs(models.references, X[tc]) if models.references is not None else None
+    population = {}
+    if any(name in RMIA_ATTACKS for name in attack_names):  # RMIA's population: like the canaries, never trained
+        pop_X = X[game.population]
+        population = {"population_labels": y[game.population],
+                      "population_lp": target.log_probs(models.target, pop_X)[0],
+                      "reference_population_lp": target.log_probs(models.references, pop_X),
+                      "shadow_population_lp": target.log_probs(models.shadows, pop_X)}
+    model_info = target_model_info(target, game, models.target, target_lp)
+    inputs = AttackInputs(n_classes=target.data.n_classes, labels=y[tc], target_lp=target_lp, shadow_labels=y[sc],
+                          shadow_lp=shadow_lp, shadow_in=game.shadow_in, reference_lp=reference_lp,
+                          reference_in=game.reference_in, **population)
+    return inputs, model_info
+
+
+def target_model_info(target: MembershipSubject, game: CanaryGame, target_params, target_lp: np.ndarray) -> dict:
+    """results.json's ``model``: the architecture, the target's accuracy on the test records and on
+    its natural (non-canary) training records, and the fraction of its member canaries it fits."""
+    data, y, tc = target.data, game.data.y, game.target_canaries
+    natural = np.flatnonzero(game.target_mask & ~np.isin(np.arange(len(y)), tc))
+    eval_index = np.concatenate([game.test_index, natural])
+    eval_lp = target.log_probs(target_params, data.X[eval_index])[0]
+    n_test = game.test_index.shape[0]
+    return {
+        "arch": target.model,
+        "test_accuracy": _accuracy(eval_lp[:n_test], data.y[game.test_index]),
+        "train_accuracy": _accuracy(eval_lp[n_test:], data.y[eval_index[n_test:]]),
+        "canaries_fitted": (float((target_lp.argmax(1) == y[tc])[game.target_in].mean())
+                            if game.target_in.any() else None),
+    }
+
+
+def membership_results(opts: MembershipOptions, target: MembershipSubject, game: CanaryGame, model_info: dict,
+                       attack_names: list[str], scored: dict[str, AttackScores], references: int) -> dict:
+    """results.json of a membership run (before the envelope): each attack's one-run bound and metrics
+    (in the order of ``attack_names``), the primary attack's verdict against the claim, the advantage
+    table and the game."""
+    claim, delta, data = target.claim, target.delta, target.data
+    adv_bound = dp_advantage_bound(claim.epsilon(delta), delta) if claim is not None else None
+    # the guess counts of every attack, and which attack is primary, are chosen on the calibration
+    # games (never on the target's canary coins), so the primary bound alone decides the verdict
+    guesses = {name: choose_guesses(scored[name].calibration, scored[name].calibration_in, delta, opts.confidence)
+               for name in attack_names}
+    primary = max(attack_names, key=lambda name: guesses[name]["shadow_mean_epsilon"])
+    attacks_out, bounds = {}, []
+    for name in attack_names:
+        sc, chosen, is_primary = scored[name], guesses[name], name == primary
+        bounds.append(attack_bound(name, sc, game, chosen, claim, delta, opts.confidence, is_primary))
+        attacks_out[name] = attack_entry(name, sc, game, chosen, opts, adv_bound, references, is_primary)
+    comparison = compare_with_claim(bounds, claim, delta, ALPHA_GRID, Family(1, opts.confidence))
+    header = results_header(
+        description=target.description, dataset=data.name, dataset_source=data.source, model=model_info,
+        neighbouring=ADD_REMOVE_RECORD, delta=delta, confidence=opts.confidence, primary_attack=primary,
+        epsilon_theory=comparison["epsilon_theory"], accountant=accountant(claim), params=target.params)
+    return header | {
+        "tradeoff": comparison["tradeoff"], "lower_bounds": bounds, "best_lower_bound": comparison["best_lower_bound"],
+        "lower_bound_tradeoff": comparison["lower_bound_tradeoff"], "ceiling": comparison["ceiling"],
+        "attacks": attacks_out, "tables": [advantage_table(attacks_out, adv_bound)],
+        "verdict": comparison["verdict"], "game": game.summary(), "quick": opts.quick}
+
+
+def attack_bound(name: str, scores: AttackScores, game: CanaryGame, chosen: dict, claim, delta: float,
+                 confidence: float, primary: bool) -> dict:
+    """The one-run bound of one attack on the target's canaries with the method and guess counts
+    chosen on its calibration games; the primary attack's decides the verdict, the others are secondary."""
+    bound = one_run(chosen["method"], scores.target, game.target_in, chosen["k_pos"], chosen["k_neg"], delta,
+                    confidence, None if claim is None else claim.tradeoff, VERDICT if primary else SECONDARY)
+    entry = bound.to_dict() | {"attack": name}
+    entry["details"] |= {"guesses_chosen_on": f"{scores.calibrated_on} (mean bound "
+                                              f"{chosen['shadow_mean_epsilon']:.3f})"}
+    return entry
+
+
+def attack_entry(name: str, scores: AttackScores, game: CanaryGame, chosen: dict, opts: MembershipOptions,
+                 adv_bound: float | None, references: int, primary: bool) -> dict:
+    """results.json's ``attacks[name]``: AUC, ROC, TPR at low FPR and advantage of one attack on the
+    target (:func:`audit.stats.metrics.attack_metrics`), its empirical operating points, the DP bound
+    on its advantage and its parameters."""
+    metrics = attack_metrics(scores.target, game.target_in, opts.confidence)
+    metrics["empirical_points"] = empirical_points(scores.target, game.target_in, chosen["k_pos"], opts.confidence)
+    metrics["description"] = ATTACKS[name]
+    metrics["calibrated_on"] = scores.calibrated_on
+    metrics["primary"] = primary
+    metrics["advantage_dp_bound"] = adv_bound
+    metrics["advantage_ci_low_vs_dp_bound"] = (None if adv_bound is None else
+                                               "below" if metrics["advantage_ci"][0] <= adv_bound else "above")
+    if name in LIRA_ATTACKS:
+        metrics["lira_variance"] = resolve_variance(opts.lira_variance, references)
+    if name in REFERENCE_ATTACKS:
+        metrics["reference_models"] = references
+    return metrics | scores.parameters
+
+
+def advantage_table(attacks_out: dict, adv_bound: float | None) -> dict:
+    """The table of every attack's membership advantage against the DP bound on it (descriptive)."""
+    return {
+        "title": "Membership advantage against the DP bound",
+        "columns": ["attack", "AUC", "TPR at 0.1% FPR", "TPR at 1% FPR", "advantage", "advantage interval",
+                    "DP bound on advantage", "interval's lower end vs bound (descriptive)"],
+        "rows": [[name, a["auc"], a["tpr_at_fpr"]["0.001"], a["tpr_at_fpr"]["0.01"], a["advantage"],
+                  a["advantage_ci"],
+                  "none (non-private)" if adv_bound is None else adv_bound,
+                  "n/a" if adv_bound is None else a["advantage_ci_low_vs_dp_bound"]]
+                 for name, a in attacks_out.items()],
+        "caption": "Advantage = max over thresholds of TPR - FPR (Yeom et al. 2018). An (eps, delta)-DP target "
+                   "allows at most (e^eps - 1 + 2 delta)/(e^eps + 1). Descriptive, not a test: the interval "
+                   "(DKW bands, simultaneous over thresholds) assumes independent scores, but the canaries of "
+                   "this one-run game share one trained model, and it is not corrected for the number of "
+                   "attacks; only the primary attack's one-run bound decides the verdict.",
+    }
 
 
 def summary_lines(run_dir: Path, results: dict) -> list[str]:

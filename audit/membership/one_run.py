@@ -1,0 +1,66 @@
+"""The one-run statistics of the membership game: the bound of a method at given guess counts
+(:func:`one_run`: Steinke, Nasr, Jagielski 2023; Mahloujifar, Melis, Chaudhuri 2025), the method and
+guess counts chosen on calibration games that never involve the target (:func:`choose_guesses`), and
+the empirical operating points drawn beside the tradeoff curves (:func:`empirical_points`).
+docs/references.md, section "One-run auditing"."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from audit.stats.lower_bound import LowerBound
+from audit.stats.one_run import one_run_bound
+from audit.stats.one_run_fdp import fdp_one_run_bound
+from audit.stats.rates import rate_point
+
+#: One-run methods tried on the calibration games (audit.stats.one_run, audit.stats.one_run_fdp).
+ONE_RUN_METHODS = ("one-run", "one-run-fdp")
+#: Fractions of the m canaries tried as the number of "in" guesses k+ (k- is 0 or k+).
+GUESS_FRACTIONS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5)
+
+
+def one_run(method: str, scores: np.ndarray, members: np.ndarray, k_pos: int, k_neg: int, delta: float,
+            confidence: float, claim_tradeoff=None, role: str = "") -> LowerBound:
+    """The one-run bound of ``method``: ``one-run`` (Steinke et al. 2023, k+ "in" and k- "out"
+    guesses) or ``one-run-fdp`` (Mahloujifar et al. 2025, k+ one-sided guesses; with the claim's
+    tradeoff curve it also tests the claim itself)."""
+    if method == "one-run-fdp":
+        return fdp_one_run_bound(scores, members, k_pos, delta, confidence, claim_tradeoff, role)
+    return one_run_bound(scores, members, k_pos, k_neg, delta, confidence, role)
+
+
+def choose_guesses(shadow_scores: np.ndarray, shadow_in: np.ndarray, delta: float, confidence: float) -> dict:
+    """The method and guess counts (k+, k-) maximising the mean one-run bound over the calibration
+    games (shadow or reference games, never the target's): every method of :data:`ONE_RUN_METHODS`
+    at every fraction of :data:`GUESS_FRACTIONS`, two-sided guesses for Steinke et al.'s bound."""
+    m = shadow_scores.shape[1]
+    best = None
+    for method in ONE_RUN_METHODS:
+        for frac in GUESS_FRACTIONS:
+            k_pos = max(1, int(round(frac * m)))
+            for k_neg in ((0, k_pos) if method == "one-run" else (0,)):
+                if k_pos + k_neg > m:
+                    continue
+                eps = [one_run(method, s, i, k_pos, k_neg, delta, confidence).epsilon
+                       for s, i in zip(shadow_scores, shadow_in, strict=True)]
+                mean = float(np.mean(eps))
+                if best is None or mean > best["shadow_mean_epsilon"]:
+                    best = {"method": method, "k_pos": k_pos, "k_neg": k_neg, "shadow_mean_epsilon": mean}
+    return best
+
+
+def empirical_points(scores: np.ndarray, member: np.ndarray, k_pos: int, confidence: float) -> list[dict]:
+    """(FPR, FNR) of the rule "score >= t means member" at a few thresholds, with two-sided
+    Clopper–Pearson intervals: at the chosen k+ guesses and at the top 10% / 50% of scores."""
+    order = np.sort(scores)[::-1]
+    points = []
+    n_pos, n_neg = int(member.sum()), int((~member).sum())
+    for label, k in ((f"top {k_pos} (one-run guesses)", k_pos), ("top 10%", max(1, len(scores) // 10)),
+                     ("top 50%", len(scores) // 2)):
+        threshold = order[k - 1]
+        guess = scores >= threshold
+        fpr, fpr_ci = rate_point(int((guess & ~member).sum()), n_neg, confidence)
+        fnr, fnr_ci = rate_point(int((~guess & member).sum()), n_pos, confidence)
+        points.append({"label": label, "threshold": float(threshold), "fpr": fpr, "fnr": fnr,
+                       "fpr_ci": fpr_ci, "fnr_ci": fnr_ci})
+    return points

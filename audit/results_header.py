@@ -1,0 +1,64 @@
+"""The header of every results.json: what was audited, on which data, against which claim.
+
+A results.json (audit/schemas/results.schema.json) reads, in this order:
+
+1. the envelope's head, added by :meth:`audit.run_context.RunContext.finish`: ``schema_version``,
+   ``kind``, ``target``, ``seed``;
+2. the header built here by :func:`results_header`: ``target_description``, ``dataset``,
+   ``dataset_source``, ``model``, ``neighbouring``, ``delta``, ``confidence``, ``primary_attack``,
+   ``epsilon_theory``, ``accountant``, ``params`` — each kind writes those it has, always in this
+   order (a mechanism has no model, a sweep only a description, its delta and its confidence);
+3. the kind's own keys: its bounds (or :func:`no_bounds` for the kinds that measure an attack
+   without bounding epsilon: inversion, extraction), ``attacks``, ``verdict``, ``game``,
+   ``tables``, ...;
+4. the envelope's tail, added by ``RunContext.finish``: ``created``, ``host``, ``timing``,
+   ``volatile``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: The neighbouring relation of the audits that add or remove one record of the training set.
+ADD_REMOVE_RECORD = "add/remove one record"
+
+
+class _Omitted:
+    """The type of :data:`OMIT`."""
+
+    def __repr__(self) -> str:
+        return "OMIT"
+
+
+#: Default of the optional header keys: a key left at OMIT is not written.
+OMIT: Any = _Omitted()
+
+
+def results_header(*, description: str, delta: float | None, confidence: float, dataset: Any = OMIT,
+                   dataset_source: Any = OMIT, model: Any = OMIT, neighbouring: Any = OMIT,
+                   primary_attack: Any = OMIT, epsilon_theory: Any = OMIT, accountant: Any = OMIT,
+                   params: Any = OMIT) -> dict:
+    """The header keys of a results.json in their fixed order (see the module docstring), without
+    those left at :data:`OMIT`.
+
+    ``description`` is written as ``target_description``; ``delta`` is the delta the audit reads its
+    epsilons at (None without a claim); ``confidence`` the confidence of the verdict's family;
+    ``epsilon_theory`` the claim's epsilon at ``delta``; ``accountant`` the claim's description
+    (:func:`accountant`); ``params`` the target's parameters as the report shows them."""
+    keys = {"target_description": description, "dataset": dataset, "dataset_source": dataset_source,
+            "model": model, "neighbouring": neighbouring, "delta": delta, "confidence": confidence,
+            "primary_attack": primary_attack, "epsilon_theory": epsilon_theory, "accountant": accountant,
+            "params": params}
+    return {key: value for key, value in keys.items() if value is not OMIT}
+
+
+def accountant(claim: Any) -> str | None:
+    """The ``accountant`` header entry of a privacy claim: its description, None without a claim."""
+    return claim.description if claim is not None else None
+
+
+def no_bounds() -> dict:
+    """The bound keys of a kind that measures an attack without bounding epsilon (inversion,
+    extraction): no tradeoff curve, no lower bound, no membership attack."""
+    return {"tradeoff": None, "lower_bounds": [], "best_lower_bound": None, "lower_bound_tradeoff": None,
+            "attacks": {}}
