@@ -1,0 +1,62 @@
+"""Figures of the reconstruction game: success against kappa with the ReRo bound, and ReRo curves of claims
+(docs/references.md, "Reconstruction robustness")."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import matplotlib
+import numpy as np
+
+from reports.plots import RC_PARAMS, attack_colours, new_figure, save_png
+
+
+def rero_success_plot(points: Sequence[Mapping[str, Any]], curve: Mapping[str, Any] | None, path: str | os.PathLike,
+                      title: str) -> Path:
+    """Success rate of the attack at each ``kappa = 1/n`` with its interval, the non-private twin's beside it,
+    the ReRo bound curve ``1 - f(kappa)`` (``curve``: ``kappa``, ``bound`` arrays; None without a claim) and
+    the baseline ``kappa`` (guessing), on a log kappa axis."""
+    kappa = np.array([p["kappa"] for p in points])
+    with matplotlib.rc_context(RC_PARAMS):
+        fig, ax = new_figure((7.5, 5.0))
+        grid = np.logspace(np.log10(kappa.min()) - 0.3, 0, 200)
+        ax.plot(grid, grid, linestyle=":", color="0.4", label="no output: kappa (guessing)")
+        if curve is not None:
+            ax.plot(curve["kappa"], curve["bound"], color="C3", label="ReRo bound of the claim, 1 - f(kappa)")
+        for key, label, colour, shift in (("success", "attack on the target", "C0", 1.0),
+                                          ("twin_success", "attack on the non-private twin", "C2", 1.12)):
+            if key not in points[0]:
+                continue
+            rate = np.array([p[key] for p in points])
+            ci = np.array([p[f"{key}_ci"] for p in points])
+            ax.errorbar(kappa * shift, rate, yerr=[rate - ci[:, 0], ci[:, 1] - rate], fmt="o", color=colour,
+                        capsize=4, label=f"{label} (Clopper–Pearson, family-wise)")
+        ax.set_xscale("log")
+        ax.set_ylim(0, 1.02)
+        ax.set_xlabel("kappa = 1/n (success without the model, n candidates)")
+        ax.set_ylabel("reconstruction success")
+        ax.grid(True, linewidth=0.4, color="0.85")
+        ax.set_title(title)
+        ax.legend(loc="upper left", fontsize=8)
+        return save_png(fig, path, tight=True)
+
+
+def rero_claims_plot(curves: Sequence[Mapping[str, Any]], path: str | os.PathLike, title: str) -> Path:
+    """ReRo curves ``1 - f(kappa)`` of several claims (``label``, ``kappa``, ``bound``) on a log kappa axis."""
+    colours = attack_colours([str(c["label"]) for c in curves])
+    with matplotlib.rc_context(RC_PARAMS):
+        fig, ax = new_figure((7.5, 5.0))
+        k = np.asarray(curves[0]["kappa"], dtype=np.float64)
+        ax.plot(k, k, linestyle=":", color="0.4", label="no privacy loss: kappa")
+        for c in curves:
+            ax.plot(c["kappa"], c["bound"], color=colours[str(c["label"])], label=str(c["label"]))
+        ax.set_xscale("log")
+        ax.set_ylim(0, 1.02)
+        ax.set_xlabel("kappa (reconstruction success without the output)")
+        ax.set_ylabel("ReRo bound 1 - f(kappa)")
+        ax.grid(True, linewidth=0.4, color="0.85")
+        ax.set_title(title)
+        ax.legend(loc="lower right", fontsize=8)
+        return save_png(fig, path, tight=True)
