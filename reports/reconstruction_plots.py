@@ -39,7 +39,7 @@ def rero_success_plot(points: Sequence[Mapping[str, Any]], curve: Mapping[str, A
         ax.set_ylabel("reconstruction success")
         ax.grid(True, linewidth=0.4, color="0.85")
         ax.set_title(title)
-        ax.legend(loc="upper left", fontsize=8)
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), fontsize=8, frameon=False)
         return save_png(fig, path, tight=True)
 
 

@@ -110,6 +110,8 @@ def run_reconstruction(opts: ReconstructionOptions) -> tuple[Path, dict]:
             "target_description": description, "dataset": dataset,
             "neighbouring": claim.neighbouring if claim is not None else None, "confidence": opts.confidence,
             "accountant": claim.description if claim is not None else None, "params": params,
+            "delta": params["delta"], "epsilon_theory": claim.epsilon(params["delta"]) if claim is not None else None,
+            "lower_bounds": [], "best_lower_bound": None,
             "verdict": verdict(section, claim), "reconstruction": section,
             "figures": [{"file": FIGURE, "title": "Reconstruction success against the ReRo bound",
                          "caption": f"{section['meaning']} Candidates: {info['candidates']}. Adversary sees: "
