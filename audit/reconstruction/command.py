@@ -50,4 +50,5 @@ def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser)
 RUN_KIND = RunKind(name="reconstruction", command="run reconstruction",
                    options="audit.reconstruction.runner:ReconstructionOptions",
                    run="audit.reconstruction.runner:run_reconstruction",
-                   summary="audit.reconstruction.runner:summary_lines", register=register, headline="reconstruction.png")
+                   summary="audit.reconstruction.runner:summary_lines", register=register,
+                   headline="reconstruction.png")

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from audit.errors import UserError
 from audit.stats.rates import cp_lower, cp_upper
 from audit.theory.claims import PrivacyClaim

@@ -29,7 +29,6 @@ from targets.datasets import load_dataset
 from targets.dperm import DPERM, DPERM_TARGETS
 from targets.plugins import is_plugin_spec
 from targets.registry import TARGETS, get_target
-from targets.training import resolve_device
 
 FIGURE = "reconstruction.png"
 THREATS = ("updates", "white-box")
