@@ -1,5 +1,5 @@
-"""Figures of the reconstruction game: success against kappa with the ReRo bound, and ReRo curves of claims
-(docs/references.md, "Reconstruction robustness")."""
+"""Figure of the reconstruction game: success against kappa with the ReRo bound (docs/references.md,
+"Reconstruction robustness")."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 import matplotlib
 import numpy as np
 
-from reports.plots import RC_PARAMS, attack_colours, new_figure, save_png
+from reports.plots import RC_PARAMS, new_figure, save_png
 
 
 def rero_success_plot(points: Sequence[Mapping[str, Any]], curve: Mapping[str, Any] | None, path: str | os.PathLike,
@@ -43,21 +43,3 @@ def rero_success_plot(points: Sequence[Mapping[str, Any]], curve: Mapping[str, A
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), fontsize=8, frameon=False)
         return save_png(fig, path, tight=True)
 
-
-def rero_claims_plot(curves: Sequence[Mapping[str, Any]], path: str | os.PathLike, title: str) -> Path:
-    """ReRo curves ``1 - f(kappa)`` of several claims (``label``, ``kappa``, ``bound``) on a log kappa axis."""
-    colours = attack_colours([str(c["label"]) for c in curves])
-    with matplotlib.rc_context(RC_PARAMS):
-        fig, ax = new_figure((7.5, 5.0))
-        k = np.asarray(curves[0]["kappa"], dtype=np.float64)
-        ax.plot(k, k, linestyle=":", color="0.4", label="no privacy loss: kappa")
-        for c in curves:
-            ax.plot(c["kappa"], c["bound"], color=colours[str(c["label"])], label=str(c["label"]))
-        ax.set_xscale("log")
-        ax.set_ylim(0, 1.02)
-        ax.set_xlabel("kappa (reconstruction success without the output)")
-        ax.set_ylabel("ReRo bound 1 - f(kappa)")
-        ax.grid(True, linewidth=0.4, color="0.85")
-        ax.set_title(title)
-        ax.legend(loc="lower right", fontsize=8)
-        return save_png(fig, path, tight=True)
