@@ -43,3 +43,31 @@ def rero_success_plot(points: Sequence[Mapping[str, Any]], curve: Mapping[str, A
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), fontsize=8, frameon=False)
         return save_png(fig, path, tight=True)
 
+
+
+def rero_curve_plot(curves: Sequence[Mapping[str, Any]], path: str | os.PathLike, title: str) -> Path:
+    """ReRo curves ``1 - f(kappa)`` against the baseline ``kappa`` (``curves``: dicts with ``kappa``, ``bound``,
+    ``label`` and optionally ``style``) beside the no-output line ``kappa``; left panel on a log kappa axis,
+    right panel linear (Hayes, Mahloujifar & Balle 2023; docs/references.md, "Reconstruction robustness")."""
+    with matplotlib.rc_context(RC_PARAMS):
+        fig, (left, right) = new_figure((11.0, 5.0), 1, 2)
+        for ax, log in ((left, True), (right, False)):
+            first = min(float(np.min(c["kappa"])) for c in curves)
+            grid = np.logspace(np.log10(first), 0, 200) if log else np.linspace(0, 1, 200)
+            ax.plot(grid, grid, linestyle=":", color="0.4", label="no output: kappa (guessing)")
+            for i, curve in enumerate(curves):
+                ax.plot(curve["kappa"], curve["bound"], linestyle=curve.get("style", "-"), color=f"C{3 + i}",
+                        linewidth=1.5, label=str(curve["label"]))
+            ax.set_xlabel("kappa (success without the output, 1/n for n candidates)")
+            ax.set_ylabel("largest reconstruction success, 1 - f(kappa)")
+            ax.set_ylim(0, 1.02)
+            ax.grid(True, linewidth=0.4, color="0.85")
+        left.set_xscale("log")
+        left.set_title("ReRo bound (log kappa axis)")
+        right.set_xlim(0, 1)
+        right.set_title("ReRo bound (linear)")
+        fig.suptitle(title)
+        fig.tight_layout()
+        handles, labels = left.get_legend_handles_labels()
+        fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=1, frameon=False)
+        return save_png(fig, path, tight=True)
