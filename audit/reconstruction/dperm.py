@@ -49,13 +49,16 @@ def dperm_round(erm: DPERM, theta_star: np.ndarray, X_others: np.ndarray, y_othe
     return guess == target, error
 
 
-def dperm_games(name: str, erm_for, counts: tuple[int, ...], runs: int, seed: int,
-                twin: bool = True) -> tuple[list[GameResult], dict, DPERM]:
+def dperm_games(name: str, erm_for, counts: tuple[int, ...], runs: int, seed: int, twin: bool = True, *,
+                minimisers: dict[int, np.ndarray] | None = None) -> tuple[list[GameResult], dict, DPERM]:
     """One game per candidate count on DP-ERM target ``name``; ``erm_for(n_records)`` builds the mechanism
-    (its calibration depends on the number of records). Returns the games, a description and the mechanism."""
+    (its calibration depends on the number of records). Returns the games, a description and the mechanism.
+    ``minimisers`` (pool index -> exact minimiser, filled as they are fitted) may be shared by calls with the
+    same ``name``, ``counts``, ``seed`` and regularisation, e.g. an epsilon sweep (the noise scale does not
+    enter the minimiser)."""
     cand_X_all, cand_y_all, X_others, y_others = dperm_data(name, max(counts), seed)
     erm = erm_for(len(X_others) + 1)
-    minimisers: dict[int, np.ndarray] = {}
+    minimisers = {} if minimisers is None else minimisers
     games = []
     for n in counts:
         rng = np.random.default_rng([seed, 73, n])

@@ -16,6 +16,7 @@ docs/references.md, "Reconstruction robustness".
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
@@ -26,7 +27,7 @@ from audit.reconstruction.game import GameResult
 from targets.datasets import Dataset
 from targets.dpsgd_audit import dead_coordinate, param_shapes
 from targets.dpsgd_step import DPSGDStep, TrainConfig
-from targets.reconstruction_runs import train_candidate_runs
+from targets.reconstruction_runs import CandidateRuns, train_candidate_runs
 
 #: Noise scale of the twin's likelihood, in units of the clip norm.
 TWIN_NOISE = 1e-3
@@ -79,10 +80,13 @@ def guesses(runs, candidates: np.ndarray, basis: np.ndarray, config: TrainConfig
 
 def dpsgd_games(data: Dataset, train_index: np.ndarray, config: TrainConfig, counts: tuple[int, ...], runs: int,
                 threat: str, seed: int, device, *, twin: bool = True, step_type: type[DPSGDStep] = DPSGDStep,
-                progress: bool = False) -> tuple[list[GameResult], dict]:
+                progress: bool = False, train: Callable[..., CandidateRuns] = train_candidate_runs,
+                ) -> tuple[list[GameResult], dict]:
     """One game per candidate count: ``runs`` rounds, each a training run of ``config`` with a uniformly drawn
     candidate; the non-private twin (noise 0) on the same rounds when ``twin``. Returns the games and a
-    description of the candidates."""
+    description of the candidates. ``train`` trains the runs, with the arguments of
+    :func:`targets.reconstruction_runs.train_candidate_runs` (the runner passes
+    :func:`audit.executors.cached_candidate_runs` bound to the run's executor and model cache)."""
     shapes = param_shapes(config.arch, data)
     n_params = int(sum(np.prod(s) for s in shapes.values()))
     coords = (np.arange(n_params) if threat == "updates"
@@ -99,9 +103,8 @@ def dpsgd_games(data: Dataset, train_index: np.ndarray, config: TrainConfig, cou
             configs.append((replace(config, noise_multiplier=0.0), TWIN_NOISE * clip))
         wins = []
         for cfg, noise_std in configs:
-            out = train_candidate_runs(data, train_index, cfg, seeds, candidates, chosen,
-                                       basis if threat == "updates" else None, device=device,
-                                       step_type=step_type if cfg is config else DPSGDStep, progress=progress)
+            out = train(data, train_index, cfg, seeds, candidates, chosen, basis if threat == "updates" else None,
+                        device=device, step_type=step_type if cfg is config else DPSGDStep, progress=progress)
             wins.append(int(np.sum(guesses(out, candidates, basis, config, noise_std, threat) == chosen)))
         games.append(GameResult(n, wins[0], runs, wins[1] if twin else None))
     info = {"candidates": "gradient canaries of norm C (the clip norm): " + "; ".join(

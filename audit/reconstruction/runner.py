@@ -12,11 +12,13 @@ Adapters: :mod:`audit.reconstruction.dpsgd` (built-in DP-SGD targets: ``updates`
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
 from audit.errors import UserError
+from audit.executors import cached_candidate_runs
 from audit.reconstruction.dperm import dperm_games
 from audit.reconstruction.dpsgd import dpsgd_games
 from audit.reconstruction.game import bound_meaning, parse_candidate_counts, reconstruction_section, verdict
@@ -57,8 +59,10 @@ def _dpsgd(opts: ReconstructionOptions, counts: tuple[int, ...], runs: int, thre
     train_index = np.random.default_rng([opts.seed, 5]).permutation(len(data))[:target.n_train]
     sigma = target.noise_multiplier()
     config = target.train_config(sigma)
-    games, info = dpsgd_games(data, train_index, config, counts, runs, threat, opts.seed, ctx.device, twin=opts.twin,
-                              progress=not opts.quiet)
+    with opts.make_executor() as executor:  # cached chunks of runs on the run's executor (audit.executors)
+        train = partial(cached_candidate_runs, executor, ctx.cache_dir, log=ctx.say)
+        games, info = dpsgd_games(data, train_index, config, counts, runs, threat, opts.seed, ctx.device,
+                                  twin=opts.twin, progress=not opts.quiet, train=train)
     return games, info, target.claim(sigma), target.description, data.name, target.params(sigma) | {
         "claimed_epsilon": target.epsilon, "delta": target.delta}
 
