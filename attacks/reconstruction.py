@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import integrate, special
+from scipy import integrate, special, stats
 
 from audit.errors import UserError
 from audit.stats.rates import cp_lower, cp_upper
@@ -35,7 +35,8 @@ from audit.stats.rates import cp_lower, cp_upper
 __all__ = ["update_log_likelihoods", "informed_update_guess", "ARRANGEMENTS", "candidate_arrangement",
            "arrangement_success_probability", "GameOutcome", "gaussian_reconstruction_game",
            "dpsgd_reconstruction_game", "logistic_gradients", "missing_record_gradient", "GLMReconstruction",
-           "reconstruct_glm_record", "select_glm_candidate", "GLM_METRICS"]
+           "reconstruct_glm_record", "select_glm_candidate", "GLM_METRICS",
+           "summed_update_log_likelihoods"]
 
 Seed = np.random.Generator | int
 #: Rounds simulated at once by :func:`dpsgd_reconstruction_game`: bounds memory; the draws, made batch by
@@ -376,3 +377,30 @@ def select_glm_candidate(theta: ArrayLike, X_others: ArrayLike, y_others: ArrayL
     step = h_r - coef[:, None] * h_x
     scores = -np.linalg.norm(step, axis=1) / n
     return int(np.argmax(scores)), scores
+
+
+def summed_update_log_likelihoods(total: ArrayLike, candidate_grads: ArrayLike, steps: int, sample_rate: float,
+                                  noise_std: float) -> np.ndarray:
+    """Log-likelihood of each candidate given only the *sum* of its residual updates (white-box access to
+    the final parameters, on coordinates no other record's gradient reaches), up to a common constant.
+
+    ``o = S g(c) + N(0, T s^2 I)`` with ``S ~ Binomial(T, q)`` the steps the target joined [Abadi et al.
+    2016, Alg. 1; Hayes, Mahloujifar, Balle 2023], so the likelihood is
+    ``sum_S Binom(S; T, q) exp((S <o, g> - S^2 ||g||^2 / 2) / (T s^2))`` times a factor common to every
+    candidate (S outside the ``1e-15`` tails of the binomial omitted). ``total``: (k,) or (..., k);
+    ``candidate_grads`` (n_candidates, k). docs/references.md, "Reconstruction robustness".
+    """
+    q, s = _check_rate_noise(sample_rate, noise_std)
+    steps = _whole(steps, "steps", 1)
+    o = np.asarray(total, dtype=np.float64)
+    g = np.asarray(candidate_grads, dtype=np.float64)
+    if g.ndim != 2 or o.shape[-1] != g.shape[1]:
+        raise UserError(f"total must be (..., d) and candidate_grads (n_candidates, d); got {o.shape} and {g.shape}")
+    lo, hi = ((steps, steps) if q == 1.0 else
+              (int(stats.binom.ppf(1e-15, steps, q)), int(stats.binom.isf(1e-15, steps, q))))
+    S = np.arange(lo, hi + 1, dtype=np.float64)
+    log_pmf = stats.binom.logpmf(S, steps, q)
+    inner = o @ g.T  # (..., n)
+    sq = np.sum(g * g, axis=1)
+    z = (S * inner[..., None] - 0.5 * S * S * sq[:, None]) / (steps * s * s) + log_pmf
+    return special.logsumexp(z, axis=-1)

@@ -12,8 +12,8 @@ import importlib.util
 import json
 import struct
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import torch
 from safetensors.torch import load as st_load
@@ -26,7 +26,8 @@ Params = dict[str, torch.Tensor]
 
 #: Modules whose code determines what a training run produces; their source is part of every key.
 TRAINING_MODULES = ("targets.training", "targets.dpsgd_step", "targets.sampling", "targets.models",
-                    "targets.ghost_clipping", "targets.dpsgd_audit", "audit.executors")
+                    "targets.ghost_clipping", "targets.dpsgd_audit", "targets.reconstruction_runs",
+                    "targets.dpsgd_controls", "audit.executors")
 
 
 def code_fingerprint() -> str:

@@ -1,16 +1,16 @@
 """Where the training chunks of an audit run: in this process, on a local process pool, or on Ray.
 
 A runner's training call (the target, the shadow and reference models of ``run membership``, the
-runs of ``run dp`` and of each audit of ``sweep dp``) is cut into chunks of models whose
-boundaries depend only on the call (:func:`chunk_slices`), never on the executor or the number of
-workers. Each chunk is one entry of the content-addressed model cache (:mod:`audit.cache`), keyed
-by everything that determines its models plus the trainer's code fingerprint, and a picklable
-:class:`Job` (a module-level function and its arguments) that any process importing the project
-can run. :func:`run_chunks` loads the chunks that exist, runs the missing ones on the executor,
-stores them and returns them in order: a rerun, or a run interrupted halfway, trains only what is
-missing. Every model keeps its own random streams and a chunk is trained by the same code on every
-executor, so the same seed gives the same models — bit for bit, since the training thread policy
-never changes results (:mod:`targets.threads`; tests/test_executors.py).
+runs of ``run dp`` and of each audit of ``sweep dp``, the candidate runs of ``run reconstruction``) is
+cut into chunks of models whose boundaries depend only on the call (:func:`chunk_slices`), never on the
+executor or the number of workers. Each chunk is one entry of the content-addressed model cache
+(:mod:`audit.cache`), keyed by everything that determines its models plus the trainer's code
+fingerprint, and a picklable :class:`Job` (a module-level function and its arguments) that any
+process importing the project can run. :func:`run_chunks` loads the chunks that exist, runs the
+missing ones on the executor, stores them and returns them in order: a rerun, or a run interrupted
+halfway, trains only what is missing. Every model keeps its own random streams and a chunk is
+trained by the same code on every executor, so the same seed gives the same models — bit for bit,
+since the training thread policy never changes results (:mod:`targets.threads`; tests/test_executors.py).
 
 Executors (:func:`make_executor`):
 
@@ -33,9 +33,10 @@ import concurrent.futures
 import hashlib
 import multiprocessing
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -45,6 +46,8 @@ import targets
 from audit.cache import cache_key, entry_path, load_entry, save_entry
 from audit.errors import UserError
 from targets.dpsgd_audit import AuditRuns, train_audit_runs
+from targets.dpsgd_step import DPSGDStep
+from targets.reconstruction_runs import CandidateRuns, train_candidate_runs
 from targets.threads import usable_cpus
 from targets.training import train_models
 
@@ -75,7 +78,7 @@ def chunk_slices(n: int, max_size: int) -> list[slice]:
     bounds = [0]
     for i in range(count):
         bounds.append(bounds[-1] + base + (i < extra))
-    return [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+    return [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]
 
 
 class Executor:
@@ -98,7 +101,7 @@ class Executor:
     def close(self) -> None:
         """Release workers (nothing to do in-process)."""
 
-    def __enter__(self) -> "Executor":
+    def __enter__(self) -> Executor:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -290,6 +293,14 @@ def train_cached_models(executor: Executor, cache_dir: Path, data, config, calls
 RUN_CHUNK = 500
 
 
+def _digest(*arrays) -> str:
+    """SHA-256 of the arrays' bytes, in order (a cache-key field)."""
+    h = hashlib.sha256()
+    for a in arrays:
+        h.update(np.ascontiguousarray(a).tobytes())
+    return h.hexdigest()
+
+
 def _audit_runs_chunk(**kwargs) -> dict:
     """:func:`targets.dpsgd_audit.train_audit_runs` as a dict of tensors (a cache entry)."""
 
@@ -312,24 +323,18 @@ def cached_audit_runs(executor: Executor, cache_dir: Path, data, train_index, co
 
 
 
-    def digest(*arrays) -> str:
-        h = hashlib.sha256()
-        for a in arrays:
-            h.update(np.ascontiguousarray(a).tobytes())
-        return h.hexdigest()
-
     included = np.asarray(included, dtype=bool)
-    canary = (digest(np.asarray(grad_canary, dtype=np.float32)) if grad_canary is not None else
-              digest(np.asarray(input_canary[0], dtype=np.float32), np.int64(input_canary[1])))
+    canary = (_digest(np.asarray(grad_canary, dtype=np.float32)) if grad_canary is not None else
+              _digest(np.asarray(input_canary[0], dtype=np.float32), np.int64(input_canary[1])))
     common = {"kind": "dp audit runs", "dataset": data.name, "source": data.source, "config": config.to_dict(),
-              "data": digest(data.X, data.y), "train_index": digest(np.asarray(train_index, dtype=np.int64)),
+              "data": _digest(data.X, data.y), "train_index": _digest(np.asarray(train_index, dtype=np.int64)),
               "canary": canary, "canary_type": "gradient" if grad_canary is not None else "input",
               "observe": observe, "replace_pair": replace_pair, "device": torch.device(device).type,
-              "init": None if init is None else digest(*(init[k].detach().cpu().numpy() for k in sorted(init)))}
+              "init": None if init is None else _digest(*(init[k].detach().cpu().numpy() for k in sorted(init)))}
     chunks = []
     for part in chunk_slices(len(seeds), chunk_runs or RUN_CHUNK):
         seeds_part = [int(s) for s in seeds[part]]
-        payload = common | {"seeds": seeds_part, "included": digest(included[part])}
+        payload = common | {"seeds": seeds_part, "included": _digest(included[part])}
         chunks.append((payload, Job(_audit_runs_chunk, dict(
             data=data, train_index=train_index, config=config, seeds=seeds_part, included=included[part],
             grad_canary=grad_canary, input_canary=input_canary, observe=observe, device=device,
@@ -342,3 +347,48 @@ def cached_audit_runs(executor: Executor, cache_dir: Path, data, train_index, co
     return AuditRuns(torch.cat([r["initial"] for r in results]), torch.cat([r["final"] for r in results]), step_obs,
                      torch.cat([r["canary_steps"] for r in results]).numpy(),
                      subtracted_known=bool(results[0]["subtracted_known"][0]))
+
+
+#: Runs per chunk of the reconstruction game (hundreds of runs per candidate count: a few chunks per worker).
+CANDIDATE_CHUNK = 100
+
+
+def _candidate_runs_chunk(**kwargs) -> dict:
+    """:func:`targets.reconstruction_runs.train_candidate_runs` as a dict of tensors (a cache entry)."""
+    runs = train_candidate_runs(**kwargs)
+    out = {"initial": runs.initial, "final": runs.final, "joined": torch.as_tensor(runs.joined)}
+    if runs.residuals is not None:
+        out["residuals"] = torch.as_tensor(runs.residuals)
+    return out
+
+
+def cached_candidate_runs(executor: Executor, cache_dir: Path, data, train_index, config, seeds: Sequence[int],
+                          candidates, chosen, basis, *, device="cpu", step_type: type[DPSGDStep] = DPSGDStep,
+                          progress: bool = False, log: Callable[[str], None] | None = None,
+                          chunk_runs: int | None = None) -> CandidateRuns:
+    """:func:`targets.reconstruction_runs.train_candidate_runs` in chunks of at most ``chunk_runs`` runs on
+    ``executor`` (default :data:`CANDIDATE_CHUNK`), each reused from or stored in the model cache
+    (:func:`run_chunks`); the same arguments, the same :class:`targets.reconstruction_runs.CandidateRuns`
+    (a run depends only on its seed and its candidate, so the chunking never changes a result)."""
+    chosen = np.asarray(chosen, dtype=np.int64)
+    cand = np.asarray(candidates, dtype=np.float32)
+    common = {"kind": "reconstruction candidate runs", "dataset": data.name, "source": data.source,
+              "config": config.to_dict(), "data": _digest(data.X, data.y),
+              "train_index": _digest(np.asarray(train_index, dtype=np.int64)), "candidates": _digest(cand),
+              "basis": None if basis is None else _digest(np.asarray(basis, dtype=np.float32)),
+              "step": f"{step_type.__module__}.{step_type.__qualname__}", "device": torch.device(device).type}
+    chunks = []
+    for part in chunk_slices(len(seeds), chunk_runs or CANDIDATE_CHUNK):
+        seeds_part = [int(s) for s in seeds[part]]
+        payload = common | {"seeds": seeds_part, "chosen": _digest(chosen[part])}
+        chunks.append((payload, Job(_candidate_runs_chunk, dict(
+            data=data, train_index=train_index, config=config, seeds=seeds_part, candidates=candidates,
+            chosen=chosen[part], basis=basis, device=device, step_type=step_type,
+            progress=progress and executor.in_process))))
+    results, reused = run_chunks(executor, cache_dir, chunks, log, "reconstruction runs")
+    if log is not None:
+        log(f"reconstruction runs: {len(seeds)} runs in {len(chunks)} chunk(s): {sum(reused)} from the cache, "
+            f"{len(chunks) - sum(reused)} trained on {executor.description}")
+    residuals = torch.cat([r["residuals"] for r in results]).numpy() if "residuals" in results[0] else None
+    return CandidateRuns(torch.cat([r["initial"] for r in results]), torch.cat([r["final"] for r in results]),
+                         residuals, torch.cat([r["joined"] for r in results]).numpy())

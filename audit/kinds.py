@@ -15,7 +15,8 @@ from typing import Any, Callable
 
 #: The command modules of every audit kind, each exposing ``RUN_KIND``.
 KIND_COMMANDS = ("audit.dp.command", "audit.extraction.command", "audit.inversion.command",
-                 "audit.mechanism.command", "audit.membership.command", "audit.commands.sweep")
+                 "audit.mechanism.command", "audit.membership.command", "audit.reconstruction.command",
+                 "audit.commands.sweep")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -53,7 +53,7 @@ def _trained_use(name: str) -> TargetUse:
     dirac = target.arch in ("logreg", "mlp")  # a first-layer weight on an always-zero input feature
     canaries = tuple(c for c in DP_CANARIES if dirac or c != "dirac")
     canary = "dirac-replace" if target.sampling == "shuffle" else "dirac" if dirac else "gradient"
-    kinds = ("membership", "dp", "sweep", "inversion") + extraction + ("bound",)
+    kinds = ("membership", "dp", "sweep", "inversion") + extraction + ("reconstruction", "bound")
     return TargetUse("trained", target.description, kinds, THREATS, canaries, "updates", canary)
 
 
@@ -104,7 +104,7 @@ def target_use(name: str) -> TargetUse:
     if family == "trained":
         return _trained_use(name)
     if family == "dp-erm":
-        return _dperm_use(name, description, ("mechanism", "dp", "sweep", "extraction", "bound"))
+        return _dperm_use(name, description, ("mechanism", "dp", "sweep", "extraction", "reconstruction", "bound"))
     return TargetUse(family, description, ("mechanism", "bound"))
 
 

@@ -18,6 +18,7 @@ import numpy as np
 from audit.errors import UserError
 from audit.theory.checks import check_delta, check_epsilon
 from audit.theory.claims import PURE_DP_DELTA, PrivacyClaim
+from audit.theory.rero import rero_bound
 from audit.theory.tradeoff import default_alpha_grid, implied_gdp_mu
 from targets.broken_mechanisms import BROKEN_MECHANISMS, make_broken
 from targets.dperm import DPERM_TARGETS, make_dperm
@@ -29,6 +30,8 @@ from targets.registry import TARGETS, get_target
 FAMILIES = ("trained", "mechanism", "dp-erm", "control", "plugin")
 #: FPR values every reported tradeoff curve contains exactly.
 REQUIRED_ALPHAS = (1e-3, 1e-2, 0.1)
+#: Baselines kappa (1/n for n = 1000, 100, 10, 2 candidates) every reported ReRo curve contains exactly.
+REQUIRED_KAPPAS = (1e-3, 1e-2, 0.1, 0.5)
 
 
 @dataclass(frozen=True)
@@ -54,7 +57,17 @@ class TargetTheory:
             return []
         a = tradeoff_alphas() if alpha is None else np.asarray(alpha, dtype=np.float64)
         beta = np.asarray(self.claim.tradeoff(a), dtype=np.float64)
-        return [[float(x), float(y)] for x, y in zip(a, beta)]
+        return [[float(x), float(y)] for x, y in zip(a, beta, strict=True)]
+
+    def rero_pairs(self, kappa: np.ndarray | None = None) -> list[list[float]]:
+        """``[[kappa, 1 - f(kappa)], ...]``: the ReRo bound of the claim (:func:`audit.theory.rero.rero_bound`;
+        Hayes, Mahloujifar, Balle 2023; docs/references.md, "Reconstruction robustness") on a grid holding
+        ``REQUIRED_KAPPAS``."""
+        if self.claim is None:
+            return []
+        k = rero_kappas() if kappa is None else np.asarray(kappa, dtype=np.float64)
+        bound = np.asarray(rero_bound(self.claim, k), dtype=np.float64)
+        return [[float(x), float(y)] for x, y in zip(k, bound, strict=True)]
 
     def gdp_summary(self) -> tuple[float, str] | None:
         """(mu, how it was obtained) of a Gaussian-DP summary of the claim, or None (see :func:`gdp_summary`)."""
@@ -83,6 +96,12 @@ def gdp_summary(claim: PrivacyClaim) -> tuple[float, str]:
 def tradeoff_alphas() -> np.ndarray:
     """The alpha grid of reported tradeoff curves (log-spaced low FPR, linear above)."""
     return np.unique(np.concatenate([default_alpha_grid(201), REQUIRED_ALPHAS]))
+
+
+def rero_kappas() -> np.ndarray:
+    """The kappa grid of reported ReRo curves: log-spaced from 1e-4 to 1 and linear above 0.02, holding
+    ``REQUIRED_KAPPAS``."""
+    return np.unique(np.concatenate([np.logspace(-4, 0, 81), np.linspace(0.02, 1, 50), REQUIRED_KAPPAS]))
 
 
 def catalogue() -> dict[str, tuple[str, str]]:

@@ -7,7 +7,8 @@ Reads ``results.json`` only and returns text and table cells already formatted
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from reports.formatting import format_interval, format_table, format_value
 
@@ -152,6 +153,15 @@ def _extraction_sentences(results: Results) -> list[str]:
             f"({format_value(ext.get('d'))} features).", text]
 
 
+def _reconstruction_sentences(results: Results) -> list[str]:
+    rec = results.get("reconstruction") or {}
+    who = f"{results.get('target')} ({results.get('target_description')})"
+    verdict = results.get("verdict") or {}
+    return [f"What was audited: how often an informed adversary ({rec.get('threat')} access) identifies one "
+            f"training record of {who} among n equally likely candidates, against the claim's ReRo bound.",
+            f"What was found: {verdict.get('status')} — {verdict.get('text')}. {rec.get('meaning', '')}".rstrip()]
+
+
 def headline_sentences(results: Results) -> list[str]:
     """The two plain sentences that open a report of ``results``."""
     kind = results.get("kind")
@@ -161,6 +171,8 @@ def headline_sentences(results: Results) -> list[str]:
         return _inversion_sentences(results)
     if kind == "extraction":
         return _extraction_sentences(results)
+    if kind == "reconstruction":
+        return _reconstruction_sentences(results)
     return _claim_sentences(results)
 
 
@@ -177,7 +189,7 @@ def _bound_text(bound: Mapping[str, Any]) -> str:
 def attack_table(results: Results) -> dict | None:
     """The one compact table of attacks: ``{"title", "columns", "rows", "caption"}`` (cells formatted)."""
     kind = results.get("kind")
-    if kind in ("sweep", "inversion", "extraction"):
+    if kind in ("sweep", "inversion", "extraction", "reconstruction"):
         tables = [t for t in results.get("tables") or [] if isinstance(t, Mapping)]
         return format_table(tables[0]) if tables else None
     attacks = {n: a for n, a in (results.get("attacks") or {}).items() if isinstance(a, Mapping)}

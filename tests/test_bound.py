@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import re
 
 import matplotlib.image as mpimg
 import numpy as np
 import pytest
+from scipy import stats
 
 from audit.cli import main
-from audit.target_theory import REQUIRED_ALPHAS, catalogue, theory_for
+from audit.target_theory import REQUIRED_ALPHAS, REQUIRED_KAPPAS, catalogue, theory_for
 from audit.theory.claims import LaplaceClaim, PureDPClaim
 from audit.theory.gaussian import gaussian_tradeoff
 from audit.theory.tradeoff import implied_gdp_mu
@@ -80,3 +82,29 @@ def test_implied_gdp_mu_is_the_tightest_dominated_gaussian():
         assert np.any(gaussian_tradeoff(alpha, mu * 0.99) > f + 1e-9)
     # Laplace(eps) is closer to Gaussian than (eps, 0)-DP: its implied mu is smaller.
     assert implied_gdp_mu(LaplaceClaim(1.0)) < implied_gdp_mu(PureDPClaim(1.0))
+
+
+@pytest.mark.parametrize("name", DP_TARGETS)
+def test_bound_json_rero_curve_for_every_dp_target(name, capsys):
+    # the ReRo bound 1 - f(kappa) (Hayes, Mahloujifar & Balle 2023): between kappa and 1, non-decreasing
+    pairs = np.array(_bound_json(capsys, "--target", name)["rero"])
+    kappa, bound = pairs[:, 0], pairs[:, 1]
+    assert set(REQUIRED_KAPPAS) <= set(kappa.tolist())
+    assert np.all(np.diff(kappa) > 0) and np.all(np.diff(bound) >= -1e-9)
+    assert np.all(bound >= kappa - 1e-12) and np.all(bound <= 1.0)
+
+
+@pytest.mark.parametrize("name", ["gaussian_analytic", "gaussian_classic", "dperm_digits"])
+def test_bound_rero_of_gaussian_claims_is_the_closed_form(name, tmp_path, capsys):
+    # mu-GDP: 1 - G_mu(kappa) = Phi(Phi^-1(kappa) + mu) (Kaissis et al. 2023), in the JSON and the text output
+    mu = theory_for(name).claim.mu
+    out = _bound_json(capsys, "--target", name)
+    kappa, bound = np.array(out["rero"]).T
+    np.testing.assert_allclose(bound, stats.norm.cdf(stats.norm.ppf(kappa) + mu), rtol=0, atol=1e-9)
+    assert main(["bound", "--target", name, "--out", str(tmp_path)]) == 0
+    text = capsys.readouterr().out
+    printed = dict((float(k), float(b)) for k, b in re.findall(r"kappa = (\S+)\s+success <= (\S+)", text))
+    assert set(printed) == set(REQUIRED_KAPPAS)
+    for k, b in printed.items():
+        assert abs(b - stats.norm.cdf(stats.norm.ppf(k) + mu)) <= 1e-9
+    assert (tmp_path / f"bound-{name}-rero.png").stat().st_size > 10_000
