@@ -24,9 +24,11 @@ from pathlib import Path
 import numpy as np
 
 from audit.dp.game import audit_runs, fair_coins
+from audit.dp.one_run_game import run_one_run
 from audit.dp.options import DPOptions
 from audit.dp.setup import build_setup
 from audit.dp.setup_types import DPAuditSetup
+from audit.errors import UserError
 from audit.run_context import RunContext
 from audit.stats.thresholds import FixedThreshold
 from targets.plugin_rng import reproducibility_lines
@@ -100,7 +102,12 @@ def _play(ctx: RunContext, setup: DPAuditSetup, runs: int, included: np.ndarray,
 
 
 def run_dp(opts: DPOptions) -> tuple[Path, dict]:
-    """Build the setup for ``opts.target`` and play the game; returns (run directory, results)."""
+    """Build the setup for ``opts.target`` and play the game; returns (run directory, results). With
+    ``opts.one_run``: one training with gradient canaries (:func:`audit.dp.one_run_game.run_one_run`)."""
+    if opts.one_run:
+        return run_one_run(opts)
+    if opts.canaries is not None:
+        raise UserError("--canaries M applies to --one-run")
     setup = build_setup(opts)
     runs = opts.runs or setup.default_runs
     chosen = replace(opts, threat=setup.threat, canary=setup.canary["kind"])  # config.json records the defaults taken
