@@ -16,8 +16,9 @@ from __future__ import annotations
 import base64
 import io
 import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import jinja2
 import matplotlib

@@ -30,7 +30,8 @@ estimate of the mechanism run.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 

@@ -85,18 +85,21 @@ def _check_options(opts: DPOptions) -> str:
     return threat
 
 
-def _design(opts: DPOptions, mech: CanaryMechanism, delta: float, capacity: int, n_params: int,
-            threat: str) -> OneRunDesign:
+def _check_canaries(opts: DPOptions, capacity: int, n_params: int, threat: str) -> None:
+    """``--canaries`` within what the model holds (one line, before anything is written)."""
+    if opts.canaries is not None and opts.canaries > capacity:
+        raise UserError(f"--canaries {opts.canaries} is more than {opts.target}'s model holds under the {threat} "
+                        f"threat: at most {capacity} ({n_params} coordinates for Dirac canaries, then random "
+                        f"directions while their cross-talk stays below a quarter of the noise)")
+    if opts.canaries is not None and opts.canaries < 2:
+        raise UserError("--canaries must be at least 2")
+
+
+def _design(opts: DPOptions, mech: CanaryMechanism, delta: float, n_params: int) -> OneRunDesign:
     """The number of canaries and the guess counts, from the claim and the seed alone."""
     sims = DESIGN_SIMULATIONS // 2 if opts.quick else DESIGN_SIMULATIONS
     rng = np.random.default_rng([opts.seed, 61])
     if opts.canaries is not None:
-        if opts.canaries > capacity:
-            raise UserError(f"--canaries {opts.canaries} is more than {opts.target}'s model holds under the {threat} "
-                            f"threat: at most {capacity} ({n_params} coordinates for Dirac canaries, then random "
-                            f"directions while their cross-talk stays below a quarter of the noise)")
-        if opts.canaries < 2:
-            raise UserError("--canaries must be at least 2")
         return choose_one_run_design(mech, opts.canaries, delta, opts.confidence, rng, simulations=sims)
     cap = min(n_params, QUICK_MAX_CANARIES if opts.quick else DEFAULT_MAX_CANARIES)
     return default_canary_count(mech, delta, opts.confidence, rng, cap, simulations=sims // 2).design
@@ -134,10 +137,11 @@ def run_one_run(opts: DPOptions) -> tuple[Path, dict]:
     train_index = perm[:target.n_train]
     n_params = int(sum(np.prod(s) for s in param_shapes(target.arch, data).values()))
     capacity = canary_capacity(n_params, config.sample_rate, sigma)
+    _check_canaries(opts, capacity, n_params, threat)
     ctx = RunContext(opts.out, "dp", target.name, seed=opts.seed, quiet=opts.quiet)
     with ctx:
         with ctx.stage("design"):
-            design = _design(opts, mech, target.delta, capacity, n_params, threat)
+            design = _design(opts, mech, target.delta, n_params)
         m = design.canaries
         model_seed = int(np.random.SeedSequence([opts.seed, 23]).generate_state(1)[0])
         canaries, cinfo = _canaries(opts, data, train_index, target.arch, n_params, m, model_seed)

@@ -4,8 +4,9 @@ every adapter and the runner, so that adapters never import the runner."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
