@@ -16,9 +16,8 @@ from __future__ import annotations
 import base64
 import io
 import math
-from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 import jinja2
 import matplotlib

@@ -4,8 +4,7 @@ lists and objects as readable text — never a raw Python or JSON dump."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from typing import Any
+from typing import Any, Mapping
 
 #: Lists longer than this are summarised (count and range) instead of listed.
 MAX_LISTED = 6

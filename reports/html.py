@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import jinja2
 

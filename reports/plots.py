@@ -18,9 +18,8 @@ from __future__ import annotations
 import io
 import math
 import os
-from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Mapping, Sequence
 
 import matplotlib
 import numpy as np

@@ -7,8 +7,7 @@ Reads ``results.json`` only and returns text and table cells already formatted
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from typing import Any, Mapping
 
 from reports.formatting import format_interval, format_table, format_value
 

@@ -30,8 +30,7 @@ estimate of the mechanism run.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 

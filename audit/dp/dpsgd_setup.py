@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import functools
 import sys
-from collections.abc import Callable
 from dataclasses import replace
+from typing import Callable
 
 import numpy as np
 import torch

@@ -4,9 +4,8 @@ every adapter and the runner, so that adapters never import the runner."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
