@@ -95,9 +95,8 @@ def _run(*args: str, out: Path) -> subprocess.CompletedProcess:
 
 def test_one_run_end_to_end(tmp_path):
     """One training of dpsgd_audit_logreg_digits with gradient canaries: results blocks and report."""
-    proc = _run("--target", "dpsgd_audit_logreg_digits", "--one-run", "--quick", "--canaries", "400", out=tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    (run_dir,) = [p.parent for p in tmp_path.glob("*/results.json")]
+    run_dir, _ = run_dp(DPOptions(target="dpsgd_audit_logreg_digits", out=str(tmp_path), one_run=True, quick=True,
+                                  canaries=400, quiet=True))
     results = json.loads((run_dir / "results.json").read_text())
     validate_results(results)
     assert results["kind"] == "dp" and results["game"]["one_run"] is True and results["game"]["trainings"] == 1
