@@ -167,6 +167,7 @@ def one_run_sentences(results: Results) -> list[str]:
     expected = one.get("expected_perfect") or {}
     design = one.get("design") or {}
     canary = game.get("canary") if isinstance(game.get("canary"), Mapping) else {}
+    observation = game.get("observation") if isinstance(game.get("observation"), Mapping) else {}
     return [
         f"One run of your training: {format_value(one.get('canaries'))} gradient canaries "
         f"({format_value(one.get('included'))} in by their fair coins; {canary.get('directions', '')}), each joining "
@@ -182,7 +183,8 @@ def one_run_sentences(results: Results) -> list[str]:
         f"the claimed mechanism on {format_value(expected.get('games'))} games simulated under the claim.",
         f"How the guess count was chosen: {design.get('rule', '—')} ({format_value(design.get('simulations'))} "
         f"simulated games of the claimed q, σ, T; never the audited coins or scores).",
-    ]
+    ] + ([f"This threat sees {observation['sees']}; it cannot see {observation['cannot_see']}."]
+         if observation.get("sees") else [])
 
 
 def headline_sentences(results: Results) -> list[str]:

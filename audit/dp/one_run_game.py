@@ -177,6 +177,11 @@ def _results(target, data, opts: DPOptions, threat: str, stats: dict, scores: np
                              "total parameter change projected on the canary direction, units of lr C / B"),
                    "canary_joins_mean_in": float(run.joins[inc].mean()) if inc.any() else None,
                    "capacity": capacity,
+                   "sees": ("the noise the step adds, the sampling rate and step count it runs, hence an accounting "
+                            "that does not match them" + ("" if threat == "updates" else
+                                                          ", through the final parameters only")),
+                   "cannot_see": ("a clipping mistake: gradient canaries have norm C and join after the per-example "
+                                  "clipping (input canaries of the many-run `run dp` pass through it)"),
                    "guess_counts": ("chosen for the updates threat's perfect attack" if threat == "white-box"
                                     else "chosen for the perfect attack of this threat")}
     return {
