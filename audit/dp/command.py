@@ -36,6 +36,13 @@ def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser)
     parser.add_argument("--threat", default=None, choices=THREATS,
                         help="what the adversary sees: black-box (final model's loss), white-box (final "
                              "parameters), updates (every intermediate update); default: the target's (below)")
+    parser.add_argument("--one-run", action="store_true",
+                        help="audit ONE training run: M gradient canaries, each in by its own fair coin and joining "
+                             "every step like one more Poisson-sampled record; threats updates (default) and "
+                             "white-box; the one-run black-box game of a built-in target is `run membership`")
+    parser.add_argument("--canaries", type=positive_int, default=None, metavar="M",
+                        help="--one-run: number of gradient canaries (default: chosen by simulating the claim, at "
+                             "most 20000 and the model's parameter count; --quick: 2000)")
     dpsgd_start_options(parser)
     parser.set_defaults(func=execute)
 

@@ -16,6 +16,8 @@ class DPOptions(CommonRunOptions):
     threat: str | None = None
     init: str = "random"
     calibration_runs: int = 0
+    one_run: bool = False  # one training with M gradient canaries (audit.dp.one_run_game)
+    canaries: int | None = None  # None: by simulating the claim (audit.stats.one_run_design.default_canary_count)
 
 
 @dataclass(frozen=True)

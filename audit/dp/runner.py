@@ -24,10 +24,12 @@ from pathlib import Path
 import numpy as np
 
 from audit.dp.game import audit_runs, fair_coins
+from audit.dp.one_run_game import run_one_run
 from audit.dp.options import DPOptions
 from audit.dp.setup import build_setup
 from audit.dp.setup_types import DPAuditSetup
 from audit.results_header import accountant, results_header
+from audit.errors import UserError
 from audit.run_context import RunContext
 from audit.stats.thresholds import FixedThreshold
 from targets.plugin_rng import reproducibility_lines
@@ -101,7 +103,12 @@ def _play(ctx: RunContext, setup: DPAuditSetup, runs: int, included: np.ndarray,
 
 
 def run_dp(opts: DPOptions) -> tuple[Path, dict]:
-    """Build the setup for ``opts.target`` and play the game; returns (run directory, results)."""
+    """Build the setup for ``opts.target`` and play the game; returns (run directory, results). With
+    ``opts.one_run``: one training with gradient canaries (:func:`audit.dp.one_run_game.run_one_run`)."""
+    if opts.one_run:
+        return run_one_run(opts)
+    if opts.canaries is not None:
+        raise UserError("--canaries M applies to --one-run")
     setup = build_setup(opts)
     runs = opts.runs or setup.default_runs
     chosen = replace(opts, threat=setup.threat, canary=setup.canary["kind"])  # config.json records the defaults taken
@@ -119,5 +126,10 @@ def summary_lines(run_dir: Path, results: dict) -> list[str]:
         what = (f"epsilon >= {eps:.3f}" if isinstance(eps, (int, float)) else
                 f"mu >= {b['details']['mu_lb']:.3f} (no epsilon at delta 0)" if eps is None else f"epsilon >= {eps}")
         lines.append(f"bound:     {b['method']:<18} {what} ({b['statement']})")
+    one = results.get("one_run")
+    if one:
+        lines.append(f"one run:   {one['canaries']} {results['game']['canary_kind']} canaries in one training, "
+                     f"{one['k_pos']} 'in' guesses, {one['correct']} right; a perfect attack could reach "
+                     f"epsilon >= {one['expected_perfect']['mean']:.3f} with this M; ceiling {one['ceiling']:.3f}")
     lines.append(f"verdict:   {results['verdict']['status']}: {results['verdict']['text']}")
     return lines + reproducibility_lines(results)
