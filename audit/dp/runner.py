@@ -28,8 +28,8 @@ from audit.dp.one_run_game import run_one_run
 from audit.dp.options import DPOptions
 from audit.dp.setup import build_setup
 from audit.dp.setup_types import DPAuditSetup
-from audit.results_header import accountant, results_header
 from audit.errors import UserError
+from audit.results_header import accountant, results_header
 from audit.run_context import RunContext
 from audit.stats.thresholds import FixedThreshold
 from targets.plugin_rng import reproducibility_lines
