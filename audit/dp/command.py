@@ -36,6 +36,11 @@ def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser)
     parser.add_argument("--threat", default=None, choices=THREATS,
                         help="what the adversary sees: black-box (final model's loss), white-box (final "
                              "parameters), updates (every intermediate update); default: the target's (below)")
+    parser.add_argument("--check-config", action="store_true",
+                        help="trainer plugins: only the accounting check, in seconds — read the DP-SGD the code runs "
+                             "(steps, Poisson rate, clip, noise, which records each step held) in three trainings "
+                             "(twice on the dataset, once with one more record), its epsilon by the PLD accountant "
+                             "against the claim; a violation exits 1 with --fail-above-claim")
     dpsgd_start_options(parser)
     parser.set_defaults(func=execute)
 

@@ -16,6 +16,7 @@ class DPOptions(CommonRunOptions):
     threat: str | None = None
     init: str = "random"
     calibration_runs: int = 0
+    check_config: bool = False  # the accounting check of a trainer plugin alone (audit.dp.plugin_config)
 
 
 @dataclass(frozen=True)

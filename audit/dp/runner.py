@@ -25,8 +25,10 @@ import numpy as np
 
 from audit.dp.game import audit_runs, fair_coins
 from audit.dp.options import DPOptions
+from audit.dp.plugin_config import run_check_config
 from audit.dp.setup import build_setup
 from audit.dp.setup_types import DPAuditSetup
+from audit.plugins.accounting import check_lines
 from audit.run_context import RunContext
 from audit.stats.thresholds import FixedThreshold
 from targets.plugin_rng import reproducibility_lines
@@ -100,7 +102,10 @@ def _play(ctx: RunContext, setup: DPAuditSetup, runs: int, included: np.ndarray,
 
 
 def run_dp(opts: DPOptions) -> tuple[Path, dict]:
-    """Build the setup for ``opts.target`` and play the game; returns (run directory, results)."""
+    """Build the setup for ``opts.target`` and play the game; returns (run directory, results).
+    ``opts.check_config``: the accounting check of a trainer plugin alone (:mod:`audit.dp.plugin_config`)."""
+    if opts.check_config:
+        return run_check_config(opts)
     setup = build_setup(opts)
     runs = opts.runs or setup.default_runs
     chosen = replace(opts, threat=setup.threat, canary=setup.canary["kind"])  # config.json records the defaults taken
@@ -110,7 +115,8 @@ def run_dp(opts: DPOptions) -> tuple[Path, dict]:
 def summary_lines(run_dir: Path, results: dict) -> list[str]:
     """Lines printed after a run."""
     theory = results["epsilon_theory"]
-    lines = [f"report:    {run_dir / 'report.html'}",
+    lines = check_lines(results["config_check"]) if results.get("config_check") else []
+    lines += [f"report:    {run_dir / 'report.html'}",
              f"theory:    epsilon = {theory:.3f} at delta = {results['delta']:g}" if theory is not None
              else "theory:    no claim"]
     for b in results["lower_bounds"]:
