@@ -18,6 +18,7 @@ A plugin target (e.g. a black-box ``train(X, y, seed) -> predict_proba``) only n
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -104,12 +105,15 @@ def _play(ctx: RunContext, setup: DPAuditSetup, runs: int, included: np.ndarray,
 def run_dp(opts: DPOptions) -> tuple[Path, dict]:
     """Build the setup for ``opts.target`` and play the game; returns (run directory, results).
     ``opts.check_config``: the accounting check of a trainer plugin alone (:mod:`audit.dp.plugin_config`)."""
-    if opts.check_config:
-        return run_check_config(opts)
-    setup = build_setup(opts)
-    runs = opts.runs or setup.default_runs
-    chosen = replace(opts, threat=setup.threat, canary=setup.canary["kind"])  # config.json records the defaults taken
-    return play(setup, runs, opts.seed, opts.confidence, opts.out, opts.quiet, {"options": asdict(chosen)})
+    with warnings.catch_warnings():
+        if opts.quiet:  # -q silences the warnings of the user's libraries (Opacus, torch) too
+            warnings.simplefilter("ignore")
+        if opts.check_config:
+            return run_check_config(opts)
+        setup = build_setup(opts)
+        runs = opts.runs or setup.default_runs
+        chosen = replace(opts, threat=setup.threat, canary=setup.canary["kind"])  # config.json records the defaults
+        return play(setup, runs, opts.seed, opts.confidence, opts.out, opts.quiet, {"options": asdict(chosen)})
 
 
 def summary_lines(run_dir: Path, results: dict) -> list[str]:
