@@ -26,7 +26,7 @@ from audit.io import atomic_write_text
 from audit.kinds import kind_of
 from reports import plots
 from reports.formatting import flat_rows, format_interval, format_table, format_value
-from reports.summary import attack_table, headline_sentences
+from reports.summary import attack_table, headline_sentences, one_run_sentences
 
 #: File names of the plots inside a run directory.
 ROC_PNG = "roc.png"
@@ -164,9 +164,9 @@ def _headline_name(results: Mapping[str, Any]) -> str | None:
 
 
 def _section(title: str, *, figures: list | None = None, tables: list | None = None, rows: list | None = None,
-             paragraphs: list | None = None) -> dict:
+             paragraphs: list | None = None, open: bool = False) -> dict:
     return {"title": title, "figures": figures or [], "tables": tables or [], "rows": rows or [],
-            "paragraphs": [p for p in paragraphs or [] if p]}
+            "paragraphs": [p for p in paragraphs or [] if p], "open": open}
 
 
 def _bounds_table(results: Mapping[str, Any]) -> dict | None:
@@ -224,6 +224,9 @@ def build_context(results: Mapping[str, Any], config: Mapping[str, Any] | None, 
     more = [f for f in figures if f is not headline]
     if more:
         sections.append(_section("More figures", figures=more))
+    one_run = one_run_sentences(results)
+    if one_run:
+        sections.insert(0, _section("One run of your training", paragraphs=one_run, open=True))
     bounds = _bounds_table(results)
     theory = results.get("epsilon_theory")
     sections.append(_section("Verdict and bounds", tables=[t for t in [bounds] if t], paragraphs=[

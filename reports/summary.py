@@ -31,6 +31,10 @@ def _game_phrase(results: Results) -> str:
         return (f"{format_value(game.get('canaries'))} {game.get('canary_kind', '')} canaries, each included by a "
                 f"fair coin, attacked by {len(attacks)} membership attack{'s' if len(attacks) != 1 else ''} "
                 f"(primary: {results.get('primary_attack', '—')})")
+    if kind == "dp" and game.get("one_run"):
+        return (f"one run of your training with {format_value(game.get('canaries'))} {game.get('canary_kind')} "
+                f"gradient canaries, each included by its own fair coin, observed under the {game.get('threat')} "
+                f"threat model")
     if kind == "dp":
         observation = game.get("observation") if isinstance(game.get("observation"), Mapping) else {}
         params = results.get("params") if isinstance(results.get("params"), Mapping) else {}
@@ -150,6 +154,35 @@ def _extraction_sentences(results: Results) -> list[str]:
         text += f" For this DP model, {post}."
     return [f"What was audited: stealing {who} through its prediction API "
             f"({format_value(ext.get('d'))} features).", text]
+
+
+def one_run_sentences(results: Results) -> list[str]:
+    """The paragraphs of a one-run audit's section: canaries, guesses right, bound, ceiling and what a
+    perfect attack could reach with this many canaries (``results["one_run"]``)."""
+    one = results.get("one_run") if isinstance(results.get("one_run"), Mapping) else None
+    if not one:
+        return []
+    game = results.get("game") or {}
+    best = results.get("best_lower_bound") or {}
+    expected = one.get("expected_perfect") or {}
+    design = one.get("design") or {}
+    canary = game.get("canary") if isinstance(game.get("canary"), Mapping) else {}
+    return [
+        f"One run of your training: {format_value(one.get('canaries'))} gradient canaries "
+        f"({format_value(one.get('included'))} in by their fair coins; {canary.get('directions', '')}), each joining "
+        f"every step like one more Poisson-sampled record, clipped to C. The audit trained "
+        f"{format_value(game.get('trainings', 1))} model.",
+        f"Guesses: 'in' for the {format_value(one.get('k_pos'))} highest scores, {format_value(one.get('correct'))} "
+        f"right. Bound: ε ≥ {_eps(best.get('epsilon'))} (f-DP one-run test, "
+        f"{_percent(best.get('family_confidence'))} confidence); the same guesses "
+        f"{'reject' if one.get('claim_rejected') else 'do not reject'} the claim's own tradeoff curve. Ceiling: "
+        f"ε ≥ {_eps(one.get('ceiling'))} if every guess were right.",
+        f"What a perfect attack could reach with this M: ε ≥ {_eps(expected.get('mean'))} on average (sd "
+        f"{_eps(expected.get('sd'))}, 5–95% {format_interval(expected.get('range_5_95'))}) — the likelihood ratio of "
+        f"the claimed mechanism on {format_value(expected.get('games'))} games simulated under the claim.",
+        f"How the guess count was chosen: {design.get('rule', '—')} ({format_value(design.get('simulations'))} "
+        f"simulated games of the claimed q, σ, T; never the audited coins or scores).",
+    ]
 
 
 def headline_sentences(results: Results) -> list[str]:

@@ -25,8 +25,9 @@ result does not depend on which or how many models are trained with it.
 Audits instrument this step through a :class:`StepHook` (canaries, per-step observation) instead
 of re-implementing it: a hook may add clipped examples before the noise
 (:meth:`StepHook.extra_examples`), supply the per-example gradients of the data rows
-(:meth:`StepHook.data_gradients`, the crafted replace-one dataset) and observe the noisy sum
-(:meth:`StepHook.observe`). Without a hook the step does nothing beyond DP-SGD.
+(:meth:`StepHook.data_gradients`, the crafted replace-one dataset), see the data rows' clipped sum
+(:meth:`StepHook.data_sum`) and observe the noisy sum (:meth:`StepHook.observe`). Without a hook the
+step does nothing beyond DP-SGD.
 
 On CUDA the data stay on the device, batch indices travel from pinned host memory without
 blocking, and the step never waits for the GPU (no ``.item()`` or host copies).
@@ -34,8 +35,8 @@ blocking, and the step never waits for the GPU (no ``.item()`` or host copies).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -149,12 +150,15 @@ class ExtraExamples:
     ``grads``: their per-example gradients (R, K, ...), clipped by the step like every other
     example's; ``weight`` (R, K): 1 where the example joins this step, else 0; ``data_weight``
     (R, B), optional: replaces the batch's weights (e.g. a permutation slot the canary holds is no
-    data row).
+    data row). ``presummed`` (R, ...), optional, instead of ``grads``: the sum of the joining
+    examples when their gradients are fixed vectors of norm at most C (gradient canaries), which the
+    per-example clipping leaves unchanged — thousands of one-run canaries are added as one sum.
     """
 
-    grads: Params
-    weight: torch.Tensor
+    grads: Params | None
+    weight: torch.Tensor | None
     data_weight: torch.Tensor | None = None
+    presummed: Params | None = None
 
 
 class StepHook:
@@ -180,6 +184,10 @@ class StepHook:
     def data_gradients(self, params: Params, index: torch.Tensor) -> Params:
         """Per-example gradients (R, b, ...) of the data rows ``index`` (R, b), used instead of the model's."""
         raise NotImplementedError
+
+    def data_sum(self, t: int, summed: Params) -> None:
+        """Step ``t``'s clipped sum of the data rows alone (before the extra examples and the noise):
+        what an instrumented auditor knows (the one-run ``updates`` threat subtracts it)."""
 
     def observe(self, t: int, batch: Batch, noisy_sum: Params, params: Params) -> None:
         """After the noise of step ``t``: ``noisy_sum`` is the noisy clipped sum that moves ``params`` (theta_t)."""
@@ -285,8 +293,11 @@ class DPSGDStep:
         extra = self.hook.extra_examples(self.t, batch, self.params) if self.hook is not None else None
         weight = batch.weight if extra is None or extra.data_weight is None else extra.data_weight
         summed = self.clipped_sum(self.params, batch.index, weight)
+        if self.hook is not None:
+            self.hook.data_sum(self.t, summed)
         if extra is not None:
-            part = clipped_sum(extra.grads, extra.weight, float(self.config.clip_norm))
+            part = (extra.presummed if extra.grads is None else
+                    clipped_sum(extra.grads, extra.weight, float(self.config.clip_norm)))
             summed = {k: summed[k] + part[k] for k in summed}
         return summed
 

@@ -41,6 +41,13 @@ def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser)
                              "(steps, Poisson rate, clip, noise, which records each step held) in three trainings "
                              "(twice on the dataset, once with one more record), its epsilon by the PLD accountant "
                              "against the claim; a violation exits 1 with --fail-above-claim")
+    parser.add_argument("--one-run", action="store_true",
+                        help="audit ONE training run: M gradient canaries, each in by its own fair coin and joining "
+                             "every step like one more Poisson-sampled record; threats updates (default) and "
+                             "white-box; the one-run black-box game of a built-in target is `run membership`")
+    parser.add_argument("--canaries", type=positive_int, default=None, metavar="M",
+                        help="--one-run: number of gradient canaries (default: chosen by simulating the claim, at "
+                             "most 20000 and the model's parameter count; --quick: 2000)")
     dpsgd_start_options(parser)
     parser.set_defaults(func=execute)
 

@@ -25,10 +25,12 @@ from pathlib import Path
 import numpy as np
 
 from audit.dp.game import audit_runs, fair_coins
+from audit.dp.one_run_game import run_one_run
 from audit.dp.options import DPOptions
 from audit.dp.plugin_config import run_check_config
 from audit.dp.setup import build_setup
 from audit.dp.setup_types import DPAuditSetup
+from audit.errors import UserError
 from audit.plugins.accounting import check_lines
 from audit.run_context import RunContext
 from audit.stats.thresholds import FixedThreshold
@@ -104,12 +106,17 @@ def _play(ctx: RunContext, setup: DPAuditSetup, runs: int, included: np.ndarray,
 
 def run_dp(opts: DPOptions) -> tuple[Path, dict]:
     """Build the setup for ``opts.target`` and play the game; returns (run directory, results).
-    ``opts.check_config``: the accounting check of a trainer plugin alone (:mod:`audit.dp.plugin_config`)."""
+    ``opts.check_config``: the accounting check of a trainer plugin alone (:mod:`audit.dp.plugin_config`);
+    ``opts.one_run``: one training with gradient canaries (:func:`audit.dp.one_run_game.run_one_run`)."""
     with warnings.catch_warnings():
         if opts.quiet:  # -q silences the warnings of the user's libraries (Opacus, torch) too
             warnings.simplefilter("ignore")
         if opts.check_config:
             return run_check_config(opts)
+        if opts.one_run:
+            return run_one_run(opts)
+        if opts.canaries is not None:
+            raise UserError("--canaries M applies to --one-run")
         setup = build_setup(opts)
         runs = opts.runs or setup.default_runs
         chosen = replace(opts, threat=setup.threat, canary=setup.canary["kind"])  # config.json records the defaults

@@ -1,0 +1,112 @@
+"""The statistics of a one-run DP-SGD audit: M canaries of one training run, each in by its own fair
+coin, one score each -> the results.json blocks of ``run dp --one-run`` (built-in targets,
+:mod:`audit.dp.one_run_game`, and trainer plugins alike).
+
+Rows, fixed before the scores are seen (the guess counts come from :class:`audit.stats.one_run_design.
+OneRunDesign`, chosen by simulating the claimed mechanism, never from the audited coins or scores):
+
+* ``one-run-fdp`` (role verdict, the family's one member, so it is computed at the family's
+  confidence): Mahloujifar, Melis, Chaudhuri 2025's f-DP test of the guesses "in" for the ``k_pos``
+  highest scores, read as the largest rejected (eps, delta) — a valid bound; the same guesses test
+  the claim's own tradeoff curve (``claim_rejected``: a valid violation at the same confidence, and
+  implied by the bound exceeding the claim's epsilon, so the verdict's event is one test).
+* ``one-run`` (role secondary): Steinke, Nasr, Jagielski 2023's p-value of the same guesses, valid
+  at its own confidence. Kept outside the family: on the same one-sided guesses the two tests are
+  within a few percent of each other (Steinke's ahead by up to ~1% at small M, the f-DP test ahead
+  at large M, where Steinke's ``2 m delta`` term bites), so a family of two (each at 97.5%) costs
+  more than its second member can win: on 20 games simulated under the claimed DP-SGD of
+  dpsgd_logreg_mnist (q 0.1707, T 88) the f-DP row alone at 95% averaged 0.83/1.89/3.73 at eps
+  2/4/8 (M 7,850/7,850/20,000) against 0.74/1.80/3.60 for the better of the two at 97.5%, and was
+  at least as large in every game.
+* ``one-run-fdp-gdp`` (estimate): the largest mu-GDP null the guesses reject (mu rigorous), its
+  epsilon at delta read off a Gaussian tradeoff.
+
+Sources: docs/references.md, "One-run auditing".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from audit.dp.game import ALPHA_GRID
+from audit.errors import UserError
+from audit.stats.lower_bound import ESTIMATE, SECONDARY, VERDICT, LowerBound
+from audit.stats.one_run import one_run_bound
+from audit.stats.one_run_design import OneRunDesign
+from audit.stats.one_run_fdp import FDP_GDP_ASSUMPTION, fdp_one_run_bound
+from audit.stats.rates import as_scores_members
+from audit.stats.verdict import Family, compare_with_claim
+from audit.theory.checks import check_confidence, check_delta
+from audit.theory.claims import PrivacyClaim
+
+__all__ = ["one_run_results", "one_run_rows"]
+
+
+def one_run_rows(scores: np.ndarray, included: np.ndarray, claim: PrivacyClaim | None, delta: float,
+                 family: Family, design: OneRunDesign) -> list[LowerBound]:
+    """The three rows of the module docstring (f-DP verdict row at the family's member confidence)."""
+    fdp = fdp_one_run_bound(scores, included, design.k_pos, delta, family.member_confidence,
+                            None if claim is None else claim.tradeoff, VERDICT)
+    steinke = one_run_bound(scores, included, design.k_pos, design.k_neg, delta, family.confidence, SECONDARY)
+    gdp = LowerBound("one-run-fdp-gdp", fdp.details["epsilon_gdp"], family.member_confidence, fdp.n, False,
+                     {"mu_lb": fdp.details["mu_lb"], "k": fdp.details["k"], "v": fdp.details["v"],
+                      "assumption": FDP_GDP_ASSUMPTION}, ESTIMATE)
+    return [fdp, steinke, gdp]
+
+
+def _check(scores: np.ndarray, included: np.ndarray, delta: float, confidence: float,
+           design: OneRunDesign) -> tuple[np.ndarray, np.ndarray]:
+    s, inc = as_scores_members(scores, included)
+    check_delta(delta)
+    check_confidence(confidence)
+    if design.method != "fdp" or design.k_neg:
+        raise UserError(f"the one-run verdict is the f-DP test of one-sided guesses; the design is {design.method} "
+                        f"with k_neg {design.k_neg}: choose it with method='fdp'")
+    if s.size != design.canaries:
+        raise UserError(f"the design is for {design.canaries} canaries but {s.size} scores were given")
+    if not np.all(np.isfinite(s)):
+        raise UserError("one-run canary scores must be finite numbers")
+    return s, inc
+
+
+def one_run_results(scores: np.ndarray, included: np.ndarray, claim: PrivacyClaim | None, delta: float,
+                    confidence: float, design: OneRunDesign) -> dict[str, Any]:
+    """The results.json blocks of a one-run audit: ``lower_bounds``, ``best_lower_bound``, ``ceiling``,
+    ``verdict`` (:func:`audit.stats.verdict.compare_with_claim`), ``epsilon_theory``, ``tradeoff``,
+    ``lower_bound_tradeoff``, ``family``, ``best_estimate`` and ``one_run``.
+
+    ``scores`` (M,): one score per canary, higher = "in" (any fixed function of what the threat
+    model shows); ``included`` (M,): the canaries' fair coins; ``claim``: the claimed mechanism
+    (None: no claim); ``confidence``: family-wise, of the verdict (one member: the f-DP row);
+    ``design``: the guess counts, fixed before the training by simulating the claim
+    (:func:`audit.stats.one_run_design.choose_one_run_design`, ``method="fdp"``).
+
+    ``one_run``: canaries, included, k_pos, k_neg, correct (right "in" guesses), design (how the
+    guess counts were chosen), expected_perfect (mean, sd, median, 5%-95% range of the f-DP bound a
+    perfect LLR attack reaches with this M under the claim, from the design's simulations) and the
+    ceiling (every guess right). Sources: docs/references.md, "One-run auditing".
+    """
+    s, inc = _check(scores, included, delta, confidence, design)
+    family = Family(1, confidence)
+    rows = one_run_rows(s, inc, claim, delta, family, design)
+    bounds = [b.to_dict() for b in rows]
+    comparison = compare_with_claim(bounds, claim, delta, ALPHA_GRID, family)
+    fdp = rows[0].details
+    one_run = {
+        "canaries": int(s.size), "included": int(inc.sum()), "k_pos": design.k_pos, "k_neg": design.k_neg,
+        "correct": int(fdp["v"]), "claim_rejected": fdp.get("claim_rejected"),
+        "design": design.to_dict(),
+        "expected_perfect": {"mean": design.expected_epsilon, "sd": design.epsilon_sd,
+                             "median": design.epsilon_median, "range_5_95": list(design.epsilon_range),
+                             "games": design.evaluations,
+                             "text": (f"a perfect attack (the likelihood ratio of the claimed mechanism) with these "
+                                      f"{s.size} canaries and {design.k_pos} guesses reaches epsilon >= "
+                                      f"{design.expected_epsilon:.3g} on average (sd {design.epsilon_sd:.2g}, over "
+                                      f"{design.evaluations} games simulated under the claim)")},
+        "ceiling": float(fdp["ceiling"]),
+    }
+    estimate = max((b for b in bounds if b["epsilon"] is not None), key=lambda b: float(b["epsilon"]), default=None)
+    return comparison | {"lower_bounds": bounds, "family": {"size": family.size, "confidence": confidence},
+                         "best_estimate": estimate, "one_run": one_run}

@@ -1,0 +1,223 @@
+"""``run dp --one-run`` for the project's DP-SGD targets: ONE training run of the target on its training
+data plus M gradient canaries (:mod:`targets.one_run_canaries`), each in by its own fair coin, scored
+under the ``updates`` or ``white-box`` threat model, bounded by :func:`audit.dp.one_run.one_run_results`.
+
+Fixed before the training, from the claim and the seed alone (never the audited coins or scores):
+the number of canaries (``--canaries``, or :func:`audit.stats.one_run_design.default_canary_count`
+capped by the Dirac coordinates the model has and :data:`DEFAULT_MAX_CANARIES`) and the guess counts
+(:func:`audit.stats.one_run_design.choose_one_run_design`, simulating the claimed q, sigma, T).
+
+Scores: ``updates`` — the likelihood ratio of each canary's T per-step observations under the claimed
+mechanism (:func:`audit.stats.one_run_design.dpsgd_canary_llr`; random directions read their
+cross-talk as extra Gaussian noise, :func:`targets.one_run_canaries.crosstalk_variance` — an
+approximation of the score only, every bound stays valid); ``white-box`` — the total change of the
+parameters projected on each canary direction, in units of ``lr C / B`` (the summed updates' projection).
+The ``black-box`` one-run game of a built-in target is ``run membership`` (input canaries in the data,
+scored on the final model). Sources: docs/references.md, "One-run auditing".
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+
+from audit.dp.one_run import one_run_results
+from audit.dp.options import DPOptions
+from audit.errors import UserError
+from audit.run_context import RunContext
+from audit.stats.metrics import attack_metrics
+from audit.stats.one_run_design import (
+    CanaryMechanism,
+    OneRunDesign,
+    choose_one_run_design,
+    default_canary_count,
+    dpsgd_canary_llr,
+)
+from audit.theory.dpsgd import calibrate_noise_multiplier
+from targets.datasets import load_dataset
+from targets.dpsgd_audit import param_shapes
+from targets.one_run_canaries import (
+    OneRunCanaries,
+    crosstalk_variance,
+    quiet_coordinates,
+    random_direction_capacity,
+    train_one_run,
+)
+from targets.registry import get_target
+from targets.training import resolve_device
+
+__all__ = ["run_one_run", "ONE_RUN_THREATS", "DEFAULT_MAX_CANARIES", "canary_capacity"]
+
+#: The threats the one-run game of a built-in target gives (black-box: ``run membership``).
+ONE_RUN_THREATS = ("updates", "white-box")
+#: The default number of canaries never exceeds this (simulation and scoring time; the expected bound
+#: grows slowly beyond it); ``--quick``: :data:`QUICK_MAX_CANARIES`.
+DEFAULT_MAX_CANARIES, QUICK_MAX_CANARIES = 20_000, 2_000
+#: Simulated games that choose the guess counts (and as many that evaluate them); ``--quick``: half.
+DESIGN_SIMULATIONS = 20
+
+
+def canary_capacity(n_params: int, sample_rate: float, noise_multiplier: float) -> int:
+    """The most canaries a model of ``n_params`` coordinates holds: its coordinates (Dirac canaries) or,
+    beyond, :func:`targets.one_run_canaries.random_direction_capacity` random directions."""
+    return max(n_params, random_direction_capacity(n_params, sample_rate, noise_multiplier))
+
+
+def _check_options(opts: DPOptions) -> str:
+    """The threat of a one-run audit of a built-in target; one-line errors for options it does not take."""
+    threat = opts.threat or "updates"
+    if threat == "black-box":
+        raise UserError(f"the one-run black-box game of a built-in target is the membership audit: python -m audit "
+                        f"run membership --target {opts.target}; --one-run takes --threat updates or white-box")
+    if threat not in ONE_RUN_THREATS:
+        raise UserError(f"unknown threat model {threat!r} for --one-run; choose one of {', '.join(ONE_RUN_THREATS)}")
+    given = [flag for flag, on in (("--runs", opts.runs is not None), ("--canary", opts.canary is not None),
+                                   ("--init pretrained", opts.init != "random"),
+                                   ("--calibration-runs", opts.calibration_runs > 0)) if on]
+    if given:
+        raise UserError(f"{', '.join(given)} do(es) not apply to --one-run (one training, gradient canaries: Dirac "
+                        "while the model has coordinates, else random directions); use --canaries M")
+    return threat
+
+
+def _check_canaries(opts: DPOptions, capacity: int, n_params: int, threat: str) -> None:
+    """``--canaries`` within what the model holds (one line, before anything is written)."""
+    if opts.canaries is not None and opts.canaries > capacity:
+        raise UserError(f"--canaries {opts.canaries} is more than {opts.target}'s model holds under the {threat} "
+                        f"threat: at most {capacity} ({n_params} coordinates for Dirac canaries, then random "
+                        f"directions while their cross-talk stays below a quarter of the noise)")
+    if opts.canaries is not None and opts.canaries < 2:
+        raise UserError("--canaries must be at least 2")
+
+
+def _design(opts: DPOptions, mech: CanaryMechanism, delta: float, n_params: int) -> OneRunDesign:
+    """The number of canaries and the guess counts, from the claim and the seed alone."""
+    sims = DESIGN_SIMULATIONS // 2 if opts.quick else DESIGN_SIMULATIONS
+    rng = np.random.default_rng([opts.seed, 61])
+    if opts.canaries is not None:
+        return choose_one_run_design(mech, opts.canaries, delta, opts.confidence, rng, simulations=sims)
+    cap = min(n_params, QUICK_MAX_CANARIES if opts.quick else DEFAULT_MAX_CANARIES)
+    return default_canary_count(mech, delta, opts.confidence, rng, cap, simulations=sims // 2).design
+
+
+def _canaries(opts: DPOptions, data, train_index: np.ndarray, arch: str, n_params: int, m: int,
+              model_seed: int) -> tuple[OneRunCanaries, dict]:
+    """M canaries: fair coins, Poisson-coin seed, Dirac coordinates or random directions (and what they are)."""
+    included = np.random.default_rng([opts.seed, 11]).random(m) < 0.5
+    coin_seed = int(np.random.SeedSequence([opts.seed, 29]).generate_state(1)[0])
+    if m <= n_params:
+        coords = quiet_coordinates(arch, data, train_index, model_seed, m)
+        return (OneRunCanaries("dirac", included, coin_seed, coordinates=coords),
+                {"kind": "dirac", "directions": f"Dirac: {m} distinct coordinates of the {n_params}, those the "
+                 "training data's clipped gradients touch least at the initial parameters", "norm": "C"})
+    d = np.random.default_rng([opts.seed, 67]).standard_normal((m, n_params), dtype=np.float32)
+    d /= np.linalg.norm(d, axis=1, keepdims=True)
+    return (OneRunCanaries("random", included, coin_seed, directions=d),
+            {"kind": "random", "directions": f"random unit directions ({m} canaries > {n_params} coordinates: "
+             "seeded Gaussian directions, cross-talk between them read as extra noise)", "norm": "C"})
+
+
+def run_one_run(opts: DPOptions) -> tuple[Path, dict]:
+    """One training of a built-in DP-SGD target with M gradient canaries; returns (run directory, results)."""
+    threat = _check_options(opts)
+    target = get_target(opts.target).with_privacy(opts.epsilon, opts.delta)
+    if not target.private:
+        raise UserError(f"target {target.name} is not private; run dp audits DP targets")
+    sigma = float(calibrate_noise_multiplier(target.epsilon, target.delta, target.sample_rate, target.steps))
+    config = target.train_config(sigma)
+    claim = target.claim(sigma)
+    mech = CanaryMechanism(config.sample_rate, sigma, config.steps)
+    data = load_dataset(target.dataset, opts.data_dir)
+    perm = np.random.default_rng([opts.seed, 5]).permutation(len(data))  # the training rows of run dp
+    train_index = perm[:target.n_train]
+    n_params = int(sum(np.prod(s) for s in param_shapes(target.arch, data).values()))
+    capacity = canary_capacity(n_params, config.sample_rate, sigma)
+    _check_canaries(opts, capacity, n_params, threat)
+    ctx = RunContext(opts.out, "dp", target.name, seed=opts.seed, quiet=opts.quiet)
+    with ctx:
+        with ctx.stage("design"):
+            design = _design(opts, mech, target.delta, n_params)
+        m = design.canaries
+        model_seed = int(np.random.SeedSequence([opts.seed, 23]).generate_state(1)[0])
+        canaries, cinfo = _canaries(opts, data, train_index, target.arch, n_params, m, model_seed)
+        ctx.say(f"{target.name}: one run of the training with {m} {canaries.kind} gradient canaries "
+                f"({int(canaries.included.sum())} in), threat {threat}")
+        t0 = time.perf_counter()
+        with ctx.stage("train"):
+            run = train_one_run(data, train_index, config, model_seed, canaries, updates=threat == "updates",
+                                device=resolve_device(opts.device), progress=not opts.quiet)
+        ctx.timing["training_s"] = time.perf_counter() - t0
+        crosstalk = crosstalk_variance(m, n_params, config.sample_rate)
+        scores = (dpsgd_canary_llr(run.step_obs, config.sample_rate, math.sqrt(sigma ** 2 + crosstalk))
+                  if threat == "updates" else run.white_box)
+        with ctx.stage("statistics"):
+            stats = one_run_results(scores, canaries.included, claim, target.delta, opts.confidence, design)
+        results = _results(target, data, opts, threat, stats, scores, canaries, cinfo, run, sigma, config,
+                           n_params, capacity, crosstalk)
+        config_json = {"command": "run dp", "one_run": True, "seed": opts.seed, "confidence": opts.confidence,
+                       "options": asdict(opts) | {"threat": threat, "canaries": m}}
+        if not opts.quiet:
+            print(f"one run: {m} canaries, {design.k_pos} guesses, {stats['one_run']['correct']} right",
+                  file=sys.stderr)
+        return ctx.run_dir, ctx.finish(results, config_json)
+
+
+def _results(target, data, opts: DPOptions, threat: str, stats: dict, scores: np.ndarray,
+             canaries: OneRunCanaries, cinfo: dict, run, sigma: float, config, n_params: int, capacity: int,
+             crosstalk: float) -> dict:
+    """results.json of a one-run audit (kind dp, ``game.one_run``)."""
+    attack = f"{threat}/one-run-{canaries.kind}"
+    bounds = [b | {"attack": attack} for b in stats["lower_bounds"]]
+    best = None if stats["best_lower_bound"] is None else stats["best_lower_bound"] | {"attack": attack}
+    one = stats["one_run"]
+    one["ceiling_text"] = (f"all {one['k_pos']} guesses right would certify epsilon >= {one['ceiling']:.3g}")
+    inc = canaries.included
+    observation = {"score": ("likelihood ratio of the per-step observations under the claimed mechanism" +
+                             (f" (cross-talk variance {crosstalk:.3g} read as noise)" if crosstalk else "")
+                             if threat == "updates" else
+                             "total parameter change projected on the canary direction, units of lr C / B"),
+                   "canary_joins_mean_in": float(run.joins[inc].mean()) if inc.any() else None,
+                   "capacity": capacity,
+                   "guess_counts": ("chosen for the updates threat's perfect attack" if threat == "white-box"
+                                    else "chosen for the perfect attack of this threat")}
+    return {
+        "target_description": target.description, "dataset": data.name,
+        "model": {"name": target.arch, "parameters": n_params},
+        "neighbouring": "add/remove one record (each canary)", "delta": target.delta,
+        "confidence": opts.confidence, "epsilon_theory": stats["epsilon_theory"],
+        "accountant": target.claim(sigma).description,
+        "params": {"noise_multiplier": sigma, "clip_norm": target.clip_norm, "sample_rate": config.sample_rate,
+                   "steps": config.steps, "epochs": target.epochs, "lr": config.lr,
+                   "expected_batch_size": config.expected_batch_size, "n_train": target.n_train,
+                   "sampling": target.sampling},
+        "tradeoff": stats["tradeoff"], "lower_bounds": bounds, "best_lower_bound": best,
+        "best_estimate": stats["best_estimate"], "lower_bound_tradeoff": stats["lower_bound_tradeoff"],
+        "ceiling": stats["ceiling"], "attacks": {attack: attack_metrics(scores, inc, opts.confidence)},
+        "verdict": stats["verdict"], "family": stats["family"], "one_run": one,
+        "game": {"one_run": True, "runs": 1, "trainings": 1, "canaries": canaries.count, "included": int(inc.sum()),
+                 "canary_kind": canaries.kind, "canary": cinfo, "threat": threat,
+                 "threshold_strategy": "one-run guesses: 'in' for the k_pos highest scores, k_pos fixed by simulating "
+                                       "the claimed mechanism",
+                 "inclusion": "independent fair coin per canary; each included canary joins every step by its own "
+                              "Poisson coin at the target's sampling rate, clipped to C like any record",
+                 "observation": observation},
+        "tables": [_one_run_table(one, bounds)],
+    }
+
+
+def _one_run_table(one: dict, bounds: list[dict]) -> dict:
+    rows = [[b["method"], b["epsilon"], b["role"], b["confidence"], b["details"].get("mu_lb"), b["statement"]]
+            for b in bounds]
+    expected = one["expected_perfect"]
+    return {"title": "One run of your training: bounds", "columns": ["method", "epsilon", "role", "confidence",
+                                                                     "mu bound", "what it bounds"],
+            "rows": rows,
+            "caption": (f"{one['canaries']} canaries ({one['included']} in), {one['k_pos']} 'in' guesses, "
+                        f"{one['correct']} right. {expected['text']}; ceiling {one['ceiling']:.3g} (every guess "
+                        f"right). The claim's own tradeoff curve "
+                        f"{'was' if one.get('claim_rejected') else 'was not'} rejected by the same guesses.")}
