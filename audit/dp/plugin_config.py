@@ -30,20 +30,29 @@ def config_verdict(block: dict) -> dict:
     return {"status": "consistent", "text": f"accounting check: {text}", "source": "config_check"}
 
 
-def plugin_accounting(plugin: TrainerPlugin, data_dir: str | None, seed: int, confidence: float) -> dict:
-    """Probe the plugin on its whole dataset and run the accounting check; returns the ``config_check`` block
-    with the claim and code facts (``claim``, ``mechanism``, ``probe``) under private keys for the caller."""
+def plugin_probe(plugin: TrainerPlugin, data_dir: str | None, seed: int) -> dict:
+    """The probe on the plugin's whole dataset (two trainings): ``probe``, ``claim``, ``mechanism``, ``data``."""
     data = plugin_dataset(plugin, data_dir)
-    X, y = data.X, data.y
-    found = probe(plugin, X, y, seed, plugin.delta)
+    found = probe(plugin, data.X, data.y, seed, plugin.delta)
     claim, mech = claim_and_mechanism(plugin, found)
+    return {"claim": claim, "mechanism": mech, "probe": found, "data": data}
+
+
+def plugin_accounting(plugin: TrainerPlugin, data_dir: str | None, seed: int, confidence: float,
+                      probed: dict | None = None) -> dict:
+    """Probe the plugin on its whole dataset (or take ``probed``, :func:`plugin_probe`) and run the accounting
+    check; returns the ``config_check`` block with the claim and code facts (``claim``, ``mechanism``,
+    ``probe``, ``data``) for the caller."""
+    probed = probed or plugin_probe(plugin, data_dir, seed)
+    found, claim, data = probed["probe"], probed["claim"], probed["data"]
+    X, y = data.X, data.y
     block = accounting_check(plugin, X, y, seed, found, claim, found.source.noise_multiplier, plugin.delta,
                              confidence)
     block["driver"] = found.source.kind
     block["n_train"] = int(len(X))
     if found.opacus is not None:
         block["opacus_reported_epsilon"] = found.opacus["epsilon"]
-    return {"block": block, "claim": claim, "mechanism": mech, "probe": found, "data": data}
+    return probed | {"block": block}
 
 
 def run_check_config(opts: DPOptions) -> tuple[Path, dict]:

@@ -28,6 +28,7 @@ from audit.dp.game import audit_runs, fair_coins
 from audit.dp.one_run_game import run_one_run
 from audit.dp.options import DPOptions
 from audit.dp.plugin_config import run_check_config
+from audit.dp.plugin_one_run import plugin_one_run_summary, run_plugin_one_run
 from audit.dp.setup import build_setup
 from audit.dp.setup_types import DPAuditSetup
 from audit.errors import UserError
@@ -35,6 +36,7 @@ from audit.plugins.accounting import check_lines
 from audit.run_context import RunContext
 from audit.stats.thresholds import FixedThreshold
 from targets.plugin_rng import reproducibility_lines
+from targets.plugins import is_plugin_spec
 
 
 def play(setup: DPAuditSetup, runs: int, seed: int, confidence: float, out: str | Path = "runs",
@@ -114,7 +116,7 @@ def run_dp(opts: DPOptions) -> tuple[Path, dict]:
         if opts.check_config:
             return run_check_config(opts)
         if opts.one_run:
-            return run_one_run(opts)
+            return run_plugin_one_run(opts) if is_plugin_spec(opts.target) else run_one_run(opts)
         if opts.canaries is not None:
             raise UserError("--canaries M applies to --one-run")
         setup = build_setup(opts)
@@ -127,6 +129,8 @@ def summary_lines(run_dir: Path, results: dict) -> list[str]:
     """Lines printed after a run."""
     theory = results["epsilon_theory"]
     lines = check_lines(results["config_check"]) if results.get("config_check") else []
+    if results.get("game", {}).get("trainings_text"):
+        lines += plugin_one_run_summary(results)
     lines += [f"report:    {run_dir / 'report.html'}",
              f"theory:    epsilon = {theory:.3f} at delta = {results['delta']:g}" if theory is not None
              else "theory:    no claim"]
