@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from audit.choices import INITS
 from audit.errors import UserError
@@ -112,6 +113,17 @@ def describe_use(use: TargetUse) -> str:
     return text
 
 
+#: ``run dp --help``: what a trainer plugin gets by default.
+PLUGIN_DP_DEFAULTS = [
+    "  module:factory: your own code, a trainer plugin. Defaults: black-box with the crafted input canary, 200 runs;",
+    "    --threat updates (Opacus or a loop with the audit hooks): Dirac gradient canary, 1000 runs; many-run games",
+    "    train each run on at most 1000 rows of the plugin's data; --quick: 50 runs.",
+    "    --one-run: the accounting check, then ONE training on the whole dataset with M gradient canaries (default M",
+    "    by simulating the DP-SGD the code runs, at most 20000 and the parameter count; --quick: at most 2000).",
+    "    --check-config: the accounting check alone.",
+]
+
+
 def targets_epilog(kind: str) -> str:
     """``--help`` epilog of a run kind: every built-in target it applies to, with its defaults."""
     lines = [f"targets of {command_name(kind)} (python -m audit list shows all of them):"]
@@ -123,8 +135,7 @@ def targets_epilog(kind: str) -> str:
             else:
                 lines.append(f"  {name}")
     if kind in ("dp", "mechanism"):
-        lines.append("  module:factory: your own code (a trainer plugin: black-box, input canaries, default crafted)"
-                     if kind == "dp" else "  module:factory: your own mechanism plugin")
+        lines.extend(PLUGIN_DP_DEFAULTS if kind == "dp" else ["  module:factory: your own mechanism plugin"])
     return "\n".join(lines)
 
 
