@@ -33,13 +33,13 @@ def images(X) -> torch.Tensor:
     return x / 255.0 if float(x.max()) > 1.0 else x
 
 
-def train(X, y, seed, epochs=EPOCHS):
+def train(X, y, seed, epochs=EPOCHS, accountant="prv"):
     torch.manual_seed(seed)                                   # the model, Opacus's batches and noise
     data = torch.utils.data.TensorDataset(images(X), torch.as_tensor(np.asarray(y, dtype=np.int64)))
     loader = torch.utils.data.DataLoader(data, batch_size=BATCH_SIZE)
     model = make_model()
     optimizer = torch.optim.SGD(model.parameters(), lr=LR)
-    model, optimizer, loader = PrivacyEngine().make_private_with_epsilon(
+    model, optimizer, loader = PrivacyEngine(accountant=accountant).make_private_with_epsilon(
         module=model, optimizer=optimizer, data_loader=loader, epochs=epochs,
         target_epsilon=EPSILON, target_delta=DELTA, max_grad_norm=MAX_GRAD_NORM)
     criterion = nn.CrossEntropyLoss()
@@ -59,22 +59,23 @@ def train(X, y, seed, epochs=EPOCHS):
     return predict_proba
 
 
-def trainer(rows=5000, epochs=EPOCHS):
+def trainer(rows=5000, epochs=EPOCHS, accountant="prv"):
     """The trainer plugin: the first ``rows`` rows of the MNIST sample, ``epochs`` epochs, claiming the
-    epsilon the noise was calibrated for."""
+    epsilon the noise was calibrated for (by Opacus's ``accountant``: its default PRV, or RDP)."""
     from targets.datasets import load_dataset
 
     mnist = load_dataset("mnist")
     return {"kind": "trainer", "name": "opacus_tutorial_cnn", "dataset": (mnist.X[:rows], mnist.y[:rows]),
-            "train": lambda X, y, seed: train(X, y, seed, epochs=epochs),
+            "train": lambda X, y, seed: train(X, y, seed, epochs=epochs, accountant=accountant),
             "description": f"Opacus tutorial CNN (GroupNorm, make_private_with_epsilon, {epochs} epochs) on {rows} "
                            f"MNIST rows, claims ({EPSILON:g}, {DELTA:g})",
             "claim": {"epsilon": EPSILON, "delta": DELTA}}
 
 
 def small_trainer():
-    """The CI configuration: 500 rows, 1 epoch."""
-    return trainer(rows=500, epochs=1)
+    """The CI configuration: 500 rows, 1 epoch, the noise calibrated by Opacus's RDP accountant (its PRV
+    calibration takes longer than the training at this size; RDP's noise is larger, so the claim holds)."""
+    return trainer(rows=500, epochs=1, accountant="rdp")
 
 
 if __name__ == "__main__":
