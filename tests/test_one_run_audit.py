@@ -95,9 +95,8 @@ def _run(*args: str, out: Path) -> subprocess.CompletedProcess:
 
 def test_one_run_end_to_end(tmp_path):
     """One training of dpsgd_audit_logreg_digits with gradient canaries: results blocks and report."""
-    proc = _run("--target", "dpsgd_audit_logreg_digits", "--one-run", "--quick", "--canaries", "400", out=tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    (run_dir,) = [p.parent for p in tmp_path.glob("*/results.json")]
+    run_dir, _ = run_dp(DPOptions(target="dpsgd_audit_logreg_digits", out=str(tmp_path), one_run=True, quick=True,
+                                  canaries=400, quiet=True))
     results = json.loads((run_dir / "results.json").read_text())
     validate_results(results)
     assert results["kind"] == "dp" and results["game"]["one_run"] is True and results["game"]["trainings"] == 1
@@ -121,3 +120,36 @@ def test_too_many_canaries_exit_2(tmp_path):
 def test_black_box_one_run_points_to_membership(tmp_path):
     with pytest.raises(UserError, match="run membership --target dpsgd_audit_logreg_digits"):
         run_dp(DPOptions(target="dpsgd_audit_logreg_digits", out=str(tmp_path), one_run=True, threat="black-box"))
+
+
+@pytest.mark.parametrize("kind", ["dirac", "random"])
+def test_canaries_join_like_poisson_records(kind):
+    """With (almost) no noise, a canary's per-step observations sum to the number of steps it joined
+    (Dirac: exactly; random directions: up to their cross-talk), 0 when it is out; its joins follow
+    the target's Poisson rate."""
+    from dataclasses import replace
+
+    from targets.datasets import load_dataset
+    from targets.one_run_canaries import OneRunCanaries, quiet_coordinates, train_one_run
+    from targets.registry import get_target
+
+    target = get_target("dpsgd_audit_logreg_digits")
+    config = replace(target.train_config(1e-6), epochs=5.0)  # 100 steps at q 0.05
+    data = load_dataset(target.dataset, None)
+    rows = np.random.default_rng(0).permutation(len(data))[:target.n_train]
+    m, p = 64, 650
+    included = np.random.default_rng(1).random(m) < 0.5
+    if kind == "dirac":
+        canaries = OneRunCanaries("dirac", included, 3, coordinates=quiet_coordinates(target.arch, data, rows, 7, m))
+    else:
+        d = np.random.default_rng(2).standard_normal((m, p)).astype(np.float32)
+        canaries = OneRunCanaries("random", included, 3, directions=d / np.linalg.norm(d, axis=1, keepdims=True))
+    run = train_one_run(data, rows, config, 7, canaries, updates=True)
+    total = run.step_obs.sum(axis=1)
+    # cross-talk of random directions: each of the other joins adds <d_i, d_j> ~ N(0, 1/P); 6 sd slack
+    slack = 1e-3 if kind == "dirac" else 6 * np.sqrt(run.joins.sum() / p)
+    np.testing.assert_allclose(total, run.joins, atol=slack)
+    assert np.all(run.joins[~included] == 0)
+    steps_in = run.joins[included].sum()
+    n = included.sum() * config.steps  # Binomial(n, q): 5 sd
+    assert abs(steps_in - n * config.sample_rate) <= 5 * np.sqrt(n * config.sample_rate)

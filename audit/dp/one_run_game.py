@@ -19,8 +19,6 @@ scored on the final model). Sources: docs/references.md, "One-run auditing".
 from __future__ import annotations
 
 import math
-import sys
-import time
 from dataclasses import asdict
 from pathlib import Path
 
@@ -147,11 +145,9 @@ def run_one_run(opts: DPOptions) -> tuple[Path, dict]:
         canaries, cinfo = _canaries(opts, data, train_index, target.arch, n_params, m, model_seed)
         ctx.say(f"{target.name}: one run of the training with {m} {canaries.kind} gradient canaries "
                 f"({int(canaries.included.sum())} in), threat {threat}")
-        t0 = time.perf_counter()
         with ctx.stage("train"):
             run = train_one_run(data, train_index, config, model_seed, canaries, updates=threat == "updates",
                                 device=resolve_device(opts.device), progress=not opts.quiet)
-        ctx.timing["training_s"] = time.perf_counter() - t0
         crosstalk = crosstalk_variance(m, n_params, config.sample_rate)
         scores = (dpsgd_canary_llr(run.step_obs, config.sample_rate, math.sqrt(sigma ** 2 + crosstalk))
                   if threat == "updates" else run.white_box)
@@ -160,10 +156,8 @@ def run_one_run(opts: DPOptions) -> tuple[Path, dict]:
         results = _results(target, data, opts, threat, stats, scores, canaries, cinfo, run, sigma, config,
                            n_params, capacity, crosstalk)
         config_json = {"command": "run dp", "one_run": True, "seed": opts.seed, "confidence": opts.confidence,
-                       "options": asdict(opts) | {"threat": threat, "canaries": m}}
-        if not opts.quiet:
-            print(f"one run: {m} canaries, {design.k_pos} guesses, {stats['one_run']['correct']} right",
-                  file=sys.stderr)
+                       "canaries": m,
+                       "options": asdict(opts) | {"threat": threat}}  # canaries as given: rerun repeats the design
         return ctx.run_dir, ctx.finish(results, config_json)
 
 

@@ -139,5 +139,10 @@ def summary_lines(run_dir: Path, results: dict) -> list[str]:
         what = (f"epsilon >= {eps:.3f}" if isinstance(eps, (int, float)) else
                 f"mu >= {b['details']['mu_lb']:.3f} (no epsilon at delta 0)" if eps is None else f"epsilon >= {eps}")
         lines.append(f"bound:     {b['method']:<18} {what} ({b['statement']})")
+    one = results.get("one_run")
+    if one:
+        lines.append(f"one run:   {one['canaries']} {results['game']['canary_kind']} canaries in one training, "
+                     f"{one['k_pos']} 'in' guesses, {one['correct']} right; a perfect attack could reach "
+                     f"epsilon >= {one['expected_perfect']['mean']:.3f} with this M; ceiling {one['ceiling']:.3f}")
     lines.append(f"verdict:   {results['verdict']['status']}: {results['verdict']['text']}")
     return lines + reproducibility_lines(results)
