@@ -295,5 +295,5 @@ def _results(plugin: TrainerPlugin, opts: DPOptions, probed: dict, block: dict, 
 def plugin_one_run_summary(results: dict[str, Any]) -> list[str]:
     """Extra summary lines of a plugin's one-run audit (after the accounting check's)."""
     game = results["game"]
-    return [f"one run:   {game['canaries']} {game['canary_kind']} canaries on all {game['n_train']} rows, "
-            f"{game['trainings']} trainings of the code in all"]
+    return [f"training:  the audited run on all {game['n_train']} rows; {game['trainings']} trainings of the code "
+            f"in all (probe, its repeat, the dataset plus one record, the audited run)"]
