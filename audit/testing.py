@@ -8,6 +8,9 @@ epsilon lower bound exceeds what the code claims::
     def test_my_dpsgd_is_private():
         assert_private("my_package.dp_plugin:factory", runs=200, seed=0)
 
+    def test_my_dpsgd_in_one_run():                 # one training of the code, gradient canaries, accounting check
+        assert_private("my_package.dp_plugin:factory", one_run=True, seed=0)
+
 ``target`` is a built-in target name (``python -m audit list``), a plugin spec
 ``module:factory``, a plugin dict (the form :mod:`targets.plugins` documents) or a zero-argument
 factory returning one. Mechanisms are audited with :func:`audit.mechanism.runner.run_mechanism`
