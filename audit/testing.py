@@ -8,6 +8,9 @@ epsilon lower bound exceeds what the code claims::
     def test_my_dpsgd_is_private():
         assert_private("my_package.dp_plugin:factory", runs=200, seed=0)
 
+    def test_my_dpsgd_in_one_run():                 # one training of the code, gradient canaries, accounting check
+        assert_private("my_package.dp_plugin:factory", one_run=True, seed=0)
+
 ``target`` is a built-in target name (``python -m audit list``), a plugin spec
 ``module:factory``, a plugin dict (the form :mod:`targets.plugins` documents) or a zero-argument
 factory returning one. Mechanisms are audited with :func:`audit.mechanism.runner.run_mechanism`
@@ -27,6 +30,7 @@ from typing import Any
 
 from audit.choices import MECHANISM_DRAWS
 from audit.dp.options import DPOptions
+from audit.dp.plugin_one_run import run_plugin_one_run
 from audit.dp.runner import play, run_dp
 from audit.dp.setup import trainer_setup
 from audit.errors import UserError
@@ -58,12 +62,36 @@ def _resolve(target: Any) -> tuple[str, Any]:
     raise TypeError("assert_private: target must be a target name, 'module:factory', a plugin dict or a factory")
 
 
+def _one_run(label: str, what: Any, attack: str | None, runs: int | None, canaries: int | None, confidence: float,
+             seed: int, out: str, quiet: bool) -> tuple[Path, dict]:
+    """The one-run audit of ``assert_private(..., one_run=True)``: one training with gradient canaries
+    (:mod:`audit.dp.plugin_one_run` for a trainer plugin, :mod:`audit.dp.one_run_game` for a built-in target)."""
+    if runs is not None:
+        raise UserError("one_run=True trains once; leave runs out (the number of canaries is canaries=M)")
+    threat, _, canary = (attack or "").partition("/")
+    if canary:
+        raise UserError(f"one_run=True uses gradient canaries; attack is the threat alone (got {attack!r})")
+    options = DPOptions(target=label if isinstance(what, TrainerPlugin) else what, out=out, seed=seed, quiet=quiet,
+                        confidence=confidence, threat=threat or None, one_run=True, canaries=canaries)
+    if isinstance(what, TrainerPlugin):
+        return run_plugin_one_run(options, plugin=what)
+    if isinstance(what, MechanismPlugin) or catalogue().get(what, ("unknown",))[0] in ("mechanism", "dp-erm",
+                                                                                       "control"):
+        raise UserError(f"one_run=True audits DP-SGD training; {label} is a mechanism (leave one_run out)")
+    return run_dp(options)
+
+
 def audit_target(target: Any, *, attack: str | None = None, runs: int | None = None, confidence: float = 0.95,
-                 seed: int = 0, out: str | Path | None = None, quiet: bool = True) -> tuple[Path, dict]:
+                 seed: int = 0, out: str | Path | None = None, quiet: bool = True, one_run: bool = False,
+                 canaries: int | None = None) -> tuple[Path, dict]:
     """Run the audit ``assert_private`` runs; returns (run directory, results)."""
 
     label, what = _resolve(target)
     out = str(out) if out is not None else tempfile.mkdtemp(prefix="privacy-audit-")
+    if one_run:
+        return _one_run(label, what, attack, runs, canaries, confidence, seed, out, quiet)
+    if canaries is not None:
+        raise UserError("canaries=M applies to one_run=True")
     threat, _, canary = (attack or "").partition("/")
     if isinstance(what, TrainerPlugin):
 
@@ -84,34 +112,56 @@ def audit_target(target: Any, *, attack: str | None = None, runs: int | None = N
                             canary=canary or None, threat=threat or None))
 
 
+def _violation_message(results: dict, run_dir: Path) -> str:
+    """What an AssertionError says: the accounting check's violations, the best bound and the claim, and
+    which test rejected the claim."""
+    best = results["best_lower_bound"]
+    claim = f"claimed epsilon {float(results['epsilon_theory']):.3f} at delta {results['delta']:g}"
+    bound = ("no lower bound" if best is None else
+             f"empirical epsilon lower bound {float(best['epsilon']):.3f} ({best['method']}, "
+             f"{float(best['family_confidence']):.0%} confidence, family of {best['family_size']})")
+    parts = []
+    block = results.get("config_check")
+    if block and block["status"] == "violation":
+        found = "; ".join(f"{f['check']}: {f['message']}" + (f" Fix: {f['fix']}." if f["fix"] else "")
+                          for f in block["findings"] if f["violation"])
+        parts.append(f"the accounting check found the code less private than claimed ({found})")
+    rejecting = [b for b in results["lower_bounds"] if b["role"] == "verdict" and b["details"].get("claim_rejected")]
+    if best is not None and float(best["epsilon"]) > float(results["epsilon_theory"]):
+        parts.append(f"{bound} exceeds the {claim}")
+    elif rejecting:
+        test = rejecting[0]["details"]["claim_test"]
+        parts.append(f"the {rejecting[0]['method']} test rejects the claim's own tradeoff curve (FNR <= "
+                     f"{test['fnr_ub']:.3f} where the claim allows no less than {test['claim_fnr']:.3f} at FPR <= "
+                     f"{test['fpr_ub']:.3f}); {bound}, {claim}")
+    else:
+        parts.append(f"{bound}, {claim}")
+    trainings = results.get("game", {}).get("trainings")
+    where = f"{trainings} trainings; " if trainings else ""
+    return (f"{results['target']}: {'; '.join(parts)} ({results.get('accountant')}); {where}run directory: {run_dir}; "
+            f"report: {run_dir / 'report.html'}")
+
+
 def assert_private(target: Any, *, attack: str | None = None, runs: int | None = None, confidence: float = 0.95,
-                   seed: int = 0, out: str | Path | None = None) -> dict:
+                   seed: int = 0, out: str | Path | None = None, one_run: bool = False,
+                   canaries: int | None = None) -> dict:
     """Audit ``target`` and raise AssertionError when its epsilon lower bound exceeds the claim, or a
-    test rejects the claim's own tradeoff curve (update-level audits).
+    test rejects the claim's own tradeoff curve (update-level and one-run audits), or the accounting check
+    finds the code less private than claimed (one-run audits of trainer plugins).
 
     ``attack``: for trainers ``"THREAT/CANARY"`` (e.g. ``"black-box/mislabelled"``; plugins default to
     black-box with the crafted canary, ``"updates/dirac"`` audits the DP-SGD steps of an Opacus or hooked
     loop; built-in targets default as ``run dp`` does, :mod:`audit.target_defaults`); for mechanisms
     ``"threshold"``. ``runs``: trainings (trainers) or draws per world (mechanisms); ``out``:
-    where the run directory goes (default: a fresh temporary folder). Returns the results dict.
+    where the run directory goes (default: a fresh temporary folder). ``one_run=True``: ONE training of the
+    code with ``canaries`` gradient canaries (default: by simulation) after the accounting check —
+    ``run dp --one-run`` (``attack`` is then the threat alone, ``"updates"`` by default or ``"white-box"``).
+    Returns the results dict.
     """
-    run_dir, results = audit_target(target, attack=attack, runs=runs, confidence=confidence, seed=seed, out=out)
+    run_dir, results = audit_target(target, attack=attack, runs=runs, confidence=confidence, seed=seed, out=out,
+                                    one_run=one_run, canaries=canaries)
     if results.get("verdict", {}).get("status") == "violation":
-        best = results["best_lower_bound"]
-        bound = (f"empirical epsilon lower bound {float(best['epsilon']):.3f} ({best['method']}, "
-                 f"{float(best['family_confidence']):.0%} confidence, family of {best['family_size']})")
-        claim = f"claimed epsilon {float(results['epsilon_theory']):.3f} at delta {results['delta']:g}"
-        rejecting = [b for b in results["lower_bounds"]
-                     if b["role"] == "verdict" and b["details"].get("claim_rejected")]
-        if float(best["epsilon"]) > float(results["epsilon_theory"]) or not rejecting:
-            what = f"{bound} exceeds the {claim}"
-        else:
-            test = rejecting[0]["details"]["claim_test"]
-            what = (f"the {rejecting[0]['method']} test rejects the claim's own tradeoff curve (FNR <= "
-                    f"{test['fnr_ub']:.3f} where the claim allows no less than {test['claim_fnr']:.3f} at FPR <= "
-                    f"{test['fpr_ub']:.3f}); {bound}, {claim}")
-        raise AssertionError(f"{results['target']}: {what} ({results.get('accountant')}); run directory: {run_dir}; "
-                             f"report: {run_dir / 'report.html'}")
+        raise AssertionError(_violation_message(results, run_dir))
     return results
 
 

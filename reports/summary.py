@@ -181,8 +181,9 @@ def one_run_sentences(results: Results) -> list[str]:
     return [
         f"One run of your training: {format_value(one.get('canaries'))} gradient canaries "
         f"({format_value(one.get('included'))} in by their fair coins; {canary.get('directions', '')}), each joining "
-        f"every step like one more Poisson-sampled record, clipped to C. The audit trained "
-        f"{format_value(game.get('trainings', 1))} model.",
+        f"every step like one more Poisson-sampled record, clipped to C. "
+        + (f"The audit ran {game['trainings_text']}." if game.get("trainings_text") else
+           "The audit trained one model."),
         f"Guesses: 'in' for the {format_value(one.get('k_pos'))} highest scores, {format_value(one.get('correct'))} "
         f"right. Bound: ε ≥ {_eps(best.get('epsilon'))} (f-DP one-run test, "
         f"{_percent(best.get('family_confidence'))} confidence); the same guesses "

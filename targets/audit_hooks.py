@@ -30,28 +30,36 @@ of user code goes through :class:`UpdateRecorder`.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import torch
+from torch.utils.data import dataloader
 
-from audit.errors import UserError
+from audit.errors import TargetCodeError, UserError
 
-__all__ = ["add_canary", "report_update", "UpdateRecorder", "recording", "active"]
+__all__ = ["add_canary", "report_update", "UpdateRecorder", "CanaryRecorder", "recording", "active",
+           "loader_indices", "MAX_RANDOM_CANARY_ENTRIES"]
+
+#: Largest canaries x parameters matrix of random canary directions held in memory (float32, 800 MB).
+MAX_RANDOM_CANARY_ENTRIES = 200_000_000
 
 _ACTIVE: UpdateRecorder | None = None
 _LOCK = threading.Lock()
 
 
-def add_canary(grad_sum: Any, clip_norm: float, sample_rate: float) -> Any:
-    """Before the noise: add the audit's canary to the clipped gradient sum (in place) with
-    probability ``sample_rate``; returns ``grad_sum``. A no-op outside an audit."""
+def add_canary(grad_sum: Any, clip_norm: float, sample_rate: float, batch: Any = None) -> Any:
+    """Before the noise: add the audit's canaries to the clipped gradient sum (in place), each with
+    probability ``sample_rate``; returns ``grad_sum``. ``batch`` (optional): the indices of the
+    records this step's sum holds (rows of ``X``, or a boolean mask over them) — the audit reads the
+    sampling and checks the clipping from them. A no-op outside an audit."""
     recorder = _ACTIVE
     if recorder is None:
         return grad_sum
-    recorder.add_canary(grad_sum, clip_norm, sample_rate)
+    recorder.add_canary(grad_sum, clip_norm, sample_rate, batch=batch)
     return grad_sum
 
 
@@ -85,6 +93,29 @@ def recording(recorder: UpdateRecorder) -> Iterator[UpdateRecorder]:
             _ACTIVE = None
 
 
+@contextmanager
+def loader_indices(recorder: UpdateRecorder, dataset_size: int) -> Iterator[UpdateRecorder]:
+    """While the block runs, every torch ``DataLoader`` over a dataset of ``dataset_size`` records
+    tells ``recorder`` the indices it yields (single-process loading reads them in step order), so
+    the recorder knows which records each step held whatever loader the loop iterates."""
+    original = dataloader._BaseDataLoaderIter._next_index
+
+    def _next_index(self: Any) -> Any:
+        index = original(self)
+        dataset = getattr(self, "_dataset", None)
+        size = len(dataset) if hasattr(dataset, "__len__") else None
+        if size == dataset_size:
+            recorder.note_loader_indices(index, size)
+        return index
+
+    recorder.loader_size = int(dataset_size)
+    dataloader._BaseDataLoaderIter._next_index = _next_index
+    try:
+        yield recorder
+    finally:
+        dataloader._BaseDataLoaderIter._next_index = original
+
+
 def _tensors(value: Any, what: str) -> list[Any]:
     """``value`` as a list of array-likes (one tensor / array, or a sequence of them)."""
     items = list(value) if isinstance(value, (list, tuple)) else [value]
@@ -115,7 +146,11 @@ class UpdateRecorder:
     ``observations`` (one per step, noisy sum on the coordinate / C; for a probe its Euclidean
     norm / C), ``joined`` (canary copies per step), ``sizes`` (parameter tensor sizes), ``clip_norm``,
     ``source`` (:class:`StepSource`), and for Opacus ``initial`` / ``final`` parameters (white-box)
-    and the privacy engines it made (``engines``).
+    and the privacy engines it made (``engines``). Per step also ``data_norms`` (the norm of the
+    clipped data sum before any canary) and ``batches`` (the record indices the step held, from
+    ``add_canary(batch=...)`` or the training set's data loaders, :func:`loader_indices`; None when
+    not seen); a probe run also sums the squared noise the code added (``noise_sq`` over
+    ``noise_count`` coordinates). For Opacus ``normalisation`` / ``normaliser``: how the noisy sum is divided.
     """
 
     def __init__(self, coordinate: int | None, coin_seed: Sequence[int] | int, include: bool = True) -> None:
@@ -132,22 +167,39 @@ class UpdateRecorder:
         self.final_params: list[Any] | None = None
         self.engines: list[Any] = []
         self.optimizers: dict[int, tuple[Any, StepSource]] = {}
+        self.data_norms: list[float] = []
+        self.batches: list[np.ndarray | None] = []
+        self.normaliser: float | None = None
+        self.normalisation: str | None = None
+        self.loader_size: int | None = None
+        self._loader_indices: list[np.ndarray] = []
+        self._data: np.ndarray | None = None
+        self.noise_sq, self.noise_count = 0.0, 0
         self._pending = False
 
     # --- the two hook calls -------------------------------------------------------------------
 
-    def add_canary(self, grad_sum: Any, clip_norm: float, sample_rate: float, source: StepSource | None = None) -> None:
+    def add_canary(self, grad_sum: Any, clip_norm: float, sample_rate: float, source: StepSource | None = None,
+                   batch: Any = None) -> None:
         tensors = _tensors(grad_sum, "add_canary's gradient sum")
         if self._pending:
-            raise UserError("add_canary was called twice without report_update in between; call report_update with "
-                            "the noisy sum after adding the noise")
+            raise TargetCodeError("add_canary was called twice without report_update in between; call report_update "
+                                  "with the noisy sum after adding the noise")
         clip, q = float(clip_norm), float(sample_rate)
         if not (clip > 0 and np.isfinite(clip)) or not 0 < q <= 1:
             raise UserError(f"add_canary needs clip_norm > 0 and 0 < sample_rate <= 1 (got {clip_norm}, {sample_rate})")
         self._check_step(tensors, clip, source or StepSource("hooks", q))
+        self.data_norms.append(float(np.sqrt(sum(float(np.sum(np.asarray(_host(t), dtype=np.float64) ** 2))
+                                                 for t in tensors))))
+        self.batches.append(self._step_batch(batch))
+        self._insert(tensors, clip, q)
+        self._pending = True
+
+    def _insert(self, tensors: list[Any], clip: float, q: float) -> None:
+        """Add this recorder's canary to the clipped sum (a probe run: note the data's gradient per coordinate)."""
         if self.coordinate is None:
-            flat = np.concatenate([np.abs(np.asarray(_host(t), dtype=np.float64)).reshape(-1) for t in tensors])
-            self.touched = flat if self.touched is None else self.touched + flat
+            self._data = _flat(tensors)
+            self.touched = np.abs(self._data) if self.touched is None else self.touched + np.abs(self._data)
             self.joined.append(0)
         else:
             copies = int(self.rng.random() < q) if self.include else 0
@@ -155,7 +207,6 @@ class UpdateRecorder:
                 tensor, index = self._locate(tensors)
                 _add_at(tensor, index, copies * clip)
             self.joined.append(copies)
-        self._pending = True
 
     def report(self, noisy_sum: Any) -> None:
         tensors = _tensors(noisy_sum, "report_update's noisy sum")
@@ -165,13 +216,37 @@ class UpdateRecorder:
         if tuple(int(np.prod(t.shape)) for t in tensors) != self.sizes:
             raise UserError("report_update got tensors of other shapes than add_canary; pass the noisy sum of the "
                             "same parameters")
+        self._observe(tensors)
+        self._pending = False
+
+    def _observe(self, tensors: list[Any]) -> None:
+        """Record the noisy sum on the canary (a probe run: its norm / C)."""
         if self.coordinate is None:
-            norm = np.sqrt(sum(float(np.sum(np.asarray(_host(t), dtype=np.float64) ** 2)) for t in tensors))
-            self.observations.append(norm / self.clip_norm)
+            noisy = _flat(tensors)
+            self.noise_sq += float(np.sum((noisy - self._data) ** 2))
+            self.noise_count += noisy.size
+            self.observations.append(float(np.linalg.norm(noisy)) / self.clip_norm)
         else:
             tensor, index = self._locate(tensors)
             self.observations.append(float(tensor[index]) / self.clip_norm)
-        self._pending = False
+
+    # --- which records each step held ---------------------------------------------------------
+
+    def note_loader_indices(self, indices: Any, dataset_size: int) -> None:
+        """A data loader over the training set yielded ``indices`` (:func:`loader_indices`)."""
+        if self.loader_size is None or self.loader_size == dataset_size:
+            self._loader_indices.append(np.asarray(indices, dtype=np.int64).reshape(-1))
+
+    def _step_batch(self, batch: Any) -> np.ndarray | None:
+        """The record indices of this step: ``batch`` as passed to ``add_canary``, else what the training
+        set's data loaders yielded since the last step, else None (not seen)."""
+        seen, self._loader_indices = self._loader_indices, []
+        if batch is not None:
+            array = np.asarray(_host(batch))
+            return np.flatnonzero(array) if array.dtype == bool else array.astype(np.int64).reshape(-1)
+        if self.loader_size is None or (not seen and not any(b is not None for b in self.batches)):
+            return None
+        return np.concatenate(seen) if seen else np.zeros(0, dtype=np.int64)
 
     # --- bookkeeping --------------------------------------------------------------------------
 
@@ -188,11 +263,16 @@ class UpdateRecorder:
 
     def _locate(self, tensors: list[Any]) -> tuple[Any, tuple[int, ...]]:
         local = int(self.coordinate)
-        for tensor, size in zip(tensors, self.sizes):
+        for tensor, size in zip(tensors, self.sizes, strict=False):
             if local < size:
                 return tensor, tuple(int(i) for i in np.unravel_index(local, tuple(tensor.shape)))
             local -= size
         raise AssertionError("coordinate checked in _check_step")
+
+    @property
+    def pending(self) -> bool:
+        """add_canary was called and report_update not yet."""
+        return self._pending
 
     @property
     def steps(self) -> int:
@@ -229,3 +309,73 @@ def _add_at(tensor: Any, index: tuple[int, ...], value: float) -> None:
             tensor[index] += value
     else:
         tensor[index] += value
+
+
+def _flat(tensors: list[Any]) -> np.ndarray:
+    """The tensors' values concatenated in order, float64 on the host."""
+    return np.concatenate([np.asarray(_host(t), dtype=np.float64).reshape(-1) for t in tensors])
+
+
+class CanaryRecorder(UpdateRecorder):
+    """M gradient canaries in one training run (the one-run game; docs/references.md, "One-run auditing").
+
+    ``included[i]``: canary i's fair coin. ``coordinates`` (M distinct flattened parameter indices:
+    Dirac canaries) or ``directions`` (M x d unit vectors: random directions, when the parameters
+    are fewer than the canaries). At every step each included canary joins by its own
+    Bernoulli(``sample_rate``) coin and adds ``C`` times its direction to the clipped sum; after the
+    noise the recorder keeps, per canary, the noisy sum minus the clipped data sum (the data sum
+    copied before the canaries joined) projected on its direction, divided by C:
+    ``observations`` is a list of (M,) arrays, one per step (:attr:`canary_observations`: (M, T)).
+    ``joined`` counts the canary copies per step.
+    """
+
+    def __init__(self, included: np.ndarray, coin_seed: Sequence[int] | int, *, coordinates: np.ndarray | None = None,
+                 directions: np.ndarray | None = None) -> None:
+        super().__init__(0, coin_seed, include=True)
+        self.included = np.asarray(included, dtype=bool)
+        if (coordinates is None) == (directions is None):
+            raise ValueError("give the canaries' coordinates or their directions")
+        self.coordinates = None if coordinates is None else np.asarray(coordinates, dtype=np.int64)
+        self.directions = None if directions is None else np.asarray(directions, dtype=np.float32)
+        count = self.coordinates.size if self.coordinates is not None else self.directions.shape[0]
+        if count != self.included.size:
+            raise ValueError("one coin per canary")
+
+    def _insert(self, tensors: list[Any], clip: float, q: float) -> None:
+        d = sum(self.sizes)
+        if self.coordinates is not None and (self.coordinates.max(initial=0) >= d):
+            raise UserError(f"the canaries need {int(self.coordinates.max()) + 1} parameter coordinates; this run "
+                            f"trains {d}")
+        if self.directions is not None and self.directions.shape[1] != d:
+            raise UserError(f"the canary directions have {self.directions.shape[1]} coordinates; this run trains {d}")
+        self._data = _flat(tensors)
+        coins = (self.rng.random(self.included.size) < q) & self.included
+        self.joined.append(int(coins.sum()))
+        if self.coordinates is not None:
+            delta = np.zeros(d)
+            delta[self.coordinates[coins]] = clip
+        else:
+            delta = clip * self.directions[coins].sum(axis=0, dtype=np.float64)
+        offset = 0
+        for tensor, size in zip(tensors, self.sizes, strict=False):
+            part = delta[offset:offset + size].reshape(tuple(tensor.shape))
+            if hasattr(tensor, "detach"):
+                with torch.no_grad():
+                    tensor += torch.as_tensor(part, dtype=tensor.dtype, device=tensor.device)
+            else:
+                tensor += part.astype(tensor.dtype)
+            offset += size
+
+    def _observe(self, tensors: list[Any]) -> None:
+        moved = _flat(tensors) - self._data
+        if self.coordinates is not None:
+            self.observations.append(moved[self.coordinates] / self.clip_norm)
+        else:
+            self.observations.append((self.directions @ moved.astype(np.float32)).astype(np.float64) / self.clip_norm)
+
+    @property
+    def canary_observations(self) -> np.ndarray:
+        """(M, T): canary i's normalised observation at step t."""
+        if not self.observations:
+            return np.zeros((self.included.size, 0))
+        return np.stack(self.observations, axis=1)

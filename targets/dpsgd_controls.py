@@ -22,7 +22,9 @@ start would persist along the directions no training input spans — where the c
   expected batch size B).
 
 Each fault is one overridden method of the step, so the controls differ from the shipped code in
-exactly the documented place.
+exactly the documented place. Every control calls the two audit hooks of :mod:`targets.audit_hooks`
+around its noise (:func:`hooked`), as a user's hooked loop does, so its updates can be audited
+(``--threat updates``, ``--check-config``); outside an audit they change nothing.
 
 The third DP-SGD control, shuffled batches accounted as Poisson, is not visible to a black-box
 audit of the final model: it is the registry target ``dpsgd_control_shuffle_as_poisson``
@@ -37,6 +39,7 @@ import numpy as np
 import torch
 
 from audit.theory.dpsgd import calibrate_noise_multiplier
+from targets.audit_hooks import add_canary, report_update
 from targets.datasets import Dataset, load_dataset
 from targets.dpsgd_step import DPSGDStep, TrainConfig
 from targets.models import Params, get_architecture
@@ -81,6 +84,27 @@ class NoiseOverBatchStep(DPSGDStep):
         return super().noise_std() / self.config.expected_batch_size
 
 
+def hooked(step_type: type[DPSGDStep]) -> type[DPSGDStep]:
+    """``step_type`` with the two audit hooks of :mod:`targets.audit_hooks` around its noise (one model per
+    call, as a user's loop): the clipped sum and the step's records before, the noisy sum after."""
+
+    class Hooked(step_type):
+        def gradient_sum(self, batch):
+            self._batch = batch
+            return super().gradient_sum(batch)
+
+        def add_noise(self, summed):
+            batch = self._batch
+            add_canary([v[0] for v in summed.values()], clip_norm=float(self.config.clip_norm),
+                       sample_rate=float(self.config.sample_rate), batch=batch.rows[0][batch.weights[0] > 0])
+            noisy = super().add_noise(summed)
+            report_update([v[0] for v in noisy.values()])
+            return noisy
+
+    Hooked.__name__ = f"Hooked{step_type.__name__}"
+    return Hooked
+
+
 def make_trainer(step_type: type[DPSGDStep] = DPSGDStep):
     """A DP-SGD trainer ``train(X, y, seed) -> predict_proba`` moved by ``step_type`` (the step, or a broken one)."""
     config = TrainConfig(arch="logreg", epochs=EPOCHS, sample_rate=SAMPLE_RATE, lr=LR,
@@ -92,7 +116,7 @@ def make_trainer(step_type: type[DPSGDStep] = DPSGDStep):
         data = Dataset(X, np.asarray(y, dtype=np.int64), "user data", N_CLASSES, (X.shape[1],), "train(X, y)")
         zeros = {k: torch.zeros(shape) for k, shape in get_architecture("logreg").shapes(data.shape, N_CLASSES).items()}
         params = train_models(data, np.ones((1, len(data)), dtype=bool), config, [int(seed)], progress=False,
-                              step_type=step_type, init=zeros)
+                              step_type=hooked(step_type), init=zeros)
 
         def predict_proba(Z: np.ndarray) -> np.ndarray:
             Z = np.asarray(Z, dtype=np.float32).reshape(len(Z), -1)

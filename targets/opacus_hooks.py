@@ -25,8 +25,9 @@ Opacus 1.6: :func:`require_opacus` accepts the versions in :data:`SUPPORTED` onl
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import torch
 
@@ -91,7 +92,11 @@ def _wrap_add_noise(original: Callable[[Any], None]) -> Callable[[Any], None]:
         params = list(self.params)
         if recorder.initial is None:
             recorder.initial, recorder.final_params = _flat_params(params), params
-        rate = min(1.0, source.sample_rate * max(1, int(self.accumulated_iterations)))
+        accumulated = max(1, int(self.accumulated_iterations))
+        rate = min(1.0, source.sample_rate * accumulated)
+        # how scale_grad will divide the noisy sum: by the expected batch size (loss_reduction "mean") or not at all
+        recorder.normalisation = "sum" if self.loss_reduction == "sum" else "expected"
+        recorder.normaliser = None if self.loss_reduction == "sum" else float(self.expected_batch_size * accumulated)
         setattr(self, _BUSY, True)
         try:
             recorder.add_canary([p.summed_grad for p in params], float(max_grad_norm), rate, source)

@@ -30,9 +30,6 @@ FAMILY_NOUNS = {"trained": "a trained model", "mechanism": "a mechanism", "dp-er
 #: What ``--target module:factory`` (a user's plugin, see targets.plugins) is to each run kind that takes
 #: one, with the defaults that apply to it (they differ from the built-in targets' presets).
 PLUGIN_USES = {
-    "dp": "your own training code, a trainer plugin (its dict: kind 'trainer', dataset, train, claim); default "
-          "threat black-box with the crafted canary and 200 runs; --threat updates (Opacus or hooked loops): "
-          "1000 runs",
     "membership": "your own training code, a trainer plugin; trained on up to 1,000 rows of its dataset, game "
                   "defaults for plugins: 500 canaries, 2 shadow and 4 reference models (not 6000/2/4)",
     "mechanism": "your own mechanism, a mechanism plugin (its dict: kind 'mechanism', mechanism, neighbours, "
@@ -130,6 +127,17 @@ def describe_use(use: TargetUse) -> str:
     return text
 
 
+#: ``run dp --help``: what a trainer plugin gets by default.
+PLUGIN_DP_DEFAULTS = [
+    "  module:factory: your own code, a trainer plugin. Defaults: black-box with the crafted input canary, 200 runs;",
+    "    --threat updates (Opacus or a loop with the audit hooks): Dirac gradient canary, 1000 runs; many-run games",
+    "    train each run on at most 1000 rows of the plugin's data; --quick: 50 runs.",
+    "    --one-run: the accounting check, then ONE training on the whole dataset with M gradient canaries (default M",
+    "    by simulating the DP-SGD the code runs, at most 20000 and the parameter count; --quick: at most 2000).",
+    "    --check-config: the accounting check alone.",
+]
+
+
 def targets_epilog(kind: str) -> str:
     """``--help`` epilog of a run kind: every built-in target it applies to, with its defaults."""
     lines = [f"targets of {command_name(kind)} (python -m audit list shows all of them):"]
@@ -140,7 +148,9 @@ def targets_epilog(kind: str) -> str:
                              f"canaries {'|'.join(use.canaries)} (default {use.default_canary})")
             else:
                 lines.append(f"  {name}")
-    if kind in PLUGIN_USES:
+    if kind == "dp":
+        lines.extend(PLUGIN_DP_DEFAULTS)
+    elif kind in PLUGIN_USES:
         lines.append(f"  module:factory: {PLUGIN_USES[kind]}")
     return "\n".join(lines)
 

@@ -26,7 +26,8 @@ def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser)
                     "accountant. Threat and canary default to the strongest the target supports (listed below).")
     parser.add_argument("--runs", type=positive_int, default=None,
                         help="training runs R (default: 4000 for DP-SGD updates/white-box, 1000 black-box, "
-                             "200 for trainer plugins, 2000000 noise draws for DP-ERM; --quick: 400 / 20000)")
+                             "2000000 noise draws for DP-ERM; trainer plugins: 200 black-box, 1000 updates/white-box, "
+                             "each on at most 1000 rows of the plugin's data; --quick: 400 / 20000 / 50 for plugins)")
     parser.add_argument("--canary", default=None, choices=DP_CANARIES,
                         help="canary: dirac/gradient (gradient canaries, DP-SGD), dirac-replace (replace-one pair "
                              "on a crafted dataset: catches shuffled batches accounted as Poisson), natural, "
@@ -36,13 +37,21 @@ def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser)
     parser.add_argument("--threat", default=None, choices=THREATS,
                         help="what the adversary sees: black-box (final model's loss), white-box (final "
                              "parameters), updates (every intermediate update); default: the target's (below)")
+    parser.add_argument("--check-config", action="store_true",
+                        help="trainer plugins: only the accounting check, in seconds — read the DP-SGD the code runs "
+                             "(steps, Poisson rate, clip, noise, which records each step held) in three trainings "
+                             "(twice on the dataset, once with one more record), its epsilon by the PLD accountant "
+                             "against the claim; a violation exits 1 with --fail-above-claim")
     parser.add_argument("--one-run", action="store_true",
                         help="audit ONE training run: M gradient canaries, each in by its own fair coin and joining "
                              "every step like one more Poisson-sampled record; threats updates (default) and "
-                             "white-box; the one-run black-box game of a built-in target is `run membership`")
+                             "white-box (built-in targets, Opacus plugins); a trainer plugin trains once on its whole "
+                             "dataset, after the accounting check (4 trainings in all); the one-run black-box game "
+                             "is `run membership`")
     parser.add_argument("--canaries", type=positive_int, default=None, metavar="M",
-                        help="--one-run: number of gradient canaries (default: chosen by simulating the claim, at "
-                             "most 20000 and the model's parameter count; --quick: 2000)")
+                        help="--one-run: number of gradient canaries (default: chosen by simulating the claim — for "
+                             "a trainer plugin the DP-SGD its probe read — at most 20000 and the model's parameter "
+                             "count; --quick: at most 2000)")
     dpsgd_start_options(parser)
     parser.set_defaults(func=execute)
 

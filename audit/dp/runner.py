@@ -18,6 +18,7 @@ A plugin target (e.g. a black-box ``train(X, y, seed) -> predict_proba``) only n
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -26,13 +27,17 @@ import numpy as np
 from audit.dp.game import audit_runs, fair_coins
 from audit.dp.one_run_game import run_one_run
 from audit.dp.options import DPOptions
+from audit.dp.plugin_config import run_check_config
+from audit.dp.plugin_one_run import plugin_one_run_summary, run_plugin_one_run
 from audit.dp.setup import build_setup
 from audit.dp.setup_types import DPAuditSetup
 from audit.errors import UserError
+from audit.plugins.accounting import check_lines
 from audit.results_header import accountant, results_header
 from audit.run_context import RunContext
 from audit.stats.thresholds import FixedThreshold
 from targets.plugin_rng import reproducibility_lines
+from targets.plugins import is_plugin_spec
 
 
 def play(setup: DPAuditSetup, runs: int, seed: int, confidence: float, out: str | Path = "runs",
@@ -103,22 +108,31 @@ def _play(ctx: RunContext, setup: DPAuditSetup, runs: int, included: np.ndarray,
 
 
 def run_dp(opts: DPOptions) -> tuple[Path, dict]:
-    """Build the setup for ``opts.target`` and play the game; returns (run directory, results). With
+    """Build the setup for ``opts.target`` and play the game; returns (run directory, results).
+    ``opts.check_config``: the accounting check of a trainer plugin alone (:mod:`audit.dp.plugin_config`);
     ``opts.one_run``: one training with gradient canaries (:func:`audit.dp.one_run_game.run_one_run`)."""
-    if opts.one_run:
-        return run_one_run(opts)
-    if opts.canaries is not None:
-        raise UserError("--canaries M applies to --one-run")
-    setup = build_setup(opts)
-    runs = opts.runs or setup.default_runs
-    chosen = replace(opts, threat=setup.threat, canary=setup.canary["kind"])  # config.json records the defaults taken
-    return play(setup, runs, opts.seed, opts.confidence, opts.out, opts.quiet, {"options": asdict(chosen)})
+    with warnings.catch_warnings():
+        if opts.quiet:  # -q silences the warnings of the user's libraries (Opacus, torch) too
+            warnings.simplefilter("ignore")
+        if opts.check_config:
+            return run_check_config(opts)
+        if opts.one_run:
+            return run_plugin_one_run(opts) if is_plugin_spec(opts.target) else run_one_run(opts)
+        if opts.canaries is not None:
+            raise UserError("--canaries M applies to --one-run")
+        setup = build_setup(opts)
+        runs = opts.runs or setup.default_runs
+        chosen = replace(opts, threat=setup.threat, canary=setup.canary["kind"])  # config.json records the defaults
+        return play(setup, runs, opts.seed, opts.confidence, opts.out, opts.quiet, {"options": asdict(chosen)})
 
 
 def summary_lines(run_dir: Path, results: dict) -> list[str]:
     """Lines printed after a run."""
     theory = results["epsilon_theory"]
-    lines = [f"report:    {run_dir / 'report.html'}",
+    lines = check_lines(results["config_check"]) if results.get("config_check") else []
+    if results.get("game", {}).get("trainings_text"):
+        lines += plugin_one_run_summary(results)
+    lines += [f"report:    {run_dir / 'report.html'}",
              f"theory:    epsilon = {theory:.3f} at delta = {results['delta']:g}" if theory is not None
              else "theory:    no claim"]
     for b in results["lower_bounds"]:

@@ -3,6 +3,7 @@ steps) or a DP-SGD target, with the target's default threat model and canary."""
 
 from __future__ import annotations
 
+import sys
 from dataclasses import replace
 
 from audit.choices import THREATS
@@ -13,6 +14,7 @@ from audit.dp.plugin_blackbox import plugin_setup
 from audit.dp.plugin_updates import update_setup
 from audit.dp.setup_types import DPAuditSetup
 from audit.errors import UserError
+from audit.plugins.training import MAX_TRAIN, QUICK_RUNS, plugin_dataset
 from audit.target_defaults import TargetUse, dp_choice, plugin_canary, target_use, trainer_plugin_use
 from audit.theory.checks import check_confidence
 from targets.dperm import DPERM_AUDIT_TARGETS, DPERM_TARGETS
@@ -56,14 +58,22 @@ def build_setup(opts: DPOptions) -> DPAuditSetup:
             raise UserError("--epsilon/--delta do not apply to a plugin: its factory states the claim")
         threat = opts.threat or trainer_plugin_use(plugin.description).default_threat
         return trainer_setup(plugin, plugin_canary(threat, opts.canary), threat, opts.seed, opts.data_dir, opts.quiet,
-                             opts.confidence)
+                             opts.confidence, opts.quick)
     return dpsgd_setup(with_defaults(opts, target_use(opts.target)))
 
 
 def trainer_setup(plugin: TrainerPlugin, canary: str, threat: str, seed: int, data_dir: str | None,
-                  quiet: bool, confidence: float = 0.95) -> DPAuditSetup:
+                  quiet: bool, confidence: float = 0.95, quick: bool = False) -> DPAuditSetup:
     """The setup of any trainer-plugin audit: black-box (:func:`audit.dp.plugin_blackbox.plugin_setup`) or
-    update-level / white-box (:func:`audit.dp.plugin_updates.update_setup`)."""
+    update-level / white-box (:func:`audit.dp.plugin_updates.update_setup`); ``quick``: their default run
+    count is :data:`audit.plugins.training.QUICK_RUNS`. The many-run games train on at most
+    :data:`audit.plugins.training.MAX_TRAIN` rows of the plugin's dataset, and say so on stderr."""
+    data = plugin_dataset(plugin, data_dir)
+    if len(data) > MAX_TRAIN and not quiet:
+        print(f"{plugin.name}: the many-run game trains each run on {MAX_TRAIN} of the dataset's {len(data)} rows "
+              f"(--one-run trains once on all of them)", file=sys.stderr)
     if threat == "black-box":
-        return plugin_setup(plugin, canary, threat, seed, data_dir, quiet)
-    return update_setup(plugin, canary, threat, seed, data_dir, quiet, confidence)
+        setup = plugin_setup(plugin, canary, threat, seed, data_dir, quiet)
+    else:
+        setup = update_setup(plugin, canary, threat, seed, data_dir, quiet, confidence)
+    return replace(setup, default_runs=QUICK_RUNS) if quick else setup

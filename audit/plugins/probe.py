@@ -14,17 +14,18 @@ every audit kind that needs a plugin's claim (:func:`resolved_claim`).
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
-from audit.errors import UserError
+from audit.errors import TargetCodeError, UserError
 from audit.plugins.training import train_once
 from audit.theory.claims import PURE_DP_DELTA, ApproxDPClaim
 from audit.theory.dpsgd import DPSGDClaim, calibrate_noise_multiplier
-from targets.audit_hooks import StepSource, UpdateRecorder, recording
+from targets.audit_hooks import StepSource, UpdateRecorder, loader_indices, recording
 from targets.plugin_rng import reproducibility
 from targets.plugins import TrainerPlugin
 
@@ -75,8 +76,9 @@ def instrumented(recorder: UpdateRecorder) -> Iterator[UpdateRecorder]:
 
 
 def run_once(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int, recorder: UpdateRecorder) -> Any:
-    """One instrumented call of ``train``; returns its ``predict_proba`` (the recorder holds the steps)."""
-    with instrumented(recorder):
+    """One instrumented call of ``train``; returns its ``predict_proba`` (the recorder holds the steps and
+    the training-set indices its data loaders yielded)."""
+    with instrumented(recorder), loader_indices(recorder, len(X)):
         return train_once(plugin, X, y, seed)
 
 
@@ -92,6 +94,24 @@ class Probe:
     touched: float
     opacus: dict | None
     check: dict = field(default_factory=dict)
+    recorder: UpdateRecorder | None = None
+
+
+def require_steps(plugin: TrainerPlugin, recorder: UpdateRecorder) -> None:
+    """A one-line error when a run took no step the audit saw: the loop calls no hook (exit 2), or it
+    called ``add_canary`` without ``report_update`` (the user's code is incomplete: exit 3)."""
+    if recorder.steps > 0:
+        if recorder.pending:
+            raise TargetCodeError(f"train of plugin {plugin.spec} called add_canary but not report_update after its "
+                                  f"last step: call report_update with the noisy sum after every add_canary")
+        return
+    if recorder.pending:
+        raise TargetCodeError(f"train of plugin {plugin.spec} called add_canary but never report_update: call "
+                              f"targets.audit_hooks.report_update with the noisy sum after adding the noise")
+    why = _opacus_status()
+    raise UserError(f"train of plugin {plugin.spec} took no DP-SGD step the audit could see: use Opacus's "
+                    f"PrivacyEngine.make_private or call targets.audit_hooks.add_canary / report_update in the "
+                    f"loop, or audit it black-box (--threat black-box)" + (f"; {why}" if why else ""))
 
 
 def probe(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int, delta: float) -> Probe:
@@ -99,18 +119,14 @@ def probe(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int, delta:
     probe_seed = int(np.random.SeedSequence([seed, 29]).generate_state(1)[0])
     first, second = UpdateRecorder(None, 0), UpdateRecorder(None, 0)
     run_once(plugin, X, y, probe_seed, first)
-    if first.steps == 0:
-        why = _opacus_status()
-        raise UserError(f"train of plugin {plugin.spec} took no DP-SGD step the audit could see: use Opacus's "
-                        f"PrivacyEngine.make_private or call targets.audit_hooks.add_canary / report_update in the "
-                        f"loop, or audit it black-box (--threat black-box)" + (f"; {why}" if why else ""))
+    require_steps(plugin, first)
     run_once(plugin, X, y, probe_seed, second)
     same = np.array_equal(np.asarray(first.observations), np.asarray(second.observations))
     check = reproducibility(same, plugin.rng, f"the probe run trained twice from the same seed ({first.steps} noisy "
                                               f"steps compared)")
     coordinate = int(np.argmin(first.touched))
     return Probe(first.steps, first.source, float(first.clip_norm), int(first.touched.size), coordinate,
-                 float(first.touched[coordinate]), _opacus_report(first, delta), check)
+                 float(first.touched[coordinate]), _opacus_report(first, delta), check, first)
 
 
 def _opacus_report(recorder: UpdateRecorder, delta: float) -> dict | None:

@@ -8,7 +8,8 @@ trains a plugin: ``run dp`` (black-box, :mod:`audit.dp.plugin_blackbox`), ``run 
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -21,6 +22,8 @@ from targets.threads import thread_limit
 #: Largest training set drawn from the plugin's dataset in the many-run games (the rest is the
 #: canary pool, the members' complement or the shadows' data).
 MAX_TRAIN = 1000
+#: Default training runs of a plugin's many-run game under ``--quick`` (else 200 black-box, 1000 updates).
+QUICK_RUNS = 50
 
 
 def plugin_dataset(plugin: TrainerPlugin, data_dir: str | None) -> Dataset:

@@ -1,0 +1,299 @@
+"""``run dp --target module:factory --one-run``: ONE training of a user's DP-SGD code (Opacus unchanged, or a
+loop with the two hooks of :mod:`targets.audit_hooks`) on the plugin's whole dataset, with M gradient
+canaries, plus the accounting check of :mod:`audit.plugins.accounting` in the same run.
+
+Order (4 trainings in all, none of them cut to a subset of the data):
+
+1. **Probe** (:func:`audit.dp.plugin_config.plugin_probe`, two trainings from the same seed, no canary):
+   the DP-SGD the code runs (:class:`audit.plugins.probe.StepMechanism`: noise multiplier, Poisson rate,
+   steps), its clip norm, its parameter count and how much data gradient each coordinate received.
+   ``--canaries`` above what the model holds and ``--threat white-box`` on a hooked loop (which reports its
+   updates, not its parameters) are one-line errors here, before a run directory is written.
+2. **Design**, from the probe and the seed only (never the canaries' coins or scores): the number of
+   canaries (``--canaries``, else :func:`audit.stats.one_run_design.default_canary_count` capped by the
+   parameter count and :data:`audit.dp.one_run_game.DEFAULT_MAX_CANARIES`) and the guess counts
+   (:func:`audit.stats.one_run_design.choose_one_run_design`) by simulating the mechanism the probe read.
+3. **Accounting check** (one training on the dataset plus one record): findings printed first, counted in
+   the verdict.
+4. **The audited training**: one call of ``train`` with a :class:`targets.audit_hooks.CanaryRecorder`: each
+   canary in by its own fair coin, each included one joining every real step by its own Poisson coin at
+   the code's rate, ``C`` times its direction — a Dirac on one of the M coordinates the data touch least
+   while the parameters last, else a seeded random unit direction. ``updates``: canary i's per-step
+   observation (noisy sum minus the clipped data sum, on its direction, / C) scored by the likelihood ratio
+   of the mechanism the code runs (:func:`audit.stats.one_run_design.dpsgd_canary_llr`; cross-talk of random
+   directions read as extra noise). ``white-box`` (Opacus only): the total change of the parameters
+   ``theta_0 - theta_T`` projected on each direction.
+
+Bounds: :func:`audit.dp.one_run.one_run_results`. What each threat can and cannot see:
+:data:`THREAT_COVERAGE`. Sources: docs/references.md, "One-run auditing" and "Configuration checks".
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from audit.dp.one_run import one_run_results
+from audit.dp.one_run_game import (
+    DEFAULT_MAX_CANARIES,
+    DESIGN_SIMULATIONS,
+    QUICK_MAX_CANARIES,
+    _one_run_table,
+    canary_capacity,
+)
+from audit.dp.options import DPOptions
+from audit.dp.plugin_config import config_verdict, plugin_accounting, plugin_probe
+from audit.errors import UserError
+from audit.plugins.accounting import config_table
+from audit.plugins.probe import require_steps, run_once
+from audit.run_context import RunContext
+from audit.stats.metrics import attack_metrics
+from audit.stats.one_run_design import (
+    CanaryMechanism,
+    OneRunDesign,
+    choose_one_run_design,
+    default_canary_count,
+    dpsgd_canary_llr,
+)
+from targets.audit_hooks import CanaryRecorder
+from targets.one_run_canaries import crosstalk_variance
+from targets.plugins import TrainerPlugin, load_plugin, plugin_config
+
+__all__ = ["run_plugin_one_run", "THREAT_COVERAGE", "PLUGIN_ONE_RUN_THREATS"]
+
+#: The threats a one-run audit of a trainer plugin gives (black-box one-run: ``run membership``).
+PLUGIN_ONE_RUN_THREATS = ("updates", "white-box")
+
+#: Which mistakes each part of the one-run audit can see: (mistake, updates, white-box, accounting check).
+THREAT_COVERAGE = (
+    ("no per-example clipping (sum unclipped, or the batch clipped as a whole)",
+     "no: the canaries are added after the clipping, already of norm C",
+     "no: same canaries",
+     "yes: a step's clipped data sum longer than C x its batch size proves it (needs the step's records: "
+     "the data loaders or add_canary(batch=))"),
+    ("noise smaller than the claim needs",
+     "yes: every canary observation carries the noise the code adds; the bound exceeds the claim when the "
+     "noise is small enough",
+     "yes, less power: the noise of all steps is summed",
+     "yes: the optimizer's noise multiplier (Opacus) or the noise measured in the probe (hooked loop), by the "
+     "PLD accountant"),
+    ("more steps or a higher sampling rate than accounted (extra epochs, physical batch taken as the sampled one)",
+     "partly: the canaries join every real step at the code's rate, so they see the real T and q, but one run "
+     "certifies a fraction of the claim's epsilon and rarely exceeds it",
+     "partly: as updates, with less power",
+     "yes: steps and rate read from the code, epsilon by the PLD accountant, and the claim curve"),
+    ("batches not Poisson-sampled (shuffled loader accounted as Poisson)",
+     "no: the canaries join by their own Poisson coins",
+     "no: same canaries",
+     "yes: sampling test on the records each step held"),
+    ("a configuration that moves with one record (rate or steps from len(data))",
+     "no: one dataset, one run", "no: one dataset, one run",
+     "yes: the configuration read with and without one more record"),
+)
+
+
+def _plugin(opts: DPOptions, plugin: TrainerPlugin | None) -> TrainerPlugin:
+    """The trainer plugin audited, and one-line errors for options a plugin's one-run audit does not take."""
+    if plugin is None:
+        plugin = load_plugin(opts.target)
+    if not isinstance(plugin, TrainerPlugin):
+        raise UserError(f"plugin {opts.target} is a mechanism; --one-run audits DP-SGD trainers "
+                        f"(python -m audit run mechanism --target {opts.target})")
+    if opts.epsilon is not None or opts.delta is not None:
+        raise UserError("--epsilon/--delta do not apply to a plugin: its factory states the claim")
+    if opts.threat == "black-box":
+        raise UserError(f"the one-run black-box game of a trainer plugin is the membership audit: python -m audit "
+                        f"run membership --target {opts.target}; --one-run takes --threat updates or white-box")
+    given = [flag for flag, on in (("--runs", opts.runs is not None), ("--canary", opts.canary is not None),
+                                   ("--init pretrained", opts.init != "random"),
+                                   ("--calibration-runs", opts.calibration_runs > 0)) if on]
+    if given:
+        raise UserError(f"{', '.join(given)} do(es) not apply to --one-run (one training, gradient canaries); "
+                        f"use --canaries M")
+    return plugin
+
+
+def _check_probe(opts: DPOptions, plugin: TrainerPlugin, probed: dict, threat: str) -> tuple[int, int]:
+    """(parameters, canary capacity) of the probed code; one-line errors for a threat it cannot give or more
+    canaries than it holds."""
+    found, mech = probed["probe"], probed["mechanism"]
+    if threat == "white-box" and found.source.kind != "opacus":
+        raise UserError(f"plugin {plugin.spec} is a hooked loop: it reports its updates, not its parameters; audit it "
+                        f"with --threat updates (white-box needs Opacus, whose parameters the audit reads)")
+    n_params = found.n_params
+    capacity = canary_capacity(n_params, mech.sample_rate, mech.noise_multiplier)
+    if opts.canaries is not None and opts.canaries > capacity:
+        raise UserError(f"--canaries {opts.canaries} is more than plugin {plugin.name}'s model holds: at most "
+                        f"{capacity} ({n_params} coordinates for Dirac canaries, then random directions while their "
+                        f"cross-talk stays below a quarter of the noise)")
+    if opts.canaries is not None and opts.canaries < 2:
+        raise UserError("--canaries must be at least 2")
+    return n_params, capacity
+
+
+def _design(opts: DPOptions, mech: CanaryMechanism, delta: float, n_params: int) -> OneRunDesign:
+    """The number of canaries and the guess counts, from the probed mechanism and the seed alone."""
+    sims = DESIGN_SIMULATIONS // 2 if opts.quick else DESIGN_SIMULATIONS
+    rng = np.random.default_rng([opts.seed, 61])
+    if opts.canaries is not None:
+        return choose_one_run_design(mech, opts.canaries, delta, opts.confidence, rng, simulations=sims)
+    cap = max(2, min(n_params, QUICK_MAX_CANARIES if opts.quick else DEFAULT_MAX_CANARIES))
+    return default_canary_count(mech, delta, opts.confidence, rng, cap, simulations=sims // 2).design
+
+
+def _recorder(opts: DPOptions, touched: np.ndarray, m: int) -> tuple[CanaryRecorder, dict]:
+    """M canaries with their fair coins: Dirac on the M least-touched coordinates, or random unit directions."""
+    included = np.random.default_rng([opts.seed, 11]).random(m) < 0.5
+    coin_seed = [opts.seed, 29]
+    n_params = int(touched.size)
+    if m <= n_params:
+        coords = np.argsort(touched, kind="stable")[:m]
+        return (CanaryRecorder(included, coin_seed, coordinates=coords),
+                {"kind": "dirac", "directions": f"Dirac: {m} distinct coordinates of the {n_params}, those the data's "
+                 f"clipped gradients touched least in the probe run", "norm": "C"})
+    d = np.random.default_rng([opts.seed, 67]).standard_normal((m, n_params), dtype=np.float32)
+    d /= np.linalg.norm(d, axis=1, keepdims=True)
+    return (CanaryRecorder(included, coin_seed, directions=d),
+            {"kind": "random", "directions": f"random unit directions ({m} canaries > {n_params} parameters: seeded "
+             "Gaussian directions, cross-talk between them read as extra noise)", "norm": "C"})
+
+
+def _scores(recorder: CanaryRecorder, threat: str, mech: CanaryMechanism, crosstalk: float) -> np.ndarray:
+    """One score per canary (module docstring, step 4)."""
+    if threat == "updates":
+        return dpsgd_canary_llr(recorder.canary_observations, mech.sample_rate,
+                                math.sqrt(mech.noise_multiplier ** 2 + crosstalk))
+    moved = np.asarray(recorder.initial, dtype=np.float64) - np.asarray(recorder.final, dtype=np.float64)
+    if recorder.coordinates is not None:
+        return moved[recorder.coordinates]
+    return recorder.directions.astype(np.float64) @ moved
+
+
+def run_plugin_one_run(opts: DPOptions, plugin: TrainerPlugin | None = None) -> tuple[Path, dict]:
+    """One training of a trainer plugin with M gradient canaries and the accounting check (module
+    docstring); ``plugin``: an already loaded plugin (``assert_private``), else ``opts.target`` is loaded."""
+    plugin = _plugin(opts, plugin)
+    threat = opts.threat or "updates"
+    t0 = time.perf_counter()
+    probed = plugin_probe(plugin, opts.data_dir, opts.seed)
+    probe_s = time.perf_counter() - t0
+    n_params, capacity = _check_probe(opts, plugin, probed, threat)
+    found, step_mech, data = probed["probe"], probed["mechanism"], probed["data"]
+    mech = CanaryMechanism(step_mech.sample_rate, step_mech.noise_multiplier, step_mech.steps)
+    ctx = RunContext(opts.out, "dp", plugin.name, seed=opts.seed, quiet=opts.quiet)
+    with ctx:
+        ctx.timing["probe_s"] = probe_s
+        with ctx.stage("check_config"):
+            block = plugin_accounting(plugin, opts.data_dir, opts.seed, opts.confidence, probed)["block"]
+        with ctx.stage("design"):
+            design = _design(opts, mech, plugin.delta, n_params)
+        recorder, cinfo = _recorder(opts, found.recorder.touched, design.canaries)
+        ctx.say(f"{plugin.name}: one run of the training on all {len(data)} rows with {design.canaries} "
+                f"{cinfo['kind']} gradient canaries ({int(recorder.included.sum())} in), threat {threat}")
+        with ctx.stage("train"):
+            run_once(plugin, data.X, data.y, int(np.random.SeedSequence([opts.seed, 37]).generate_state(1)[0]),
+                     recorder)
+        require_steps(plugin, recorder)
+        if sum(recorder.sizes) != n_params:
+            raise UserError(f"the audited run of plugin {plugin.spec} trained {sum(recorder.sizes)} parameters where "
+                            f"the probe saw {n_params}; the audit needs the same model in every call of train")
+        crosstalk = crosstalk_variance(design.canaries, n_params, mech.sample_rate)
+        scores = _scores(recorder, threat, mech, crosstalk)
+        with ctx.stage("statistics"):
+            stats = one_run_results(scores, recorder.included, probed["claim"], plugin.delta, opts.confidence, design)
+        results = _results(plugin, opts, probed, block, threat, stats, scores, recorder, cinfo, capacity, crosstalk)
+        config = {"command": "run dp", "one_run": True, "seed": opts.seed, "confidence": opts.confidence,
+                  "options": asdict(opts) | {"threat": threat, "canaries": design.canaries},
+                  "plugin": plugin_config(plugin)}
+        if not opts.quiet:
+            print(f"one run: {design.canaries} canaries, {design.k_pos} guesses, {stats['one_run']['correct']} right; "
+                  f"{results['game']['trainings']} trainings", file=sys.stderr)
+        return ctx.run_dir, ctx.finish(results, config)
+
+
+def combined_verdict(block: dict, verdict: dict) -> dict:
+    """The one-run verdict with the accounting check's: a configuration violation decides (it is a fact read
+    from the code), else the one-run bound's verdict, naming the check's findings."""
+    checked = config_verdict(block)
+    if checked["status"] == "violation":
+        return checked | {"text": f"{checked['text']}; one-run bound: {verdict['text']}", "one_run": verdict}
+    findings = [f["message"] for f in block["findings"] if f["problem"]]
+    return verdict | ({"text": f"{verdict['text']}; accounting check findings: {'; '.join(findings)}"}
+                      if findings else {})
+
+
+def coverage_table() -> dict:
+    """Report table of :data:`THREAT_COVERAGE`."""
+    return {"title": "What each part of the one-run audit can and cannot see",
+            "columns": ["mistake in the code", "updates (gradient canaries)", "white-box (final parameters)",
+                        "accounting check"],
+            "rows": [list(row) for row in THREAT_COVERAGE],
+            "caption": "Gradient canaries are added after the code's clipping, so they test the noise and the "
+                       "steps the code really takes, never its clipping or how it samples the data; the "
+                       "accounting check reads those from the same instrumentation. The claim's own tradeoff "
+                       "curve is tested with the canaries' guesses too."}
+
+
+def _results(plugin: TrainerPlugin, opts: DPOptions, probed: dict, block: dict, threat: str, stats: dict,
+             scores: np.ndarray, recorder: CanaryRecorder, cinfo: dict, capacity: int, crosstalk: float) -> dict:
+    """results.json of a plugin's one-run audit (kind dp, ``game.one_run``, ``config_check``)."""
+    found, mech, claim, data = probed["probe"], probed["mechanism"], probed["claim"], probed["data"]
+    attack = f"{threat}/one-run-{cinfo['kind']}"
+    bounds = [b | {"attack": attack} for b in stats["lower_bounds"]]
+    best = None if stats["best_lower_bound"] is None else stats["best_lower_bound"] | {"attack": attack}
+    one = stats["one_run"]
+    one["ceiling_text"] = f"all {one['k_pos']} guesses right would certify epsilon >= {one['ceiling']:.3g}"
+    inc = recorder.included
+    joins = np.asarray(recorder.joined)
+    trainings = int(block["trainings"]) + 1
+    observation = {"score": ("likelihood ratio of the per-step observations under the mechanism the code runs"
+                             + (f" (cross-talk variance {crosstalk:.3g} read as noise)" if crosstalk else "")
+                             if threat == "updates" else
+                             "total parameter change (initial - final) projected on the canary direction"),
+                   "canary_copies_per_step_mean": float(joins.mean()) if joins.size else 0.0,
+                   "steps_audited_run": recorder.steps, "steps_probe": found.steps, "capacity": capacity,
+                   "guess_counts": "chosen for the perfect attack of the updates threat, simulating the mechanism "
+                                   "the probe read (noise multiplier, rate, steps)"}
+    return {
+        "target_description": plugin.description, "dataset": data.name,
+        "model": {"name": f"user trainer {plugin.spec}", "parameters": found.n_params},
+        "neighbouring": "add/remove one record (each canary)", "delta": plugin.delta,
+        "confidence": opts.confidence, "epsilon_theory": stats["epsilon_theory"],
+        "accountant": getattr(claim, "description", None),
+        "params": {"plugin": plugin.spec, "rng": plugin.rng, "claimed_epsilon": float(claim.epsilon(plugin.delta)),
+                   "claimed_delta": plugin.delta, "n_train": int(len(data)), "clip_norm": found.clip_norm,
+                   "code": mech.to_dict() | {"epsilon_pld": float(mech.claim().epsilon(plugin.delta)),
+                                             "sampling": "poisson" if found.source.poisson else "not poisson",
+                                             "driver": found.source.kind},
+                   "opacus_reported": found.opacus} | plugin.params,
+        "tradeoff": stats["tradeoff"], "lower_bounds": bounds, "best_lower_bound": best,
+        "best_estimate": stats["best_estimate"], "lower_bound_tradeoff": stats["lower_bound_tradeoff"],
+        "ceiling": stats["ceiling"], "attacks": {attack: attack_metrics(scores, inc, opts.confidence)},
+        "verdict": combined_verdict(block, stats["verdict"]), "family": stats["family"], "one_run": one,
+        "config_check": block, "threat_coverage": [dict(zip(("mistake", "updates", "white-box", "config_check"), row,
+                                                            strict=True)) for row in THREAT_COVERAGE],
+        "game": {"one_run": True, "runs": 1, "trainings": trainings,
+                 "trainings_text": f"{trainings} trainings of the code: the probe and its repeat, the dataset plus one "
+                                   f"record (accounting check), and the one audited run",
+                 "canaries": int(inc.size), "included": int(inc.sum()), "canary_kind": cinfo["kind"],
+                 "canary": cinfo, "threat": threat, "n_train": int(len(data)),
+                 "threshold_strategy": "one-run guesses: 'in' for the k_pos highest scores, k_pos fixed by simulating "
+                                       "the mechanism the probe read",
+                 "inclusion": "independent fair coin per canary; each included canary joins every real step by its "
+                              "own Poisson coin at the code's sampling rate, C times its unit direction",
+                 "observation": observation},
+        "tables": [config_table(block), _one_run_table(one, bounds), coverage_table()],
+    }
+
+
+def plugin_one_run_summary(results: dict[str, Any]) -> list[str]:
+    """Extra summary lines of a plugin's one-run audit (after the accounting check's)."""
+    game = results["game"]
+    return [f"training:  the audited run on all {game['n_train']} rows; {game['trainings']} trainings of the code "
+            f"in all (probe, its repeat, the dataset plus one record, the audited run)"]

@@ -1,0 +1,99 @@
+"""The accounting check of a user's DP-SGD loop (audit.plugins.accounting), on small hooked loops:
+each check is a few instrumented trainings of a linear model on 200 rows (seconds)."""
+
+import numpy as np
+import pytest
+import torch
+
+from audit.dp.plugin_config import plugin_accounting
+from audit.errors import AuditIncomplete, UserError
+from audit.theory.dpsgd import calibrate_noise_multiplier
+from targets.audit_hooks import add_canary, report_update
+from targets.plugins import plugin_from_dict
+
+EPS, DELTA, Q, EPOCHS, C, N = 2.0, 1e-5, 0.1, 2, 1.0, 200
+STEPS = int(EPOCHS / Q)
+SIGMA = float(calibrate_noise_multiplier(EPS, DELTA, Q, STEPS))
+
+
+def _data():
+    rng = np.random.default_rng(0)
+    return rng.normal(size=(N, 5)).astype(np.float32), rng.integers(0, 2, N)
+
+
+def _loop(*, epochs=EPOCHS, rate=None, shuffled=False, hooks=True, report=True):
+    """A hand-written DP-SGD loop (per-example clipping, sum + noise); ``rate`` None: fixed Q, else
+    rate(n) computed from the data; ``shuffled``: fixed-size batches of a permutation."""
+    def train(X, y, seed):
+        gen = torch.manual_seed(seed)
+        X, y = torch.as_tensor(X), torch.as_tensor(y)
+        w = torch.zeros(X.shape[1], 2)
+        q = Q if rate is None else rate(len(X))
+        steps = int(round(epochs / q))
+        order = torch.randperm(len(X), generator=gen)
+        for t in range(steps):
+            if shuffled:
+                size = int(q * len(X))
+                start = (t * size) % len(X)
+                batch = order[start:start + size]
+            else:
+                batch = torch.nonzero(torch.rand(len(X), generator=gen) < q).reshape(-1)
+            p = torch.softmax(X[batch] @ w, 1)
+            g = X[batch][:, :, None] * (p - torch.nn.functional.one_hot(y[batch], 2))[:, None, :]
+            norms = g.flatten(1).norm(dim=1).clamp(min=1e-12)
+            summed = (g * (C / norms).clamp(max=1.0)[:, None, None]).sum(0)
+            if hooks:
+                add_canary(summed, clip_norm=C, sample_rate=q, batch=batch)
+            noisy = summed + SIGMA * C * torch.randn(summed.shape, generator=gen)
+            if hooks and report:
+                report_update(noisy)
+            w = w - 0.5 * noisy / (Q * N)
+        return lambda Z: torch.softmax(torch.as_tensor(Z, dtype=torch.float32) @ w, 1).numpy()
+
+    return train
+
+
+def _check(train):
+    plugin = plugin_from_dict("test:loop", {"kind": "trainer", "name": "loop", "dataset": _data(), "train": train,
+                                            "claim": {"epsilon": EPS, "delta": DELTA}})
+    return plugin_accounting(plugin, None, 0, 0.95)["block"]
+
+
+def _finding(block, check):
+    return next(f for f in block["findings"] if f["check"] == check)
+
+
+def test_correct_loop_passes():
+    block = _check(_loop())
+    assert block["status"] == "ok", block["findings"]
+    assert block["config"]["steps"] == STEPS
+    assert _finding(block, "sampling")["details"]["verdict"] == "poisson"
+
+
+def test_more_epochs_than_accounted_is_a_violation():
+    block = _check(_loop(epochs=3 * EPOCHS))
+    assert block["status"] == "violation"
+    assert _finding(block, "epsilon")["violation"] and block["config"]["steps"] == 3 * STEPS
+
+
+def test_shuffled_batches_are_not_poisson():
+    block = _check(_loop(shuffled=True))
+    assert _finding(block, "sampling")["details"]["verdict"] in ("shuffled", "fixed-size")
+    assert _finding(block, "sampling")["problem"]
+
+
+def test_rate_from_dataset_size_is_a_world_finding():
+    block = _check(_loop(rate=lambda n: 20 / n))
+    worlds = _finding(block, "world-dependence")
+    assert worlds["problem"] and "len(dataset)" in worlds["fix"]
+    assert not _finding(_check(_loop()), "world-dependence")["problem"]
+
+
+def test_a_loop_without_hooks_is_a_user_error():
+    with pytest.raises(UserError, match="took no DP-SGD step"):
+        _check(_loop(hooks=False))
+
+
+def test_add_canary_without_report_update_is_the_code_s_fault():
+    with pytest.raises(AuditIncomplete, match="report_update"):
+        _check(_loop(report=False))
