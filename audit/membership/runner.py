@@ -52,7 +52,7 @@ from audit.stats.metrics import attack_metrics, dp_advantage_bound
 from audit.stats.one_run import one_run_bound
 from audit.stats.one_run_fdp import fdp_one_run_bound
 from audit.stats.rates import rate_point
-from audit.stats.split_check import SplitCheck
+from audit.stats.split_check import SplitCheck, auc_score_interval
 from audit.stats.verdict import Family, compare_with_claim
 from audit.theory.checks import check_confidence
 from targets.plugins import ModelPlugin, is_plugin_spec, load_plugin
@@ -391,8 +391,12 @@ def trained_bounds(scores: dict[str, np.ndarray], member: np.ndarray, delta: flo
 def _trained_attack_entries(scores: dict[str, np.ndarray], q: TrainedQueries, split: SplitCheck, opts,
                             references: int) -> dict[str, dict]:
     attacks_out = {}
+    n1, n0 = int(q.member.sum()), int((~q.member).sum())
+    z = float(stats.norm.ppf(0.5 + opts.confidence / 2))
     for name, s in scores.items():
         metrics = attack_metrics(s, q.member, opts.confidence)
+        # Hanley–McNeil score interval (descriptive: records scored by one model, taken as independent draws)
+        metrics["auc_ci"] = list(auc_score_interval(metrics["auc"], n1, n0, z))
         metrics["empirical_points"] = empirical_points(s, q.member, max(1, len(s) // 100), opts.confidence)
         metrics["description"] = ATTACKS[name]
         metrics["blind_auc"] = split.blind_auc
