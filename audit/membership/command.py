@@ -6,7 +6,7 @@ import argparse
 
 from attacks.names import ATTACK_GROUPS, ATTACKS, VARIANCES, expand_attacks
 from audit.choices import DEFAULT_MEMBERSHIP_CANARY, MEMBERSHIP_CANARIES, NONPRIVATE_MEMBERSHIP_CANARY
-from audit.commands.run import add_kind, positive_int
+from audit.commands.run import add_kind, non_negative_int, positive_int
 from audit.errors import UserError
 from audit.kinds import RunKind, options_from_args
 
@@ -68,7 +68,7 @@ def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser)
                              "quick 200)")
     parser.add_argument("--shadows", type=positive_int, default=None,
                         help="number of shadow models K (default 2; quick 3)")
-    parser.add_argument("--references", type=positive_int, default=None,
+    parser.add_argument("--references", type=non_negative_int, default=None,
                         help="LiRA and RMIA reference models R; each canary is IN exactly floor(R/2) of them "
                              "(default 4, 8 for a non-private target; LiRA needs 4, RMIA 1); a trained model "
                              "({'kind': 'model'}): 0, 1, 2 or 4 trained on its population records (default 2 with "
