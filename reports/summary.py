@@ -230,8 +230,14 @@ def attack_table(results: Results) -> dict | None:
                      format_interval(attack.get("advantage_ci")) or format_value(attack.get("advantage")),
                      "; ".join(bounds.get(name, [])) or "—"])
     confidence = _percent(results.get("confidence"))
-    return {"title": "Attacks", "columns": ["attack", "AUC", "TPR at 1% FPR (interval)", "TPR at 0.1% FPR (interval)",
-                                            "advantage interval", "lower bounds (method: what it bounds)"],
+    columns = ["attack", "AUC", "TPR at 1% FPR (interval)", "TPR at 0.1% FPR (interval)", "advantage interval",
+               "lower bounds (method: what it bounds)"]
+    split = results.get("split_check")
+    if isinstance(split, Mapping):  # a trained model: each attack's AUC beside the blind classifier's
+        columns.insert(2, "blind AUC (records only)")
+        blind = f"{format_value(split.get('blind_auc'))} ({format_interval(split.get('blind_auc_ci'))})"
+        rows = [row[:2] + [blind] + row[2:] for row in rows]
+    return {"title": "Attacks", "columns": columns,
             "rows": rows,
             "caption": f"Intervals at {confidence} confidence. AUC and TPR measure attack strength, not privacy; "
                        f"the lower bounds are what the attacks prove. Role verdict = valid and competing for the best "
