@@ -476,6 +476,10 @@ def run_trained_membership(opts: MembershipOptions, plugin: ModelPlugin) -> tupl
         bounds, family = trained_bounds(scores, q.member, delta, opts.confidence) if allowed else ([], Family(
             1, opts.confidence))
         comparison = compare_with_claim(bounds, model.claim, delta, ALPHA_GRID, family)
+        if not bounds:  # attack metrics only: say why, rather than "leaks at least epsilon = 0"
+            comparison["ceiling"] = {"epsilon": None, "text": f"no epsilon bound: {why}"}
+            comparison["verdict"] = dict(comparison["verdict"]) | {"text": f"no epsilon bound ({why}); attack "
+                                                                           f"metrics only"}
         primary = comparison["best_lower_bound"]["attack"] if comparison["best_lower_bound"] else None
         results = {
             "target_description": model.description,
