@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from audit.cli import main
+from audit.schemas import validate_results
 
 MODELS = textwrap.dedent('''
     import functools
@@ -134,7 +135,9 @@ def user_models(tmp_path_factory) -> str:
 def _run(target: str, out: Path, *extra: str) -> dict:
     assert main(["run", "membership", "--target", target, "--out", str(out), "--quiet", *extra]) == 0
     [results] = list(out.glob("*/results.json"))
-    return json.loads(results.read_text())
+    results = json.loads(results.read_text())
+    validate_results(results)
+    return results
 
 
 @pytest.mark.parametrize("kind", ["sklearn", "cnn"])
@@ -169,7 +172,7 @@ def test_a_shifted_split_is_flagged_and_gets_no_epsilon_bound(user_models, tmp_p
     split = results["split_check"]
     assert split["passed"] is False and split["blind_auc_ci"][0] > 0.5
     assert results["best_lower_bound"] is None and results["lower_bounds"] == []
-    assert results["epsilon_bound"]["allowed"] is False
+    assert results["epsilon_bound"]["allowed"] is False and results["ceiling"]["epsilon"] is None
     assert all(a["blind_auc"] == split["blind_auc"] for a in results["attacks"].values())
     assert capsys.readouterr().out.splitlines()[0].startswith("split:     blind AUC")  # said first
 
