@@ -4,8 +4,8 @@ of ``run membership --target nonprivate_mnist``, within their intervals.
 1. ``run membership --target nonprivate_mnist`` with its defaults (the canary game; :mod:`audit.membership.runner`).
 2. The same target model, read back from that run's model cache (never retrained), is handed over as
    ``{"kind": "model"}``: members are the canaries its coins put in, non-members the others (so
-   ``"membership": "independent-coins"`` is true), population the rows of the game's shadow pool that
-   no model of the target's side trained on, ``train`` the registry's own trainer
+   ``"membership": "independent-coins"`` is true), population the rows of the data the target never
+   trained on (shadow pool and test set; no canary), ``train`` the registry's own trainer
    (:func:`targets.training.train_models` with the target's configuration).
 3. ``run membership`` on it, with 0 and 2 reference models; each attack in both runs is compared: AUC
    of the trained-model run inside the built-in run's Hanley–McNeil interval (and vice versa).
@@ -50,8 +50,9 @@ def handed_over(opts: MembershipOptions, run_dir: Path) -> dict:
     tc = game.target_canaries
     X, y = game.data.X, game.data.y
     members, nonmembers = tc[game.target_in], tc[~game.target_in]
-    used = game.target_mask | game.shadow_masks.any(axis=0) | np.isin(np.arange(len(y)), np.concatenate(
-        [tc, game.shadow_canaries, game.test_index, game.population]))
+    # records of the data the target never trained on, neither audited nor relabelled canaries: the shadow
+    # pool and the test set
+    used = game.target_mask | np.isin(np.arange(len(y)), np.concatenate([tc, game.shadow_canaries]))
     population = np.flatnonzero(~used[: game.natural_rows])
     spec = get_target(TARGET)
     config = spec.train_config(spec.noise_multiplier())

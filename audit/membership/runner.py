@@ -428,16 +428,17 @@ def _trained_tables(attacks_out: dict, split: SplitCheck) -> list[dict]:
 
 def _meaning(model: TrainedModel, split: SplitCheck, attacks_out: dict, best: dict | None, delta: float) -> str:
     """One sentence on what the numbers mean for this model."""
-    name = max(attacks_out, key=lambda n: attacks_out[n]["auc"])
+    name = max(attacks_out, key=lambda n: (attacks_out[n]["tpr_at_fpr"]["0.001"], attacks_out[n]["auc"]))
     a = attacks_out[name]
     if not split.passed:
+        best_auc = max(x["auc"] for x in attacks_out.values())
         return (f"The blind classifier alone reaches AUC {split.blind_auc:.3f}: members and non-members differ as "
-                f"records, so the attacks' AUCs (best {name}, {a['auc']:.3f}) cannot be read as this model's "
+                f"records, so the attacks' AUCs (up to {best_auc:.3f}) cannot be read as this model's "
                 f"leakage; audit it again on members and non-members drawn at random from one source.")
     tpr = a["tpr_at_fpr"]["0.001"]
-    text = (f"The split looks random, so the attacks measure the model: the strongest, {name}, reaches AUC "
-            f"{a['auc']:.3f} and identifies {tpr:.1%} of the {len(model.members)} members at 0.1% false positives "
-            f"(chance: 0.1%).")
+    text = (f"The split looks random, so the attacks measure the model: the strongest at low false-positive "
+            f"rates, {name}, reaches AUC {a['auc']:.3f} and identifies {tpr:.1%} of the {len(model.members)} "
+            f"members at 0.1% false positives (chance: 0.1%).")
     if best is not None:
         text += (f" With the stated fair coins, the model is not (epsilon, {delta:g})-DP for any epsilon below "
                  f"{float(best['epsilon']):.3g} (one-run bound, {float(best['family_confidence']):.0%} confidence).")
