@@ -116,7 +116,8 @@ class TrainedModel:
     ``input_shape``; ``n_classes`` is the width of the model's output. ``train`` (or None) fits
     reference models (:meth:`fit_reference`), taking randomness ``rng`` (:mod:`targets.plugin_rng`).
     ``claim`` (or None) is audited at ``delta``. ``membership`` is ``"independent-coins"``,
-    ``"seeded-split"`` or ``"unstated"``, ``membership_note`` its description.
+    ``"seeded-split"`` or ``"unstated"``, ``membership_note`` its description. ``population`` (or None): records
+    in neither set, which the model was not trained on, for reference models.
     """
 
     spec: str

@@ -18,6 +18,13 @@ for loss, confidence and shadow, and leave-one-reference-out games for LiRA and 
 mean one-run bound over those games, and then apply them unchanged to the target. The shadow
 attack's own shadow scores are leave-one-shadow-out so the choice is not biased by scoring a
 shadow with a classifier trained on it.
+
+A model that already exists (a plugin returning ``{"kind": "model"}``, :mod:`targets.trained_model`) plays no
+game: :func:`run_trained_membership` checks the split blind first, queries the model on all its members and
+non-members (:mod:`audit.membership.trained`), runs the attacks that need no retraining of it, and gives a
+one-run bound only when :func:`bound_allowed`. Defaults by target: the one-run preset (6,000 sparse
+canaries) for a target that claims DP; mislabelled canaries with more reference models for a non-private
+one (:data:`GAME_SIZES`, :func:`game_preset`).
 """
 
 from __future__ import annotations
