@@ -67,7 +67,8 @@ def handed_over(opts: MembershipOptions, run_dir: Path) -> dict:
 
     return {"kind": "model", "name": "nonprivate_mnist_handed_over", "predict_proba": predict_proba,
             "members": (X[members], y[members]), "nonmembers": (X[nonmembers], y[nonmembers]),
-            "population": (X[population], y[population]), "train": train, "membership": "independent-coins"}
+            "population": (X[population], y[population]), "train": train, "membership": "independent-coins",
+            "training_size": int(game.target_mask.sum())}
 
 
 def compare(builtin: dict, trained: dict, confidence: float) -> list[dict]:

@@ -15,6 +15,8 @@ do not retrain it, parsed and validated.
      "train": train,                 # train(X, y, seed) -> predict_proba-like, for reference models
      "population": data,             # records from the members' distribution that are in neither set:
                                      # what reference models train on (and RMIA's population samples)
+     "training_size": n,             # records the model was trained on, when more than the members given
+                                     # (default: the number of members); reference models train on as many
      "claim": {"epsilon": E, "delta": D},  # as for trainer plugins (targets.plugins.claim_from_plugin)
      "membership": "independent-coins" | "seeded-split:<how the split was drawn>",
      "name": ..., "description": ..., "params": {...}, "device": "auto" | "cpu" | "cuda",
@@ -117,7 +119,8 @@ class TrainedModel:
     reference models (:meth:`fit_reference`), taking randomness ``rng`` (:mod:`targets.plugin_rng`).
     ``claim`` (or None) is audited at ``delta``. ``membership`` is ``"independent-coins"``,
     ``"seeded-split"`` or ``"unstated"``, ``membership_note`` its description. ``population`` (or None): records
-    in neither set, which the model was not trained on, for reference models.
+    in neither set, which the model was not trained on, for reference models; ``training_size``: how many
+    records the model was trained on (the members, unless the factory says more).
     """
 
     spec: str
@@ -139,6 +142,7 @@ class TrainedModel:
     batch_size: int = DEFAULT_BATCH
     packages: dict = field(default_factory=dict)
     population: Dataset | None = None
+    training_size: int | None = None
 
     @property
     def allows_epsilon_bound(self) -> bool:
@@ -181,6 +185,7 @@ class TrainedModel:
                 "input_shape": list(self.input_shape), "members_source": self.members.source,
                 "nonmembers_source": self.nonmembers.source, "membership": self.membership,
                 "n_population": 0 if self.population is None else len(self.population),
+                "training_size": self.training_size,
                 "membership_note": self.membership_note, "reference_training": self.train is not None,
                 "claim": None if self.claim is None else self.claim.description, "delta": self.delta,
                 "params": self.params, "packages": self.packages}
@@ -524,9 +529,13 @@ def model_from_dict(spec: str, made: Any, data_dir: str | os.PathLike | None = N
                         f"{n_classes} classes")
     members, nonmembers = replace(members, n_classes=n_classes), replace(nonmembers, n_classes=n_classes)
     population = None if population is None else replace(population, n_classes=n_classes)
+    training_size = made.get("training_size", len(members))
+    if not isinstance(training_size, int) or isinstance(training_size, bool) or training_size < len(members):
+        raise UserError(f"model target {spec}: field 'training_size' (records the model was trained on) must be a "
+                        f"whole number >= the {len(members)} members, got {training_size!r}")
     return TrainedModel(spec, str(made.get("name", spec)), str(made.get("description", f"trained model {spec}")), fn,
                         members, nonmembers, n_classes, members.shape, train, claim, delta, membership, note, kind,
-                        params, rng, batch, imported_packages(spaces, loaded or ()), population)
+                        params, rng, batch, imported_packages(spaces, loaded or ()), population, training_size)
 
 
 def _factory(spec: str) -> tuple[Callable[[], Any], set[str]]:

@@ -9,7 +9,8 @@ Reference models [Carlini et al. 2022, Sec. IV-C "offline"; Zarifzadeh, Liu, Sho
 "offline"]: the population is split by a seeded permutation into RMIA's population samples ``Z`` (the
 first :data:`RMIA_POPULATION` records at most, a fifth of the population at most: no model trains on
 them) and a training pool; reference model ``r`` is the user's ``train`` on its own random subset of the
-pool, as many records as the members (at most half the pool when ``R >= 2``, so the references differ in
+pool, as many records as the model was trained on (``training_size``, default the members; at most half
+the pool when ``R >= 2``, so the references differ in
 data, not only in seed). No reference model sees a member or a non-member, so every reference model is
 OUT for every audited record: the offline attacks (LiRA offline, RMIA offline) are the ones this
 allows; the online attacks and the shadow attack need models trained on the audited records or like the
@@ -134,7 +135,7 @@ def query_trained(model: TrainedModel, references: int, seed: int, quiet: bool =
     if not references:
         return TrainedQueries(labels, member, target_lp, None, None, None, None, "no reference models", accuracy)
     population = model.population
-    z, rows = _pool_split(population, references, len(model.members), seed)
+    z, rows = _pool_split(population, references, model.training_size or len(model.members), seed)
     seeds = np.random.SeedSequence([seed, 22]).generate_state(references).tolist()
     pop_X, pop_y = population.X[z], population.y[z]
     ref_lp, ref_pop_lp = [], []
