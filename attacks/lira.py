@@ -146,6 +146,16 @@ def lira_scores(target_phi: np.ndarray, ref_phi: np.ndarray, ref_in: np.ndarray,
     return {"online": online, "offline": offline}
 
 
+def lira_offline_scores(target_phi: np.ndarray, ref_phi: np.ndarray, variance: str = "auto") -> np.ndarray:
+    """Offline LiRA [Carlini et al. 2022, Sec. IV-C] when every reference model is OUT for every candidate
+    (reference models trained on other data, e.g. of a trained model audited as it is):
+    ``(phi - mu_out) / sigma_out`` per candidate, ``ref_phi`` (R, n), ``target_phi`` (..., n); a global
+    variance needs R >= 2, a per-example one too."""
+    ref_phi = np.asarray(ref_phi, dtype=np.float64)
+    mu, var, _ = _side_fit(ref_phi, np.ones(ref_phi.shape, dtype=bool), resolve_variance(variance, ref_phi.shape[0]))
+    return (np.asarray(target_phi, dtype=np.float64) - mu) / np.sqrt(var)
+
+
 def lira_leave_one_out(ref_phi: np.ndarray, ref_in: np.ndarray, variance: str = "auto") -> dict[str, np.ndarray]:
     """LiRA scores of each reference model ``j`` on the candidates, using the other models as
     references (the paper's evaluation protocol, Sec. V-A). Returns ``{"online": (R, n), "offline": (R, n)}``;

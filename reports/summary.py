@@ -198,9 +198,40 @@ def one_run_sentences(results: Results) -> list[str]:
          if observation.get("sees") else [])
 
 
+def _split_sentence(split: Mapping[str, Any]) -> str:
+    lo, hi = (split.get("blind_auc_ci") or [None, None])[:2]
+    auc = (f"AUC {format_value(split.get('blind_auc'))} ({format_interval([lo, hi])} at "
+           f"{_percent(split.get('confidence'))})")
+    if split.get("passed"):
+        return (f"Split check: a blind classifier that sees the records but never the model gets {auc}, consistent "
+                f"with chance: members and non-members look like one random split.")
+    return (f"Split check FAILED: a blind classifier that sees the records but never the model tells members from "
+            f"non-members with {auc}. The split is not random, so the attacks' AUCs below measure the split as much "
+            f"as the model (each is shown beside the blind AUC), and no ε lower bound is given.")
+
+
+def _trained_sentences(results: Results) -> list[str]:
+    """A trained model's audit: the split check (first when it failed), what was audited, what it means."""
+    game = results.get("game") or {}
+    split = results.get("split_check") or {}
+    target, description = results.get("target", "?"), results.get("target_description")
+    audited = (f"What was audited: {target} ({description}), a model that already exists, queried without retraining "
+               f"on {format_value(game.get('members'))} members and {format_value(game.get('nonmembers'))} "
+               f"non-members (membership: {game.get('membership')}); {game.get('reference_records')}.")
+    found = str(results.get("meaning") or "")
+    bound = results.get("epsilon_bound") or {}
+    if results.get("best_lower_bound") is None and bound.get("reason"):
+        found += f" No ε lower bound: {bound['reason']}."
+    first = _split_sentence(split)
+    return [first, audited, found] if not split.get("passed") else [audited, first, found]
+
+
 def headline_sentences(results: Results) -> list[str]:
-    """The two plain sentences that open a report of ``results``."""
+    """The two plain sentences that open a report of ``results`` (three for a trained model: the split
+    check comes first when it failed)."""
     kind = results.get("kind")
+    if kind == "membership" and isinstance(results.get("split_check"), Mapping):
+        return _trained_sentences(results)
     if kind == "sweep":
         return _sweep_sentences(results)
     if kind == "inversion":
@@ -246,8 +277,14 @@ def attack_table(results: Results) -> dict | None:
                      format_interval(attack.get("advantage_ci")) or format_value(attack.get("advantage")),
                      "; ".join(bounds.get(name, [])) or "—"])
     confidence = _percent(results.get("confidence"))
-    return {"title": "Attacks", "columns": ["attack", "AUC", "TPR at 1% FPR (interval)", "TPR at 0.1% FPR (interval)",
-                                            "advantage interval", "lower bounds (method: what it bounds)"],
+    columns = ["attack", "AUC", "TPR at 1% FPR (interval)", "TPR at 0.1% FPR (interval)", "advantage interval",
+               "lower bounds (method: what it bounds)"]
+    split = results.get("split_check")
+    if isinstance(split, Mapping):  # a trained model: each attack's AUC beside the blind classifier's
+        columns.insert(2, "blind AUC (records only)")
+        blind = f"{format_value(split.get('blind_auc'))} ({format_interval(split.get('blind_auc_ci'))})"
+        rows = [row[:2] + [blind] + row[2:] for row in rows]
+    return {"title": "Attacks", "columns": columns,
             "rows": rows,
             "caption": f"Intervals at {confidence} confidence. AUC and TPR measure attack strength, not privacy; "
                        f"the lower bounds are what the attacks prove. Role verdict = valid and competing for the best "

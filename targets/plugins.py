@@ -1,6 +1,6 @@
 """User plugin targets: ``--target some.module:factory`` audits the user's own code.
 
-``factory()`` returns a plain dict — no import of this project needed — in one of two forms:
+``factory()`` returns a plain dict — no import of this project needed — in one of three forms:
 
 * trainer: ``{"kind": "trainer", "dataset": "mnist" | "data.npz" | "data.csv" | (X, y), "train": train,
   "claim": {"epsilon": E, "delta": D}}`` with ``train(X, y, seed) -> predict_proba`` and
@@ -10,6 +10,9 @@
   "claim": {"epsilon": E, "delta": D}}`` with ``f(data, rng)`` releasing one output (numbers,
   arrays, tuples/dicts of those, or categories: :mod:`targets.plugin_outputs`). Audited by
   ``run mechanism``; ``D_prime`` is the world "with the target record".
+* model: ``{"kind": "model", "predict_proba": f, "members": data, "nonmembers": data, ...}``, a model
+  that already exists, audited by ``run membership`` without retraining it (:mod:`targets.trained_model`
+  has the contract; here it is a :class:`ModelPlugin`).
 
 Randomness: ``rng`` may be a numpy Generator, a RandomState, an int seed or absent (``f(data)``,
 ``train(X, y)``); the key ``"rng"`` says which, else the signature does (:mod:`targets.plugin_rng`).
@@ -39,9 +42,10 @@ import os
 import re
 import sys
 import types
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from importlib.metadata import PackageNotFoundError, packages_distributions, version
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -129,6 +133,18 @@ class MechanismPlugin:
     rng: str = "generator"
     packages: dict = field(default_factory=dict)
     threads: int | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class ModelPlugin:
+    """A factory's ``{"kind": "model", ...}`` dict, not yet validated: a model that already exists
+    (:mod:`targets.trained_model` validates it into a ``TrainedModel``; this module cannot import that
+    one, which imports this). ``loaded``/``namespaces``: what the factory's import added and its globals."""
+
+    spec: str
+    made: dict
+    loaded: frozenset = frozenset()
+    namespaces: tuple = ()
 
 
 def plugin_config(plugin: TrainerPlugin | MechanismPlugin) -> dict:
@@ -236,7 +252,7 @@ def imported_packages(namespaces: Iterable[dict], new_modules: Iterable[str] = (
 
 
 def plugin_from_factory(spec: str, factory: Callable[[], Any],
-                        loaded: Iterable[str] = ()) -> TrainerPlugin | MechanismPlugin:
+                        loaded: Iterable[str] = ()) -> TrainerPlugin | MechanismPlugin | ModelPlugin:
     """Call a plugin factory (under the thread policy, :mod:`targets.threads`, unless it is one of the
     project's own: they follow the project's, but for the Opacus controls, written as user code), validate
     its dict and record the packages it imported (``loaded``: modules its import added to ``sys.modules``)."""
@@ -252,10 +268,10 @@ def plugin_from_factory(spec: str, factory: Callable[[], Any],
         raise UserError(f"plugin factory {spec} must return a dict, got {type(made).__name__}")
     plugin = plugin_from_dict(spec, made, set(loaded) | (set(sys.modules) - before),
                               [getattr(factory, "__globals__", {})])
-    return replace(plugin, threads=threads)
+    return plugin if isinstance(plugin, ModelPlugin) else replace(plugin, threads=threads)
 
 
-def load_plugin(spec: str) -> TrainerPlugin | MechanismPlugin:
+def load_plugin(spec: str) -> TrainerPlugin | MechanismPlugin | ModelPlugin:
     """Import ``module:factory`` (or a built-in plugin name), call it and validate the dict."""
     resolved = plugin_spec_for(spec) or spec
     if not _SPEC.match(resolved):
@@ -296,13 +312,16 @@ def _dataset_field(spec: str, value: Any) -> str | tuple[np.ndarray, np.ndarray]
 
 
 def plugin_from_dict(spec: str, made: dict, loaded: Iterable[str] = (),
-                     namespaces: Iterable[dict] = ()) -> TrainerPlugin | MechanismPlugin:
+                     namespaces: Iterable[dict] = ()) -> TrainerPlugin | MechanismPlugin | ModelPlugin:
     """Validate a plugin dict (``spec`` names it in errors, and in reports unless it has a ``name``);
     ``loaded`` and ``namespaces`` add to what :func:`imported_packages` looks at (the callables' own
-    module globals are always looked at)."""
+    module globals are always looked at). A ``"kind": "model"`` dict is returned as a :class:`ModelPlugin`
+    for :func:`targets.trained_model.load_trained_model` to validate."""
     if not isinstance(made, dict):
         raise UserError(f"plugin {spec} must be a dict, got {type(made).__name__}")
     kind = made.get("kind")
+    if kind == "model":
+        return ModelPlugin(spec, made, frozenset(loaded), tuple(namespaces))
     if kind == "trainer" and made.get("claim") == OPACUS_CLAIM:
         claim, delta = None, check_delta(made.get("delta", PURE_DP_DELTA), f"plugin {spec}: delta of the Opacus claim",
                                          positive=True)
@@ -332,4 +351,4 @@ def plugin_from_dict(spec: str, made: dict, loaded: Iterable[str] = (),
                                (pair[0], pair[1]), claim, delta, str(made.get("neighbouring", "as given by the user")),
                                params, rng_kind(code, made.get("rng"), 1, "generator", f"plugin {spec}"),
                                imported_packages(spaces, loaded))
-    raise UserError(f"plugin {spec}: field 'kind' must be 'trainer' or 'mechanism', got {kind!r}")
+    raise UserError(f"plugin {spec}: field 'kind' must be 'trainer', 'mechanism' or 'model', got {kind!r}")

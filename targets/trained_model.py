@@ -13,6 +13,10 @@ do not retrain it, parsed and validated.
      "members": data, "nonmembers": data,
      # optional:
      "train": train,                 # train(X, y, seed) -> predict_proba-like, for reference models
+     "population": data,             # records from the members' distribution that are in neither set:
+                                     # what reference models train on (and RMIA's population samples)
+     "training_size": n,             # records the model was trained on, when more than the members given
+                                     # (default: the number of members); reference models train on as many
      "claim": {"epsilon": E, "delta": D},  # as for trainer plugins (targets.plugins.claim_from_plugin)
      "membership": "independent-coins" | "seeded-split:<how the split was drawn>",
      "name": ..., "description": ..., "params": {...}, "device": "auto" | "cpu" | "cuda",
@@ -60,7 +64,7 @@ from audit.stats.split_check import SplitCheck, blind_split_check
 from targets.data_files import load_array_file
 from targets.datasets import DATA_FILE_SUFFIXES, DATASETS, Dataset, load_dataset
 from targets.plugin_rng import rng_kind, trainer_args
-from targets.plugins import claim_from_plugin, imported_packages, plugin_spec_for
+from targets.plugins import ModelPlugin, claim_from_plugin, imported_packages, plugin_spec_for
 from targets.threads import thread_limit
 from targets.training import resolve_device
 
@@ -114,7 +118,9 @@ class TrainedModel:
     ``input_shape``; ``n_classes`` is the width of the model's output. ``train`` (or None) fits
     reference models (:meth:`fit_reference`), taking randomness ``rng`` (:mod:`targets.plugin_rng`).
     ``claim`` (or None) is audited at ``delta``. ``membership`` is ``"independent-coins"``,
-    ``"seeded-split"`` or ``"unstated"``, ``membership_note`` its description.
+    ``"seeded-split"`` or ``"unstated"``, ``membership_note`` its description. ``population`` (or None): records
+    in neither set, which the model was not trained on, for reference models; ``training_size``: how many
+    records the model was trained on (the members, unless the factory says more).
     """
 
     spec: str
@@ -135,6 +141,8 @@ class TrainedModel:
     rng: str = "seed"
     batch_size: int = DEFAULT_BATCH
     packages: dict = field(default_factory=dict)
+    population: Dataset | None = None
+    training_size: int | None = None
 
     @property
     def allows_epsilon_bound(self) -> bool:
@@ -176,6 +184,8 @@ class TrainedModel:
                 "n_members": len(self.members), "n_nonmembers": len(self.nonmembers), "n_classes": self.n_classes,
                 "input_shape": list(self.input_shape), "members_source": self.members.source,
                 "nonmembers_source": self.nonmembers.source, "membership": self.membership,
+                "n_population": 0 if self.population is None else len(self.population),
+                "training_size": self.training_size,
                 "membership_note": self.membership_note, "reference_training": self.train is not None,
                 "claim": None if self.claim is None else self.claim.description, "delta": self.delta,
                 "params": self.params, "packages": self.packages}
@@ -472,6 +482,23 @@ def _sets(spec: str, made: dict, data_dir: str | os.PathLike | None) -> tuple[Da
     return members, nonmembers
 
 
+def _population(spec: str, made: dict, members: Dataset, nonmembers: Dataset,
+                data_dir: str | os.PathLike | None) -> Dataset | None:
+    """The optional ``"population"`` records: members' shape, none of them a member or a non-member."""
+    if made.get("population") is None:
+        return None
+    population = load_model_data(made["population"], f"model target {spec}: population", data_dir)
+    if population.shape != members.shape:
+        raise UserError(f"model target {spec}: population records have shape {population.shape}, members "
+                        f"{members.shape}; give the population in the model's input shape")
+    for name, other in (("members", members), ("non-members", nonmembers)):
+        shared = shared_rows(population.X, other.X)
+        if shared:
+            raise UserError(f"model target {spec}: {len(shared)} population record(s) are also {name} (first: "
+                            f"population {shared[0][0]}); the population must hold records in neither set")
+    return population
+
+
 def model_from_dict(spec: str, made: Any, data_dir: str | os.PathLike | None = None,
                     namespaces: list[dict] | None = None, loaded: set[str] | None = None) -> TrainedModel:
     """Validate a factory's dict (module docstring) into a :class:`TrainedModel`; ``spec`` names it in
@@ -496,10 +523,19 @@ def model_from_dict(spec: str, made: Any, data_dir: str | os.PathLike | None = N
     if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
         raise UserError(f"model target {spec}: field 'batch_size' must be a whole number >= 1, got {batch!r}")
     spaces = [made, *(namespaces or []), *(getattr(f, "__globals__", {}) for f in (made.get("predict_proba"), train))]
+    population = _population(spec, made, members, nonmembers, data_dir)
+    if population is not None and int(population.y.max()) >= n_classes:
+        raise UserError(f"model target {spec}: population labels go up to {int(population.y.max())} but the model has "
+                        f"{n_classes} classes")
     members, nonmembers = replace(members, n_classes=n_classes), replace(nonmembers, n_classes=n_classes)
+    population = None if population is None else replace(population, n_classes=n_classes)
+    training_size = made.get("training_size", len(members))
+    if not isinstance(training_size, int) or isinstance(training_size, bool) or training_size < len(members):
+        raise UserError(f"model target {spec}: field 'training_size' (records the model was trained on) must be a "
+                        f"whole number >= the {len(members)} members, got {training_size!r}")
     return TrainedModel(spec, str(made.get("name", spec)), str(made.get("description", f"trained model {spec}")), fn,
                         members, nonmembers, n_classes, members.shape, train, claim, delta, membership, note, kind,
-                        params, rng, batch, imported_packages(spaces, loaded or ()))
+                        params, rng, batch, imported_packages(spaces, loaded or ()), population, training_size)
 
 
 def _factory(spec: str) -> tuple[Callable[[], Any], set[str]]:
@@ -527,6 +563,8 @@ def load_trained_model(obj: Any, data_dir: str | os.PathLike | None = None, spec
     returns (module docstring). The factory runs under the plugin thread policy (:mod:`targets.threads`); its
     exceptions are :class:`audit.errors.TargetCodeError`, every invalid field a one-line UserError."""
     loaded: set[str] = set()
+    if isinstance(obj, ModelPlugin):  # a factory already called by targets.plugins.load_plugin
+        return model_from_dict(obj.spec, obj.made, data_dir, list(obj.namespaces), set(obj.loaded))
     if isinstance(obj, str):
         spec = spec or obj
         obj, loaded = _factory(obj)

@@ -39,7 +39,7 @@ PLUGIN_SOURCE = textwrap.dedent('''
         return [1, 2]
 
     def bad_kind():
-        return {"kind": "model", "claim": {"epsilon": 1.0}}
+        return {"kind": "database", "claim": {"epsilon": 1.0}}
 
     def bad_claim():
         return {"kind": "mechanism", "mechanism": laplace(1.0), "neighbours": PAIR, "claim": {"epsilon": -1}}

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 
 from attacks.names import ATTACK_GROUPS, ATTACKS, VARIANCES, expand_attacks
-from audit.choices import DEFAULT_MEMBERSHIP_CANARY, MEMBERSHIP_CANARIES
-from audit.commands.run import add_kind, positive_int
+from audit.choices import DEFAULT_MEMBERSHIP_CANARY, MEMBERSHIP_CANARIES, NONPRIVATE_MEMBERSHIP_CANARY
+from audit.commands.run import add_kind, non_negative_int, positive_int
 from audit.errors import UserError
 from audit.kinds import RunKind, options_from_args
 
@@ -58,17 +58,21 @@ def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser)
                         help=f"comma-separated attacks or groups: {', '.join(ATTACKS)}, "
                              f"{', '.join(ATTACK_GROUPS)} (lira = lira_online + lira_offline; default all, "
                              "every attack in one report)")
-    parser.add_argument("--canary", default=DEFAULT_MEMBERSHIP_CANARY, choices=MEMBERSHIP_CANARIES,
-                        help=f"canary kind (default {DEFAULT_MEMBERSHIP_CANARY}): mislabelled / natural (held-out "
+    parser.add_argument("--canary", default=None, choices=MEMBERSHIP_CANARIES,
+                        help=f"canary kind (default {DEFAULT_MEMBERSHIP_CANARY} for a DP target, "
+                             f"{NONPRIVATE_MEMBERSHIP_CANARY} for a non-private one): mislabelled / natural (held-out "
                              "examples with a wrong / their true label), sparse / blank (synthetic inputs with random "
                              "labels appended to the data: random pixels on a blank image / constant images)")
     parser.add_argument("--canaries", type=positive_int, default=None,
-                        help="number of canaries m (default 6000; quick 200)")
+                        help="number of canaries m (default 6000 for a DP target, 500 for a non-private one; "
+                             "quick 200)")
     parser.add_argument("--shadows", type=positive_int, default=None,
                         help="number of shadow models K (default 2; quick 3)")
-    parser.add_argument("--references", type=positive_int, default=None,
+    parser.add_argument("--references", type=non_negative_int, default=None,
                         help="LiRA and RMIA reference models R; each canary is IN exactly floor(R/2) of them "
-                             "(default 4; LiRA needs 4, RMIA 1)")
+                             "(default 4, 8 for a non-private target; LiRA needs 4, RMIA 1); a trained model "
+                             "({'kind': 'model'}): 0, 1, 2 or 4 trained on its population records (default 2 with "
+                             "'train' and 'population', else 0)")
     parser.add_argument("--lira-variance", default="auto", choices=VARIANCES,
                         help="LiRA Gaussian variance: per-example, one global variance (Carlini et al.'s choice "
                              "for few reference models), or auto (global below 64 reference models)")

@@ -15,8 +15,9 @@ chosen examples. A :class:`MembershipSubject` supplies exactly that:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -90,12 +91,13 @@ def plugin_n_train(n: int, pooled_canaries: int) -> int:
     return max(1, min(MAX_TRAIN, int(room / 1.5)))
 
 
-def plugin_subject(opts: Any, m: int) -> MembershipSubject:
-    """A trainer plugin (``--target module:factory``) with ``m`` canaries per side."""
+def plugin_subject(opts: Any, m: int, plugin: Any = None) -> MembershipSubject:
+    """A trainer plugin (``--target module:factory``; ``plugin`` when already loaded) with ``m`` canaries
+    per side."""
 
     if opts.epsilon is not None or opts.delta is not None:
         raise UserError("--epsilon/--delta do not apply to a plugin: its factory states the claim")
-    plugin = load_plugin(opts.target)
+    plugin = plugin if plugin is not None else load_plugin(opts.target)
     if not isinstance(plugin, TrainerPlugin):
         raise UserError(f"plugin {opts.target} is a mechanism; membership inference needs a trainer plugin")
     data = plugin_dataset(plugin, opts.data_dir)
@@ -109,9 +111,9 @@ def plugin_subject(opts: Any, m: int) -> MembershipSubject:
 
         trained = []
         for call in calls:
+            jobs = list(zip(call.masks, call.seeds, strict=True))
             trained.append([train_once(plugin, game.data.X[mask], game.data.y[mask], int(seed))
-                            for mask, seed in tqdm(list(zip(call.masks, call.seeds)), desc=call.desc, unit="model",
-                                                   disable=opts.quiet)])
+                            for mask, seed in tqdm(jobs, desc=call.desc, unit="model", disable=opts.quiet)])
             paths.log(f"{call.desc}: trained {len(trained[-1])} model(s) with the plugin's train")
         return trained
 
@@ -132,7 +134,8 @@ def plugin_subject(opts: Any, m: int) -> MembershipSubject:
         {"plugin": plugin_config(plugin)})
 
 
-def membership_subject(opts: Any, m: int) -> MembershipSubject:
-    """The subject ``opts.target`` names: a trainer plugin or a registry target."""
+def membership_subject(opts: Any, m: int, plugin: Any = None) -> MembershipSubject:
+    """The subject ``opts.target`` names: a trainer plugin (``plugin`` when already loaded) or a registry
+    target."""
 
-    return plugin_subject(opts, m) if is_plugin_spec(opts.target) else registry_subject(opts)
+    return plugin_subject(opts, m, plugin) if is_plugin_spec(opts.target) else registry_subject(opts)

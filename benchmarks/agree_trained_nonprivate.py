@@ -1,0 +1,121 @@
+"""Agreement check: the built-in ``nonprivate_mnist`` CNN handed over as a trained model gives the attack AUCs
+of ``run membership --target nonprivate_mnist``, within their intervals.
+
+1. ``run membership --target nonprivate_mnist`` with its defaults (the canary game; :mod:`audit.membership.runner`).
+2. The same target model, read back from that run's model cache (never retrained), is handed over as
+   ``{"kind": "model"}``: members are the canaries its coins put in, non-members the others (so
+   ``"membership": "independent-coins"`` is true), population the rows of the data the target never
+   trained on (shadow pool and test set; no canary), ``train`` the registry's own trainer
+   (:func:`targets.training.train_models` with the target's configuration).
+3. ``run membership`` on it, with 0 and 2 reference models; each attack in both runs is compared: AUC
+   of the trained-model run inside the built-in run's Hanley–McNeil interval (and vice versa).
+
+Usage: ``python benchmarks/agree_trained_nonprivate.py --json OUT [--out RUNS] [--canary natural]`` (about 3-6
+minutes on 2 cores). The reference models of the trained-model path train on clean population records; the
+target trained on mislabelled canaries too, so with the default (mislabelled) canaries the offline
+reference attacks of the two paths differ (measured: LiRA offline 0.72 vs 0.84); ``--canary natural``
+compares two games whose records all come from one distribution.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from audit.executors import TrainingCall  # noqa: E402
+from audit.io import write_json  # noqa: E402
+from audit.membership.game import build_canary_game  # noqa: E402
+from audit.membership.runner import GAME_SIZES, MembershipOptions, run_membership, run_trained_membership  # noqa: E402
+from audit.membership.subjects import registry_subject  # noqa: E402
+from audit.run_context import RunPaths, cache_dir_of  # noqa: E402
+from audit.stats.split_check import auc_score_interval  # noqa: E402
+from targets.datasets import Dataset  # noqa: E402
+from targets.plugins import ModelPlugin  # noqa: E402
+from targets.registry import get_target  # noqa: E402
+from targets.training import train_models  # noqa: E402
+
+TARGET = "nonprivate_mnist"
+
+
+def handed_over(opts: MembershipOptions, run_dir: Path) -> dict:
+    """The built-in run's target model as a ``{"kind": "model"}`` dict (module docstring, step 2)."""
+    m, shadows, _ = GAME_SIZES["nonprivate"]
+    references = opts.references or GAME_SIZES["nonprivate"][2]
+    target = registry_subject(opts)
+    game = build_canary_game(target.data, target.n_train, m, shadows, opts.canary, opts.seed, references=references)
+    seeds = np.random.SeedSequence(opts.seed).generate_state(1 + shadows + references).tolist()
+    paths = RunPaths(run_dir.parent, run_dir, cache_dir_of(opts.out))  # the built-in run's model cache
+    [params] = target.fit(paths, game, [TrainingCall("target model", game.target_mask[None], seeds[:1])])
+    tc = game.target_canaries
+    X, y = game.data.X, game.data.y
+    members, nonmembers = tc[game.target_in], tc[~game.target_in]
+    # records of the data the target never trained on, neither audited nor relabelled canaries: the shadow
+    # pool and the test set
+    used = game.target_mask | np.isin(np.arange(len(y)), np.concatenate([tc, game.shadow_canaries]))
+    population = np.flatnonzero(~used[: game.natural_rows])
+    spec = get_target(TARGET)
+    config = spec.train_config(spec.noise_multiplier())
+
+    def predict_proba(Z: np.ndarray) -> np.ndarray:
+        return np.exp(target.log_probs(params, Z)[0])
+
+    def train(Xr: np.ndarray, yr: np.ndarray, seed: int):
+        data = Dataset(Xr, yr, "mnist", 10, Xr.shape[1:], "population of the agreement check")
+        trained = train_models(data, np.ones((1, len(yr)), bool), config, [seed], progress=False)
+        return lambda Z: np.exp(target.log_probs(trained, Z)[0])
+
+    return {"kind": "model", "name": "nonprivate_mnist_handed_over", "predict_proba": predict_proba,
+            "members": (X[members], y[members]), "nonmembers": (X[nonmembers], y[nonmembers]),
+            "population": (X[population], y[population]), "train": train, "membership": "independent-coins",
+            "training_size": int(game.target_mask.sum())}
+
+
+def compare(builtin: dict, trained: dict, confidence: float) -> list[dict]:
+    z = float(stats.norm.ppf(0.5 + confidence / 2))
+    rows = []
+    for name, a in trained["attacks"].items():
+        b = builtin["attacks"].get(name)
+        if b is None:
+            continue
+        ci_b = auc_score_interval(b["auc"], b["n_members"], b["n_nonmembers"], z)
+        rows.append({"attack": name, "auc_builtin": b["auc"], "auc_builtin_ci": list(ci_b), "auc_trained": a["auc"],
+                     "auc_trained_ci": a["auc_ci"], "tpr_0.001_builtin": b["tpr_at_fpr"]["0.001"],
+                     "tpr_0.001_trained": a["tpr_at_fpr"]["0.001"],
+                     "agree": ci_b[0] <= a["auc"] <= ci_b[1] and a["auc_ci"][0] <= b["auc"] <= a["auc_ci"][1]})
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", required=True, type=Path)
+    parser.add_argument("--out", type=Path, default=Path("runs/agreement"))
+    parser.add_argument("--canary", default=None, choices=("mislabelled", "natural"),
+                        help="the built-in run's canaries (default: its default, mislabelled)")
+    args = parser.parse_args()
+    opts = MembershipOptions(target=TARGET, out=str(args.out), quiet=True, seed=0, canary=args.canary)
+    run_dir, builtin = run_membership(opts)
+    opts = MembershipOptions(target=TARGET, out=str(args.out), quiet=True, seed=0,
+                             canary=builtin["game"]["canary_kind"])
+    made = handed_over(opts, run_dir)
+    out = {"builtin_run": str(run_dir), "comparisons": {}}
+    for refs in (0, 2):
+        t_opts = MembershipOptions(target="handed:over", out=str(args.out), quiet=True, seed=0, references=refs)
+        t_dir, trained = run_trained_membership(t_opts, ModelPlugin("handed:over", made))
+        out["comparisons"][f"references_{refs}"] = {"run": str(t_dir), "blind_auc": trained["split_check"]["blind_auc"],
+                                                    "rows": compare(builtin, trained, 0.95)}
+    write_json(args.json, out)
+    for key, block in out["comparisons"].items():
+        for row in block["rows"]:
+            print(key, row["attack"], f"builtin {row['auc_builtin']:.3f} {row['auc_builtin_ci']}",
+                  f"trained {row['auc_trained']:.3f}", "agree" if row["agree"] else "DISAGREE")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
