@@ -184,11 +184,12 @@ def _dpsgd_claim(spec: str, accounting: Any, epsilon: float, delta: float) -> Pr
     if delta == 0:
         raise UserError(f"plugin {spec}: a 'dpsgd' claim needs delta > 0")
     try:
-        claim = DPSGDClaim(float(accounting["noise_multiplier"]), float(accounting["sample_rate"]),
-                           int(accounting["steps"]))
+        sigma, rate, steps = (float(accounting["noise_multiplier"]), float(accounting["sample_rate"]),
+                              int(accounting["steps"]))
     except (KeyError, TypeError, ValueError):
         raise UserError(f"plugin {spec}: claim 'dpsgd' must be {{'noise_multiplier': s, 'sample_rate': q, "
                         f"'steps': T}} with numbers") from None
+    claim = DPSGDClaim(sigma, rate, steps)  # outside the try: its own range errors name the bad value
     actual = claim.epsilon(delta)
     if actual > epsilon * 1.001 + 1e-9:
         raise UserError(f"plugin {spec}: its 'dpsgd' accounting gives epsilon {actual:.4f} at delta {delta:g}, "
