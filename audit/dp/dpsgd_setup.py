@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import functools
 import sys
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Callable
 
 import numpy as np
 import torch
@@ -21,7 +21,7 @@ from audit.executors import cached_audit_runs
 from audit.plugins.probe import StepMechanism
 from audit.run_context import cache_dir_of
 from audit.stats.thresholds import designed_threshold_from_samples
-from audit.theory.claims import REPLACE
+from audit.theory.claims import Neighbouring
 from audit.theory.dpsgd import DPSGDClaim, calibrate_noise_multiplier
 from targets.datasets import load_dataset
 from targets.dpsgd_audit import canary_direction, dead_coordinate, param_shapes, unflatten
@@ -175,7 +175,7 @@ def dpsgd_setup(opts: DPOptions) -> DPAuditSetup:
     claim = claimed
     if replace_pair:  # what the claimed (Poisson) DP-SGD promises a replace-one pair
 
-        claim = DPSGDClaim(sigma, target.sample_rate, target.steps, neighbouring=REPLACE)
+        claim = DPSGDClaim(sigma, target.sample_rate, target.steps, neighbouring=Neighbouring.REPLACE)
     shapes = param_shapes(target.arch, data)
     n_params = int(sum(np.prod(s) for s in shapes.values()))
     crng = np.random.default_rng([opts.seed, 17])
