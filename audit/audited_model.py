@@ -5,8 +5,8 @@ and :class:`audit.inversion.runner.InversionTarget` share."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from audit.theory.claims import PrivacyClaim
 from targets.datasets import Dataset
 
 
@@ -21,6 +21,6 @@ class AuditedModel:
     data: Dataset
     n_train: int
     model: str
-    claim: Any
+    claim: PrivacyClaim | None
     delta: float
     params: dict

@@ -53,7 +53,7 @@ class TrainedTarget:
     def steps(self) -> int:
         return steps_for(self.epochs, self.sample_rate)
 
-    def with_privacy(self, epsilon: float | None, delta: float | None) -> "TrainedTarget":
+    def with_privacy(self, epsilon: float | None, delta: float | None) -> TrainedTarget:
         """The same target with a different claimed (epsilon, delta); checks their ranges."""
         if delta is not None:
             check_delta(delta, "--delta", positive=True)
@@ -84,7 +84,7 @@ class TrainedTarget:
                 "expected_batch_size": self.sample_rate * self.n_train, "n_train": self.n_train,
                 "sampling": self.sampling}
 
-    def claim(self, noise_multiplier: float):
+    def claim(self, noise_multiplier: float) -> DPSGDClaim | None:
         """The DP-SGD privacy claim (PLD accountant) or None for a non-private target."""
         if not self.private:
             return None

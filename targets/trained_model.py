@@ -57,6 +57,7 @@ from safetensors.torch import load_file
 
 from audit.errors import TargetCodeError, UserError
 from audit.stats.split_check import SplitCheck, blind_split_check
+from audit.theory.claims import PrivacyClaim
 from targets.data_files import load_array_file
 from targets.datasets import DATA_FILE_SUFFIXES, DATASETS, Dataset, load_dataset
 from targets.plugin_rng import rng_kind, trainer_args
@@ -126,7 +127,7 @@ class TrainedModel:
     n_classes: int
     input_shape: tuple[int, ...]
     train: Callable[..., Any] | None
-    claim: Any
+    claim: PrivacyClaim | None
     delta: float
     membership: str
     membership_note: str

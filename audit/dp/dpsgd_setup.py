@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import functools
 import sys
-from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
@@ -20,7 +19,7 @@ from audit.errors import UserError
 from audit.executors import cached_audit_runs
 from audit.plugins.probe import StepMechanism
 from audit.run_context import cache_dir_of
-from audit.stats.thresholds import designed_threshold_from_samples
+from audit.stats.thresholds import DesignedThreshold, designed_threshold_from_samples
 from audit.theory.claims import Neighbouring
 from audit.theory.dpsgd import DPSGDClaim, calibrate_noise_multiplier
 from targets.datasets import load_dataset
@@ -58,11 +57,11 @@ def _one_step_per_epoch_llr(step_obs: np.ndarray, steps_per_epoch: int, shift: f
 
 
 def _shuffle_hypothesis_threshold(sigma: float, steps: int, per_epoch: int, delta: float, confidence: float,
-                                  draws: int = 100_000) -> Callable[[int, int], tuple[float, str]]:
+                                  draws: int = 100_000) -> DesignedThreshold:
     """The CP threshold of the ``dirac-replace`` audit, fixed in advance: scores
     (:func:`_one_step_per_epoch_llr`) simulated under the hypothesis "batches are shuffled" (a
     shift of 2 at one random step per epoch with the canary in, none without, noise ``sigma``) go
-    through :func:`audit.dp.game.designed_threshold_from_samples`. Seeded and independent of the
+    through :func:`audit.stats.thresholds.designed_threshold_from_samples`. Seeded and independent of the
     runs."""
 
     def simulate(rng: np.random.Generator, shifted: bool) -> np.ndarray:
@@ -84,7 +83,7 @@ def _shuffle_hypothesis_threshold(sigma: float, steps: int, per_epoch: int, delt
         return threshold, (f"fixed in advance from {draws} simulated runs per world under the hypothesis 'batches "
                            f"are shuffled' (expected bound {expected:.3f}); all runs used")
 
-    return choose
+    return DesignedThreshold(choose)
 
 
 def pretrained_init(data, rows: np.ndarray, config, seed: int, device) -> dict:
@@ -104,7 +103,7 @@ def pretrained_init(data, rows: np.ndarray, config, seed: int, device) -> dict:
 
 
 def calibrated_threshold(cal_scores: np.ndarray, cal_included: np.ndarray, delta: float, confidence: float,
-                         runs: int) -> Callable[[int, int], tuple[float, str]]:
+                         runs: int) -> DesignedThreshold:
     """The threshold of a black-box audit fixed on separate calibration runs (their own coins and seeds,
     never the audited runs): the one whose GDP bound, expected from the calibration scores' error rates at
     the audit's run counts, is largest (:func:`audit.stats.thresholds.designed_threshold_from_samples`)."""
@@ -115,7 +114,7 @@ def calibrated_threshold(cal_scores: np.ndarray, cal_included: np.ndarray, delta
         return threshold, (f"fixed on {runs} separate calibration runs (GDP expected from their error rates: "
                            f"epsilon {expected:.3f}); every audited run used")
 
-    return choose
+    return DesignedThreshold(choose)
 
 
 def dpsgd_setup(opts: DPOptions) -> DPAuditSetup:
@@ -207,7 +206,7 @@ def dpsgd_setup(opts: DPOptions) -> DPAuditSetup:
             cal_in = np.random.default_rng([seed, 41]).random(opts.calibration_runs) < 0.5
             cal_seeds = np.random.SeedSequence([seed, 43]).generate_state(opts.calibration_runs).tolist()
             cal = score(train(cal_in, cal_seeds), cal_in)
-            obs.cp_threshold = calibrated_threshold(cal.scores, cal_in, target.delta, opts.confidence,
+            obs.threshold_strategy = calibrated_threshold(cal.scores, cal_in, target.delta, opts.confidence,
                                                     opts.calibration_runs)
             obs.info["calibration_runs"] = opts.calibration_runs
         return obs
@@ -217,8 +216,8 @@ def dpsgd_setup(opts: DPOptions) -> DPAuditSetup:
                 "known_part_subtracted": runs.subtracted_known if opts.threat == "updates" else None}
         if opts.threat == "updates" and replace_pair:  # the per-step model (Poisson, shift 1) does not apply
             return Observation(_one_step_per_epoch_llr(runs.step_obs, steps_per_epoch(q), 2.0, sigma), info=info,
-                               cp_threshold=_shuffle_hypothesis_threshold(sigma, T, steps_per_epoch(q), target.delta,
-                                                                          opts.confidence))
+                               threshold_strategy=_shuffle_hypothesis_threshold(sigma, T, steps_per_epoch(q),
+                                                                                target.delta, opts.confidence))
         if opts.threat == "updates":
             return step_observation(runs.step_obs, StepMechanism(sigma, q, T), claim, target.delta, opts.confidence,
                                     info, modelled=gvec is not None, exact=exact)

@@ -28,7 +28,6 @@ from audit.dp.options import DPOptions
 from audit.dp.setup import build_setup
 from audit.dp.setup_types import DPAuditSetup
 from audit.run_context import RunContext
-from audit.stats.thresholds import FixedThreshold
 from targets.plugin_rng import reproducibility_lines
 
 
@@ -55,14 +54,10 @@ def _play(ctx: RunContext, setup: DPAuditSetup, runs: int, included: np.ndarray,
     with ctx.stage("observe"):
         obs = setup.observe(included, seed)
     t0 = time.perf_counter()
-    fixed = None
-    if obs.cp_threshold is not None:
-        threshold, choice = obs.cp_threshold(int(included.sum()), int((~included).sum()))
-        fixed = FixedThreshold(threshold, choice)
     game = audit_runs(obs.scores, included, setup.claim, setup.delta, confidence, np.random.default_rng([seed, 3]),
                       step_scores=obs.step_scores, sample_rate=obs.sample_rate, steps=obs.steps,
                       gaussian_pair=obs.gaussian, gaussian_fit=obs.gaussian_fit, design_sigma=obs.design_sigma,
-                      fixed_threshold=fixed)
+                      strategy=obs.threshold_strategy)
     ctx.timing["statistics_s"] = time.perf_counter() - t0
     attack = f"{setup.threat}/{setup.canary.get('kind')}"
     bounds = [b | {"attack": attack} for b in game["lower_bounds"]]

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -38,7 +38,7 @@ from audit.stats.thresholds import choose_strategy, threshold_bounds
 from audit.stats.verdict import Family, compare_with_claim
 from audit.target_theory import IMPLIED_MU, build_mechanism, catalogue, check_privacy_args, gdp_summary, tradeoff_alphas
 from audit.theory.checks import check_confidence
-from audit.theory.claims import PURE_DP_DELTA
+from audit.theory.claims import PURE_DP_DELTA, PrivacyClaim
 from targets.mechanisms import Mechanism
 from targets.plugin_mechanism import PluginMechanism
 from targets.plugin_rng import reproducibility_lines, reproducibility_table
@@ -109,7 +109,7 @@ def draw_scores(mech: Mechanism, dataset, n: int, rng: np.random.Generator, prog
     return np.concatenate([mech.score(chunk) for chunk in _chunks(mech, dataset, n, rng, progress)])
 
 
-def gdp_in_mu_space(bound: dict, claim) -> dict:
+def gdp_in_mu_space(bound: dict, claim: PrivacyClaim) -> dict:
     """Attach the claim's Gaussian-DP mu to a GDP bound row, and drop its epsilon where neither
     the pair nor the claim is Gaussian-shaped.
 

@@ -14,15 +14,16 @@ every audit kind that needs a plugin's claim (:func:`resolved_claim`).
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
 from audit.errors import UserError
 from audit.plugins.training import train_once
-from audit.theory.claims import PURE_DP_DELTA, ApproxDPClaim
+from audit.theory.claims import PURE_DP_DELTA, ApproxDPClaim, PrivacyClaim
 from audit.theory.dpsgd import DPSGDClaim, calibrate_noise_multiplier
 from targets.audit_hooks import StepSource, UpdateRecorder, recording
 from targets.plugin_rng import reproducibility
@@ -124,7 +125,7 @@ def _opacus_report(recorder: UpdateRecorder, delta: float) -> dict | None:
             "history": [list(map(float, h)) for h in getattr(engine.accountant, "history", [])]}
 
 
-def claim_and_mechanism(plugin: TrainerPlugin, found: Probe) -> tuple[Any, StepMechanism]:
+def claim_and_mechanism(plugin: TrainerPlugin, found: Probe) -> tuple[PrivacyClaim, StepMechanism]:
     """The claim audited and the DP-SGD the code runs (module docstring, step 2)."""
 
     claim = plugin.claim
@@ -143,7 +144,7 @@ def claim_and_mechanism(plugin: TrainerPlugin, found: Probe) -> tuple[Any, StepM
     return claim, StepMechanism(float(sigma), found.source.sample_rate, found.steps)
 
 
-def resolved_claim(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int) -> Any:
+def resolved_claim(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int) -> PrivacyClaim:
     """The claim of a plugin, reading Opacus's report from a probe run for ``"claim": "opacus"``."""
     if plugin.claim is not None:
         return plugin.claim

@@ -23,16 +23,21 @@ Strategies:
   membership), bound it on the other half [Jagielski, Ullman, Oprea 2020].
 * :class:`FixedThreshold`: one threshold fixed by design before any observation (e.g. from the
   claim or from simulations under a stated hypothesis), bounded on every observation.
+* :class:`DesignedThreshold`: the same, where the design needs the numbers of observations of each
+  world (a threshold optimised for the counts the bound will have): ``design(n_pos, n_neg)`` gives
+  the threshold and says how it was fixed. The counts come from the coins, never from the scores.
 
-:func:`choose_strategy` picks one from what is known before the scores are seen: a designed
-threshold when the audit has one, else the grid. Convention: higher score = member.
+Strategies are values (frozen dataclasses, the shape of jax_privacy's ``Bonferroni`` / ``Split`` /
+``Explicit``): an audit takes one and passes it on. :func:`choose_strategy` picks one from what is
+known before the scores are seen: a designed threshold when the audit has one, else the grid.
+Convention: higher score = member.
 """
 
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -52,7 +57,8 @@ from audit.stats.tradeoff_test import claim_margin
 from audit.theory.checks import check_confidence, check_delta
 from audit.theory.gaussian import gaussian_epsilon
 
-__all__ = ["TestFamily", "ThresholdStrategy", "BonferroniGrid", "HeldOutSplit", "FixedThreshold", "STRATEGIES",
+__all__ = ["TestFamily", "ThresholdStrategy", "BonferroniGrid", "HeldOutSplit", "FixedThreshold", "DesignedThreshold",
+           "STRATEGIES",
            "choose_strategy", "split_runs", "threshold_bounds", "designed_threshold_from_samples",
            "SELECTION_ALPHA_FACTOR"]
 
@@ -223,15 +229,33 @@ class FixedThreshold(ThresholdStrategy):
                                        "choice": self.description})
 
 
+@dataclass(frozen=True)
+class DesignedThreshold(ThresholdStrategy):
+    """One threshold fixed in advance by ``design(n_pos, n_neg) -> (threshold, how it was fixed)`` from
+    the numbers of observations with and without the target (e.g. optimised on simulations or on
+    separate calibration runs for those counts), then bounded on every observation as
+    :class:`FixedThreshold`, whose name and results it has."""
+
+    design: Callable[[int, int], tuple[float, str]]
+    name: str = FixedThreshold.name
+
+    def tests(self, scores: np.ndarray, members: np.ndarray, confidence: float, delta: float,
+              rng: np.random.Generator) -> TestFamily:
+        n_pos, n_neg = _need_both_worlds(members, 1)
+        threshold, description = self.design(n_pos, n_neg)
+        return FixedThreshold(threshold, description).tests(scores, members, confidence, delta, rng)
+
+
 #: Strategies a user may name (``--threshold``); ``auto`` means :func:`choose_strategy`.
 STRATEGIES = {"bonferroni-grid": BonferroniGrid, "held-out-split": HeldOutSplit}
 
 
-def choose_strategy(n_pos: int, n_neg: int, fixed: FixedThreshold | None = None,
+def choose_strategy(n_pos: int, n_neg: int, fixed: ThresholdStrategy | None = None,
                     requested: str = "auto") -> ThresholdStrategy:
     """The strategy of an audit, from what is known before its scores are seen: a threshold fixed by
-    design when the audit has one, else the Bonferroni grid (its grid is set by ``n_pos``/``n_neg``);
-    ``requested`` names a strategy of :data:`STRATEGIES` explicitly."""
+    design when the audit has one (``fixed``: a :class:`FixedThreshold` or :class:`DesignedThreshold`),
+    else the Bonferroni grid (its grid is set by ``n_pos``/``n_neg``); ``requested`` names a strategy
+    of :data:`STRATEGIES` explicitly."""
     if requested == "auto":
         return fixed if fixed is not None else BonferroniGrid()
     if requested not in STRATEGIES:
