@@ -44,9 +44,9 @@ from audit.extraction.victim import Victim, dperm_victim, linear_target, trained
 from audit.run_context import RunContext
 from audit.run_options import CommonRunOptions
 from audit.theory.checks import check_confidence
+from targets.catalogue import resolve
 from targets.dperm import DPERM_TARGETS
-from targets.plugins import is_plugin_spec, load_plugin
-from targets.registry import TARGETS, TrainedTarget
+from targets.registry import TrainedTarget
 from targets.training import resolve_device
 
 #: Uniform random inputs used for 1 - R_unif (Tramèr et al. 2016 use 10,000).
@@ -79,13 +79,12 @@ def run_extraction(opts: ExtractionOptions) -> tuple[Path, dict]:
     check_confidence(opts.confidence)
     if opts.queries is not None and opts.queries < 1:
         raise UserError(f"--queries must be >= 1, got {opts.queries}")
-    is_dperm = opts.target in DPERM_TARGETS
-    plugin = is_plugin_spec(opts.target)
-    if not is_dperm and not plugin and opts.target not in TARGETS:
-        raise UserError(f"unknown target {opts.target!r}; run `python -m audit list` to see the targets")
+    entry = resolve(opts.target)
+    is_dperm = opts.target in DPERM_TARGETS  # not its run dp variants: their features have no intercept
+    plugin = entry.family == "plugin"
     target = None if is_dperm or plugin else linear_target(opts)
     device = resolve_device(opts.device)
-    name = load_plugin(opts.target).name if plugin else opts.target  # a plugin is named by its dict
+    name = entry.factory().name if plugin else opts.target  # a plugin is named by its dict
     ctx = RunContext(opts.out, "extraction", name, seed=opts.seed, quiet=opts.quiet, device=opts.device)
     with ctx:
         return ctx.run_dir, _extract(ctx, opts, target, is_dperm, device)

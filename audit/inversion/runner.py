@@ -39,7 +39,7 @@ from audit.run_options import CommonRunOptions
 from audit.theory.checks import check_confidence
 from audit.trained_targets import member_split
 from reports.inversion_plots import image_grid
-from targets.plugins import is_plugin_spec
+from targets.catalogue import resolve
 
 GRID_PNG = "inversion_grid.png"
 #: Most auxiliary records used to train the evaluation classifier.
@@ -102,7 +102,7 @@ def class_figures(result: InversionResult, member_means: np.ndarray, nonmember_m
 def run_inversion(opts: InversionOptions) -> tuple[Path, dict]:
     """Run the inversion audit described by ``opts``; returns (run directory, results)."""
     check_confidence(opts.confidence)
-    if is_plugin_spec(opts.target):  # a trainer plugin exposing probabilities: black-box only
+    if resolve(opts.target).family == "plugin":  # a trainer plugin exposing probabilities: black-box only
         target = inversion_target(opts)
     else:
         target = registry_inversion_target(opts)

@@ -44,7 +44,7 @@ from audit.stats.one_run_fdp import fdp_one_run_bound
 from audit.stats.rates import rate_point
 from audit.stats.verdict import Family, compare_with_claim
 from audit.theory.checks import check_confidence
-from targets.plugins import is_plugin_spec
+from targets.catalogue import resolve
 
 #: One-run methods tried on the calibration games (audit.stats.one_run, audit.stats.one_run_fdp).
 ONE_RUN_METHODS = ("one-run", "one-run-fdp")
@@ -130,7 +130,7 @@ def run_membership(opts: MembershipOptions) -> tuple[Path, dict]:
     attack_names = expand_attacks(tuple(opts.attacks))
     resolve_variance(opts.lira_variance, 0)  # validates the name
     check_confidence(opts.confidence)
-    preset = "quick" if opts.quick else "plugin" if is_plugin_spec(opts.target) else "default"
+    preset = "quick" if opts.quick else "plugin" if resolve(opts.target).family == "plugin" else "default"
     m_default, k_default, r_default = GAME_SIZES[preset]
     m = opts.canaries or m_default
     shadows = opts.shadows or k_default

@@ -15,8 +15,9 @@ chosen examples. A :class:`MembershipSubject` supplies exactly that:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -30,8 +31,9 @@ from audit.plugins.probe import resolved_claim
 from audit.plugins.training import plugin_dataset, predictions, train_once
 from audit.run_context import RunPaths
 from audit.trained_targets import quick_target
+from targets.catalogue import resolve
 from targets.datasets import load_dataset
-from targets.plugins import TrainerPlugin, is_plugin_spec, load_plugin, plugin_config
+from targets.plugins import TrainerPlugin, load_plugin, plugin_config
 from targets.registry import get_target
 from targets.training import log_softmax, predict_logits, resolve_device
 
@@ -110,8 +112,8 @@ def plugin_subject(opts: Any, m: int) -> MembershipSubject:
         trained = []
         for call in calls:
             trained.append([train_once(plugin, game.data.X[mask], game.data.y[mask], int(seed))
-                            for mask, seed in tqdm(list(zip(call.masks, call.seeds)), desc=call.desc, unit="model",
-                                                   disable=opts.quiet)])
+                            for mask, seed in tqdm(list(zip(call.masks, call.seeds, strict=True)), desc=call.desc,
+                                                   unit="model", disable=opts.quiet)])
             paths.log(f"{call.desc}: trained {len(trained[-1])} model(s) with the plugin's train")
         return trained
 
@@ -135,4 +137,4 @@ def plugin_subject(opts: Any, m: int) -> MembershipSubject:
 def membership_subject(opts: Any, m: int) -> MembershipSubject:
     """The subject ``opts.target`` names: a trainer plugin or a registry target."""
 
-    return plugin_subject(opts, m) if is_plugin_spec(opts.target) else registry_subject(opts)
+    return plugin_subject(opts, m) if resolve(opts.target).family == "plugin" else registry_subject(opts)
