@@ -20,8 +20,8 @@ per step (plus one to evaluate the new iterate); every query is counted.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 import torch
@@ -35,7 +35,7 @@ Probabilities = Callable[[torch.Tensor], torch.Tensor]
 __all__ = ["MIFaceConfig", "InversionResult", "mi_face", "ssim", "total_variation"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MIFaceConfig:
     """MI-FACE hyper-parameters (Fredrikson et al. 2015, Algorithm 1: alpha, beta, gamma, lambda).
 
@@ -61,7 +61,7 @@ class MIFaceConfig:
             raise UserError("MI-FACE step size and finite-difference step must be > 0 and the TV weight >= 0")
 
 
-@dataclass
+@dataclass(kw_only=True)
 class InversionResult:
     """One reconstruction per target class (best iterates), with the cost trace summary."""
 
@@ -137,7 +137,7 @@ def mi_face(probabilities: Probabilities, labels: np.ndarray, shape: tuple[int, 
                 h = config.fd_step
                 eye = torch.eye(D, dtype=xa.dtype).reshape(D, *shape) * h
                 grads = []
-                for row, k in zip(xa, lab[ti]):
+                for row, k in zip(xa, lab[ti], strict=True):
                     plus, _ = cost(row[None] + eye, k.repeat(D))
                     minus, _ = cost(row[None] - eye, k.repeat(D))
                     grads.append(((plus - minus) / (2 * h)).reshape(shape))
@@ -167,8 +167,9 @@ def mi_face(probabilities: Probabilities, labels: np.ndarray, shape: tuple[int, 
             elif since[c] >= config.beta:
                 active[c], reasons[c] = False, f"no progress in beta={config.beta} steps"
     bar.close()
-    return InversionResult(labels, best_x.numpy(), best_p.numpy().astype(np.float64),
-                           best_c.numpy().astype(np.float64), iterations, queries, reasons)
+    return InversionResult(labels=labels, images=best_x.numpy(), confidence=best_p.numpy().astype(np.float64),
+                           cost=best_c.numpy().astype(np.float64), iterations=iterations, queries=queries,
+                           stop_reason=reasons)
 
 
 def ssim(a: np.ndarray, b: np.ndarray, data_range: float, sigma: float = 1.5, k1: float = 0.01,

@@ -10,7 +10,7 @@ from audit.theory.claims import PrivacyClaim
 from targets.datasets import Dataset
 
 
-@dataclass
+@dataclass(kw_only=True)
 class AuditedModel:
     """``data`` the dataset the models train on (``n_train`` records for the target), ``model`` the
     architecture's or plugin's name, ``claim`` the privacy claim (None for a non-private target) at

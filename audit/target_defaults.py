@@ -33,7 +33,7 @@ if TYPE_CHECKING:  # annotations only: importing the registries would slow down 
 CATALOGUE_JSON = Path(__file__).with_name("catalogue.json")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TargetUse:
     """What can be run against one target (``threats``/``canaries`` are those of ``run dp``)."""
 
@@ -49,17 +49,19 @@ class TargetUse:
 def _trained_use(target: TrainedTarget) -> TargetUse:
     extraction = ("extraction",) if target.arch == "logreg" else ()
     if not target.private:
-        return TargetUse("trained", target.description, ("membership", "inversion") + extraction)
+        return TargetUse(family="trained", description=target.description,
+                         run_kinds=("membership", "inversion") + extraction)
     dirac = target.arch in ("logreg", "mlp")  # a first-layer weight on an always-zero input feature
     canaries = tuple(c for c in DP_CANARIES if dirac or c != "dirac")
     canary = "dirac-replace" if target.sampling == "shuffle" else "dirac" if dirac else "gradient"
     kinds = ("membership", "dp", "sweep", "inversion") + extraction + ("bound",)
-    return TargetUse("trained", target.description, kinds, THREATS, canaries, "updates", canary)
+    return TargetUse(family="trained", description=target.description, run_kinds=kinds, threats=THREATS,
+                     canaries=canaries, default_threat="updates", default_canary=canary)
 
 
 def _dperm_use(description: str, run_kinds: tuple[str, ...]) -> TargetUse:
-    return TargetUse("dp-erm", description, run_kinds, ("white-box",), ("crafted", "mislabelled"), "white-box",
-                     "crafted")
+    return TargetUse(family="dp-erm", description=description, run_kinds=run_kinds, threats=("white-box",),
+                     canaries=("crafted", "mislabelled"), default_threat="white-box", default_canary="crafted")
 
 
 def _plugin_use(entry: TargetEntry) -> TargetUse:
@@ -67,15 +69,15 @@ def _plugin_use(entry: TargetEntry) -> TargetUse:
 
     plugin = entry.factory()
     if not isinstance(plugin, TrainerPlugin):
-        return TargetUse("plugin", plugin.description, ("mechanism", "bound"))
+        return TargetUse(family="plugin", description=plugin.description, run_kinds=("mechanism", "bound"))
     return trainer_plugin_use(plugin.description)
 
 
 def trainer_plugin_use(description: str) -> TargetUse:
     """A trainer plugin: ``train(X, y, seed) -> predict_proba`` is a black box fed input canaries by
     default; its DP-SGD updates (Opacus or the audit hooks) are audited with the Dirac canary."""
-    return TargetUse("plugin", description, ("dp", "bound"), THREATS, INPUT_CANARIES + ("dirac",), "black-box",
-                     "crafted")
+    return TargetUse(family="plugin", description=description, run_kinds=("dp", "bound"), threats=THREATS,
+                     canaries=INPUT_CANARIES + ("dirac",), default_threat="black-box", default_canary="crafted")
 
 
 def plugin_canary(threat: str, canary: str | None) -> str:
@@ -99,7 +101,7 @@ def target_use(name: str) -> TargetUse:
     if entry.family == "dp-erm":  # its run dp variants (no intercept) take only the multi-run audits
         kinds = ("dp", "sweep") if name in DPERM_AUDIT_TARGETS else ("mechanism", "dp", "sweep", "extraction", "bound")
         return _dperm_use(entry.description, kinds)
-    return TargetUse(entry.family, entry.description, ("mechanism", "bound"))
+    return TargetUse(family=entry.family, description=entry.description, run_kinds=("mechanism", "bound"))
 
 
 def dp_choice(use: TargetUse, threat: str | None, canary: str | None) -> tuple[str | None, str | None]:

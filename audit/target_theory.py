@@ -26,7 +26,7 @@ from targets.catalogue import TargetEntry, resolve
 REQUIRED_ALPHAS = (1e-3, 1e-2, 0.1)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TargetTheory:
     """What a target claims. ``claim`` is None for a non-private target."""
 
@@ -107,16 +107,17 @@ def theory_for(name: str, epsilon: float | None = None, delta: float | None = No
             raise UserError(f"plugin {name} claims what Opacus's accountant reports after training ('claim': "
                             f"'opacus'); audit it with `python -m audit run dp --target {name}` to see that claim")
         report_delta = delta if delta is not None else (plugin.delta or PURE_DP_DELTA)
-        return TargetTheory(name, "plugin", plugin.description, plugin.claim, report_delta, plugin.params,
-                            plugin.neighbouring)
+        return TargetTheory(name=name, family="plugin", description=plugin.description, claim=plugin.claim,
+                            delta=report_delta, params=plugin.params, neighbouring=plugin.neighbouring)
     if entry.family == "trained":
         target = entry.factory().with_privacy(epsilon, delta)
         sigma = target.noise_multiplier()
-        return TargetTheory(name, entry.family, target.description, target.claim(sigma), target.delta,
-                            target.params(sigma), Neighbouring.ADD_REMOVE if target.private else None)
+        return TargetTheory(name=name, family=entry.family, description=target.description, claim=target.claim(sigma),
+                            delta=target.delta, params=target.params(sigma),
+                            neighbouring=Neighbouring.ADD_REMOVE if target.private else None)
     mech, report_delta = build_mechanism(entry, epsilon, delta)
-    return TargetTheory(name, entry.family, mech.description, mech.claim, report_delta, mech.params(),
-                        mech.neighbouring)
+    return TargetTheory(name=name, family=entry.family, description=mech.description, claim=mech.claim,
+                        delta=report_delta, params=mech.params(), neighbouring=mech.neighbouring)
 
 
 def build_mechanism(entry: TargetEntry, epsilon: float | None, delta: float | None) -> tuple[Any, float]:

@@ -34,8 +34,8 @@ blocking, and the step never waits for the GPU (no ``.item()`` or host copies).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -51,7 +51,7 @@ from targets.sampling import SAMPLING, BatchSampler
 CLIPPING_METHODS = (*MODES, "vmap")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TrainConfig:
     """Hyper-parameters of one training run (shared by all models trained together).
 

@@ -106,7 +106,7 @@ def check_probabilities(proba: Any, n: int, what: str, n_classes: int | None = N
     return out
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, kw_only=True)
 class TrainedModel:
     """A validated trained model and its member / non-member records (module docstring).
 
@@ -498,9 +498,11 @@ def model_from_dict(spec: str, made: Any, data_dir: str | os.PathLike | None = N
         raise UserError(f"model target {spec}: field 'batch_size' must be a whole number >= 1, got {batch!r}")
     spaces = [made, *(namespaces or []), *(getattr(f, "__globals__", {}) for f in (made.get("predict_proba"), train))]
     members, nonmembers = replace(members, n_classes=n_classes), replace(nonmembers, n_classes=n_classes)
-    return TrainedModel(spec, str(made.get("name", spec)), str(made.get("description", f"trained model {spec}")), fn,
-                        members, nonmembers, n_classes, members.shape, train, claim, delta, membership, note, kind,
-                        params, rng, batch, imported_packages(spaces, loaded or ()))
+    return TrainedModel(spec=spec, name=str(made.get("name", spec)),
+                        description=str(made.get("description", f"trained model {spec}")), model=fn, members=members,
+                        nonmembers=nonmembers, n_classes=n_classes, input_shape=members.shape, train=train,
+                        claim=claim, delta=delta, membership=membership, membership_note=note, model_kind=kind,
+                        params=params, rng=rng, batch_size=batch, packages=imported_packages(spaces, loaded or ()))
 
 
 def _factory(spec: str) -> tuple[Callable[[], Any], set[str]]:

@@ -106,6 +106,6 @@ def step_observation(step_obs: np.ndarray, mech: StepMechanism, claim: PrivacyCl
         if mech.claim().epsilon(delta) > claim.epsilon(delta) * (1 + ACCOUNTANT_SLACK):
             strategy = rejection_threshold(claim, mech, confidence)
     common = obs[:, ~np.isnan(obs).any(axis=0)]
-    return Observation(llr_scores(obs, mech.sample_rate, mech.noise_multiplier), common, mech.sample_rate,
-                       mech.steps, info, gaussian=exact, design_sigma=mech.noise_multiplier if modelled else None,
-                       threshold_strategy=strategy)
+    return Observation(scores=llr_scores(obs, mech.sample_rate, mech.noise_multiplier), step_scores=common,
+                       sample_rate=mech.sample_rate, steps=mech.steps, info=info, gaussian=exact,
+                       design_sigma=mech.noise_multiplier if modelled else None, threshold_strategy=strategy)

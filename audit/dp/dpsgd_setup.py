@@ -215,7 +215,7 @@ def dpsgd_setup(opts: DPOptions) -> DPAuditSetup:
         info = {"canary_steps_mean_in": float(runs.canary_steps[included].mean()) if included.any() else None,
                 "known_part_subtracted": runs.subtracted_known if opts.threat == "updates" else None}
         if opts.threat == "updates" and replace_pair:  # the per-step model (Poisson, shift 1) does not apply
-            return Observation(_one_step_per_epoch_llr(runs.step_obs, steps_per_epoch(q), 2.0, sigma), info=info,
+            return Observation(scores=_one_step_per_epoch_llr(runs.step_obs, steps_per_epoch(q), 2.0, sigma), info=info,
                                threshold_strategy=_shuffle_hypothesis_threshold(sigma, T, steps_per_epoch(q),
                                                                                 target.delta, opts.confidence))
         if opts.threat == "updates":
@@ -231,10 +231,10 @@ def dpsgd_setup(opts: DPOptions) -> DPAuditSetup:
                 d = canary_direction(get_architecture(target.arch), unflatten(runs.initial, shapes), xt,
                                      torch.tensor(int(icanary[1]))).double()
             score = (delta_theta * d).sum(1).numpy() * B / (lr * C)
-            return Observation(score, info=info, gaussian=exact and opts.canary == "dirac")
+            return Observation(scores=score, info=info, gaussian=exact and opts.canary == "dirac")
         final = unflatten(runs.final, shapes)
         lp = log_softmax(predict_logits(target.arch, final, np.asarray(icanary[0])[None], device))[:, 0, :]
-        return Observation(lp[:, int(icanary[1])], info=info, gaussian_fit=True)
+        return Observation(scores=lp[:, int(icanary[1])], info=info, gaussian_fit=True)
 
     params = {"noise_multiplier": sigma, "clip_norm": target.clip_norm, "sample_rate": q, "steps": T,
               "epochs": target.epochs, "lr": lr, "expected_batch_size": B, "n_train": target.n_train,

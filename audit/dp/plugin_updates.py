@@ -96,7 +96,8 @@ def update_setup(plugin: TrainerPlugin, canary: str, threat: str, seed: int, dat
         results = found.check | {"tables": [reproducibility_table(found.check),
                                             _comparison_table(claim, mech, plugin.delta, found)]}
         if threat == "white-box":
-            return Observation(moved, info=info | {"score": "initial minus final parameter on the canary's coordinate"},
+            return Observation(scores=moved,
+                               info=info | {"score": "initial minus final parameter on the canary's coordinate"},
                                results=results)
         padded = np.full((included.size, int(lengths.max())), np.nan)
         for r, s in enumerate(steps):

@@ -13,7 +13,7 @@ from audit.stats.thresholds import ThresholdStrategy
 from audit.theory.claims import PrivacyClaim
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Observation:
     """What the auditor extracted from R runs.
 
@@ -42,7 +42,7 @@ class Observation:
     results: dict = field(default_factory=dict)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class DPAuditSetup:
     """How the runs of one audit are trained and observed (see the module docstring).
 

@@ -55,7 +55,7 @@ N_UNIFORM = 10_000
 COMPARISON_ROUNDS = (2, 3, 4)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ExtractionOptions(CommonRunOptions):
     """Everything that determines an extraction run (stored in config.json)."""
 

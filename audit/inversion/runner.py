@@ -46,7 +46,7 @@ GRID_PNG = "inversion_grid.png"
 EVAL_MAX = 2000
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class InversionOptions(CommonRunOptions):
     """Everything that determines an inversion run (stored in config.json)."""
 

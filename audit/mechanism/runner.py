@@ -53,7 +53,7 @@ FIT_DRAWS = 20_000
 ATTACK_NAME = "threshold"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MechanismOptions:
     """Everything that determines a mechanism audit (stored in config.json)."""
 

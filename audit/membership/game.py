@@ -45,7 +45,7 @@ SYNTHETIC_POPULATION = 1000
 SPARSE_PIXELS = 20
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, kw_only=True)
 class CanaryGame:
     """Who trains on what. ``data`` carries the canary labels used in training.
 
@@ -203,5 +203,7 @@ def build_canary_game(data: Dataset, n_train: int, m: int, shadows: int, canary_
         for r in range(references):
             reference_masks[r, ref_rng.choice(shadow_pool, size=per_shadow, replace=False)] = True
             reference_masks[r, target_canaries[reference_in[r]]] = True
-    return CanaryGame(game_data, canary_kind, test_index, target_mask, target_canaries, target_in,
-                      shadow_masks, shadow_canaries, shadow_in, reference_masks, reference_in, population, len(data))
+    return CanaryGame(data=game_data, canary_kind=canary_kind, test_index=test_index, target_mask=target_mask,
+                      target_canaries=target_canaries, target_in=target_in, shadow_masks=shadow_masks,
+                      shadow_canaries=shadow_canaries, shadow_in=shadow_in, reference_masks=reference_masks,
+                      reference_in=reference_in, population=population, natural_rows=len(data))

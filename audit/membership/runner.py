@@ -54,7 +54,7 @@ GUESS_FRACTIONS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5)
 ALPHA_GRID = np.unique(np.concatenate([np.logspace(-5, 0, 181), [1e-3, 1e-2, 0.1, 0.5]]))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MembershipOptions(CommonRunOptions):
     """Everything that determines a membership run (stored in config.json)."""
 

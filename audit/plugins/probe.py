@@ -81,7 +81,7 @@ def run_once(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int, rec
         return train_once(plugin, X, y, seed)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Probe:
     """What the probe run showed (module docstring, step 1)."""
 
@@ -110,8 +110,9 @@ def probe(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int, delta:
     check = reproducibility(same, plugin.rng, f"the probe run trained twice from the same seed ({first.steps} noisy "
                                               f"steps compared)")
     coordinate = int(np.argmin(first.touched))
-    return Probe(first.steps, first.source, float(first.clip_norm), int(first.touched.size), coordinate,
-                 float(first.touched[coordinate]), _opacus_report(first, delta), check)
+    return Probe(steps=first.steps, source=first.source, clip_norm=float(first.clip_norm),
+                 n_params=int(first.touched.size), coordinate=coordinate, touched=float(first.touched[coordinate]),
+                 opacus=_opacus_report(first, delta), check=check)
 
 
 def _opacus_report(recorder: UpdateRecorder, delta: float) -> dict | None:

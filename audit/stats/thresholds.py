@@ -68,7 +68,7 @@ __all__ = ["TestFamily", "ThresholdStrategy", "BonferroniGrid", "HeldOutSplit", 
 SELECTION_ALPHA_FACTOR = 0.01
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TestFamily:
     """Candidate tests "member iff score >= threshold" with simultaneous rate bounds.
 
@@ -169,12 +169,13 @@ class BonferroniGrid(ThresholdStrategy):
         thresholds = np.where(cuts < scores.size, sorted_scores[np.minimum(cuts, scores.size - 1)], np.inf)
         k = cuts.size
         alpha_each = (1.0 - confidence) / (2 * k)
-        return TestFamily(thresholds, np.concatenate([k_fp, fp_at_fn]), np.concatenate([fn_at_fp, k_fn]), n_neg, n_pos,
-                          alpha_each, confidence,
-                          {"strategy": self.name, "tests": int(k), "alpha_each": alpha_each,
-                           "choice": f"Bonferroni over {k} thresholds placed at error counts fixed in advance "
-                                     f"(false positives {k_fp.tolist()}, false negatives {k_fn.tolist()}); all "
-                                     "observations used"})
+        return TestFamily(thresholds=thresholds, fp=np.concatenate([k_fp, fp_at_fn]),
+                          fn=np.concatenate([fn_at_fp, k_fn]), n_neg=n_neg, n_pos=n_pos, alpha_each=alpha_each,
+                          confidence=confidence,
+                          info={"strategy": self.name, "tests": int(k), "alpha_each": alpha_each,
+                                "choice": f"Bonferroni over {k} thresholds placed at error counts fixed in advance "
+                                          f"(false positives {k_fp.tolist()}, false negatives {k_fn.tolist()}); all "
+                                          "observations used"})
 
 
 @dataclass(frozen=True)
@@ -205,10 +206,11 @@ class HeldOutSplit(ThresholdStrategy):
         threshold = float(cands[int(np.lexsort((-smooth, -objective))[0])])
         s_b, m_b = scores[bnd_i], members[bnd_i]
         fp_b, fn_b = confusion_counts(s_b, m_b, [threshold])
-        return TestFamily(np.array([threshold]), fp_b, fn_b, int((~m_b).sum()), int(m_b.sum()), alpha / 2, confidence,
-                          {"strategy": self.name, "tests": 1, "alpha_each": alpha / 2, "n_select": int(sel_i.size),
-                           "n_bound": int(bnd_i.size), "thresholds_tried": int(cands.size),
-                           "choice": "chosen on a random half of the observations, bounded on the other half"})
+        return TestFamily(thresholds=np.array([threshold]), fp=fp_b, fn=fn_b, n_neg=int((~m_b).sum()),
+                          n_pos=int(m_b.sum()), alpha_each=alpha / 2, confidence=confidence,
+                          info={"strategy": self.name, "tests": 1, "alpha_each": alpha / 2, "n_select": int(sel_i.size),
+                                "n_bound": int(bnd_i.size), "thresholds_tried": int(cands.size),
+                                "choice": "chosen on a random half of the observations, bounded on the other half"})
 
 
 @dataclass(frozen=True)
@@ -224,9 +226,10 @@ class FixedThreshold(ThresholdStrategy):
         _need_both_worlds(members, 1)
         fp, fn = confusion_counts(scores, members, [self.threshold])
         alpha = 1.0 - confidence
-        return TestFamily(np.array([self.threshold]), fp, fn, int((~members).sum()), int(members.sum()), alpha / 2,
-                          confidence, {"strategy": self.name, "tests": 1, "alpha_each": alpha / 2,
-                                       "choice": self.description})
+        return TestFamily(thresholds=np.array([self.threshold]), fp=fp, fn=fn, n_neg=int((~members).sum()),
+                          n_pos=int(members.sum()), alpha_each=alpha / 2, confidence=confidence,
+                          info={"strategy": self.name, "tests": 1, "alpha_each": alpha / 2,
+                                "choice": self.description})
 
 
 @dataclass(frozen=True)
@@ -324,12 +327,13 @@ def threshold_bounds(scores: ArrayLike, members: ArrayLike, delta: float, confid
 
     n = family.n_neg + family.n_pos
     j = int(np.argmax(eps))
-    cp = LowerBound("clopper-pearson", float(eps[j]), confidence, n, True,
-                    details(j, family.ceiling(delta)) | rejection)
+    cp = LowerBound(method="clopper-pearson", epsilon=float(eps[j]), confidence=confidence, n=n, valid=True,
+                    details=details(j, family.ceiling(delta)) | rejection)
     j = int(np.argmax(mu))
     assumption = "none: the pair is Gaussian, so its tradeoff is exactly G_mu" if gaussian_pair else GDP_ASSUMPTION
-    gdp = LowerBound("gdp", gaussian_epsilon(float(mu[j]), delta) if delta > 0 else None, confidence, n,
-                     gaussian_pair, details(j, family.gdp_ceiling(delta)) | {"assumption": assumption})
+    gdp = LowerBound(method="gdp", epsilon=gaussian_epsilon(float(mu[j]), delta) if delta > 0 else None,
+                     confidence=confidence, n=n, valid=gaussian_pair,
+                     details=details(j, family.gdp_ceiling(delta)) | {"assumption": assumption})
     return cp, gdp
 
 
