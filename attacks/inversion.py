@@ -37,7 +37,7 @@ Cost = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 __all__ = ["MIFaceConfig", "InversionResult", "mi_face", "ssim", "total_variation"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MIFaceConfig:
     """MI-FACE hyper-parameters (Fredrikson et al. 2015, Algorithm 1: alpha, beta, gamma, lambda).
 
@@ -63,7 +63,7 @@ class MIFaceConfig:
             raise UserError("MI-FACE step size and finite-difference step must be > 0 and the TV weight >= 0")
 
 
-@dataclass
+@dataclass(kw_only=True)
 class InversionResult:
     """One reconstruction per target class (best iterates), with the cost trace summary."""
 

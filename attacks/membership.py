@@ -80,7 +80,7 @@ class ShadowAttack:
     def _classifier(self):
         return make_pipeline(StandardScaler(), LogisticRegression(C=1.0, max_iter=2000))
 
-    def fit(self, features: np.ndarray, labels: np.ndarray, member: np.ndarray) -> "ShadowAttack":
+    def fit(self, features: np.ndarray, labels: np.ndarray, member: np.ndarray) -> ShadowAttack:
         """Fit on shadow outputs: ``features`` (n, F), the examples' ``labels`` (n,), ``member`` (n,) bool."""
         member = member.astype(int)
         if member.min() == member.max():
@@ -102,7 +102,7 @@ class ShadowAttack:
         return scores
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, kw_only=True)
 class AttackInputs:
     """Model outputs the attacks consume (log-softmax arrays; ``m`` candidates, ``C`` classes).
 
@@ -183,7 +183,8 @@ def _rmia_attack(names: tuple[str, ...], inp: AttackInputs, rmia_a: float | None
         elif rmia_a is not None:
             a, params = float(rmia_a), {"a": float(rmia_a), "a_chosen_on": "given"}
         else:
-            aucs = {a_: float(np.mean([auc(s, i) for s, i in zip(leave_one_out(logp, member, pop_logp, a_), member)]))
+            aucs = {a_: float(np.mean([auc(s, i) for s, i in
+                                       zip(leave_one_out(logp, member, pop_logp, a_), member, strict=True)]))
                     for a_ in A_GRID}
             a = max(aucs, key=aucs.get)
             params = {"a": float(a), "a_chosen_on": f"{text}, largest mean AUC over a = {A_GRID[0]:g}, {A_GRID[1]:g}, "

@@ -5,12 +5,12 @@ and :class:`audit.inversion.target.InversionTarget` share."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from audit.theory.claims import PrivacyClaim
 from targets.datasets import Dataset
 
 
-@dataclass
+@dataclass(kw_only=True)
 class AuditedModel:
     """``data`` the dataset the models train on (``n_train`` records for the target), ``model`` the
     architecture's or plugin's name, ``claim`` the privacy claim (None for a non-private target) at
@@ -21,6 +21,6 @@ class AuditedModel:
     data: Dataset
     n_train: int
     model: str
-    claim: Any
+    claim: PrivacyClaim | None
     delta: float
     params: dict

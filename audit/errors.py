@@ -10,11 +10,13 @@
 from __future__ import annotations
 
 
-class UserError(Exception):
+class UserError(ValueError):
     """Bad input from the user (unknown target, invalid epsilon, missing data, ...).
 
     The message must name the problem and the fix in one line; the CLI prints it without a
-    traceback and exits with status 2.
+    traceback and exits with status 2. A :class:`ValueError`, so code that validates values with
+    ``except ValueError`` catches it too: keep a ``try`` around conversions only, never around calls
+    that may raise a UserError with a better message.
     """
 
 

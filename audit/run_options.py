@@ -11,7 +11,7 @@ COMMON_OPTION_NAMES = ("target", "out", "seed", "device", "quick", "epsilon", "d
                        "confidence", "workers", "executor", "ray_address")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CommonRunOptions:
     """The options every run kind takes (``audit.commands.run.common_options``); stored in config.json."""
 

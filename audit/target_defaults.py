@@ -22,15 +22,18 @@ import functools
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from audit.choices import DP_CANARIES, INPUT_CANARIES, THREATS
 
+if TYPE_CHECKING:  # annotations only: importing the registries would slow down list and --help
+    from targets.catalogue import TargetEntry
+    from targets.registry import TrainedTarget
+
 CATALOGUE_JSON = Path(__file__).with_name("catalogue.json")
-#: Family of each target, in the order ``python -m audit list`` shows them.
-FAMILIES = ("trained", "mechanism", "dp-erm", "control", "plugin")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TargetUse:
     """What can be run against one target (``threats``/``canaries`` are those of ``run dp``)."""
 
@@ -43,39 +46,38 @@ class TargetUse:
     default_canary: str | None = None
 
 
-def _trained_use(name: str) -> TargetUse:
-    from targets.registry import get_target
-
-    target = get_target(name)
+def _trained_use(target: TrainedTarget) -> TargetUse:
     extraction = ("extraction",) if target.arch == "logreg" else ()
     if not target.private:
-        return TargetUse("trained", target.description, ("membership", "inversion") + extraction)
+        return TargetUse(family="trained", description=target.description,
+                         run_kinds=("membership", "inversion") + extraction)
     dirac = target.arch in ("logreg", "mlp")  # a first-layer weight on an always-zero input feature
     canaries = tuple(c for c in DP_CANARIES if dirac or c != "dirac")
     canary = "dirac-replace" if target.sampling == "shuffle" else "dirac" if dirac else "gradient"
     kinds = ("membership", "dp", "sweep", "inversion") + extraction + ("reconstruction", "bound")
-    return TargetUse("trained", target.description, kinds, THREATS, canaries, "updates", canary)
+    return TargetUse(family="trained", description=target.description, run_kinds=kinds, threats=THREATS,
+                     canaries=canaries, default_threat="updates", default_canary=canary)
 
 
-def _dperm_use(name: str, description: str, run_kinds: tuple[str, ...]) -> TargetUse:
-    return TargetUse("dp-erm", description, run_kinds, ("white-box",), ("crafted", "mislabelled"), "white-box",
-                     "crafted")
+def _dperm_use(description: str, run_kinds: tuple[str, ...]) -> TargetUse:
+    return TargetUse(family="dp-erm", description=description, run_kinds=run_kinds, threats=("white-box",),
+                     canaries=("crafted", "mislabelled"), default_threat="white-box", default_canary="crafted")
 
 
-def _plugin_use(spec: str) -> TargetUse:
-    from targets.plugins import TrainerPlugin, load_plugin
+def _plugin_use(entry: TargetEntry) -> TargetUse:
+    from targets.plugins import TrainerPlugin  # only for a user's plugin: list and --help import nothing
 
-    plugin = load_plugin(spec)
+    plugin = entry.factory()
     if not isinstance(plugin, TrainerPlugin):
-        return TargetUse("plugin", plugin.description, ("mechanism", "bound"))
+        return TargetUse(family="plugin", description=plugin.description, run_kinds=("mechanism", "bound"))
     return trainer_plugin_use(plugin.description)
 
 
 def trainer_plugin_use(description: str) -> TargetUse:
     """A trainer plugin: ``train(X, y, seed) -> predict_proba`` is a black box fed input canaries by
     default; its DP-SGD updates (Opacus or the audit hooks) are audited with the Dirac canary."""
-    return TargetUse("plugin", description, ("dp", "bound"), THREATS, INPUT_CANARIES + ("dirac",), "black-box",
-                     "crafted")
+    return TargetUse(family="plugin", description=description, run_kinds=("dp", "bound"), threats=THREATS,
+                     canaries=INPUT_CANARIES + ("dirac",), default_threat="black-box", default_canary="crafted")
 
 
 def plugin_canary(threat: str, canary: str | None) -> str:
@@ -86,26 +88,21 @@ def plugin_canary(threat: str, canary: str | None) -> str:
 
 def target_use(name: str) -> TargetUse:
     """What can be run against target ``name`` (a built-in name or ``module:factory``)."""
-    from audit.errors import UserError
-    from audit.target_theory import catalogue
+    from targets.catalogue import lookup, resolve  # the registries: not for list and --help
     from targets.dperm import DPERM_AUDIT_TARGETS
-    from targets.plugins import BUILTIN_PLUGINS, is_plugin_spec
 
-    if name in DPERM_AUDIT_TARGETS:
-        return _dperm_use(name, DPERM_AUDIT_TARGETS[name]["description"], ("dp", "sweep"))
-    if name in BUILTIN_PLUGINS:
-        return trainer_plugin_use(BUILTIN_PLUGINS[name][1])
-    if is_plugin_spec(name):
-        return _plugin_use(name)
-    families = catalogue()
-    if name not in families:
-        raise UserError(f"unknown target {name!r}; run `python -m audit list` to see the targets")
-    family, description = families[name]
-    if family == "trained":
-        return _trained_use(name)
-    if family == "dp-erm":
-        return _dperm_use(name, description, ("mechanism", "dp", "sweep", "extraction", "reconstruction", "bound"))
-    return TargetUse(family, description, ("mechanism", "bound"))
+    entry = lookup(name)
+    if entry is None:  # a user's plugin (the only thing resolve accepts beyond the built-in names)
+        return _plugin_use(resolve(name))
+    if entry.family == "trained":
+        return _trained_use(entry.factory())
+    if entry.family == "plugin":  # the built-in plugins are trainers
+        return trainer_plugin_use(entry.description)
+    if entry.family == "dp-erm":  # its run dp variants (no intercept) take only the multi-run audits
+        kinds = (("dp", "sweep") if name in DPERM_AUDIT_TARGETS else
+                 ("mechanism", "dp", "sweep", "extraction", "reconstruction", "bound"))
+        return _dperm_use(entry.description, kinds)
+    return TargetUse(family=entry.family, description=entry.description, run_kinds=("mechanism", "bound"))
 
 
 def dp_choice(use: TargetUse, threat: str | None, canary: str | None) -> tuple[str | None, str | None]:
@@ -117,14 +114,11 @@ def dp_choice(use: TargetUse, threat: str | None, canary: str | None) -> tuple[s
 def build_catalogue() -> dict:
     """``{"targets": {name: TargetUse as a dict}, "datasets": {name: description}}`` of every built-in
     target (in listing order) and dataset."""
-    from audit.target_theory import catalogue
+    from targets.catalogue import entries
     from targets.datasets import DATASETS
-    from targets.dperm import DPERM_AUDIT_TARGETS
 
-    names = list(catalogue()) + list(DPERM_AUDIT_TARGETS)
-    uses = {name: target_use(name) for name in names}
-    ordered = sorted(names, key=lambda n: FAMILIES.index(uses[n].family))
-    return {"targets": {name: asdict(uses[name]) for name in ordered}, "datasets": dict(DATASETS)}
+    return {"targets": {entry.name: asdict(target_use(entry.name)) for entry in entries()},
+            "datasets": dict(DATASETS)}
 
 
 @functools.cache

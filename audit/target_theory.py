@@ -1,8 +1,9 @@
 """The theoretical privacy of any named target, whatever its family.
 
-Three families of built-in targets exist: trained models (:mod:`targets.registry`, DP-SGD or
-non-private), textbook mechanisms (:mod:`targets.mechanisms`) and DP-ERM output perturbation
-(:mod:`targets.dperm`). :func:`theory_for` resolves a name to a :class:`TargetTheory` — its claim
+Targets are trained models (:mod:`targets.registry`, DP-SGD or non-private), textbook mechanisms
+(:mod:`targets.mechanisms`), DP-ERM output perturbation (:mod:`targets.dperm`), broken controls and
+plugins, all named through :mod:`targets.catalogue`. :func:`theory_for` resolves a name to a
+:class:`TargetTheory` — its claim
 (a :class:`audit.theory.claims.PrivacyClaim`), the delta at which epsilon is reported, and its
 parameters under the names ``results.json`` uses — so ``python -m audit bound`` and every runner
 compare against the same numbers.
@@ -17,24 +18,18 @@ import numpy as np
 
 from audit.errors import UserError
 from audit.theory.checks import check_delta, check_epsilon
-from audit.theory.claims import PURE_DP_DELTA, PrivacyClaim
+from audit.theory.claims import PURE_DP_DELTA, Neighbouring, PrivacyClaim
 from audit.theory.rero import rero_bound
 from audit.theory.tradeoff import default_alpha_grid, implied_gdp_mu
-from targets.broken_mechanisms import BROKEN_MECHANISMS, make_broken
-from targets.dperm import DPERM_TARGETS, make_dperm
-from targets.mechanisms import MECHANISMS, make_mechanism
-from targets.plugins import BUILTIN_PLUGINS, is_plugin_spec, load_plugin
-from targets.registry import TARGETS, get_target
+from targets.catalogue import TargetEntry, resolve
 
-#: Families, in the order ``python -m audit list`` shows them.
-FAMILIES = ("trained", "mechanism", "dp-erm", "control", "plugin")
 #: FPR values every reported tradeoff curve contains exactly.
 REQUIRED_ALPHAS = (1e-3, 1e-2, 0.1)
 #: Baselines kappa (1/n for n = 1000, 100, 10, 2 candidates) every reported ReRo curve contains exactly.
 REQUIRED_KAPPAS = (1e-3, 1e-2, 0.1, 0.5)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TargetTheory:
     """What a target claims. ``claim`` is None for a non-private target."""
 
@@ -104,23 +99,6 @@ def rero_kappas() -> np.ndarray:
     return np.unique(np.concatenate([np.logspace(-4, 0, 81), np.linspace(0.02, 1, 50), REQUIRED_KAPPAS]))
 
 
-def catalogue() -> dict[str, tuple[str, str]]:
-    """Every built-in target: ``{name: (family, description)}``."""
-
-    out: dict[str, tuple[str, str]] = {}
-    for name, target in TARGETS.items():
-        out[name] = ("trained", target.description)
-    for name, (description, _factory) in MECHANISMS.items():
-        out[name] = ("mechanism", description)
-    for name, spec in DPERM_TARGETS.items():
-        out[name] = ("dp-erm", spec["description"])
-    for name, (description, _factory) in BROKEN_MECHANISMS.items():
-        out[name] = ("control", description)
-    for name, (_spec, description) in BUILTIN_PLUGINS.items():
-        out[name] = ("plugin", description)
-    return out
-
-
 def check_privacy_args(epsilon: float | None, delta: float | None) -> None:
     """A requested epsilon must be positive and finite, a delta in (0, 1); else a one-line error."""
     if epsilon is not None:
@@ -139,52 +117,45 @@ def theory_for(name: str, epsilon: float | None = None, delta: float | None = No
     read off the exact privacy profile (default ``PURE_DP_DELTA``).
     """
     check_privacy_args(epsilon, delta)
-    families = catalogue()
-
-    if is_plugin_spec(name):
-
+    entry = resolve(name)
+    if entry.family == "plugin":
         if epsilon is not None:
             raise UserError("--epsilon does not apply to a plugin: its factory states the claim")
-        plugin = load_plugin(name)
+        plugin = entry.factory()
         if plugin.claim is None:
             raise UserError(f"plugin {name} claims what Opacus's accountant reports after training ('claim': "
                             f"'opacus'); audit it with `python -m audit run dp --target {name}` to see that claim")
         report_delta = delta if delta is not None else (plugin.delta or PURE_DP_DELTA)
-        return TargetTheory(name, "plugin", plugin.description, plugin.claim, report_delta, plugin.params,
-                            plugin.neighbouring)
-    if name not in families:
-        raise UserError(f"unknown target {name!r}; run `python -m audit list` to see the targets")
-    family = families[name][0]
-    if family == "trained":
-
-        target = get_target(name).with_privacy(epsilon, delta)
+        return TargetTheory(name=name, family="plugin", description=plugin.description, claim=plugin.claim,
+                            delta=report_delta, params=plugin.params, neighbouring=plugin.neighbouring)
+    if entry.family == "trained":
+        target = entry.factory().with_privacy(epsilon, delta)
         sigma = target.noise_multiplier()
-        return TargetTheory(name, family, target.description, target.claim(sigma), target.delta, target.params(sigma),
-                            "add/remove" if target.private else None)
-    mech, report_delta = build_mechanism(name, family, epsilon, delta)
-    return TargetTheory(name, family, mech.description, mech.claim, report_delta, mech.params(), mech.neighbouring)
+        return TargetTheory(name=name, family=entry.family, description=target.description, claim=target.claim(sigma),
+                            delta=target.delta, params=target.params(sigma),
+                            neighbouring=Neighbouring.ADD_REMOVE if target.private else None)
+    mech, report_delta = build_mechanism(entry, epsilon, delta)
+    return TargetTheory(name=name, family=entry.family, description=mech.description, claim=mech.claim,
+                        delta=report_delta, params=mech.params(), neighbouring=mech.neighbouring)
 
 
-def build_mechanism(name: str, family: str, epsilon: float | None, delta: float | None) -> tuple[Any, float]:
-    """The mechanism ``name`` of a mechanism-like ``family`` ("mechanism", "dp-erm", "control") and
-    the delta at which it is reported and audited.
+def build_mechanism(entry: TargetEntry, epsilon: float | None, delta: float | None) -> tuple[Any, float]:
+    """The mechanism of a mechanism-like target (family "mechanism", "dp-erm" or "control") and the
+    delta at which it is reported and audited.
 
     ``epsilon`` (and ``delta`` for the Gaussian mechanisms and DP-ERM) set its parameters; a
     pure-DP mechanism is read at ``delta`` or ``PURE_DP_DELTA``; a broken control has a fixed
     claim (no ``epsilon``) and is read at ``delta`` or its own delta.
     """
-    if family == "mechanism":
-
-        if name.startswith("gaussian"):
-            mech = make_mechanism(name, epsilon, delta)
+    if entry.family == "mechanism":
+        if entry.name.startswith("gaussian"):
+            mech = entry.factory(epsilon, delta)
             return mech, float(mech.delta)
-        return make_mechanism(name, epsilon), float(delta) if delta is not None else PURE_DP_DELTA
-    if family == "control":
-
+        return entry.factory(epsilon), float(delta) if delta is not None else PURE_DP_DELTA
+    if entry.family == "control":
         if epsilon is not None:
             raise UserError("--epsilon does not apply to the broken controls: each has a fixed claim")
-        mech = make_broken(name)
+        mech = entry.factory()
         return mech, float(delta) if delta is not None else float(getattr(mech, "delta", PURE_DP_DELTA))
-
-    mech = make_dperm(name, epsilon, delta)
+    mech = entry.factory(epsilon, delta)
     return mech, float(mech.erm.delta)

@@ -36,23 +36,17 @@ from audit.dp.setup import trainer_setup
 from audit.errors import UserError
 from audit.mechanism.runner import MechanismOptions, run_mechanism
 from audit.target_defaults import plugin_canary, trainer_plugin_use
-from audit.target_theory import catalogue
+from targets.catalogue import resolve
 from targets.plugin_mechanism import PluginMechanism
-from targets.plugins import (
-    MechanismPlugin,
-    TrainerPlugin,
-    is_plugin_spec,
-    load_plugin,
-    plugin_from_dict,
-    plugin_from_factory,
-)
+from targets.plugins import MechanismPlugin, TrainerPlugin, plugin_from_dict, plugin_from_factory
 
 
 def _resolve(target: Any) -> tuple[str, Any]:
     """(label, what): ``what`` is a built-in name, or a validated plugin object."""
 
     if isinstance(target, str):
-        return target, (load_plugin(target) if is_plugin_spec(target) else target)
+        entry = resolve(target)
+        return target, (entry.factory() if entry.family == "plugin" else target)
     if isinstance(target, dict):
         return str(target.get("name", "plugin dict")), plugin_from_dict(str(target.get("name", "plugin dict")), target)
     if callable(target):
@@ -98,7 +92,7 @@ def audit_target(target: Any, *, attack: str | None = None, runs: int | None = N
         threat = threat or trainer_plugin_use(what.description).default_threat
         setup = trainer_setup(what, plugin_canary(threat, canary or None), threat, seed, None, quiet, confidence)
         return play(setup, runs or setup.default_runs, seed, confidence, out, quiet)
-    family = None if isinstance(what, MechanismPlugin) else catalogue().get(what, ("unknown",))[0]
+    family = None if isinstance(what, MechanismPlugin) else resolve(what).family
     if isinstance(what, MechanismPlugin) or family in ("mechanism", "dp-erm", "control"):
 
         if attack not in (None, "threshold"):

@@ -28,12 +28,13 @@ while the correct mechanisms are not.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from audit.errors import UserError
-from audit.theory.claims import ADD_REMOVE, ApproxDPClaim, GaussianClaim, LaplaceClaim, PrivacyClaim
+from audit.theory.claims import ApproxDPClaim, GaussianClaim, LaplaceClaim, Neighbouring, PrivacyClaim
 from targets.mechanisms import GaussianCount, LaplaceCount, Mechanism, ReportNoisyMax
 
 
@@ -108,11 +109,11 @@ class ClassicGaussianLargeEps(GaussianCount):
 
     @property
     def claim(self) -> PrivacyClaim:
-        return ApproxDPClaim(self.epsilon, self.delta, neighbouring=ADD_REMOVE,
+        return ApproxDPClaim(self.epsilon, self.delta, neighbouring=Neighbouring.ADD_REMOVE,
                              accountant="classic Gaussian calibration, outside its proven range eps < 1")
 
     def pair_claim(self) -> PrivacyClaim:
-        return GaussianClaim(self.mu, neighbouring=ADD_REMOVE, accountant="exact (Gaussian pair)")
+        return GaussianClaim(self.mu, neighbouring=Neighbouring.ADD_REMOVE, accountant="exact (Gaussian pair)")
 
     @property
     def description(self) -> str:

@@ -37,7 +37,7 @@ from scipy import optimize, special
 
 from audit.errors import UserError
 from audit.theory.checks import check_delta, check_epsilon
-from audit.theory.claims import REPLACE, ApproxDPClaim, GaussianClaim, PrivacyClaim
+from audit.theory.claims import ApproxDPClaim, GaussianClaim, Neighbouring, PrivacyClaim
 from audit.theory.gaussian import analytic_gaussian_sigma
 from targets.datasets import load_dataset
 from targets.mechanisms import Mechanism
@@ -114,7 +114,7 @@ def fit_logreg(X: np.ndarray, y: np.ndarray, l2_reg: float, grad_tol: float = 1e
 class DPERM:
     """Output-perturbation DP-ERM for (eps, delta) with L2 regulariser ``l2_reg`` on n records."""
 
-    neighbouring = REPLACE
+    neighbouring = Neighbouring.REPLACE
 
     def __init__(self, epsilon: float, delta: float, l2_reg: float, n: int, grad_tol: float = 1e-10,
                  intercept: bool = True) -> None:
@@ -148,12 +148,13 @@ class DPERM:
 
     @property
     def claim(self) -> PrivacyClaim:
-        return GaussianClaim(self.mu, neighbouring=REPLACE,
+        return GaussianClaim(self.mu, neighbouring=Neighbouring.REPLACE,
                              accountant="exact Gaussian DP of output perturbation (mu = sensitivity / sigma)")
 
     @property
     def nominal_claim(self) -> PrivacyClaim:
-        return ApproxDPClaim(self.epsilon, self.delta, neighbouring=REPLACE, accountant="analytic Gaussian calibration")
+        return ApproxDPClaim(self.epsilon, self.delta, neighbouring=Neighbouring.REPLACE,
+                             accountant="analytic Gaussian calibration")
 
     def minimiser(self, X: np.ndarray, y: np.ndarray) -> np.ndarray:
         """Exact (to grad_tol) non-private minimiser on raw features X and labels in {-1, +1}."""
@@ -255,7 +256,7 @@ class DPERMMechanism(Mechanism):
     ``pair_claim`` is G_{||theta*(D1) - theta*(D0)|| / sigma}, exact for the pair.
     """
 
-    neighbouring = REPLACE
+    neighbouring = Neighbouring.REPLACE
     output_kind = "vector"
     gaussian_output = True
 
@@ -320,7 +321,7 @@ class DPERMMechanism(Mechanism):
         return np.asarray(outputs, dtype=np.float64) @ u
 
     def pair_claim(self) -> PrivacyClaim:
-        return GaussianClaim(self.minimiser_shift() / self.erm.sigma, neighbouring=REPLACE,
+        return GaussianClaim(self.minimiser_shift() / self.erm.sigma, neighbouring=Neighbouring.REPLACE,
                              accountant="exact (Gaussian pair at the crafted canary)")
 
     def params(self) -> dict[str, Any]:

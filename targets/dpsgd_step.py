@@ -52,7 +52,7 @@ from targets.sampling import SAMPLING, BatchSampler
 CLIPPING_METHODS = (*MODES, "vmap")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TrainConfig:
     """Hyper-parameters of one training run (shared by all models trained together).
 

@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import abc
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from scipy.integrate import trapezoid as _trapezoid
@@ -36,12 +37,11 @@ from scipy.integrate import trapezoid as _trapezoid
 from audit.errors import UserError
 from audit.theory.checks import check_delta, check_epsilon
 from audit.theory.claims import (
-    ADD_REMOVE,
-    REPLACE,
     ApproxDPClaim,
     DiscretePairClaim,
     GaussianClaim,
     LaplaceClaim,
+    Neighbouring,
     PrivacyClaim,
     PureDPClaim,
     RandomizedResponseClaim,
@@ -75,7 +75,7 @@ class Mechanism(abc.ABC):
     """A DP mechanism with a worst-case neighbouring pair and a privacy claim."""
 
     name: str = "mechanism"
-    neighbouring: str = ADD_REMOVE
+    neighbouring: str = Neighbouring.ADD_REMOVE  # a Neighbouring, or a plugin's own text
     output_kind: str = "real"  # "real" (shape (n,)), "categorical" ((n,) ints) or "vector" ((n, m))
     #: True when the score is Gaussian with the same known variance in both worlds, so the pair's
     #: tradeoff is exactly G_mu and a lower bound on mu is a valid epsilon lower bound.
@@ -162,7 +162,7 @@ class LaplaceCount(_LaplaceQuery):
     """Counting query ``#{records with value 1}`` plus Lap(1/eps) noise; add/remove; eps-DP."""
 
     name = "laplace_count"
-    neighbouring = ADD_REMOVE
+    neighbouring = Neighbouring.ADD_REMOVE
 
     def __init__(self, epsilon: float = 1.0, n_records: int = 100) -> None:
         self.epsilon = check_epsilon(epsilon, "mechanism epsilon", positive=True)
@@ -195,7 +195,7 @@ class LaplaceMean(_LaplaceQuery):
     """Mean of a fixed number of values clipped to [lower, upper] plus Laplace noise; replace-one."""
 
     name = "laplace_mean"
-    neighbouring = REPLACE
+    neighbouring = Neighbouring.REPLACE
 
     def __init__(self, epsilon: float = 1.0, n_records: int = 100, lower: float = 0.0, upper: float = 1.0) -> None:
         self.epsilon = check_epsilon(epsilon, "mechanism epsilon", positive=True)
@@ -238,7 +238,7 @@ class LaplaceMean(_LaplaceQuery):
 class GaussianCount(Mechanism):
     """Counting query plus N(0, sigma^2); sigma by the classic or the analytic calibration."""
 
-    neighbouring = ADD_REMOVE
+    neighbouring = Neighbouring.ADD_REMOVE
     gaussian_output = True
 
     def __init__(self, epsilon: float = 1.0, delta: float = 1e-5, calibration: str = "analytic",
@@ -309,7 +309,7 @@ class RandomizedResponse(Mechanism):
     """Local k-ary randomized response on m individuals; output (n, m) reports; replace-one."""
 
     name = "randomized_response"
-    neighbouring = REPLACE
+    neighbouring = Neighbouring.REPLACE
     output_kind = "vector"
 
     def __init__(self, epsilon: float = 1.0, k: int = 2, n_records: int = 20) -> None:
@@ -432,7 +432,7 @@ class ExponentialMechanism(_HistogramSelection):
     """
 
     name = "exponential"
-    neighbouring = REPLACE
+    neighbouring = Neighbouring.REPLACE
     _theorem = "exponential mechanism theorem (McSherry & Talwar 2007)"
 
     def __init__(self, epsilon: float = 1.0, k: int = 5, n_records: int | None = None) -> None:
@@ -480,7 +480,7 @@ class ReportNoisyMax(_HistogramSelection):
     """
 
     name = "report_noisy_max"
-    neighbouring = ADD_REMOVE
+    neighbouring = Neighbouring.ADD_REMOVE
     _theorem = "report-noisy-max theorem (Dwork & Roth 2014, Claim 3.9)"
 
     def __init__(self, epsilon: float = 1.0, k: int = 5) -> None:

@@ -95,7 +95,7 @@ def is_plugin_spec(target: str) -> bool:
     return plugin_spec_for(target) is not None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TrainerPlugin:
     """A validated trainer plugin; ``rng`` is the randomness ``train`` takes (:mod:`targets.plugin_rng`),
     ``packages`` the {distribution: version} of what the plugin imported, ``threads`` the thread limit
@@ -117,7 +117,7 @@ class TrainerPlugin:
     threads: int | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MechanismPlugin:
     """A validated mechanism plugin; ``rng``, ``packages`` and ``threads`` as for :class:`TrainerPlugin`."""
 
@@ -200,11 +200,12 @@ def _dpsgd_claim(spec: str, accounting: Any, epsilon: float, delta: float) -> Pr
     if delta == 0:
         raise UserError(f"plugin {spec}: a 'dpsgd' claim needs delta > 0")
     try:
-        claim = DPSGDClaim(float(accounting["noise_multiplier"]), float(accounting["sample_rate"]),
-                           int(accounting["steps"]))
+        sigma, rate, steps = (float(accounting["noise_multiplier"]), float(accounting["sample_rate"]),
+                              int(accounting["steps"]))
     except (KeyError, TypeError, ValueError):
         raise UserError(f"plugin {spec}: claim 'dpsgd' must be {{'noise_multiplier': s, 'sample_rate': q, "
                         f"'steps': T}} with numbers") from None
+    claim = DPSGDClaim(sigma, rate, steps)  # outside the try: its own range errors name the bad value
     actual = claim.epsilon(delta)
     if actual > epsilon * 1.001 + 1e-9:
         raise UserError(f"plugin {spec}: its 'dpsgd' accounting gives epsilon {actual:.4f} at delta {delta:g}, "
@@ -337,18 +338,21 @@ def plugin_from_dict(spec: str, made: dict, loaded: Iterable[str] = (),
         if not callable(code):
             raise UserError(f"plugin {spec}: field 'train' must be a function train(X, y, seed) -> predict_proba")
         dataset = _dataset_field(spec, made.get("dataset"))
-        return TrainerPlugin(spec, name, str(made.get("description", f"user trainer {spec}")), dataset,
-                             code, claim, delta, str(made.get("neighbouring", "add/remove one record")),
-                             params, rng_kind(code, made.get("rng"), 2, "seed", f"plugin {spec}"),
-                             imported_packages(spaces, loaded))
+        return TrainerPlugin(spec=spec, name=name, description=str(made.get("description", f"user trainer {spec}")),
+                             dataset=dataset, train=code, claim=claim, delta=delta,
+                             neighbouring=str(made.get("neighbouring", "add/remove one record")), params=params,
+                             rng=rng_kind(code, made.get("rng"), 2, "seed", f"plugin {spec}"),
+                             packages=imported_packages(spaces, loaded))
     if kind == "mechanism":
         if not callable(code):
             raise UserError(f"plugin {spec}: field 'mechanism' must be a function f(data, rng) returning one output")
         pair = made.get("neighbours")
         if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
             raise UserError(f"plugin {spec}: field 'neighbours' must be a pair (D, D_prime) of datasets")
-        return MechanismPlugin(spec, name, str(made.get("description", f"user mechanism {spec}")), code,
-                               (pair[0], pair[1]), claim, delta, str(made.get("neighbouring", "as given by the user")),
-                               params, rng_kind(code, made.get("rng"), 1, "generator", f"plugin {spec}"),
-                               imported_packages(spaces, loaded))
+        return MechanismPlugin(spec=spec, name=name,
+                               description=str(made.get("description", f"user mechanism {spec}")), mechanism=code,
+                               neighbours=(pair[0], pair[1]), claim=claim, delta=delta,
+                               neighbouring=str(made.get("neighbouring", "as given by the user")), params=params,
+                               rng=rng_kind(code, made.get("rng"), 1, "generator", f"plugin {spec}"),
+                               packages=imported_packages(spaces, loaded))
     raise UserError(f"plugin {spec}: field 'kind' must be 'trainer', 'mechanism' or 'model', got {kind!r}")

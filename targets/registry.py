@@ -16,7 +16,7 @@ from audit.theory.dpsgd import DPSGDClaim, calibrate_noise_multiplier
 from targets.training import TrainConfig, steps_for
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TrainedTarget:
     """A model-training target.
 
@@ -53,7 +53,7 @@ class TrainedTarget:
     def steps(self) -> int:
         return steps_for(self.epochs, self.sample_rate)
 
-    def with_privacy(self, epsilon: float | None, delta: float | None) -> "TrainedTarget":
+    def with_privacy(self, epsilon: float | None, delta: float | None) -> TrainedTarget:
         """The same target with a different claimed (epsilon, delta); checks their ranges."""
         if delta is not None:
             check_delta(delta, "--delta", positive=True)
@@ -84,7 +84,7 @@ class TrainedTarget:
                 "expected_batch_size": self.sample_rate * self.n_train, "n_train": self.n_train,
                 "sampling": self.sampling}
 
-    def claim(self, noise_multiplier: float):
+    def claim(self, noise_multiplier: float) -> DPSGDClaim | None:
         """The DP-SGD privacy claim (PLD accountant) or None for a non-private target."""
         if not self.private:
             return None
@@ -95,52 +95,69 @@ class TrainedTarget:
 TARGETS: dict[str, TrainedTarget] = {
     t.name: t
     for t in [
-        TrainedTarget("nonprivate_mnist", "CNN on MNIST, non-private SGD (momentum 0.9)", "mnist", "cnn",
-                      n_train=1500, batch_size=128, epochs=12, lr=0.1, momentum=0.9),
-        TrainedTarget("dpsgd_mnist", "CNN on MNIST, DP-SGD (Poisson sampling, clip 1), epsilon 8 at delta 1e-5",
-                      "mnist", "cnn", n_train=1500, batch_size=256, epochs=15, lr=2.0, clip_norm=1.0,
+        TrainedTarget(name="nonprivate_mnist", description="CNN on MNIST, non-private SGD (momentum 0.9)",
+                      dataset="mnist", arch="cnn", n_train=1500, batch_size=128, epochs=12, lr=0.1, momentum=0.9),
+        TrainedTarget(name="dpsgd_mnist",
+                      description="CNN on MNIST, DP-SGD (Poisson sampling, clip 1), epsilon 8 at delta 1e-5",
+                      dataset="mnist", arch="cnn", n_train=1500, batch_size=256, epochs=15, lr=2.0, clip_norm=1.0,
                       epsilon=8.0, delta=1e-5),
-        TrainedTarget("nonprivate_digits", "MLP on digits, non-private SGD", "digits", "mlp",
-                      n_train=800, batch_size=64, epochs=60, lr=0.1, momentum=0.9),
-        TrainedTarget("dpsgd_digits", "MLP on digits, DP-SGD, epsilon 4 at delta 1e-5", "digits", "mlp",
-                      n_train=800, batch_size=128, epochs=30, lr=2.0, clip_norm=1.0, epsilon=4.0, delta=1e-5),
-        TrainedTarget("nonprivate_logreg_digits", "softmax logistic regression on digits, non-private SGD", "digits",
-                      "logreg", n_train=800, batch_size=64, epochs=20, lr=0.5, momentum=0.9),
-        TrainedTarget("dpsgd_logreg_digits", "softmax logistic regression on digits, DP-SGD, epsilon 4 at delta 1e-5",
-                      "digits", "logreg", n_train=800, batch_size=128, epochs=20, lr=2.0, clip_norm=1.0,
+        TrainedTarget(name="nonprivate_digits", description="MLP on digits, non-private SGD", dataset="digits",
+                      arch="mlp", n_train=800, batch_size=64, epochs=60, lr=0.1, momentum=0.9),
+        TrainedTarget(name="dpsgd_digits", description="MLP on digits, DP-SGD, epsilon 4 at delta 1e-5",
+                      dataset="digits", arch="mlp", n_train=800, batch_size=128, epochs=30, lr=2.0, clip_norm=1.0,
                       epsilon=4.0, delta=1e-5),
-        TrainedTarget("nonprivate_logreg_mnist", "softmax logistic regression on MNIST, non-private SGD", "mnist",
-                      "logreg", n_train=1500, batch_size=128, epochs=20, lr=0.5, momentum=0.9),
-        TrainedTarget("dpsgd_logreg_mnist", "softmax logistic regression on MNIST, DP-SGD, epsilon 8 at delta 1e-5",
-                      "mnist", "logreg", n_train=1500, batch_size=256, epochs=15, lr=2.0, clip_norm=1.0,
+        TrainedTarget(name="nonprivate_logreg_digits",
+                      description="softmax logistic regression on digits, non-private SGD", dataset="digits",
+                      arch="logreg", n_train=800, batch_size=64, epochs=20, lr=0.5, momentum=0.9),
+        TrainedTarget(name="dpsgd_logreg_digits",
+                      description="softmax logistic regression on digits, DP-SGD, epsilon 4 at delta 1e-5",
+                      dataset="digits", arch="logreg", n_train=800, batch_size=128, epochs=20, lr=2.0, clip_norm=1.0,
+                      epsilon=4.0, delta=1e-5),
+        TrainedTarget(name="nonprivate_logreg_mnist",
+                      description="softmax logistic regression on MNIST, non-private SGD", dataset="mnist",
+                      arch="logreg", n_train=1500, batch_size=128, epochs=20, lr=0.5, momentum=0.9),
+        TrainedTarget(name="dpsgd_logreg_mnist",
+                      description="softmax logistic regression on MNIST, DP-SGD, epsilon 8 at delta 1e-5",
+                      dataset="mnist", arch="logreg", n_train=1500, batch_size=256, epochs=15, lr=2.0, clip_norm=1.0,
                       epsilon=8.0, delta=1e-5),
         # CIFAR-10 from its binary files (--data-dir; targets.data_files): the MNIST CNN's recipe on colour images
-        TrainedTarget("nonprivate_cifar10", "CNN on CIFAR-10, non-private SGD (momentum 0.9)", "cifar10", "cnn",
-                      n_train=1500, batch_size=128, epochs=12, lr=0.1, momentum=0.9),
-        TrainedTarget("dpsgd_cifar10", "CNN on CIFAR-10, DP-SGD (Poisson sampling, clip 1), epsilon 8 at delta 1e-5",
-                      "cifar10", "cnn", n_train=1500, batch_size=256, epochs=15, lr=2.0, clip_norm=1.0,
+        TrainedTarget(name="nonprivate_cifar10", description="CNN on CIFAR-10, non-private SGD (momentum 0.9)",
+                      dataset="cifar10", arch="cnn", n_train=1500, batch_size=128, epochs=12, lr=0.1, momentum=0.9),
+        TrainedTarget(name="dpsgd_cifar10",
+                      description="CNN on CIFAR-10, DP-SGD (Poisson sampling, clip 1), epsilon 8 at delta 1e-5",
+                      dataset="cifar10", arch="cnn", n_train=1500, batch_size=256, epochs=15, lr=2.0, clip_norm=1.0,
                       epsilon=8.0, delta=1e-5),
         # DP audit targets (run dp / sweep dp): small, cheap runs so that thousands fit on a laptop
-        TrainedTarget("dpgd_logreg_digits", "softmax logistic regression on 32 digits, full-batch DP-GD (4 steps), "
-                      "epsilon 4 at delta 1e-5", "digits", "logreg", n_train=32, batch_size=32, epochs=4, lr=0.5,
-                      clip_norm=1.0, epsilon=4.0, delta=1e-5),
+        TrainedTarget(name="dpgd_logreg_digits",
+                      description="softmax logistic regression on 32 digits, full-batch DP-GD (4 steps), "
+                                  "epsilon 4 at delta 1e-5",
+                      dataset="digits", arch="logreg", n_train=32, batch_size=32, epochs=4, lr=0.5, clip_norm=1.0,
+                      epsilon=4.0, delta=1e-5),
         # black-box audits from worst-case (pre-trained) initial parameters, Annamalai & De Cristofaro 2024:
         # full batch on a 1,000-record MNIST sample (run dp --threat black-box --canary blank --init pretrained)
-        TrainedTarget("dpgd_logreg_mnist", "softmax logistic regression on 1,000 MNIST images, full-batch DP-GD "
-                      "(100 steps), epsilon 10 at delta 1e-5", "mnist", "logreg", n_train=1000, batch_size=1000,
-                      epochs=100, lr=0.5, clip_norm=1.0, epsilon=10.0, delta=1e-5),
-        TrainedTarget("dpsgd_audit_logreg_digits", "softmax logistic regression on 400 digits, DP-SGD with Poisson "
-                      "rate 0.05 (20 steps), epsilon 4 at delta 1e-5", "digits", "logreg", n_train=400, batch_size=20,
-                      epochs=1, lr=0.5, clip_norm=1.0, epsilon=4.0, delta=1e-5),
+        TrainedTarget(name="dpgd_logreg_mnist",
+                      description="softmax logistic regression on 1,000 MNIST images, full-batch DP-GD "
+                                  "(100 steps), epsilon 10 at delta 1e-5",
+                      dataset="mnist", arch="logreg", n_train=1000, batch_size=1000, epochs=100, lr=0.5,
+                      clip_norm=1.0, epsilon=10.0, delta=1e-5),
+        TrainedTarget(name="dpsgd_audit_logreg_digits",
+                      description="softmax logistic regression on 400 digits, DP-SGD with Poisson "
+                                  "rate 0.05 (20 steps), epsilon 4 at delta 1e-5",
+                      dataset="digits", arch="logreg", n_train=400, batch_size=20, epochs=1, lr=0.5, clip_norm=1.0,
+                      epsilon=4.0, delta=1e-5),
         # a broken control and its correct twin: one epoch of 200 batches of 2 (q = 0.005), claims
         # epsilon 1 by the Poisson accountant; caught by run dp --canary dirac-replace (audit.dp.canaries)
-        TrainedTarget("dpsgd_control_shuffle_as_poisson", "BROKEN control: DP-SGD softmax regression on 400 digits "
-                      "with shuffled batches (each record in exactly one of the 200 batches of an epoch) accounted "
-                      "as Poisson rate 0.005, claims epsilon 1 at delta 1e-5", "digits", "logreg", n_train=400,
-                      batch_size=2, epochs=1, lr=0.5, clip_norm=1.0, epsilon=1.0, delta=1e-5, sampling="shuffle"),
-        TrainedTarget("dpsgd_control_poisson", "correct twin of dpsgd_control_shuffle_as_poisson: the same DP-SGD "
-                      "with Poisson sampling at rate 0.005, epsilon 1 at delta 1e-5", "digits", "logreg", n_train=400,
-                      batch_size=2, epochs=1, lr=0.5, clip_norm=1.0, epsilon=1.0, delta=1e-5),
+        TrainedTarget(name="dpsgd_control_shuffle_as_poisson",
+                      description="BROKEN control: DP-SGD softmax regression on 400 digits "
+                                  "with shuffled batches (each record in exactly one of the 200 batches of an epoch) "
+                                  "accounted as Poisson rate 0.005, claims epsilon 1 at delta 1e-5",
+                      dataset="digits", arch="logreg", n_train=400, batch_size=2, epochs=1, lr=0.5, clip_norm=1.0,
+                      epsilon=1.0, delta=1e-5, sampling="shuffle"),
+        TrainedTarget(name="dpsgd_control_poisson",
+                      description="correct twin of dpsgd_control_shuffle_as_poisson: the same DP-SGD "
+                                  "with Poisson sampling at rate 0.005, epsilon 1 at delta 1e-5",
+                      dataset="digits", arch="logreg", n_train=400, batch_size=2, epochs=1, lr=0.5, clip_norm=1.0,
+                      epsilon=1.0, delta=1e-5),
     ]
 }
 

@@ -61,6 +61,7 @@ from safetensors.torch import load_file
 
 from audit.errors import TargetCodeError, UserError
 from audit.stats.split_check import SplitCheck, blind_split_check
+from audit.theory.claims import PrivacyClaim
 from targets.data_files import load_array_file
 from targets.datasets import DATA_FILE_SUFFIXES, DATASETS, Dataset, load_dataset
 from targets.plugin_rng import rng_kind, trainer_args
@@ -109,7 +110,7 @@ def check_probabilities(proba: Any, n: int, what: str, n_classes: int | None = N
     return out
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, kw_only=True)
 class TrainedModel:
     """A validated trained model and its member / non-member records (module docstring).
 
@@ -132,7 +133,7 @@ class TrainedModel:
     n_classes: int
     input_shape: tuple[int, ...]
     train: Callable[..., Any] | None
-    claim: Any
+    claim: PrivacyClaim | None
     delta: float
     membership: str
     membership_note: str
@@ -533,9 +534,12 @@ def model_from_dict(spec: str, made: Any, data_dir: str | os.PathLike | None = N
     if not isinstance(training_size, int) or isinstance(training_size, bool) or training_size < len(members):
         raise UserError(f"model target {spec}: field 'training_size' (records the model was trained on) must be a "
                         f"whole number >= the {len(members)} members, got {training_size!r}")
-    return TrainedModel(spec, str(made.get("name", spec)), str(made.get("description", f"trained model {spec}")), fn,
-                        members, nonmembers, n_classes, members.shape, train, claim, delta, membership, note, kind,
-                        params, rng, batch, imported_packages(spaces, loaded or ()), population, training_size)
+    return TrainedModel(spec=spec, name=str(made.get("name", spec)),
+                        description=str(made.get("description", f"trained model {spec}")), model=fn, members=members,
+                        nonmembers=nonmembers, n_classes=n_classes, input_shape=members.shape, train=train,
+                        claim=claim, delta=delta, membership=membership, membership_note=note, model_kind=kind,
+                        params=params, rng=rng, batch_size=batch, packages=imported_packages(spaces, loaded or ()),
+                        population=population, training_size=training_size)
 
 
 def _factory(spec: str) -> tuple[Callable[[], Any], set[str]]:

@@ -3,6 +3,7 @@ imported), defaults that fit the target, standard logging with -v/--quiet."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from audit.arguments import number, numbers
 from audit.cli import main
 from audit.target_defaults import build_catalogue, stored_catalogue, target_use
 
@@ -60,6 +62,32 @@ def test_help_answers_quickly():
         subprocess.run([sys.executable, "-m", "audit", "--help"], cwd=ROOT, capture_output=True, check=True, timeout=60)
         best = min(best, time.perf_counter() - started)
     assert best < 1.5
+
+
+@pytest.mark.parametrize("parse, text, value_or_error", [
+    (number(int, minimum=1), "3", 3),
+    (number(int, minimum=1), "0", "expected an integer >= 1, got '0'"),
+    (number(int, minimum=1), "2.5", "expected an integer >= 1, got '2.5'"),
+    (number(int, minimum=0, maximum=15), "15", 15),
+    (number(int, minimum=0, maximum=15), "16", "expected an integer in [0, 15], got '16'"),
+    (number(float, minimum=0, maximum=1, open_min=True), "1", 1.0),
+    (number(float, minimum=0, maximum=1, open_min=True), "0", "expected a number in (0, 1], got '0'"),
+    (number(float, minimum=0, open_min=True), "inf", "expected a positive finite number, got 'inf'"),
+    (number(float, minimum=0), "nan", "expected a finite number >= 0, got 'nan'"),
+    (number(float, minimum=0, maximum=1, open_min=True, open_max=True, name="delta", example="1e-5"), "1",
+     "delta must lie in (0, 1) (got '1'); e.g. 1e-5"),
+    (numbers(float, minimum=0, open_min=True), " 1, 2,", (1.0, 2.0)),
+    (numbers(float, minimum=0, open_min=True, name="epsilons"), "1,-2",
+     "epsilons must be comma-separated, each a positive finite number (got '1,-2')"),
+    (numbers(int), ",", "expected comma-separated, each an integer, got ','"),
+])
+def test_number_types_accept_their_interval_and_name_it_in_one_line(parse, text, value_or_error):
+    if not isinstance(value_or_error, str):
+        assert parse(text) == value_or_error
+        return
+    with pytest.raises(argparse.ArgumentTypeError) as err:
+        parse(text)
+    assert str(err.value) == value_or_error
 
 
 def test_stored_catalogue_is_current():

@@ -202,10 +202,11 @@ def test_summary_names_each_bounds_assumption(tmp_path):
     from audit.dp.runner import summary_lines
     from audit.stats.lower_bound import LowerBound
 
-    bounds = [LowerBound("clopper-pearson", 1.0, 0.95, 10, True, {}).to_dict(),
-              LowerBound("gdp", 1.0, 0.95, 10, False, {"mu_lb": 0.5, "assumption": "Gaussian tradeoff"}).to_dict(),
-              LowerBound("gaussian-fit", 1.0, 0.95, 10, False, {"assumption": "Gaussian scores"}).to_dict(),
-              LowerBound("per-step-composed", 1.0, 0.95, 10, False, {"assumption": "step model"}).to_dict()]
+    rows = [("clopper-pearson", True, {}), ("gdp", False, {"mu_lb": 0.5, "assumption": "Gaussian tradeoff"}),
+            ("gaussian-fit", False, {"assumption": "Gaussian scores"}),
+            ("per-step-composed", False, {"assumption": "step model"})]
+    bounds = [LowerBound(method=method, epsilon=1.0, confidence=0.95, n=10, valid=valid, details=details).to_dict()
+              for method, valid, details in rows]
     lines = summary_lines(tmp_path, {"epsilon_theory": 2.0, "delta": 1e-5, "lower_bounds": bounds,
                                      "verdict": {"status": "consistent", "text": "ok"}})
     assert "valid bound on epsilon, no assumption" in lines[2]

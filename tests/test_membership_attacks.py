@@ -144,8 +144,8 @@ def test_attack_names_and_errors():
     with pytest.raises(UserError):
         expand_attacks("nope")
     inputs, _ = synthetic_inputs(effect=1.0, difficulty_sd=1.0, seed=5)
-    no_refs = AttackInputs(inputs.n_classes, inputs.labels, inputs.target_lp, inputs.shadow_labels,
-                           inputs.shadow_lp, inputs.shadow_in)
+    no_refs = AttackInputs(n_classes=inputs.n_classes, labels=inputs.labels, target_lp=inputs.target_lp,
+                           shadow_labels=inputs.shadow_labels, shadow_lp=inputs.shadow_lp, shadow_in=inputs.shadow_in)
     with pytest.raises(UserError):
         run_attacks(("lira_online",), no_refs)
 

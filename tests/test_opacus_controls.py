@@ -52,7 +52,7 @@ def _power(control: str, runs: tuple[int, ...]) -> list[float]:
     sim_in, sim_out = simulate_llr(mech, 200_000, True, rng), simulate_llr(mech, 200_000, False, rng)
     out = []
     for r in runs:
-        threshold, _ = rejection_threshold(claim, mech, 0.95)(r // 2, r - r // 2)
+        threshold, _ = rejection_threshold(claim, mech, 0.95).design(r // 2, r - r // 2)
         out.append(float(rejection_power(np.mean(sim_out >= threshold), np.mean(sim_in < threshold), r // 2,
                                          r - r // 2, 0.025, claim.tradeoff)[0]))
     return out

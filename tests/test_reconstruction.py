@@ -28,7 +28,7 @@ from attacks.reconstruction import (
 )
 from audit.errors import UserError
 from audit.stats.rates import cp_lower
-from audit.theory.claims import REPLACE, GaussianClaim
+from audit.theory.claims import GaussianClaim, Neighbouring
 from audit.theory.dpsgd import DPSGDClaim
 from audit.theory.rero import gaussian_rero_bound, rero_bound
 from targets.dperm import DPERM, binary_labels, prepare_features
@@ -164,7 +164,8 @@ def test_candidates_one_sensitivity_apart_stay_far_below_the_bound() -> None:
     n, mu = 10, 2.0
     outcome = gaussian_reconstruction_game(candidate_arrangement(n, "orthogonal", 1 / math.sqrt(2)), 1 / mu, 4000, 5)
     assert _within(outcome, arrangement_success_probability(n, mu / math.sqrt(2), "orthogonal"))
-    assert outcome.interval(1 - ALPHA)[1] < rero_bound(GaussianClaim(mu, neighbouring=REPLACE), 1 / n) - 0.2
+    replace_claim = GaussianClaim(mu, neighbouring=Neighbouring.REPLACE)
+    assert outcome.interval(1 - ALPHA)[1] < rero_bound(replace_claim, 1 / n) - 0.2
 
 
 def test_full_batch_dpsgd_game_is_the_gaussian_game() -> None:

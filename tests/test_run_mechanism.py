@@ -9,10 +9,11 @@ import pytest
 
 from audit.cli import main
 from audit.mechanism.runner import MechanismOptions, run_mechanism
-from audit.target_theory import catalogue
+from audit.target_defaults import load_catalogue
 
-MECHANISM_TARGETS = [name for name, (family, _) in catalogue().items() if family in ("mechanism", "dp-erm")]
-CONTROLS = [name for name, (family, _) in catalogue().items() if family == "control"]
+MECHANISM_TARGETS = [name for name, use in load_catalogue().items()
+                     if use.family in ("mechanism", "dp-erm") and "mechanism" in use.run_kinds]
+CONTROLS = [name for name, use in load_catalogue().items() if use.family == "control"]
 #: Draws per world in the all-targets check: the run's default.
 DRAWS = 100_000
 

@@ -19,7 +19,7 @@ from audit.errors import UserError
 from audit.stats.thresholds import designed_threshold_from_samples
 from audit.testing import assert_private
 from audit.theory.claim_json import claim_from_dict
-from audit.theory.claims import ADD_REMOVE, REPLACE
+from audit.theory.claims import Neighbouring
 from audit.theory.dpsgd import DPSGDClaim
 from targets.datasets import load_dataset
 from targets.dpsgd_audit import param_shapes, train_audit_runs
@@ -80,14 +80,14 @@ def torch_equal(a, b):
 
 def test_replace_one_dpsgd_accounting():
     add_remove = DPSGDClaim(0.8, 0.01, 100)
-    replace = DPSGDClaim(0.8, 0.01, 100, neighbouring=REPLACE)
-    assert add_remove.neighbouring == ADD_REMOVE and replace.neighbouring == REPLACE
+    replace = DPSGDClaim(0.8, 0.01, 100, neighbouring=Neighbouring.REPLACE)
+    assert add_remove.neighbouring == Neighbouring.ADD_REMOVE and replace.neighbouring == Neighbouring.REPLACE
     # a replace-one pair is a removal then an addition: never easier to hide than one of them
     assert add_remove.epsilon(1e-5) < replace.epsilon(1e-5) < 2 * add_remove.epsilon(1e-5)
     assert math.isclose(claim_from_dict(replace.to_dict()).epsilon(1e-5), replace.epsilon(1e-5))
     assert "replace" in replace.description
     with pytest.raises(UserError, match="PLD"):
-        DPSGDClaim(0.8, 0.01, 100, accountant="rdp", neighbouring=REPLACE)
+        DPSGDClaim(0.8, 0.01, 100, accountant="rdp", neighbouring=Neighbouring.REPLACE)
 
 
 def test_one_step_per_epoch_statistic_is_the_likelihood_ratio():
@@ -166,9 +166,10 @@ def test_shuffle_as_poisson_is_flagged_and_its_poisson_twin_is_not(tmp_path):
 
     target = get_target("dpsgd_control_shuffle_as_poisson")
     sigma = _noise_multiplier(target.epsilon, target.delta, target.sample_rate, target.steps)
-    claim = DPSGDClaim(sigma, target.sample_rate, target.steps, neighbouring=REPLACE).epsilon(target.delta)
+    claim = DPSGDClaim(sigma, target.sample_rate, target.steps, neighbouring=Neighbouring.REPLACE).epsilon(target.delta)
     runs = 4000
-    _, choice = _shuffle_hypothesis_threshold(sigma, target.steps, 200, target.delta, 0.95)(runs // 2, runs // 2)
+    design = _shuffle_hypothesis_threshold(sigma, target.steps, 200, target.delta, 0.95).design
+    _, choice = design(runs // 2, runs // 2)
     expected = float(choice.split("expected bound ")[1].split(")")[0])
     assert expected > claim + 0.3  # the maths says this many runs suffice
     with pytest.raises(AssertionError, match="exceeds the claimed epsilon") as err:

@@ -11,6 +11,7 @@ from scipy import stats
 from audit.errors import UserError
 from audit.stats.thresholds import (
     BonferroniGrid,
+    DesignedThreshold,
     FixedThreshold,
     HeldOutSplit,
     choose_strategy,
@@ -112,6 +113,20 @@ def test_fixed_threshold_uses_every_observation() -> None:
     assert cp.details["fp"] == fp and cp.details["fn"] == fn and cp.n == 1000
     assert cp.details["fpr_ub"] == pytest.approx(stats.beta.ppf(0.95, fp + 1, 500 - fp))
     assert cp.details["choice"] == "by design" and cp.details["strategy"] == "fixed"
+
+
+def test_designed_threshold_is_the_fixed_test_its_design_gives_for_the_counts() -> None:
+    scores, members = _gaussian_scores(500, 2.0, 3)
+    asked = []
+
+    def design(n_pos: int, n_neg: int) -> tuple[float, str]:
+        asked.append((n_pos, n_neg))
+        return 1.0, "by design"
+
+    designed = threshold_bounds(scores, members, 1e-5, 0.9, DesignedThreshold(design), rng=0)
+    fixed = threshold_bounds(scores, members, 1e-5, 0.9, FixedThreshold(1.0, "by design"), rng=0)
+    assert asked == [(int(members.sum()), int((~members).sum()))]
+    assert [b.to_dict() for b in designed] == [b.to_dict() for b in fixed]
 
 
 def test_choose_strategy_uses_only_what_is_known_in_advance() -> None:

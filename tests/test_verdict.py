@@ -28,7 +28,8 @@ def _max_exceedances(reps: int, p: float, tail: float = 1e-3) -> int:
 
 
 def _row(eps: float, confidence: float, role: str = "", method: str = "one-run") -> dict:
-    return LowerBound(method, eps, confidence, 100, role != ESTIMATE, {}, role).to_dict()
+    return LowerBound(method=method, epsilon=eps, confidence=confidence, n=100, valid=role != ESTIMATE, details={},
+                      role=role).to_dict()
 
 
 def test_family_member_confidence_is_bonferroni() -> None:

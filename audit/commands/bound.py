@@ -20,7 +20,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from audit.commands.run import check_target, delta_value, epsilon_value
+from audit.arguments import delta_value, epsilon_value
+from audit.commands.run import check_target
 from audit.errors import UserError
 from audit.io import to_jsonable
 from audit.run_context import safe_name

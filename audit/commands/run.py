@@ -4,17 +4,24 @@ Each kind's record (:class:`audit.kinds.RunKind`, in ``audit/<kind>/command.py``
 ``register(kind_subparsers, common)``, where ``common`` is a parent parser holding the options every
 run accepts (``common_options``). Registering imports nothing heavy: a kind's record names its runner
 (torch, scikit-learn, ...) as a string imported when the audit runs, and the
-checks of this module (numbers, target names against the stored catalogue,
-:func:`audit.target_defaults.load_catalogue`) answer bad input before anything heavy is imported.
+checks of the command line (numbers, :mod:`audit.arguments`; target names against the stored
+catalogue, :func:`audit.target_defaults.load_catalogue`) answer bad input before anything heavy is imported.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 from collections.abc import Callable
 from typing import Any
 
+from audit.arguments import (
+    confidence_level,
+    delta_value,
+    epsilon_value,
+    non_negative_int,
+    positive_int,
+    seed_value,
+)
 from audit.choices import INITS
 from audit.errors import UserError
 from audit.kinds import run_kinds
@@ -39,59 +46,6 @@ PLUGIN_USES = {
     "extraction": "your own training code, a trainer plugin; stolen through predict_proba assuming a logistic "
                   "regression (no parameter error: your parameters are not visible)",
 }
-
-
-def _int_at_least(text: str, minimum: int) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < minimum:
-        raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value}")
-    return value
-
-
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1."""
-    return _int_at_least(text, 1)
-
-
-def non_negative_int(text: str) -> int:
-    """argparse type: an integer >= 0."""
-    return _int_at_least(text, 0)
-
-
-def confidence_level(text: str) -> float:
-    """argparse type: a confidence level strictly between 0 and 1."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1), got {text!r}") from None
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"confidence must lie strictly between 0 and 1, got {value}")
-    return value
-
-
-def epsilon_value(text: str) -> float:
-    """argparse type: a claimed epsilon, positive and finite (the runners check it again)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"epsilon must be a positive finite number (got {value!r}); e.g. 1.0")
-    return value
-
-
-def delta_value(text: str) -> float:
-    """argparse type: a delta in (0, 1) (the runners check it again)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"delta must lie in (0, 1) (got {value!r}); e.g. 1e-5")
-    return value
 
 
 def command_name(kind: str) -> str:
@@ -191,7 +145,7 @@ def common_options() -> argparse.ArgumentParser:
     group.add_argument("--target", required=True, help="target name (see `python -m audit list`) or module:factory")
     group.add_argument("--out", default="runs",
                        help="root folder for run directories and the model cache (default: runs)")
-    group.add_argument("--seed", type=int, default=0,
+    group.add_argument("--seed", type=seed_value, default=0,
                        help="random seed; the same seed gives the same results (default 0)")
     group.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
                        help="where to train (default auto: CUDA if available)")

@@ -4,27 +4,11 @@ from __future__ import annotations
 
 import argparse
 
+from audit.arguments import numbers, positive_int
 from audit.choices import DP_CANARIES, THREATS
-from audit.commands.run import (
-    check_target,
-    common_options,
-    dpsgd_start_options,
-    gated_results,
-    positive_int,
-    targets_epilog,
-)
+from audit.commands.run import check_target, common_options, dpsgd_start_options, gated_results, targets_epilog
 from audit.errors import UserError
 from audit.kinds import RunKind, options_from_args
-
-
-def _floats(text: str) -> tuple[float, ...]:
-    try:
-        values = tuple(float(t) for t in text.split(",") if t.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
-    if not values or any(not v > 0 for v in values):
-        raise argparse.ArgumentTypeError(f"epsilons must be positive numbers, got {text!r}")
-    return values
 
 
 def _threats(text: str) -> tuple[str, ...]:
@@ -57,7 +41,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     kinds.required = True
     dp = kinds.add_parser("dp", help="sweep the multi-run DP audit (run dp) over epsilons", parents=[common_options()],
                           epilog=targets_epilog("sweep"), formatter_class=argparse.RawDescriptionHelpFormatter)
-    dp.add_argument("--epsilons", type=_floats, default=(1.0, 2.0, 4.0, 8.0), help="claimed epsilons (default 1,2,4,8)")
+    dp.add_argument("--epsilons", type=numbers(float, minimum=0, open_min=True, name="epsilons", example="1,2,4,8"),
+                    default=(1.0, 2.0, 4.0, 8.0), help="claimed epsilons (default 1,2,4,8)")
     dp.add_argument("--threats", type=_threats, default=None,
                     help="comma-separated threat models, one series each (default: updates,white-box for DP-SGD; "
                          "white-box for DP-ERM)")

@@ -30,13 +30,13 @@ estimate of the mechanism run.
 
 from __future__ import annotations
 
-from typing import Any, Callable
-
 import numpy as np
 
 from audit.dp.setup_types import Observation
 from audit.plugins.probe import StepMechanism
+from audit.stats.thresholds import DesignedThreshold
 from audit.stats.tradeoff_test import designed_rejection_threshold
+from audit.theory.claims import PrivacyClaim
 
 __all__ = ["llr_scores", "simulate_llr", "rejection_threshold", "step_observation", "SIMULATED_RUNS"]
 
@@ -71,11 +71,11 @@ def simulate_llr(mech: StepMechanism, runs: int, shifted: bool, rng: np.random.G
     return np.concatenate(out)
 
 
-def rejection_threshold(claim: Any, mech: StepMechanism, confidence: float,
-                        runs: int = SIMULATED_RUNS) -> Callable[[int, int], tuple[float, str]]:
-    """The ``cp_threshold`` of an :class:`audit.dp.runner.Observation`: given the numbers of runs with and
-    without the canary, the threshold most likely to reject ``claim``'s tradeoff curve when the code
-    runs ``mech``, from seeded simulations independent of the runs."""
+def rejection_threshold(claim: PrivacyClaim, mech: StepMechanism, confidence: float,
+                        runs: int = SIMULATED_RUNS) -> DesignedThreshold:
+    """The threshold strategy of an :class:`audit.dp.setup_types.Observation`: given the numbers of runs
+    with and without the canary, the threshold most likely to reject ``claim``'s tradeoff curve when the
+    code runs ``mech``, from seeded simulations independent of the runs."""
     def choose(n_pos: int, n_neg: int) -> tuple[float, str]:
         rng = np.random.default_rng(20250115)
         sim_in, sim_out = simulate_llr(mech, runs, True, rng), simulate_llr(mech, runs, False, rng)
@@ -85,12 +85,12 @@ def rejection_threshold(claim: Any, mech: StepMechanism, confidence: float,
                            f"{mech.sample_rate:.4g}, {mech.steps} steps ({runs} simulated runs per world; "
                            f"rejection probability {power:.3f}); all runs used")
 
-    return choose
+    return DesignedThreshold(choose)
 
 
-def step_observation(step_obs: np.ndarray, mech: StepMechanism, claim: Any, delta: float, confidence: float,
-                     info: dict, *, modelled: bool = True, exact: bool = False) -> Observation:
-    """The :class:`audit.dp.runner.Observation` of R runs' per-step observations ``step_obs`` (R, T;
+def step_observation(step_obs: np.ndarray, mech: StepMechanism, claim: PrivacyClaim | None, delta: float,
+                     confidence: float, info: dict, *, modelled: bool = True, exact: bool = False) -> Observation:
+    """The :class:`audit.dp.setup_types.Observation` of R runs' per-step observations ``step_obs`` (R, T;
     NaN after the last step of a run shorter than T — the per-step estimate then uses the steps every
     run took).
 
@@ -101,11 +101,11 @@ def step_observation(step_obs: np.ndarray, mech: StepMechanism, claim: Any, delt
     scores are exactly Gaussian (full batch with a gradient canary).
     """
     obs = np.asarray(step_obs, dtype=float)
-    threshold = None
+    strategy = None
     if modelled and mech.sample_rate < 1.0 and claim is not None:
         if mech.claim().epsilon(delta) > claim.epsilon(delta) * (1 + ACCOUNTANT_SLACK):
-            threshold = rejection_threshold(claim, mech, confidence)
+            strategy = rejection_threshold(claim, mech, confidence)
     common = obs[:, ~np.isnan(obs).any(axis=0)]
-    return Observation(llr_scores(obs, mech.sample_rate, mech.noise_multiplier), common, mech.sample_rate,
-                       mech.steps, info, gaussian=exact, design_sigma=mech.noise_multiplier if modelled else None,
-                       cp_threshold=threshold)
+    return Observation(scores=llr_scores(obs, mech.sample_rate, mech.noise_multiplier), step_scores=common,
+                       sample_rate=mech.sample_rate, steps=mech.steps, info=info, gaussian=exact,
+                       design_sigma=mech.noise_multiplier if modelled else None, threshold_strategy=strategy)

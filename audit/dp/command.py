@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+from audit.arguments import positive_int
 from audit.choices import DP_CANARIES, THREATS
-from audit.commands.run import add_kind, dpsgd_start_options, positive_int
+from audit.commands.run import add_kind, dpsgd_start_options
 from audit.kinds import RunKind, options_from_args
 
 

@@ -37,7 +37,7 @@ def dperm_setup(opts: DPOptions) -> DPAuditSetup:
             for start in range(0, idx.size, 50_000):
                 part = idx[start:start + 50_000]
                 scores[part] = mech.score(mech.sample(data, part.size, rng))
-        return Observation(scores, info={"minimiser_shift": shift}, gaussian=True)
+        return Observation(scores=scores, info={"minimiser_shift": shift}, gaussian=True)
 
     claim = mech.claim
     return DPAuditSetup(

@@ -20,7 +20,7 @@ from audit.dp.setup_types import Observation
 from audit.executors import cached_audit_runs
 from audit.plugins.probe import StepMechanism
 from audit.run_context import cache_dir_of
-from audit.stats.thresholds import designed_threshold_from_samples
+from audit.stats.thresholds import DesignedThreshold, designed_threshold_from_samples
 from targets.dataset import Dataset
 from targets.dpsgd_audit import AuditRuns, canary_direction, unflatten
 from targets.models import get_architecture
@@ -44,7 +44,7 @@ def _one_step_per_epoch_llr(step_obs: np.ndarray, steps_per_epoch: int, shift: f
 
 
 def _shuffle_hypothesis_threshold(sigma: float, steps: int, per_epoch: int, delta: float, confidence: float,
-                                  draws: int = 100_000) -> Callable[[int, int], tuple[float, str]]:
+                                  draws: int = 100_000) -> DesignedThreshold:
     """The CP threshold of the ``dirac-replace`` audit, fixed in advance: scores
     (:func:`_one_step_per_epoch_llr`) simulated under the hypothesis "batches are shuffled" (a
     shift of 2 at one random step per epoch with the canary in, none without, noise ``sigma``) go
@@ -70,11 +70,11 @@ def _shuffle_hypothesis_threshold(sigma: float, steps: int, per_epoch: int, delt
         return threshold, (f"fixed in advance from {draws} simulated runs per world under the hypothesis 'batches "
                            f"are shuffled' (expected bound {expected:.3f}); all runs used")
 
-    return choose
+    return DesignedThreshold(choose)
 
 
 def calibrated_threshold(cal_scores: np.ndarray, cal_included: np.ndarray, delta: float, confidence: float,
-                         runs: int) -> Callable[[int, int], tuple[float, str]]:
+                         runs: int) -> DesignedThreshold:
     """The threshold of a black-box audit fixed on separate calibration runs (their own coins and seeds,
     never the audited runs): the one whose GDP bound, expected from the calibration scores' error rates at
     the audit's run counts, is largest (:func:`audit.stats.thresholds.designed_threshold_from_samples`)."""
@@ -85,7 +85,7 @@ def calibrated_threshold(cal_scores: np.ndarray, cal_included: np.ndarray, delta
         return threshold, (f"fixed on {runs} separate calibration runs (GDP expected from their error rates: "
                            f"epsilon {expected:.3f}); every audited run used")
 
-    return choose
+    return DesignedThreshold(choose)
 
 
 @dataclass(frozen=True)
@@ -139,7 +139,7 @@ class DPSGDObserver:
             cal_in = np.random.default_rng([seed, 41]).random(opts.calibration_runs) < 0.5
             cal_seeds = np.random.SeedSequence([seed, 43]).generate_state(opts.calibration_runs).tolist()
             cal = self.score(self.train(cal_in, cal_seeds), cal_in)
-            obs.cp_threshold = calibrated_threshold(cal.scores, cal_in, self.delta, opts.confidence,
+            obs.threshold_strategy = calibrated_threshold(cal.scores, cal_in, self.delta, opts.confidence,
                                                     opts.calibration_runs)
             obs.info["calibration_runs"] = opts.calibration_runs
         return obs
@@ -171,7 +171,7 @@ class DPSGDObserver:
         q, T = self.config.sample_rate, self.config.steps
         if self.replace_pair:  # the per-step model (Poisson, shift 1) does not apply
             return Observation(_one_step_per_epoch_llr(runs.step_obs, steps_per_epoch(q), 2.0, self.sigma), info=info,
-                               cp_threshold=_shuffle_hypothesis_threshold(self.sigma, T, steps_per_epoch(q),
+                               threshold_strategy=_shuffle_hypothesis_threshold(self.sigma, T, steps_per_epoch(q),
                                                                           self.delta, self.opts.confidence))
         return step_observation(runs.step_obs, StepMechanism(self.sigma, q, T), self.claim, self.delta,
                                 self.opts.confidence, info, modelled=self.canary.gradient is not None,

@@ -15,7 +15,7 @@ from audit.dp.dpsgd_observer import Canary, DPSGDObserver
 from audit.dp.options import DPOptions
 from audit.dp.setup_types import DPAuditSetup
 from audit.errors import UserError
-from audit.theory.claims import REPLACE
+from audit.theory.claims import Neighbouring
 from audit.theory.dpsgd import DPSGDClaim, calibrate_noise_multiplier
 from targets.dataset import Dataset
 from targets.datasets import load_dataset
@@ -78,7 +78,7 @@ def dpsgd_setup(opts: DPOptions) -> DPAuditSetup:
     replace_pair = opts.canary == "dirac-replace"
     claim = claimed
     if replace_pair:  # what the claimed (Poisson) DP-SGD promises a replace-one pair
-        claim = DPSGDClaim(sigma, target.sample_rate, target.steps, neighbouring=REPLACE)
+        claim = DPSGDClaim(sigma, target.sample_rate, target.steps, neighbouring=Neighbouring.REPLACE)
     shapes = param_shapes(target.arch, data)
     n_params = int(sum(np.prod(s) for s in shapes.values()))
     canary = make_canary(opts, target, data, n_params, train_index, pool_index)

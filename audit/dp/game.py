@@ -21,7 +21,7 @@ Statistics (:mod:`audit.stats`):
 
 * **Clopper–Pearson** and **GDP** from one family of threshold tests with simultaneous rate bounds
   (:func:`audit.stats.thresholds.threshold_bounds`; the strategy is chosen before the scores are
-  seen: a threshold fixed by design when the setup has one, else the Bonferroni grid). The GDP
+  seen: a threshold fixed by design when the setup has one, ``strategy``, else the Bonferroni grid). The GDP
   epsilon is valid when the pair is exactly Gaussian (``gaussian_pair``), otherwise an estimate
   (also against a mu-GDP claim: the claim's curve is what tests it, below).
 * whenever there is a claim, the same rate bounds test the claim's own tradeoff curve
@@ -36,8 +36,6 @@ threshold family, whose rows share one simultaneous confidence event.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 from numpy.typing import ArrayLike
 
@@ -46,9 +44,10 @@ from audit.stats.gdp import GDP_ASSUMPTION, gaussian_fit_bound
 from audit.stats.metrics import attack_metrics
 from audit.stats.per_step import per_step_bound
 from audit.stats.rates import as_scores_members, operating_point
-from audit.stats.thresholds import FixedThreshold, choose_strategy, threshold_bounds
+from audit.stats.thresholds import ThresholdStrategy, choose_strategy, threshold_bounds
 from audit.stats.verdict import Family, compare_with_claim, epsilon_value
 from audit.theory.checks import check_confidence
+from audit.theory.claims import PrivacyClaim
 
 __all__ = ["fair_coins", "audit_runs", "flag_estimates_above_claim", "ALPHA_GRID"]
 
@@ -76,11 +75,11 @@ def flag_estimates_above_claim(verdict: dict, bounds: list[dict], epsilon_theory
     return verdict
 
 
-def audit_runs(scores: ArrayLike, included: ArrayLike, claim: Any, delta: float, confidence: float = 0.95,
-               rng: np.random.Generator | int | None = 0, *, step_scores: ArrayLike | None = None,
-               sample_rate: float | None = None, steps: int | None = None,
+def audit_runs(scores: ArrayLike, included: ArrayLike, claim: PrivacyClaim | None, delta: float,
+               confidence: float = 0.95, rng: np.random.Generator | int | None = 0, *,
+               step_scores: ArrayLike | None = None, sample_rate: float | None = None, steps: int | None = None,
                gaussian_pair: bool = False, gaussian_fit: bool = False, design_sigma: float | None = None,
-               fixed_threshold: FixedThreshold | None = None, threshold_strategy: str = "auto") -> dict:
+               strategy: ThresholdStrategy | None = None) -> dict:
     """Epsilon lower bounds from R runs of the distinguishing game, and the verdict.
 
     Args:
@@ -101,8 +100,10 @@ def audit_runs(scores: ArrayLike, included: ArrayLike, claim: Any, delta: float,
         gaussian_fit: add the Gaussian-fit estimate for scores assumed (not known) to be Gaussian
             (e.g. a black-box canary's loss); an estimate, with normality p-values in its details.
         design_sigma: the claimed noise multiplier: fixes the per-step threshold in advance.
-        fixed_threshold: a Clopper–Pearson test fixed by design before any run was seen.
-        threshold_strategy: ``auto`` (:func:`audit.stats.thresholds.choose_strategy`) or a strategy name.
+        strategy: how the threshold tests are chosen (:mod:`audit.stats.thresholds`): a test fixed by
+            design before any run was seen (``FixedThreshold``, or ``DesignedThreshold`` when the design
+            needs the run counts), or None for :func:`audit.stats.thresholds.choose_strategy`'s default,
+            the Bonferroni grid.
 
     Returns a dict with ``lower_bounds`` (LowerBound dicts), ``family`` (size, confidence),
     ``best_lower_bound`` (largest verdict-role bound or None), ``best_estimate`` (largest of all,
@@ -113,7 +114,7 @@ def audit_runs(scores: ArrayLike, included: ArrayLike, claim: Any, delta: float,
     confidence = check_confidence(confidence)
     rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
     family = Family(1, confidence)
-    strategy = choose_strategy(int(inc.sum()), int((~inc).sum()), fixed_threshold, threshold_strategy)
+    strategy = choose_strategy(int(inc.sum()), int((~inc).sum()), strategy)
     bounds = [b.to_dict() for b in threshold_bounds(s, inc, delta, family.member_confidence, strategy, rng,
                                                     gaussian_pair=gaussian_pair,
                                                     claim_tradeoff=None if claim is None else claim.tradeoff)]

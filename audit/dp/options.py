@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from audit.run_options import CommonRunOptions
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DPOptions(CommonRunOptions):
     """Everything that determines a ``run dp`` (stored in config.json)."""
 
@@ -21,7 +21,7 @@ class DPOptions(CommonRunOptions):
     canaries: int | None = None  # None: by simulating the claim (audit.stats.one_run_design.default_canary_count)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SweepOptions(CommonRunOptions):
     """``sweep dp``: the audit of ``target`` at each claimed epsilon, for each threat model (the common
     options of every run, then these); ``epsilon`` is not one of them (``epsilons`` is)."""

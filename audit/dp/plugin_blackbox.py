@@ -59,7 +59,7 @@ def plugin_setup(plugin: TrainerPlugin, canary: str, threat: str, seed: int, dat
                 same = np.array_equal(predictions(plugin, model, probe), predictions(plugin, again, probe))
                 check = reproducibility(same, plugin.rng, f"the first run trained twice from the same seed "
                                                           f"({probe.shape[0]} predictions compared)")
-        return Observation(scores, info={"score": "log-probability of the canary's label (loss attack)"},
+        return Observation(scores=scores, info={"score": "log-probability of the canary's label (loss attack)"},
                            results=check | {"tables": [reproducibility_table(check)]})
 
     return DPAuditSetup(

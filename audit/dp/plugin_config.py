@@ -16,7 +16,8 @@ from audit.plugins.accounting import accounting_check, config_table
 from audit.plugins.probe import claim_and_mechanism, probe
 from audit.plugins.training import plugin_dataset
 from audit.run_context import RunContext
-from targets.plugins import TrainerPlugin, is_plugin_spec, load_plugin, plugin_config
+from targets.catalogue import is_plugin
+from targets.plugins import TrainerPlugin, load_plugin, plugin_config
 
 
 def config_verdict(block: dict) -> dict:
@@ -57,7 +58,7 @@ def plugin_accounting(plugin: TrainerPlugin, data_dir: str | None, seed: int, co
 
 def run_check_config(opts: DPOptions) -> tuple[Path, dict]:
     """The accounting check of ``opts.target`` (a trainer plugin) as a run of its own."""
-    if not is_plugin_spec(opts.target):
+    if not is_plugin(opts.target):
         raise UserError("--check-config reads the DP-SGD of a trainer plugin (--target module:factory or a built-in "
                         "plugin such as opacus_mnist); the project's DP-SGD targets state their configuration")
     plugin = load_plugin(opts.target)

@@ -35,6 +35,7 @@ from audit.dp.setup_types import DPAuditSetup, Observation
 from audit.errors import UserError
 from audit.plugins.probe import Probe, StepMechanism, claim_and_mechanism, probe, run_once
 from audit.plugins.training import MAX_TRAIN, plugin_dataset
+from audit.theory.claims import PrivacyClaim
 from targets.audit_hooks import UpdateRecorder
 from targets.plugin_rng import reproducibility_table
 from targets.plugins import TrainerPlugin, plugin_config
@@ -43,7 +44,7 @@ from targets.plugins import TrainerPlugin, plugin_config
 UPDATE_THREATS = ("updates", "white-box")
 
 
-def _comparison_table(claim, mech: StepMechanism, delta: float, found: Probe) -> dict:
+def _comparison_table(claim: PrivacyClaim, mech: StepMechanism, delta: float, found: Probe) -> dict:
     """Report table: the claim's accounting beside the DP-SGD the code was seen to run."""
     stated = claim.params() if hasattr(claim, "noise_multiplier") else {}
     rows = [[key, stated.get(key), getattr(mech, key)] for key in ("noise_multiplier", "sample_rate", "steps")]
@@ -95,7 +96,8 @@ def update_setup(plugin: TrainerPlugin, canary: str, threat: str, seed: int, dat
         results = found.check | {"tables": [reproducibility_table(found.check),
                                             _comparison_table(claim, mech, plugin.delta, found)]}
         if threat == "white-box":
-            return Observation(moved, info=info | {"score": "initial minus final parameter on the canary's coordinate"},
+            return Observation(scores=moved,
+                               info=info | {"score": "initial minus final parameter on the canary's coordinate"},
                                results=results)
         padded = np.full((included.size, int(lengths.max())), np.nan)
         for r, s in enumerate(steps):

@@ -35,9 +35,8 @@ from audit.errors import UserError
 from audit.plugins.accounting import check_lines
 from audit.results_header import accountant, results_header
 from audit.run_context import RunContext
-from audit.stats.thresholds import FixedThreshold
 from targets.plugin_rng import reproducibility_lines
-from targets.plugins import is_plugin_spec
+from targets.catalogue import is_plugin
 
 
 def play(setup: DPAuditSetup, runs: int, seed: int, confidence: float, out: str | Path = "runs",
@@ -63,14 +62,10 @@ def _play(ctx: RunContext, setup: DPAuditSetup, runs: int, included: np.ndarray,
     with ctx.stage("observe"):
         obs = setup.observe(included, seed)
     t0 = time.perf_counter()
-    fixed = None
-    if obs.cp_threshold is not None:
-        threshold, choice = obs.cp_threshold(int(included.sum()), int((~included).sum()))
-        fixed = FixedThreshold(threshold, choice)
     game = audit_runs(obs.scores, included, setup.claim, setup.delta, confidence, np.random.default_rng([seed, 3]),
                       step_scores=obs.step_scores, sample_rate=obs.sample_rate, steps=obs.steps,
                       gaussian_pair=obs.gaussian, gaussian_fit=obs.gaussian_fit, design_sigma=obs.design_sigma,
-                      fixed_threshold=fixed)
+                      strategy=obs.threshold_strategy)
     ctx.timing["statistics_s"] = time.perf_counter() - t0
     attack = f"{setup.threat}/{setup.canary.get('kind')}"
     bounds = [b | {"attack": attack} for b in game["lower_bounds"]]
@@ -117,7 +112,7 @@ def run_dp(opts: DPOptions) -> tuple[Path, dict]:
         if opts.check_config:
             return run_check_config(opts)
         if opts.one_run:
-            return run_plugin_one_run(opts) if is_plugin_spec(opts.target) else run_one_run(opts)
+            return run_plugin_one_run(opts) if is_plugin(opts.target) else run_one_run(opts)
         if opts.canaries is not None:
             raise UserError("--canaries M applies to --one-run")
         setup = build_setup(opts)

@@ -17,8 +17,8 @@ from audit.errors import UserError
 from audit.plugins.training import MAX_TRAIN, QUICK_RUNS, plugin_dataset
 from audit.target_defaults import TargetUse, dp_choice, plugin_canary, target_use, trainer_plugin_use
 from audit.theory.checks import check_confidence
-from targets.dperm import DPERM_AUDIT_TARGETS, DPERM_TARGETS
-from targets.plugins import TrainerPlugin, is_plugin_spec, load_plugin
+from targets.catalogue import resolve
+from targets.plugins import TrainerPlugin
 
 
 def with_defaults(opts: DPOptions, use: TargetUse) -> DPOptions:
@@ -40,8 +40,9 @@ def build_setup(opts: DPOptions) -> DPAuditSetup:
     check_confidence(opts.confidence)
     if opts.calibration_runs < 0:
         raise UserError(f"--calibration-runs must be 0 or more, got {opts.calibration_runs}")
-    dperm = opts.target in DPERM_TARGETS or opts.target in DPERM_AUDIT_TARGETS
-    plugin_target = is_plugin_spec(opts.target)
+    entry = resolve(opts.target)
+    dperm = entry.family == "dp-erm"
+    plugin_target = entry.family == "plugin"
     dpsgd_only = [flag for flag, given in (("--init pretrained", opts.init != "random"),
                                            ("--calibration-runs", opts.calibration_runs > 0)) if given]
     if dpsgd_only and (dperm or plugin_target):
@@ -50,7 +51,7 @@ def build_setup(opts: DPOptions) -> DPAuditSetup:
     if dperm:
         return dperm_setup(with_defaults(opts, target_use(opts.target)))
     if plugin_target:  # a user's trainer: black-box, or its DP-SGD steps
-        plugin = load_plugin(opts.target)
+        plugin = entry.factory()
         if not isinstance(plugin, TrainerPlugin):
             raise UserError(f"plugin {opts.target} is a mechanism; audit it with `python -m audit run mechanism "
                             f"--target {opts.target}`")

@@ -4,13 +4,16 @@ every adapter and the runner, so that adapters never import the runner."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
 
 import numpy as np
 
+from audit.stats.thresholds import ThresholdStrategy
+from audit.theory.claims import PrivacyClaim
 
-@dataclass
+
+@dataclass(kw_only=True)
 class Observation:
     """What the auditor extracted from R runs.
 
@@ -20,7 +23,9 @@ class Observation:
     exactly Gaussian with a common variance (adds the parametric ``gaussian-fit`` estimate);
     ``gaussian_fit``: add that estimate for scores only assumed Gaussian (a black-box canary's loss).
     ``design_sigma``: the claimed noise multiplier, used to fix the per-step threshold in advance.
-    ``cp_threshold``: fixes the Clopper–Pearson threshold in advance (see :func:`audit.dp.game.audit_runs`).
+    ``threshold_strategy``: how the Clopper–Pearson threshold is chosen, e.g. a
+    :class:`audit.stats.thresholds.DesignedThreshold` fixed in advance (None: the Bonferroni grid; see
+    :func:`audit.dp.game.audit_runs`).
     ``results``: extra top-level results.json keys (e.g. a plugin's ``reproducible``); its ``tables``
     are appended to the run's tables.
     """
@@ -33,15 +38,15 @@ class Observation:
     gaussian: bool = False
     gaussian_fit: bool = False
     design_sigma: float | None = None
-    cp_threshold: Callable[[int, int], tuple[float, str]] | None = None
+    threshold_strategy: ThresholdStrategy | None = None
     results: dict = field(default_factory=dict)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class DPAuditSetup:
     """How the runs of one audit are trained and observed (see the module docstring).
 
-    ``claim``: a PrivacyClaim (None for no claim); ``observe(included, seed) -> Observation``.
+    ``claim``: the claim audited (None for no claim); ``observe(included, seed) -> Observation``.
     ``default_runs``: used when the options give none. ``config``: extra config.json keys.
     """
 
@@ -50,7 +55,7 @@ class DPAuditSetup:
     dataset: str
     model: dict
     neighbouring: str
-    claim: Any
+    claim: PrivacyClaim | None
     delta: float
     params: dict
     canary: dict

@@ -15,7 +15,7 @@ from audit.run_context import RunContext
 from audit.stats.verdict import Family
 from audit.target_defaults import target_use
 from audit.theory.checks import check_confidence
-from targets.dperm import DPERM_AUDIT_TARGETS, DPERM_TARGETS
+from targets.catalogue import resolve
 
 
 def sweep_family(opts: SweepOptions) -> Family:
@@ -27,7 +27,7 @@ def sweep_family(opts: SweepOptions) -> Family:
 
 def _sweep_grid(opts: SweepOptions) -> tuple[tuple[str, ...], str]:
 
-    is_dperm = opts.target in DPERM_TARGETS or opts.target in DPERM_AUDIT_TARGETS
+    is_dperm = resolve(opts.target).family == "dp-erm"
     threats = opts.threats or (("white-box",) if is_dperm else ("updates", "white-box"))
     return threats, opts.canary or target_use(opts.target).default_canary
 

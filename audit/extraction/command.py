@@ -4,26 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from audit.commands.run import add_kind, positive_int
+from audit.arguments import number, positive_int
+from audit.commands.run import add_kind
 from audit.kinds import RunKind, options_from_args
-
-
-def number(kind: type, low: float | None = None, high: float | None = None, low_open: bool = False):
-    """argparse type: a ``kind`` (int or float) in [low, high] ((low, high] when ``low_open``)."""
-
-    def parse(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-        too_low = low is not None and (value <= low if low_open else value < low)
-        if too_low or (high is not None and value > high):
-            lo, hi = low if low is not None else "-inf", high if high is not None else "inf"
-            interval = f"{'(' if low_open else '['}{lo}, {hi}]"
-            raise argparse.ArgumentTypeError(f"expected a number in {interval}, got {value}")
-        return value
-
-    return parse
 
 
 def execute(args: argparse.Namespace) -> dict:
@@ -42,7 +25,7 @@ def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser)
                                           "rounded outputs) and a label-only retraining baseline; reports queries, "
                                           "parameter error, agreement on test and uniform inputs, and for DP "
                                           "targets that the stolen model is the released noisy one.")
-    parser.add_argument("--round", type=number(int, 0, 15), default=None, metavar="K",
+    parser.add_argument("--round", type=number(int, minimum=0, maximum=15), default=None, metavar="K",
                         help="the API rounds probabilities to K decimals (default: exact outputs, plus a 3-decimal "
                              "comparison)")
     parser.add_argument("--queries", type=positive_int, default=None,

@@ -34,10 +34,12 @@ def extraction_victim(opts: Any, paths: RunPaths) -> Any:
     flat = replace(data, X=data.X.reshape(len(data), -1), shape=(int(np.prod(data.shape)),))
     claim = resolved_claim(plugin, data.X[:n], data.y[:n], opts.seed)
     test = perm[n:]
-    return Victim(plugin.name, plugin.description, flat, None, linear_features, flat.X[test], flat.y[test],
-                  f"{test.size} held-out records", claim is not None, None, None,
-                  claim.epsilon(plugin.delta) if claim else None, plugin.delta if claim else None,
-                  claim.description if claim else None, plugin.neighbouring,
-                  {"plugin": plugin.spec, "n_train": n} | plugin.params,
-                  {"plugin": plugin_config(plugin), "seed": seed},
+    return Victim(name=plugin.name, description=plugin.description, dataset=flat, theta=None,
+                  feature_map=linear_features, test_X=flat.X[test], test_y=flat.y[test],
+                  test_label=f"{test.size} held-out records", private=claim is not None, theta_nonprivate=None,
+                  nonprivate_label=None, epsilon_theory=claim.epsilon(plugin.delta) if claim else None,
+                  delta=plugin.delta if claim else None, accountant=claim.description if claim else None,
+                  neighbouring=plugin.neighbouring,
+                  params={"plugin": plugin.spec, "n_train": n} | plugin.params,
+                  config={"plugin": plugin_config(plugin), "seed": seed},
                   api=probability_api(plugin, model, data.shape, data.n_classes))

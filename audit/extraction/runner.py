@@ -40,9 +40,9 @@ from audit.results_header import no_bounds, results_header
 from audit.run_context import RunContext
 from audit.run_options import CommonRunOptions
 from audit.theory.checks import check_confidence
+from targets.catalogue import resolve
 from targets.dperm import DPERM_TARGETS
-from targets.plugins import is_plugin_spec, load_plugin
-from targets.registry import TARGETS, TrainedTarget
+from targets.registry import TrainedTarget
 from targets.training import resolve_device
 
 #: Roundings compared when --round is not given (--quick: the middle one only).
@@ -52,7 +52,7 @@ MAIN_FIGURES = ("queries", "param_rel_error", "agreement_test", "agreement_unifo
                 "tv_distance_uniform", "round_decimals")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ExtractionOptions(CommonRunOptions):
     """Everything that determines an extraction run (stored in config.json)."""
 
@@ -66,13 +66,12 @@ def run_extraction(opts: ExtractionOptions) -> tuple[Path, dict]:
     check_confidence(opts.confidence)
     if opts.queries is not None and opts.queries < 1:
         raise UserError(f"--queries must be >= 1, got {opts.queries}")
-    is_dperm = opts.target in DPERM_TARGETS
-    plugin = is_plugin_spec(opts.target)
-    if not is_dperm and not plugin and opts.target not in TARGETS:
-        raise UserError(f"unknown target {opts.target!r}; run `python -m audit list` to see the targets")
+    entry = resolve(opts.target)
+    is_dperm = opts.target in DPERM_TARGETS  # not its run dp variants: their features have no intercept
+    plugin = entry.family == "plugin"
     target = None if is_dperm or plugin else linear_target(opts)
     device = resolve_device(opts.device)
-    name = load_plugin(opts.target).name if plugin else opts.target  # a plugin is named by its dict
+    name = entry.factory().name if plugin else opts.target  # a plugin is named by its dict
     ctx = RunContext(opts.out, "extraction", name, seed=opts.seed, quiet=opts.quiet, device=opts.device)
     with ctx:
         return ctx.run_dir, extract(ctx, opts, target, is_dperm, device)

@@ -3,8 +3,9 @@ softmax-regression target of the registry (trained on a seeded member set) or a 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -17,7 +18,7 @@ from targets.dperm import DPERM, DPERM_TARGETS, binary_labels, prepare_features
 from targets.registry import TARGETS, TrainedTarget
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Victim:
     """A model behind an API: served canonical-able parameters ``theta`` (K, p) over ``feature_map``,
     or, for a user's trainer plugin, its ``predict_proba`` (``api``; ``theta`` None: not visible)."""
@@ -74,13 +75,15 @@ def trained_victim(opts: Any, target: TrainedTarget, paths: RunPaths, device) ->
         theta_np = np.hstack([np_params["weight"][0].double().numpy(), np_params["bias"][0].double().numpy()[:, None]])
         np_label = "the same members trained by non-private SGD with the same seed"
     test = ~mask
-    return Victim(target.name, target.description, data, theta, linear_features, data.X[test], data.y[test],
-                  f"{int(test.sum())} held-out records", target.private, theta_np, np_label,
-                  claim.epsilon(target.delta) if claim else None, target.delta if claim else None,
-                  claim.description if claim else None, "add/remove one record",
-                  {"noise_multiplier": sigma, "clip_norm": target.clip_norm, "sample_rate": target.sample_rate,
-                   "steps": target.steps, "epochs": target.epochs, "lr": target.lr, "n_train": target.n_train},
-                  {"target": asdict(target), "train_config": config.to_dict(), "seed": seed})
+    return Victim(name=target.name, description=target.description, dataset=data, theta=theta,
+                  feature_map=linear_features, test_X=data.X[test], test_y=data.y[test],
+                  test_label=f"{int(test.sum())} held-out records", private=target.private, theta_nonprivate=theta_np,
+                  nonprivate_label=np_label, epsilon_theory=claim.epsilon(target.delta) if claim else None,
+                  delta=target.delta if claim else None, accountant=claim.description if claim else None,
+                  neighbouring="add/remove one record",
+                  params={"noise_multiplier": sigma, "clip_norm": target.clip_norm, "sample_rate": target.sample_rate,
+                          "steps": target.steps, "epochs": target.epochs, "lr": target.lr, "n_train": target.n_train},
+                  config={"target": asdict(target), "train_config": config.to_dict(), "seed": seed})
 
 
 def dperm_victim(opts: Any) -> Victim:
@@ -94,8 +97,11 @@ def dperm_victim(opts: Any) -> Victim:
     optimum = erm.minimiser(data.X, y)
     zeros = np.zeros_like(released)
     # Binary LR as a two-class softmax: class 0 is label -1, class 1 is label +1, theta_0 = 0.
-    return Victim(opts.target, spec["description"], data, np.vstack([zeros, released]), prepare_features,
-                  data.X, (y > 0).astype(np.int64), f"all {len(data)} records (DP-ERM trains on the full set)",
-                  True, np.vstack([zeros, optimum]), "the exact non-private DP-ERM minimiser (no noise)",
-                  erm.claim.epsilon(erm.delta), erm.delta, erm.claim.description, "replace one record",
-                  erm.params(), {"dperm": spec | {"epsilon": erm.epsilon, "delta": erm.delta}})
+    return Victim(name=opts.target, description=spec["description"], dataset=data, theta=np.vstack([zeros, released]),
+                  feature_map=prepare_features, test_X=data.X, test_y=(y > 0).astype(np.int64),
+                  test_label=f"all {len(data)} records (DP-ERM trains on the full set)", private=True,
+                  theta_nonprivate=np.vstack([zeros, optimum]),
+                  nonprivate_label="the exact non-private DP-ERM minimiser (no noise)",
+                  epsilon_theory=erm.claim.epsilon(erm.delta), delta=erm.delta, accountant=erm.claim.description,
+                  neighbouring="replace one record", params=erm.params(),
+                  config={"dperm": spec | {"epsilon": erm.epsilon, "delta": erm.delta}})

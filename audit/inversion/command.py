@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+from audit.arguments import non_negative_int, number, positive_int
 from audit.choices import INVERSION_STARTS
-from audit.commands.run import add_kind, positive_int
-from audit.extraction.command import number
+from audit.commands.run import add_kind
 from audit.kinds import RunKind, options_from_args
 
 
@@ -30,13 +30,13 @@ def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser)
                         help="MI-FACE maximum steps alpha (default 1000; quick 200)")
     parser.add_argument("--patience", type=positive_int, default=None,
                         help="stop after this many steps without progress, beta (default 100; quick 50)")
-    parser.add_argument("--stop-confidence", type=number(float, 0, 1, low_open=True), default=0.999,
+    parser.add_argument("--stop-confidence", type=number(float, minimum=0, maximum=1, open_min=True), default=0.999,
                         help="stop once the class confidence reaches this target, gamma (default 0.999)")
-    parser.add_argument("--lr", type=number(float, 0, None, low_open=True), default=1.0,
+    parser.add_argument("--lr", type=number(float, minimum=0, open_min=True), default=1.0,
                         help="gradient step size lambda (default 1.0)")
-    parser.add_argument("--tv", type=number(float, 0), default=0.0,
+    parser.add_argument("--tv", type=number(float, minimum=0), default=0.0,
                         help="weight of a total-variation AuxTerm (default 0, the paper's AuxTerm = 0)")
-    parser.add_argument("--black-box-steps", type=number(int, 0), default=None,
+    parser.add_argument("--black-box-steps", type=non_negative_int, default=None,
                         help="steps of the black-box variant (finite-difference gradients, 2 d queries a step); "
                              "0 skips it (default 100; quick 20)")
     parser.add_argument("--start", choices=sorted(INVERSION_STARTS), default="mean",

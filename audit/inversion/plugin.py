@@ -5,7 +5,8 @@ non-members."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -33,7 +34,9 @@ def inversion_target(opts: Any) -> Any:
         api = probability_api(plugin, model, data.shape, data.n_classes)
         return lambda x: torch.as_tensor(api(x.detach().cpu().numpy()), dtype=torch.float32)
 
-    return InversionTarget(plugin.name, plugin.description, data, n, f"user trainer {plugin.spec}",
-                           resolved_claim(plugin, data.X[:n], data.y[:n], opts.seed), plugin.delta,
-                           {"plugin": plugin.spec, "n_train": n} | plugin.params, {"plugin": plugin_config(plugin)},
-                           False, fit, probabilities)
+    return InversionTarget(name=plugin.name, description=plugin.description, data=data, n_train=n,
+                           model=f"user trainer {plugin.spec}",
+                           claim=resolved_claim(plugin, data.X[:n], data.y[:n], opts.seed), delta=plugin.delta,
+                           params={"plugin": plugin.spec, "n_train": n} | plugin.params,
+                           config={"plugin": plugin_config(plugin)}, white_box=False, fit=fit,
+                           probabilities=probabilities)

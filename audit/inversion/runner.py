@@ -47,10 +47,10 @@ from audit.results_header import ADD_REMOVE_RECORD, accountant, no_bounds, resul
 from audit.run_context import RunContext
 from audit.run_options import CommonRunOptions
 from audit.theory.checks import check_confidence
-from targets.plugins import is_plugin_spec
+from targets.catalogue import resolve
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class InversionOptions(CommonRunOptions):
     """Everything that determines an inversion run (stored in config.json)."""
 
@@ -82,7 +82,7 @@ def mi_face_config(opts: InversionOptions) -> tuple[MIFaceConfig, int]:
 def run_inversion(opts: InversionOptions) -> tuple[Path, dict]:
     """Run the inversion audit described by ``opts``; returns (run directory, results)."""
     check_confidence(opts.confidence)
-    if is_plugin_spec(opts.target):  # a trainer plugin exposing probabilities: black-box only
+    if resolve(opts.target).family == "plugin":  # a trainer plugin exposing probabilities: black-box only
         target = inversion_target(opts)
     else:
         target = registry_inversion_target(opts)

@@ -3,8 +3,9 @@ membership run trains it (cached, on the run's executor), or a plugin (:mod:`aud
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -17,7 +18,7 @@ from targets.models import get_architecture
 from targets.training import resolve_device
 
 
-@dataclass
+@dataclass(kw_only=True)
 class InversionTarget(AuditedModel):
     """The model family inverted (the fields of :class:`audit.audited_model.AuditedModel`, then:)
     ``fit(paths, mask, seed, desc)`` trains one model on ``data[mask]``,
@@ -46,9 +47,10 @@ def registry_inversion_target(opts: Any) -> InversionTarget:
         one = {k: v[0].to(device) for k, v in params.items()}
         return lambda x: torch.softmax(arch.forward(one, x.to(device)), dim=-1).cpu()
 
-    return InversionTarget(target.name, target.description, data, target.n_train, target.arch, target.claim(sigma),
-                           target.delta, {"noise_multiplier": sigma, "clip_norm": target.clip_norm,
-                                          "sample_rate": target.sample_rate, "steps": target.steps,
-                                          "epochs": target.epochs, "lr": target.lr, "n_train": target.n_train},
-                           {"target": asdict(target), "train_config": train_config.to_dict()}, True, fit,
-                           probabilities)
+    return InversionTarget(name=target.name, description=target.description, data=data, n_train=target.n_train,
+                           model=target.arch, claim=target.claim(sigma), delta=target.delta,
+                           params={"noise_multiplier": sigma, "clip_norm": target.clip_norm,
+                                   "sample_rate": target.sample_rate, "steps": target.steps,
+                                   "epochs": target.epochs, "lr": target.lr, "n_train": target.n_train},
+                           config={"target": asdict(target), "train_config": train_config.to_dict()}, white_box=True,
+                           fit=fit, probabilities=probabilities)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+from audit.arguments import positive_int
 from audit.choices import MECHANISM_DRAWS
-from audit.commands.run import add_kind, positive_int
+from audit.commands.run import add_kind
 from audit.errors import UserError
 from audit.kinds import RunKind, options_from_args
 

@@ -37,13 +37,14 @@ from audit.stats.metrics import attack_metrics
 from audit.stats.rates import operating_point
 from audit.stats.thresholds import choose_strategy, threshold_bounds
 from audit.stats.verdict import Family, compare_with_claim
-from audit.target_theory import IMPLIED_MU, build_mechanism, catalogue, check_privacy_args, gdp_summary, tradeoff_alphas
+from audit.target_theory import IMPLIED_MU, build_mechanism, check_privacy_args, gdp_summary, tradeoff_alphas
 from audit.theory.checks import check_confidence
-from audit.theory.claims import PURE_DP_DELTA
+from audit.theory.claims import PURE_DP_DELTA, PrivacyClaim
+from targets.catalogue import resolve
 from targets.mechanisms import Mechanism
 from targets.plugin_mechanism import PluginMechanism
 from targets.plugin_rng import reproducibility_lines, reproducibility_table
-from targets.plugins import MechanismPlugin, is_plugin_spec, load_plugin, plugin_config
+from targets.plugins import MechanismPlugin, plugin_config
 
 #: Draws are made in chunks of this size so progress can be shown and memory stays small.
 CHUNK = 25_000
@@ -53,7 +54,7 @@ FIT_DRAWS = 20_000
 ATTACK_NAME = "threshold"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MechanismOptions:
     """Everything that determines a mechanism audit (stored in config.json)."""
 
@@ -75,25 +76,25 @@ def resolve_mechanism(name: str, epsilon: float | None, delta: float | None) -> 
     mechanisms and DP-ERM at their own delta.
     """
     check_privacy_args(epsilon, delta)
-
-    if is_plugin_spec(name):
-
-        plugin = load_plugin(name)
+    try:
+        entry = resolve(name)
+    except UserError:
+        raise UserError(f"unknown mechanism target {name!r}; run `python -m audit list` to see the mechanisms") \
+            from None
+    if entry.family == "plugin":
+        plugin = entry.factory()
         if not isinstance(plugin, MechanismPlugin):
             raise UserError(f"plugin {name} is a trainer; audit it with `python -m audit run dp --target {name}`")
         if epsilon is not None or delta is not None:
             raise UserError("--epsilon/--delta do not apply to a plugin: its factory states the claim")
         mech = PluginMechanism(plugin)
         return mech, mech.delta
-    family = catalogue().get(name, (None,))[0]
-    if family == "control" and (epsilon is not None or delta is not None):
+    if entry.family == "control" and (epsilon is not None or delta is not None):
         raise UserError("--epsilon/--delta do not apply to the broken controls: each has a fixed claim")
-    if family in ("mechanism", "dp-erm", "control"):
-        return build_mechanism(name, family, epsilon, delta)
-    if family == "trained":
+    if entry.family == "trained":
         raise UserError(f"target {name} is a trained model, not a mechanism; audit it with "
                         f"`python -m audit run membership --target {name}`")
-    raise UserError(f"unknown mechanism target {name!r}; run `python -m audit list` to see the mechanisms")
+    return build_mechanism(entry, epsilon, delta)
 
 
 def _chunks(mech: Mechanism, dataset, n: int, rng: np.random.Generator, progress: tqdm | None) -> Iterator[np.ndarray]:
@@ -110,7 +111,7 @@ def draw_scores(mech: Mechanism, dataset, n: int, rng: np.random.Generator, prog
     return np.concatenate([mech.score(chunk) for chunk in _chunks(mech, dataset, n, rng, progress)])
 
 
-def gdp_in_mu_space(bound: dict, claim) -> dict:
+def gdp_in_mu_space(bound: dict, claim: PrivacyClaim) -> dict:
     """Attach the claim's Gaussian-DP mu to a GDP bound row, and drop its epsilon where neither
     the pair nor the claim is Gaussian-shaped.
 

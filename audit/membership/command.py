@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 
 from attacks.names import ATTACK_GROUPS, ATTACKS, VARIANCES, expand_attacks
+from audit.arguments import non_negative_int, number, positive_int
 from audit.choices import DEFAULT_MEMBERSHIP_CANARY, MEMBERSHIP_CANARIES, NONPRIVATE_MEMBERSHIP_CANARY
-from audit.commands.run import add_kind, non_negative_int, positive_int
+from audit.commands.run import add_kind
 from audit.errors import UserError
 from audit.kinds import RunKind, options_from_args
 
@@ -27,17 +28,6 @@ def _memory(text: str) -> str:
     except UserError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return text
-
-
-def _unit(text: str) -> float:
-    """argparse type: a number in [0, 1]."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}") from None
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {value}")
-    return value
 
 
 def execute(args: argparse.Namespace) -> dict:
@@ -76,7 +66,7 @@ def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser)
     parser.add_argument("--lira-variance", default="auto", choices=VARIANCES,
                         help="LiRA Gaussian variance: per-example, one global variance (Carlini et al.'s choice "
                              "for few reference models), or auto (global below 64 reference models)")
-    parser.add_argument("--rmia-a", type=_unit, default=None, metavar="A",
+    parser.add_argument("--rmia-a", type=number(float, minimum=0, maximum=1), default=None, metavar="A",
                         help="RMIA offline mixing parameter a in [0, 1] (default: chosen on the calibration games)")
     parser.add_argument("--max-memory", type=_memory, default=None, metavar="SIZE",
                         help="memory budget for training, e.g. 2GiB or 512MiB (default 2GiB): sets how many models "

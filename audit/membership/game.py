@@ -45,7 +45,7 @@ SYNTHETIC_POPULATION = 1000
 SPARSE_PIXELS = 20
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, kw_only=True)
 class CanaryGame:
     """Who trains on what. ``data`` carries the canary labels used in training.
 

@@ -50,7 +50,8 @@ from audit.stats.lower_bound import SECONDARY, VERDICT
 from audit.stats.metrics import attack_metrics, dp_advantage_bound
 from audit.stats.verdict import Family, compare_with_claim
 from audit.theory.checks import check_confidence
-from targets.plugins import ModelPlugin, is_plugin_spec, load_plugin
+from targets.catalogue import is_plugin, resolve
+from targets.plugins import ModelPlugin, load_plugin
 from targets.registry import get_target
 
 #: Default and --quick game sizes: (canaries m, shadow models K, LiRA/RMIA reference models R); a user's
@@ -104,7 +105,7 @@ def run_membership(opts: MembershipOptions) -> tuple[Path, dict]:
     attack_names = expand_attacks(tuple(opts.attacks))
     resolve_variance(opts.lira_variance, 0)  # validates the name
     check_confidence(opts.confidence)
-    plugin = load_plugin(opts.target) if is_plugin_spec(opts.target) else None
+    plugin = load_plugin(opts.target) if is_plugin(opts.target) else None
     if isinstance(plugin, ModelPlugin):
         return run_trained_membership(opts, plugin)
     canary, preset = game_preset(opts, plugin)

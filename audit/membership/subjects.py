@@ -31,8 +31,9 @@ from audit.plugins.probe import resolved_claim
 from audit.plugins.training import plugin_dataset, predictions, train_once
 from audit.run_context import RunPaths
 from audit.trained_targets import quick_target
+from targets.catalogue import resolve
 from targets.datasets import load_dataset
-from targets.plugins import TrainerPlugin, is_plugin_spec, load_plugin, plugin_config
+from targets.plugins import TrainerPlugin, load_plugin, plugin_config
 from targets.registry import get_target
 from targets.training import log_softmax, predict_logits, resolve_device
 
@@ -40,7 +41,7 @@ from targets.training import log_softmax, predict_logits, resolve_device
 MAX_TRAIN = 1000
 
 
-@dataclass
+@dataclass(kw_only=True)
 class MembershipSubject(AuditedModel):
     """A target for the membership game (the fields of :class:`audit.audited_model.AuditedModel`, then:).
 
@@ -77,10 +78,11 @@ def registry_subject(opts: Any) -> MembershipSubject:
     line = (f"{target.name}: sigma = {sigma:.4f} for epsilon {target.epsilon:g} at delta {target.delta:g} "
             f"(q = {target.sample_rate:.4f}, {target.steps} steps, PLD accountant)" if claim is not None else None)
     return MembershipSubject(
-        target.name, target.description, data, target.n_train, target.arch, claim, target.delta,
-        target.params(sigma) | {"expected_batch_size": config.expected_batch_size}, fit,
-        lambda params, X: log_softmax(predict_logits(target.arch, params, X, device)), line,
-        {"target": asdict(target), "train_config": config.to_dict()})
+        name=target.name, description=target.description, data=data, n_train=target.n_train, model=target.arch,
+        claim=claim, delta=target.delta,
+        params=target.params(sigma) | {"expected_batch_size": config.expected_batch_size}, fit=fit,
+        log_probs=lambda params, X: log_softmax(predict_logits(target.arch, params, X, device)), theory_line=line,
+        config={"target": asdict(target), "train_config": config.to_dict()})
 
 
 def plugin_n_train(n: int, pooled_canaries: int) -> int:
@@ -128,14 +130,16 @@ def plugin_subject(opts: Any, m: int, plugin: Any = None) -> MembershipSubject:
         return np.stack(out)
 
     return MembershipSubject(
-        plugin.name, plugin.description, data, n_train, f"user trainer {plugin.spec}", claim, plugin.delta,
-        {"plugin": plugin.spec, "rng": plugin.rng, "n_train": n_train} | plugin.params, fit, log_probs,
-        None if claim is None else f"{plugin.name}: {claim.description}",
-        {"plugin": plugin_config(plugin)})
+        name=plugin.name, description=plugin.description, data=data, n_train=n_train,
+        model=f"user trainer {plugin.spec}", claim=claim, delta=plugin.delta,
+        params={"plugin": plugin.spec, "rng": plugin.rng, "n_train": n_train} | plugin.params, fit=fit,
+        log_probs=log_probs,
+        theory_line=None if claim is None else f"{plugin.name}: {claim.description}",
+        config={"plugin": plugin_config(plugin)})
 
 
 def membership_subject(opts: Any, m: int, plugin: Any = None) -> MembershipSubject:
     """The subject ``opts.target`` names: a trainer plugin (``plugin`` when already loaded) or a registry
     target."""
 
-    return plugin_subject(opts, m, plugin) if is_plugin_spec(opts.target) else registry_subject(opts)
+    return plugin_subject(opts, m, plugin) if resolve(opts.target).family == "plugin" else registry_subject(opts)

@@ -23,7 +23,7 @@ import numpy as np
 
 from audit.errors import TargetCodeError, UserError
 from audit.plugins.training import train_once
-from audit.theory.claims import PURE_DP_DELTA, ApproxDPClaim
+from audit.theory.claims import PURE_DP_DELTA, ApproxDPClaim, PrivacyClaim
 from audit.theory.dpsgd import DPSGDClaim, calibrate_noise_multiplier
 from targets.audit_hooks import StepSource, UpdateRecorder, loader_indices, recording
 from targets.plugin_rng import reproducibility
@@ -82,7 +82,7 @@ def run_once(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int, rec
         return train_once(plugin, X, y, seed)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Probe:
     """What the probe run showed (module docstring, step 1)."""
 
@@ -125,8 +125,9 @@ def probe(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int, delta:
     check = reproducibility(same, plugin.rng, f"the probe run trained twice from the same seed ({first.steps} noisy "
                                               f"steps compared)")
     coordinate = int(np.argmin(first.touched))
-    return Probe(first.steps, first.source, float(first.clip_norm), int(first.touched.size), coordinate,
-                 float(first.touched[coordinate]), _opacus_report(first, delta), check, first)
+    return Probe(steps=first.steps, source=first.source, clip_norm=float(first.clip_norm),
+                 n_params=int(first.touched.size), coordinate=coordinate, touched=float(first.touched[coordinate]),
+                 opacus=_opacus_report(first, delta), check=check, recorder=first)
 
 
 def _opacus_report(recorder: UpdateRecorder, delta: float) -> dict | None:
@@ -140,7 +141,7 @@ def _opacus_report(recorder: UpdateRecorder, delta: float) -> dict | None:
             "history": [list(map(float, h)) for h in getattr(engine.accountant, "history", [])]}
 
 
-def claim_and_mechanism(plugin: TrainerPlugin, found: Probe) -> tuple[Any, StepMechanism]:
+def claim_and_mechanism(plugin: TrainerPlugin, found: Probe) -> tuple[PrivacyClaim, StepMechanism]:
     """The claim audited and the DP-SGD the code runs (module docstring, step 2)."""
 
     claim = plugin.claim
@@ -159,7 +160,7 @@ def claim_and_mechanism(plugin: TrainerPlugin, found: Probe) -> tuple[Any, StepM
     return claim, StepMechanism(float(sigma), found.source.sample_rate, found.steps)
 
 
-def resolved_claim(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int) -> Any:
+def resolved_claim(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int) -> PrivacyClaim:
     """The claim of a plugin, reading Opacus's report from a probe run for ``"claim": "opacus"``."""
     if plugin.claim is not None:
         return plugin.claim

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from audit.commands.run import add_kind, positive_int
+from audit.arguments import positive_int
+from audit.commands.run import add_kind
 from audit.kinds import RunKind, options_from_args
 
 

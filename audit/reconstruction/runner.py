@@ -29,7 +29,7 @@ from audit.theory.rero import rero_bound
 from reports.reconstruction_plots import rero_success_plot
 from targets.datasets import load_dataset
 from targets.dperm import DPERM, DPERM_TARGETS
-from targets.plugins import is_plugin_spec
+from targets.catalogue import is_plugin
 from targets.registry import TARGETS, get_target
 
 FIGURE = "reconstruction.png"
@@ -82,7 +82,7 @@ def run_reconstruction(opts: ReconstructionOptions) -> tuple[Path, dict]:
     """Run the reconstruction audit described by ``opts``; returns (run directory, results)."""
     check_confidence(opts.confidence)
     counts = parse_candidate_counts(opts.candidates)
-    if is_plugin_spec(opts.target):
+    if is_plugin(opts.target):
         raise UserError("a trainer plugin is a black box (train(X, y, seed) -> predict_proba): it gives neither "
                         "updates nor parameters; run reconstruction takes the built-in DP-SGD and DP-ERM targets")
     dperm = opts.target in DPERM_TARGETS

@@ -50,10 +50,10 @@ def gaussian_fit_bound(scores: ArrayLike, included: ArrayLike, delta: float, con
     mu_hat = float((a.mean() - b.mean()) / pooled) if pooled > 0 else 0.0
     se = math.sqrt(1.0 / n1 + 1.0 / n0 + mu_hat ** 2 / (2.0 * (n1 + n0 - 2)))
     mu_lb = max(0.0, mu_hat - float(stats.norm.ppf(confidence)) * se)
-    return LowerBound("gaussian-fit", gaussian_epsilon(mu_lb, delta), confidence, n1 + n0, False,
-                      {"mu_hat": mu_hat, "mu_se": se, "mu_lb": mu_lb, "n_pos": n1, "n_neg": n0,
-                       "delta": delta, "assumption": GAUSSIAN_FIT_ASSUMPTION,
-                       "shapiro_p_in": _shapiro_p(a), "shapiro_p_out": _shapiro_p(b)})
+    return LowerBound(method="gaussian-fit", epsilon=gaussian_epsilon(mu_lb, delta), confidence=confidence, n=n1 + n0,
+                      valid=False, details={"mu_hat": mu_hat, "mu_se": se, "mu_lb": mu_lb, "n_pos": n1, "n_neg": n0,
+                                            "delta": delta, "assumption": GAUSSIAN_FIT_ASSUMPTION,
+                                            "shapiro_p_in": _shapiro_p(a), "shapiro_p_out": _shapiro_p(b)})
 
 
 def _shapiro_p(x: np.ndarray) -> float | None:

@@ -18,7 +18,7 @@ ESTIMATE = "estimate"
 ROLES = (VERDICT, SECONDARY, ESTIMATE)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LowerBound:
     """An empirical lower bound on epsilon.
 

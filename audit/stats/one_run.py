@@ -133,4 +133,4 @@ def one_run_bound(
         "delta": delta,
         "p_value_at_eps": _one_run_p(r, v, m, eps, delta) if r else 1.0,
     }
-    return LowerBound("one-run", eps, confidence, m, True, details, role)
+    return LowerBound(method="one-run", epsilon=eps, confidence=confidence, n=m, valid=True, details=details, role=role)

@@ -178,7 +178,7 @@ def _grid_bounds(scores: np.ndarray, members: np.ndarray, guesses: list[tuple[in
     return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class OneRunDesign:
     """Guess counts and the expected bound of a one-run audit, fixed by simulating the claim.
 
@@ -251,10 +251,13 @@ def _design_from_games(design_games: list[tuple[np.ndarray, np.ndarray]],
     m = design_games[0][0].size
     ceiling = (fdp_epsilon_lb(k_pos, k_pos, m, delta, confidence) if method == "fdp"
                else one_run_epsilon_lb(k_pos + k_neg, k_pos + k_neg, m, delta, confidence))
-    return OneRunDesign(m, k_pos, k_neg, method, delta, confidence, criterion, float(evals.mean()),
-                        float(evals.std(ddof=1)) if evals.size > 1 else 0.0, float(np.median(evals)),
-                        (float(np.quantile(evals, 0.05)), float(np.quantile(evals, 0.95))), float(ceiling), mech,
-                        len(design_games), len(eval_games), tuple(shapes), tuple(float(x) for x in value))
+    return OneRunDesign(canaries=m, k_pos=k_pos, k_neg=k_neg, method=method, delta=delta, confidence=confidence,
+                        criterion=criterion, expected_epsilon=float(evals.mean()),
+                        epsilon_sd=float(evals.std(ddof=1)) if evals.size > 1 else 0.0,
+                        epsilon_median=float(np.median(evals)),
+                        epsilon_range=(float(np.quantile(evals, 0.05)), float(np.quantile(evals, 0.95))),
+                        ceiling=float(ceiling), mechanism=mech, simulations=len(design_games),
+                        evaluations=len(eval_games), grid=tuple(shapes), grid_value=tuple(float(x) for x in value))
 
 
 def _check_design_args(delta: float, confidence: float, criterion: str, simulations: int,

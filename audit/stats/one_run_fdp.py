@@ -27,7 +27,7 @@ docs/references.md, "One-run auditing".
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -171,5 +171,6 @@ def fdp_one_run_bound(scores: ArrayLike, members: ArrayLike, k: int, delta: floa
                "gdp_assumption": FDP_GDP_ASSUMPTION, "ceiling": fdp_epsilon_lb(k, k, m, delta, confidence)}
     if claim_tradeoff is not None:
         details["claim_rejected"] = fdp_rejects(tradeoff_blow_up_inverse(claim_tradeoff), m, k, v, confidence)
-    return LowerBound("one-run-fdp", fdp_epsilon_lb(k, v, m, delta, confidence), confidence, m, True, details, role)
+    return LowerBound(method="one-run-fdp", epsilon=fdp_epsilon_lb(k, v, m, delta, confidence), confidence=confidence,
+                      n=m, valid=True, details=details, role=role)
 

@@ -173,4 +173,5 @@ def per_step_bound(step_scores: ArrayLike, included: ArrayLike, sample_rate: flo
                "assumption": PER_STEP_ASSUMPTION}
     if mu_total is not None:
         details["mu_lb"] = mu_total
-    return LowerBound("per-step-composed", eps, confidence, int(obs.size), False, details)
+    return LowerBound(method="per-step-composed", epsilon=eps, confidence=confidence, n=int(obs.size), valid=False,
+                      details=details)

@@ -46,7 +46,7 @@ _MESSAGES = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SamplingEvidence:
     """The sampling verdict and the statistics behind it.
 

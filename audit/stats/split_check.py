@@ -82,7 +82,7 @@ CLASSIFIER_PARAMS = {"max_iter": 100, "learning_rate": 0.1, "max_leaf_nodes": 31
 _MAX_CATEGORIES = 250
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SplitCheck:
     """The outcome of :func:`blind_split_check` (module docstring for the method).
 

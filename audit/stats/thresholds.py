@@ -23,16 +23,21 @@ Strategies:
   membership), bound it on the other half [Jagielski, Ullman, Oprea 2020].
 * :class:`FixedThreshold`: one threshold fixed by design before any observation (e.g. from the
   claim or from simulations under a stated hypothesis), bounded on every observation.
+* :class:`DesignedThreshold`: the same, where the design needs the numbers of observations of each
+  world (a threshold optimised for the counts the bound will have): ``design(n_pos, n_neg)`` gives
+  the threshold and says how it was fixed. The counts come from the coins, never from the scores.
 
-:func:`choose_strategy` picks one from what is known before the scores are seen: a designed
-threshold when the audit has one, else the grid. Convention: higher score = member.
+Strategies are values (frozen dataclasses, the shape of jax_privacy's ``Bonferroni`` / ``Split`` /
+``Explicit``): an audit takes one and passes it on. :func:`choose_strategy` picks one from what is
+known before the scores are seen: a designed threshold when the audit has one, else the grid.
+Convention: higher score = member.
 """
 
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -52,7 +57,8 @@ from audit.stats.tradeoff_test import claim_margin
 from audit.theory.checks import check_confidence, check_delta
 from audit.theory.gaussian import gaussian_epsilon
 
-__all__ = ["TestFamily", "ThresholdStrategy", "BonferroniGrid", "HeldOutSplit", "FixedThreshold", "STRATEGIES",
+__all__ = ["TestFamily", "ThresholdStrategy", "BonferroniGrid", "HeldOutSplit", "FixedThreshold", "DesignedThreshold",
+           "STRATEGIES",
            "choose_strategy", "split_runs", "threshold_bounds", "designed_threshold_from_samples",
            "SELECTION_ALPHA_FACTOR"]
 
@@ -62,7 +68,7 @@ __all__ = ["TestFamily", "ThresholdStrategy", "BonferroniGrid", "HeldOutSplit", 
 SELECTION_ALPHA_FACTOR = 0.01
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TestFamily:
     """Candidate tests "member iff score >= threshold" with simultaneous rate bounds.
 
@@ -163,12 +169,13 @@ class BonferroniGrid(ThresholdStrategy):
         thresholds = np.where(cuts < scores.size, sorted_scores[np.minimum(cuts, scores.size - 1)], np.inf)
         k = cuts.size
         alpha_each = (1.0 - confidence) / (2 * k)
-        return TestFamily(thresholds, np.concatenate([k_fp, fp_at_fn]), np.concatenate([fn_at_fp, k_fn]), n_neg, n_pos,
-                          alpha_each, confidence,
-                          {"strategy": self.name, "tests": int(k), "alpha_each": alpha_each,
-                           "choice": f"Bonferroni over {k} thresholds placed at error counts fixed in advance "
-                                     f"(false positives {k_fp.tolist()}, false negatives {k_fn.tolist()}); all "
-                                     "observations used"})
+        return TestFamily(thresholds=thresholds, fp=np.concatenate([k_fp, fp_at_fn]),
+                          fn=np.concatenate([fn_at_fp, k_fn]), n_neg=n_neg, n_pos=n_pos, alpha_each=alpha_each,
+                          confidence=confidence,
+                          info={"strategy": self.name, "tests": int(k), "alpha_each": alpha_each,
+                                "choice": f"Bonferroni over {k} thresholds placed at error counts fixed in advance "
+                                          f"(false positives {k_fp.tolist()}, false negatives {k_fn.tolist()}); all "
+                                          "observations used"})
 
 
 @dataclass(frozen=True)
@@ -199,10 +206,11 @@ class HeldOutSplit(ThresholdStrategy):
         threshold = float(cands[int(np.lexsort((-smooth, -objective))[0])])
         s_b, m_b = scores[bnd_i], members[bnd_i]
         fp_b, fn_b = confusion_counts(s_b, m_b, [threshold])
-        return TestFamily(np.array([threshold]), fp_b, fn_b, int((~m_b).sum()), int(m_b.sum()), alpha / 2, confidence,
-                          {"strategy": self.name, "tests": 1, "alpha_each": alpha / 2, "n_select": int(sel_i.size),
-                           "n_bound": int(bnd_i.size), "thresholds_tried": int(cands.size),
-                           "choice": "chosen on a random half of the observations, bounded on the other half"})
+        return TestFamily(thresholds=np.array([threshold]), fp=fp_b, fn=fn_b, n_neg=int((~m_b).sum()),
+                          n_pos=int(m_b.sum()), alpha_each=alpha / 2, confidence=confidence,
+                          info={"strategy": self.name, "tests": 1, "alpha_each": alpha / 2, "n_select": int(sel_i.size),
+                                "n_bound": int(bnd_i.size), "thresholds_tried": int(cands.size),
+                                "choice": "chosen on a random half of the observations, bounded on the other half"})
 
 
 @dataclass(frozen=True)
@@ -218,20 +226,39 @@ class FixedThreshold(ThresholdStrategy):
         _need_both_worlds(members, 1)
         fp, fn = confusion_counts(scores, members, [self.threshold])
         alpha = 1.0 - confidence
-        return TestFamily(np.array([self.threshold]), fp, fn, int((~members).sum()), int(members.sum()), alpha / 2,
-                          confidence, {"strategy": self.name, "tests": 1, "alpha_each": alpha / 2,
-                                       "choice": self.description})
+        return TestFamily(thresholds=np.array([self.threshold]), fp=fp, fn=fn, n_neg=int((~members).sum()),
+                          n_pos=int(members.sum()), alpha_each=alpha / 2, confidence=confidence,
+                          info={"strategy": self.name, "tests": 1, "alpha_each": alpha / 2,
+                                "choice": self.description})
+
+
+@dataclass(frozen=True)
+class DesignedThreshold(ThresholdStrategy):
+    """One threshold fixed in advance by ``design(n_pos, n_neg) -> (threshold, how it was fixed)`` from
+    the numbers of observations with and without the target (e.g. optimised on simulations or on
+    separate calibration runs for those counts), then bounded on every observation as
+    :class:`FixedThreshold`, whose name and results it has."""
+
+    design: Callable[[int, int], tuple[float, str]]
+    name: str = FixedThreshold.name
+
+    def tests(self, scores: np.ndarray, members: np.ndarray, confidence: float, delta: float,
+              rng: np.random.Generator) -> TestFamily:
+        n_pos, n_neg = _need_both_worlds(members, 1)
+        threshold, description = self.design(n_pos, n_neg)
+        return FixedThreshold(threshold, description).tests(scores, members, confidence, delta, rng)
 
 
 #: Strategies a user may name (``--threshold``); ``auto`` means :func:`choose_strategy`.
 STRATEGIES = {"bonferroni-grid": BonferroniGrid, "held-out-split": HeldOutSplit}
 
 
-def choose_strategy(n_pos: int, n_neg: int, fixed: FixedThreshold | None = None,
+def choose_strategy(n_pos: int, n_neg: int, fixed: ThresholdStrategy | None = None,
                     requested: str = "auto") -> ThresholdStrategy:
     """The strategy of an audit, from what is known before its scores are seen: a threshold fixed by
-    design when the audit has one, else the Bonferroni grid (its grid is set by ``n_pos``/``n_neg``);
-    ``requested`` names a strategy of :data:`STRATEGIES` explicitly."""
+    design when the audit has one (``fixed``: a :class:`FixedThreshold` or :class:`DesignedThreshold`),
+    else the Bonferroni grid (its grid is set by ``n_pos``/``n_neg``); ``requested`` names a strategy
+    of :data:`STRATEGIES` explicitly."""
     if requested == "auto":
         return fixed if fixed is not None else BonferroniGrid()
     if requested not in STRATEGIES:
@@ -300,12 +327,13 @@ def threshold_bounds(scores: ArrayLike, members: ArrayLike, delta: float, confid
 
     n = family.n_neg + family.n_pos
     j = int(np.argmax(eps))
-    cp = LowerBound("clopper-pearson", float(eps[j]), confidence, n, True,
-                    details(j, family.ceiling(delta)) | rejection)
+    cp = LowerBound(method="clopper-pearson", epsilon=float(eps[j]), confidence=confidence, n=n, valid=True,
+                    details=details(j, family.ceiling(delta)) | rejection)
     j = int(np.argmax(mu))
     assumption = "none: the pair is Gaussian, so its tradeoff is exactly G_mu" if gaussian_pair else GDP_ASSUMPTION
-    gdp = LowerBound("gdp", gaussian_epsilon(float(mu[j]), delta) if delta > 0 else None, confidence, n,
-                     gaussian_pair, details(j, family.gdp_ceiling(delta)) | {"assumption": assumption})
+    gdp = LowerBound(method="gdp", epsilon=gaussian_epsilon(float(mu[j]), delta) if delta > 0 else None,
+                     confidence=confidence, n=n, valid=gaussian_pair,
+                     details=details(j, family.gdp_ceiling(delta)) | {"assumption": assumption})
     return cp, gdp
 
 

@@ -6,11 +6,11 @@ from typing import Any
 
 from audit.errors import UserError
 from audit.theory.claims import (
-    ADD_REMOVE,
     ApproxDPClaim,
     DiscretePairClaim,
     GaussianClaim,
     LaplaceClaim,
+    Neighbouring,
     PrivacyClaim,
     PureDPClaim,
     RandomizedResponseClaim,
@@ -26,7 +26,7 @@ def claim_from_dict(d: dict[str, Any]) -> PrivacyClaim:
     rebuilt from parameters and raise UserError)."""
     kind = d.get("type")
     p = dict(d.get("params", {}))
-    nb = d.get("neighbouring", ADD_REMOVE)
+    nb = Neighbouring.of(d.get("neighbouring", Neighbouring.ADD_REMOVE))
     if kind == "approx_dp":
         return ApproxDPClaim(p["epsilon"], p["delta"], neighbouring=nb)
     if kind == "pure_dp":
@@ -47,5 +47,5 @@ def claim_from_dict(d: dict[str, Any]) -> PrivacyClaim:
         opts = d.get("accountant_options", {})
         return DPSGDClaim(p["noise_multiplier"], p["sample_rate"], p["steps"], accountant=d.get("accountant", "pld"),
                           value_discretization_interval=opts.get("value_discretization_interval", 1e-4),
-                          neighbouring=d.get("neighbouring", ADD_REMOVE))
+                          neighbouring=nb)
     raise UserError(f"cannot rebuild a privacy claim of type {kind!r} from JSON")

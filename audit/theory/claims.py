@@ -8,7 +8,7 @@ Every guarantee is a :class:`PrivacyClaim` with one interface:
 * ``tradeoff(alpha)`` -- the f-DP curve ``beta = f(alpha)`` (minimum type-II error of any test at
   type-I error ``alpha``) [Dong, Roth, Su 2019, Def. 2.1];
 * ``params()`` (JSON-serialisable), ``description`` (one line naming the accountant) and the
-  attribute ``neighbouring`` ("add/remove" or "replace").
+  attribute ``neighbouring`` (a :class:`Neighbouring`: "add/remove" or "replace").
 
 Profiles become tradeoff curves through the primal-dual formula (:mod:`audit.theory.tradeoff`);
 mechanisms whose dominating pair is known in closed form (Gaussian, Laplace, randomized response,
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import abc
 import math
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
@@ -31,14 +32,30 @@ from audit.theory.checks import as_alpha, check_delta, check_epsilon, scalar_or_
 from audit.theory.gaussian import gaussian_delta, gaussian_epsilon, gaussian_tradeoff
 from audit.theory.tradeoff import approx_dp_tradeoff, epsilon_from_profile, tradeoff_from_profile
 
-ADD_REMOVE = "add/remove"
-REPLACE = "replace"
+
+class Neighbouring(StrEnum):
+    """Which datasets are neighbours: one record added or removed, or one record replaced. A
+    :class:`enum.StrEnum` (so a ``str``): its values are the strings results.json records, and it
+    formats as them."""
+
+    ADD_REMOVE = "add/remove"
+    REPLACE = "replace"
+
+    @classmethod
+    def of(cls, value: str) -> Neighbouring:
+        """``value`` as a relation; a one-line UserError for any other string."""
+        try:
+            return cls(value)
+        except ValueError:
+            raise UserError(f"unknown neighbouring relation {value!r}; use {cls.ADD_REMOVE.value!r} or "
+                            f"{cls.REPLACE.value!r}") from None
+
 #: Delta at which pure-DP claims are reported and audited unless told otherwise: small enough that
 #: epsilon(delta) of the exact profile is within 1e-4 of the nominal epsilon, and positive so the
 #: Gaussian-DP estimator gives a finite epsilon.
 PURE_DP_DELTA = 1e-5
 
-__all__ = ["ADD_REMOVE", "REPLACE", "PURE_DP_DELTA", "PrivacyClaim", "ApproxDPClaim", "PureDPClaim",
+__all__ = ["Neighbouring", "PURE_DP_DELTA", "PrivacyClaim", "ApproxDPClaim", "PureDPClaim",
            "GaussianClaim", "LaplaceClaim", "RandomizedResponseClaim", "DiscretePairClaim"]
 
 
@@ -50,7 +67,7 @@ class PrivacyClaim(abc.ABC):
     overridden where a closed form or a library computation is better.
     """
 
-    neighbouring: str = ADD_REMOVE
+    neighbouring: Neighbouring = Neighbouring.ADD_REMOVE
     accountant: str = "closed form"
     kind: str = "abstract"
 
@@ -90,7 +107,7 @@ class PrivacyClaim(abc.ABC):
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable summary: type, params, description, neighbouring, accountant."""
         return {"type": self.kind, "params": self.params(), "description": self.description,
-                "neighbouring": self.neighbouring, "accountant": self.accountant}
+                "neighbouring": self.neighbouring.value, "accountant": self.accountant}
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.params().items())
@@ -106,11 +123,11 @@ class ApproxDPClaim(PrivacyClaim):
 
     kind = "approx_dp"
 
-    def __init__(self, epsilon: float, delta: float, neighbouring: str = ADD_REMOVE,
+    def __init__(self, epsilon: float, delta: float, neighbouring: Neighbouring | str = Neighbouring.ADD_REMOVE,
                  accountant: str = "claimed (eps, delta)") -> None:
         self.eps0 = check_epsilon(epsilon)
         self.delta0 = check_delta(delta)
-        self.neighbouring = neighbouring
+        self.neighbouring = Neighbouring.of(neighbouring)
         self.accountant = accountant
 
     def delta_array(self, eps: np.ndarray) -> np.ndarray:
@@ -146,7 +163,7 @@ class PureDPClaim(ApproxDPClaim):
 
     kind = "pure_dp"
 
-    def __init__(self, epsilon: float, neighbouring: str = ADD_REMOVE,
+    def __init__(self, epsilon: float, neighbouring: Neighbouring | str = Neighbouring.ADD_REMOVE,
                  accountant: str = "claimed pure eps") -> None:
         super().__init__(epsilon, 0.0, neighbouring=neighbouring, accountant=accountant)
 
@@ -167,13 +184,13 @@ class GaussianClaim(PrivacyClaim):
 
     kind = "gdp"
 
-    def __init__(self, mu: float, neighbouring: str = ADD_REMOVE,
+    def __init__(self, mu: float, neighbouring: Neighbouring | str = Neighbouring.ADD_REMOVE,
                  accountant: str = "exact Gaussian DP") -> None:
         mu = float(mu)
         if not (mu >= 0.0):
             raise UserError(f"GDP mu must be non-negative (got {mu!r})")
         self.mu = mu
-        self.neighbouring = neighbouring
+        self.neighbouring = Neighbouring.of(neighbouring)
         self.accountant = accountant
 
     def delta_array(self, eps: np.ndarray) -> np.ndarray:
@@ -207,10 +224,10 @@ class LaplaceClaim(PrivacyClaim):
 
     kind = "laplace"
 
-    def __init__(self, epsilon: float, neighbouring: str = ADD_REMOVE,
+    def __init__(self, epsilon: float, neighbouring: Neighbouring | str = Neighbouring.ADD_REMOVE,
                  accountant: str = "exact Laplace") -> None:
         self.eps0 = check_epsilon(epsilon)
-        self.neighbouring = neighbouring
+        self.neighbouring = Neighbouring.of(neighbouring)
         self.accountant = accountant
 
     def delta_array(self, eps: np.ndarray) -> np.ndarray:
@@ -251,13 +268,13 @@ class RandomizedResponseClaim(PrivacyClaim):
 
     kind = "randomized_response"
 
-    def __init__(self, epsilon: float, k: int = 2, neighbouring: str = REPLACE,
+    def __init__(self, epsilon: float, k: int = 2, neighbouring: Neighbouring | str = Neighbouring.REPLACE,
                  accountant: str = "exact randomized response") -> None:
         self.eps0 = check_epsilon(epsilon)
         if int(k) != k or k < 2:
             raise UserError(f"randomized response needs k >= 2 categories (got {k!r})")
         self.k = int(k)
-        self.neighbouring = neighbouring
+        self.neighbouring = Neighbouring.of(neighbouring)
         self.accountant = accountant
 
     @property
@@ -305,7 +322,7 @@ class DiscretePairClaim(PrivacyClaim):
 
     kind = "discrete_pair"
 
-    def __init__(self, p: ArrayLike, q: ArrayLike, neighbouring: str = ADD_REMOVE,
+    def __init__(self, p: ArrayLike, q: ArrayLike, neighbouring: Neighbouring | str = Neighbouring.ADD_REMOVE,
                  accountant: str = "exact (finite output pair)", label: str = "finite output pair") -> None:
         p = np.asarray(p, dtype=np.float64).reshape(-1)
         q = np.asarray(q, dtype=np.float64).reshape(-1)
@@ -315,7 +332,7 @@ class DiscretePairClaim(PrivacyClaim):
             raise UserError("discrete pair probabilities must each sum to 1")
         self.p = p
         self.q = q
-        self.neighbouring = neighbouring
+        self.neighbouring = Neighbouring.of(neighbouring)
         self.accountant = accountant
         self.label = label
 

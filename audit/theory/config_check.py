@@ -39,7 +39,7 @@ FIX_NORMALISATION = "divide by the expected batch size q·n, fixed in advance, n
 FIX_NOISE_CLIP = "fix the noise multiplier and clipping norm in advance instead of deriving them from the data"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DPSGDConfig:
     """The DP-SGD configuration of one training, as read from the code.
 

@@ -16,7 +16,7 @@ from scipy import optimize
 from audit.errors import UserError
 from audit.theory import dp_accounting_adapter as backend
 from audit.theory.checks import check_delta, check_epsilon
-from audit.theory.claims import ADD_REMOVE, REPLACE, GaussianClaim, PrivacyClaim
+from audit.theory.claims import GaussianClaim, Neighbouring, PrivacyClaim
 from audit.theory.pld import PLDClaim
 from audit.theory.rdp import RDPClaim, rdp_to_dp_epsilon
 
@@ -40,7 +40,7 @@ DPSGD_ACCOUNTANTS = ("pld", "rdp", "gdp")
 
 class DPSGDClaim(PrivacyClaim):
     """DP-SGD [Abadi et al. 2016]: Poisson subsampling with rate q, Gaussian noise with multiplier
-    sigma, composed over T steps; add/remove neighbours, or with ``neighbouring=REPLACE`` the same
+    sigma, composed over T steps; add/remove neighbours, or with ``neighbouring=Neighbouring.REPLACE`` the same
     mechanism's guarantee for replace-one pairs (PLD accountant only: dp-accounting's
     ``REPLACE_ONE`` dominating pair of the subsampled Gaussian, Zhu, Dong, Wang 2022) — what a
     correct implementation promises a replace-one canary pair.
@@ -54,7 +54,8 @@ class DPSGDClaim(PrivacyClaim):
     kind = "dpsgd"
 
     def __init__(self, noise_multiplier: float, sample_rate: float, steps: int, accountant: str = "pld",
-                 value_discretization_interval: float = 1e-4, neighbouring: str = ADD_REMOVE) -> None:
+                 value_discretization_interval: float = 1e-4,
+                 neighbouring: Neighbouring | str = Neighbouring.ADD_REMOVE) -> None:
         sigma = float(noise_multiplier)
         q = float(sample_rate)
         if not (sigma > 0) or math.isinf(sigma):
@@ -67,9 +68,8 @@ class DPSGDClaim(PrivacyClaim):
             raise UserError(f"unknown accountant {accountant!r}; use one of {', '.join(DPSGD_ACCOUNTANTS)}")
         if not (0 < value_discretization_interval <= 0.1):
             raise UserError("value_discretization_interval must lie in (0, 0.1]; e.g. 1e-4")
-        if neighbouring not in (ADD_REMOVE, REPLACE):
-            raise UserError(f"unknown neighbouring relation {neighbouring!r}; use {ADD_REMOVE!r} or {REPLACE!r}")
-        if neighbouring == REPLACE and accountant != "pld":
+        neighbouring = Neighbouring.of(neighbouring)
+        if neighbouring is Neighbouring.REPLACE and accountant != "pld":
             raise UserError("replace-one DP-SGD accounting needs the PLD accountant")
         self.neighbouring = neighbouring
         self.noise_multiplier = sigma
@@ -83,7 +83,8 @@ class DPSGDClaim(PrivacyClaim):
         if self._inner is None:
             if self.accountant == "pld":
                 pld = backend.dpsgd_pld(self.noise_multiplier, self.sample_rate, self.steps,
-                                        self.value_discretization_interval, self.neighbouring == REPLACE)
+                                        self.value_discretization_interval,
+                                        self.neighbouring is Neighbouring.REPLACE)
                 self._inner = PLDClaim(pld)
             elif self.accountant == "rdp":
                 orders, rdp = backend.dpsgd_rdp(self.noise_multiplier, self.sample_rate, self.steps)

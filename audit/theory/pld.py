@@ -11,7 +11,7 @@ import numpy as np
 
 from audit.theory import dp_accounting_adapter as backend
 from audit.theory.checks import check_delta
-from audit.theory.claims import ADD_REMOVE, PrivacyClaim
+from audit.theory.claims import Neighbouring, PrivacyClaim
 
 __all__ = ["PLDClaim"]
 
@@ -47,10 +47,10 @@ class PLDClaim(PrivacyClaim):
 
     kind = "pld"
 
-    def __init__(self, pld: Any, neighbouring: str = ADD_REMOVE,
+    def __init__(self, pld: Any, neighbouring: Neighbouring | str = Neighbouring.ADD_REMOVE,
                  accountant: str = "PLD (dp-accounting)", label: str = "PLD") -> None:
         self.pld = pld
-        self.neighbouring = neighbouring
+        self.neighbouring = Neighbouring.of(neighbouring)
         self.accountant = accountant
         self.label = label
         self._profiles: list[_HockeyStick] | None = None

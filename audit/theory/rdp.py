@@ -6,7 +6,8 @@ docs/references.md, "Renyi DP and zCDP".
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -15,7 +16,7 @@ from scipy import optimize
 from audit.errors import UserError
 from audit.theory import dp_accounting_adapter as backend
 from audit.theory.checks import check_delta, scalar_or_array
-from audit.theory.claims import ADD_REMOVE, PrivacyClaim
+from audit.theory.claims import Neighbouring, PrivacyClaim
 
 __all__ = ["rdp_to_dp_delta", "rdp_to_dp_epsilon", "RDPClaim", "zcdp_to_dp_epsilon", "ZCDPClaim"]
 
@@ -79,7 +80,8 @@ class RDPClaim(PrivacyClaim):
 
     kind = "rdp"
 
-    def __init__(self, orders: Sequence[float], rdp: Sequence[float], neighbouring: str = ADD_REMOVE,
+    def __init__(self, orders: Sequence[float], rdp: Sequence[float],
+                 neighbouring: Neighbouring | str = Neighbouring.ADD_REMOVE,
                  accountant: str = "RDP (Canonne-Kamath-Steinke conversion)",
                  label: str = "RDP curve") -> None:
         self.orders = np.asarray(orders, dtype=np.float64).reshape(-1)
@@ -88,7 +90,7 @@ class RDPClaim(PrivacyClaim):
             raise UserError("RDP orders and values must be non-empty arrays of the same length")
         if np.any(self.orders <= 1.0):
             raise UserError("RDP orders must be > 1")
-        self.neighbouring = neighbouring
+        self.neighbouring = Neighbouring.of(neighbouring)
         self.accountant = accountant
         self.label = label
 
@@ -147,7 +149,7 @@ class ZCDPClaim(RDPClaim):
 
     kind = "zcdp"
 
-    def __init__(self, rho: float, neighbouring: str = ADD_REMOVE) -> None:
+    def __init__(self, rho: float, neighbouring: Neighbouring | str = Neighbouring.ADD_REMOVE) -> None:
         rho = float(rho)
         if not rho >= 0:
             raise UserError(f"zCDP rho must be non-negative (got {rho!r})")

@@ -1,0 +1,117 @@
+"""argparse types for numbers: one factory for every numeric option of the command line.
+
+:func:`number` builds the type of one number (an int or a finite float within optional bounds, each
+end open or closed) and :func:`numbers` that of a comma-separated list of them. A value they reject
+is one line naming what was expected and what was given, which argparse prints with the option's
+name (exit status 2), e.g. ``argument --delta: delta must lie in (0, 1) (got '1.5'); e.g. 1e-5``.
+Standard library only, so that ``--help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+
+__all__ = ["number", "numbers", "positive_int", "non_negative_int", "seed_value", "confidence_level",
+           "epsilon_value", "delta_value"]
+
+
+def _bound(value: float) -> str:
+    return format(value, "g")
+
+
+def _requirement(kind: type, minimum: float | None, maximum: float | None, open_min: bool, open_max: bool) -> str:
+    """What a value must be, as a noun phrase: "an integer >= 1", "a number in (0, 1]", ..."""
+    word = "integer" if kind is int else "number"
+    if minimum is not None and maximum is not None:
+        return (f"{'an' if kind is int else 'a'} {word} in {'(' if open_min else '['}{_bound(minimum)}, "
+                f"{_bound(maximum)}{')' if open_max else ']'}")
+    positive = minimum == 0 and open_min and maximum is None
+    phrase = f"{'positive ' if positive else ''}{'' if kind is int else 'finite '}{word}"
+    phrase = f"{'an' if phrase[0] in 'aeiou' else 'a'} {phrase}"
+    if minimum is not None and not positive:
+        return f"{phrase} {'>' if open_min else '>='} {_bound(minimum)}"
+    if maximum is not None:
+        return f"{phrase} {'<' if open_max else '<='} {_bound(maximum)}"
+    return phrase
+
+
+def _reader(kind: type, minimum: float | None, maximum: float | None, open_min: bool,
+            open_max: bool) -> tuple[str, Callable[[str], int | float | None]]:
+    """(what a value must be, a function reading one value from text: None when it is not one)."""
+    if kind not in (int, float):
+        raise TypeError(f"number() parses int or float, not {kind!r}")
+
+    def read(text: str) -> int | float | None:
+        try:
+            value = kind(text)
+        except ValueError:
+            return None
+        if kind is float and not math.isfinite(value):
+            return None
+        if minimum is not None and (value <= minimum if open_min else value < minimum):
+            return None
+        if maximum is not None and (value >= maximum if open_max else value > maximum):
+            return None
+        return value
+
+    return _requirement(kind, minimum, maximum, open_min, open_max), read
+
+
+def _message(expected: str, verb: str, name: str | None, example: str | None) -> str:
+    """The error line, with ``{text}`` left to fill: "expected EXPECTED, got ..." or "NAME must VERB (got ...)"."""
+    if name is None:
+        return f"expected {expected}, got {{text!r}}"
+    return f"{name} must {verb} (got {{text!r}})" + (f"; e.g. {example}" if example else "")
+
+
+def number(kind: type = float, *, minimum: float | None = None, maximum: float | None = None,
+           open_min: bool = False, open_max: bool = False, name: str | None = None,
+           example: str | None = None) -> Callable[[str], int | float]:
+    """argparse type: a ``kind`` (``int`` or ``float``; floats must be finite) in the interval from
+    ``minimum`` to ``maximum`` (None: unbounded on that side; ``open_min``/``open_max`` exclude the
+    end). ``name`` and ``example`` make the error read "NAME must lie in (0, 1) (got '1.5'); e.g.
+    EXAMPLE" instead of "expected a number in (0, 1), got '1.5'"."""
+    requirement, read = _reader(kind, minimum, maximum, open_min, open_max)
+    bounded = minimum is not None and maximum is not None
+    verb = f"lie in {requirement.split(' in ', 1)[1]}" if bounded else f"be {requirement}"
+    message = _message(requirement, verb, name, example)
+
+    def parse(text: str) -> int | float:
+        value = read(text)
+        if value is None:
+            raise argparse.ArgumentTypeError(message.format(text=text))
+        return value
+
+    return parse
+
+
+def numbers(kind: type = float, *, minimum: float | None = None, maximum: float | None = None,
+            open_min: bool = False, open_max: bool = False, name: str | None = None,
+            example: str | None = None) -> Callable[[str], tuple[int | float, ...]]:
+    """argparse type: a non-empty comma-separated list of numbers, each as :func:`number` reads it,
+    as a tuple; one error line for the whole list."""
+    requirement, read = _reader(kind, minimum, maximum, open_min, open_max)
+    each = f"comma-separated, each {requirement}"
+    message = _message(each, f"be {each}", name, example)
+
+    def parse(text: str) -> tuple[int | float, ...]:
+        values = tuple(read(t) for t in text.split(",") if t.strip())
+        if not values or any(v is None for v in values):
+            raise argparse.ArgumentTypeError(message.format(text=text))
+        return values
+
+    return parse
+
+
+#: The numeric types of the options every command shares.
+positive_int = number(int, minimum=1)
+non_negative_int = number(int, minimum=0)
+seed_value = number(int)
+confidence_level = number(float, minimum=0, maximum=1, open_min=True, open_max=True, name="confidence",
+                          example="0.95")
+#: A claimed epsilon, positive and finite (the runners check it again).
+epsilon_value = number(float, minimum=0, open_min=True, name="epsilon", example="1.0")
+#: A delta in (0, 1) (the runners check it again).
+delta_value = number(float, minimum=0, maximum=1, open_min=True, open_max=True, name="delta", example="1e-5")

@@ -1,0 +1,94 @@
+"""One catalogue of every target, whatever its family, and the one resolver of target names.
+
+Each family keeps its own registry (trained models :data:`targets.registry.TARGETS`, textbook
+mechanisms :data:`targets.mechanisms.MECHANISMS`, DP-ERM :data:`targets.dperm.DPERM_TARGETS` and its
+``run dp`` variants :data:`targets.dperm.DPERM_AUDIT_TARGETS`, broken controls
+:data:`targets.broken_mechanisms.BROKEN_MECHANISMS`, built-in plugins
+:data:`targets.plugins.BUILTIN_PLUGINS`); this module presents them in one shape, a
+:class:`TargetEntry`, and resolves any name — a built-in one or a ``module:factory`` plugin spec —
+to one (:func:`resolve`). It is the only place that tells a plugin spec from a built-in name.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from audit.errors import UserError
+from targets.broken_mechanisms import BROKEN_MECHANISMS, make_broken
+from targets.dperm import DPERM_AUDIT_TARGETS, DPERM_TARGETS, make_dperm
+from targets.mechanisms import MECHANISMS, make_mechanism
+from targets.plugins import BUILTIN_PLUGINS, is_plugin_spec, load_plugin
+from targets.registry import TARGETS, get_target
+
+__all__ = ["FAMILIES", "TargetEntry", "entries", "lookup", "resolve"]
+
+#: Families, in the order ``python -m audit list`` shows them.
+FAMILIES = ("trained", "mechanism", "dp-erm", "control", "plugin")
+
+
+@dataclass(frozen=True)
+class TargetEntry:
+    """A named target: its ``family`` (one of :data:`FAMILIES`), a one-line ``description`` and the
+    ``factory`` that builds it, by family:
+
+    * ``trained``: ``factory()`` -> :class:`targets.registry.TrainedTarget`;
+    * ``mechanism``: ``factory(epsilon=None, delta=None)`` -> :class:`targets.mechanisms.Mechanism`;
+    * ``dp-erm``: ``factory(epsilon=None, delta=None, l2_reg=None, pair="label-flip")`` ->
+      :class:`targets.dperm.DPERMMechanism`;
+    * ``control``: ``factory()`` -> the broken :class:`targets.mechanisms.Mechanism`;
+    * ``plugin``: ``factory()`` -> :class:`targets.plugins.TrainerPlugin` or ``MechanismPlugin``
+      (imports the user's module and calls its factory).
+    """
+
+    name: str
+    family: str
+    description: str
+    factory: Callable[..., Any]
+
+
+def _builtin() -> Iterator[TargetEntry]:
+    for name, target in TARGETS.items():
+        yield TargetEntry(name, "trained", target.description, functools.partial(get_target, name))
+    for name, (description, _factory) in MECHANISMS.items():
+        yield TargetEntry(name, "mechanism", description, functools.partial(make_mechanism, name))
+    for name, spec in (DPERM_TARGETS | DPERM_AUDIT_TARGETS).items():
+        yield TargetEntry(name, "dp-erm", spec["description"], functools.partial(make_dperm, name))
+    for name, (description, _factory) in BROKEN_MECHANISMS.items():
+        yield TargetEntry(name, "control", description, functools.partial(make_broken, name))
+    for name, (_spec, description) in BUILTIN_PLUGINS.items():
+        yield TargetEntry(name, "plugin", description, functools.partial(load_plugin, name))
+
+
+@functools.cache
+def _entries() -> dict[str, TargetEntry]:
+    return {entry.name: entry for entry in _builtin()}
+
+
+def entries() -> list[TargetEntry]:
+    """Every built-in target, family by family in :data:`FAMILIES` order."""
+    return list(_entries().values())
+
+
+def lookup(name: str) -> TargetEntry | None:
+    """The built-in target ``name``, or None (a plugin spec is not built in: see :func:`resolve`)."""
+    return _entries().get(name)
+
+
+def is_plugin(name: str) -> bool:
+    """Whether ``name`` names a plugin: a built-in plugin or ``module:factory`` (the one place that asks
+    :func:`targets.plugins.is_plugin_spec`)."""
+    return is_plugin_spec(name)
+
+
+def resolve(name: str) -> TargetEntry:
+    """The target ``name`` names: a built-in one, or a ``module:factory`` plugin (family ``plugin``; its
+    factory imports the module). Anything else is a one-line :class:`audit.errors.UserError`."""
+    entry = lookup(name)
+    if entry is not None:
+        return entry
+    if is_plugin(name):
+        return TargetEntry(name, "plugin", f"user plugin {name}", functools.partial(load_plugin, name))
+    raise UserError(f"unknown target {name!r}; run `python -m audit list` to see the targets")
