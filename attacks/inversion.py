@@ -166,7 +166,7 @@ def _gradient(cost: Cost, xa: torch.Tensor, labels: torch.Tensor, shape: tuple[i
     return g
 
 
-@dataclass
+@dataclass(kw_only=True)
 class _Search:
     """The state of MI-FACE over all classes: the best iterate of each class (``best_x``, its cost and
     confidence), steps since it last improved, steps and queries spent, whether it is still searching

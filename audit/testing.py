@@ -69,8 +69,8 @@ def _one_run(label: str, what: Any, attack: str | None, runs: int | None, canari
                         confidence=confidence, threat=threat or None, one_run=True, canaries=canaries)
     if isinstance(what, TrainerPlugin):
         return run_plugin_one_run(options, plugin=what)
-    if isinstance(what, MechanismPlugin) or catalogue().get(what, ("unknown",))[0] in ("mechanism", "dp-erm",
-                                                                                       "control"):
+    if isinstance(what, MechanismPlugin) or (isinstance(what, str) and
+                                             resolve(what).family in ("mechanism", "dp-erm", "control")):
         raise UserError(f"one_run=True audits DP-SGD training; {label} is a mechanism (leave one_run out)")
     return run_dp(options)
 

@@ -7,7 +7,6 @@ observations), with the threshold fixed in advance where the threat model asks f
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -98,7 +97,7 @@ class Canary:
     info: dict
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DPSGDObserver:
     """``observe(included, seed)`` of a DP-SGD audit: trains ``len(included)`` runs of ``config`` on
     ``data[train_index]`` (run r with the ``canary`` iff ``included[r]``; from ``init`` when given) and

@@ -82,8 +82,9 @@ def dpsgd_setup(opts: DPOptions) -> DPAuditSetup:
     shapes = param_shapes(target.arch, data)
     n_params = int(sum(np.prod(s) for s in shapes.values()))
     canary = make_canary(opts, target, data, n_params, train_index, pool_index)
-    observer = DPSGDObserver(opts, data, train_index, config, canary, init, device, target.arch, shapes, claim,
-                             target.delta, sigma)
+    observer = DPSGDObserver(opts=opts, data=data, train_index=train_index, config=config, canary=canary, init=init,
+                             device=device, arch=target.arch, shapes=shapes, claim=claim, delta=target.delta,
+                             sigma=sigma)
     return DPAuditSetup(
         name=target.name, description=target.description, dataset=data.name,
         model={"name": target.arch, "parameters": n_params},

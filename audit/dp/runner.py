@@ -35,8 +35,8 @@ from audit.errors import UserError
 from audit.plugins.accounting import check_lines
 from audit.results_header import accountant, results_header
 from audit.run_context import RunContext
-from targets.plugin_rng import reproducibility_lines
 from targets.catalogue import is_plugin
+from targets.plugin_rng import reproducibility_lines
 
 
 def play(setup: DPAuditSetup, runs: int, seed: int, confidence: float, out: str | Path = "runs",

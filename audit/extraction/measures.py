@@ -24,7 +24,7 @@ from audit.extraction.victim import Victim
 N_UNIFORM = 10_000
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Domain:
     """What the thief queries and what stolen models are measured on: ``d`` input features in the box
     [``low``, ``high``], ``K`` classes, ``p`` features after the victim's feature map; the served
@@ -58,7 +58,7 @@ def query_domain(victim: Victim, seed: int) -> Domain:
     unif_X = uniform_inputs(N_UNIFORM, low, high, np.random.default_rng([int(seed), 271828]))
     test_p = victim.predict_proba(victim.test_X)
     unif_p = victim.predict_proba(unif_X)
-    return Domain(d, K, p, low, high, unif_X, test_p, unif_p)
+    return Domain(d=d, K=K, p=p, low=low, high=high, unif_X=unif_X, test_p=test_p, unif_p=unif_p)
 
 
 def measure(name: str, model: ExtractedModel, victim: Victim, round_decimals: int | None, domain: Domain) -> dict:

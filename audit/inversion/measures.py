@@ -68,7 +68,7 @@ def fit_evaluator(data: Dataset, split: RecordSplit) -> tuple[LogisticRegression
     return evaluator, info
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Yardstick:
     """What every reconstruction of a run starts from and is measured against: the neutral ``start``
     (from the auxiliary data), the data range [``low``, ``high``], the class means of the members and
@@ -100,8 +100,8 @@ def yardstick(data: Dataset, hw: tuple[int, int], split: RecordSplit, start: str
     members, nonmembers = split.members, split.nonmembers
     member_means = np.stack([flat[members][data.y[members] == c].mean(0) for c in classes])
     nonmember_means = np.stack([flat[nonmembers][data.y[nonmembers] == c].mean(0) for c in classes])
-    return Yardstick(data.shape, hw, classes, start_value, low, high, member_means,
-                     nonmember_means, evaluator)
+    return Yardstick(shape=data.shape, hw=hw, classes=classes, start=start_value, low=low, high=high,
+                     member_means=member_means, nonmember_means=nonmember_means, evaluator=evaluator)
 
 
 def class_figures(result: InversionResult, member_means: np.ndarray, nonmember_means: np.ndarray,

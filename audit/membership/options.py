@@ -8,7 +8,7 @@ from attacks.names import ATTACKS
 from audit.run_options import CommonRunOptions
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MembershipOptions(CommonRunOptions):
     """Everything that determines a membership run (stored in config.json)."""
 

@@ -50,7 +50,7 @@ from audit.stats.lower_bound import SECONDARY, VERDICT
 from audit.stats.metrics import attack_metrics, dp_advantage_bound
 from audit.stats.verdict import Family, compare_with_claim
 from audit.theory.checks import check_confidence
-from targets.catalogue import is_plugin, resolve
+from targets.catalogue import is_plugin
 from targets.plugins import ModelPlugin, load_plugin
 from targets.registry import get_target
 

@@ -37,7 +37,7 @@ TRAINED_ATTACKS = {"loss": 0, "confidence": 0, "rmia_offline": 1, "lira_offline"
 TRAINED_REFERENCES = (0, 1, 2, 4)
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, kw_only=True)
 class TrainedQueries:
     """Outputs of a trained model (and its reference models) on the audited records.
 
@@ -133,7 +133,9 @@ def query_trained(model: TrainedModel, references: int, seed: int, quiet: bool =
     correct = target_lp.argmax(axis=1) == labels
     accuracy = {"members": float(correct[member].mean()), "nonmembers": float(correct[~member].mean())}
     if not references:
-        return TrainedQueries(labels, member, target_lp, None, None, None, None, "no reference models", accuracy)
+        return TrainedQueries(labels=labels, member=member, target_lp=target_lp, reference_lp=None,
+                              population_labels=None, population_lp=None, reference_population_lp=None,
+                              reference_records="no reference models", accuracy=accuracy)
     population = model.population
     z, rows = _pool_split(population, references, model.training_size or len(model.members), seed)
     seeds = np.random.SeedSequence([seed, 22]).generate_state(references).tolist()
@@ -148,6 +150,7 @@ def query_trained(model: TrainedModel, references: int, seed: int, quiet: bool =
     text = (f"{references} reference model(s), each the user's train on its own random {len(rows[0])} of "
             f"{len(population) - len(z)} population records (none a member or non-member); {len(z)} other "
             f"population records are RMIA's population samples, trained on by no model")
-    return TrainedQueries(labels, member, target_lp, np.stack(ref_lp), pop_y,
-                          _query(model.predict_proba, pop_X, "querying the model on the population", quiet),
-                          np.stack(ref_pop_lp), text, accuracy)
+    population_lp = _query(model.predict_proba, pop_X, "querying the model on the population", quiet)
+    return TrainedQueries(labels=labels, member=member, target_lp=target_lp, reference_lp=np.stack(ref_lp),
+                          population_labels=pop_y, population_lp=population_lp,
+                          reference_population_lp=np.stack(ref_pop_lp), reference_records=text, accuracy=accuracy)

@@ -27,9 +27,9 @@ from audit.run_options import CommonRunOptions
 from audit.theory.checks import check_confidence
 from audit.theory.rero import rero_bound
 from reports.reconstruction_plots import rero_success_plot
+from targets.catalogue import is_plugin
 from targets.datasets import load_dataset
 from targets.dperm import DPERM, DPERM_TARGETS
-from targets.catalogue import is_plugin
 from targets.registry import TARGETS, get_target
 
 FIGURE = "reconstruction.png"
