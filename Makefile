@@ -1,11 +1,12 @@
 # Two commands from a fresh clone (see README "Quick start"):
 #   make audit   creates .venv on first use and runs the flagship audit (report under runs/)
 #   make test    creates .venv on first use and runs the test-suite (what .ci/run runs)
+#   make lint    ruff (E,F,I,W,B,UP; .ci/run runs it too)
 #   make docs    builds the documentation site into site/, warnings as errors (.ci/run builds it too)
 PYTHON ?= python3
 VENV := .venv
 
-.PHONY: audit test docs
+.PHONY: audit test docs lint
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,3 +21,6 @@ test: $(VENV)/.installed
 
 docs: $(VENV)/.installed
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/python -m mkdocs build --strict --site-dir $(or $(SITE_DIR),site)
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check .

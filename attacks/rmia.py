@@ -118,7 +118,7 @@ def rmia_scores(target_logp: np.ndarray, ref_logp: np.ndarray, ref_in: np.ndarra
         raise ValueError(f"target_logp and pop_target_logp need the same leading axes, got {x.shape}, {z.shape}")
     # LR(x, z) >= gamma  <=>  log ratio_z <= log ratio_x - log gamma: count such z per candidate
     flat_x, flat_z = x.reshape(-1, x.shape[-1]), np.sort(z.reshape(-1, z.shape[-1]), axis=1)
-    counts = np.stack([np.searchsorted(zs, xs, side="right") for xs, zs in zip(flat_x, flat_z)])
+    counts = np.stack([np.searchsorted(zs, xs, side="right") for xs, zs in zip(flat_x, flat_z, strict=True)])
     return ((counts + expit(flat_x)) / (z.shape[-1] + 1)).reshape(x.shape)
 
 

@@ -22,7 +22,7 @@ import pkgutil
 import sys
 import tempfile
 import traceback
-from typing import Sequence
+from collections.abc import Sequence
 
 import audit
 import audit.commands

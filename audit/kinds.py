@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import Any, Callable
+from typing import Any
 
 #: The command modules of every audit kind, each exposing ``RUN_KIND``.
 KIND_COMMANDS = ("audit.dp.command", "audit.extraction.command", "audit.inversion.command",

@@ -22,9 +22,9 @@ import re
 import sys
 import time
 import traceback
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from audit.errors import AuditIncomplete, UserError
 from audit.io import write_json
@@ -72,7 +72,7 @@ def configure_console(verbose: int = 0, quiet: bool = False) -> None:
 
 
 def utc_now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def host_info() -> dict:
@@ -144,7 +144,7 @@ def make_run_dir(out: str | os.PathLike, kind: str, target: str, name: str | Non
     root = Path(out).expanduser()
     try:
         root.mkdir(parents=True, exist_ok=True)
-        stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
         base = safe_name(name) if name else f"{stamp}-{kind}-{safe_name(target)}"
         run_dir = root / base
         suffix = 1
@@ -238,7 +238,7 @@ class RunContext:
             self.paths.log(f"index refreshed: {write_index(self.paths.root)}", logging.DEBUG)
         return results
 
-    def __enter__(self) -> "RunContext":
+    def __enter__(self) -> RunContext:
         return self
 
     def __exit__(self, kind, exc, tb) -> bool:

@@ -19,7 +19,7 @@ diffprivlib 0.6.6 does not import with scikit-learn >= 1.8; install ``scikit-lea
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 from diffprivlib.accountant import BudgetAccountant

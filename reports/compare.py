@@ -16,8 +16,9 @@ from __future__ import annotations
 import base64
 import io
 import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import jinja2
 import matplotlib
@@ -64,13 +65,14 @@ def run_label(results: Mapping[str, Any]) -> str:
 
 def _labels(runs: Sequence[tuple[Path, dict]]) -> list[str]:
     labels = [run_label(r) for _, r in runs]
-    return [f"{label} [{path.name}]" if labels.count(label) > 1 else label for label, (path, _) in zip(labels, runs)]
+    return [f"{label} [{path.name}]" if labels.count(label) > 1 else label
+            for label, (path, _) in zip(labels, runs, strict=True)]
 
 
 def comparison_rows(runs: Sequence[tuple[Path, dict]], attacks: Sequence[str] | None = None) -> list[dict]:
     """One row per (run, attack), attacks in name order; ``attacks`` restricts the names."""
     rows = []
-    for label, (path, results) in zip(_labels(runs), runs):
+    for label, (path, results) in zip(_labels(runs), runs, strict=True):
         eps, delta = as_number(results.get("epsilon_theory")), as_number(results.get("delta"))
         bound = dp_advantage_bound(eps, delta) if eps is not None and delta is not None else None
         best = results.get("best_lower_bound")
@@ -112,7 +114,7 @@ def compare_roc_plot(runs: Sequence[tuple[Path, dict]], path: str | Path, attack
         fig, ax = new_figure((6.4, 5.8))
         grid = np.logspace(math.log10(lo), 0, 200)
         ax.plot(grid, grid, linestyle=":", color="0.5", linewidth=1, label="chance (TPR = FPR)")
-        for i, (label, (_, results)) in enumerate(zip(labels, runs)):
+        for i, (label, (_, results)) in enumerate(zip(labels, runs, strict=True)):
             colour = colours[i % len(colours)]
             tradeoff = results.get("tradeoff") or {}
             alpha, beta = as_float_array(tradeoff.get("alpha")), as_float_array(tradeoff.get("beta"))
@@ -188,7 +190,7 @@ def compare_runs(run_dirs: Sequence[str | Path], out_dir: str | Path, attacks: S
     html = env.get_template("compare.html.j2").render(
         columns=_COLUMNS, figure=uri, sentences=compare_sentences(runs, rows),
         rows=[{"cells": _cells(r), "over": _above_bound(r)} for r in rows],
-        runs=[{"label": label, "dir": str(path)} for label, (path, _) in zip(_labels(runs), runs)])
+        runs=[{"label": label, "dir": str(path)} for label, (path, _) in zip(_labels(runs), runs, strict=True)])
     html_path = atomic_write_text(out / COMPARE_HTML, html)
     summary = {"runs": [str(p) for p, _ in runs], "rows": rows, "figure": str(png), "html": str(html_path)}
     write_json(out / COMPARE_JSON, summary)

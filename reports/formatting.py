@@ -4,7 +4,8 @@ lists and objects as readable text — never a raw Python or JSON dump."""
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 #: Lists longer than this are summarised (count and range) instead of listed.
 MAX_LISTED = 6

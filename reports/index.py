@@ -6,8 +6,9 @@ CSS and a small inline script that sorts by a clicked column; no network. Refres
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import jinja2
 

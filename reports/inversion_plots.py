@@ -9,8 +9,8 @@ written atomically.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import matplotlib
 import numpy as np

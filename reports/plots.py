@@ -18,8 +18,9 @@ from __future__ import annotations
 import io
 import math
 import os
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import matplotlib
 import numpy as np

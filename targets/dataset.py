@@ -30,6 +30,6 @@ class Dataset:
     def __len__(self) -> int:
         return int(self.y.shape[0])
 
-    def subset(self, index: np.ndarray) -> "Dataset":
+    def subset(self, index: np.ndarray) -> Dataset:
         """The examples at ``index`` as a new Dataset."""
         return Dataset(self.X[index], self.y[index], self.name, self.n_classes, self.shape, self.source)

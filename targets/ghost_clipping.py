@@ -75,7 +75,7 @@ def _conv_stacked(layer: Conv2d, w: torch.Tensor, b: torch.Tensor, a: torch.Tens
         # keeps the contiguous strides and oneDNN would return contiguous activations)
         # (split/unbind and flatten, not indexing: their backward passes keep the gradients channels-last)
         outs = [F.conv2d(x, _channels_last(w_i), b_i, stride=layer.stride, padding=layer.padding)
-                for x, w_i, b_i in zip(a.flatten(0, 1).split(batch), w.unbind(), b.unbind())]
+                for x, w_i, b_i in zip(a.flatten(0, 1).split(batch), w.unbind(), b.unbind(), strict=True)]
         return (outs[0] if r == 1 else torch.cat(outs)).unflatten(0, (r, batch))
     if r == 1:
         return F.conv2d(a[0], w[0], b[0], stride=layer.stride, padding=layer.padding).unsqueeze(0)
@@ -229,7 +229,7 @@ def per_example_clipped_sum(layers: tuple[Layer, ...], params: Params, x: torch.
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     taps, signals = _signals(layers, params, x, y)
     parts = []
-    for tap, g in zip(taps, signals):
+    for tap, g in zip(taps, signals, strict=True):
         a = tap.a.detach()
         layer = tap.layer
         if isinstance(layer, Linear):
@@ -282,7 +282,7 @@ def weighted_gradient(layers: tuple[Layer, ...], params: Params, x: torch.Tensor
     taps, signals = _signals(layers, params, x, y, weight)
     out: Params = {}
     with torch_threads(1):
-        for tap, g in zip(taps, signals):
+        for tap, g in zip(taps, signals, strict=True):
             layer, a = tap.layer, tap.a.detach()
             if isinstance(layer, Linear):
                 out[layer.weight] = torch.bmm(g.transpose(1, 2), a)
@@ -292,7 +292,7 @@ def weighted_gradient(layers: tuple[Layer, ...], params: Params, x: torch.Tensor
             grads = [torch.ops.aten.convolution_backward(g_r, a_r, _channels_last(w_r) if a.device.type != "cuda"
                                                          else w_r, None, (layer.stride,) * 2, (layer.padding,) * 2,
                                                          (1, 1), False, (0, 0), 1, (False, True, False))[1]
-                     for g_r, a_r, w_r in zip(g.unbind(), a.unbind(), w.unbind())]
+                     for g_r, a_r, w_r in zip(g.unbind(), a.unbind(), w.unbind(), strict=True)]
             out[layer.weight] = torch.stack(grads).contiguous()
             out[layer.bias] = g.sum((1, 3, 4))
     return {name: out[name] for name in params}

@@ -10,8 +10,8 @@ Opacus' example, for square images: 1x28x28 MNIST, 3x32x32 CIFAR-10). Every forw
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 import torch.nn.functional as F

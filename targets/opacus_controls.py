@@ -29,7 +29,7 @@ probability of the designed test (:func:`audit.stats.tradeoff_test.rejection_pow
 from __future__ import annotations
 
 import functools
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

@@ -23,7 +23,8 @@ which :func:`reproducibility` states in results.json.
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 

@@ -28,7 +28,7 @@ def steps_per_epoch(sample_rate: float) -> int:
 def sample_poisson(members: list[np.ndarray], rngs: list[np.random.Generator], q: float) -> tuple[np.ndarray,
                                                                                                    np.ndarray]:
     """Poisson sampling for each model, padded to a common length: (index, weight) arrays (R, B)."""
-    return pad_batches([idx[rng.random(idx.shape[0]) < q] for idx, rng in zip(members, rngs)])
+    return pad_batches([idx[rng.random(idx.shape[0]) < q] for idx, rng in zip(members, rngs, strict=True)])
 
 
 def pad_batches(chosen: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -69,7 +69,7 @@ class BatchSampler:
         k = self.step % self.per_epoch
         if k == 0:
             self._slices = [np.array_split(rng.permutation(idx), self.per_epoch)
-                            for idx, rng in zip(self.members, self.rngs)]
+                            for idx, rng in zip(self.members, self.rngs, strict=True)]
         self.step += 1
         return pad_batches([s[k] for s in self._slices])
 

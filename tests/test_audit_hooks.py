@@ -20,6 +20,9 @@ from targets.datasets import load_digits
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 import hooked_dpsgd  # noqa: E402  (the Opacus tutorial's loop)
 
+#: End-to-end runs of the audits (``pytest -m "not slow"`` runs the unit tests alone).
+pytestmark = pytest.mark.slow
+
 
 def test_opacus_tutorial_shows_the_tested_loop():
     import inspect

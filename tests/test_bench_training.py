@@ -8,6 +8,9 @@ from pathlib import Path
 
 import pytest
 
+#: End-to-end runs of the audits (``pytest -m "not slow"`` runs the unit tests alone).
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 KEYS = ("nonprivate_s", "dpsgd_s", "opacus_s", "dpsgd_over_nonprivate", "opacus_over_ours", "models_vectorised_s",
         "models_sequential_s", "vectorised_speedup", "contended_s", "contended_slowdown", "parallel_s",

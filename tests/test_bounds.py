@@ -134,11 +134,11 @@ def test_cp_bound_on_randomized_response_is_valid_and_informative() -> None:
     flip = 1 / (1 + math.e)
     fps = rng.binomial(n, flip, size=reps)
     fns = rng.binomial(n, flip, size=reps)
-    bounds = np.array([_fixed_test(int(a), n, int(b), n, 0.0, conf)[0].epsilon for a, b in zip(fps, fns)])
+    bounds = np.array([_fixed_test(int(a), n, int(b), n, 0.0, conf)[0].epsilon for a, b in zip(fps, fns, strict=True)])
     assert np.sum(bounds > eps) <= _max_exceedances(reps, 1 - conf)
     assert bounds.mean() > 0.75 * eps  # not vacuous
     # the naive point estimate is NOT a valid bound: it exceeds eps about half the time
-    naive = np.array([epsilon_from_rates(a / n, b / n, 0.0) for a, b in zip(fps, fns)])
+    naive = np.array([epsilon_from_rates(a / n, b / n, 0.0) for a, b in zip(fps, fns, strict=True)])
     assert np.mean(naive > eps) > 0.3
 
 
@@ -159,7 +159,7 @@ def test_gdp_delta_matches_direct_formula(mu: float) -> None:
 def test_gdp_delta_stable_for_large_eps() -> None:
     vals = [gaussian_delta(e, 1.0) for e in (20.0, 50.0, 200.0, 1000.0)]
     assert all(0.0 <= v < 1e-30 for v in vals)
-    assert all(a >= b for a, b in zip(vals, vals[1:]))
+    assert all(a >= b for a, b in zip(vals, vals[1:], strict=False))
     assert gaussian_delta(30.0, 1.0) > 0.0  # direct formula underflows to 0 - 0 here; log space does not
     assert gaussian_delta(1.0, 0.0) == 0.0 and gaussian_delta(1.0, math.inf) == 1.0
 
@@ -226,7 +226,7 @@ def test_one_run_p_value_matches_direct_loop(r: int, v: int, m: int, delta: floa
 
 def test_one_run_p_value_monotone_in_eps() -> None:
     ps = [one_run_p_value(500, 400, 1000, e, 1e-5) for e in np.linspace(0, 5, 60)]
-    assert all(a <= b + 1e-15 for a, b in zip(ps, ps[1:]))
+    assert all(a <= b + 1e-15 for a, b in zip(ps, ps[1:], strict=False))
     # at eps = 0 beta ~ 1e-40, but the delta term alpha* * delta * 2m is ~ 0.5/150 * 0.02 ~ 1e-4
     assert ps[0] < 1e-3 and ps[-1] > 0.5
 
@@ -234,7 +234,7 @@ def test_one_run_p_value_monotone_in_eps() -> None:
 def test_one_run_eps_increases_with_v() -> None:
     lbs = [one_run_epsilon_lb(1000, v, 1000, 1e-5, 0.95) for v in range(500, 1001, 50)]
     assert lbs[0] == 0.0
-    assert all(a < b for a, b in zip(lbs[1:], lbs[2:]))
+    assert all(a < b for a, b in zip(lbs[1:], lbs[2:], strict=False))
 
 
 def test_one_run_perfect_guesses_known_value() -> None:

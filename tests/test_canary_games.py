@@ -19,6 +19,9 @@ from audit.membership.game import (
 )
 from targets.datasets import load_dataset, load_synthetic
 
+#: End-to-end runs of the audits (``pytest -m "not slow"`` runs the unit tests alone).
+pytestmark = pytest.mark.slow
+
 
 @pytest.mark.parametrize("kind", SYNTHETIC_CANARIES)
 def test_synthetic_canaries_are_new_rows_with_random_labels(kind):

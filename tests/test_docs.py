@@ -25,6 +25,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+#: End-to-end runs of the audits (``pytest -m "not slow"`` runs the unit tests alone).
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 TUTORIALS = sorted((DOCS / "tutorials").glob("*.md"))

@@ -13,6 +13,9 @@ import pytest
 
 from audit.testing import assert_private
 
+#: End-to-end runs of the audits (``pytest -m "not slow"`` runs the unit tests alone).
+pytestmark = pytest.mark.slow
+
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 

@@ -117,8 +117,8 @@ def test_attack_metrics_json_and_downsampled_roc() -> None:
     assert np.sum((fr > 0) & (fr <= 1e-3)) >= 5  # the low-FPR region is kept
     # every kept point lies on the full curve
     f, t, _ = roc(scores, labels)
-    full = set(zip(f.tolist(), t.tolist()))
-    assert all((a, b) in full for a, b in zip(fr.tolist(), tr.tolist()))
+    full = set(zip(f.tolist(), t.tolist(), strict=True))
+    assert all((a, b) in full for a, b in zip(fr.tolist(), tr.tolist(), strict=True))
 
 
 def test_downsample_keeps_small_curves() -> None:

@@ -19,6 +19,9 @@ from audit.testing import assert_private
 from audit.theory.dpsgd import calibrate_noise_multiplier
 from targets.audit_hooks import add_canary, report_update
 
+#: End-to-end runs of the audits (``pytest -m "not slow"`` runs the unit tests alone).
+pytestmark = pytest.mark.slow
+
 EPS, DELTA, Q, EPOCHS, C, N, FEATURES, CLASSES = 4.0, 1e-5, 0.05, 1, 1.0, 1200, 20, 10
 STEPS = int(round(EPOCHS / Q))
 SIGMA = float(calibrate_noise_multiplier(EPS, DELTA, Q, STEPS))

@@ -20,6 +20,9 @@ from audit.io import read_json, write_json
 from reports import plots
 from reports.html import render_report
 
+#: End-to-end runs of the audits (``pytest -m "not slow"`` runs the unit tests alone).
+pytestmark = pytest.mark.slow
+
 FIXTURE = Path(__file__).parent / "fixtures" / "run_membership"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 DATA_URI = re.compile(r"data:image/png;base64,([A-Za-z0-9+/=]+)")

@@ -146,6 +146,6 @@ def test_leave_one_reference_out_games_are_not_more_optimistic_than_the_target()
     target_in = rng.random(n) < 0.5
     target_auc = auc(rmia_scores(model(target_in), refs, ref_in, population(), pop_refs), target_in)
     games = leave_one_out(refs, ref_in, pop_refs, None)
-    calibration_auc = np.mean([auc(s, m) for s, m in zip(games, ref_in)])
+    calibration_auc = np.mean([auc(s, m) for s, m in zip(games, ref_in, strict=True)])
     assert 0.6 < target_auc < 0.75
     assert calibration_auc <= target_auc + 0.02

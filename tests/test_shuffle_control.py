@@ -26,6 +26,9 @@ from targets.dpsgd_audit import param_shapes, train_audit_runs
 from targets.sampling import BatchSampler, sample_poisson
 from targets.training import TrainConfig, train_models
 
+#: End-to-end runs of the audits (``pytest -m "not slow"`` runs the unit tests alone).
+pytestmark = pytest.mark.slow
+
 
 def _rngs(n):
     return [np.random.default_rng([s, 2]) for s in range(n)]

@@ -18,6 +18,9 @@ from targets.plugin_rng import rng_kind
 from targets.plugins import load_plugin, plugin_from_dict
 from targets.threads import THREADS_ENV, plugin_threads, thread_limit
 
+#: End-to-end runs of the audits (``pytest -m "not slow"`` runs the unit tests alone).
+pytestmark = pytest.mark.slow
+
 #: Draws per world of the mechanism audits here (the learned test uses as many again).
 DRAWS = 20_000
 

@@ -14,6 +14,9 @@ import pytest
 from audit.cli import main
 from audit.schemas import validate_results
 
+#: End-to-end runs of the audits (``pytest -m "not slow"`` runs the unit tests alone).
+pytestmark = pytest.mark.slow
+
 MODELS = textwrap.dedent('''
     import functools
     import warnings

@@ -15,6 +15,9 @@ from audit.errors import UserError
 from targets.datasets import load_dataset
 from targets.plugins import load_plugin
 
+#: End-to-end runs of the audits (``pytest -m "not slow"`` runs the unit tests alone).
+pytestmark = pytest.mark.slow
+
 
 def _cifar_fixture(folder, per_file: int = 40, seed: int = 0):
     """Six batch files in the CIFAR-10 binary format: per record a label byte, then 3,072 pixel bytes."""
@@ -68,7 +71,7 @@ def test_plugin_dataset_from_npz_and_csv(tmp_path, monkeypatch):
     rng = np.random.default_rng(0)
     X, y = rng.normal(size=(30, 4)), rng.integers(0, 3, size=30)
     np.savez(tmp_path / "data.npz", X=X, y=y)
-    rows = "\n".join(",".join(f"{v:.6f}" for v in x) + f",{label}" for x, label in zip(X, y))
+    rows = "\n".join(",".join(f"{v:.6f}" for v in x) + f",{label}" for x, label in zip(X, y, strict=True))
     (tmp_path / "data.csv").write_text("a,b,c,d,label\n" + rows + "\n")
     for name in ("data.npz", "data.csv"):
         data = load_dataset(str(tmp_path / name))

@@ -61,7 +61,7 @@ def frontier_one_run_epsilons(scores: ArrayLike, members: ArrayLike, delta: floa
     m = s.size
     each = 1.0 - (1.0 - confidence) / tp.size
     best = {"steinke": 0.0, "fdp": 0.0, "mu": 0.0}
-    for v, k in sorted(zip(tp.tolist(), (tp + fp).tolist()), key=lambda c: -c[0] / max(c[1], 1)):
+    for v, k in sorted(zip(tp.tolist(), (tp + fp).tolist(), strict=True), key=lambda c: -c[0] / max(c[1], 1)):
         if k == 0 or v / k <= 0.5:
             continue
         if v / k > special.expit(best["steinke"]):  # a lower precision cannot beat the best so far

@@ -15,7 +15,7 @@ Ding et al. 2018 (StatDP) and Bichsel et al. 2021 (DP-Sniper)]:
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

@@ -19,7 +19,7 @@ Sources: docs/references.md, "Threshold selection" and "f-DP and tradeoff curves
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 from numpy.typing import ArrayLike

@@ -19,8 +19,9 @@ it proves nothing about the model being safe. Sources: docs/references.md, "Verd
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -5,7 +5,7 @@ by Poisson subsampling. Sources: docs/references.md, "Composition".
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any, Callable
+from typing import Any
 
 import dp_accounting
 import numpy as np

@@ -6,7 +6,8 @@ claim implies. Formulas and sources: docs/references.md, "f-DP and tradeoff curv
 from __future__ import annotations
 
 import math
-from typing import Callable, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
 import numpy as np
 from numpy.typing import ArrayLike
