@@ -205,11 +205,11 @@ def _results(target, data, opts: DPOptions, threat: str, stats: dict, scores: np
                  "inclusion": "independent fair coin per canary; each included canary joins every step by its own "
                               "Poisson coin at the target's sampling rate, clipped to C like any record",
                  "observation": observation},
-        "tables": [_one_run_table(one, bounds)],
+        "tables": [one_run_table(one, bounds)],
     }
 
 
-def _one_run_table(one: dict, bounds: list[dict]) -> dict:
+def one_run_table(one: dict, bounds: list[dict]) -> dict:
     rows = [[b["method"], b["epsilon"], b["role"], b["confidence"], b["details"].get("mu_lb"), b["statement"]]
             for b in bounds]
     expected = one["expected_perfect"]

@@ -44,8 +44,8 @@ from audit.dp.one_run_game import (
     DEFAULT_MAX_CANARIES,
     DESIGN_SIMULATIONS,
     QUICK_MAX_CANARIES,
-    _one_run_table,
     canary_capacity,
+    one_run_table,
 )
 from audit.dp.options import DPOptions
 from audit.dp.plugin_config import config_verdict, plugin_accounting, plugin_probe
@@ -288,7 +288,7 @@ def _results(plugin: TrainerPlugin, opts: DPOptions, probed: dict, block: dict, 
                  "inclusion": "independent fair coin per canary; each included canary joins every real step by its "
                               "own Poisson coin at the code's sampling rate, C times its unit direction",
                  "observation": observation},
-        "tables": [config_table(block), _one_run_table(one, bounds), coverage_table()],
+        "tables": [config_table(block), one_run_table(one, bounds), coverage_table()],
     }
 
 

@@ -153,8 +153,10 @@ def build_canary_game(data: Dataset, n_train: int, m: int, shadows: int, canary_
         shadow_masks[k, shadow_canaries[shadow_in[k]]] = True
     reference_masks, reference_in = _reference_games(references, m, n, shadow_pool, per_shadow, target_canaries,
                                                      seed)
-    return CanaryGame(game_data, canary_kind, test_index, target_mask, target_canaries, target_in,
-                      shadow_masks, shadow_canaries, shadow_in, reference_masks, reference_in, population, len(data))
+    return CanaryGame(data=game_data, canary_kind=canary_kind, test_index=test_index, target_mask=target_mask,
+                      target_canaries=target_canaries, target_in=target_in, shadow_masks=shadow_masks,
+                      shadow_canaries=shadow_canaries, shadow_in=shadow_in, reference_masks=reference_masks,
+                      reference_in=reference_in, population=population, natural_rows=len(data))
 
 
 def _check_game(canary_kind: str, m: int, shadows: int, references: int) -> None:
