@@ -141,6 +141,7 @@ def trainer_module(tmp_path, monkeypatch):
     return "cli_trainer_mod"
 
 
+@pytest.mark.slow  # runs an audit end to end
 def test_run_dp_on_a_trainer_plugin_needs_no_threat_or_canary(trainer_module, tmp_path, capsys):
     assert main(["run", "dp", "--target", f"{trainer_module}:trainer", "--runs", "20", "--quiet",
                  "--out", str(tmp_path / "runs")]) == 0
@@ -155,6 +156,7 @@ def test_run_dp_on_a_trainer_plugin_needs_no_threat_or_canary(trainer_module, tm
     assert err.count("\n") == 1 and "black-box" in err
 
 
+@pytest.mark.slow  # runs an audit end to end
 def test_run_log_follows_verbosity_and_log_txt_keeps_everything(tmp_path, capsys):
     argv = ["run", "mechanism", "--target", "laplace_count", "--draws", "2000"]
     assert main([*argv, "--quiet", "--out", str(tmp_path / "q")]) == 0
@@ -181,6 +183,7 @@ def _results_without_volatile(run_dir: Path) -> dict:
     ["run", "mechanism", "--target", "laplace_count", "--draws", "3000", "--seed", "4"],
     ["run", "dp", "--target", "dpgd_logreg_digits", "--runs", "40", "--device", "cpu", "--epsilon", "2"],
 ])
+@pytest.mark.slow  # runs an audit end to end
 def test_rerun_reproduces_a_run_from_its_config(argv, tmp_path, capsys):
     out = tmp_path / "runs"
     assert main([*argv, "--quiet", "--out", str(out)]) == 0

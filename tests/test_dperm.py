@@ -111,6 +111,7 @@ def test_release_noise_has_the_calibrated_law(cancer):
         erm.minimiser(X[:-1], y[:-1])
 
 
+@pytest.mark.slow  # runs an audit end to end
 def test_dperm_audit_below_claim_and_near_pair():
     mech = make_dperm("dperm_breast_cancer", epsilon=2.0)
     d0, d1 = mech.neighbouring_pair()

@@ -80,6 +80,7 @@ def _full_batch_claim():
     return target, sigma, DPSGDClaim(sigma, target.sample_rate, target.steps)
 
 
+@pytest.mark.slow  # runs an audit end to end
 def test_mutation_runs_suffice_by_the_maths():
     """Why MUTATION_RUNS: halving sigma doubles mu (0.92 -> 1.85), and the accountant puts the true
     epsilon at more than twice the claim (4 -> about 9.1). Audits of the exact Gaussian score model
@@ -99,6 +100,7 @@ def test_mutation_runs_suffice_by_the_maths():
     assert flagged[0.5] >= 18 and flagged[1.0] <= 2
 
 
+@pytest.mark.slow  # runs an audit end to end
 def test_halving_the_noise_of_the_step_is_caught(tmp_path, monkeypatch):
     """The audit certifies the shipped step: the same `run dp` is consistent, and a violation once
     DPSGDStep.noise_std (the one place noise is scaled) is halved."""

@@ -102,6 +102,7 @@ def test_unimportable_plugin_module():
         load_plugin("not a spec:")
 
 
+@pytest.mark.slow  # runs an audit end to end
 @pytest.mark.parametrize("factory, status, code", [("correct", "consistent", 0), ("half_scale", "violation", 1)])
 def test_mechanism_plugin_audit(plugin_module, factory, status, code, tmp_path, capsys):
     out = tmp_path / "runs"
