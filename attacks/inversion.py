@@ -123,9 +123,10 @@ def mi_face(probabilities: Probabilities, labels: np.ndarray, shape: tuple[int, 
             search.queries[idx] += 1
         search.step(idx, new, cn, pn, config)
     bar.close()
-    return InversionResult(labels, search.best_x.numpy(), search.best_p.numpy().astype(np.float64),
-                           search.best_c.numpy().astype(np.float64), search.iterations, search.queries,
-                           search.reasons)
+    return InversionResult(labels=labels, images=search.best_x.numpy(),
+                           confidence=search.best_p.numpy().astype(np.float64),
+                           cost=search.best_c.numpy().astype(np.float64), iterations=search.iterations,
+                           queries=search.queries, stop_reason=search.reasons)
 
 
 def _cost(probabilities: Probabilities, shape: tuple[int, ...], tv_weight: float) -> Cost:

@@ -160,16 +160,17 @@ class DPSGDObserver:
         if self.opts.threat == "updates":
             return self.updates_observation(runs, info)
         if self.opts.threat == "white-box":
-            return Observation(self.white_box_scores(runs), info=info,
+            return Observation(scores=self.white_box_scores(runs), info=info,
                                gaussian=self.exact and self.opts.canary == "dirac")
-        return Observation(self.black_box_scores(runs), info=info, gaussian_fit=True)
+        return Observation(scores=self.black_box_scores(runs), info=info, gaussian_fit=True)
 
     def updates_observation(self, runs: AuditRuns, info: dict) -> Observation:
         """Per-step observations: composed by the per-step model (Poisson, shift 1), or for the replace-one
         pair summed as :func:`_one_step_per_epoch_llr` with the threshold fixed under the shuffling hypothesis."""
         q, T = self.config.sample_rate, self.config.steps
         if self.replace_pair:  # the per-step model (Poisson, shift 1) does not apply
-            return Observation(_one_step_per_epoch_llr(runs.step_obs, steps_per_epoch(q), 2.0, self.sigma), info=info,
+            return Observation(scores=_one_step_per_epoch_llr(runs.step_obs, steps_per_epoch(q), 2.0, self.sigma),
+                               info=info,
                                threshold_strategy=_shuffle_hypothesis_threshold(self.sigma, T, steps_per_epoch(q),
                                                                           self.delta, self.opts.confidence))
         return step_observation(runs.step_obs, StepMechanism(self.sigma, q, T), self.claim, self.delta,

@@ -50,9 +50,11 @@ def one_run_rows(scores: np.ndarray, included: np.ndarray, claim: PrivacyClaim |
     fdp = fdp_one_run_bound(scores, included, design.k_pos, delta, family.member_confidence,
                             None if claim is None else claim.tradeoff, VERDICT)
     steinke = one_run_bound(scores, included, design.k_pos, design.k_neg, delta, family.confidence, SECONDARY)
-    gdp = LowerBound("one-run-fdp-gdp", fdp.details["epsilon_gdp"], family.member_confidence, fdp.n, False,
-                     {"mu_lb": fdp.details["mu_lb"], "k": fdp.details["k"], "v": fdp.details["v"],
-                      "assumption": FDP_GDP_ASSUMPTION}, ESTIMATE)
+    gdp = LowerBound(method="one-run-fdp-gdp", epsilon=fdp.details["epsilon_gdp"],
+                     confidence=family.member_confidence, n=fdp.n, valid=False,
+                     details={"mu_lb": fdp.details["mu_lb"], "k": fdp.details["k"], "v": fdp.details["v"],
+                      "assumption": FDP_GDP_ASSUMPTION},
+                     role=ESTIMATE)
     return [fdp, steinke, gdp]
 
 
