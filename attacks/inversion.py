@@ -187,8 +187,9 @@ class _Search:
         """The search at the start ``x`` (cost ``c0``, confidence ``p0``; one query per class); classes
         whose start already reaches the confidence target ``gamma`` are done."""
         C = x.shape[0]
-        search = cls(x.clone(), c0.clone(), p0.clone(), torch.zeros(C, dtype=torch.long), np.zeros(C, dtype=np.int64),
-                     np.ones(C, dtype=np.int64), np.ones(C, dtype=bool), ["alpha steps"] * C)
+        search = cls(best_x=x.clone(), best_c=c0.clone(), best_p=p0.clone(), since=torch.zeros(C, dtype=torch.long),
+                     iterations=np.zeros(C, dtype=np.int64), queries=np.ones(C, dtype=np.int64),
+                     active=np.ones(C, dtype=bool), reasons=["alpha steps"] * C)
         for c in range(C):
             if p0[c] >= gamma:
                 search.active[c], search.reasons[c] = False, "confidence target"
