@@ -100,3 +100,34 @@ def test_a_loop_without_hooks_is_a_user_error():
 def test_add_canary_without_report_update_is_the_code_s_fault():
     with pytest.raises(AuditIncomplete, match="report_update"):
         _check(_loop(report=False))
+
+
+def _opacus_loop_iterating_its_original_loader():
+    """Opacus made private with Poisson sampling, but the loop iterates the shuffled loader it started
+    with instead of the one ``make_private`` returned: fixed-size batches, each record once an epoch."""
+    def train(X, y, seed):
+        from opacus import PrivacyEngine  # optional dependency (the opacus extra, in dev)
+
+        torch.manual_seed(seed)
+        data = torch.utils.data.TensorDataset(torch.as_tensor(X, dtype=torch.float32), torch.as_tensor(y))
+        loader = torch.utils.data.DataLoader(data, batch_size=int(Q * len(X)), shuffle=True)
+        model = torch.nn.Linear(X.shape[1], 2)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+        model, optimizer, _poisson_loader = PrivacyEngine(accountant="rdp").make_private(
+            module=model, optimizer=optimizer, data_loader=loader, noise_multiplier=SIGMA, max_grad_norm=C,
+            poisson_sampling=True)
+        for _ in range(EPOCHS):
+            for xb, yb in loader:  # the bug: not _poisson_loader
+                optimizer.zero_grad()
+                torch.nn.functional.cross_entropy(model(xb), yb).backward()
+                optimizer.step()
+        return lambda Z: torch.softmax(model(torch.as_tensor(Z, dtype=torch.float32)), 1).detach().numpy()
+
+    return train
+
+
+def test_an_opacus_loop_bypassing_its_poisson_loader_is_not_poisson():
+    pytest.importorskip("opacus")
+    block = _check(_opacus_loop_iterating_its_original_loader())
+    sampling = _finding(block, "sampling")
+    assert sampling["details"]["verdict"] in ("shuffled", "fixed-size") and sampling["problem"]
