@@ -157,6 +157,7 @@ class RayExecutor(Executor):
 
     def __init__(self, address: str | None, cpus: int) -> None:
         try:
+            # optional dependency (the ray extra)
             import ray
         except ImportError:
             raise UserError("--executor ray needs Ray: pip install 'privacy-audit[ray]' (or pip install ray)") from None

@@ -37,6 +37,7 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
 
 def to_jsonable(obj: Any) -> Any:
     """Convert numpy scalars/arrays and tuples into plain JSON types (recursively)."""
+    # io is on the --help path: numpy only when arrays are written
     import numpy as np
 
     if isinstance(obj, dict):

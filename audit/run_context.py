@@ -76,6 +76,7 @@ def utc_now() -> str:
 
 
 def host_info() -> dict:
+    # run_context is on the --help path (configure_console): imported only when a run needs it
     import numpy
     import torch
 
@@ -86,6 +87,7 @@ def host_info() -> dict:
 
 def package_versions() -> dict:
     """Versions of the packages that determine results (recorded in config.json)."""
+    # run_context is on the --help path (configure_console): imported only when a run needs it
     from importlib.metadata import PackageNotFoundError, version
 
     out = {}
@@ -195,12 +197,14 @@ class RunContext:
     @functools.cached_property
     def device(self):
         """The torch device the run trains on (``auto`` resolves to CUDA when available)."""
+        # run_context is on the --help path (configure_console): imported only when a run needs it
         from targets.training import resolve_device
 
         return resolve_device(self.device_name)
 
     def rng(self, *keys: int):
         """A numpy generator for one named purpose of this run: ``default_rng([seed, *keys])``."""
+        # run_context is on the --help path (configure_console): imported only when a run needs it
         import numpy as np
 
         return np.random.default_rng([self.seed, *keys])
@@ -230,6 +234,7 @@ class RunContext:
         write_json(self.run_dir / "results.json", results)
         self.paths.log(f"wrote config.json and results.json (schema version {SCHEMA_VERSION})", logging.DEBUG)
         if report:
+            # run_context is on the --help path (configure_console): imported only when a run needs it
             from reports.html import render_report
             from reports.index import write_index
 

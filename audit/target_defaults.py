@@ -114,6 +114,7 @@ def dp_choice(use: TargetUse, threat: str | None, canary: str | None) -> tuple[s
 def build_catalogue() -> dict:
     """``{"targets": {name: TargetUse as a dict}, "datasets": {name: description}}`` of every built-in
     target (in listing order) and dataset."""
+    # only when regenerating the stored catalogue: --help and list read catalogue.json
     from targets.catalogue import entries
     from targets.datasets import DATASETS
 

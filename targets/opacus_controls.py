@@ -60,6 +60,7 @@ def claimed_noise(sample_rate: float = SAMPLE_RATE) -> float:
 @functools.lru_cache(maxsize=1)
 def larger_epsilon_noise() -> float:
     """The fault of ``noise_for_larger_epsilon``: Opacus's own calibration for LARGER_EPSILON."""
+    # optional dependency (the opacus extra)
     from opacus.accountants.utils import get_noise_multiplier
 
     return float(get_noise_multiplier(target_epsilon=LARGER_EPSILON, target_delta=DELTA, sample_rate=SAMPLE_RATE,

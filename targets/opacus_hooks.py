@@ -51,6 +51,7 @@ def _version_tuple(text: str) -> tuple[int, int]:
 def require_opacus() -> Any:
     """The opacus module, or a one-line error when it is missing or of an untested version."""
     try:
+        # optional dependency (the opacus extra)
         import opacus
     except ImportError:
         raise UserError("this target needs Opacus: pip install -e '.[opacus]'") from None
@@ -114,6 +115,7 @@ def _wrap_make_private(original: Callable[..., Any]) -> Callable[..., Any]:
         out = original(self, *args, **kwargs)
         recorder = active()
         if recorder is not None:
+            # optional dependency (the opacus extra)
             from opacus.data_loader import DPDataLoader
 
             optimizer, loader = out[1], out[-1]
@@ -130,6 +132,7 @@ def instrument_opacus(recorder: UpdateRecorder) -> Iterator[UpdateRecorder]:
     """Patch Opacus as the module docstring says while the block runs (restored on exit, also on
     error); the canary and observations go to ``recorder``, which is made the active recorder."""
     require_opacus()
+    # optional dependency (the opacus extra)
     from opacus import PrivacyEngine
     from opacus.optimizers import DPOptimizer
 

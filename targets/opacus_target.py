@@ -29,6 +29,7 @@ STEPS = int(round(EPOCHS / SAMPLE_RATE))
 
 def _opacus():
     try:
+        # optional dependency (the opacus extra)
         import opacus
     except ImportError:
         raise UserError("opacus_mnist needs Opacus: pip install -e '.[opacus]'") from None
@@ -44,6 +45,7 @@ def noise_multiplier() -> float:
 
 def opacus_epsilons(sigma: float) -> dict[str, float]:
     """Opacus's own epsilon for (sigma, q, T) at DELTA, by its RDP and PRV accountants."""
+    # optional dependency (the opacus extra)
     from opacus.accountants import PRVAccountant, RDPAccountant
 
     out = {}
@@ -81,6 +83,7 @@ def train_softmax(X: np.ndarray, y: np.ndarray, seed: int, *, noise: float, samp
         if physical_batch is None:
             steps(loader)
         else:
+            # optional dependency (the opacus extra)
             from opacus.utils.batch_memory_manager import BatchMemoryManager
 
             with BatchMemoryManager(data_loader=loader, max_physical_batch_size=physical_batch,

@@ -14,6 +14,7 @@ from audit.run_context import make_run_dir
 
 def run_compare(args: argparse.Namespace) -> int:
     """Compare ``args.run_dirs``; prints where the comparison was written. Returns the exit status."""
+    # heavy (numpy, matplotlib): imported when the command runs, so --help stays fast
     from attacks.names import expand_attacks
     from reports.compare import compare_runs, load_runs
 
@@ -21,6 +22,7 @@ def run_compare(args: argparse.Namespace) -> int:
     load_runs(args.run_dirs)  # fail on a bad run directory before creating the output directory
     paths = make_run_dir(args.out, "compare", f"{len(args.run_dirs)}runs")
     summary = compare_runs(args.run_dirs, paths.run_dir, attacks)
+    # heavy (numpy, matplotlib): imported when the command runs, so --help stays fast
     from reports.index import write_index
 
     write_index(paths.root)

@@ -23,10 +23,12 @@ def run_report(args: argparse.Namespace) -> int:
         raise UserError(f"{run_dir} is not a directory: pass the directory of a finished run")
     if not (run_dir / "results.json").exists() and any((d / "results.json").is_file() or (d / "compare.json").is_file()
                                                         for d in run_dir.iterdir() if d.is_dir()):
+        # heavy (matplotlib, jinja2): imported when the command runs, so --help stays fast
         from reports.index import write_index
 
         print(f"index: {write_index(run_dir)}")
         return 0
+    # heavy (matplotlib, jinja2): imported when the command runs, so --help stays fast
     from reports.html import render_report
 
     path = render_report(run_dir)

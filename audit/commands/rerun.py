@@ -13,6 +13,7 @@ def run_again(args: argparse.Namespace) -> dict:
     """Re-execute ``args.run_dir``; prints the new run's summary and returns its results."""
     if not Path(args.run_dir).is_dir():
         raise UserError(f"run directory {args.run_dir} does not exist: pass the directory of a finished run")
+    # the runners are heavy: imported when the command runs, so --help stays fast
     from audit.rerun import rerun
 
     _, results, lines = rerun(args.run_dir, args.out, args.quiet)

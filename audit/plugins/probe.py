@@ -52,6 +52,7 @@ def _opacus_status() -> str | None:
     """None when Opacus can be instrumented (or is absent), else why not (an untested version)."""
     if importlib.util.find_spec("opacus") is None:
         return None
+    # optional dependency (the opacus extra)
     from targets.opacus_hooks import require_opacus
 
     try:
@@ -66,6 +67,7 @@ def instrumented(recorder: UpdateRecorder) -> Iterator[UpdateRecorder]:
     """``recorder`` receives the hooks' calls and, when Opacus is installed (a tested version), every
     Opacus DP optimizer's steps."""
     if importlib.util.find_spec("opacus") is not None and _opacus_status() is None:
+        # optional dependency (the opacus extra)
         from targets.opacus_hooks import instrument_opacus
 
         with instrument_opacus(recorder):
