@@ -47,6 +47,15 @@ class RunKind:
         return run_dir, results, self.load("summary")(run_dir, results)
 
 
+    def main(self, args: argparse.Namespace) -> dict:
+        """The command line's entry: the options from ``args``, the run, its summary printed; returns the
+        results (``--fail-above-claim`` turns a ``violation`` into exit status 1,
+        :func:`audit.commands.run.gated_results`)."""
+        run_dir, results, lines = self.execute(options_from_args(self.load("options"), args))
+        print("\n".join(lines))
+        return results
+
+
 def run_kinds() -> list[RunKind]:
     """Every kind's record, in :data:`KIND_COMMANDS` order."""
     return [importlib.import_module(name).RUN_KIND for name in KIND_COMMANDS]

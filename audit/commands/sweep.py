@@ -8,7 +8,7 @@ from audit.arguments import numbers, positive_int
 from audit.choices import DP_CANARIES, THREATS
 from audit.commands.run import check_target, common_options, dpsgd_start_options, gated_results, targets_epilog
 from audit.errors import UserError
-from audit.kinds import RunKind, options_from_args
+from audit.kinds import RunKind
 
 
 def _threats(text: str) -> tuple[str, ...]:
@@ -26,9 +26,7 @@ def execute(args: argparse.Namespace) -> dict:
     check_target("sweep", args.target)
     if args.epsilon is not None:
         raise UserError("sweep dp audits at each of --epsilons; drop --epsilon")
-    run_dir, results, lines = RUN_KIND.execute(options_from_args(RUN_KIND.load("options"), args))
-    print("\n".join(lines))
-    return results
+    return RUN_KIND.main(args)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

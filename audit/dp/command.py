@@ -7,15 +7,7 @@ import argparse
 from audit.arguments import positive_int
 from audit.choices import DP_CANARIES, THREATS
 from audit.commands.run import add_kind, dpsgd_start_options
-from audit.kinds import RunKind, options_from_args
-
-
-def execute(args: argparse.Namespace) -> dict:
-    """Run the audit and print its summary; returns the results (``--fail-above-claim`` turns a
-    ``violation`` verdict into exit status 1, :func:`audit.commands.run.gated_results`)."""
-    run_dir, results, lines = RUN_KIND.execute(options_from_args(RUN_KIND.load("options"), args))
-    print("\n".join(lines))
-    return results
+from audit.kinds import RunKind
 
 
 def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -54,7 +46,7 @@ def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser)
                              "a trainer plugin the DP-SGD its probe read — at most 20000 and the model's parameter "
                              "count; --quick: at most 2000)")
     dpsgd_start_options(parser)
-    parser.set_defaults(func=execute)
+    parser.set_defaults(func=RUN_KIND.main)
 
 
 RUN_KIND = RunKind(name="dp", command="run dp", options="audit.dp.options:DPOptions",

@@ -6,15 +6,7 @@ import argparse
 
 from audit.arguments import number, positive_int
 from audit.commands.run import add_kind
-from audit.kinds import RunKind, options_from_args
-
-
-def execute(args: argparse.Namespace) -> dict:
-    """Run the audit and print its summary; returns the results (``--fail-above-claim`` turns a
-    ``violation`` verdict into exit status 1, :func:`audit.commands.run.gated_results`)."""
-    run_dir, results, lines = RUN_KIND.execute(options_from_args(RUN_KIND.load("options"), args))
-    print("\n".join(lines))
-    return results
+from audit.kinds import RunKind
 
 
 def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -32,7 +24,7 @@ def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser)
                         help="queries for equation solving (default d + 1 on exact outputs, 20 (d + 1) when rounded)")
     parser.add_argument("--label-queries", type=positive_int, default=None,
                         help="queries for the label-only baseline (default 50 (d + 1); quick 20 (d + 1))")
-    parser.set_defaults(func=execute)
+    parser.set_defaults(func=RUN_KIND.main)
 
 
 RUN_KIND = RunKind(name="extraction", command="run extraction", options="audit.extraction.runner:ExtractionOptions",

@@ -7,15 +7,7 @@ import argparse
 from audit.arguments import non_negative_int, number, positive_int
 from audit.choices import INVERSION_STARTS
 from audit.commands.run import add_kind
-from audit.kinds import RunKind, options_from_args
-
-
-def execute(args: argparse.Namespace) -> dict:
-    """Run the audit and print its summary; returns the results (``--fail-above-claim`` turns a
-    ``violation`` verdict into exit status 1, :func:`audit.commands.run.gated_results`)."""
-    run_dir, results, lines = RUN_KIND.execute(options_from_args(RUN_KIND.load("options"), args))
-    print("\n".join(lines))
-    return results
+from audit.kinds import RunKind
 
 
 def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -42,7 +34,7 @@ def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser)
     parser.add_argument("--start", choices=sorted(INVERSION_STARTS), default="mean",
                         help="neutral start: mean (the auxiliary data's mean image over all classes, default) or grey "
                              "(a constant image at their mean intensity)")
-    parser.set_defaults(func=execute)
+    parser.set_defaults(func=RUN_KIND.main)
 
 
 RUN_KIND = RunKind(name="inversion", command="run inversion", options="audit.inversion.runner:InversionOptions",

@@ -8,7 +8,7 @@ from audit.arguments import positive_int
 from audit.choices import MECHANISM_DRAWS
 from audit.commands.run import add_kind
 from audit.errors import UserError
-from audit.kinds import RunKind, options_from_args
+from audit.kinds import RunKind
 
 
 def execute(args: argparse.Namespace) -> dict:
@@ -17,9 +17,7 @@ def execute(args: argparse.Namespace) -> dict:
     if args.device == "cuda" or args.data_dir is not None:
         option = "--device cuda" if args.device == "cuda" else "--data-dir"
         raise UserError(f"{option} does not apply to mechanism audits (they sample with numpy on the CPU); drop it")
-    run_dir, results, lines = RUN_KIND.execute(options_from_args(RUN_KIND.load("options"), args))
-    print("\n".join(lines))
-    return results
+    return RUN_KIND.main(args)
 
 
 def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:

@@ -9,7 +9,7 @@ from audit.arguments import non_negative_int, number, positive_int
 from audit.choices import DEFAULT_MEMBERSHIP_CANARY, MEMBERSHIP_CANARIES, NONPRIVATE_MEMBERSHIP_CANARY
 from audit.commands.run import add_kind
 from audit.errors import UserError
-from audit.kinds import RunKind, options_from_args
+from audit.kinds import RunKind
 
 
 def _attacks(text: str) -> tuple[str, ...]:
@@ -28,14 +28,6 @@ def _memory(text: str) -> str:
     except UserError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return text
-
-
-def execute(args: argparse.Namespace) -> dict:
-    """Run the audit and print its summary; returns the results (``--fail-above-claim`` turns a
-    ``violation`` verdict into exit status 1, :func:`audit.commands.run.gated_results`)."""
-    run_dir, results, lines = RUN_KIND.execute(options_from_args(RUN_KIND.load("options"), args))
-    print("\n".join(lines))
-    return results
 
 
 def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -71,7 +63,7 @@ def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser)
     parser.add_argument("--max-memory", type=_memory, default=None, metavar="SIZE",
                         help="memory budget for training, e.g. 2GiB or 512MiB (default 2GiB): sets how many models "
                              "train at once; results do not depend on it")
-    parser.set_defaults(func=execute)
+    parser.set_defaults(func=RUN_KIND.main)
 
 
 RUN_KIND = RunKind(name="membership", command="run membership", options="audit.membership.runner:MembershipOptions",

@@ -6,7 +6,7 @@ import argparse
 
 from audit.arguments import positive_int
 from audit.commands.run import add_kind
-from audit.kinds import RunKind, options_from_args
+from audit.kinds import RunKind
 
 
 def candidate_counts(text: str) -> tuple[int, ...]:
@@ -19,13 +19,6 @@ def candidate_counts(text: str) -> tuple[int, ...]:
     if any(v < 2 for v in values):
         raise argparse.ArgumentTypeError("every candidate count must be at least 2 (kappa = 1/n)")
     return values
-
-
-def execute(args: argparse.Namespace) -> dict:
-    """Run the audit and print its summary; returns the results."""
-    run_dir, results, lines = RUN_KIND.execute(options_from_args(RUN_KIND.load("options"), args))
-    print("\n".join(lines))
-    return results
 
 
 def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -45,7 +38,7 @@ def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser)
                         help="rounds (training runs) per candidate count (default 400; quick 100)")
     parser.add_argument("--no-twin", dest="twin", action="store_false",
                         help="skip the non-private twin (the same runs without noise)")
-    parser.set_defaults(func=execute)
+    parser.set_defaults(func=RUN_KIND.main)
 
 
 RUN_KIND = RunKind(name="reconstruction", command="run reconstruction",
