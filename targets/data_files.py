@@ -53,6 +53,23 @@ def load_cifar10(data_dir: str | os.PathLike | None = None) -> Dataset:
                    f"CIFAR-10 binary files in {directory}")
 
 
+def read_csv_numbers(file: Path, what: str = "") -> np.ndarray:
+    """A .csv of numbers as a 2-D array, its first line skipped when it is not numbers (a header);
+    ``what`` prefixes the one-line error."""
+    with open(file) as handle:
+        first = handle.readline()
+    try:
+        [float(v) for v in first.split(",")]
+        skip = 0
+    except ValueError:
+        skip = 1
+    try:
+        return np.loadtxt(file, delimiter=",", skiprows=skip, ndmin=2)
+    except ValueError as exc:
+        raise UserError(f"{what + ': ' if what else ''}cannot read {file} as numbers separated by commas "
+                        f"({exc})") from None
+
+
 def load_array_file(path: str | os.PathLike) -> Dataset:
     """A user's data: ``.npz`` with arrays ``X`` (n, ...) and ``y`` (n,), or ``.csv`` of numbers whose
     last column is the integer label (a header line is skipped). Features are used as given."""
@@ -66,17 +83,7 @@ def load_array_file(path: str | os.PathLike) -> Dataset:
                                 f"{', '.join(arrays.files)}")
             X, y = arrays["X"], arrays["y"]
     elif file.suffix == ".csv":
-        with open(file) as handle:
-            first = handle.readline()
-        try:
-            [float(v) for v in first.split(",")]
-            skip = 0
-        except ValueError:
-            skip = 1
-        try:
-            table = np.loadtxt(file, delimiter=",", skiprows=skip, ndmin=2)
-        except ValueError as exc:
-            raise UserError(f"cannot read {file} as numbers separated by commas ({exc})") from None
+        table = read_csv_numbers(file)
         X, y = table[:, :-1], table[:, -1]
     else:
         raise UserError(f"data file {file} must end in .npz or .csv")

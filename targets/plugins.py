@@ -272,24 +272,31 @@ def plugin_from_factory(spec: str, factory: Callable[[], Any],
     return plugin if isinstance(plugin, ModelPlugin) else replace(plugin, threads=threads)
 
 
-def load_plugin(spec: str) -> TrainerPlugin | MechanismPlugin | ModelPlugin:
-    """Import ``module:factory`` (or a built-in plugin name), call it and validate the dict."""
+def import_factory(spec: str, noun: str = "plugin") -> tuple[Callable[[], Any], set[str]]:
+    """Import ``module:factory`` (or a built-in plugin name): the factory and the modules its import
+    added; bad specs and import failures are one-line errors naming the ``noun`` (plugin, model)."""
     resolved = plugin_spec_for(spec) or spec
     if not _SPEC.match(resolved):
-        raise UserError(f"plugin target {spec!r} must look like package.module:factory")
+        raise UserError(f"{noun} target {spec!r} must look like package.module:factory")
     module_name, attr = resolved.split(":")
     before = set(sys.modules)
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise UserError(f"cannot import plugin module {module_name!r} ({exc}); put it on PYTHONPATH or run from "
+        raise UserError(f"cannot import {noun} module {module_name!r} ({exc}); put it on PYTHONPATH or run from "
                         f"its folder") from None
     except Exception as exc:  # the user's module failed while importing: the target's own code raised
-        raise TargetCodeError(f"plugin module {module_name!r} raised {type(exc).__name__} on import: {exc}") from exc
+        raise TargetCodeError(f"{noun} module {module_name!r} raised {type(exc).__name__} on import: {exc}") from exc
     factory = getattr(module, attr, None)
     if not callable(factory):
-        raise UserError(f"plugin module {module_name!r} has no callable {attr!r}")
-    return plugin_from_factory(spec, factory, set(sys.modules) - before)
+        raise UserError(f"{noun} module {module_name!r} has no callable {attr!r}")
+    return factory, set(sys.modules) - before
+
+
+def load_plugin(spec: str) -> TrainerPlugin | MechanismPlugin | ModelPlugin:
+    """Import ``module:factory`` (or a built-in plugin name), call it and validate the dict."""
+    factory, loaded = import_factory(spec)
+    return plugin_from_factory(spec, factory, loaded)
 
 
 def _dataset_field(spec: str, value: Any) -> str | tuple[np.ndarray, np.ndarray]:

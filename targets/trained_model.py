@@ -45,9 +45,7 @@ and a probe of ``predict_proba`` (shape, NaN, negative values, rows not summing 
 from __future__ import annotations
 
 import hashlib
-import importlib
 import os
-import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -62,10 +60,10 @@ from safetensors.torch import load_file
 from audit.errors import TargetCodeError, UserError
 from audit.stats.split_check import SplitCheck, blind_split_check
 from audit.theory.claims import PrivacyClaim
-from targets.data_files import load_array_file
+from targets.data_files import load_array_file, read_csv_numbers
 from targets.datasets import DATA_FILE_SUFFIXES, DATASETS, Dataset, load_dataset
 from targets.plugin_rng import rng_kind, trainer_args
-from targets.plugins import ModelPlugin, claim_from_plugin, imported_packages, plugin_spec_for
+from targets.plugins import ModelPlugin, claim_from_plugin, import_factory, imported_packages
 from targets.threads import thread_limit
 from targets.training import resolve_device
 
@@ -81,8 +79,6 @@ DEFAULT_BATCH = 1024
 PROBABILITY_TOLERANCE = 1e-3
 #: Records of each set the model is probed on while loading.
 PROBE_RECORDS = 8
-
-_SPEC = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
 
 def check_probabilities(proba: Any, n: int, what: str, n_classes: int | None = None,
@@ -328,17 +324,7 @@ def _csv_with_label(path: Path, column: Any, what: str) -> Dataset:
     """A .csv of numbers (a header line skipped) with the label in column ``column`` (negative counts from the end)."""
     if not path.is_file():
         raise UserError(f"{what}: data file {path} not found; give the path of an existing .csv file")
-    with open(path) as handle:
-        first = handle.readline()
-    try:
-        [float(v) for v in first.split(",")]
-        skip = 0
-    except ValueError:
-        skip = 1
-    try:
-        table = np.loadtxt(path, delimiter=",", skiprows=skip, ndmin=2)
-    except ValueError as exc:
-        raise UserError(f"{what}: cannot read {path} as numbers separated by commas ({exc})") from None
+    table = read_csv_numbers(path, what)
     if int(column) != column or not -table.shape[1] <= column < table.shape[1]:
         raise UserError(f"{what}: label_column {column!r} is not a column of {path.name} ({table.shape[1]} columns)")
     column = int(column) % table.shape[1]
@@ -542,26 +528,6 @@ def model_from_dict(spec: str, made: Any, data_dir: str | os.PathLike | None = N
                         population=population, training_size=training_size)
 
 
-def _factory(spec: str) -> tuple[Callable[[], Any], set[str]]:
-    """Import ``module:factory`` (or a built-in plugin name): the factory and the modules its import added."""
-    resolved = plugin_spec_for(spec) or spec
-    if not _SPEC.match(resolved):
-        raise UserError(f"model target {spec!r} must look like package.module:factory")
-    module_name, attr = resolved.split(":")
-    before = set(sys.modules)
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise UserError(f"cannot import model module {module_name!r} ({exc}); put it on PYTHONPATH or run from its "
-                        f"folder") from None
-    except Exception as exc:
-        raise TargetCodeError(f"model module {module_name!r} raised {type(exc).__name__} on import: {exc}") from exc
-    factory = getattr(module, attr, None)
-    if not callable(factory):
-        raise UserError(f"model module {module_name!r} has no callable {attr!r}")
-    return factory, set(sys.modules) - before
-
-
 def load_trained_model(obj: Any, data_dir: str | os.PathLike | None = None, spec: str | None = None) -> TrainedModel:
     """A :class:`TrainedModel` from ``"module:factory"``, a factory (zero-argument callable) or the dict a factory
     returns (module docstring). The factory runs under the plugin thread policy (:mod:`targets.threads`); its
@@ -571,7 +537,7 @@ def load_trained_model(obj: Any, data_dir: str | os.PathLike | None = None, spec
         return model_from_dict(obj.spec, obj.made, data_dir, list(obj.namespaces), set(obj.loaded))
     if isinstance(obj, str):
         spec = spec or obj
-        obj, loaded = _factory(obj)
+        obj, loaded = import_factory(obj, "model")
     if callable(obj) and not isinstance(obj, dict):
         spec = spec or f"{getattr(obj, '__module__', '?')}:{getattr(obj, '__name__', 'factory')}"
         namespaces = [getattr(obj, "__globals__", {})]
