@@ -13,8 +13,9 @@ do not retrain it, parsed and validated.
      "members": data, "nonmembers": data,
      # optional:
      "train": train,                 # train(X, y, seed) -> predict_proba-like, for reference models
-     "population": data,             # records from the members' distribution that are in neither set:
-                                     # what reference models train on (and RMIA's population samples)
+     "population": data,             # records drawn like the training set (unusual records too) that are
+                                     # in neither set: what reference models train on (and RMIA's
+                                     # population samples)
      "training_size": n,             # records the model was trained on, when more than the members given
                                      # (default: the number of members); reference models train on as many
      "claim": {"epsilon": E, "delta": D},  # as for trainer plugins (targets.plugins.claim_from_plugin)
