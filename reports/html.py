@@ -99,15 +99,19 @@ def make_plots(run_dir: Path, results: Mapping[str, Any]) -> list[dict]:
         })
     if results.get("tradeoff") or results.get("lower_bound_tradeoff") or _has_empirical_points(results):
         path = plots.tradeoff_plot(results, run_dir / TRADEOFF_PNG)
-        points = _has_empirical_points(results)
+        points, claimed = _has_empirical_points(results), bool(results.get("tradeoff"))
+        claim_text = ("The solid black curve is the theoretical tradeoff f of the claim: every test of a correct "
+                      "implementation lies on or above it (up to sampling error). " if claimed else
+                      "The target makes no claim, so no claim's curve is drawn; the dotted diagonal is chance. ")
         figures.append({
             "path": path, "title": "Tradeoff: false negative rate vs false positive rate",
             "caption": ("Each attack's empirical (FPR, FNR) operating points with their confidence boxes. "
                         if points else "")
-                       + "The solid black curve is the theoretical tradeoff f of the claim: every test of a "
-                         "correct implementation lies on or above it (up to sampling error). The dashed red "
-                         "curve is the (ε, δ) tradeoff at the best empirical lower bound. "
-                       + ("Boxes entirely below the black curve indicate a violation. " if points else "")
+                       + claim_text
+                       + ("The dashed red curve is the (ε, δ) tradeoff at the best empirical lower bound. "
+                          if results.get("lower_bound_tradeoff") else "")
+                       + ("Boxes entirely below the black curve indicate a violation. " if points and claimed
+                          else "")
                        + "The right panel zooms into low FPR with a logarithmic axis.",
         })
     rows = _sweep_rows(results)

@@ -29,6 +29,7 @@ from audit.membership.trained import (
     query_trained,
     trained_attacks,
 )
+from audit.results_header import ADD_REMOVE_RECORD, accountant, results_header
 from audit.run_context import RunContext
 from audit.stats.lower_bound import VERDICT
 from audit.stats.metrics import attack_metrics
@@ -169,9 +170,12 @@ def _meaning(model: TrainedModel, split: SplitCheck, attacks_out: dict, best: di
     text = (f"The split looks random, so the attacks measure the model: the strongest at low false-positive "
             f"rates, {name}, reaches AUC {a['auc']:.3f} and identifies {tpr:.1%} of the {len(model.members)} "
             f"members at 0.1% false positives (chance: 0.1%).")
-    if best is not None:
+    if best is not None and float(best["epsilon"]) > 0:
         text += (f" With the stated fair coins, the model is not (epsilon, {delta:g})-DP for any epsilon below "
                  f"{float(best['epsilon']):.3g} (one-run bound, {float(best['family_confidence']):.0%} confidence).")
+    elif best is not None:
+        text += (f" With the stated fair coins the attacks certify no leakage (one-run bound epsilon >= 0 at "
+                 f"{float(best['family_confidence']):.0%} confidence): weak attacks, not a proof of privacy.")
     return text
 
 
@@ -211,37 +215,38 @@ def run_trained_membership(opts: MembershipOptions, plugin: ModelPlugin) -> tupl
             comparison["ceiling"] = {"epsilon": None, "text": f"no epsilon bound: {why}"}
             comparison["verdict"] = dict(comparison["verdict"]) | {"text": f"no epsilon bound ({why}); attack "
                                                                            f"metrics only"}
-        primary = comparison["best_lower_bound"]["attack"] if comparison["best_lower_bound"] else None
-        results = {
-            "target_description": model.description,
-            "dataset": model.members.name,
-            "dataset_source": model.members.source,
-            "model": {"arch": model.model_kind, "member_accuracy": q.accuracy["members"],
-                      "nonmember_accuracy": q.accuracy["nonmembers"]},
-            "neighbouring": "add/remove one record",
-            "delta": delta,
-            "confidence": opts.confidence,
-            "primary_attack": primary,
-            "accountant": model.claim.description if model.claim is not None else None,
-            "params": model.params,
-            "lower_bounds": bounds,
-            "epsilon_bound": {"allowed": allowed, "reason": why},
-            "attacks": attacks_out,
-            "attacks_not_run": skipped,
-            "tables": _trained_tables(attacks_out, split),
-            "split_check": split.to_dict(),
-            "trained_model": model.to_dict(),
-            "game": {"kind": "trained model", "members": len(model.members), "nonmembers": len(model.nonmembers),
-                     "records": f"the {len(model.members)} members and {len(model.nonmembers)} non-members the user "
-                                f"gave ({model.members.source}; {model.nonmembers.source})",
-                     "membership": model.membership, "membership_note": model.membership_note,
-                     "reference_models": references, "reference_records": q.reference_records},
-            "meaning": _meaning(model, split, attacks_out, comparison["best_lower_bound"], delta),
-            "quick": opts.quick,
-        } | comparison
+        results = _trained_results(opts, model, q, split, attacks_out, skipped, references, bounds, comparison,
+                                   (allowed, why), delta)
         config_json = {"command": "run membership", "options": asdict(opts), "target": model.to_dict()}
         results = ctx.finish(results, config_json)
     return ctx.run_dir, results
+
+
+def _trained_results(opts: MembershipOptions, model: TrainedModel, q: TrainedQueries, split: SplitCheck,
+                     attacks_out: dict, skipped: dict, references: int, bounds: list[dict], comparison: dict,
+                     bound_permission: tuple[bool, str], delta: float) -> dict:
+    """results.json of a trained-model audit (before the envelope): the common header
+    (:func:`audit.results_header.results_header`), then the split check, the attacks, the game and the
+    comparison with the claim."""
+    allowed, why = bound_permission
+    best = comparison["best_lower_bound"]
+    header = results_header(
+        description=model.description, dataset=model.members.name, dataset_source=model.members.source,
+        model={"arch": model.model_kind, "member_accuracy": q.accuracy["members"],
+               "nonmember_accuracy": q.accuracy["nonmembers"]},
+        neighbouring=ADD_REMOVE_RECORD, delta=delta, confidence=opts.confidence,
+        primary_attack=best["attack"] if best else None, epsilon_theory=comparison["epsilon_theory"],
+        accountant=accountant(model.claim), params=model.params)
+    game = {"kind": "trained model", "members": len(model.members), "nonmembers": len(model.nonmembers),
+            "records": f"the {len(model.members)} members and {len(model.nonmembers)} non-members the user gave "
+                       f"({model.members.source}; {model.nonmembers.source})",
+            "membership": model.membership, "membership_note": model.membership_note,
+            "reference_models": references, "reference_records": q.reference_records}
+    return header | {
+        "lower_bounds": bounds, "epsilon_bound": {"allowed": allowed, "reason": why}, "attacks": attacks_out,
+        "attacks_not_run": skipped, "tables": _trained_tables(attacks_out, split), "split_check": split.to_dict(),
+        "trained_model": model.to_dict(), "game": game, "meaning": _meaning(model, split, attacks_out, best, delta),
+        "quick": opts.quick} | comparison
 
 
 def trained_summary_lines(run_dir: Path, results: dict) -> list[str]:
