@@ -20,7 +20,10 @@ do not retrain it, parsed and validated.
                                      # (default: the number of members); reference models train on as many
      "claim": {"epsilon": E, "delta": D},  # as for trainer plugins (targets.plugins.claim_from_plugin)
      "membership": "independent-coins" | "seeded-split:<how the split was drawn>",
-     "name": ..., "description": ..., "params": {...}, "device": "auto" | "cpu" | "cuda",
+     "name": ..., "description": ..., "params": {...},
+     "device": "auto" | "cpu" | "cuda",   # where a torch module runs: a module you give (or your train
+                                     # returns) stays where it is unless you name a device (then it is moved
+                                     # there); architecture + weights: "auto" (CUDA when available)
      "outputs": "logits" | "probabilities",  # what an nn.Module returns (default logits)
      "batch_size": 1024, "rng": ...}
 
@@ -118,7 +121,8 @@ class TrainedModel:
     ``claim`` (or None) is audited at ``delta``. ``membership`` is ``"independent-coins"``,
     ``"seeded-split"`` or ``"unstated"``, ``membership_note`` its description. ``population`` (or None): records
     in neither set, which the model was not trained on, for reference models; ``training_size``: how many
-    records the model was trained on (the members, unless the factory says more).
+    records the model was trained on (the members, unless the factory says more); ``device`` and ``outputs``
+    apply to the torch modules ``train`` returns as to the model (:func:`torch_predict_proba`).
     """
 
     spec: str
@@ -141,6 +145,8 @@ class TrainedModel:
     packages: dict = field(default_factory=dict)
     population: Dataset | None = None
     training_size: int | None = None
+    device: str | None = None
+    outputs: str = "logits"
 
     @property
     def allows_epsilon_bound(self) -> bool:
@@ -166,7 +172,7 @@ class TrainedModel:
                 made = self.train(X, y, *trainer_args(self.rng, int(seed)))
         except Exception as exc:
             raise TargetCodeError(f"train of {self.spec} raised {type(exc).__name__}: {exc}") from exc
-        fn, _ = as_predict_proba(made, f"what train of {self.spec} returned")
+        fn, _ = as_predict_proba(made, f"what train of {self.spec} returned", self.device, self.outputs)
         what, width, batch = f"predict_proba of a reference model of {self.spec}", self.n_classes, self.batch_size
         return lambda Z, progress=None: _batched(fn, np.asarray(Z), batch, what, width, progress)
 
@@ -232,25 +238,34 @@ def sklearn_predict_proba(estimator: Any, what: str) -> Callable[[np.ndarray], n
     return predict
 
 
-def torch_predict_proba(module: Any, device: str = "auto", outputs: str = "logits") -> Callable[[np.ndarray], Any]:
-    """A torch ``nn.Module`` as a probability function: eval mode, no grad (``torch.inference_mode``), on
-    ``device`` (auto: CUDA when available); softmax of its outputs (in float64) unless ``outputs`` is
-    ``"probabilities"``; results on the CPU as numpy."""
-
-
+def torch_predict_proba(module: Any, device: str | None = None,
+                        outputs: str = "logits") -> Callable[[np.ndarray], Any]:
+    """A torch ``nn.Module`` as a probability function: no grad (``torch.inference_mode``), in eval mode
+    during each call (the module's own mode is restored after it), on ``device`` (None: where the module's
+    parameters are, so the user's module is never moved; "auto": CUDA when available, "cpu", "cuda": the
+    module is moved there); softmax of its outputs (in float64) unless ``outputs`` is ``"probabilities"``;
+    results on the CPU as numpy."""
     if outputs not in ("logits", "probabilities"):
         raise UserError(f"field 'outputs' must be 'logits' or 'probabilities', got {outputs!r}")
-    dev = resolve_device(device)
-    module = module.to(dev).eval()
     first = next(module.parameters(), None)
+    if device is None:
+        dev = first.device if first is not None else torch.device("cpu")
+    else:
+        dev = resolve_device(device)
+        module = module.to(dev)
     dtype = first.dtype if first is not None and first.is_floating_point() else torch.float32
 
     def predict(X: np.ndarray) -> np.ndarray:
-        with torch.inference_mode():
-            out = module(torch.as_tensor(np.asarray(X), device=dev).to(dtype)).double()
-            if outputs == "logits":
-                out = torch.softmax(out, dim=-1)
-            return out.cpu().numpy()
+        was_training = module.training
+        module.eval()
+        try:
+            with torch.inference_mode():
+                out = module(torch.as_tensor(np.asarray(X), device=dev).to(dtype)).double()
+                if outputs == "logits":
+                    out = torch.softmax(out, dim=-1)
+                return out.cpu().numpy()
+        finally:
+            module.train(was_training)
 
     return predict
 
@@ -286,10 +301,11 @@ def load_safetensors_module(architecture: Any, weights: Any, what: str) -> Any:
     return architecture
 
 
-def as_predict_proba(obj: Any, what: str, device: str = "auto",
+def as_predict_proba(obj: Any, what: str, device: str | None = None,
                      outputs: str = "logits") -> tuple[Callable[[np.ndarray], Any], str]:
-    """(probability function, kind) for a torch nn.Module, a scikit-learn estimator (has ``predict_proba``)
-    or a plain callable, in that order of checks."""
+    """(probability function, kind) for a torch nn.Module (``device`` and ``outputs`` as in
+    :func:`torch_predict_proba`), a scikit-learn estimator (has ``predict_proba``) or a plain callable, in that
+    order of checks."""
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(obj, torch.nn.Module):
         return torch_predict_proba(obj, device, outputs), f"torch {type(obj).__name__}"
@@ -410,7 +426,9 @@ def _membership(value: Any, spec: str) -> tuple[str, str]:
 def _model_callable(spec: str, made: dict) -> tuple[Callable[[np.ndarray], Any], str]:
     """The probability function of ``"predict_proba"`` or of ``"architecture"`` + ``"weights"`` (exactly one)."""
     what = f"model target {spec}"
-    device, outputs = str(made.get("device", "auto")), made.get("outputs", "logits")
+    device, outputs = made.get("device"), made.get("outputs", "logits")
+    if device is not None and not isinstance(device, str):
+        raise UserError(f"{what}: field 'device' must be 'auto', 'cpu' or 'cuda', got {device!r}")
     if outputs not in ("logits", "probabilities"):
         raise UserError(f"{what}: field 'outputs' (what a torch module returns) must be 'logits' or 'probabilities', "
                         f"got {outputs!r}")
@@ -420,7 +438,8 @@ def _model_callable(spec: str, made: dict) -> tuple[Callable[[np.ndarray], Any],
         if "weights" not in made:
             raise UserError(f"{what}: 'architecture' needs 'weights', the path of its .safetensors file")
         module = load_safetensors_module(made["architecture"], made["weights"], what)
-        return torch_predict_proba(module, device, outputs), f"torch {type(module).__name__} from safetensors"
+        return (torch_predict_proba(module, device or "auto", outputs),
+                f"torch {type(module).__name__} from safetensors")
     raise UserError(f"{what}: give exactly one of 'predict_proba' (a function, scikit-learn classifier or torch "
                     f"module) or 'architecture' with 'weights' (a .safetensors file)")
 
@@ -526,7 +545,8 @@ def model_from_dict(spec: str, made: Any, data_dir: str | os.PathLike | None = N
                         nonmembers=nonmembers, n_classes=n_classes, input_shape=members.shape, train=train,
                         claim=claim, delta=delta, membership=membership, membership_note=note, model_kind=kind,
                         params=params, rng=rng, batch_size=batch, packages=imported_packages(spaces, loaded or ()),
-                        population=population, training_size=training_size)
+                        population=population, training_size=training_size, device=made.get("device"),
+                        outputs=made.get("outputs", "logits"))
 
 
 def load_trained_model(obj: Any, data_dir: str | os.PathLike | None = None, spec: str | None = None) -> TrainedModel:

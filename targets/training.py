@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
@@ -57,10 +58,18 @@ def parse_memory(text: str | int) -> int:
     return value
 
 
+#: PyTorch's notice when the autograd engine's CUDA thread makes the first cuBLAS call of a backward pass
+#: before any CUDA context is current on it; PyTorch then sets the primary context itself (pytorch/pytorch
+#: pull request 120131), so nothing is wrong, but every GPU run printed it, -q or not. Silenced (that message
+#: alone) wherever this module is imported, executor workers included.
+CUBLAS_CONTEXT_NOTICE = "Attempting to run cuBLAS, but there was no current CUDA context"
+warnings.filterwarnings("ignore", message=CUBLAS_CONTEXT_NOTICE, category=UserWarning)
+
+
 def resolve_device(device: str = "auto") -> torch.device:
     """``auto`` picks CUDA when available, else CPU; ``cuda`` without a GPU is a user error."""
     if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cuda" and not torch.cuda.is_available():
         raise UserError("--device cuda requested but no CUDA GPU is available; use --device cpu or auto")
     if device not in ("cpu", "cuda"):

@@ -111,6 +111,43 @@ def test_torch_module_from_safetensors_runs_in_eval_mode(mlp_weights):
     np.testing.assert_allclose(instance.predict_proba(X), expected, rtol=1e-6, atol=1e-9)
 
 
+def test_a_users_module_is_neither_moved_nor_left_in_eval_mode(mlp_weights):
+    """A module given as ``predict_proba`` runs where it is and in eval mode only while queried (found on a GPU
+    machine: moving the user's module to CUDA in place broke the user's own later CPU calls)."""
+    model, _ = mlp_weights
+    model.train()
+    target = model_from_dict("t:mlp", {"kind": "model", "predict_proba": model, "members": _images(MEMBERS),
+                                       "nonmembers": _images(NONMEMBERS)})
+    X = _images(MEMBERS)[0]
+    np.testing.assert_array_equal(target.predict_proba(X), target.predict_proba(X))  # dropout off while queried
+    assert model.training and next(model.parameters()).device.type == "cpu"
+    model.eval()
+
+
+class Probabilities(torch.nn.Module):
+    """A module that returns probabilities, not logits."""
+
+    def __init__(self, inner: torch.nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(self.inner(x), dim=-1)
+
+
+def test_modules_that_train_returns_take_the_targets_outputs_and_device(mlp_weights):
+    model, _ = mlp_weights
+    target = model_from_dict("t:mlp", {"kind": "model", "predict_proba": Probabilities(model), "device": "cpu",
+                                       "outputs": "probabilities", "train": lambda X, y, seed: Probabilities(model),
+                                       "members": _images(MEMBERS), "nonmembers": _images(NONMEMBERS)})
+    X = _images(MEMBERS)[0]
+    reference = target.fit_reference(*_images(np.arange(600, 700)), seed=0)
+    np.testing.assert_allclose(reference(X), target.predict_proba(X), rtol=1e-12)  # not a softmax of probabilities
+    with pytest.raises(UserError, match="field 'device' must be"):
+        model_from_dict("t:mlp", {"kind": "model", "predict_proba": model, "device": 0, "members": _images(MEMBERS),
+                                  "nonmembers": _images(NONMEMBERS)})
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_torch_module_predicts_on_cuda(mlp_weights):
     model, path = mlp_weights
