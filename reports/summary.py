@@ -134,7 +134,8 @@ def _inversion_sentences(results: Results) -> list[str]:
     ref = inv.get("reference") or {}
     gap = inv.get("member_gap") or {}
     who = f"{results.get('target')} ({results.get('target_description')})"
-    return [f"What was audited: MI-FACE model inversion of every class of {who}, white-box and black-box, "
+    access = "white-box and black-box" if "black_box" in inv else (results.get("model") or {}).get("access", "")
+    return [f"What was audited: MI-FACE model inversion of every class of {who}, {access}, "
             f"against a reference model trained on the same distribution without the members.",
             f"What was found: an independent classifier recognises {_percent(inv.get('eval_accuracy'))} of the "
             f"target's reconstructions (reference model {_percent(ref.get('eval_accuracy'))}, chance "

@@ -115,6 +115,17 @@ def test_run_inversion_small_model_beats_chance(tmp_path):
     assert any(t["title"].startswith("Per-class") for t in results["tables"])
 
 
+def test_black_box_steps_0_skips_the_black_box_variant(tmp_path):
+    """``--black-box-steps 0`` on a white-box target skips the black-box variant (it used to stop with an error
+    about MI-FACE's alpha after training)."""
+    from audit.cli import main
+
+    assert main(["run", "inversion", "--target", "nonprivate_logreg_digits", "--quick", "--black-box-steps", "0",
+                 "--quiet", "--out", str(tmp_path)]) == 0
+    [results] = [json.loads(p.read_text()) for p in tmp_path.glob("*/results.json")]
+    assert "black_box" not in results["inversion"] and results["inversion"]["config"]["black_box_steps"] == 0
+
+
 def test_run_inversion_rejects_tabular_target(tmp_path):
     from audit.inversion.measures import image_shape
 

@@ -140,3 +140,7 @@ def test_extraction_and_inversion_take_a_plugin_exposing_probabilities(tmp_path,
     inversion = runs["inversion"]
     assert inversion["model"]["access"] == "black-box" and "black_box" not in inversion["inversion"]
     assert inversion["inversion"]["queries"] > 0 and inversion["params"]["plugin"] == "my_user_model:trainer"
+    # a black-box-only target with --black-box-steps 0 has no attack left: one line, exit 2, before any training
+    assert main(["run", "inversion", "--target", "my_user_model:trainer", "--quick", "--black-box-steps", "0",
+                 "--quiet", "--out", str(tmp_path / "none")]) == 2
+    assert not (tmp_path / "none").exists() or not any((tmp_path / "none").glob("*/results.json"))

@@ -29,6 +29,7 @@ import numpy as np
 
 from attacks.inversion import MIFaceConfig
 from audit.choices import INVERSION_STARTS
+from audit.errors import UserError
 from audit.inversion.measures import (
     RecordSplit,
     Yardstick,
@@ -87,6 +88,9 @@ def run_inversion(opts: InversionOptions) -> tuple[Path, dict]:
     else:
         target = registry_inversion_target(opts)
     config, bb_steps = mi_face_config(opts)
+    if bb_steps == 0 and not target.white_box:
+        raise UserError(f"{target.name} answers black-box queries only, so --black-box-steps 0 leaves no attack to "
+                        f"run; give at least 1 step")
     hw = image_shape(target.data.shape)
     split = split_records(target.data, target.n_train, opts.seed)
     ctx = RunContext(opts.out, "inversion", target.name, seed=opts.seed, quiet=opts.quiet, device=opts.device)
@@ -127,12 +131,12 @@ def invert_models(ctx: RunContext, opts: InversionOptions, target: InversionTarg
     """MI-FACE on the target and the reference model (white-box when the target allows it), and the
     black-box variant on the target; returns each one's figures by model and the main access."""
     target_params, reference_params = params
-    bb_config = MIFaceConfig(alpha=bb_steps, beta=config.beta, gamma=config.gamma, lr=config.lr,
-                             tv_weight=config.tv_weight, black_box=True)
+    bb_config = None if bb_steps == 0 else MIFaceConfig(alpha=bb_steps, beta=config.beta, gamma=config.gamma,
+                                                        lr=config.lr, tv_weight=config.tv_weight, black_box=True)
     main_config, access = (config, "white-box") if target.white_box else (bb_config, "black-box")
     runs = [("target", target_params, main_config, f"MI-FACE (target, {access})"),
             ("reference", reference_params, main_config, f"MI-FACE (reference, {access})")]
-    if bb_steps > 0 and target.white_box:
+    if bb_config is not None and target.white_box:
         runs.append(("black_box", target_params, bb_config, "MI-FACE (target, black-box)"))
     out = {}
     for key, model, cfg, desc in runs:
