@@ -36,9 +36,8 @@ from sklearn.preprocessing import StandardScaler
 
 from attacks.lira import lira_leave_one_out, lira_scores, logit_confidence
 from attacks.names import LIRA_ATTACKS, REFERENCE_ATTACKS, RMIA_ATTACKS, check_references, expand_attacks
-from attacks.rmia import A_GRID, label_probability, leave_one_out, rmia_scores
+from attacks.rmia import A_GRID, choose_offline_a, label_probability, leave_one_out, rmia_scores
 from audit.errors import UserError
-from audit.stats.metrics import auc
 
 
 def loss_scores(log_probs: np.ndarray, labels: np.ndarray) -> np.ndarray:
@@ -183,10 +182,7 @@ def _rmia_attack(names: tuple[str, ...], inp: AttackInputs, rmia_a: float | None
         elif rmia_a is not None:
             a, params = float(rmia_a), {"a": float(rmia_a), "a_chosen_on": "given"}
         else:
-            aucs = {a_: float(np.mean([auc(s, i) for s, i in
-                                       zip(leave_one_out(logp, member, pop_logp, a_), member, strict=True)]))
-                    for a_ in A_GRID}
-            a = max(aucs, key=aucs.get)
+            a, _ = choose_offline_a(logp, member, pop_logp)
             params = {"a": float(a), "a_chosen_on": f"{text}, largest mean AUC over a = {A_GRID[0]:g}, {A_GRID[1]:g}, "
                                                      f"..., {A_GRID[-1]:g}"}
         out[name] = AttackScores(rmia_scores(target, ref, inp.reference_in, target_pop, ref_pop, a),

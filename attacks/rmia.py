@@ -38,6 +38,7 @@ from scipy.special import expit, logsumexp
 
 from attacks.reference_games import balanced_subset
 from audit.errors import UserError
+from audit.stats.metrics import auc
 
 #: Offline mixing parameters tried on the calibration games (Zarifzadeh et al. App. B.2 search [0, 1]).
 A_GRID = tuple(round(0.1 * i, 1) for i in range(11))
@@ -141,3 +142,24 @@ def leave_one_out(logp: np.ndarray, member: np.ndarray, pop_logp: np.ndarray,
         out.append(rmia_scores(logp[j], logp[keep], member[keep], pop_logp[j], pop_logp[keep], offline_a, gamma,
                                log_px))
     return np.stack(out)
+
+
+def choose_offline_a(logp: np.ndarray, member: np.ndarray, pop_logp: np.ndarray,
+                     with_out_only: bool = False) -> tuple[float, dict[float, float]]:
+    """The offline ``a`` of :data:`A_GRID` with the largest mean AUC over the leave-one-out games of
+    :func:`leave_one_out` on ``logp`` / ``member`` / ``pop_logp`` (the paper's procedure of attacking a reference
+    model, Zarifzadeh et al. App. B.2; the first such ``a`` on ties), and every ``a``'s mean AUC.
+
+    ``with_out_only``: each game's AUC counts only the candidates that at least one of the other models left
+    out, so that every score used has an OUT model (games over reference models trained on random subsets,
+    :mod:`audit.membership.trained`); each game must then keep members and non-members."""
+    G = logp.shape[0]
+    keep = [np.ones(logp.shape[1], dtype=bool) if not with_out_only else
+            (~np.delete(member, j, axis=0)).any(axis=0) for j in range(G)]
+    if any(len(np.unique(member[j][keep[j]])) < 2 for j in range(G)):
+        raise UserError("an RMIA calibration game has no members or no non-members left out by another model; "
+                        "give more population records or pass --rmia-a")
+    aucs = {a: float(np.mean([auc(s[k], i[k]) for s, i, k in
+                              zip(leave_one_out(logp, member, pop_logp, a), member, keep, strict=True)]))
+            for a in A_GRID}
+    return max(aucs, key=aucs.get), aucs

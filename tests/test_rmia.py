@@ -8,7 +8,7 @@ import pytest
 from scipy.special import log_softmax
 
 from attacks.membership import AttackInputs, check_references, run_attacks
-from attacks.rmia import balanced_log_marginal, leave_one_out, log_marginal, rmia_scores
+from attacks.rmia import A_GRID, balanced_log_marginal, choose_offline_a, leave_one_out, log_marginal, rmia_scores
 from audit.errors import UserError
 from audit.stats.metrics import auc
 
@@ -149,3 +149,18 @@ def test_leave_one_reference_out_games_are_not_more_optimistic_than_the_target()
     calibration_auc = np.mean([auc(s, m) for s, m in zip(games, ref_in, strict=True)])
     assert 0.6 < target_auc < 0.75
     assert calibration_auc <= target_auc + 0.02
+
+
+def test_offline_a_on_games_over_random_subsets_counts_only_candidates_another_model_left_out():
+    """Reference models on random subsets (a trained model's references): with two models, game j keeps the
+    candidates the other model left out (members of j alone vs records in neither), so every score has an OUT
+    model; a game left with one class is a one-line error."""
+    rng = np.random.default_rng(0)
+    R, n, Z = 2, 400, 200
+    member = rng.random((R, n)) < 0.5
+    logp = np.where(member, -0.1, -2.0) + 0.3 * rng.standard_normal((R, n))  # IN: a sure label; OUT: not
+    pop = -2.0 + 0.3 * rng.standard_normal((R, Z))
+    a, aucs = choose_offline_a(logp, member, pop, with_out_only=True)
+    assert a in A_GRID and set(aucs) == set(A_GRID) and aucs[a] == max(aucs.values()) > 0.9
+    with pytest.raises(UserError, match="no members or no non-members"):
+        choose_offline_a(logp, np.ones((R, n), dtype=bool), pop, with_out_only=True)

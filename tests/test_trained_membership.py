@@ -165,6 +165,8 @@ def test_a_trained_model_is_audited_without_retraining_with_0_and_2_reference_mo
     assert set(none["attacks"]) == {"loss", "confidence"}
     assert set(two["attacks"]) == {"loss", "confidence", "rmia_offline", "lira_offline"}
     assert two["game"]["reference_models"] == 2 and "population records" in two["game"]["reference_records"]
+    # RMIA's offline a is chosen on the reference models' own games, never on the audited records
+    assert two["attacks"]["rmia_offline"]["a_chosen_on"].startswith("2 reference games on")
     # scores come from the same fixed model: the loss attack is identical with or without references
     assert none["attacks"]["loss"]["auc"] == two["attacks"]["loss"]["auc"]
     assert (tmp_path / "r2").glob("*/report.html")

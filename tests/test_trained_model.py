@@ -324,3 +324,20 @@ def test_every_bad_input_is_a_one_line_user_error(logreg, tmp_path):
     target = model_from_dict("t:x", _spec(lambda X: logreg.predict_proba(X) if len(X) < 100 else np.ones((3, 10))))
     with pytest.raises(UserError, match=r"predict_proba of t:x must return probabilities of shape \(300, 10\)"):
         target.predict_proba(DIGITS.X[:300])
+
+
+def test_rmia_offline_a_of_a_trained_model_says_where_it_comes_from():
+    from audit.membership.trained import TrainedQueries
+    from audit.membership.trained_runner import TRAINED_RMIA_A, trained_rmia_a
+
+    half = np.log(np.full((2, 3, 2), 0.5))
+    base = dict(labels=np.zeros(4, int), member=np.array([1, 1, 0, 0], bool), target_lp=np.zeros((4, 2)),
+                reference_lp=None, population_labels=np.zeros(3, int), population_lp=np.zeros((3, 2)),
+                reference_population_lp=half, reference_records="", accuracy={})
+    assert trained_rmia_a(TrainedQueries(**base), 0.3) == (0.3, "given")
+    assert trained_rmia_a(TrainedQueries(**base), None)[0] == TRAINED_RMIA_A  # one reference model: no game
+    every_record_in_both = TrainedQueries(**base, calibration_labels=np.zeros(5, int),
+                                          calibration_in=np.ones((2, 5), bool),
+                                          reference_calibration_lp=np.log(np.full((2, 5, 2), 0.5)))
+    a, source = trained_rmia_a(every_record_in_both, None)
+    assert a == TRAINED_RMIA_A and "without members or non-members" in source

@@ -14,7 +14,9 @@ the pool when ``R >= 2``, so the references differ in
 data, not only in seed). No reference model sees a member or a non-member, so every reference model is
 OUT for every audited record: the offline attacks (LiRA offline, RMIA offline) are the ones this
 allows; the online attacks and the shadow attack need models trained on the audited records or like the
-target, which a trained-model audit does not have.
+target, which a trained-model audit does not have. With 2 or more reference models, each is also queried on
+up to :data:`CALIBRATION_ROWS` pool records: the games in which each plays the target of the others, on
+which RMIA's offline ``a`` is chosen (:func:`audit.membership.trained_runner.trained_rmia_a`).
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from targets.trained_model import TrainedModel
 
 #: Largest number of RMIA population samples ``Z`` taken from the user's population.
 RMIA_POPULATION = 1000
+#: Largest number of pool records the reference models are queried on for RMIA's calibration games.
+CALIBRATION_ROWS = 2000
 #: Attacks a trained model supports, by the reference models they need (0: none; LiRA offline fits a
 #: variance, so 2).
 TRAINED_ATTACKS = {"loss": 0, "confidence": 0, "rmia_offline": 1, "lira_offline": 2}
@@ -44,7 +48,10 @@ class TrainedQueries:
     ``labels`` (n,) and ``member`` (n,) (members first, then non-members); ``target_lp`` (n, C)
     log-probabilities; ``reference_lp`` (R, n, C) or None; RMIA's population samples: ``population_labels``
     (Z,), ``population_lp`` (Z, C) under the target and ``reference_population_lp`` (R, Z, C).
-    ``reference_records`` says what the reference models trained on.
+    ``reference_records`` says what the reference models trained on. With 2 or more reference models, their
+    calibration games (each in turn the target, the others its references; :func:`attacks.rmia.choose_offline_a`):
+    ``calibration_labels`` (c,) of pool records, ``calibration_in`` (R, c) which reference trained on which, and
+    ``reference_calibration_lp`` (R, c, C); None otherwise.
     """
 
     labels: np.ndarray
@@ -56,6 +63,9 @@ class TrainedQueries:
     reference_population_lp: np.ndarray | None
     reference_records: str
     accuracy: dict
+    calibration_labels: np.ndarray | None = None
+    calibration_in: np.ndarray | None = None
+    reference_calibration_lp: np.ndarray | None = None
 
 
 def _log(proba: np.ndarray) -> np.ndarray:
@@ -140,17 +150,35 @@ def query_trained(model: TrainedModel, references: int, seed: int, quiet: bool =
     z, rows = _pool_split(population, references, model.training_size or len(model.members), seed)
     seeds = np.random.SeedSequence([seed, 22]).generate_state(references).tolist()
     pop_X, pop_y = population.X[z], population.y[z]
-    ref_lp, ref_pop_lp = [], []
+    cal = _calibration_rows(len(population), z, references, seed)
+    ref_lp, ref_pop_lp, ref_cal_lp = [], [], []
     for r, (part, s) in enumerate(zip(rows, seeds, strict=True)):
         if not quiet:
             print(f"training reference model {r + 1}/{references} on {len(part)} population records", flush=True)
         fn = model.fit_reference(population.X[part], population.y[part], int(s))
         ref_lp.append(_query(fn, X, f"querying reference model {r + 1}", quiet))
         ref_pop_lp.append(_query(fn, pop_X, f"reference model {r + 1} on the population", quiet))
+        if cal is not None:
+            ref_cal_lp.append(_query(fn, population.X[cal], f"reference model {r + 1} on its calibration games", quiet))
     text = (f"{references} reference model(s), each the user's train on its own random {len(rows[0])} of "
             f"{len(population) - len(z)} population records (none a member or non-member); {len(z)} other "
             f"population records are RMIA's population samples, trained on by no model")
     population_lp = _query(model.predict_proba, pop_X, "querying the model on the population", quiet)
+    calibration = {} if cal is None else {
+        "calibration_labels": population.y[cal], "calibration_in": np.stack([np.isin(cal, part) for part in rows]),
+        "reference_calibration_lp": np.stack(ref_cal_lp)}
     return TrainedQueries(labels=labels, member=member, target_lp=target_lp, reference_lp=np.stack(ref_lp),
                           population_labels=pop_y, population_lp=population_lp,
-                          reference_population_lp=np.stack(ref_pop_lp), reference_records=text, accuracy=accuracy)
+                          reference_population_lp=np.stack(ref_pop_lp), reference_records=text, accuracy=accuracy,
+                          **calibration)
+
+
+def _calibration_rows(n_population: int, z: np.ndarray, references: int, seed: int) -> np.ndarray | None:
+    """Pool records (not RMIA's population samples) for the reference models' calibration games: at most
+    :data:`CALIBRATION_ROWS`, in a seeded random choice; None with fewer than 2 reference models."""
+    if references < 2:
+        return None
+    pool = np.setdiff1d(np.arange(n_population), z)
+    if len(pool) <= CALIBRATION_ROWS:
+        return pool
+    return np.sort(np.random.default_rng([seed, 23]).choice(pool, size=CALIBRATION_ROWS, replace=False))

@@ -18,7 +18,7 @@ from scipy import stats
 from attacks.lira import lira_offline_scores, logit_confidence, resolve_variance
 from attacks.membership import confidence_scores, loss_scores
 from attacks.names import ATTACKS, REFERENCE_ATTACKS, expand_attacks
-from attacks.rmia import label_probability, rmia_scores
+from attacks.rmia import A_GRID, choose_offline_a, label_probability, rmia_scores
 from audit.errors import UserError
 from audit.membership.one_run import ALPHA_GRID, empirical_points
 from audit.membership.options import MembershipOptions
@@ -45,12 +45,32 @@ from targets.trained_model import TrainedModel, load_trained_model
 TRAINED_GUESS_FRACTIONS = (0.01, 0.05, 0.2)
 #: delta of the one-run bound on a trained model that makes no claim (as the registry's non-private targets).
 NO_CLAIM_DELTA = 1e-5
-#: RMIA offline parameter on a trained model unless --rmia-a is given: a = 1, p(x) = the mean p_OUT(x) of the
-#: reference models (all of which are OUT); no calibration game exists to choose a on.
+#: RMIA offline parameter on a trained model with one reference model (no calibration game to choose it on)
+#: unless --rmia-a is given: a = 1, p(x) = p_OUT(x) of the reference model.
 TRAINED_RMIA_A = 1.0
 #: Smallest two-sided binomial p-value of the member count under fair coins below which a stated
 #: "independent-coins" membership is taken as contradicted by the counts (no epsilon bound then).
 COIN_P_VALUE = 1e-3
+
+
+def trained_rmia_a(q: TrainedQueries, given: float | None) -> tuple[float, str]:
+    """RMIA's offline ``a`` on a trained model and where it comes from: ``--rmia-a`` when given; with 2 or more
+    reference models, chosen on their calibration games (each reference model the target of the others, on
+    pool records; :func:`attacks.rmia.choose_offline_a` over the records another model left out), never on
+    the audited records; with one, :data:`TRAINED_RMIA_A`."""
+    if given is not None:
+        return float(given), "given"
+    if q.reference_calibration_lp is None:
+        return TRAINED_RMIA_A, "fixed (one reference model: no calibration game)"
+    logp = label_probability(q.reference_calibration_lp, q.calibration_labels)
+    pop = label_probability(q.reference_population_lp, q.population_labels)
+    R, c = q.calibration_in.shape
+    try:
+        a, _ = choose_offline_a(logp, q.calibration_in, pop, with_out_only=True)
+    except UserError:  # too few pool records for a game of each reference model
+        return TRAINED_RMIA_A, f"fixed: the {c} pool records leave a calibration game without members or non-members"
+    return a, (f"{R} reference games on {c} pool records (each reference model the target of the others), "
+               f"largest mean AUC over a = {A_GRID[0]:g}, {A_GRID[1]:g}, ..., {A_GRID[-1]:g}")
 
 
 def trained_scores(names: tuple[str, ...], q: TrainedQueries, lira_variance: str,
@@ -58,7 +78,8 @@ def trained_scores(names: tuple[str, ...], q: TrainedQueries, lira_variance: str
     """Each attack's scores (n,) on the audited records (higher = member): loss [Yeom et al. 2018],
     confidence [Salem et al. 2019], LiRA offline [Carlini et al. 2022, Eq. 4 and Sec. IV-C] against the
     reference models' OUT Gaussian, RMIA offline [Zarifzadeh et al. 2024, Eq. 5] with every reference
-    model OUT (:mod:`audit.membership.trained`)."""
+    model OUT and offline parameter ``rmia_a`` (None: :data:`TRAINED_RMIA_A`; :func:`trained_rmia_a`)
+    (:mod:`audit.membership.trained`)."""
     out = {}
     ref_out = None if q.reference_lp is None else np.zeros(q.reference_lp.shape[:2], dtype=bool)
     for name in names:
@@ -120,7 +141,7 @@ def trained_bounds(scores: dict[str, np.ndarray], member: np.ndarray, delta: flo
 
 
 def _trained_attack_entries(scores: dict[str, np.ndarray], q: TrainedQueries, split: SplitCheck, opts,
-                            references: int) -> dict[str, dict]:
+                            references: int, rmia_a: tuple[float, str] | None) -> dict[str, dict]:
     attacks_out = {}
     n1, n0 = int(q.member.sum()), int((~q.member).sum())
     z = float(stats.norm.ppf(0.5 + opts.confidence / 2))
@@ -137,7 +158,7 @@ def _trained_attack_entries(scores: dict[str, np.ndarray], q: TrainedQueries, sp
         if name == "lira_offline":
             metrics["lira_variance"] = resolve_variance(opts.lira_variance, references)
         if name == "rmia_offline":
-            metrics["a"] = TRAINED_RMIA_A if opts.rmia_a is None else opts.rmia_a
+            metrics["a"], metrics["a_chosen_on"] = rmia_a
         attacks_out[name] = metrics
     return attacks_out
 
@@ -204,8 +225,9 @@ def run_trained_membership(opts: MembershipOptions, plugin: ModelPlugin) -> tupl
         t0 = time.perf_counter()
         q = query_trained(model, references, opts.seed, opts.quiet)
         ctx.timing["queries_s"] = time.perf_counter() - t0
-        scores = trained_scores(names, q, opts.lira_variance, opts.rmia_a)
-        attacks_out = _trained_attack_entries(scores, q, split, opts, references)
+        rmia_a = trained_rmia_a(q, opts.rmia_a) if "rmia_offline" in names else None
+        scores = trained_scores(names, q, opts.lira_variance, rmia_a[0] if rmia_a else None)
+        attacks_out = _trained_attack_entries(scores, q, split, opts, references, rmia_a)
         allowed, why = bound_allowed(model, split)
         delta = model.delta if model.claim is not None else NO_CLAIM_DELTA
         bounds, family = trained_bounds(scores, q.member, delta, opts.confidence) if allowed else ([], Family(
