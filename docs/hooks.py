@@ -5,6 +5,8 @@ construction.
   that ``python -m audit`` itself builds (:func:`audit.cli.build_parser`), at a fixed width.
 * ``reference/results-schema.md``: the keys of each part of ``audit/schemas/results.schema.json``
   (required and optional) and the schema itself.
+* The API pages (mkdocstrings, which reads docstrings as Markdown): the Sphinx roles the docstrings use
+  (``:func:`x```) are left as plain code, ``x`` (:func:`strip_sphinx_roles`), not printed as ":func:".
 
 A page asks for a generated block with a marker line ``<!-- generated: NAME -->``. ``tests/test_docs.py``
 imports this module by path and checks the generated text against the parser.
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -115,3 +118,17 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
         if marker in markdown:
             markdown = markdown.replace(marker, make())
     return markdown
+
+
+#: A Sphinx role in rendered HTML: the role's name before the code span Markdown made of its target.
+SPHINX_ROLE = re.compile(r":(?:func|meth|mod|class|data|attr|exc|obj|const|py:\w+):(<code>)~?")
+
+
+def strip_sphinx_roles(html: str) -> str:
+    """``:func:<code>x</code>`` -> ``<code>x</code>`` (and ``~x`` -> ``x``)."""
+    return SPHINX_ROLE.sub(r"\1", html)
+
+
+def on_page_content(html: str, page: Any, config: Any, files: Any) -> str:
+    """Strip the Sphinx roles of the docstrings from every page (module docstring)."""
+    return strip_sphinx_roles(html)

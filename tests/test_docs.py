@@ -158,3 +158,10 @@ def test_api_pages_cover_every_module() -> None:
         for module in sorted((ROOT / package).glob("*.py")):
             if module.stem != "__init__":
                 assert f"::: {package.replace('/', '.')}.{module.stem}\n" in text, module
+
+
+def test_sphinx_roles_of_docstrings_are_plain_code_on_the_site():
+    hooks = _hooks()
+    assert hooks.strip_sphinx_roles("see :func:<code>audit.cli.main</code> and :mod:<code>~targets.models</code>, "
+                                    "a:b:<code>c</code>") == ("see <code>audit.cli.main</code> and "
+                                                              "<code>targets.models</code>, a:b:<code>c</code>")
