@@ -83,24 +83,32 @@ def _check_options(opts: DPOptions) -> str:
     return threat
 
 
-def _check_canaries(opts: DPOptions, capacity: int, n_params: int, threat: str) -> None:
-    """``--canaries`` within what the model holds (one line, before anything is written)."""
+def check_canary_count(opts: DPOptions, capacity: int, n_params: int, holder: str) -> None:
+    """``--canaries`` within what the model holds (one line, before anything is written); ``holder`` names the
+    model in the message ("<target>'s model holds under the <threat> threat", "plugin <name>'s model holds")."""
     if opts.canaries is not None and opts.canaries > capacity:
-        raise UserError(f"--canaries {opts.canaries} is more than {opts.target}'s model holds under the {threat} "
-                        f"threat: at most {capacity} ({n_params} coordinates for Dirac canaries, then random "
-                        f"directions while their cross-talk stays below a quarter of the noise)")
+        raise UserError(f"--canaries {opts.canaries} is more than {holder}: at most {capacity} ({n_params} coordinates "
+                        f"for Dirac canaries, then random directions while their cross-talk stays below a quarter of "
+                        f"the noise)")
     if opts.canaries is not None and opts.canaries < 2:
         raise UserError("--canaries must be at least 2")
 
 
-def _design(opts: DPOptions, mech: CanaryMechanism, delta: float, n_params: int) -> OneRunDesign:
-    """The number of canaries and the guess counts, from the claim and the seed alone."""
+def design_canaries(opts: DPOptions, mech: CanaryMechanism, delta: float, n_params: int) -> OneRunDesign:
+    """The number of canaries and the guess counts, from the claimed (or probed) mechanism and the seed alone:
+    ``--canaries`` when given, else the default count up to the model's coordinates (at least 2)."""
     sims = DESIGN_SIMULATIONS // 2 if opts.quick else DESIGN_SIMULATIONS
     rng = np.random.default_rng([opts.seed, 61])
     if opts.canaries is not None:
         return choose_one_run_design(mech, opts.canaries, delta, opts.confidence, rng, simulations=sims)
-    cap = min(n_params, QUICK_MAX_CANARIES if opts.quick else DEFAULT_MAX_CANARIES)
+    cap = max(2, min(n_params, QUICK_MAX_CANARIES if opts.quick else DEFAULT_MAX_CANARIES))
     return default_canary_count(mech, delta, opts.confidence, rng, cap, simulations=sims // 2).design
+
+
+def random_canary_directions(seed: int, m: int, n_params: int) -> np.ndarray:
+    """``m`` seeded random unit directions in the ``n_params`` parameters (canaries beyond the coordinates)."""
+    d = np.random.default_rng([seed, 67]).standard_normal((m, n_params), dtype=np.float32)
+    return d / np.linalg.norm(d, axis=1, keepdims=True)
 
 
 def _canaries(opts: DPOptions, data, train_index: np.ndarray, arch: str, n_params: int, m: int,
@@ -113,8 +121,7 @@ def _canaries(opts: DPOptions, data, train_index: np.ndarray, arch: str, n_param
         return (OneRunCanaries("dirac", included, coin_seed, coordinates=coords),
                 {"kind": "dirac", "directions": f"Dirac: {m} distinct coordinates of the {n_params}, those the "
                  "training data's clipped gradients touch least at the initial parameters", "norm": "C"})
-    d = np.random.default_rng([opts.seed, 67]).standard_normal((m, n_params), dtype=np.float32)
-    d /= np.linalg.norm(d, axis=1, keepdims=True)
+    d = random_canary_directions(opts.seed, m, n_params)
     return (OneRunCanaries("random", included, coin_seed, directions=d),
             {"kind": "random", "directions": f"random unit directions ({m} canaries > {n_params} coordinates: "
              "seeded Gaussian directions, cross-talk between them read as extra noise)", "norm": "C"})
@@ -135,11 +142,11 @@ def run_one_run(opts: DPOptions) -> tuple[Path, dict]:
     train_index = perm[:target.n_train]
     n_params = int(sum(np.prod(s) for s in param_shapes(target.arch, data).values()))
     capacity = canary_capacity(n_params, config.sample_rate, sigma)
-    _check_canaries(opts, capacity, n_params, threat)
+    check_canary_count(opts, capacity, n_params, f"{opts.target}'s model holds under the {threat} threat")
     ctx = RunContext(opts.out, "dp", target.name, seed=opts.seed, quiet=opts.quiet)
     with ctx:
         with ctx.stage("design"):
-            design = _design(opts, mech, target.delta, n_params)
+            design = design_canaries(opts, mech, target.delta, n_params)
         m = design.canaries
         model_seed = int(np.random.SeedSequence([opts.seed, 23]).generate_state(1)[0])
         canaries, cinfo = _canaries(opts, data, train_index, target.arch, n_params, m, model_seed)

@@ -41,11 +41,11 @@ import numpy as np
 
 from audit.dp.one_run import one_run_results
 from audit.dp.one_run_game import (
-    DEFAULT_MAX_CANARIES,
-    DESIGN_SIMULATIONS,
-    QUICK_MAX_CANARIES,
     canary_capacity,
+    check_canary_count,
+    design_canaries,
     one_run_table,
+    random_canary_directions,
 )
 from audit.dp.options import DPOptions
 from audit.dp.plugin_config import config_verdict, plugin_accounting, plugin_probe
@@ -56,9 +56,6 @@ from audit.run_context import RunContext
 from audit.stats.metrics import attack_metrics
 from audit.stats.one_run_design import (
     CanaryMechanism,
-    OneRunDesign,
-    choose_one_run_design,
-    default_canary_count,
     dpsgd_canary_llr,
 )
 from targets.audit_hooks import CanaryRecorder
@@ -128,23 +125,8 @@ def _check_probe(opts: DPOptions, plugin: TrainerPlugin, probed: dict, threat: s
                         f"with --threat updates (white-box needs Opacus, whose parameters the audit reads)")
     n_params = found.n_params
     capacity = canary_capacity(n_params, mech.sample_rate, mech.noise_multiplier)
-    if opts.canaries is not None and opts.canaries > capacity:
-        raise UserError(f"--canaries {opts.canaries} is more than plugin {plugin.name}'s model holds: at most "
-                        f"{capacity} ({n_params} coordinates for Dirac canaries, then random directions while their "
-                        f"cross-talk stays below a quarter of the noise)")
-    if opts.canaries is not None and opts.canaries < 2:
-        raise UserError("--canaries must be at least 2")
+    check_canary_count(opts, capacity, n_params, f"plugin {plugin.name}'s model holds")
     return n_params, capacity
-
-
-def _design(opts: DPOptions, mech: CanaryMechanism, delta: float, n_params: int) -> OneRunDesign:
-    """The number of canaries and the guess counts, from the probed mechanism and the seed alone."""
-    sims = DESIGN_SIMULATIONS // 2 if opts.quick else DESIGN_SIMULATIONS
-    rng = np.random.default_rng([opts.seed, 61])
-    if opts.canaries is not None:
-        return choose_one_run_design(mech, opts.canaries, delta, opts.confidence, rng, simulations=sims)
-    cap = max(2, min(n_params, QUICK_MAX_CANARIES if opts.quick else DEFAULT_MAX_CANARIES))
-    return default_canary_count(mech, delta, opts.confidence, rng, cap, simulations=sims // 2).design
 
 
 def _recorder(opts: DPOptions, touched: np.ndarray, m: int) -> tuple[CanaryRecorder, dict]:
@@ -157,8 +139,7 @@ def _recorder(opts: DPOptions, touched: np.ndarray, m: int) -> tuple[CanaryRecor
         return (CanaryRecorder(included, coin_seed, coordinates=coords),
                 {"kind": "dirac", "directions": f"Dirac: {m} distinct coordinates of the {n_params}, those the data's "
                  f"clipped gradients touched least in the probe run", "norm": "C"})
-    d = np.random.default_rng([opts.seed, 67]).standard_normal((m, n_params), dtype=np.float32)
-    d /= np.linalg.norm(d, axis=1, keepdims=True)
+    d = random_canary_directions(opts.seed, m, n_params)
     return (CanaryRecorder(included, coin_seed, directions=d),
             {"kind": "random", "directions": f"random unit directions ({m} canaries > {n_params} parameters: seeded "
              "Gaussian directions, cross-talk between them read as extra noise)", "norm": "C"})
@@ -192,7 +173,7 @@ def run_plugin_one_run(opts: DPOptions, plugin: TrainerPlugin | None = None) -> 
         with ctx.stage("check_config"):
             block = plugin_accounting(plugin, opts.data_dir, opts.seed, opts.confidence, probed)["block"]
         with ctx.stage("design"):
-            design = _design(opts, mech, plugin.delta, n_params)
+            design = design_canaries(opts, mech, plugin.delta, n_params)
         recorder, cinfo = _recorder(opts, found.recorder.touched, design.canaries)
         ctx.say(f"{plugin.name}: one run of the training on all {len(data)} rows with {design.canaries} "
                 f"{cinfo['kind']} gradient canaries ({int(recorder.included.sum())} in), threat {threat}")
