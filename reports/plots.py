@@ -83,6 +83,15 @@ def save_png(fig: Figure, path: str | os.PathLike, tight: bool = False) -> Path:
     return atomic_write_bytes(path, buffer.getvalue())
 
 
+def save_with_legend_below(fig: Figure, legend_axes: Any, path: str | os.PathLike, columns: int = 1) -> Path:
+    """Lay ``fig`` out, put the legend of ``legend_axes`` below the axes in ``columns`` columns, and write it
+    (:func:`save_png`, canvas grown to the legend)."""
+    fig.tight_layout()
+    handles, labels = legend_axes.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=columns, frameon=False)
+    return save_png(fig, path, tight=True)
+
+
 def new_figure(figsize: tuple[float, float], rows: int = 1, cols: int = 1, **kwargs: Any) -> tuple[Figure, Any]:
     """A figure (no pyplot, no backend) and its axes, as ``pyplot.subplots`` would return them."""
     fig = Figure(figsize=figsize)
@@ -235,11 +244,8 @@ def tradeoff_plot(results: Mapping[str, Any], path: str | os.PathLike) -> Path:
             ax.set_xlabel("false positive rate α (FPR)")
             ax.set_ylabel("false negative rate β (FNR)")
             ax.grid(True, linewidth=0.4, color="0.85")
-        fig.tight_layout()
-        handles, labels = left.get_legend_handles_labels()
-        fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(3, max(1, len(labels))),
-                   frameon=False)
-        return save_png(fig, path, tight=True)
+        labels = left.get_legend_handles_labels()[1]
+        return save_with_legend_below(fig, left, path, columns=min(3, max(1, len(labels))))
 
 
 def epsilon_plot(rows: Sequence[Mapping[str, Any]], path: str | os.PathLike) -> Path:
@@ -307,10 +313,7 @@ def claim_plot(curves: Sequence[Mapping[str, Any]], path: str | os.PathLike, tit
         right.set_xlim(_MIN_LOG_FPR, 1)
         right.set_title("Zoom on low FPR (log FPR axis)")
         fig.suptitle(title)
-        fig.tight_layout()
-        handles, labels = left.get_legend_handles_labels()
-        fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=1, frameon=False)
-        return save_png(fig, path, tight=True)
+        return save_with_legend_below(fig, left, path)
 
 
 def extraction_plot(methods: Sequence[Mapping[str, Any]], path: str | os.PathLike) -> Path:

@@ -11,7 +11,7 @@ from typing import Any
 import matplotlib
 import numpy as np
 
-from reports.plots import RC_PARAMS, new_figure, save_png
+from reports.plots import RC_PARAMS, new_figure, save_png, save_with_legend_below
 
 
 def rero_success_plot(points: Sequence[Mapping[str, Any]], curve: Mapping[str, Any] | None, path: str | os.PathLike,
@@ -67,7 +67,4 @@ def rero_curve_plot(curves: Sequence[Mapping[str, Any]], path: str | os.PathLike
         right.set_xlim(0, 1)
         right.set_title("ReRo bound (linear)")
         fig.suptitle(title)
-        fig.tight_layout()
-        handles, labels = left.get_legend_handles_labels()
-        fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=1, frameon=False)
-        return save_png(fig, path, tight=True)
+        return save_with_legend_below(fig, left, path)
