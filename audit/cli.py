@@ -29,15 +29,14 @@ import audit.commands
 from audit.errors import AuditIncomplete, UserError
 from audit.run_context import configure_console
 
-#: Commands shown first in ``--help``; every other module in :mod:`audit.commands` not named
-#: ``run_*`` (those are run kinds, see :mod:`audit.commands.run`) follows in alphabetical order.
+#: Commands shown first in ``--help``; every other module in :mod:`audit.commands` follows in
+#: alphabetical order (the audit kinds are not commands: ``run`` adds them, :mod:`audit.commands.run`).
 FIRST_COMMANDS = ("list_cmd", "run")
 
 
 def command_modules() -> list[str]:
     """The command modules, each with ``register(subparsers)``, in ``--help`` order."""
-    names = [info.name for info in pkgutil.iter_modules(audit.commands.__path__)
-             if not info.name.startswith("run_")]
+    names = [info.name for info in pkgutil.iter_modules(audit.commands.__path__)]
     ordered = [n for n in FIRST_COMMANDS if n in names] + sorted(n for n in names if n not in FIRST_COMMANDS)
     return [f"audit.commands.{name}" for name in ordered]
 

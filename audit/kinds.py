@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
+from reports.presentation import DEFAULT, Presentation, register_presentation
+
 #: The command modules of every audit kind, each exposing ``RUN_KIND``.
 KIND_COMMANDS = ("audit.dp.command", "audit.extraction.command", "audit.inversion.command",
                  "audit.mechanism.command", "audit.membership.command", "audit.reconstruction.command",
@@ -22,11 +24,26 @@ KIND_COMMANDS = ("audit.dp.command", "audit.extraction.command", "audit.inversio
 
 @dataclass(frozen=True, kw_only=True)
 class RunKind:
-    """An audit kind: ``name`` (``results["kind"]``), ``command`` (as config.json records it, e.g.
-    ``run dp``), ``options``/``run``/``summary`` (``module:attribute`` of its options dataclass, its
-    runner ``run(options) -> (run_dir, results)`` and its summary ``summary(run_dir, results) -> lines``),
-    ``register`` (adds its options to the command line) and ``headline`` (file name of the figure its
-    report opens with; None: the first figure the run lists)."""
+    """An audit kind and everything the command line, the catalogue and the reports need of it.
+
+    Attributes:
+        name: The kind's name (``results["kind"]``, the catalogue's ``run_kinds``).
+        command: The command that runs it, as config.json records it (``run dp``, ``sweep dp``).
+        options: ``module:attribute`` of its options dataclass.
+        run: ``module:attribute`` of its runner, ``run(options) -> (run_dir, results)``.
+        summary: ``module:attribute`` of its summary, ``summary(run_dir, results) -> lines``.
+        register: Adds its options to the command line, ``register(kind_subparsers, common)``.
+        report: How its report is drawn (headline figure, sentences, compact table); registered with
+            :func:`reports.presentation.register_presentation` when the record is created.
+        applies_to: ``module:attribute`` of ``applies(name, use) -> bool``, which built-in targets it takes
+            beyond those :func:`audit.target_defaults.target_use` names for the built-in kinds (``use``: the
+            target's :class:`audit.target_defaults.TargetUse`); read only when the stored catalogue is
+            rebuilt. None: the built-in answer alone.
+        target_noun: What its ``--target`` is called in the unknown-target error.
+        target_details: Its ``--help`` epilog lists each target's threats and canaries.
+        plugin_help: What ``--target module:factory`` is to it, lines of its ``--help`` epilog (empty: it
+            takes no plugin).
+    """
 
     name: str
     command: str
@@ -34,10 +51,17 @@ class RunKind:
     run: str
     summary: str
     register: Callable[..., Any]
-    headline: str | None = "tradeoff.png"
+    report: Presentation = DEFAULT
+    applies_to: str | None = None
+    target_noun: str = "target"
+    target_details: bool = False
+    plugin_help: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        register_presentation(self.name, self.report)
 
     def load(self, what: str) -> Any:
-        """The options class, runner or summary function (``what`` one of the field names)."""
+        """The options class, runner, summary or ``applies_to`` function (``what`` one of the field names)."""
         module, _, attribute = getattr(self, what).partition(":")
         return getattr(importlib.import_module(module), attribute)
 
@@ -50,7 +74,7 @@ class RunKind:
     def main(self, args: argparse.Namespace) -> dict:
         """The command line's entry: the options from ``args``, the run, its summary printed; returns the
         results (``--fail-above-claim`` turns a ``violation`` into exit status 1,
-        :func:`audit.commands.run.gated_results`)."""
+        :func:`audit.run_parser.gated_results`)."""
         run_dir, results, lines = self.execute(options_from_args(self.load("options"), args))
         print("\n".join(lines))
         return results
@@ -59,6 +83,12 @@ class RunKind:
 def run_kinds() -> list[RunKind]:
     """Every kind's record, in :data:`KIND_COMMANDS` order."""
     return [importlib.import_module(name).RUN_KIND for name in KIND_COMMANDS]
+
+
+def register_presentations() -> None:
+    """Create every kind's record, so that each has registered how its report is drawn
+    (:mod:`reports.presentation`); called before a report is rendered."""
+    run_kinds()
 
 
 def kind_of(*, name: str | None = None, command: str | None = None) -> RunKind | None:

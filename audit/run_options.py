@@ -13,7 +13,7 @@ COMMON_OPTION_NAMES = ("target", "out", "seed", "device", "quick", "epsilon", "d
 
 @dataclass(frozen=True, kw_only=True)
 class CommonRunOptions:
-    """The options every run kind takes (``audit.commands.run.common_options``); stored in config.json."""
+    """The options every run kind takes (:func:`audit.run_parser.common_options`); stored in config.json."""
 
     target: str
     out: str = "runs"

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -111,6 +111,16 @@ def dp_choice(use: TargetUse, threat: str | None, canary: str | None) -> tuple[s
     return threat or use.default_threat, canary or use.default_canary
 
 
+def with_added_kinds(name: str, use: TargetUse) -> TargetUse:
+    """``use`` with the kinds whose record claims target ``name`` (``RunKind.applies_to``) appended to its
+    ``run_kinds``: a kind added as a package takes targets without an edit here."""
+    from audit.kinds import run_kinds  # the kinds' records: only when regenerating the stored catalogue
+
+    added = tuple(kind.name for kind in run_kinds() if kind.applies_to and kind.name not in use.run_kinds
+                  and kind.load("applies_to")(name, use))
+    return replace(use, run_kinds=use.run_kinds + added)
+
+
 def build_catalogue() -> dict:
     """``{"targets": {name: TargetUse as a dict}, "datasets": {name: description}}`` of every built-in
     target (in listing order) and dataset."""
@@ -118,7 +128,8 @@ def build_catalogue() -> dict:
     from targets.catalogue import entries
     from targets.datasets import DATASETS
 
-    return {"targets": {entry.name: asdict(target_use(entry.name)) for entry in entries()},
+    return {"targets": {entry.name: asdict(with_added_kinds(entry.name, target_use(entry.name)))
+                        for entry in entries()},
             "datasets": dict(DATASETS)}
 
 

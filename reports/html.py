@@ -24,9 +24,9 @@ import jinja2
 
 from audit.errors import UserError
 from audit.io import atomic_write_text
-from audit.kinds import kind_of
 from reports import plots
 from reports.formatting import flat_rows, format_interval, format_table, format_value
+from reports.presentation import presentation_of
 from reports.summary import attack_table, headline_sentences, one_run_sentences
 
 #: File names of the plots inside a run directory.
@@ -158,14 +158,12 @@ def _extra_figures(run_dir: Path, results: Mapping[str, Any]) -> list[dict]:
 
 
 def _headline_name(results: Mapping[str, Any]) -> str | None:
-    """File name of the figure a report of this kind opens with (its kind's record,
-    :class:`audit.kinds.RunKind`; None there: the first figure the run lists)."""
-    kind = kind_of(name=results.get("kind"))
-    if kind is None:
-        return TRADEOFF_PNG
-    if kind.headline is None:
+    """File name of the figure a report of this kind opens with (the presentation its kind registered,
+    :func:`reports.presentation.presentation_of`; None there: the first figure the run lists)."""
+    headline = presentation_of(results.get("kind")).headline
+    if headline is None:
         return next((str(f.get("file")) for f in results.get("figures") or [] if isinstance(f, Mapping)), None)
-    return kind.headline
+    return headline
 
 
 def _section(title: str, *, figures: list | None = None, tables: list | None = None, rows: list | None = None,
@@ -223,8 +221,8 @@ def build_context(results: Mapping[str, Any], config: Mapping[str, Any] | None, 
     headline = next((f for f in figures if f["name"] == headline_name), figures[0] if figures else None)
     attack = attack_table(results)
     runner_tables = [format_table(t) for t in results.get("tables") or [] if isinstance(t, Mapping)]
-    if results.get("kind") in ("sweep", "inversion", "extraction"):
-        runner_tables = runner_tables[1:]  # the first is the attack table
+    if presentation_of(results.get("kind")).tables_lead:
+        runner_tables = runner_tables[1:]  # the first is the compact table under the headline (attack_table)
     sections = []
     more = [f for f in figures if f is not headline]
     if more:

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from reports.formatting import format_interval, format_table, format_value
+from reports.presentation import presentation_of
 
 Results = Mapping[str, Any]
 
@@ -105,7 +106,7 @@ def _strongest_attack(results: Results) -> str | None:
     return f"{name}, reaches AUC {format_value(attacks[name].get('auc'))} and TPR {format_value(tpr)} at 0.1% FPR"
 
 
-def _sweep_sentences(results: Results) -> list[str]:
+def sweep_sentences(results: Results) -> list[str]:
     rows = [r for r in results.get("rows") or [] if isinstance(r, Mapping)]
     eps = sorted({r.get("epsilon_claimed") for r in rows if r.get("epsilon_claimed") is not None})
     threats = sorted({str(r.get("threat")) for r in rows})
@@ -129,7 +130,7 @@ def _sweep_sentences(results: Results) -> list[str]:
                      f"violations; so is a rejected tradeoff curve, even below it."]
 
 
-def _inversion_sentences(results: Results) -> list[str]:
+def inversion_sentences(results: Results) -> list[str]:
     inv = results.get("inversion") or {}
     ref = inv.get("reference") or {}
     gap = inv.get("member_gap") or {}
@@ -144,7 +145,7 @@ def _inversion_sentences(results: Results) -> list[str]:
             f"digits, is about privacy."]
 
 
-def _extraction_sentences(results: Results) -> list[str]:
+def extraction_sentences(results: Results) -> list[str]:
     ext = results.get("extraction") or {}
     who = f"{results.get('target')} ({results.get('target_description')})"
     text = (f"What was found: {ext.get('method', 'the attack')} recovered the model with "
@@ -158,7 +159,7 @@ def _extraction_sentences(results: Results) -> list[str]:
             f"({format_value(ext.get('d'))} features).", text]
 
 
-def _reconstruction_sentences(results: Results) -> list[str]:
+def reconstruction_sentences(results: Results) -> list[str]:
     rec = results.get("reconstruction") or {}
     who = f"{results.get('target')} ({results.get('target_description')})"
     verdict = results.get("verdict") or {}
@@ -230,17 +231,11 @@ def _trained_sentences(results: Results) -> list[str]:
 def headline_sentences(results: Results) -> list[str]:
     """The two plain sentences that open a report of ``results`` (three for a trained model: the split
     check comes first when it failed)."""
-    kind = results.get("kind")
-    if kind == "membership" and isinstance(results.get("split_check"), Mapping):
+    sentences = presentation_of(results.get("kind")).sentence_function()
+    if sentences is not None:  # the kind's own (its record's presentation, reports.presentation)
+        return sentences(results)
+    if isinstance(results.get("split_check"), Mapping):  # a trained model's membership audit
         return _trained_sentences(results)
-    if kind == "sweep":
-        return _sweep_sentences(results)
-    if kind == "inversion":
-        return _inversion_sentences(results)
-    if kind == "extraction":
-        return _extraction_sentences(results)
-    if kind == "reconstruction":
-        return _reconstruction_sentences(results)
     return _claim_sentences(results)
 
 
@@ -256,8 +251,7 @@ def _bound_text(bound: Mapping[str, Any]) -> str:
 
 def attack_table(results: Results) -> dict | None:
     """The one compact table of attacks: ``{"title", "columns", "rows", "caption"}`` (cells formatted)."""
-    kind = results.get("kind")
-    if kind in ("sweep", "inversion", "extraction", "reconstruction"):
+    if presentation_of(results.get("kind")).tables_lead:
         tables = [t for t in results.get("tables") or [] if isinstance(t, Mapping)]
         return format_table(tables[0]) if tables else None
     attacks = {n: a for n, a in (results.get("attacks") or {}).items() if isinstance(a, Mapping)}

@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from audit.arguments import delta_value, epsilon_value
-from audit.commands.run import check_target
 from audit.errors import UserError
 from audit.io import to_jsonable
 from audit.run_context import safe_name
+from audit.run_parser import check_target
 
 if TYPE_CHECKING:
     from audit.target_theory import TargetTheory

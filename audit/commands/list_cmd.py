@@ -8,7 +8,7 @@ import argparse
 
 from attacks.names import ATTACKS
 from audit.choices import DP_CANARIES, MEMBERSHIP_CANARIES
-from audit.commands.run import describe_use
+from audit.run_parser import describe_use
 from audit.target_defaults import load_catalogue, stored_catalogue
 
 #: Headings of the target families.

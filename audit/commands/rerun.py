@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from audit.commands.run import add_verbosity, gated_results
 from audit.errors import UserError
+from audit.run_parser import add_verbosity, gated_results
 
 
 def run_again(args: argparse.Namespace) -> dict:

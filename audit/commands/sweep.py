@@ -6,9 +6,10 @@ import argparse
 
 from audit.arguments import numbers, positive_int
 from audit.choices import DP_CANARIES, THREATS
-from audit.commands.run import check_target, common_options, dpsgd_start_options, gated_results, targets_epilog
 from audit.errors import UserError
 from audit.kinds import RunKind
+from audit.run_parser import check_target, common_options, dpsgd_start_options, gated_results, targets_epilog
+from reports.presentation import Presentation
 
 
 def _threats(text: str) -> tuple[str, ...]:
@@ -22,7 +23,7 @@ def _threats(text: str) -> tuple[str, ...]:
 
 def execute(args: argparse.Namespace) -> dict:
     """Run the sweep and print its summary; returns the results (a violation exits 1 under
-    --fail-above-claim, :func:`audit.commands.run.gated_results`)."""
+    --fail-above-claim, :func:`audit.run_parser.gated_results`)."""
     check_target("sweep", args.target)
     if args.epsilon is not None:
         raise UserError("sweep dp audits at each of --epsilons; drop --epsilon")
@@ -38,7 +39,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     kinds = parser.add_subparsers(dest="sweep_kind", metavar="KIND", parser_class=type(parser))
     kinds.required = True
     dp = kinds.add_parser("dp", help="sweep the multi-run DP audit (run dp) over epsilons", parents=[common_options()],
-                          epilog=targets_epilog("sweep"), formatter_class=argparse.RawDescriptionHelpFormatter)
+                          epilog=targets_epilog(RUN_KIND), formatter_class=argparse.RawDescriptionHelpFormatter)
     dp.add_argument("--epsilons", type=numbers(float, minimum=0, open_min=True, name="epsilons", example="1,2,4,8"),
                     default=(1.0, 2.0, 4.0, 8.0), help="claimed epsilons (default 1,2,4,8)")
     dp.add_argument("--threats", type=_threats, default=None,
@@ -54,4 +55,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 RUN_KIND = RunKind(name="sweep", command="sweep dp", options="audit.dp.options:SweepOptions",
                    run="audit.dp.sweep:run_sweep", summary="audit.dp.sweep:sweep_summary",
-                   register=register, headline="epsilon.png")
+                   register=register,
+                   report=Presentation(headline="epsilon.png", sentences="reports.summary:sweep_sentences",
+                                       tables_lead=True))

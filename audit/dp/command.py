@@ -6,13 +6,13 @@ import argparse
 
 from audit.arguments import positive_int
 from audit.choices import DP_CANARIES, THREATS
-from audit.commands.run import add_kind, dpsgd_start_options
 from audit.kinds import RunKind
+from audit.run_parser import add_kind, dpsgd_start_options
 
 
 def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     parser = add_kind(
-        kinds, "dp", common, help="multi-run DP audit: canary in by fair coins, CP/GDP/per-step bounds",
+        kinds, RUN_KIND, common, help="multi-run DP audit: canary in by fair coins, CP/GDP/per-step bounds",
         description="Train R runs of a DP target (vectorised), each with the canary by a fair coin, score the "
                     "canary under a threat model and bound epsilon from below: Clopper-Pearson (valid), GDP "
                     "(Gaussian tradeoff) and, for --threat updates, per-step observations composed by the "
@@ -51,4 +51,14 @@ def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser)
 
 RUN_KIND = RunKind(name="dp", command="run dp", options="audit.dp.options:DPOptions",
                    run="audit.dp.runner:run_dp", summary="audit.dp.runner:summary_lines",
-                   register=register)
+                   register=register, target_details=True, plugin_help=(
+                       "your own code, a trainer plugin. Defaults: black-box with the crafted input canary, 200 "
+                       "runs;",
+                       "--threat updates (Opacus or a loop with the audit hooks): Dirac gradient canary, 1000 runs; "
+                       "many-run games",
+                       "train each run on at most 1000 rows of the plugin's data; --quick: 50 runs.",
+                       "--one-run: the accounting check, then ONE training on the whole dataset with M gradient "
+                       "canaries (default M",
+                       "by simulating the DP-SGD the code runs, at most 20000 and the parameter count; --quick: at "
+                       "most 2000).",
+                       "--check-config: the accounting check alone."))

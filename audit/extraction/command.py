@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 
 from audit.arguments import number, positive_int
-from audit.commands.run import add_kind
 from audit.kinds import RunKind
+from audit.run_parser import add_kind
+from reports.presentation import Presentation
 
 
 def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    parser = add_kind(kinds, "extraction", common,
+    parser = add_kind(kinds, RUN_KIND, common,
                               help="steal a logistic-regression model through its prediction API (Tramèr et al. 2016)",
                               description="Equation-solving extraction of a softmax or binary logistic-regression "
                                           "target (d + 1 queries on exact outputs, weighted least squares on "
@@ -29,4 +30,9 @@ def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser)
 
 RUN_KIND = RunKind(name="extraction", command="run extraction", options="audit.extraction.runner:ExtractionOptions",
                    run="audit.extraction.runner:run_extraction", summary="audit.extraction.runner:summary_lines",
-                   register=register, headline="extraction.png")
+                   register=register,
+                   report=Presentation(headline="extraction.png", sentences="reports.summary:extraction_sentences",
+                                       tables_lead=True),
+                   plugin_help=(
+                       "your own training code, a trainer plugin; stolen through predict_proba assuming a logistic "
+                       "regression (no parameter error: your parameters are not visible)",))

@@ -6,12 +6,13 @@ import argparse
 
 from audit.arguments import non_negative_int, number, positive_int
 from audit.choices import INVERSION_STARTS
-from audit.commands.run import add_kind
 from audit.kinds import RunKind
+from audit.run_parser import add_kind
+from reports.presentation import Presentation
 
 
 def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    parser = add_kind(kinds, "inversion", common,
+    parser = add_kind(kinds, RUN_KIND, common,
                               help="MI-FACE model inversion of every class (Fredrikson et al. 2015)",
                               description="Reconstruct every class from the target by gradient descent on the input "
                                           "(white-box and black-box with estimated gradients), compare with the class "
@@ -39,4 +40,10 @@ def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser)
 
 RUN_KIND = RunKind(name="inversion", command="run inversion", options="audit.inversion.runner:InversionOptions",
                    run="audit.inversion.runner:run_inversion", summary="audit.inversion.runner:summary_lines",
-                   register=register, headline=None)
+                   register=register,
+                   report=Presentation(headline=None, sentences="reports.summary:inversion_sentences",
+                                       tables_lead=True),
+                   plugin_help=(
+                       "your own training code, a trainer plugin; only predict_proba is seen, so MI-FACE runs "
+                       "black-box (finite differences) against a reference model your train fits to the "
+                       "non-members",))

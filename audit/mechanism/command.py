@@ -6,14 +6,14 @@ import argparse
 
 from audit.arguments import positive_int
 from audit.choices import MECHANISM_DRAWS
-from audit.commands.run import add_kind
 from audit.errors import UserError
 from audit.kinds import RunKind
+from audit.run_parser import add_kind
 
 
 def execute(args: argparse.Namespace) -> dict:
     """Run the audit and print its summary; returns the results (``--fail-above-claim`` turns a
-    ``violation`` verdict into exit status 1, :func:`audit.commands.run.gated_results`)."""
+    ``violation`` verdict into exit status 1, :func:`audit.run_parser.gated_results`)."""
     if args.device == "cuda" or args.data_dir is not None:
         option = "--device cuda" if args.device == "cuda" else "--data-dir"
         raise UserError(f"{option} does not apply to mechanism audits (they sample with numpy on the CPU); drop it")
@@ -21,7 +21,7 @@ def execute(args: argparse.Namespace) -> dict:
 
 
 def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    parser = add_kind(kinds, "mechanism", common, help="audit a DP mechanism on its neighbouring pair",
+    parser = add_kind(kinds, RUN_KIND, common, help="audit a DP mechanism on its neighbouring pair",
                       description="Sample the mechanism many times on each dataset of its worst-case neighbouring "
                                   "pair, threshold a test statistic (Bonferroni over thresholds fixed in advance), "
                                   "and bound epsilon from below (Clopper-Pearson and Gaussian DP).")
@@ -32,4 +32,6 @@ def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser)
 
 RUN_KIND = RunKind(name="mechanism", command="run mechanism", options="audit.mechanism.runner:MechanismOptions",
                    run="audit.mechanism.runner:run_mechanism", summary="audit.mechanism.runner:summary_lines",
-                   register=register)
+                   register=register, target_noun="mechanism target", plugin_help=(
+                       "your own mechanism, a mechanism plugin (its dict: kind 'mechanism', mechanism, neighbours, "
+                       "claim); the test statistic is learned on 20,000 separate draws per world first",))

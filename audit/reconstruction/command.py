@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 
 from audit.arguments import positive_int
-from audit.commands.run import add_kind
 from audit.kinds import RunKind
+from audit.run_parser import add_kind
+from reports.presentation import Presentation
 
 
 def candidate_counts(text: str) -> tuple[int, ...]:
@@ -22,7 +23,7 @@ def candidate_counts(text: str) -> tuple[int, ...]:
 
 
 def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    parser = add_kind(kinds, "reconstruction", common,
+    parser = add_kind(kinds, RUN_KIND, common,
                       help="reconstruct one record among n candidates, against the ReRo bound (Hayes et al. 2023)",
                       description="The record to reconstruct is drawn uniformly among n candidates (kappa = 1/n); "
                                   "an informed adversary who knows every other record and the training algorithm "
@@ -45,4 +46,5 @@ RUN_KIND = RunKind(name="reconstruction", command="run reconstruction",
                    options="audit.reconstruction.runner:ReconstructionOptions",
                    run="audit.reconstruction.runner:run_reconstruction",
                    summary="audit.reconstruction.runner:summary_lines", register=register,
-                   headline="reconstruction.png")
+                   report=Presentation(headline="reconstruction.png",
+                                       sentences="reports.summary:reconstruction_sentences", tables_lead=True))
