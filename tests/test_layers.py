@@ -6,8 +6,14 @@ also those inside functions):
 * ``audit.stats`` imports only ``audit.stats``, ``audit.theory`` and ``audit.errors``;
 * ``targets`` and ``attacks`` import from ``audit`` only ``audit.theory``, ``audit.stats`` and
   ``audit.errors``; neither imports the other;
-* ``reports`` imports nothing from ``targets`` or ``attacks``;
-* a name imported from another project module is public (no leading underscore).
+* ``reports`` imports nothing from ``targets`` or ``attacks``, and from ``audit`` only ``audit.errors``,
+  ``audit.io``, ``audit.theory`` and ``audit.stats`` (never the kinds: they register how their reports are
+  drawn, :mod:`reports.presentation`);
+* only the command line (``audit.cli``, ``audit.commands``) imports ``audit.commands``: a kind's package
+  never imports the command that loads it;
+* a name imported from another project module is public (no leading underscore);
+* no import circle among the modules (function-level imports counted: a circle is a design knot even
+  where Python's lazy import would tolerate it).
 """
 
 from __future__ import annotations
@@ -23,6 +29,9 @@ ALLOWED = {
     "audit.theory": ("audit.theory", "audit.errors"),
     "audit.stats": ("audit.stats", "audit.theory", "audit.errors"),
 }
+
+#: What ``reports`` may import of ``audit``.
+REPORTS_FROM_AUDIT = ("audit.errors", "audit.io", "audit.theory", "audit.stats")
 
 Import = tuple[str, str, list[str], int]
 
@@ -65,10 +74,78 @@ def violations(imports: list[Import]) -> list[str]:
             found.append(f"{where}: targets and attacks do not import each other")
         if _in(src, "reports") and _in(dst, "targets", "attacks"):
             found.append(f"{where}: reports never import targets or attacks")
+        if _in(src, "reports") and _in(dst, "audit") and not _in(dst, *REPORTS_FROM_AUDIT):
+            found.append(f"{where}: reports import from audit only {', '.join(REPORTS_FROM_AUDIT)}")
+        if _in(dst, "audit.commands") and not _in(src, "audit.commands", "audit.cli"):
+            found.append(f"{where}: only the command line imports audit.commands")
         private = [n for n in names if n.startswith("_")]
         if private and dst != src:
             found.append(f"{where}: private name(s) {private} used across modules; make them public")
     return found
+
+
+def _module_of(name: str, modules: set[str]) -> str | None:
+    """The project module that an import of ``name`` loads (``a.b.c`` may name ``c`` in module ``a.b``)."""
+    while name and name not in modules:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def circles(imports: list[Import]) -> list[list[str]]:
+    """The import circles: strongly connected components of more than one module (Tarjan's algorithm,
+    iterative). A package's ``__init__`` imported by its own submodules is not an edge."""
+    modules = {src for src, *_ in imports} | {dst for _, dst, *_ in imports}
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for src, dst, names, _ in imports:
+        for target in [dst] + [f"{dst}.{n}" for n in names]:
+            module = _module_of(target, modules)
+            if module and module != src and not src.startswith(module + "."):
+                graph[src].add(module)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_no_import_circle() -> None:
+    assert circles(project_imports()) == []
+
+
+def test_a_circle_is_found() -> None:
+    made = [("audit.a", "audit.b", [], 1), ("audit.b", "audit.c", ["x"], 2), ("audit.c", "audit", ["a"], 3),
+            ("audit.d", "audit.a", [], 4), ("audit.a.e", "audit.a", [], 5)]
+    assert circles(made) == [["audit.a", "audit.b", "audit.c"]]
+    assert circles(made[:2] + made[3:]) == []
 
 
 def test_import_graph_points_down_the_layers() -> None:
@@ -82,6 +159,7 @@ def test_each_rule_can_fail() -> None:
            ("audit.theory.claims", "audit.stats.rates", ["x"], 2),
            ("audit.errors", "audit.io", ["x"], 3), ("targets.training", "audit.cache", ["x"], 4),
            ("attacks.lira", "targets.models", ["x"], 5), ("reports.html", "targets.registry", ["y"], 6),
-           ("audit.dp.runner", "targets.training", ["_private"], 7)]
+           ("audit.dp.runner", "targets.training", ["_private"], 7), ("reports.html", "audit.kinds", ["k"], 8),
+           ("audit.dp.command", "audit.commands.run", ["add_kind"], 9)]
     assert [len(violations([imp])) for imp in bad] == [1] * len(bad)
     assert violations([("audit.dp.runner", "targets.training", ["train_models"], 8)]) == []
