@@ -13,7 +13,8 @@ also those inside functions):
   never imports the command that loads it;
 * a name imported from another project module is public (no leading underscore);
 * no import circle among the modules (function-level imports counted: a circle is a design knot even
-  where Python's lazy import would tolerate it).
+  where Python's lazy import would tolerate it);
+* no function longer than :data:`MAX_FUNCTION_LINES` lines (a nested function counts inside its parent).
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ ALLOWED = {
     "audit.stats": ("audit.stats", "audit.theory", "audit.errors"),
 }
 
+#: The longest a function may be, in lines from its ``def`` to its last line.
+MAX_FUNCTION_LINES = 80
 #: What ``reports`` may import of ``audit``.
 REPORTS_FROM_AUDIT = ("audit.errors", "audit.io", "audit.theory", "audit.stats")
 
@@ -163,3 +166,21 @@ def test_each_rule_can_fail() -> None:
            ("audit.dp.command", "audit.commands.run", ["add_kind"], 9)]
     assert [len(violations([imp])) for imp in bad] == [1] * len(bad)
     assert violations([("audit.dp.runner", "targets.training", ["train_models"], 8)]) == []
+
+
+def long_functions(limit: int = MAX_FUNCTION_LINES) -> list[str]:
+    """``path:function (lines)`` of every function of the packages longer than ``limit`` lines."""
+    found = []
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    lines = node.end_lineno - node.lineno + 1
+                    if lines > limit:
+                        found.append(f"{path.relative_to(ROOT)}:{node.name} ({lines} lines)")
+    return found
+
+
+def test_no_function_over_the_limit() -> None:
+    assert long_functions() == []
+    assert long_functions(limit=40)  # the walk finds functions (some are longer than 40 lines)
