@@ -130,7 +130,7 @@ def build_catalogue() -> dict:
 
     return {"targets": {entry.name: asdict(with_added_kinds(entry.name, target_use(entry.name)))
                         for entry in entries()},
-            "datasets": dict(DATASETS)}
+            "datasets": {name: source.description for name, source in DATASETS.items()}}
 
 
 @functools.cache

@@ -13,8 +13,9 @@ import numpy as np
 from audit.errors import UserError
 from audit.executors import TrainingCall, train_cached_models
 from audit.run_context import RunPaths
+from targets.catalogue import trained_target
 from targets.datasets import Dataset
-from targets.registry import TrainedTarget, get_target
+from targets.registry import TrainedTarget
 from targets.training import TrainConfig
 
 
@@ -45,5 +46,5 @@ def train_cached(opts: Any, paths: RunPaths, data: Dataset, mask: np.ndarray, co
 
 def resolve_trained(name: str, epsilon: float | None, delta: float | None, quick: bool) -> TrainedTarget:
     """The registry target with the requested privacy, shrunk by --quick (as the membership run does)."""
-    target = get_target(name).with_privacy(epsilon, delta)
+    target = trained_target(name).with_privacy(epsilon, delta)
     return quick_target(target) if quick else target

@@ -21,9 +21,9 @@ from targets.broken_mechanisms import BROKEN_MECHANISMS, make_broken
 from targets.dperm import DPERM_AUDIT_TARGETS, DPERM_TARGETS, make_dperm
 from targets.mechanisms import MECHANISMS, make_mechanism
 from targets.plugins import BUILTIN_PLUGINS, is_plugin_spec, load_plugin
-from targets.registry import TARGETS, get_target
+from targets.registry import TARGETS, TrainedTarget, get_target
 
-__all__ = ["FAMILIES", "TargetEntry", "entries", "lookup", "resolve"]
+__all__ = ["FAMILIES", "TargetEntry", "entries", "lookup", "resolve", "trained_target", "trained_targets"]
 
 #: Families, in the order ``python -m audit list`` shows them.
 FAMILIES = ("trained", "mechanism", "dp-erm", "control", "plugin")
@@ -92,3 +92,17 @@ def resolve(name: str) -> TargetEntry:
     if is_plugin(name):
         return TargetEntry(name, "plugin", f"user plugin {name}", functools.partial(load_plugin, name))
     raise UserError(f"unknown target {name!r}; run `python -m audit list` to see the targets")
+
+
+def trained_target(name: str) -> TrainedTarget:
+    """The built-in trained model ``name`` (family ``trained``); any other name is the one-line
+    :class:`audit.errors.UserError` of an unknown target."""
+    entry = lookup(name)
+    if entry is None or entry.family != "trained":
+        raise UserError(f"unknown target {name!r}; run `python -m audit list` to see the targets")
+    return entry.factory()
+
+
+def trained_targets() -> list[TrainedTarget]:
+    """Every built-in trained model, in listing order."""
+    return [entry.factory() for entry in entries() if entry.family == "trained"]

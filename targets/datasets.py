@@ -12,6 +12,8 @@ from __future__ import annotations
 import gzip
 import os
 import struct
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -24,8 +26,8 @@ from targets.data_files import load_array_file, load_cifar10
 from targets.dataset import DATA_DIR_ENV, Dataset
 
 #: A dataset given as a file path (:func:`targets.data_files.load_array_file`).
-__all__ = ["Dataset", "DATA_DIR_ENV", "DATA_FILE_SUFFIXES", "DATASETS", "load_dataset", "load_mnist", "load_mnist_idx",
-           "load_digits", "load_breast_cancer", "load_synthetic"]
+__all__ = ["Dataset", "DATA_DIR_ENV", "DATA_FILE_SUFFIXES", "DATASETS", "DatasetSource", "load_dataset", "load_mnist",
+           "load_mnist_idx", "load_digits", "load_breast_cancer", "load_synthetic"]
 
 DATA_FILE_SUFFIXES = (".npz", ".csv")
 
@@ -130,30 +132,43 @@ def load_synthetic(n: int = 2000, d: int = 20, n_classes: int = 2, seed: int = 0
                    f"synthetic mixture (seed {seed})")
 
 
-DATASETS = {
-    "mnist": "MNIST digits (embedded 5,000-image sample; full set via --data-dir or AUDIT_DATA_DIR)",
-    "cifar10": "CIFAR-10 (60,000 32x32 colour images) from its binary files in --data-dir or AUDIT_DATA_DIR",
-    "digits": "scikit-learn 8x8 digits (1,797 images)",
-    "breast_cancer": "scikit-learn Wisconsin breast cancer (569 records, 30 features)",
-    "synthetic": "seeded Gaussian mixture (2,000 records, 20 features)",
+@dataclass(frozen=True)
+class DatasetSource:
+    """A built-in dataset: its one-line ``description``, its loader (``load()``, or ``load(data_dir)``
+    when it ``reads_data_dir``) and whether ``--data-dir`` applies to it."""
+
+    description: str
+    load: Callable[..., Dataset]
+    reads_data_dir: bool = False
+
+
+#: Every built-in dataset by name, its description and its loader together (``list`` shows the
+#: descriptions, through the stored catalogue).
+DATASETS: dict[str, DatasetSource] = {
+    "mnist": DatasetSource("MNIST digits (embedded 5,000-image sample; full set via --data-dir or AUDIT_DATA_DIR)",
+                           load_mnist, reads_data_dir=True),
+    "cifar10": DatasetSource("CIFAR-10 (60,000 32x32 colour images) from its binary files in --data-dir or "
+                             "AUDIT_DATA_DIR", load_cifar10, reads_data_dir=True),
+    "digits": DatasetSource("scikit-learn 8x8 digits (1,797 images)", load_digits),
+    "breast_cancer": DatasetSource("scikit-learn Wisconsin breast cancer (569 records, 30 features)",
+                                   load_breast_cancer),
+    "synthetic": DatasetSource("seeded Gaussian mixture (2,000 records, 20 features)", load_synthetic),
 }
 
 
 def load_dataset(name: str, data_dir: str | os.PathLike | None = None) -> Dataset:
-    """Load a dataset by name, or a user's ``.npz`` / ``.csv`` file (:mod:`targets.data_files`);
-    ``data_dir`` applies to ``mnist`` and ``cifar10`` only."""
-    if name == "mnist":
-        return load_mnist(data_dir)
-    if name == "cifar10" or str(name).endswith(DATA_FILE_SUFFIXES):
-
-        if name == "cifar10":
-            return load_cifar10(data_dir)
+    """Load a dataset by name (:data:`DATASETS`), or a user's ``.npz`` / ``.csv`` file
+    (:mod:`targets.data_files`); ``data_dir`` applies only to the datasets that read it (mnist, cifar10)."""
+    source = DATASETS.get(name)
+    if source is not None and source.reads_data_dir:
+        return source.load(data_dir)
+    readers = " and ".join(n for n, s in DATASETS.items() if s.reads_data_dir)
+    if str(name).endswith(DATA_FILE_SUFFIXES):
         if data_dir:
-            raise UserError(f"--data-dir applies to the mnist and cifar10 datasets, not to {name}; drop --data-dir")
+            raise UserError(f"--data-dir applies to the {readers} datasets, not to {name}; drop --data-dir")
         return load_array_file(name)
     if data_dir:
-        raise UserError(f"--data-dir applies only to the mnist and cifar10 datasets, not {name!r}; drop --data-dir")
-    loaders = {"digits": load_digits, "breast_cancer": load_breast_cancer, "synthetic": load_synthetic}
-    if name not in loaders:
+        raise UserError(f"--data-dir applies only to the {readers} datasets, not {name!r}; drop --data-dir")
+    if source is None:
         raise UserError(f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)}")
-    return loaders[name]()
+    return source.load()

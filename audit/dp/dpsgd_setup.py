@@ -17,10 +17,11 @@ from audit.dp.setup_types import DPAuditSetup
 from audit.errors import UserError
 from audit.theory.claims import Neighbouring
 from audit.theory.dpsgd import DPSGDClaim, calibrate_noise_multiplier
+from targets.catalogue import trained_target
 from targets.dataset import Dataset
 from targets.datasets import load_dataset
 from targets.dpsgd_audit import dead_coordinate, param_shapes
-from targets.registry import TrainedTarget, get_target
+from targets.registry import TrainedTarget
 from targets.training import TrainConfig, resolve_device, train_models
 
 #: The non-private pre-training of ``--init pretrained``: epochs and expected batch size of plain SGD.
@@ -105,7 +106,7 @@ def dpsgd_target(opts: DPOptions) -> TrainedTarget:
     if opts.calibration_runs and opts.threat == "updates":
         raise UserError("--calibration-runs fixes the threshold of a black-box or white-box audit; the updates "
                         "threat model fixes its own")
-    target = get_target(opts.target).with_privacy(opts.epsilon, opts.delta)
+    target = trained_target(opts.target).with_privacy(opts.epsilon, opts.delta)
     if not target.private:
         raise UserError(f"target {target.name} is not private; run dp audits DP targets")
     if opts.threat not in THREATS:

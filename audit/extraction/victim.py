@@ -13,9 +13,10 @@ from attacks.extraction import FeatureMap, linear_features, softmax
 from audit.errors import UserError
 from audit.run_context import RunPaths
 from audit.trained_targets import member_split, resolve_trained, train_cached
+from targets.catalogue import trained_targets
 from targets.datasets import Dataset, load_dataset
 from targets.dperm import DPERM, DPERM_TARGETS, binary_labels, prepare_features
-from targets.registry import TARGETS, TrainedTarget
+from targets.registry import TrainedTarget
 
 
 @dataclass(kw_only=True)
@@ -49,7 +50,7 @@ class Victim:
 def linear_target(opts: Any) -> TrainedTarget:
     target = resolve_trained(opts.target, opts.epsilon, opts.delta, opts.quick)
     if target.arch != "logreg":
-        linear = ", ".join(t for t, v in TARGETS.items() if v.arch == "logreg")
+        linear = ", ".join(t.name for t in trained_targets() if t.arch == "logreg")
         raise UserError(f"extraction by equation solving needs a logistic-regression target; {target.name} is a "
                         f"{target.arch}; choose one of {linear} or a DP-ERM target")
     return target

@@ -50,9 +50,8 @@ from audit.stats.lower_bound import SECONDARY, VERDICT
 from audit.stats.metrics import attack_metrics, dp_advantage_bound
 from audit.stats.verdict import Family, compare_with_claim
 from audit.theory.checks import check_confidence
-from targets.catalogue import is_plugin
+from targets.catalogue import is_plugin, trained_target
 from targets.plugins import ModelPlugin, load_plugin
-from targets.registry import get_target
 
 #: Default and --quick game sizes: (canaries m, shadow models K, LiRA/RMIA reference models R); a user's
 #: trainer plugin (training sets of at most audit.membership.subjects.MAX_TRAIN records) plays
@@ -68,7 +67,7 @@ def game_preset(opts: MembershipOptions, plugin: object) -> tuple[str, str]:
     """(canary kind, :data:`GAME_SIZES` key) of a run: the one-run preset for a target that claims DP
     (and for trainer plugins), mislabelled canaries and the "nonprivate" sizes for a non-private registry
     target; ``--canary`` and ``--quick`` override."""
-    private = plugin is not None or get_target(opts.target).with_privacy(opts.epsilon, opts.delta).private
+    private = plugin is not None or trained_target(opts.target).with_privacy(opts.epsilon, opts.delta).private
     canary = opts.canary or (DEFAULT_MEMBERSHIP_CANARY if private else NONPRIVATE_MEMBERSHIP_CANARY)
     preset = "quick" if opts.quick else "plugin" if plugin is not None else "default" if private else "nonprivate"
     return canary, preset

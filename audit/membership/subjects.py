@@ -31,10 +31,9 @@ from audit.plugins.probe import resolved_claim
 from audit.plugins.training import plugin_dataset, predictions, train_once
 from audit.run_context import RunPaths
 from audit.trained_targets import quick_target
-from targets.catalogue import resolve
+from targets.catalogue import resolve, trained_target
 from targets.datasets import load_dataset
 from targets.plugins import TrainerPlugin, load_plugin, plugin_config
-from targets.registry import get_target
 from targets.training import log_softmax, predict_logits, resolve_device
 
 #: Largest target training set of a plugin in the membership game.
@@ -60,7 +59,7 @@ class MembershipSubject(AuditedModel):
 def registry_subject(opts: Any) -> MembershipSubject:
     """A registry target (with ``--epsilon``/``--delta`` recalibration and the ``--quick`` preset)."""
 
-    target = get_target(opts.target).with_privacy(opts.epsilon, opts.delta)
+    target = trained_target(opts.target).with_privacy(opts.epsilon, opts.delta)
     if opts.quick:
         target = quick_target(target)
     device = resolve_device(opts.device)

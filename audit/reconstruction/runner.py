@@ -27,10 +27,9 @@ from audit.run_options import CommonRunOptions
 from audit.theory.checks import check_confidence
 from audit.theory.rero import rero_bound
 from reports.reconstruction_plots import rero_success_plot
-from targets.catalogue import is_plugin
+from targets.catalogue import is_plugin, lookup, trained_target
 from targets.datasets import load_dataset
 from targets.dperm import DPERM, DPERM_TARGETS
-from targets.registry import TARGETS, get_target
 
 FIGURE = "reconstruction.png"
 THREATS = ("updates", "white-box")
@@ -49,7 +48,7 @@ class ReconstructionOptions(CommonRunOptions):
 
 
 def _dpsgd(opts: ReconstructionOptions, counts: tuple[int, ...], runs: int, threat: str, ctx: RunContext):
-    target = get_target(opts.target).with_privacy(opts.epsilon, opts.delta)
+    target = trained_target(opts.target).with_privacy(opts.epsilon, opts.delta)
     if not target.private:
         raise UserError(f"target {target.name} is not private: every DP-SGD target's run reconstruction trains its "
                         f"non-private twin beside it (e.g. --target dpgd_logreg_digits)")
@@ -86,7 +85,8 @@ def run_reconstruction(opts: ReconstructionOptions) -> tuple[Path, dict]:
         raise UserError("a trainer plugin is a black box (train(X, y, seed) -> predict_proba): it gives neither "
                         "updates nor parameters; run reconstruction takes the built-in DP-SGD and DP-ERM targets")
     dperm = opts.target in DPERM_TARGETS
-    if not dperm and opts.target not in TARGETS:
+    entry = lookup(opts.target)
+    if not dperm and (entry is None or entry.family != "trained"):
         raise UserError(f"run reconstruction takes the built-in DP-SGD and DP-ERM targets (got {opts.target})")
     threat = opts.threat or ("white-box" if dperm else "updates")
     if threat not in THREATS:
