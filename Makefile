@@ -1,7 +1,7 @@
 # Two commands from a fresh clone (see README "Quick start"):
 #   make audit   creates .venv on first use and runs the flagship audit (report under runs/)
 #   make test    creates .venv on first use and runs the test-suite (what .ci/run runs)
-#   make lint    ruff (E,F,I,W,B,UP; .ci/run runs it too)
+#   make lint    ruff (E,F,I,W,B,UP, complexity C901 <= 15, PLR0913 <= 8 arguments; .ci/run runs it too)
 #   make docs    builds the documentation site into site/, warnings as errors (.ci/run builds it too)
 PYTHON ?= python3
 VENV := .venv
