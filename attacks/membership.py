@@ -27,6 +27,7 @@ LiRA and RMIA: in addition, the candidate examples themselves, on which it train
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -35,7 +36,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from attacks.lira import lira_leave_one_out, lira_scores, logit_confidence
-from attacks.names import LIRA_ATTACKS, REFERENCE_ATTACKS, RMIA_ATTACKS, check_references, expand_attacks
+from attacks.names import ATTACK_SPECS, LIRA_ATTACKS, RMIA_ATTACKS, check_references, expand_attacks
 from attacks.rmia import A_GRID, choose_offline_a, label_probability, leave_one_out, rmia_scores
 from audit.errors import UserError
 
@@ -140,7 +141,53 @@ class AttackScores:
     parameters: dict = field(default_factory=dict)
 
 
-def _shadow_attack(inp: AttackInputs) -> AttackScores:
+@dataclass(frozen=True, kw_only=True)
+class AttackOptions:
+    """The attacks' own options: LiRA's Gaussian variance (:data:`attacks.names.VARIANCES`) and RMIA's
+    offline ``a`` (None: chosen on the calibration games)."""
+
+    lira_variance: str = "auto"
+    rmia_a: float | None = None
+
+
+#: A scorer: ``scorer(chosen, inp, options) -> {name: AttackScores}`` for the attacks ``chosen`` (those it
+#: registered for that the caller asked for).
+Scorer = Callable[[tuple[str, ...], AttackInputs, AttackOptions], dict[str, AttackScores]]
+#: The registered scorers, in the order they run (as Opacus registers its grad samplers by layer type).
+SCORERS: dict[tuple[str, ...], Scorer] = {}
+
+
+def register_scorer(*names: str) -> Callable[[Scorer], Scorer]:
+    """Decorator registering the scorer of the attacks ``names`` (declared in
+    :data:`attacks.names.ATTACK_SPECS`); attacks that share their work (LiRA online and offline) register
+    one scorer together."""
+    unknown = [n for n in names if n not in ATTACK_SPECS]
+    if unknown:
+        raise ValueError(f"declare {unknown} in attacks.names.ATTACK_SPECS before registering a scorer")
+
+    def register(scorer: Scorer) -> Scorer:
+        SCORERS[names] = scorer
+        return scorer
+
+    return register
+
+
+@register_scorer("loss")
+def _loss_attack(chosen: tuple[str, ...], inp: AttackInputs, options: AttackOptions) -> dict[str, AttackScores]:
+    K = inp.shadow_lp.shape[0]
+    return {"loss": AttackScores(loss_scores(inp.target_lp, inp.labels), loss_scores(inp.shadow_lp, inp.shadow_labels),
+                                 inp.shadow_in, f"{K} shadow games")}
+
+
+@register_scorer("confidence")
+def _confidence_attack(chosen: tuple[str, ...], inp: AttackInputs, options: AttackOptions) -> dict[str, AttackScores]:
+    K = inp.shadow_lp.shape[0]
+    return {"confidence": AttackScores(confidence_scores(inp.target_lp), confidence_scores(inp.shadow_lp),
+                                       inp.shadow_in, f"{K} shadow games")}
+
+
+@register_scorer("shadow")
+def _shadow_attack(chosen: tuple[str, ...], inp: AttackInputs, options: AttackOptions) -> dict[str, AttackScores]:
     K = inp.shadow_lp.shape[0]
     feats = np.stack([shadow_features(lp, inp.shadow_labels) for lp in inp.shadow_lp])
     labels = inp.shadow_labels
@@ -152,10 +199,11 @@ def _shadow_attack(inp: AttackInputs) -> AttackScores:
         loo.append(attack.score(feats[k], labels))
     attack = ShadowAttack(inp.n_classes).fit(np.concatenate(feats), np.tile(labels, K), np.concatenate(inp.shadow_in))
     target = attack.score(shadow_features(inp.target_lp, inp.labels), inp.labels)
-    return AttackScores(target, np.stack(loo), inp.shadow_in, f"{K} shadow games (leave-one-shadow-out)")
+    return {"shadow": AttackScores(target, np.stack(loo), inp.shadow_in, f"{K} shadow games (leave-one-shadow-out)")}
 
 
-def _rmia_attack(names: tuple[str, ...], inp: AttackInputs, rmia_a: float | None) -> dict[str, AttackScores]:
+@register_scorer(*RMIA_ATTACKS)
+def _rmia_attack(names: tuple[str, ...], inp: AttackInputs, options: AttackOptions) -> dict[str, AttackScores]:
     """RMIA online/offline (:mod:`attacks.rmia`): target scores and calibration games; offline ``a`` chosen
     on the calibration games by mean AUC unless given."""
     if inp.population_lp is None or inp.population_labels is None or inp.reference_population_lp is None:
@@ -175,8 +223,8 @@ def _rmia_attack(names: tuple[str, ...], inp: AttackInputs, rmia_a: float | None
     logp, member, pop_logp, text = games
     target = label_probability(inp.target_lp, inp.labels)
     target_pop = label_probability(inp.population_lp, pop_labels)
-    out = {}
-    for name in (n for n in RMIA_ATTACKS if n in names):
+    out, rmia_a = {}, options.rmia_a
+    for name in names:
         if name == "rmia_online":
             a, params = None, {}
         elif rmia_a is not None:
@@ -191,6 +239,19 @@ def _rmia_attack(names: tuple[str, ...], inp: AttackInputs, rmia_a: float | None
     return out
 
 
+@register_scorer(*LIRA_ATTACKS)
+def _lira_attack(names: tuple[str, ...], inp: AttackInputs, options: AttackOptions) -> dict[str, AttackScores]:
+    """LiRA online/offline (:mod:`attacks.lira`): one Gaussian fit per candidate serves both."""
+    ref_phi = logit_confidence(inp.reference_lp, inp.labels)
+    target = lira_scores(logit_confidence(inp.target_lp, inp.labels), ref_phi, inp.reference_in,
+                         options.lira_variance)
+    loo = lira_leave_one_out(ref_phi, inp.reference_in, options.lira_variance)
+    R = ref_phi.shape[0]
+    return {name: AttackScores(target[key], loo[key], inp.reference_in,
+                               f"{R} reference games (leave-one-reference-out)")
+            for name, key in (("lira_online", "online"), ("lira_offline", "offline")) if name in names}
+
+
 def run_attacks(names: tuple[str, ...] | list[str], inp: AttackInputs, lira_variance: str = "auto",
                 rmia_a: float | None = None) -> dict[str, AttackScores]:
     """Score the target's candidates with every attack in ``names`` (see :data:`attacks.names.ATTACKS`).
@@ -201,35 +262,20 @@ def run_attacks(names: tuple[str, ...] | list[str], inp: AttackInputs, lira_vari
     games). Raises UserError when an attack's inputs are missing.
     """
     names = expand_attacks(tuple(names))
-    needs_shadow = any(n in ("shadow", "loss", "confidence") for n in names)
+    needs_shadow = any(ATTACK_SPECS[n].calibration == "shadow" for n in names)
     if needs_shadow and (inp.shadow_lp is None or inp.shadow_in is None or inp.shadow_labels is None):
         raise UserError("the shadow, loss and confidence attacks need shadow-model outputs; train shadow models")
     if needs_shadow and inp.shadow_lp.shape[0] < 2:
         raise UserError(f"need at least 2 shadow models, got {inp.shadow_lp.shape[0]}; raise --shadows")
-    out: dict[str, AttackScores] = {}
-    K = inp.shadow_lp.shape[0] if inp.shadow_lp is not None else 0
-    if "loss" in names:
-        out["loss"] = AttackScores(loss_scores(inp.target_lp, inp.labels),
-                                   loss_scores(inp.shadow_lp, inp.shadow_labels), inp.shadow_in, f"{K} shadow games")
-    if "confidence" in names:
-        out["confidence"] = AttackScores(confidence_scores(inp.target_lp), confidence_scores(inp.shadow_lp),
-                                         inp.shadow_in, f"{K} shadow games")
-    if "shadow" in names:
-        out["shadow"] = _shadow_attack(inp)
-    if any(n in REFERENCE_ATTACKS for n in names):
+    if any(ATTACK_SPECS[n].calibration == "references" for n in names):
         if inp.reference_lp is None or inp.reference_in is None:
             raise UserError("LiRA and RMIA need reference models trained on the target's candidates; "
                             "raise --references")
         check_references(names, inp.reference_lp.shape[0])
-    if any(n in RMIA_ATTACKS for n in names):
-        out |= _rmia_attack(names, inp, rmia_a)
-    if any(n in LIRA_ATTACKS for n in names):
-        ref_phi = logit_confidence(inp.reference_lp, inp.labels)
-        target = lira_scores(logit_confidence(inp.target_lp, inp.labels), ref_phi, inp.reference_in, lira_variance)
-        loo = lira_leave_one_out(ref_phi, inp.reference_in, lira_variance)
-        R = ref_phi.shape[0]
-        for name, key in (("lira_online", "online"), ("lira_offline", "offline")):
-            if name in names:
-                out[name] = AttackScores(target[key], loo[key], inp.reference_in,
-                                         f"{R} reference games (leave-one-reference-out)")
+    options = AttackOptions(lira_variance=lira_variance, rmia_a=rmia_a)
+    out: dict[str, AttackScores] = {}
+    for registered, scorer in SCORERS.items():
+        chosen = tuple(n for n in registered if n in names)
+        if chosen:
+            out |= scorer(chosen, inp, options)
     return {name: out[name] for name in names}

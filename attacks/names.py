@@ -3,28 +3,58 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from audit.errors import UserError
 
-#: Membership attacks available to ``python -m audit run membership --attack`` (results.json names).
-ATTACKS = {
-    "shadow": "shadow-model attack, per-class classifiers on sorted prediction vectors (Shokri et al. 2017)",
-    "lira_online": "LiRA online: likelihood ratio of per-example IN/OUT Gaussians of the logit-scaled confidence "
-                   "(Carlini et al. 2022)",
-    "lira_offline": "LiRA offline: one-sided test against the per-example OUT Gaussian (Carlini et al. 2022)",
-    "rmia_online": "RMIA online: fraction of population samples whose pairwise likelihood ratio the candidate "
-                   "dominates, p(x) from all reference models (Zarifzadeh et al. 2024)",
-    "rmia_offline": "RMIA offline: as rmia_online with p(x) = (1+a)/2 p_OUT(x) + (1-a)/2 from the reference "
-                    "models that left the candidate out (Zarifzadeh et al. 2024)",
-    "loss": "loss threshold: log-probability of the label (Yeom et al. 2018)",
-    "confidence": "confidence threshold: top-1 probability, label not used (Salem et al. 2019)",
+
+@dataclass(frozen=True)
+class AttackSpec:
+    """What the command line and the runners need to know of a membership attack (its scores are
+    registered in :mod:`attacks.membership`, :func:`attacks.membership.register_scorer`).
+
+    Attributes:
+        description: One line with its paper (``list``, ``--help``, results.json).
+        calibration: The models its calibration games are played on: ``"shadow"`` or ``"references"``
+            (reference models trained on the target's candidates).
+        group: The ``--attack`` group it belongs to (``lira``, ``rmia``), or None.
+        population: Whether it needs population samples scored by every model (RMIA).
+    """
+
+    description: str
+    calibration: str = "shadow"
+    group: str | None = None
+    population: bool = False
+
+
+#: Membership attacks available to ``python -m audit run membership --attack`` (results.json names), in
+#: the order they are run and reported.
+ATTACK_SPECS = {
+    "shadow": AttackSpec("shadow-model attack, per-class classifiers on sorted prediction vectors (Shokri et al. "
+                         "2017)"),
+    "lira_online": AttackSpec("LiRA online: likelihood ratio of per-example IN/OUT Gaussians of the logit-scaled "
+                              "confidence (Carlini et al. 2022)", "references", "lira"),
+    "lira_offline": AttackSpec("LiRA offline: one-sided test against the per-example OUT Gaussian (Carlini et al. "
+                               "2022)", "references", "lira"),
+    "rmia_online": AttackSpec("RMIA online: fraction of population samples whose pairwise likelihood ratio the "
+                              "candidate dominates, p(x) from all reference models (Zarifzadeh et al. 2024)",
+                              "references", "rmia", population=True),
+    "rmia_offline": AttackSpec("RMIA offline: as rmia_online with p(x) = (1+a)/2 p_OUT(x) + (1-a)/2 from the "
+                               "reference models that left the candidate out (Zarifzadeh et al. 2024)",
+                               "references", "rmia", population=True),
+    "loss": AttackSpec("loss threshold: log-probability of the label (Yeom et al. 2018)"),
+    "confidence": AttackSpec("confidence threshold: top-1 probability, label not used (Salem et al. 2019)"),
 }
+#: Each attack's description, by name.
+ATTACKS = {name: spec.description for name, spec in ATTACK_SPECS.items()}
 #: Names accepted by ``--attack`` that stand for several attacks.
-ATTACK_GROUPS = {"lira": ("lira_online", "lira_offline"), "rmia": ("rmia_online", "rmia_offline"),
-                 "all": tuple(ATTACKS)}
-LIRA_ATTACKS = ("lira_online", "lira_offline")
-RMIA_ATTACKS = ("rmia_online", "rmia_offline")
+ATTACK_GROUPS = {group: tuple(n for n, s in ATTACK_SPECS.items() if s.group == group)
+                 for group in dict.fromkeys(s.group for s in ATTACK_SPECS.values() if s.group)}
+ATTACK_GROUPS["all"] = tuple(ATTACKS)
+LIRA_ATTACKS = ATTACK_GROUPS["lira"]
+RMIA_ATTACKS = ATTACK_GROUPS["rmia"]
 #: Attacks that need reference models trained on the target's candidates.
-REFERENCE_ATTACKS = LIRA_ATTACKS + RMIA_ATTACKS
+REFERENCE_ATTACKS = tuple(n for n, s in ATTACK_SPECS.items() if s.calibration == "references")
 #: LiRA fits a Gaussian to at least 2 IN and 2 OUT reference models per candidate.
 LIRA_MIN_REFERENCES = 4
 #: LiRA's Gaussian variance: ``auto`` (global below 64 reference models), one global, or per example.

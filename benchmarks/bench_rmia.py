@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from attacks.membership import LIRA_MIN_REFERENCES  # noqa: E402
+from attacks.names import LIRA_MIN_REFERENCES  # noqa: E402
 from audit.io import write_json  # noqa: E402
 from audit.membership.runner import MembershipOptions, run_membership  # noqa: E402
 from audit.run_context import host_info, utc_now  # noqa: E402

@@ -36,7 +36,7 @@ import numpy as np
 
 from attacks.lira import resolve_variance
 from attacks.membership import AttackInputs, AttackScores, run_attacks
-from attacks.names import ATTACKS, LIRA_ATTACKS, REFERENCE_ATTACKS, RMIA_ATTACKS, check_references, expand_attacks
+from attacks.names import ATTACK_SPECS, ATTACKS, LIRA_ATTACKS, REFERENCE_ATTACKS, check_references, expand_attacks
 from audit.choices import DEFAULT_MEMBERSHIP_CANARY, NONPRIVATE_MEMBERSHIP_CANARY
 from audit.executors import TrainingCall
 from audit.membership.game import CanaryGame, build_canary_game
@@ -157,7 +157,7 @@ def attack_inputs(target: MembershipSubject, game: CanaryGame, models: TrainedMo
     shadow_lp = target.log_probs(models.shadows, X[sc])
     reference_lp = target.log_probs(models.references, X[tc]) if models.references is not None else None
     population = {}
-    if any(name in RMIA_ATTACKS for name in attack_names):  # RMIA's population: like the canaries, never trained
+    if any(ATTACK_SPECS[name].population for name in attack_names):  # like the canaries, never trained
         pop_X = X[game.population]
         population = {"population_labels": y[game.population],
                       "population_lp": target.log_probs(models.target, pop_X)[0],
