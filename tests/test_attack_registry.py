@@ -14,7 +14,7 @@ from attacks.names import ATTACK_GROUPS, ATTACK_SPECS, ATTACKS, REFERENCE_ATTACK
 
 def test_every_declared_attack_has_one_scorer() -> None:
     served = Counter(name for names in SCORERS for name in names)
-    assert served == Counter(ATTACK_SPECS)
+    assert served == Counter(list(ATTACK_SPECS))
 
 
 def test_an_undeclared_attack_cannot_register() -> None:
