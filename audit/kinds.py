@@ -1,7 +1,9 @@
-"""One record per audit kind (:class:`RunKind`), read by the command line, ``rerun``, the catalogue and
-the reports. A kind lives in its own package (``audit/<kind>/``: its game, its runner, its plugin
-adapter, its options) whose ``command`` module holds its record and its command-line options; adding a
-kind is that package plus one line in :data:`KIND_COMMANDS`. The records name their runners as
+"""One record per audit kind (:class:`RunKind`), read by the command line (:mod:`audit.run_parser`),
+``rerun`` and the catalogue (:func:`audit.target_defaults.build_catalogue`); the reports get its look
+through :mod:`reports.presentation`, where each record registers it. A kind lives in its own package
+(``audit/<kind>/``: its game, its runner, its plugin adapter, its options) whose ``command`` module
+holds its record and its command-line options; adding a kind is that package plus one line in
+:data:`KIND_COMMANDS` (``docs/contributing.md``). The records name their runners as
 ``module:attribute`` strings, imported when a run starts (:meth:`RunKind.load`), so that ``--help``,
 ``list`` and bad input answer without importing numpy or torch.
 """
