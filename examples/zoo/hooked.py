@@ -40,7 +40,8 @@ class Loop:
     ``rate``: the Poisson rate it samples with; ``declared_rate``: the rate it tells ``add_canary``
     (and its accounting); ``sampling``: "poisson", "shuffled" (fixed-size batches of a new
     permutation each epoch) or "shuffled-once" (one permutation for every epoch); ``clipping``:
-    "per-example" or "none"; ``noise``: "gaussian", "laplace", "uniform" (both of the Gaussian's
+    "per-example" or "none"; ``declared_clip``: the clip norm it tells ``add_canary`` and scales the
+    noise by (None: ``clip``); ``noise``: "gaussian", "laplace", "uniform" (both of the Gaussian's
     variance), "reused" (drawn at the first step, added again at every step) or "constant-seed" (a
     generator seeded with 0, whatever the training's seed); ``scale``: the noise's standard deviation,
     "sigma*C", "sigma" (the clip norm forgotten) or "sigma*C/qn" (scaled for the mean gradient, added to
@@ -53,6 +54,7 @@ class Loop:
     declared_rate: float = Q
     steps: int = STEPS
     clip: float = C
+    declared_clip: float | None = None
     sampling: str = "poisson"
     clipping: str = "per-example"
     noise: str = "gaussian"
@@ -103,12 +105,13 @@ def train(X: np.ndarray, y: np.ndarray, seed: int, loop: Loop):
     noise_gen = torch.Generator().manual_seed(0) if loop.noise == "constant-seed" else gen
     X, y = torch.as_tensor(X, dtype=torch.float32), torch.as_tensor(y)
     W, b = torch.zeros(10, X.shape[1]), torch.zeros(10)
-    std = {"sigma*C": loop.sigma * loop.clip, "sigma": loop.sigma,
-           "sigma*C/qn": loop.sigma * loop.clip / (loop.declared_rate * len(X))}[loop.scale]
+    clip = loop.clip if loop.declared_clip is None else loop.declared_clip
+    std = {"sigma*C": loop.sigma * clip, "sigma": loop.sigma,
+           "sigma*C/qn": loop.sigma * clip / (loop.declared_rate * len(X))}[loop.scale]
     first_noise = None
     for step, batch in enumerate(_batches(loop, len(X), gen)):
         grad_sum = _clipped_sum(loop, W, b, X[batch], y[batch])
-        add_canary(grad_sum, clip_norm=loop.clip, sample_rate=loop.declared_rate, batch=batch)
+        add_canary(grad_sum, clip_norm=clip, sample_rate=loop.declared_rate, batch=batch)
         noise = [_draw(loop, g.shape, std, noise_gen) for g in grad_sum]
         if loop.noise == "reused":
             first_noise = first_noise or noise
@@ -180,16 +183,28 @@ def no_clipping_twin() -> dict:
     return plugin("no_clipping_twin", Loop(sigma_for()), "per-example clipping to C")
 
 
+def clip_norm_mismatch() -> dict:
+    """Clips each example to 4 while the noise and the accounting use the declared clip norm 1: the
+    sensitivity is larger than declared."""
+    return plugin("clip_norm_mismatch", Loop(sigma_for(), clip=4.0, declared_clip=1.0),
+                  "clips to 4, declares (and scales the noise by) clip norm 1")
+
+
+def clip_norm_mismatch_twin() -> dict:
+    return plugin("clip_norm_mismatch_twin", Loop(sigma_for(), clip=1.0, declared_clip=1.0),
+                  "clips to the declared clip norm 1")
+
+
 # --- noise --------------------------------------------------------------------------------------
 
 def noise_without_clip_norm() -> dict:
-    """Noise of standard deviation sigma where sigma x C is needed (C = 4)."""
-    return plugin("noise_without_clip_norm", Loop(sigma_for(), clip=4.0, scale="sigma"),
-                  "clip norm 4, noise of standard deviation sigma instead of sigma x C")
+    """Noise of standard deviation sigma where sigma x C is needed (C = 5)."""
+    return plugin("noise_without_clip_norm", Loop(sigma_for(), clip=5.0, scale="sigma"),
+                  "clip norm 5, noise of standard deviation sigma instead of sigma x C")
 
 
 def noise_without_clip_norm_twin() -> dict:
-    return plugin("noise_without_clip_norm_twin", Loop(sigma_for(), clip=4.0), "clip norm 4, noise sigma x C")
+    return plugin("noise_without_clip_norm_twin", Loop(sigma_for(), clip=5.0), "clip norm 5, noise sigma x C")
 
 
 def noise_for_the_mean() -> dict:
@@ -270,9 +285,9 @@ def epochs_as_steps_twin() -> dict:
 
 
 #: Every mistake of this module (its twin is ``NAME + "_twin"``).
-MISTAKES = ("declared_rate_too_small", "shuffled_batches", "shuffled_once", "no_clipping", "noise_without_clip_norm",
-            "noise_for_the_mean", "bias_without_noise", "noise_reused", "noise_constant_seed", "laplace_noise",
-            "uniform_noise", "warmup_without_noise", "epochs_as_steps")
+MISTAKES = ("declared_rate_too_small", "shuffled_batches", "shuffled_once", "no_clipping", "clip_norm_mismatch",
+            "noise_without_clip_norm", "noise_for_the_mean", "bias_without_noise", "noise_reused",
+            "noise_constant_seed", "laplace_noise", "uniform_noise", "warmup_without_noise", "epochs_as_steps")
 
 __all__ = ["Loop", "train", "plugin", "sigma_for", "correct", "MISTAKES",
            *MISTAKES, *(f"{m}_twin" for m in MISTAKES)]
