@@ -1,0 +1,126 @@
+"""Opacus DP-SGD loops with real mistakes, each beside its correct twin.
+
+:func:`train` is the loop the Opacus tutorials write — a ``DataLoader``, ``PrivacyEngine.make_private``
+(Poisson sampling at rate ``1/len(loader)``), ``optimizer.step()`` per batch — for softmax regression
+(``torch.nn.Linear``) on the first :data:`N` = 295 rows of scikit-learn's digits with batch size 30:
+10 batches, rate 0.1, 2 epochs = 20 steps, clip norm 1. At 295 rows neither the rate nor the expected
+batch size Opacus derives from the dataset moves when one record is added or removed (a record-dependent
+configuration, Opacus issues #571 and #819, happens at 300 rows: :func:`batch_boundary`). Every plugin
+claims (2, 1e-5)-DP. Sources: docs/reference/bug-zoo.md and docs/references.md ("Bug zoo").
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from examples.zoo.hooked import DELTA, EPS, sigma_for
+from targets.datasets import load_digits
+
+N, BATCH, EPOCHS, CLIP, LR = 295, 30, 2, 1.0, 2.0
+#: The rate and steps Opacus runs at N rows: 1 / len(loader) and EPOCHS x len(loader).
+RATE, STEPS = 1 / 10, EPOCHS * 10
+#: The size of the dataset the mistake ``wrong_dataset_size`` accounts with (all of digits).
+FULL = 1797
+
+
+def train(X: np.ndarray, y: np.ndarray, seed: int, *, noise: float | None, epochs: int = EPOCHS,
+          original_loader: bool = False, epsilon_epochs: int | None = None):
+    """The Opacus loop; ``noise``: the noise multiplier (None: ``make_private_with_epsilon`` calibrates
+    it for (EPS, DELTA) over ``epsilon_epochs`` epochs); ``original_loader``: iterate the DataLoader
+    built before ``make_private`` instead of the one it returns (the mistake of
+    :func:`original_loader`). Returns ``predict_proba``."""
+    from opacus import PrivacyEngine  # optional dependency (the opacus extra)
+
+    torch.manual_seed(seed)
+    data = torch.utils.data.TensorDataset(torch.as_tensor(X, dtype=torch.float32), torch.as_tensor(y))
+    loader = torch.utils.data.DataLoader(data, batch_size=BATCH, shuffle=True)
+    model = torch.nn.Linear(X.shape[1], 10)
+    optimizer = torch.optim.SGD(model.parameters(), lr=LR)
+    engine = PrivacyEngine(accountant="rdp")
+    if noise is None:
+        model, optimizer, private_loader = engine.make_private_with_epsilon(
+            module=model, optimizer=optimizer, data_loader=loader, target_epsilon=EPS, target_delta=DELTA,
+            epochs=epsilon_epochs or epochs, max_grad_norm=CLIP)
+    else:
+        model, optimizer, private_loader = engine.make_private(
+            module=model, optimizer=optimizer, data_loader=loader, noise_multiplier=noise, max_grad_norm=CLIP)
+    for _ in range(epochs):
+        for xb, yb in (loader if original_loader else private_loader):
+            optimizer.zero_grad()
+            if len(xb):
+                torch.nn.functional.cross_entropy(model(xb), yb).backward()
+            optimizer.step()
+    return lambda Z: torch.softmax(model(torch.as_tensor(Z, dtype=torch.float32)), 1).detach().numpy()
+
+
+def opacus_noise(*, delta: float = DELTA, sample_rate: float = RATE, steps: int = STEPS) -> float:
+    """The noise multiplier Opacus's own ``get_noise_multiplier`` (RDP) gives for EPS at these values."""
+    from opacus.accountants.utils import get_noise_multiplier  # optional dependency (the opacus extra)
+
+    return float(get_noise_multiplier(target_epsilon=EPS, target_delta=delta, sample_rate=sample_rate, steps=steps,
+                                      accountant="rdp"))
+
+
+def plugin(name: str, description: str, rows: int = N, **loop) -> dict:
+    """The trainer plugin: the first ``rows`` digits, the loop of :func:`train` with ``loop``, claiming (EPS, DELTA)."""
+    digits = load_digits()
+    return {"kind": "trainer", "name": f"zoo_opacus_{name}", "dataset": (digits.X[:rows], digits.y[:rows]),
+            "train": lambda X, y, seed: train(X, y, seed, **loop), "description": description,
+            "claim": {"epsilon": EPS, "delta": DELTA}}
+
+
+def original_loader() -> dict:
+    """The commonest Opacus mistake: the loop iterates the shuffled DataLoader it built, not the Poisson
+    one ``make_private`` returns (each record once an epoch, accounted as Poisson)."""
+    return plugin("original_loader", "iterates the original shuffled DataLoader", noise=sigma_for(RATE, STEPS),
+                  original_loader=True)
+
+
+def original_loader_twin() -> dict:
+    return plugin("original_loader_twin", "iterates the DataLoader make_private returns", noise=sigma_for(RATE, STEPS))
+
+
+def batch_boundary() -> dict:
+    """300 rows, batch size 30: one more record makes 11 batches, so the rate 1/len(loader), the steps and
+    the expected batch size move with it (Opacus issues #571, #819)."""
+    return plugin("batch_boundary", "300 rows, batch 30: rate, steps and normaliser move with one record",
+                  rows=300, noise=sigma_for(RATE, STEPS))
+
+
+def batch_boundary_twin() -> dict:
+    return plugin("batch_boundary_twin", "295 rows, batch 30: the configuration is the same with one record more "
+                  "or less", noise=sigma_for(RATE, STEPS))
+
+
+def wrong_delta() -> dict:
+    """The noise calibrated by Opacus for delta 1e-3, the claim made at delta 1e-5."""
+    return plugin("wrong_delta", "noise calibrated for delta 1e-3, claim at 1e-5", noise=opacus_noise(delta=1e-3))
+
+
+def wrong_delta_twin() -> dict:
+    return plugin("wrong_delta_twin", "noise calibrated for the claimed delta", noise=opacus_noise())
+
+
+def wrong_dataset_size() -> dict:
+    """The noise calibrated for the rate BATCH / 1797 (the whole of digits) while training on N rows."""
+    return plugin("wrong_dataset_size", f"noise calibrated for rate {BATCH}/{FULL}, samples at {RATE:g}",
+                  noise=opacus_noise(sample_rate=BATCH / FULL))
+
+
+def wrong_dataset_size_twin() -> dict:
+    return plugin("wrong_dataset_size_twin", "noise calibrated for the rate the loader samples with",
+                  noise=opacus_noise())
+
+
+def extra_epochs() -> dict:
+    """``make_private_with_epsilon`` told 1 epoch, the loop trains EPOCHS."""
+    return plugin("extra_epochs", f"noise calibrated for 1 epoch, trains {EPOCHS}", noise=None, epsilon_epochs=1)
+
+
+def extra_epochs_twin() -> dict:
+    return plugin("extra_epochs_twin", f"noise calibrated for the {EPOCHS} epochs it trains", noise=None)
+
+
+#: Every mistake of this module (its twin is ``NAME + "_twin"``).
+MISTAKES = ("original_loader", "batch_boundary", "wrong_delta", "wrong_dataset_size", "extra_epochs")
