@@ -28,6 +28,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from audit.io import atomic_write_bytes
+from audit.theory.claims import ApproxDPClaim
 
 #: Fixed output resolution; with the fixed figure sizes below this fixes the pixel size.
 DPI = 100
@@ -162,6 +163,32 @@ def roc_plot(
         return save_png(fig, path)
 
 
+def deciding_configuration_epsilon(results: Mapping[str, Any]) -> float | None:
+    """The epsilon of the configuration the code runs (``config_check.config.epsilon``, by the accountant)
+    when the accounting check decided a violation with it above the claim; else None."""
+    verdict = results.get("verdict") if isinstance(results.get("verdict"), Mapping) else {}
+    block = results.get("config_check") if isinstance(results.get("config_check"), Mapping) else {}
+    config = block.get("config") if isinstance(block.get("config"), Mapping) else {}
+    eps, theory = as_number(config.get("epsilon")), as_number(results.get("epsilon_theory"))
+    if verdict.get("status") != "violation" or eps is None or theory is None or not math.isfinite(eps):
+        return None
+    return eps if eps > theory * (1 + 1e-9) else None
+
+
+def rejected_claim(results: Mapping[str, Any]) -> str | None:
+    """How the claim's own tradeoff curve was rejected (the test and its confidence) when that rejection, and
+    no bound above the claim, decided a violation; else None."""
+    verdict = results.get("verdict") if isinstance(results.get("verdict"), Mapping) else {}
+    best = results.get("best_lower_bound") if isinstance(results.get("best_lower_bound"), Mapping) else {}
+    theory, bound = as_number(results.get("epsilon_theory")), as_number(best.get("epsilon"))
+    rows = [b for b in results.get("lower_bounds") or [] if isinstance(b, Mapping)
+            and isinstance(b.get("details"), Mapping) and b["details"].get("claim_rejected")]
+    if verdict.get("status") != "violation" or not rows or theory is None or (bound is not None and bound > theory):
+        return None
+    confidence = as_number(best.get("family_confidence", results.get("confidence")))
+    return f"{rows[0].get('method')} test" + (f" at {confidence:.0%}" if confidence is not None else "")
+
+
 def _draw_tradeoff_panel(ax: Any, results: Mapping[str, Any], colours: dict, x_log_floor: float | None) -> None:
     """Draw theory curve, (eps_LB, delta) curve, chance line and empirical points on ``ax``."""
     floor = x_log_floor if x_log_floor is not None else 0.0
@@ -175,7 +202,19 @@ def _draw_tradeoff_panel(ax: Any, results: Mapping[str, Any], colours: dict, x_l
             order = np.argsort(alpha[keep])
             eps = as_number(results.get("epsilon_theory"))
             label = "theory f (upper bound)" if eps is None else f"theory f, ε = {eps:.3g} (upper bound)"
-            ax.plot(alpha[keep][order], beta[keep][order], color="black", linewidth=1.6, label=label)
+            rejected = rejected_claim(results)
+            if rejected:
+                label = f"claim's f, ε = {eps:.3g}: REJECTED ({rejected})"
+            ax.plot(alpha[keep][order], beta[keep][order], color="black", linewidth=2.4 if rejected else 1.6,
+                    label=label)
+    config_eps = deciding_configuration_epsilon(results)
+    if config_eps is not None:
+        delta = as_number(results.get("delta")) or 0.0
+        grid_alpha = np.unique(np.concatenate([grid, np.logspace(-5, 0, 121)]))
+        grid_alpha = grid_alpha[grid_alpha >= floor]
+        ax.plot(grid_alpha, ApproxDPClaim(config_eps, delta).tradeoff(grid_alpha), color="tab:purple",
+                linewidth=1.8, label=f"f_(ε,δ) of the configuration the code runs, ε = {config_eps:.3g}, "
+                                     f"δ = {delta:.3g} (decided the violation)")
     lb_curve = results.get("lower_bound_tradeoff")
     if lb_curve:
         alpha, beta = as_float_array(lb_curve.get("alpha")), as_float_array(lb_curve.get("beta"))
