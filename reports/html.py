@@ -104,14 +104,19 @@ def make_plots(run_dir: Path, results: Mapping[str, Any]) -> list[dict]:
     figures = []
     attacks = results.get("attacks") or {}
     if _has_roc(results):
-        path = plots.roc_plot(attacks, run_dir / ROC_PNG, results.get("tradeoff"))
+        band = results.get("confidence") if isinstance(results.get("one_run"), Mapping) else None
+        path = plots.roc_plot(attacks, run_dir / ROC_PNG, results.get("tradeoff"), band)
         figures.append({
             "path": path, "title": "ROC curves (log-log)",
             "caption": "True positive rate against false positive rate of each attack on log-log axes, "
                        "which show the low-FPR regime where confident membership claims live. The dotted "
                        "diagonal is random guessing. The solid black 'DP limit' (when the target makes a "
                        "claim) is 1 - f(FPR), the highest TPR any attack can reach at that FPR if the "
-                       "claim holds. AUC and TPR measure attack strength; they are not epsilon bounds.",
+                       "claim holds. AUC and TPR measure attack strength; they are not epsilon bounds."
+                       + (" The shaded band joins each plotted point's two-sided Clopper–Pearson box (FPR from the "
+                          "non-members, TPR from the members) at the audit's confidence, pointwise: with a few "
+                          "hundred canaries a curve above the DP limit at small FPR is within its sampling error "
+                          "while the band reaches below the limit." if band else ""),
         })
     if results.get("tradeoff") or results.get("lower_bound_tradeoff") or _has_empirical_points(results):
         path = plots.tradeoff_plot(results, run_dir / TRADEOFF_PNG)

@@ -28,6 +28,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from audit.io import atomic_write_bytes
+from audit.stats.rates import cp_upper_array
 from audit.theory.claims import ApproxDPClaim
 
 #: Fixed output resolution; with the fixed figure sizes below this fixes the pixel size.
@@ -111,6 +112,7 @@ def roc_plot(
     attacks: Mapping[str, Mapping[str, Any]],
     path: str | os.PathLike,
     theory_tradeoff: Mapping[str, Sequence[float]] | None = None,
+    confidence: float | None = None,
 ) -> Path:
     """Log-log ROC curves (TPR against FPR) of every attack, overlaid.
 
@@ -120,7 +122,8 @@ def roc_plot(
     Def. 2.1-2.2: ``f(alpha)`` is the smallest type-II error at type-I error ``alpha``], is drawn
     as "DP limit". Log-log axes show the low-FPR regime that matters for membership inference
     [Carlini et al. 2022, "Membership inference attacks from first principles", Sec. 3].
-    Returns the written path.
+    With ``confidence``, each attack with ``n_members``/``n_nonmembers`` also gets its pointwise confidence
+    band (:func:`roc_band`). Returns the written path.
     """
     colours = attack_colours(attacks)
     all_fpr: list[float] = []
@@ -146,6 +149,10 @@ def roc_plot(
                 ax.plot(alpha[keep][order], np.clip(1.0 - beta[keep][order], lo, 1.0), color="black",
                         linewidth=1.6, label="DP limit (TPR = 1 - f(FPR))")
         for name, (fpr, tpr) in curves.items():
+            band = roc_band(fpr, tpr, attacks[name] or {}, confidence) if confidence else None
+            if band is not None:
+                ax.fill(np.clip(band[0], lo, 1.0), np.clip(band[1], lo, 1.0), color=colours[name], alpha=0.18,
+                        linewidth=0, label=f"{name}: pointwise {confidence:.0%} Clopper–Pearson box per point")
             auc = as_number((attacks[name] or {}).get("auc"))
             label = f"{name} (AUC {auc:.3f})" if auc is not None else name
             ax.step(np.clip(fpr, lo, 1.0), np.clip(tpr, lo, 1.0), where="post", color=colours[name],
@@ -187,6 +194,26 @@ def rejected_claim(results: Mapping[str, Any]) -> str | None:
         return None
     confidence = as_number(best.get("family_confidence", results.get("confidence")))
     return f"{rows[0].get('method')} test" + (f" at {confidence:.0%}" if confidence is not None else "")
+
+
+def roc_band(fpr: np.ndarray, tpr: np.ndarray, attack: Mapping[str, Any],
+             confidence: float) -> tuple[np.ndarray, np.ndarray] | None:
+    """The outline (x, y) of the union of the ROC points' two-sided Clopper–Pearson boxes at ``confidence``
+    (each rate's interval at ``(1 - confidence)/2`` per side, from the counts ``fpr x n_nonmembers`` and
+    ``tpr x n_members``; Clopper & Pearson 1934): upper edge through (FPR lower, TPR upper), lower edge
+    through (FPR upper, TPR lower). Pointwise, not simultaneous; None without the counts."""
+    n_pos, n_neg = as_number(attack.get("n_members")), as_number(attack.get("n_nonmembers"))
+    if not n_pos or not n_neg or fpr.size == 0:
+        return None
+    half = (1.0 - confidence) / 2
+    k_neg, k_pos = np.rint(fpr * n_neg), np.rint(tpr * n_pos)
+    fpr_hi, tpr_hi = cp_upper_array(k_neg, int(n_neg), half), cp_upper_array(k_pos, int(n_pos), half)
+    fpr_lo = 1.0 - cp_upper_array(n_neg - k_neg, int(n_neg), half)
+    tpr_lo = 1.0 - cp_upper_array(n_pos - k_pos, int(n_pos), half)
+    # step outlines (ROC steps are drawn "post"): up along the upper edge, back along the lower edge
+    x_up, y_up = np.repeat(fpr_lo, 2)[1:], np.repeat(tpr_hi, 2)[:-1]
+    x_down, y_down = np.repeat(fpr_hi, 2)[1:], np.repeat(tpr_lo, 2)[:-1]
+    return np.concatenate([x_up, x_down[::-1]]), np.concatenate([y_up, y_down[::-1]])
 
 
 def _draw_tradeoff_panel(ax: Any, results: Mapping[str, Any], colours: dict, x_log_floor: float | None) -> None:

@@ -106,3 +106,21 @@ def test_the_headline_figure_of_a_rejection_marks_the_rejected_claim(tmp_path: P
     caption = build_context(results, None, make_plots(tmp_path, results))["headline"]["caption"]
     assert "claim's own tradeoff curve, rejected by the one-run-fdp test at 95%" in caption
     assert plots.rejected_claim(_one_run(2.5, status="violation", rejected=True)) is None  # the bound decided
+
+
+def test_the_one_run_roc_draws_its_clopper_pearson_band(tmp_path: Path):
+    from scipy import stats
+
+    fpr, tpr = np.array([0.0, 0.01, 0.5, 1.0]), np.array([0.05, 0.1, 0.6, 1.0])
+    attack = {"n_members": 100, "n_nonmembers": 100, "auc": 0.7, "roc": {"fpr": fpr.tolist(), "tpr": tpr.tolist()}}
+    x, y = plots.roc_band(fpr, tpr, attack, 0.95)
+    # the TPR 0.05 point (5 of 100 members): its two-sided 95% interval is the band's extent there
+    assert np.isclose(y.max(), 1.0) and np.isclose(y[0], stats.beta.ppf(0.975, 6, 95))
+    assert np.isclose(y[-1], stats.beta.ppf(0.025, 5, 96))
+    assert np.isclose(x[-1], stats.beta.ppf(0.975, 1, 100))  # FPR 0 of 100 non-members: up to 3.6%
+    assert plots.roc_band(fpr, tpr, {}, 0.95) is None
+    results = _one_run(0.554) | {"attacks": {"a": attack}}
+    with_band = Path(make_plots(tmp_path / "one", results)[0]["path"]).read_bytes()
+    without = {k: v for k, v in results.items() if k != "one_run"}
+    plain = Path(make_plots(tmp_path / "many", without)[0]["path"]).read_bytes()
+    assert with_band != plain  # only one-run ROCs change
