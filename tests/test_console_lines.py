@@ -28,4 +28,5 @@ def test_a_trained_model_with_a_claim_prints_theory_and_verdict():
     assert lines.index(next(x for x in lines if x.startswith("theory:"))) < lines.index(
         next(x for x in lines if x.startswith("empirical:")))
     unclaimed = trained_summary_lines(Path("run"), _trained_results(None))
-    assert "theory:    no claim (the model states none)" in unclaimed and unclaimed[-1].startswith("verdict:   no-claim")
+    assert "theory:    no claim (the model states none)" in unclaimed
+    assert unclaimed[-1].startswith("verdict:   no-claim")
