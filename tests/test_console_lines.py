@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from audit.cli import main
 from audit.membership.trained_runner import trained_summary_lines
 
 
@@ -30,3 +33,65 @@ def test_a_trained_model_with_a_claim_prints_theory_and_verdict():
     unclaimed = trained_summary_lines(Path("run"), _trained_results(None))
     assert "theory:    no claim (the model states none)" in unclaimed
     assert unclaimed[-1].startswith("verdict:   no-claim")
+
+
+def _warning_loop() -> dict:
+    """The hooked loop of test_plugin_one_run, warning the way Opacus and other libraries do: a Python warning
+    at the factory and at every training, a record of Opacus's logger and of a library logger with no
+    handler."""
+    import logging
+    import warnings
+
+    from test_plugin_one_run import _plugin
+
+    warnings.warn("factory warning from the user's code", UserWarning, stacklevel=1)
+    plugin = _plugin("warning_loop")
+    inner = plugin["train"]
+
+    def train(X, y, seed):
+        warnings.warn("Secure RNG turned off (an Opacus-style warning)", UserWarning, stacklevel=1)
+        logging.getLogger("opacus.data_loader").warning("Opacus logger warning")
+        logging.getLogger("some_user_library").warning("library logger warning")
+        return inner(X, y, seed)
+
+    return plugin | {"train": train}
+
+
+warning_loop = _warning_loop
+
+
+def test_quiet_libraries_restores_everything():
+    import logging
+    import warnings
+
+    from audit.quiet import quiet_libraries
+
+    before = (logging.getLogger().level, logging.getLogger("opacus").level, list(warnings.filters))
+    audit_level = logging.getLogger("audit").getEffectiveLevel()
+    with quiet_libraries(True):
+        assert logging.getLogger().level == logging.ERROR and logging.getLogger("opacus").level == logging.ERROR
+        assert logging.getLogger("audit").getEffectiveLevel() == audit_level  # the workbench's own console
+    assert (logging.getLogger().level, logging.getLogger("opacus").level, list(warnings.filters)) == before
+    assert logging.getLogger("audit").getEffectiveLevel() == audit_level
+
+
+def _run(tmp_path, quiet: bool, caplog) -> tuple[int, list[str], list[str]]:
+    import logging
+    import warnings
+
+    caplog.clear()
+    with warnings.catch_warnings(record=True) as caught, caplog.at_level(logging.WARNING):
+        warnings.simplefilter("always")
+        code = main(["run", "dp", "--target", f"{Path(__file__).stem}:warning_loop", "--check-config",
+                     "--out", str(tmp_path)] + (["-q"] if quiet else []))
+    return code, [str(w.message) for w in caught], [r.getMessage() for r in caplog.records]
+
+
+@pytest.mark.slow
+def test_quiet_silences_the_user_libraries_warnings(tmp_path, caplog):
+    code, warned, logged = _run(tmp_path, True, caplog)
+    assert code == 0 and not [w for w in warned if "factory warning" in w or "Secure RNG" in w]
+    assert "Opacus logger warning" not in logged and "library logger warning" not in logged
+    _, warned, logged = _run(tmp_path, False, caplog)
+    assert any("Secure RNG" in w for w in warned)
+    assert "Opacus logger warning" in logged and "library logger warning" in logged
