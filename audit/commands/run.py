@@ -169,8 +169,8 @@ def common_options() -> argparse.ArgumentParser:
 def add_verbosity(group: Any) -> None:
     """``-q/--quiet`` and ``-v/--verbose``: the level of the run log on stderr (log.txt records everything)."""
     group.add_argument("-q", "--quiet", action="store_true",
-                       help="no progress bars, only the audit's own warnings on stderr, and none of the user's code and "
-                            "libraries (Python warnings, Opacus's log); log.txt still records every stage")
+                       help="no progress bars, only the audit's own warnings on stderr, none of the user's code "
+                            "and libraries (Python warnings, Opacus's log); log.txt still records every stage")
     group.add_argument("-v", "--verbose", action="count", default=0,
                        help="more detail on stderr (debug messages of the run log)")
 
