@@ -95,3 +95,29 @@ def test_quiet_silences_the_user_libraries_warnings(tmp_path, caplog):
     _, warned, logged = _run(tmp_path, False, caplog)
     assert any("Secure RNG" in w for w in warned)
     assert "Opacus logger warning" in logged and "library logger warning" in logged
+
+
+def typo_claims() -> dict:
+    """A trainer plugin whose claim is under a mistyped key."""
+    from test_plugin_one_run import _plugin
+
+    plugin = _plugin("typo")
+    return {k: v for k, v in plugin.items() if k != "claim"} | {"claims": plugin["claim"]}
+
+
+def trainer() -> dict:
+    return typo_claims()
+
+
+@pytest.mark.parametrize("target, expected", [
+    (f"{Path(__file__).stem}:typo_claims", "unknown key 'claims'; did you mean 'claim'? (a trainer plugin takes"),
+    ("dpsgd_mnst", "unknown target 'dpsgd_mnst'; did you mean 'dpsgd_mnist'"),
+    (Path(__file__).stem, f"target '{Path(__file__).stem}' is a module: name the function in it that returns the "
+                          f"plugin dict, as module:factory (e.g. --target {Path(__file__).stem}:trainer)"),
+    (f"{Path(__file__).stem}:typo_claim", "has no callable 'typo_claim'; did you mean 'typo_claims'?"),
+    ("examples.opacus_tutoral_cnn:small_trainer", "did you mean 'examples.opacus_tutorial_cnn'?"),
+])
+def test_a_mistyped_plugin_key_or_target_is_named_with_close_matches(tmp_path, capsys, target, expected):
+    code = main(["run", "dp", "--target", target, "--check-config", "-q", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2 and expected in err and err.count("\n") == 1

@@ -23,7 +23,7 @@ from audit.arguments import (
     seed_value,
 )
 from audit.choices import INITS
-from audit.errors import UserError
+from audit.errors import UserError, unknown_target
 from audit.kinds import run_kinds
 from audit.target_defaults import TargetUse, load_catalogue
 
@@ -60,8 +60,7 @@ def check_target(kind: str, name: str) -> TargetUse | None:
     if name not in catalogue:
         if ":" in name:
             return None
-        noun = "mechanism target" if kind == "mechanism" else "target"
-        raise UserError(f"unknown {noun} {name!r}; run `python -m audit list` to see the targets")
+        raise unknown_target(name, catalogue, "mechanism target" if kind == "mechanism" else "target")
     use = catalogue[name]
     if kind not in use.run_kinds:
         noun = FAMILY_NOUNS[use.family]
