@@ -141,7 +141,7 @@ def _strength(results: Results) -> str:
     reach = (f"the {CEILING_NAME} is {_eps(ceiling)}, above the claim, so a perfect attack could expose a "
              f"violation" if ceiling is not None else "this game states no ceiling")
     return (f"What was found: the audit certifies {found} at claimed ε = {_eps(theory)} — consistent: no violation "
-            f"found ({reach}); a bound below the claim does not show the target leaks less than claimed.")
+            f"found; {reach}, but a bound below the claim does not show the target leaks less than claimed.")
 
 
 def _claim_sentences(results: Results) -> list[str]:

@@ -124,3 +124,11 @@ def test_the_one_run_roc_draws_its_clopper_pearson_band(tmp_path: Path):
     without = {k: v for k, v in results.items() if k != "one_run"}
     plain = Path(make_plots(tmp_path / "many", without)[0]["path"]).read_bytes()
     assert with_band != plain  # only one-run ROCs change
+
+
+def test_without_an_expectation_the_ceiling_never_claims_strength():
+    results = {k: v for k, v in _one_run(0.554).items() if k != "one_run"} | {"kind": "membership"}
+    found = headline_sentences(results)[1]
+    assert "strong enough" not in found and f"the {CEILING_NAME} is 3.78, above the claim" in found
+    low = headline_sentences(results | {"ceiling": {"epsilon": 1.5}})[1]
+    assert f"The {CEILING_NAME} is only 1.50" in low
