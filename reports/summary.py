@@ -287,6 +287,9 @@ def _trained_sentences(results: Results) -> list[str]:
     bound = results.get("epsilon_bound") or {}
     if results.get("best_lower_bound") is None and bound.get("reason"):
         found += f" No ε lower bound: {bound['reason']}."
+    elif results.get("epsilon_theory") is not None:  # the model's claim, against the bound
+        found += " Against its claim (ε = " + _eps(results["epsilon_theory"]) + "): " + _strength(results).removeprefix(
+            "What was found: ")
     first = _split_sentence(split)
     return [first, audited, found] if not split.get("passed") else [audited, first, found]
 

@@ -132,3 +132,14 @@ def test_without_an_expectation_the_ceiling_never_claims_strength():
     assert "strong enough" not in found and f"the {CEILING_NAME} is 3.78, above the claim" in found
     low = headline_sentences(results | {"ceiling": {"epsilon": 1.5}})[1]
     assert f"The {CEILING_NAME} is only 1.50" in low
+
+
+def test_a_trained_model_with_a_claim_says_how_its_bound_compares():
+    best = _bound(0.457)
+    results = {"kind": "membership", "target": "m", "target_description": "a model", "epsilon_theory": 0.1,
+               "delta": 1e-5, "split_check": {"passed": True, "blind_auc": 0.51, "blind_auc_ci": [0.44, 0.59]},
+               "game": {}, "meaning": "The split looks random.", "best_lower_bound": best, "lower_bounds": [best],
+               "ceiling": {"epsilon": 2.99}, "verdict": {"status": "violation"}}
+    found = headline_sentences(results)[-1]
+    assert "Against its claim (ε = 0.100): the audit certifies ε ≥ 0.457" in found
+    assert "above the claimed ε = 0.100" in found
