@@ -105,10 +105,6 @@ def typo_claims() -> dict:
     return {k: v for k, v in plugin.items() if k != "claim"} | {"claims": plugin["claim"]}
 
 
-def trainer() -> dict:
-    return typo_claims()
-
-
 @pytest.mark.parametrize("target, expected", [
     (f"{Path(__file__).stem}:typo_claims", "unknown key 'claims'; did you mean 'claim'? (a trainer plugin takes"),
     ("dpsgd_mnst", "unknown target 'dpsgd_mnst'; did you mean 'dpsgd_mnist'"),
