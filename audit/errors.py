@@ -9,6 +9,10 @@
 
 from __future__ import annotations
 
+import difflib
+import importlib.util
+from collections.abc import Iterable
+
 
 class UserError(ValueError):
     """Bad input from the user (unknown target, invalid epsilon, missing data, ...).
@@ -32,3 +36,30 @@ class AuditIncomplete(Exception):
 class TargetCodeError(AuditIncomplete):
     """The audited target's own code (a plugin's ``train``, ``mechanism`` or ``predict_proba``)
     raised; raise it ``from`` the original exception so its traceback is kept."""
+
+
+def did_you_mean(word: str, choices: Iterable[str], n: int = 3) -> str:
+    """``"; did you mean 'x'?"`` (or ``'x' or 'y'``) for the ``choices`` closest to ``word``
+    (:func:`difflib.get_close_matches`, ratio >= 0.6); ``""`` when none is close."""
+    matches = difflib.get_close_matches(word, sorted(set(choices)), n=n, cutoff=0.6)
+    return f"; did you mean {' or '.join(repr(m) for m in matches)}?" if matches else ""
+
+
+def unknown_target(name: str, known: Iterable[str], noun: str = "target") -> UserError:
+    """The one-line error for a target ``name`` that is neither one of the ``known`` built-in names nor
+    ``module:factory``: a bare importable module name is shown the ``module:factory`` form; anything else
+    gets the closest built-in names (:func:`did_you_mean`)."""
+    if ":" not in name and _is_module(name):
+        return UserError(f"{noun} {name!r} is a module: name the function in it that returns the plugin dict, as "
+                         f"module:factory (e.g. --target {name}:trainer)")
+    return UserError(f"unknown {noun} {name!r}{did_you_mean(name, known) or '.'} Run `python -m audit list` to see "
+                     f"the targets, or name your own code as module:factory.")
+
+
+def _is_module(name: str) -> bool:
+    """Whether ``name`` is an importable module (found on the path; parent packages are imported, the module
+    itself is not)."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False

@@ -24,7 +24,7 @@ from audit.arguments import (
     seed_value,
 )
 from audit.choices import INITS
-from audit.errors import UserError
+from audit.errors import UserError, unknown_target
 from audit.kinds import RunKind, kind_of
 from audit.target_defaults import TargetUse, load_catalogue
 
@@ -49,7 +49,7 @@ def check_target(kind: str, name: str) -> TargetUse | None:
             return None
         record = kind_of(name=kind)
         noun = record.target_noun if record is not None else "target"
-        raise UserError(f"unknown {noun} {name!r}; run `python -m audit list` to see the targets")
+        raise unknown_target(name, catalogue, noun)
     use = catalogue[name]
     if kind not in use.run_kinds:
         noun = FAMILY_NOUNS[use.family]
@@ -149,7 +149,8 @@ def common_options() -> argparse.ArgumentParser:
 def add_verbosity(group: Any) -> None:
     """``-q/--quiet`` and ``-v/--verbose``: the level of the run log on stderr (log.txt records everything)."""
     group.add_argument("-q", "--quiet", action="store_true",
-                       help="no progress bars and only warnings on stderr (log.txt still records every stage)")
+                       help="no progress bars, only the audit's own warnings on stderr, none of the user's code "
+                            "and libraries (Python warnings, Opacus's log); log.txt still records every stage")
     group.add_argument("-v", "--verbose", action="count", default=0,
                        help="more detail on stderr (debug messages of the run log)")
 

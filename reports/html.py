@@ -82,20 +82,41 @@ def _has_roc(results: Mapping[str, Any]) -> bool:
     return any(isinstance(a, Mapping) and (a.get("roc") or {}).get("fpr") for a in attacks.values())
 
 
+def _deciding_curve_caption(results: Mapping[str, Any]) -> str:
+    """What the headline figure draws of what decided a violation: the configuration's curve, or the rejected
+    claim curve (:func:`reports.plots.deciding_configuration_epsilon`, :func:`reports.plots.rejected_claim`)."""
+    eps = plots.deciding_configuration_epsilon(results)
+    if eps is not None:
+        return (f"The purple curve is the (ε, δ) tradeoff of the configuration the code runs (ε = {format_value(eps)} "
+                f"by the accountant, from the noise, rate and steps read from the code): it lies below the claim's "
+                f"curve, and that gap decided the violation. ")
+    rejected = plots.rejected_claim(results)
+    if rejected:
+        return (f"The thick black curve is the claim's own tradeoff curve, rejected by the {rejected}: the guesses "
+                f"are too often right for any mechanism with that curve, which decided the violation although "
+                f"the ε lower bound is below the claim. ")
+    return ""
+
+
 def make_plots(run_dir: Path, results: Mapping[str, Any]) -> list[dict]:
     """(Re)create the PNGs that apply to ``results`` in ``run_dir``; returns figure descriptions."""
     run_dir = Path(run_dir)
     figures = []
     attacks = results.get("attacks") or {}
     if _has_roc(results):
-        path = plots.roc_plot(attacks, run_dir / ROC_PNG, results.get("tradeoff"))
+        band = results.get("confidence") if isinstance(results.get("one_run"), Mapping) else None
+        path = plots.roc_plot(attacks, run_dir / ROC_PNG, results.get("tradeoff"), band)
         figures.append({
             "path": path, "title": "ROC curves (log-log)",
             "caption": "True positive rate against false positive rate of each attack on log-log axes, "
                        "which show the low-FPR regime where confident membership claims live. The dotted "
                        "diagonal is random guessing. The solid black 'DP limit' (when the target makes a "
                        "claim) is 1 - f(FPR), the highest TPR any attack can reach at that FPR if the "
-                       "claim holds. AUC and TPR measure attack strength; they are not epsilon bounds.",
+                       "claim holds. AUC and TPR measure attack strength; they are not epsilon bounds."
+                       + (" The shaded band joins each plotted point's two-sided Clopper–Pearson box (FPR from the "
+                          "non-members, TPR from the members) at the audit's confidence, pointwise: with a few "
+                          "hundred canaries a curve above the DP limit at small FPR is within its sampling error "
+                          "while the band reaches below the limit." if band else ""),
         })
     if results.get("tradeoff") or results.get("lower_bound_tradeoff") or _has_empirical_points(results):
         path = plots.tradeoff_plot(results, run_dir / TRADEOFF_PNG)
@@ -110,6 +131,7 @@ def make_plots(run_dir: Path, results: Mapping[str, Any]) -> list[dict]:
                        + claim_text
                        + ("The dashed red curve is the (ε, δ) tradeoff at the best empirical lower bound. "
                           if results.get("lower_bound_tradeoff") else "")
+                       + _deciding_curve_caption(results)
                        + ("Boxes entirely below the black curve indicate a violation. " if points and claimed
                           else "")
                        + "The right panel zooms into low FPR with a logarithmic axis.",
@@ -238,7 +260,8 @@ def build_context(results: Mapping[str, Any], config: Mapping[str, Any] | None, 
         f"Theory: ε = {format_value(theory)} at δ = {format_value(results.get('delta'))} "
         f"({results.get('accountant') or 'no accountant'}); neighbouring relation: "
         f"{results.get('neighbouring') or '—'}." if theory is not None else None]))
-    sections.extend(_section(t["title"], tables=[t]) for t in runner_tables)
+    check_only = isinstance(results.get("config_check"), Mapping) and not results.get("lower_bounds")
+    sections.extend(_section(t["title"], tables=[t], open=check_only) for t in runner_tables)
     details = _attack_details(results)
     if details:
         sections.append(_section("Per-attack details", tables=details))

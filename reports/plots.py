@@ -28,6 +28,8 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from audit.io import atomic_write_bytes
+from audit.stats.rates import cp_upper_array
+from audit.theory.claims import ApproxDPClaim
 
 #: Fixed output resolution; with the fixed figure sizes below this fixes the pixel size.
 DPI = 100
@@ -110,6 +112,7 @@ def roc_plot(
     attacks: Mapping[str, Mapping[str, Any]],
     path: str | os.PathLike,
     theory_tradeoff: Mapping[str, Sequence[float]] | None = None,
+    confidence: float | None = None,
 ) -> Path:
     """Log-log ROC curves (TPR against FPR) of every attack, overlaid.
 
@@ -119,7 +122,8 @@ def roc_plot(
     Def. 2.1-2.2: ``f(alpha)`` is the smallest type-II error at type-I error ``alpha``], is drawn
     as "DP limit". Log-log axes show the low-FPR regime that matters for membership inference
     [Carlini et al. 2022, "Membership inference attacks from first principles", Sec. 3].
-    Returns the written path.
+    With ``confidence``, each attack with ``n_members``/``n_nonmembers`` also gets its pointwise confidence
+    band (:func:`roc_band`). Returns the written path.
     """
     colours = attack_colours(attacks)
     all_fpr: list[float] = []
@@ -145,6 +149,10 @@ def roc_plot(
                 ax.plot(alpha[keep][order], np.clip(1.0 - beta[keep][order], lo, 1.0), color="black",
                         linewidth=1.6, label="DP limit (TPR = 1 - f(FPR))")
         for name, (fpr, tpr) in curves.items():
+            band = roc_band(fpr, tpr, attacks[name] or {}, confidence) if confidence else None
+            if band is not None:
+                ax.fill(np.clip(band[0], lo, 1.0), np.clip(band[1], lo, 1.0), color=colours[name], alpha=0.18,
+                        linewidth=0, label=f"{name}: pointwise {confidence:.0%} Clopper–Pearson box per point")
             auc = as_number((attacks[name] or {}).get("auc"))
             label = f"{name} (AUC {auc:.3f})" if auc is not None else name
             ax.step(np.clip(fpr, lo, 1.0), np.clip(tpr, lo, 1.0), where="post", color=colours[name],
@@ -162,6 +170,52 @@ def roc_plot(
         return save_png(fig, path)
 
 
+def deciding_configuration_epsilon(results: Mapping[str, Any]) -> float | None:
+    """The epsilon of the configuration the code runs (``config_check.config.epsilon``, by the accountant)
+    when the accounting check decided a violation with it above the claim; else None."""
+    verdict = results.get("verdict") if isinstance(results.get("verdict"), Mapping) else {}
+    block = results.get("config_check") if isinstance(results.get("config_check"), Mapping) else {}
+    config = block.get("config") if isinstance(block.get("config"), Mapping) else {}
+    eps, theory = as_number(config.get("epsilon")), as_number(results.get("epsilon_theory"))
+    if verdict.get("status") != "violation" or eps is None or theory is None or not math.isfinite(eps):
+        return None
+    return eps if eps > theory * (1 + 1e-9) else None
+
+
+def rejected_claim(results: Mapping[str, Any]) -> str | None:
+    """How the claim's own tradeoff curve was rejected (the test and its confidence) when that rejection, and
+    no bound above the claim, decided a violation; else None."""
+    verdict = results.get("verdict") if isinstance(results.get("verdict"), Mapping) else {}
+    best = results.get("best_lower_bound") if isinstance(results.get("best_lower_bound"), Mapping) else {}
+    theory, bound = as_number(results.get("epsilon_theory")), as_number(best.get("epsilon"))
+    rows = [b for b in results.get("lower_bounds") or [] if isinstance(b, Mapping)
+            and isinstance(b.get("details"), Mapping) and b["details"].get("claim_rejected")]
+    if verdict.get("status") != "violation" or not rows or theory is None or (bound is not None and bound > theory):
+        return None
+    confidence = as_number(best.get("family_confidence", results.get("confidence")))
+    return f"{rows[0].get('method')} test" + (f" at {confidence:.0%}" if confidence is not None else "")
+
+
+def roc_band(fpr: np.ndarray, tpr: np.ndarray, attack: Mapping[str, Any],
+             confidence: float) -> tuple[np.ndarray, np.ndarray] | None:
+    """The outline (x, y) of the union of the ROC points' two-sided Clopper–Pearson boxes at ``confidence``
+    (each rate's interval at ``(1 - confidence)/2`` per side, from the counts ``fpr x n_nonmembers`` and
+    ``tpr x n_members``; Clopper & Pearson 1934): upper edge through (FPR lower, TPR upper), lower edge
+    through (FPR upper, TPR lower). Pointwise, not simultaneous; None without the counts."""
+    n_pos, n_neg = as_number(attack.get("n_members")), as_number(attack.get("n_nonmembers"))
+    if not n_pos or not n_neg or fpr.size == 0:
+        return None
+    half = (1.0 - confidence) / 2
+    k_neg, k_pos = np.rint(fpr * n_neg), np.rint(tpr * n_pos)
+    fpr_hi, tpr_hi = cp_upper_array(k_neg, int(n_neg), half), cp_upper_array(k_pos, int(n_pos), half)
+    fpr_lo = 1.0 - cp_upper_array(n_neg - k_neg, int(n_neg), half)
+    tpr_lo = 1.0 - cp_upper_array(n_pos - k_pos, int(n_pos), half)
+    # step outlines (ROC steps are drawn "post"): up along the upper edge, back along the lower edge
+    x_up, y_up = np.repeat(fpr_lo, 2)[1:], np.repeat(tpr_hi, 2)[:-1]
+    x_down, y_down = np.repeat(fpr_hi, 2)[1:], np.repeat(tpr_lo, 2)[:-1]
+    return np.concatenate([x_up, x_down[::-1]]), np.concatenate([y_up, y_down[::-1]])
+
+
 def _draw_tradeoff_panel(ax: Any, results: Mapping[str, Any], colours: dict, x_log_floor: float | None) -> None:
     """Draw theory curve, (eps_LB, delta) curve, chance line and empirical points on ``ax``."""
     floor = x_log_floor if x_log_floor is not None else 0.0
@@ -175,7 +229,19 @@ def _draw_tradeoff_panel(ax: Any, results: Mapping[str, Any], colours: dict, x_l
             order = np.argsort(alpha[keep])
             eps = as_number(results.get("epsilon_theory"))
             label = "theory f (upper bound)" if eps is None else f"theory f, ε = {eps:.3g} (upper bound)"
-            ax.plot(alpha[keep][order], beta[keep][order], color="black", linewidth=1.6, label=label)
+            rejected = rejected_claim(results)
+            if rejected:
+                label = f"claim's f, ε = {eps:.3g}: REJECTED ({rejected})"
+            ax.plot(alpha[keep][order], beta[keep][order], color="black", linewidth=2.4 if rejected else 1.6,
+                    label=label)
+    config_eps = deciding_configuration_epsilon(results)
+    if config_eps is not None:
+        delta = as_number(results.get("delta")) or 0.0
+        grid_alpha = np.unique(np.concatenate([grid, np.logspace(-5, 0, 121)]))
+        grid_alpha = grid_alpha[grid_alpha >= floor]
+        ax.plot(grid_alpha, ApproxDPClaim(config_eps, delta).tradeoff(grid_alpha), color="tab:purple",
+                linewidth=1.8, label=f"f_(ε,δ) of the configuration the code runs, ε = {config_eps:.3g}, "
+                                     f"δ = {delta:.3g} (decided the violation)")
     lb_curve = results.get("lower_bound_tradeoff")
     if lb_curve:
         alpha, beta = as_float_array(lb_curve.get("alpha")), as_float_array(lb_curve.get("beta"))

@@ -33,6 +33,11 @@ def _game_phrase(results: Results) -> str:
         return (f"{format_value(game.get('canaries'))} {game.get('canary_kind', '')} canaries, each included by a "
                 f"fair coin, attacked by {len(attacks)} membership attack{'s' if len(attacks) != 1 else ''} "
                 f"(primary: {results.get('primary_attack', '—')})")
+    if kind == "dp" and not game and isinstance(results.get("config_check"), Mapping):
+        block = results["config_check"]
+        return (f"its accounting check alone (--check-config): the DP-SGD configuration read from "
+                f"{format_value(block.get('trainings'))} instrumented trainings of the code (the probe, its repeat "
+                f"and the dataset plus one record) and compared with the claim; no canaries, no attack")
     if kind == "dp" and game.get("one_run"):
         return (f"one run of your training with {format_value(game.get('canaries'))} {game.get('canary_kind')} "
                 f"gradient canaries, each included by its own fair coin, observed under the {game.get('threat')} "
@@ -53,10 +58,45 @@ def _game_phrase(results: Results) -> str:
     return "its audit game"
 
 
+#: The two names of what a perfect attack reaches, the same on the console, in reports and in the docs
+#: (docs/reference/results-schema.md): the mean bound a perfect attack reaches with this design, and the bound
+#: with every guess right.
+EXPECTATION_NAME = "perfect-attack expectation"
+CEILING_NAME = "ceiling (every guess right)"
+
+
+def perfect_attack_expectation(results: Results) -> float | None:
+    """What a perfect attack expects to certify with this design (``one_run.expected_perfect.mean``;
+    None where the audit simulated no perfect attack)."""
+    one = results.get("one_run") if isinstance(results.get("one_run"), Mapping) else {}
+    mean = (one.get("expected_perfect") or {}).get("mean")
+    return float(mean) if isinstance(mean, (int, float)) else None
+
+
+def _decided_by(results: Results, bound: float | None, theory: float) -> str | None:
+    """What decided a violation besides a bound above the claim, in words: the accounting check's findings,
+    or the rejection of the claim's own tradeoff curve; None when the bound above the claim alone did."""
+    verdict = results.get("verdict") or {}
+    block = results.get("config_check") if isinstance(results.get("config_check"), Mapping) else {}
+    if verdict.get("source") == "config_check":
+        found = "; ".join(str(f.get("message", "")).rstrip(".") for f in block.get("findings") or []
+                          if isinstance(f, Mapping) and f.get("violation"))
+        return f"the accounting check found: {found or verdict.get('text', '')}"
+    if bound is not None and bound > theory:
+        return None
+    rejecting = next((b for b in results.get("lower_bounds") or [] if isinstance(b, Mapping)
+                      and (b.get("details") or {}).get("claim_rejected")), None)
+    confidence = _percent(results.get("confidence"))
+    how = f" by the {rejecting.get('method')} test" if rejecting else ""
+    return f"the claim's own tradeoff curve (ε = {_eps(theory)}) is rejected at {confidence} confidence{how}"
+
+
 def _strength(results: Results) -> str:
-    """What was found and how strong the audit could have been (the ceiling)."""
+    """What was found, what decided a violation, and how strong the audit could have been: the
+    perfect-attack expectation where the audit simulated one, else the ceiling."""
     best = results.get("best_lower_bound") or None
     ceiling = (results.get("ceiling") or {}).get("epsilon")
+    expected = perfect_attack_expectation(results)
     theory = results.get("epsilon_theory")
     status = (results.get("verdict") or {}).get("status")
     if best is None:
@@ -65,20 +105,44 @@ def _strength(results: Results) -> str:
         found = (f"ε ≥ {_eps(best.get('epsilon'))} ({best.get('method')}"
                  + (f", attack {best['attack']}" if best.get("attack") else "")
                  + f", {_percent(best.get('family_confidence', best.get('confidence')))} confidence)")
-    if ceiling is not None:
+    if ceiling is not None and expected is None:
         found += f" of a possible {_eps(ceiling)}"
     if theory is None:
         return f"What was found: the audit certifies {found}; with no claim there is nothing to violate."
+    bound = float(best["epsilon"]) if best and isinstance(best.get("epsilon"), (int, float)) else None
     if status == "violation":
-        return (f"What was found: the audit certifies {found}, above the claimed ε = {_eps(theory)}: the "
-                f"implementation or its privacy accounting is broken.")
+        decided = _decided_by(results, bound, theory)
+        if best is None and not results.get("lower_bounds"):  # the accounting check alone
+            return f"What was found: {decided}: the implementation or its privacy accounting is broken."
+        above = bound is not None and bound > theory
+        relation = (f"above the claimed ε = {_eps(theory)}" if above else
+                    f"below the claimed ε = {_eps(theory)}" if bound is None or bound < theory else
+                    f"at the claimed ε = {_eps(theory)}")
+        reason = "" if decided is None else (f", and {decided}" if above else f"; the violation is that {decided}")
+        return (f"What was found: the audit certifies {found}, {relation}{reason}: the implementation or its "
+                f"privacy accounting is broken.")
+    if best is None and not results.get("lower_bounds"):
+        return (f"What was found: {(results.get('verdict') or {}).get('text', '—')} (the accounting check alone; no "
+                f"attack was run, so no lower bound).")
+    if expected is not None:
+        strength = (f"the {EXPECTATION_NAME} with this M is ε ≥ {_eps(expected)}, the {CEILING_NAME} "
+                    f"{_eps(ceiling)}")
+        if expected > theory:
+            return (f"What was found: the audit certifies {found} at claimed ε = {_eps(theory)} — consistent: this "
+                    f"audit was strong enough to expose a violation and found none ({strength}).")
+        return (f"What was found: the audit certifies {found} at claimed ε = {_eps(theory)} — consistent, but "
+                f"{strength}: even a perfect attack would usually certify less than the claim, so a larger audit "
+                f"(more canaries) is needed to test it in full; a low bound does not show the target leaks less "
+                f"than claimed.")
     if ceiling is not None and ceiling < theory:
-        return (f"What was found: the audit certifies {found} at claimed ε = {_eps(theory)} — consistent. Even a "
-                f"perfect attack in this game could certify only {_eps(ceiling)}, so a larger audit (more canaries, "
-                f"runs or draws) is needed to test the claim in full; a low bound does not show the target leaks "
-                f"less than claimed.")
-    return (f"What was found: the audit certifies {found} at claimed ε = {_eps(theory)} — consistent: this audit "
-            f"was strong enough to expose a violation and found none.")
+        return (f"What was found: the audit certifies {found} at claimed ε = {_eps(theory)} — consistent. The "
+                f"{CEILING_NAME} is only {_eps(ceiling)}, so even a perfect attack in this game could not expose a "
+                f"violation: a larger audit (more canaries, runs or draws) is needed to test the claim in full; a "
+                f"low bound does not show the target leaks less than claimed.")
+    reach = (f"the {CEILING_NAME} is {_eps(ceiling)}, above the claim, so a perfect attack could expose a "
+             f"violation" if ceiling is not None else "this game states no ceiling")
+    return (f"What was found: the audit certifies {found} at claimed ε = {_eps(theory)} — consistent: no violation "
+            f"found; {reach}, but a bound below the claim does not show the target leaks less than claimed.")
 
 
 def _claim_sentences(results: Results) -> list[str]:
@@ -169,8 +233,8 @@ def reconstruction_sentences(results: Results) -> list[str]:
 
 
 def one_run_sentences(results: Results) -> list[str]:
-    """The paragraphs of a one-run audit's section: canaries, guesses right, bound, ceiling and what a
-    perfect attack could reach with this many canaries (``results["one_run"]``)."""
+    """The paragraphs of a one-run audit's section: canaries, guesses right, bound, the ceiling (every guess
+    right) and the perfect-attack expectation with this many canaries (``results["one_run"]``)."""
     one = results.get("one_run") if isinstance(results.get("one_run"), Mapping) else None
     if not one:
         return []
@@ -189,9 +253,9 @@ def one_run_sentences(results: Results) -> list[str]:
         f"Guesses: 'in' for the {format_value(one.get('k_pos'))} highest scores, {format_value(one.get('correct'))} "
         f"right. Bound: ε ≥ {_eps(best.get('epsilon'))} (f-DP one-run test, "
         f"{_percent(best.get('family_confidence'))} confidence); the same guesses "
-        f"{'reject' if one.get('claim_rejected') else 'do not reject'} the claim's own tradeoff curve. Ceiling: "
-        f"ε ≥ {_eps(one.get('ceiling'))} if every guess were right.",
-        f"What a perfect attack could reach with this M: ε ≥ {_eps(expected.get('mean'))} on average (sd "
+        f"{'reject' if one.get('claim_rejected') else 'do not reject'} the claim's own tradeoff curve. The "
+        f"{CEILING_NAME}: ε ≥ {_eps(one.get('ceiling'))}.",
+        f"The {EXPECTATION_NAME} with this M: ε ≥ {_eps(expected.get('mean'))} on average (sd "
         f"{_eps(expected.get('sd'))}, 5–95% {format_interval(expected.get('range_5_95'))}) — the likelihood ratio of "
         f"the claimed mechanism on {format_value(expected.get('games'))} games simulated under the claim.",
         f"How the guess count was chosen: {design.get('rule', '—')} ({format_value(design.get('simulations'))} "
@@ -224,6 +288,9 @@ def _trained_sentences(results: Results) -> list[str]:
     bound = results.get("epsilon_bound") or {}
     if results.get("best_lower_bound") is None and bound.get("reason"):
         found += f" No ε lower bound: {bound['reason']}."
+    elif results.get("epsilon_theory") is not None:  # the model's claim, against the bound
+        found += " Against its claim (ε = " + _eps(results["epsilon_theory"]) + "): " + _strength(results).removeprefix(
+            "What was found: ")
     first = _split_sentence(split)
     return [first, audited, found] if not split.get("passed") else [audited, first, found]
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from audit.errors import UserError
+from audit.errors import unknown_target
 from targets.broken_mechanisms import BROKEN_MECHANISMS, make_broken
 from targets.dperm import DPERM_AUDIT_TARGETS, DPERM_TARGETS, make_dperm
 from targets.mechanisms import MECHANISMS, make_mechanism
@@ -91,7 +91,7 @@ def resolve(name: str) -> TargetEntry:
         return entry
     if is_plugin(name):
         return TargetEntry(name, "plugin", f"user plugin {name}", functools.partial(load_plugin, name))
-    raise UserError(f"unknown target {name!r}; run `python -m audit list` to see the targets")
+    raise unknown_target(name, _entries())
 
 
 def trained_target(name: str) -> TrainedTarget:
@@ -99,7 +99,7 @@ def trained_target(name: str) -> TrainedTarget:
     :class:`audit.errors.UserError` of an unknown target."""
     entry = lookup(name)
     if entry is None or entry.family != "trained":
-        raise UserError(f"unknown target {name!r}; run `python -m audit list` to see the targets")
+        raise unknown_target(name, {n: e for n, e in _entries().items() if e.family == "trained"})
     return entry.factory()
 
 

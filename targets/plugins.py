@@ -39,6 +39,7 @@ from __future__ import annotations
 import functools
 import importlib
 import os
+import pkgutil
 import re
 import sys
 import types
@@ -49,7 +50,7 @@ from typing import Any
 
 import numpy as np
 
-from audit.errors import TargetCodeError, UserError
+from audit.errors import TargetCodeError, UserError, did_you_mean
 from audit.theory.checks import check_delta, check_epsilon
 from audit.theory.claims import PURE_DP_DELTA, ApproxDPClaim, GaussianClaim, PrivacyClaim, PureDPClaim
 from audit.theory.dpsgd import DPSGDClaim
@@ -272,6 +273,19 @@ def plugin_from_factory(spec: str, factory: Callable[[], Any],
     return plugin if isinstance(plugin, ModelPlugin) else replace(plugin, threads=threads)
 
 
+def _close_modules(module_name: str, exc: ImportError) -> str:
+    """``"; did you mean 'x'?"`` when the module that was not found has close siblings on the path."""
+    missing = getattr(exc, "name", None)
+    if not missing or not module_name.startswith(missing):
+        return ""
+    parent = missing.rpartition(".")[0]
+    try:
+        path = importlib.import_module(parent).__path__ if parent else None
+    except (ImportError, AttributeError):
+        return ""
+    return did_you_mean(missing, (f"{parent}.{m.name}" if parent else m.name for m in pkgutil.iter_modules(path)))
+
+
 def import_factory(spec: str, noun: str = "plugin") -> tuple[Callable[[], Any], set[str]]:
     """Import ``module:factory`` (or a built-in plugin name): the factory and the modules its import
     added; bad specs and import failures are one-line errors naming the ``noun`` (plugin, model)."""
@@ -284,12 +298,13 @@ def import_factory(spec: str, noun: str = "plugin") -> tuple[Callable[[], Any], 
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise UserError(f"cannot import {noun} module {module_name!r} ({exc}); put it on PYTHONPATH or run from "
-                        f"its folder") from None
+                        f"its folder{_close_modules(module_name, exc)}") from None
     except Exception as exc:  # the user's module failed while importing: the target's own code raised
         raise TargetCodeError(f"{noun} module {module_name!r} raised {type(exc).__name__} on import: {exc}") from exc
     factory = getattr(module, attr, None)
     if not callable(factory):
-        raise UserError(f"{noun} module {module_name!r} has no callable {attr!r}")
+        functions = [k for k, v in vars(module).items() if callable(v) and not k.startswith("_")]
+        raise UserError(f"{noun} module {module_name!r} has no callable {attr!r}{did_you_mean(attr, functions)}")
     return factory, set(sys.modules) - before
 
 
@@ -319,6 +334,26 @@ def _dataset_field(spec: str, value: Any) -> str | tuple[np.ndarray, np.ndarray]
     return X.astype(np.float32), y.astype(np.int64)
 
 
+_COMMON_KEYS = ("kind", "name", "description", "params", "claim", "rng")
+#: The keys a plugin dict of each kind may hold (module docstring; :mod:`targets.trained_model` for models).
+PLUGIN_KEYS = {
+    "trainer": frozenset(_COMMON_KEYS + ("dataset", "train", "delta", "neighbouring")),
+    "mechanism": frozenset(_COMMON_KEYS + ("mechanism", "neighbours", "delta", "neighbouring")),
+    "model": frozenset(_COMMON_KEYS + ("predict_proba", "architecture", "weights", "members", "nonmembers", "train",
+                                       "population", "training_size", "membership", "device", "outputs",
+                                       "batch_size")),
+}
+
+
+def check_plugin_keys(spec: str, made: dict, kind: str) -> None:
+    """A one-line :class:`audit.errors.UserError` naming the first key of ``made`` a ``kind`` plugin does not
+    take, with the closest known keys (a mistyped ``'claims'`` would otherwise read as no claim at all)."""
+    unknown = sorted(str(k) for k in made if k not in PLUGIN_KEYS[kind])
+    if unknown:
+        raise UserError(f"plugin {spec}: unknown key {unknown[0]!r}{did_you_mean(unknown[0], PLUGIN_KEYS[kind])} "
+                        f"(a {kind} plugin takes {', '.join(sorted(PLUGIN_KEYS[kind]))})")
+
+
 def plugin_from_dict(spec: str, made: dict, loaded: Iterable[str] = (),
                      namespaces: Iterable[dict] = ()) -> TrainerPlugin | MechanismPlugin | ModelPlugin:
     """Validate a plugin dict (``spec`` names it in errors, and in reports unless it has a ``name``);
@@ -328,6 +363,8 @@ def plugin_from_dict(spec: str, made: dict, loaded: Iterable[str] = (),
     if not isinstance(made, dict):
         raise UserError(f"plugin {spec} must be a dict, got {type(made).__name__}")
     kind = made.get("kind")
+    if kind in PLUGIN_KEYS:
+        check_plugin_keys(spec, made, kind)
     if kind == "model":
         return ModelPlugin(spec, made, frozenset(loaded), tuple(namespaces))
     if kind == "trainer" and made.get("claim") == OPACUS_CLAIM:

@@ -103,8 +103,9 @@ def one_run_results(scores: np.ndarray, included: np.ndarray, claim: PrivacyClai
         "expected_perfect": {"mean": design.expected_epsilon, "sd": design.epsilon_sd,
                              "median": design.epsilon_median, "range_5_95": list(design.epsilon_range),
                              "games": design.evaluations,
-                             "text": (f"a perfect attack (the likelihood ratio of the claimed mechanism) with these "
-                                      f"{s.size} canaries and {design.k_pos} guesses reaches epsilon >= "
+                             "text": (f"perfect-attack expectation: a perfect attack (the likelihood ratio of the "
+                                      f"claimed mechanism) with these {s.size} canaries and {design.k_pos} guesses "
+                                      f"reaches epsilon >= "
                                       f"{design.expected_epsilon:.3g} on average (sd {design.epsilon_sd:.2g}, over "
                                       f"{design.evaluations} games simulated under the claim)")},
         "ceiling": float(fdp["ceiling"]),

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from pathlib import Path
 
+from audit.dp.game import ALPHA_GRID
 from audit.dp.options import DPOptions
 from audit.errors import UserError
 from audit.plugins.accounting import accounting_check, config_table
@@ -73,6 +74,7 @@ def run_check_config(opts: DPOptions) -> tuple[Path, dict]:
                    "model": {"name": f"user trainer {plugin.spec}"}, "delta": plugin.delta,
                    "confidence": opts.confidence, "epsilon_theory": float(claim.epsilon(plugin.delta)),
                    "accountant": getattr(claim, "description", None), "params": {"plugin": plugin.spec},
+                   "tradeoff": {"alpha": ALPHA_GRID, "beta": claim.tradeoff(ALPHA_GRID)},
                    "lower_bounds": [], "best_lower_bound": None, "config_check": block,
                    "verdict": config_verdict(block), "tables": [config_table(block)]}
         config = {"command": "run dp", "check_config": True, "seed": opts.seed, "options": asdict(opts),

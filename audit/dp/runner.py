@@ -18,7 +18,6 @@ A plugin target (e.g. a black-box ``train(X, y, seed) -> predict_proba``) only n
 from __future__ import annotations
 
 import time
-import warnings
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -33,6 +32,7 @@ from audit.dp.setup import build_setup
 from audit.dp.setup_types import DPAuditSetup
 from audit.errors import UserError
 from audit.plugins.accounting import check_lines
+from audit.quiet import quiet_libraries
 from audit.results_header import accountant, results_header
 from audit.run_context import RunContext
 from targets.catalogue import is_plugin
@@ -106,9 +106,7 @@ def run_dp(opts: DPOptions) -> tuple[Path, dict]:
     """Build the setup for ``opts.target`` and play the game; returns (run directory, results).
     ``opts.check_config``: the accounting check of a trainer plugin alone (:mod:`audit.dp.plugin_config`);
     ``opts.one_run``: one training with gradient canaries (:func:`audit.dp.one_run_game.run_one_run`)."""
-    with warnings.catch_warnings():
-        if opts.quiet:  # -q silences the warnings of the user's libraries (Opacus, torch) too
-            warnings.simplefilter("ignore")
+    with quiet_libraries(opts.quiet):  # -q silences the warnings of the user's libraries (Opacus, torch) too
         if opts.check_config:
             return run_check_config(opts)
         if opts.one_run:
@@ -138,7 +136,8 @@ def summary_lines(run_dir: Path, results: dict) -> list[str]:
     one = results.get("one_run")
     if one:
         lines.append(f"one run:   {one['canaries']} {results['game']['canary_kind']} canaries in one training, "
-                     f"{one['k_pos']} 'in' guesses, {one['correct']} right; a perfect attack could reach "
-                     f"epsilon >= {one['expected_perfect']['mean']:.3f} with this M; ceiling {one['ceiling']:.3f}")
+                     f"{one['k_pos']} 'in' guesses, {one['correct']} right; perfect-attack expectation "
+                     f"epsilon >= {one['expected_perfect']['mean']:.3f} with this M; ceiling (every guess right) "
+                     f"{one['ceiling']:.3f}")
     lines.append(f"verdict:   {results['verdict']['status']}: {results['verdict']['text']}")
     return lines + reproducibility_lines(results)

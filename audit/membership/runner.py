@@ -287,8 +287,8 @@ def summary_lines(run_dir: Path, results: dict) -> list[str]:
         d = best["details"]
         line2 = (f"empirical: epsilon >= {float(best['epsilon']):.3f} ({best['method']} bound, primary attack "
                  f"{best['attack']}, {float(best['family_confidence']):.0%} confidence, "
-                 f"{d['v']}/{d.get('r', d.get('k'))} correct guesses on {best['n']} canaries; a perfect attack "
-                 f"could certify {results['ceiling']['epsilon']:.3g}) -> {results['verdict']['status']}")
+                 f"{d['v']}/{d.get('r', d.get('k'))} correct guesses on {best['n']} canaries; ceiling (every "
+                 f"guess right) {results['ceiling']['epsilon']:.3g}) -> {results['verdict']['status']}")
     parts = [f"{name} AUC {a['auc']:.3f}, TPR@1%FPR {a['tpr_at_fpr']['0.01']:.3f}, "
              f"TPR@0.1%FPR {a['tpr_at_fpr']['0.001']:.3f}" for name, a in results["attacks"].items()]
     line3 = "attacks:   " + "; ".join(parts)

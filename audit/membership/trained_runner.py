@@ -272,7 +272,8 @@ def _trained_results(opts: MembershipOptions, model: TrainedModel, q: TrainedQue
 
 
 def trained_summary_lines(run_dir: Path, results: dict) -> list[str]:
-    """The summary of a trained-model audit: the split check first (its warning when it failed)."""
+    """The summary of a trained-model audit: the split check first (its warning when it failed), the claim's
+    ``theory:`` line, the bound, the attacks, what it means and the ``verdict:`` line."""
     split = results["split_check"]
     lo, hi = split["blind_auc_ci"]
     head = (f"split:     blind AUC {split['blind_auc']:.3f} [{lo:.3f}, {hi:.3f}] -> "
@@ -281,6 +282,9 @@ def trained_summary_lines(run_dir: Path, results: dict) -> list[str]:
                "the model, and no epsilon bound is given"))
     game = results["game"]
     best = results["best_lower_bound"]
+    eps = results["epsilon_theory"]
+    theory = ("theory:    no claim (the model states none)" if eps is None else
+              f"theory:    epsilon = {eps:.3f} at delta = {results['delta']:g}; {results.get('accountant')}")
     if best is None:
         line2 = f"empirical: no epsilon bound ({results['epsilon_bound']['reason']})"
     else:
@@ -293,4 +297,5 @@ def trained_summary_lines(run_dir: Path, results: dict) -> list[str]:
     return [head if not split["passed"] else f"report:    {run_dir / 'report.html'}",
             f"report:    {run_dir / 'report.html'}" if not split["passed"] else head,
             f"records:   {game['members']} members, {game['nonmembers']} non-members; {game['reference_records']}",
-            line2, "attacks:   " + "; ".join(parts), f"meaning:   {results['meaning']}"]
+            theory, line2, "attacks:   " + "; ".join(parts), f"meaning:   {results['meaning']}",
+            f"verdict:   {results['verdict']['status']}: {results['verdict']['text']}"]

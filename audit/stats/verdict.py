@@ -133,8 +133,8 @@ def compare_with_claim(bounds: Sequence[dict], claim: PrivacyClaim | None, delta
     ceiling = audit_ceiling(bounds)
     rejecting = [b for b in bounds if b.get("role") == VERDICT and b.get("details", {}).get("claim_rejected")]
     ceiling_block = None if ceiling is None else {
-        "epsilon": ceiling, "text": f"a perfect attack in this game (same observations, same confidence) would "
-                                    f"certify epsilon >= {ceiling:.3g}; this audit certified "
+        "epsilon": ceiling, "text": f"ceiling (every guess right: a perfect attack in this game, same observations, "
+                                    f"same confidence): epsilon >= {ceiling:.3g}; this audit certified "
                                     f"{epsilon_value(best['epsilon']) if best else 0.0:.3g}"}
     if claim is None:
         return {"epsilon_theory": None, "tradeoff": None, "best_lower_bound": best, "lower_bound_tradeoff": None,
