@@ -92,10 +92,8 @@ def _from(finding: ConfigFinding, violation: bool) -> dict[str, Any]:
 
 def measured_sigma(noise: NoiseCheck, sigma_code: float | None) -> float:
     """The noise multiplier the configuration's epsilon is computed with: the largest value consistent with
-    the noise measured in the least noisy tensor, or the optimizer's (Opacus) when that is smaller; a
-    measured 0 (a tensor without noise) is carried as the smallest positive float, still an upper bound."""
-    sigma = noise.sigma_upper if sigma_code is None else min(sigma_code, noise.sigma_upper)
-    return max(float(sigma), float(np.finfo(float).tiny))
+    the noise measured in the least noisy tensor, or the optimizer's (Opacus) when that is smaller."""
+    return float(noise.sigma_upper if sigma_code is None else min(sigma_code, noise.sigma_upper))
 
 
 def accounting_check(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int, found: Probe, claim: Any,
@@ -110,10 +108,11 @@ def accounting_check(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: 
     run_once(plugin, X1, y1, int(np.random.SeedSequence([seed, 31]).generate_state(1)[0]), other)
     require_steps(plugin, other)
     noise = check_noise(recorder.noise, other.noise, recorder.clip_norm, needed, 1.0 - confidence)
-    sigma = measured_sigma(noise, sigma_code)
+    shown = measured_sigma(noise, sigma_code)
+    sigma = max(shown, float(np.finfo(float).tiny))  # a tensor without noise measures 0: the least positive float
     config = read_config(recorder, sigma, len(X))
     if sigma < MIN_SIGMA * needed:  # far too little noise: say so without the PLD of a near-noiseless step
-        findings = [_finding("epsilon", True, True, f"The loop adds noise of multiplier at most {sigma:.3g}, where "
+        findings = [_finding("epsilon", True, True, f"The loop adds noise of multiplier at most {shown:.3g}, where "
                              f"{config.rate:.4g} sampling and {config.steps} steps need at least {needed:.4g} for the "
                              f"claimed epsilon {claimed:.3g}.", f"raise the noise multiplier to at least {needed:.4g}",
                              {"config": config.to_dict(), "noise_multiplier_needed": needed})]

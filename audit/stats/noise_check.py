@@ -25,7 +25,8 @@ tensor) in memory that does not grow with the parameter count; :func:`check_nois
   Gaussian (Maxwell's characterisation; Bryc 1995). Folded to ``[0, pi/4]`` the angle falls below
   ``pi/8`` with probability exactly 1/2 for Gaussian noise of any scale, 0.586 for Laplace noise and
   0.414 for uniform noise (``min(|x|, |y|) < tan(pi/8) max(|x|, |y|)``): the count over all pairs of
-  coordinates ``(2i, 2i+1)`` of each tensor and step is Binomial(n, 1/2), tested exactly (two-sided).
+  coordinates ``(2i, 2i+1)`` of each tensor and step is Binomial(n, 1/2), tested exactly (two-sided;
+  only when the independence test passes, since the pairs of steps that repeat are not independent).
   Why a violation: the accountant's epsilon is the Gaussian's. At a given variance the Gaussian has the
   smallest Fisher information of any location family (``J >= 1 / Var``, equality only for the Gaussian;
   Stam 1959), so a step's shift of C is more distinguishable under any other noise of the claimed
@@ -322,8 +323,12 @@ def _binomial_two_sided(low: int, n: int) -> float:
     return float(min(1.0, 2 * min(stats.binom.cdf(low, n, 0.5), stats.binom.sf(low - 1, n, 0.5))))
 
 
-def _distribution(rec: NoiseRecorder, alpha: float) -> dict[str, Any]:
-    """The distribution finding: the folded pair angles below pi/8, pooled over the tensors and per tensor."""
+def _distribution(rec: NoiseRecorder, alpha: float, independent: bool) -> dict[str, Any]:
+    """The distribution finding: the folded pair angles below pi/8, pooled over the tensors and per tensor
+    (not tested when the steps' noise is not ``independent``: the counts are then not binomial)."""
+    if not independent:
+        return _finding("noise-distribution", False, "The noise's distribution was not tested: its steps are not "
+                        "independent (noise-independence).", "", {"tested": False})
     k, share = len(rec.sizes), alpha * ALPHA_SHARES["distribution"]
     pooled_p = _binomial_two_sided(int(rec.pairs_low.sum()), int(rec.pairs.sum()))
     per = [{"tensor": i, "pairs": int(rec.pairs[i]),
@@ -378,7 +383,8 @@ def check_noise(rec: NoiseRecorder, other: NoiseRecorder | None, clip: float, si
     if rec.steps == 0:
         return NoiseCheck([], None, {})
     level, upper, tensors = _level(rec, clip, sigma_needed, alpha)
-    findings = [level, _independence(rec, alpha), _distribution(rec, alpha)]
+    independence = _independence(rec, alpha)
+    findings = [level, independence, _distribution(rec, alpha, not independence["problem"])]
     seed = _seed(rec, other, alpha)
     if seed is not None:
         findings.append(seed)
