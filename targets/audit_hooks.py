@@ -21,7 +21,10 @@ coordinate (a Dirac canary, Nasr et al. 2021/2023), joining the step with probab
 observation per step (docs/references.md, "Canaries and threat models"). ``grad_sum`` and the
 noisy sum are one tensor (flattened order) or a sequence of tensors (concatenated in order, the
 same order both times); numpy arrays work too. Pass the sampling rate your loop really uses (the
-probability a record joins a batch): the canary stands for such a record.
+probability a record joins a batch): the canary stands for such a record. The noisy sum must be
+the clipped sum plus the noise and nothing else: in a probe run (no canary) the recorder keeps the
+noise, their difference, per parameter tensor and step for the accounting check's noise tests
+(:mod:`audit.stats.noise_check`).
 
 The same two calls instrument Opacus (:mod:`targets.opacus_hooks`), so every update-level audit
 of user code goes through :class:`UpdateRecorder`.

@@ -79,8 +79,8 @@ THREAT_COVERAGE = (
      "yes: every canary observation carries the noise the code adds; the bound exceeds the claim when the "
      "noise is small enough",
      "yes, less power: the noise of all steps is summed",
-     "yes: the optimizer's noise multiplier (Opacus) or the noise measured in the probe (hooked loop), by the "
-     "PLD accountant"),
+     "yes: the noise measured in the probe per parameter tensor and step (Opacus too, its optimizer's figure "
+     "kept), by the PLD accountant; also noise reused across steps, not Gaussian, or the same for every seed"),
     ("more steps or a higher sampling rate than accounted (extra epochs, physical batch taken as the sampled one)",
      "partly: the canaries join every real step at the code's rate, so they see the real T and q, but one run "
      "certifies a fraction of the claim's epsilon and rarely exceeds it",

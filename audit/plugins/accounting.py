@@ -5,11 +5,15 @@ it against its claim, before (or instead of) any attack [Abadi et al. 2016, Alg.
 From the probe (:func:`audit.plugins.probe.probe`: the plugin's ``train`` once on its dataset, no
 canary) and one more instrumented call on the dataset plus one record (its first row duplicated):
 
-* **epsilon**: the configuration the code runs — noise multiplier (Opacus: its optimizer's; a
-  hooked loop: measured from the noise it added, the largest value consistent with it at the
-  audit's confidence, chi-square), the Poisson rate it samples with, the noisy steps it took — by
-  our PLD accountant (:func:`audit.theory.config_check.check_config_against_claim`). Above the
-  claim: a violation.
+* **epsilon**: the configuration the code runs — noise multiplier (measured from the noise the probe
+  added, per parameter tensor: the largest value consistent with the least noisy tensor,
+  :func:`measured_sigma`; Opacus: its optimizer's figure when smaller, reported beside it), the
+  Poisson rate it samples with, the noisy steps it took — by our PLD accountant
+  (:func:`audit.theory.config_check.check_config_against_claim`). Above the claim: a violation.
+* **noise** (:func:`audit.stats.noise_check.check_noise`, alpha ``1 - confidence`` split among its
+  tests): noise below the multiplier the claim needs in any tensor or step, noise not drawn afresh at
+  every step, noise that is not Gaussian, and noise that does not change with the seed (the probe
+  against the run on the dataset plus one record, from another seed): each a violation.
 * **sampling**: which records each step held (``add_canary(batch=...)`` or the training set's data
   loaders, whatever loader the loop iterates) tested for Poisson sampling
   (:func:`audit.stats.sampling_check.sampling_from_batches`). Not Poisson while accounted as Poisson:
@@ -99,7 +103,7 @@ def measured_sigma(noise: NoiseCheck, sigma_code: float | None) -> float:
 def accounting_check(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int, found: Probe, claim: Any,
                      sigma_code: float | None, delta: float, confidence: float) -> dict[str, Any]:
     """The ``config_check`` block (module docstring); ``sigma_code``: the optimizer's noise multiplier
-    (Opacus, reported and capped by the noise measured) or None (a hooked loop: measured only)."""
+    (Opacus: reported, and capped by the noise measured) or None (a hooked loop: measured only)."""
     recorder = found.recorder
     claimed = float(claim.epsilon(delta))
     needed = float(calibrate_noise_multiplier(claimed, delta, recorder.source.sample_rate, recorder.steps))
