@@ -186,6 +186,10 @@ def _tensor_name(k: int, sizes: tuple[int, ...]) -> str:
     return f"tensor {k} ({sizes[k]} coordinates)"
 
 
+def _steps_below(count: int, sigma_needed: float, least: float) -> str:
+    return f", below {sigma_needed:.4g} at {count} steps (per-step upper limits from {least:.3g})"
+
+
 def _level(rec: NoiseRecorder, clip: float, sigma_needed: float, alpha: float) -> tuple[dict, np.ndarray, list]:
     """The level finding, the per-tensor upper noise multipliers and the per-tensor summaries."""
     sq, d, steps = rec.squares, np.asarray(rec.sizes, dtype=np.float64), rec.steps
@@ -209,13 +213,13 @@ def _level(rec: NoiseRecorder, clip: float, sigma_needed: float, alpha: float) -
     problem = bool(low_pool or low_step)
     if problem:
         worst = int(np.argmin(np.minimum(upper, step_upper.min(axis=0))))
+        bad = sorted(set(low_pool) | set(low_step))
         parts = [f"{_tensor_name(i, rec.sizes)}: noise multiplier at most {upper[i]:.3g} over the {steps} steps "
-                 f"(estimate {estimate[i]:.3g})" + (f", below {sigma_needed:.4g} at {int(below[:, i].sum())} steps "
-                                                      f"(least {step_upper[:, i].min():.3g})" if below[:, i].any()
-                                                      else "")
-                 for i in sorted(set(low_pool) | set(low_step))]
+                 f"(estimate {estimate[i]:.3g})" + (_steps_below(int(below[:, i].sum()), sigma_needed,
+                                                                 float(step_upper[:, i].min()))
+                                                    if below[:, i].any() else "") for i in bad]
         message = (f"The noise is below the multiplier {sigma_needed:.4g} the claim needs in "
-                   f"{len(set(low_pool) | set(low_step))} of {k} parameter tensors: " + "; ".join(parts[:4])
+                   f"{len(bad)} of {k} parameter tensors: " + "; ".join(parts[:4])
                    + ("; ..." if len(parts) > 4 else "") + f" (worst {_tensor_name(worst, rec.sizes)}).")
     else:
         message = (f"Every parameter tensor at every step has noise consistent with a multiplier of at least "
