@@ -24,8 +24,9 @@ tensor) in memory that does not grow with the parameter count; :func:`check_nois
   when their law is rotation invariant, and independent coordinates with a rotation-invariant law are
   Gaussian (Maxwell's characterisation; Bryc 1995). Folded to ``[0, pi/4]`` the angle falls below
   ``pi/8`` with probability exactly 1/2 for Gaussian noise of any scale, 0.586 for Laplace noise and
-  0.414 for uniform noise (``min(|x|, |y|) < tan(pi/8) max(|x|, |y|)``): the count over all pairs of
-  coordinates ``(2i, 2i+1)`` of each tensor and step is Binomial(n, 1/2), tested exactly (two-sided;
+  0.414 for uniform noise (``min(|x|, |y|) < tan(pi/8) max(|x|, |y|)``): the count over the pairs of
+  coordinates ``(2i, 2i+1)`` of each tensor and step (the first :data:`SHAPE_PAIRS` of each) is
+  Binomial(n, 1/2), tested exactly (two-sided;
   only when the independence test passes, since the pairs of steps that repeat are not independent).
   Why a violation: the accountant's epsilon is the Gaussian's. At a given variance the Gaussian has the
   smallest Fisher information of any location family (``J >= 1 / Var``, equality only for the Gaussian;
@@ -61,7 +62,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-__all__ = ["NoiseRecorder", "NoiseCheck", "check_noise", "ALPHA_SHARES", "SKETCH_TOTAL", "cosine_z",
+__all__ = ["NoiseRecorder", "NoiseCheck", "check_noise", "ALPHA_SHARES", "SKETCH_TOTAL", "SHAPE_PAIRS", "cosine_z",
            "cosine_tail"]
 
 #: The Bonferroni split of the caller's alpha across the sub-tests (module docstring).
@@ -69,10 +70,17 @@ ALPHA_SHARES = {"level-pooled": 1 / 6, "level-step": 1 / 6, "consecutive": 1 / 6
                 "distribution": 1 / 6, "seed": 1 / 6}
 #: Sketch coordinates over all tensors (each tensor at least :data:`SKETCH_MIN`, at most its size).
 SKETCH_TOTAL, SKETCH_MIN = 256, 4
+#: Pairs of coordinates per tensor and step in the distribution test (the first ``2 x`` this many coordinates).
+SHAPE_PAIRS = 1 << 15
 #: The folded pair angle's median under Gaussian noise: ``tan(pi/8)``.
 _TAN_PI_8 = math.tan(math.pi / 8)
 #: Rows of a Gram matrix computed at once (memory ``_CHUNK x T`` floats).
 _CHUNK = 1024
+
+
+def _dot(a: np.ndarray, b: np.ndarray) -> float:
+    """``a . b`` by numpy's own loop (BLAS's threaded dot is many times slower on a loaded machine)."""
+    return float(np.einsum("i,i->", a, b))
 
 
 def _sketch_indices(sizes: tuple[int, ...]) -> list[np.ndarray]:
@@ -113,19 +121,20 @@ class NoiseRecorder:
         if noise.size != self.bounds[-1]:
             raise ValueError(f"a step's noise has {noise.size} coordinates; the recorder expects {self.bounds[-1]}")
         parts = [noise[a:b] for a, b in zip(self.bounds[:-1], self.bounds[1:], strict=True)]
-        self._squares.append(np.array([p @ p for p in parts]))
+        squares = [p * p for p in parts]
+        self._squares.append(np.array([float(q.sum()) for q in squares]))
         if self._prev is not None:
-            self._inner.append(np.array([p @ self._prev[a:b] for p, a, b in
+            self._inner.append(np.array([_dot(p, self._prev[a:b]) for p, a, b in
                                          zip(parts, self.bounds[:-1], self.bounds[1:], strict=True)]))
         self._prev = noise
         self._sketch.append(noise[self.sketch_index].astype(np.float32))
-        for k, p in enumerate(parts):
-            self.fourth[k] += float(np.sum(p ** 4))
-            half = p.size // 2
+        for k, (p, q) in enumerate(zip(parts, squares, strict=True)):
+            self.fourth[k] += _dot(q, q)
+            half = min(p.size // 2, SHAPE_PAIRS)
             x, y = np.abs(p[:2 * half:2]), np.abs(p[1:2 * half:2])
-            valid = np.maximum(x, y) > 0
-            self.pairs[k] += int(valid.sum())
-            self.pairs_low[k] += int(np.sum(np.minimum(x, y)[valid] < _TAN_PI_8 * np.maximum(x, y)[valid]))
+            larger = np.maximum(x, y)
+            self.pairs[k] += int(np.count_nonzero(larger))
+            self.pairs_low[k] += int(np.count_nonzero(np.minimum(x, y) < _TAN_PI_8 * larger))  # never a (0, 0) pair
 
     @property
     def steps(self) -> int:
