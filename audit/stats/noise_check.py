@@ -33,7 +33,7 @@ tensor) in memory that does not grow with the parameter count; :func:`check_nois
   Stam 1959), so a step's shift of C is more distinguishable under any other noise of the claimed
   variance: its KL divergence is ``J C^2 / 2`` to first order (Laplace: twice the Gaussian's), and the
   composition of many steps tends to a Gaussian tradeoff whose ``mu`` grows with those divergences (Dong,
-  Roth, Su 2019, Sec. 3.2): the composed epsilon exceeds the accountant's. Uniform noise is worse: a
+  Roth, Su 2019, Sec. 3): the composed epsilon exceeds the accountant's. Uniform noise is worse: a
   shift of C leaves part of its bounded support, where one output reveals the record (``delta > 0`` per
   step that no Gaussian accountant covers).
 * **seed** (violation): the sketches of two runs from different seeds, every pair of their steps, as the
@@ -50,7 +50,9 @@ fresh and independent of the seed) is flagged with probability at most ``alpha``
 **Memory** per run: ``K`` floats per step (sums of squares) and ``K`` per step (consecutive inner
 products), the sketch (``min(d_k, max(4, 256 // K))`` coordinates per tensor, float32 per step: at most
 ``4 max(256, 4 K)`` bytes a step), the previous step's noise (``d`` floats) and ``3 K`` counters: 5,000
-steps of a 62-tensor model of 10^6 parameters hold about 13 MB, whatever ``d``.
+steps of a 62-tensor model of 10^6 parameters hold about 18 MB (10 MB of per-step statistics, 8 MB the
+previous step's noise), whatever ``d``; :meth:`NoiseRecorder.nbytes`. Time: a few passes over the noise
+per step (27 ms for 10^6 parameters on a loaded 2-core machine).
 """
 
 from __future__ import annotations
