@@ -21,7 +21,10 @@ coordinate (a Dirac canary, Nasr et al. 2021/2023), joining the step with probab
 observation per step (docs/references.md, "Canaries and threat models"). ``grad_sum`` and the
 noisy sum are one tensor (flattened order) or a sequence of tensors (concatenated in order, the
 same order both times); numpy arrays work too. Pass the sampling rate your loop really uses (the
-probability a record joins a batch): the canary stands for such a record.
+probability a record joins a batch): the canary stands for such a record. The noisy sum must be
+the clipped sum plus the noise and nothing else: in a probe run (no canary) the recorder keeps the
+noise, their difference, per parameter tensor and step for the accounting check's noise tests
+(:mod:`audit.stats.noise_check`).
 
 The same two calls instrument Opacus (:mod:`targets.opacus_hooks`), so every update-level audit
 of user code goes through :class:`UpdateRecorder`.
@@ -40,6 +43,7 @@ import torch
 from torch.utils.data import dataloader
 
 from audit.errors import TargetCodeError, UserError
+from audit.stats.noise_check import NoiseRecorder
 
 __all__ = ["add_canary", "report_update", "UpdateRecorder", "CanaryRecorder", "recording", "active",
            "loader_indices", "MAX_RANDOM_CANARY_ENTRIES"]
@@ -149,8 +153,10 @@ class UpdateRecorder:
     and the privacy engines it made (``engines``). Per step also ``data_norms`` (the norm of the
     clipped data sum before any canary) and ``batches`` (the record indices the step held, from
     ``add_canary(batch=...)`` or the training set's data loaders, :func:`loader_indices`; None when
-    not seen); a probe run also sums the squared noise the code added (``noise_sq`` over
-    ``noise_count`` coordinates). For Opacus ``normalisation`` / ``normaliser``: how the noisy sum is divided.
+    not seen); a probe run also keeps ``noise``, a :class:`audit.stats.noise_check.NoiseRecorder` of the
+    noise the code added (the noisy sum minus the clipped sum) per parameter tensor and step, in memory
+    bounded whatever the model's size (its module docstring). For Opacus ``normalisation`` /
+    ``normaliser``: how the noisy sum is divided.
     """
 
     def __init__(self, coordinate: int | None, coin_seed: Sequence[int] | int, include: bool = True) -> None:
@@ -174,7 +180,7 @@ class UpdateRecorder:
         self.loader_size: int | None = None
         self._loader_indices: list[np.ndarray] = []
         self._data: np.ndarray | None = None
-        self.noise_sq, self.noise_count = 0.0, 0
+        self.noise: NoiseRecorder | None = None
         self._pending = False
 
     # --- the two hook calls -------------------------------------------------------------------
@@ -220,11 +226,12 @@ class UpdateRecorder:
         self._pending = False
 
     def _observe(self, tensors: list[Any]) -> None:
-        """Record the noisy sum on the canary (a probe run: its norm / C)."""
+        """Record the noisy sum on the canary (a probe run: its norm / C, and the noise per tensor)."""
         if self.coordinate is None:
             noisy = _flat(tensors)
-            self.noise_sq += float(np.sum((noisy - self._data) ** 2))
-            self.noise_count += noisy.size
+            if self.noise is None:
+                self.noise = NoiseRecorder(self.sizes)
+            self.noise.add(noisy - self._data)
             self.observations.append(float(np.linalg.norm(noisy)) / self.clip_norm)
         else:
             tensor, index = self._locate(tensors)

@@ -8,9 +8,11 @@ clipped gradient is itself (norm C), so the joining canaries are summed directly
 (:class:`targets.dpsgd_step.ExtraExamples` ``presummed``) and added before the noise like every
 other clipped example. The directions ``d_i`` are
 
-* ``dirac``: distinct coordinates, those the data's gradients touch least
+* ``dirac``: distinct coordinates in every parameter tensor (:func:`spread_coordinates`: equal
+  shares, each capped by its tensor's size), in each tensor those the data's gradients touch least
   (:func:`quiet_coordinates`), while the model has coordinates left (M <= P): the directions are
-  orthonormal, so no canary sees another;
+  orthonormal, so no canary sees another. A tensor the code adds no noise to holds canaries too, so it
+  shows in the bound;
 * ``random``: M seeded random unit vectors when M > P. Two of them overlap by about
   ``N(0, 1/P)``: canary ``i``'s observation carries the cross-talk ``sum_{j != i} b_j <d_i, d_j>``,
   whose variance is about ``q (M - 1) / (2 P)`` (units of C^2; half the canaries in, each joining
@@ -29,6 +31,7 @@ Momentum must be 0 (as :mod:`targets.dpsgd_audit`). Sources: docs/references.md,
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,7 +45,7 @@ from targets.dpsgd_step import Batch, DPSGDStep, ExtraExamples, StepHook, TrainC
 from targets.models import Params, get_architecture, init_params
 from targets.training import train_models
 
-__all__ = ["CANARY_KINDS", "OneRunCanaries", "OneRunRun", "OneRunCanaryHook", "quiet_coordinates",
+__all__ = ["CANARY_KINDS", "OneRunCanaries", "OneRunRun", "OneRunCanaryHook", "quiet_coordinates", "spread_coordinates",
            "crosstalk_variance", "random_direction_capacity", "train_one_run", "MAX_DIRECTION_ELEMENTS"]
 
 #: The canary directions: distinct coordinates, or random unit vectors when coordinates run out.
@@ -68,13 +71,35 @@ def random_direction_capacity(params: int, sample_rate: float, noise_multiplier:
     return min(by_noise, MAX_DIRECTION_ELEMENTS // params)
 
 
+def spread_coordinates(touched: np.ndarray, sizes: tuple[int, ...] | list[int], count: int) -> np.ndarray:
+    """``count`` distinct flattened coordinates spread over every parameter tensor (``sizes``, in the
+    flattened order): each tensor gets ``min(size, L)`` with ``L`` the smallest equal share that reaches
+    ``count`` (the first tensors with room take one more until the total is ``count``), in each tensor its
+    least ``touched`` coordinates (ties by index). Returned in the order of ``touched`` (ties by index), so
+    a model of one tensor, or ``count`` equal to the parameter count, gets ``argsort(touched)[:count]``."""
+    touched, sizes = np.asarray(touched, dtype=np.float64), np.asarray(sizes, dtype=np.int64)
+    if not 0 <= count <= touched.size or sizes.sum() != touched.size:
+        raise ValueError(f"{count} coordinates of {touched.size} in tensors of {sizes.sum()}")
+    level = bisect.bisect_left(range(int(sizes.max(initial=0)) + 1), count,
+                               key=lambda share: np.minimum(sizes, share).sum())
+    alloc = np.minimum(sizes, max(level - 1, 0))
+    for k in np.flatnonzero(sizes >= level):
+        if alloc.sum() == count:
+            break
+        alloc[k] += 1
+    bounds = np.concatenate([[0], np.cumsum(sizes)])
+    chosen = np.sort(np.concatenate([a + np.argsort(touched[a:b], kind="stable")[:n] for a, b, n in
+                                     zip(bounds[:-1], bounds[1:], alloc, strict=True)]).astype(np.int64))
+    return chosen[np.argsort(touched[chosen], kind="stable")]
+
+
 def quiet_coordinates(arch_name: str, data: Dataset, rows: np.ndarray, seed: int, count: int) -> np.ndarray:
-    """The ``count`` flattened coordinates the data's clipped gradients touch least at the run's
-    initial parameters (seed ``seed``): ranked by ``sum_i |clip(g_i)|`` over up to
-    :data:`RANKING_ROWS` training rows (ties by index). For logistic regression and MLPs a weight of
-    an input feature that is zero in every row ranks first with exactly 0 — the generalisation of
-    :func:`targets.dpsgd_audit.dead_coordinate` to many canaries. Uses the training data and the
-    public initialisation only, never the canaries' coins."""
+    """``count`` flattened coordinates in every parameter tensor (:func:`spread_coordinates`), those the
+    data's clipped gradients touch least at the run's initial parameters (seed ``seed``): ranked by
+    ``sum_i |clip(g_i)|`` over up to :data:`RANKING_ROWS` training rows (ties by index). For logistic
+    regression and MLPs a weight of an input feature that is zero in every row ranks first with exactly
+    0 — the generalisation of :func:`targets.dpsgd_audit.dead_coordinate` to many canaries. Uses the
+    training data and the public initialisation only, never the canaries' coins."""
     arch = get_architecture(arch_name)
     params = init_params(arch, tuple(data.shape), data.n_classes, torch.Generator(device="cpu").manual_seed(int(seed)))
     chosen = np.sort(rows)[:RANKING_ROWS]
@@ -87,7 +112,7 @@ def quiet_coordinates(arch_name: str, data: Dataset, rows: np.ndarray, seed: int
         per = flatten(per_example(params, x, y))
         per = per / per.norm(dim=1, keepdim=True).clamp_min(1.0)  # clipped to norm 1 (the ranking is scale-free)
         touch += per.abs().sum(0).double()
-    return np.argsort(touch.numpy(), kind="stable")[:count]
+    return spread_coordinates(touch.numpy(), [v.numel() for v in params.values()], count)
 
 
 @dataclass(frozen=True)

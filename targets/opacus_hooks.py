@@ -13,7 +13,10 @@ define their own, e.g. the ghost clipping ``DPOptimizerFastGradientClipping``) i
   the loader's rate, times the number of accumulated batches (the rate Opacus's own accountant uses
   for that step);
 * after it, the recorder's ``report`` (:func:`targets.audit_hooks.report_update`) reads the noisy
-  sums ``p.grad`` — before ``scale_grad`` divides them by the expected batch size.
+  sums ``p.grad`` — before ``scale_grad`` divides them by the expected batch size. ``p.grad -
+  p.summed_grad`` is the noise Opacus drew: a probe run records it per parameter and step, so the
+  accounting check measures Opacus's noise too (:mod:`audit.stats.noise_check`) rather than trusting
+  the optimizer's ``noise_multiplier``, which it keeps as reported.
 
 Opacus calls ``add_noise`` exactly when an optimizer step really happens (``pre_step``: skipped
 virtual steps of ``BatchMemoryManager`` or gradient accumulation only clip and accumulate), so one

@@ -119,8 +119,9 @@ def _canaries(opts: DPOptions, data, train_index: np.ndarray, arch: str, n_param
     if m <= n_params:
         coords = quiet_coordinates(arch, data, train_index, model_seed, m)
         return (OneRunCanaries("dirac", included, coin_seed, coordinates=coords),
-                {"kind": "dirac", "directions": f"Dirac: {m} distinct coordinates of the {n_params}, those the "
-                 "training data's clipped gradients touch least at the initial parameters", "norm": "C"})
+                {"kind": "dirac", "directions": f"Dirac: {m} distinct coordinates of the {n_params}, in every "
+                 "parameter tensor (equal shares up to each tensor's size), in each those the training data's "
+                 "clipped gradients touch least at the initial parameters", "norm": "C"})
     d = random_canary_directions(opts.seed, m, n_params)
     return (OneRunCanaries("random", included, coin_seed, directions=d),
             {"kind": "random", "directions": f"random unit directions ({m} canaries > {n_params} coordinates: "

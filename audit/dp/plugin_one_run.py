@@ -17,8 +17,9 @@ Order (4 trainings in all, none of them cut to a subset of the data):
    the verdict.
 4. **The audited training**: one call of ``train`` with a :class:`targets.audit_hooks.CanaryRecorder`: each
    canary in by its own fair coin, each included one joining every real step by its own Poisson coin at
-   the code's rate, ``C`` times its direction — a Dirac on one of the M coordinates the data touch least
-   while the parameters last, else a seeded random unit direction. ``updates``: canary i's per-step
+   the code's rate, ``C`` times its direction — a Dirac on one of M coordinates spread over every
+   parameter tensor, in each those the data touch least, while the parameters last, else a seeded random
+   unit direction. ``updates``: canary i's per-step
    observation (noisy sum minus the clipped data sum, on its direction, / C) scored by the likelihood ratio
    of the mechanism the code runs (:func:`audit.stats.one_run_design.dpsgd_canary_llr`; cross-talk of random
    directions read as extra noise). ``white-box`` (Opacus only): the total change of the parameters
@@ -59,7 +60,7 @@ from audit.stats.one_run_design import (
     dpsgd_canary_llr,
 )
 from targets.audit_hooks import CanaryRecorder
-from targets.one_run_canaries import crosstalk_variance
+from targets.one_run_canaries import crosstalk_variance, spread_coordinates
 from targets.plugins import TrainerPlugin, load_plugin, plugin_config
 
 __all__ = ["run_plugin_one_run", "THREAT_COVERAGE", "PLUGIN_ONE_RUN_THREATS"]
@@ -78,8 +79,8 @@ THREAT_COVERAGE = (
      "yes: every canary observation carries the noise the code adds; the bound exceeds the claim when the "
      "noise is small enough",
      "yes, less power: the noise of all steps is summed",
-     "yes: the optimizer's noise multiplier (Opacus) or the noise measured in the probe (hooked loop), by the "
-     "PLD accountant"),
+     "yes: the noise measured in the probe per parameter tensor and step (Opacus too, its optimizer's figure "
+     "kept), by the PLD accountant; also noise reused across steps, not Gaussian, or the same for every seed"),
     ("more steps or a higher sampling rate than accounted (extra epochs, physical batch taken as the sampled one)",
      "partly: the canaries join every real step at the code's rate, so they see the real T and q, but one run "
      "certifies a fraction of the claim's epsilon and rarely exceeds it",
@@ -129,16 +130,18 @@ def _check_probe(opts: DPOptions, plugin: TrainerPlugin, probed: dict, threat: s
     return n_params, capacity
 
 
-def _recorder(opts: DPOptions, touched: np.ndarray, m: int) -> tuple[CanaryRecorder, dict]:
-    """M canaries with their fair coins: Dirac on the M least-touched coordinates, or random unit directions."""
+def _recorder(opts: DPOptions, touched: np.ndarray, sizes: tuple[int, ...], m: int) -> tuple[CanaryRecorder, dict]:
+    """M canaries with their fair coins: Dirac in every parameter tensor on its least-touched coordinates
+    (:func:`targets.one_run_canaries.spread_coordinates`), or random unit directions."""
     included = np.random.default_rng([opts.seed, 11]).random(m) < 0.5
     coin_seed = [opts.seed, 29]
     n_params = int(touched.size)
     if m <= n_params:
-        coords = np.argsort(touched, kind="stable")[:m]
+        coords = spread_coordinates(touched, sizes, m)
         return (CanaryRecorder(included, coin_seed, coordinates=coords),
-                {"kind": "dirac", "directions": f"Dirac: {m} distinct coordinates of the {n_params}, those the data's "
-                 f"clipped gradients touched least in the probe run", "norm": "C"})
+                {"kind": "dirac", "directions": f"Dirac: {m} distinct coordinates of the {n_params}, in every one of "
+                 f"the {len(sizes)} parameter tensors (equal shares up to each tensor's size), in each those the "
+                 f"data's clipped gradients touched least in the probe run", "norm": "C"})
     d = random_canary_directions(opts.seed, m, n_params)
     return (CanaryRecorder(included, coin_seed, directions=d),
             {"kind": "random", "directions": f"random unit directions ({m} canaries > {n_params} parameters: seeded "
@@ -174,7 +177,7 @@ def run_plugin_one_run(opts: DPOptions, plugin: TrainerPlugin | None = None) -> 
             block = plugin_accounting(plugin, opts.data_dir, opts.seed, opts.confidence, probed)["block"]
         with ctx.stage("design"):
             design = design_canaries(opts, mech, plugin.delta, n_params)
-        recorder, cinfo = _recorder(opts, found.recorder.touched, design.canaries)
+        recorder, cinfo = _recorder(opts, found.recorder.touched, found.recorder.sizes, design.canaries)
         ctx.say(f"{plugin.name}: one run of the training on all {len(data)} rows with {design.canaries} "
                 f"{cinfo['kind']} gradient canaries ({int(recorder.included.sum())} in), threat {threat}")
         with ctx.stage("train"):

@@ -5,11 +5,15 @@ it against its claim, before (or instead of) any attack [Abadi et al. 2016, Alg.
 From the probe (:func:`audit.plugins.probe.probe`: the plugin's ``train`` once on its dataset, no
 canary) and one more instrumented call on the dataset plus one record (its first row duplicated):
 
-* **epsilon**: the configuration the code runs — noise multiplier (Opacus: its optimizer's; a
-  hooked loop: measured from the noise it added, the largest value consistent with it at the
-  audit's confidence, chi-square), the Poisson rate it samples with, the noisy steps it took — by
-  our PLD accountant (:func:`audit.theory.config_check.check_config_against_claim`). Above the
-  claim: a violation.
+* **epsilon**: the configuration the code runs — noise multiplier (measured from the noise the probe
+  added, per parameter tensor: the largest value consistent with the least noisy tensor,
+  :func:`measured_sigma`; Opacus: its optimizer's figure when smaller, reported beside it), the
+  Poisson rate it samples with, the noisy steps it took — by our PLD accountant
+  (:func:`audit.theory.config_check.check_config_against_claim`). Above the claim: a violation.
+* **noise** (:func:`audit.stats.noise_check.check_noise`, alpha ``1 - confidence`` split among its
+  tests): noise below the multiplier the claim needs in any tensor or step, noise not drawn afresh at
+  every step, noise that is not Gaussian, and noise that does not change with the seed (the probe
+  against the run on the dataset plus one record, from another seed): each a violation.
 * **sampling**: which records each step held (``add_canary(batch=...)`` or the training set's data
   loaders, whatever loader the loop iterates) tested for Poisson sampling
   (:func:`audit.stats.sampling_check.sampling_from_batches`). Not Poisson while accounted as Poisson:
@@ -29,13 +33,12 @@ first on the command line.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 from audit.plugins.probe import Probe, require_steps, run_once
+from audit.stats.noise_check import NoiseCheck, check_noise
 from audit.stats.sampling_check import sampling_from_batches
 from audit.theory.config_check import (
     ConfigFinding,
@@ -53,16 +56,6 @@ CLIP_SLACK = 1e-3
 #: Below this fraction of the noise the claim needs, the check reports the noise itself (the PLD of a
 #: nearly noiseless step is huge and slow to compute).
 MIN_SIGMA = 0.25
-
-
-def measured_noise(recorder: UpdateRecorder, confidence: float) -> dict[str, float] | None:
-    """The noise multiplier a probe run added: ``sqrt(sum noise^2 / N) / C`` and the largest value
-    consistent with it at ``confidence`` (``sum noise^2 / (sigma C)^2 ~ chi^2_N`` for Gaussian noise)."""
-    if recorder.noise_count == 0 or recorder.clip_norm is None:
-        return None
-    n, ss, c = recorder.noise_count, recorder.noise_sq, recorder.clip_norm
-    upper = math.sqrt(ss / float(stats.chi2.ppf(1.0 - confidence, n))) / c
-    return {"estimate": math.sqrt(ss / n) / c, "upper": upper, "coordinates_x_steps": int(n)}
 
 
 def read_config(recorder: UpdateRecorder, sigma: float, dataset_size: int) -> DPSGDConfig:
@@ -101,27 +94,41 @@ def _from(finding: ConfigFinding, violation: bool) -> dict[str, Any]:
     return _finding(finding.check, finding.problem, violation, finding.message, finding.fix, finding.details)
 
 
+def measured_sigma(noise: NoiseCheck, sigma_code: float | None) -> float:
+    """The noise multiplier the configuration's epsilon is computed with: the largest value consistent with
+    the noise measured in the least noisy tensor, or the optimizer's (Opacus) when that is smaller."""
+    return float(noise.sigma_upper if sigma_code is None else min(sigma_code, noise.sigma_upper))
+
+
 def accounting_check(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int, found: Probe, claim: Any,
                      sigma_code: float | None, delta: float, confidence: float) -> dict[str, Any]:
     """The ``config_check`` block (module docstring); ``sigma_code``: the optimizer's noise multiplier
-    (Opacus) or None (measured from the probe's noise)."""
+    (Opacus: reported, and capped by the noise measured) or None (a hooked loop: measured only)."""
     recorder = found.recorder
-    noise = measured_noise(recorder, confidence)
-    sigma = sigma_code if sigma_code is not None else noise["upper"]
-    config = read_config(recorder, sigma, len(X))
     claimed = float(claim.epsilon(delta))
-    needed = float(calibrate_noise_multiplier(claimed, delta, config.rate, config.steps))
+    needed = float(calibrate_noise_multiplier(claimed, delta, recorder.source.sample_rate, recorder.steps))
+    other = UpdateRecorder(None, 0)
+    X1, y1 = np.concatenate([X, X[:1]]), np.concatenate([y, y[:1]])
+    run_once(plugin, X1, y1, int(np.random.SeedSequence([seed, 31]).generate_state(1)[0]), other)
+    require_steps(plugin, other)
+    noise = check_noise(recorder.noise, other.noise, recorder.clip_norm, needed, 1.0 - confidence)
+    shown = measured_sigma(noise, sigma_code)
+    sigma = max(shown, float(np.finfo(float).tiny))  # a tensor without noise measures 0: the least positive float
+    config = read_config(recorder, sigma, len(X))
     if sigma < MIN_SIGMA * needed:  # far too little noise: say so without the PLD of a near-noiseless step
-        findings = [_finding("epsilon", True, True, f"The loop adds noise of multiplier at most {sigma:.3g}, where "
+        findings = [_finding("epsilon", True, True, f"The loop adds noise of multiplier at most {shown:.3g}, where "
                              f"{config.rate:.4g} sampling and {config.steps} steps need at least {needed:.4g} for the "
                              f"claimed epsilon {claimed:.3g}.", f"raise the noise multiplier to at least {needed:.4g}",
                              {"config": config.to_dict(), "noise_multiplier_needed": needed})]
     else:
         findings = [_from(check_config_against_claim(config, claim, delta), True)]
-    if sigma_code is None:
-        findings[0]["details"]["noise_multiplier_source"] = (
-            f"measured from the noise the loop added: estimate {noise['estimate']:.4g}, at most {noise['upper']:.4g} "
-            f"at {confidence:.0%} confidence ({noise['coordinates_x_steps']} coordinate-steps)")
+    measured = noise.summary
+    findings[0]["details"]["noise_multiplier_source"] = (
+        (f"the optimizer's {sigma_code:.4g}, capped by " if sigma_code is not None else "")
+        + f"the noise measured per parameter tensor: at most {measured['upper']:.4g} in the least noisy tensor "
+        f"({measured['worst_tensor']}; estimate over all tensors {measured['estimate']:.4g}, "
+        f"{measured['coordinates_x_steps']} coordinate-steps)")
+    findings.extend(noise.findings)
     batches = [b for b in recorder.batches if b is not None]
     sampling = None
     if len(batches) == recorder.steps and recorder.steps >= 2:
@@ -135,10 +142,6 @@ def accounting_check(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: 
     findings.append(_finding("clipping", clipping["problem"], True, clipping["message"],
                              "clip each example's gradient to C before summing" if clipping["problem"] else "",
                              clipping))
-    other = UpdateRecorder(None, 0)
-    X1, y1 = np.concatenate([X, X[:1]]), np.concatenate([y, y[:1]])
-    run_once(plugin, X1, y1, int(np.random.SeedSequence([seed, 31]).generate_state(1)[0]), other)
-    require_steps(plugin, other)
     other_sigma = other.source.noise_multiplier if sigma_code is not None else sigma
     other_config = read_config(other, other_sigma, len(X1))
     noisy_enough = min(sigma, other_sigma) >= MIN_SIGMA * needed
@@ -149,8 +152,8 @@ def accounting_check(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: 
               "finding" if any(f["problem"] for f in findings) else "ok")
     epsilon = config_epsilon(config, delta) if noisy_enough else None
     return {"status": status, "findings": findings, "config": config.to_dict() | {"epsilon": epsilon},
-            "claimed_epsilon": claimed, "delta": delta, "noise_measured": noise, "sampling": sampling,
-            "clipping": clipping, "trainings": 3}
+            "claimed_epsilon": claimed, "delta": delta, "noise_measured": measured | {"optimizer": sigma_code},
+            "sampling": sampling, "clipping": clipping, "trainings": 3}
 
 
 def check_lines(block: dict[str, Any]) -> list[str]:
