@@ -97,12 +97,14 @@ def test_design_never_sees_the_audited_game() -> None:
 def test_design_choice_and_record() -> None:
     claim = DPSGDClaim(1.5, 0.25, 8)
     d = choose_one_run_design(claim, 600, DELTA, CONFIDENCE, 5, simulations=6)
-    assert d.k_neg == 0 and (d.k_pos, 0) in d.grid and d.k_pos in guess_count_grid(600)
+    assert d.k_neg in (0, d.k_pos) and (d.k_pos, d.k_neg) in d.grid and d.k_pos in guess_count_grid(600)
+    assert {(k, 0) for k in guess_count_grid(600)} | {(k, k) for k in guess_count_grid(600)} == set(d.grid)
     assert 0.0 < d.expected_epsilon <= d.ceiling and d.epsilon_range[0] <= d.epsilon_median <= d.epsilon_range[1]
     assert d.mechanism == CanaryMechanism(0.25, 1.5, 8) and d.simulations == d.evaluations == 6
     same = choose_one_run_design((0.25, 1.5, 8), 600, DELTA, CONFIDENCE, 5, simulations=6)
     assert same == d  # the claim and its (q, sigma, T) give the same design; seeded
-    assert d.ceiling == pytest.approx(fdp_epsilon_lb(d.k_pos, d.k_pos, 600, DELTA, CONFIDENCE))
+    guesses = d.k_pos + d.k_neg
+    assert d.ceiling == pytest.approx(fdp_epsilon_lb(guesses, guesses, 600, DELTA, CONFIDENCE))
     record = d.to_dict()
     assert record["k_pos"] == d.k_pos and "never the audited coins" in record["rule"]
     median = choose_one_run_design(claim, 600, DELTA, CONFIDENCE, 5, simulations=6, criterion="median",
