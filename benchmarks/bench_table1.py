@@ -11,12 +11,14 @@ f-DP recursion with the f_{eps,delta} null, valid) and ``fdp-gdp`` (the largest 
 recursion rejects, read as epsilon at delta: the Gaussian family, an estimate). Each is evaluated on
 ``--games`` separate games (mean, sd): the expected figure of one audit. ``hindsight`` is the mean over
 the same evaluation games of the best shape of the grid picked per game with the game's own coins —
-not a valid procedure, shown only to tell whether a published figure rests on it. The mechanism here
+not a valid procedure, shown only to tell whether a published figure rests on it. Steinke et al.'s
+p-value is slow at 10^5 canaries (a binomial tail per candidate epsilon over thousands of guesses),
+so its cells use at most :data:`STEINKE_GAMES` games of each kind; its figures vary little. The mechanism here
 (q = 1, T = 1) is :func:`audit.stats.one_run_design.simulate_dpsgd_canary_scores`, whose likelihood
 ratio ``(2 o - 1) / (2 sigma^2)`` orders the canaries exactly as the observation does.
 
 Usage: ``python benchmarks/bench_table1.py [--json benchmarks/results_table1.json] [--canaries 100000]
-[--games 8] [--design-games 4]``. Sources: docs/references.md, "One-run auditing".
+[--games 24] [--design-games 16]``. Sources: docs/references.md, "One-run auditing".
 """
 
 from __future__ import annotations
@@ -36,8 +38,8 @@ from audit.io import write_json  # noqa: E402
 from audit.run_context import host_info, utc_now  # noqa: E402
 from audit.stats.one_run_design import (  # noqa: E402
     CanaryMechanism,
-    _grid_bounds,
     choose_one_run_design,
+    grid_bounds,
     simulate_dpsgd_canary_scores,
 )
 from audit.theory.gaussian import gaussian_epsilon  # noqa: E402
@@ -47,25 +49,30 @@ PAPER = {0.5: {"steinke": 4.99, "fdp": 5.01, "fdp-gdp": 8.16},
          1.0: {"steinke": 2.61, "fdp": 2.71, "fdp-gdp": 3.61},
          2.0: {"steinke": 1.33, "fdp": None, "fdp-gdp": 1.59}}
 METHODS = ("steinke", "fdp", "fdp-gdp")
+#: At most this many (design, evaluation) games for Steinke et al.'s cells.
+STEINKE_GAMES = (4, 8)
 
 
 def measure(sigma: float, method: str, args: argparse.Namespace) -> dict:
     """One cell: the design's shape for ``method`` at ``sigma`` and its bound on separate games."""
     t0 = time.perf_counter()
     mech = CanaryMechanism(1.0, sigma, 1)
+    design_games, eval_games = ((min(args.design_games, STEINKE_GAMES[0]), min(args.games, STEINKE_GAMES[1]))
+                                if method == "steinke" else (args.design_games, args.games))
     grid = np.unique(np.round(np.geomspace(1, args.canaries // 2, args.grid_points)).astype(int))
     d = choose_one_run_design(mech, args.canaries, args.delta, args.confidence, [args.seed, int(100 * sigma)],
-                              simulations=args.design_games, evaluations=args.games, method=method,
+                              simulations=design_games, evaluations=eval_games, method=method,
                               guess_counts=grid)
     audited = np.random.default_rng([args.seed, int(100 * sigma), 1])  # the "audited" games: a fresh stream
-    games = [simulate_dpsgd_canary_scores(args.canaries, 1.0, sigma, 1, audited) for _ in range(args.games)]
+    games = [simulate_dpsgd_canary_scores(args.canaries, 1.0, sigma, 1, audited) for _ in range(eval_games)]
     shape = [(d.k_pos, d.k_neg)]
-    chosen = np.array([_grid_bounds(s, m, shape, method, args.delta, args.confidence)[0] for s, m in games])
-    hindsight = np.array([_grid_bounds(s, m, list(d.grid), method, args.delta, args.confidence).max()
+    chosen = np.array([grid_bounds(s, m, shape, method, args.delta, args.confidence)[0] for s, m in games])
+    hindsight = np.array([grid_bounds(s, m, list(d.grid), method, args.delta, args.confidence).max()
                           for s, m in games])
     paper = PAPER.get(sigma, {}).get(method)
     return {"sigma": sigma, "mu": 1.0 / sigma, "true_epsilon": gaussian_epsilon(1.0 / sigma, args.delta),
-            "method": method, "k_pos": d.k_pos, "k_neg": d.k_neg, "mean": float(chosen.mean()),
+            "method": method, "design_games": design_games, "games": eval_games, "k_pos": d.k_pos, "k_neg": d.k_neg,
+            "mean": float(chosen.mean()),
             "sd": float(chosen.std(ddof=1)) if chosen.size > 1 else 0.0, "design_expected": d.expected_epsilon,
             "hindsight_mean": float(hindsight.mean()), "ceiling": d.ceiling, "paper": paper,
             "difference": None if paper is None else float(chosen.mean()) - paper,
@@ -77,8 +84,8 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--json", default=str(ROOT / "benchmarks" / "results_table1.json"))
     p.add_argument("--canaries", type=int, default=100_000)
     p.add_argument("--sigmas", default="0.5,1,2")
-    p.add_argument("--games", type=int, default=8)
-    p.add_argument("--design-games", type=int, default=4)
+    p.add_argument("--games", type=int, default=24)
+    p.add_argument("--design-games", type=int, default=16)
     p.add_argument("--grid-points", type=int, default=32)
     p.add_argument("--delta", type=float, default=1e-5)
     p.add_argument("--confidence", type=float, default=0.95)
@@ -90,7 +97,8 @@ def main(argv: list[str] | None = None) -> dict:
         for method in METHODS:
             rows.append(measure(sigma, method, args))
             r = rows[-1]
-            print(f"sigma {sigma:g} {method:8s} k+ {r['k_pos']:6d} k- {r['k_neg']:6d}  {r['mean']:.2f} +- {r['sd']:.2f}"
+            print(f"sigma {sigma:g} {method:8s} k+ {r['k_pos']:6d} k- {r['k_neg']:6d}  "
+                  f"{r['mean']:.2f} +- {r['sd']:.2f}"
                   f"  (hindsight {r['hindsight_mean']:.2f}; paper {r['paper']})  {r['wall_s']:.0f} s", flush=True)
     out = {"benchmark": "bench_table1", "when": utc_now(), "host": host_info(), "canaries": args.canaries,
            "games": args.games, "design_games": args.design_games, "grid_points": args.grid_points,

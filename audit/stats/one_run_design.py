@@ -45,7 +45,8 @@ from audit.theory.gaussian import gaussian_epsilon
 
 __all__ = ["CanaryMechanism", "dpsgd_canary_llr", "simulate_dpsgd_canary_scores", "guess_count_grid",
            "OneRunDesign", "choose_one_run_design", "CanaryCountChoice", "default_canary_count",
-           "DESIGN_METHODS", "guess_bound", "DEFAULT_CANARY_CANDIDATES", "CHUNK_ELEMENTS"]
+           "DESIGN_METHODS", "guess_bound", "grid_bounds", "guess_shapes", "DEFAULT_CANARY_CANDIDATES",
+           "CHUNK_ELEMENTS"]
 
 #: Simulated observations held at once (canaries x steps), about 32 MiB of float64 per array.
 CHUNK_ELEMENTS = 1 << 22
@@ -165,7 +166,7 @@ def _ordered(scores: np.ndarray) -> np.ndarray:
     return np.lexsort((np.arange(scores.size), scores))
 
 
-def _grid_bounds(scores: np.ndarray, members: np.ndarray, guesses: list[tuple[int, int]], method: str,
+def grid_bounds(scores: np.ndarray, members: np.ndarray, guesses: list[tuple[int, int]], method: str,
                  delta: float, confidence: float) -> np.ndarray:
     """The bound of ``method`` at every (k_pos, k_neg) of ``guesses`` on one game."""
     order = _ordered(scores)
@@ -233,7 +234,7 @@ class OneRunDesign:
                          "claimed mechanism (never the audited coins); expected bound on separate simulations")}
 
 
-def _guess_shapes(canaries: int, method: str, guess_counts: ArrayLike | None) -> list[tuple[int, int]]:
+def guess_shapes(canaries: int, method: str, guess_counts: ArrayLike | None) -> list[tuple[int, int]]:
     """(k_pos, k_neg) candidates: one-sided ``(k, 0)`` and symmetric two-sided ``(k, k)`` for every
     guess count k (two-sided where ``2 k <= M``)."""
     if method not in DESIGN_METHODS:
@@ -249,11 +250,11 @@ def _design_from_games(design_games: list[tuple[np.ndarray, np.ndarray]],
                        shapes: list[tuple[int, int]], method: str, delta: float, confidence: float,
                        criterion: str) -> OneRunDesign:
     """Choose the shape maximising ``criterion`` over ``design_games``, evaluate it on ``eval_games``."""
-    table = np.array([_grid_bounds(s, mem, shapes, method, delta, confidence) for s, mem in design_games])
+    table = np.array([grid_bounds(s, mem, shapes, method, delta, confidence) for s, mem in design_games])
     value = table.mean(axis=0) if criterion == "mean" else np.median(table, axis=0)
     j = int(np.argmax(value))  # ties: the first, i.e. the fewest guesses
     k_pos, k_neg = shapes[j]
-    evals = np.array([_grid_bounds(s, mem, [shapes[j]], method, delta, confidence)[0] for s, mem in eval_games])
+    evals = np.array([grid_bounds(s, mem, [shapes[j]], method, delta, confidence)[0] for s, mem in eval_games])
     m = design_games[0][0].size
     ceiling = guess_bound(method, k_pos + k_neg, k_pos + k_neg, m, delta, confidence)
     return OneRunDesign(canaries=m, k_pos=k_pos, k_neg=k_neg, method=method, delta=delta, confidence=confidence,
@@ -286,8 +287,8 @@ def choose_one_run_design(mechanism: DPSGDClaim | CanaryMechanism | Sequence[flo
     :func:`guess_count_grid` or ``guess_counts``, with ``k_neg = 0`` or ``k_neg = k_pos``) the one-run
     bound of ``method`` at ``delta`` and ``confidence`` is computed on each game (:func:`guess_bound`:
     :func:`audit.stats.one_run_fdp.fdp_epsilon_lb`, the Gaussian-family estimate of
-    :func:`audit.stats.one_run_fdp.fdp_mu_lb`, or :func:`audit.stats.one_run.one_run_epsilon_lb`); the shape with the largest
-    mean (``criterion="mean"``) or median bound is chosen. ``evaluations`` further games (default as
+    :func:`audit.stats.one_run_fdp.fdp_mu_lb`, or :func:`audit.stats.one_run.one_run_epsilon_lb`); the shape
+    with the largest mean (``criterion="mean"``) or median bound is chosen. ``evaluations`` further games (default as
     many) give the expected bound of a perfect attack at that shape, its spread and the ceiling.
 
     The design takes no coins and no scores of the audited training: it is fixed before the
@@ -297,7 +298,7 @@ def choose_one_run_design(mechanism: DPSGDClaim | CanaryMechanism | Sequence[flo
     mech = CanaryMechanism.of(mechanism)
     m = _check_count(canaries, "canaries", 2)
     delta, confidence, sims, evals = _check_design_args(delta, confidence, criterion, simulations, evaluations)
-    shapes = _guess_shapes(m, method, guess_counts)
+    shapes = guess_shapes(m, method, guess_counts)
     gen = np.random.default_rng(rng)
     games = [simulate_dpsgd_canary_scores(m, mech.sample_rate, mech.noise_multiplier, mech.steps, gen)
              for _ in range(sims + evals)]
@@ -354,7 +355,7 @@ def default_canary_count(mechanism: DPSGDClaim | CanaryMechanism | Sequence[floa
     designs = []
     for m in sizes:
         prefix = [(s[:m], mem[:m]) for s, mem in games]
-        designs.append(_design_from_games(prefix[:sims], prefix[sims:], mech, _guess_shapes(m, method, None),
+        designs.append(_design_from_games(prefix[:sims], prefix[sims:], mech, guess_shapes(m, method, None),
                                           method, delta, confidence, criterion))
     best = max(d.expected_epsilon for d in designs)
     chosen = next(d for d in designs if d.expected_epsilon >= (1.0 - within) * best)
