@@ -45,7 +45,7 @@ def measure(epsilon: float, canaries: int, args: argparse.Namespace, sigma: floa
     d = choose_one_run_design(CanaryMechanism(SAMPLE_RATE, sigma, STEPS), canaries, args.delta, args.confidence,
                               args.seed + int(100 * epsilon) + canaries, simulations=args.design_sims,
                               evaluations=args.seeds, criterion=args.criterion)
-    return {"epsilon": epsilon, "noise_multiplier": sigma, "canaries": canaries, "k_pos": d.k_pos,
+    return {"epsilon": epsilon, "noise_multiplier": sigma, "canaries": canaries, "k_pos": d.k_pos, "k_neg": d.k_neg,
             "bound_mean": d.expected_epsilon, "bound_sd": d.epsilon_sd, "bound_median": d.epsilon_median,
             "bound_5_95": list(d.epsilon_range), "hindsight_mean": max(d.grid_value), "ceiling": d.ceiling,
             "reference": REFERENCE.get((epsilon, canaries)), "seconds": time.perf_counter() - t0}

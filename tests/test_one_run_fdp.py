@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from scipy import special, stats
 
+from audit.errors import UserError
 from audit.stats.one_run_fdp import (
     approx_dp_blow_up_inverse,
     fdp_epsilon_lb,
@@ -65,6 +66,41 @@ def test_the_fdp_test_is_valid_at_its_boundary() -> None:
         scores = bits + 1e-3 * rng.random(m)  # random order within each bit: a post-processing of the output
         rejected += fdp_one_run_bound(scores, members, k, 0.0, 0.95).epsilon > eps
     assert rejected <= _max_exceedances(reps, 0.05)
+
+
+def test_two_sided_guesses_are_valid_at_the_boundary() -> None:
+    """Two-sided guesses ("in" for the top k, "out" for the bottom k) on randomized response at eps = 1,
+    exactly f_{1,0}-DP and symmetric: the f_{1,0} null is rejected at most 5% of the time (binomial
+    slack), as for one-sided guesses; the bound counts right guesses of both kinds."""
+    eps, m, k, reps = 1.0, 400, 100, 400
+    p = special.expit(eps)
+    rejected = 0
+    for seed in range(reps):
+        rng = np.random.default_rng([seed, 2])
+        members = rng.random(m) < 0.5
+        bits = np.where(members, rng.random(m) < p, rng.random(m) < 1 - p)
+        scores = bits + 1e-3 * rng.random(m)
+        b = fdp_one_run_bound(scores, members, k, 0.0, 0.95, k_neg=k)
+        order = np.argsort(scores)
+        assert b.details["v_pos"] == members[order[-k:]].sum() and b.details["v_neg"] == (~members[order[:k]]).sum()
+        assert b.details["k"] == 2 * k and b.epsilon == fdp_epsilon_lb(2 * k, b.details["v"], m, 0.0, 0.95)
+        rejected += b.epsilon > eps
+    assert rejected <= _max_exceedances(reps, 0.05)
+
+
+def test_two_sided_guesses_use_both_tails_of_a_symmetric_mechanism() -> None:
+    """On the Gaussian pair (mirror-image tails) the same number of guesses split over both sides is
+    right more often than one-sided guesses reaching twice as deep into one tail, so it certifies more
+    (deterministic mid-quantile scores: 2,000 + 2,000 canaries at mu = 2)."""
+    n = 2000
+    scores = np.concatenate([_deterministic_normal(2.0, n), _deterministic_normal(0.0, n)])
+    members = np.arange(2 * n) < n
+    one = fdp_one_run_bound(scores, members, 200, 1e-5, 0.95)
+    two = fdp_one_run_bound(scores, members, 100, 1e-5, 0.95, k_neg=100)
+    assert two.details["k"] == one.details["k"] == 200 and two.details["v"] >= one.details["v"]
+    assert two.epsilon >= one.epsilon and two.details["ceiling"] == one.details["ceiling"]
+    with pytest.raises(UserError):
+        fdp_one_run_bound(scores, members, 3000, 1e-5, 0.95, k_neg=1001)
 
 
 def test_blow_up_inverses_agree_and_the_numerical_one_is_conservative() -> None:

@@ -81,7 +81,7 @@ def test_one_run_of_a_hooked_loop_trains_once_on_the_whole_dataset(tmp_path, cap
     assert game["observation"]["steps_audited_run"] == STEPS
     assert res["config_check"]["status"] == "ok" and res["verdict"]["status"] == "consistent"
     one = res["one_run"]
-    assert 0 <= one["correct"] <= one["k_pos"] and one["canaries"] == game["canaries"]
+    assert 0 <= one["correct"] <= one["k_pos"] + one["k_neg"] and one["canaries"] == game["canaries"]
     assert res["best_lower_bound"]["epsilon"] <= EPS
     assert {row["mistake"].split(" (")[0] for row in res["threat_coverage"]} >= {"no per-example clipping"}
     assert any(t["title"].startswith("What each part") for t in res["tables"])

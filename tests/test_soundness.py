@@ -219,13 +219,17 @@ def test_sweep_at_the_claim():
 # ------------------------------------------------------------------------------------------ one run
 
 APPROX_CLAIM = Memo(ApproxDPClaim(gaussian_epsilon(2.0, DELTA), DELTA))
+GDP_CLAIM = GaussianClaim(2.0)
 
 
-@pytest.mark.parametrize("method", ["one-run", "one-run-fdp"])
-@pytest.mark.parametrize("claim_form", ["dpsgd accounting", "approx dp"])
-def test_one_run_statistics_at_the_claim(method, claim_form):
+@pytest.mark.parametrize("method, sides", [("one-run", 2), ("one-run-fdp", 1), ("one-run-fdp", 2)])
+@pytest.mark.parametrize("claim_form", ["dpsgd accounting", "approx dp", "mu-GDP"])
+def test_one_run_statistics_at_the_claim(method, sides, claim_form):
     """The one-run game of run membership (and of run dp's one-run audits): m canaries by fair coins,
-    each observed exactly as the claimed mechanism allows; guesses fixed in advance."""
+    each observed exactly as the claimed mechanism allows; guesses fixed in advance, "in" for the top
+    k and, two-sided, "out" for the bottom k (valid for the f-DP recursion too: audit.stats.one_run_fdp).
+    The mu-GDP form is the sharpest: the Gaussian mechanism is exactly its claimed G_mu, so the claim's
+    own curve, tested by the same guesses, sits on the null's boundary."""
     m, k = 1000, 100
     counts = Counts()
     for rep in range(REPS):
@@ -234,9 +238,9 @@ def test_one_run_statistics_at_the_claim(method, claim_form):
         if claim_form == "dpsgd accounting":
             scores, claim = dpsgd_step_scores(rng, m, inc, **DPSGD), DPSGD_CLAIM
         else:
-            claim = APPROX_CLAIM
+            claim = APPROX_CLAIM if claim_form == "approx dp" else GDP_CLAIM
             scores = rng.normal(0.0, 1.0, m) + 2.0 * inc
-        bound = one_run(method, scores, inc, k, k if method == "one-run" else 0, DELTA, CONFIDENCE, claim.tradeoff,
+        bound = one_run(method, scores, inc, k, k if sides == 2 else 0, DELTA, CONFIDENCE, claim.tradeoff,
                         VERDICT).to_dict()
         comparison = compare_with_claim([bound], claim, DELTA, ALPHA_GRID, Family(1, CONFIDENCE))
         counts.add(comparison, [bound], claim.epsilon(DELTA))

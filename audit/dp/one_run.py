@@ -7,7 +7,9 @@ OneRunDesign`, chosen by simulating the claimed mechanism, never from the audite
 
 * ``one-run-fdp`` (role verdict, the family's one member, so it is computed at the family's
   confidence): Mahloujifar, Melis, Chaudhuri 2025's f-DP test of the guesses "in" for the ``k_pos``
-  highest scores, read as the largest rejected (eps, delta) — a valid bound; the same guesses test
+  highest scores and "out" for the ``k_neg`` lowest (``k_neg = 0`` unless the design found two-sided
+  guesses stronger; valid for the symmetric nulls tested, :mod:`audit.stats.one_run_fdp`), read as
+  the largest rejected (eps, delta) — a valid bound; the same guesses test
   the claim's own tradeoff curve (``claim_rejected``: a valid violation at the same confidence, and
   implied by the bound exceeding the claim's epsilon, so the verdict's event is one test).
 * ``one-run`` (role secondary): Steinke, Nasr, Jagielski 2023's p-value of the same guesses, valid
@@ -48,7 +50,7 @@ def one_run_rows(scores: np.ndarray, included: np.ndarray, claim: PrivacyClaim |
                  family: Family, design: OneRunDesign) -> list[LowerBound]:
     """The three rows of the module docstring (f-DP verdict row at the family's member confidence)."""
     fdp = fdp_one_run_bound(scores, included, design.k_pos, delta, family.member_confidence,
-                            None if claim is None else claim.tradeoff, VERDICT)
+                            None if claim is None else claim.tradeoff, VERDICT, k_neg=design.k_neg)
     steinke = one_run_bound(scores, included, design.k_pos, design.k_neg, delta, family.confidence, SECONDARY)
     gdp = LowerBound(method="one-run-fdp-gdp", epsilon=fdp.details["epsilon_gdp"],
                      confidence=family.member_confidence, n=fdp.n, valid=False,
@@ -63,9 +65,9 @@ def _check(scores: np.ndarray, included: np.ndarray, delta: float, confidence: f
     s, inc = as_scores_members(scores, included)
     check_delta(delta)
     check_confidence(confidence)
-    if design.method != "fdp" or design.k_neg:
-        raise UserError(f"the one-run verdict is the f-DP test of one-sided guesses; the design is {design.method} "
-                        f"with k_neg {design.k_neg}: choose it with method='fdp'")
+    if design.method != "fdp":
+        raise UserError(f"the one-run verdict is the f-DP (eps, delta) test; the design is for {design.method}: "
+                        "choose it with method='fdp'")
     if s.size != design.canaries:
         raise UserError(f"the design is for {design.canaries} canaries but {s.size} scores were given")
     if not np.all(np.isfinite(s)):
@@ -85,7 +87,7 @@ def one_run_results(scores: np.ndarray, included: np.ndarray, claim: PrivacyClai
     ``design``: the guess counts, fixed before the training by simulating the claim
     (:func:`audit.stats.one_run_design.choose_one_run_design`, ``method="fdp"``).
 
-    ``one_run``: canaries, included, k_pos, k_neg, correct (right "in" guesses), design (how the
+    ``one_run``: canaries, included, k_pos, k_neg, correct (right guesses of both kinds), design (how the
     guess counts were chosen), expected_perfect (mean, sd, median, 5%-95% range of the f-DP bound a
     perfect LLR attack reaches with this M under the claim, from the design's simulations) and the
     ceiling (every guess right). Sources: docs/references.md, "One-run auditing".
@@ -104,8 +106,8 @@ def one_run_results(scores: np.ndarray, included: np.ndarray, claim: PrivacyClai
                              "median": design.epsilon_median, "range_5_95": list(design.epsilon_range),
                              "games": design.evaluations,
                              "text": (f"perfect-attack expectation: a perfect attack (the likelihood ratio of the "
-                                      f"claimed mechanism) with these {s.size} canaries and {design.k_pos} guesses "
-                                      f"reaches epsilon >= "
+                                      f"claimed mechanism) with these {s.size} canaries and {design.guesses} reaches "
+                                      f"epsilon >= "
                                       f"{design.expected_epsilon:.3g} on average (sd {design.epsilon_sd:.2g}, over "
                                       f"{design.evaluations} games simulated under the claim)")},
         "ceiling": float(fdp["ceiling"]),

@@ -177,7 +177,8 @@ def _results(target, data, opts: DPOptions, threat: str, stats: dict, scores: np
     bounds = [b | {"attack": attack} for b in stats["lower_bounds"]]
     best = None if stats["best_lower_bound"] is None else stats["best_lower_bound"] | {"attack": attack}
     one = stats["one_run"]
-    one["ceiling_text"] = (f"all {one['k_pos']} guesses right would certify epsilon >= {one['ceiling']:.3g}")
+    guesses = one["k_pos"] + one["k_neg"]
+    one["ceiling_text"] = f"all {guesses} guesses right would certify epsilon >= {one['ceiling']:.3g}"
     inc = canaries.included
     observation = {"score": ("likelihood ratio of the per-step observations under the claimed mechanism" +
                              (f" (cross-talk variance {crosstalk:.3g} read as noise)" if crosstalk else "")
@@ -208,7 +209,8 @@ def _results(target, data, opts: DPOptions, threat: str, stats: dict, scores: np
         "verdict": stats["verdict"], "family": stats["family"], "one_run": one,
         "game": {"one_run": True, "runs": 1, "trainings": 1, "canaries": canaries.count, "included": int(inc.sum()),
                  "canary_kind": canaries.kind, "canary": cinfo, "threat": threat,
-                 "threshold_strategy": "one-run guesses: 'in' for the k_pos highest scores, k_pos fixed by simulating "
+                 "threshold_strategy": "one-run guesses: 'in' for the k_pos highest scores, 'out' for the k_neg "
+                                       "lowest (0: one-sided), both fixed by simulating "
                                        "the claimed mechanism",
                  "inclusion": "independent fair coin per canary; each included canary joins every step by its own "
                               "Poisson coin at the target's sampling rate, clipped to C like any record",
@@ -224,7 +226,8 @@ def one_run_table(one: dict, bounds: list[dict]) -> dict:
     return {"title": "One run of your training: bounds", "columns": ["method", "epsilon", "role", "confidence",
                                                                      "mu bound", "what it bounds"],
             "rows": rows,
-            "caption": (f"{one['canaries']} canaries ({one['included']} in), {one['k_pos']} 'in' guesses, "
+            "caption": (f"{one['canaries']} canaries ({one['included']} in), {one['k_pos']} 'in' and "
+                        f"{one['k_neg']} 'out' guesses, "
                         f"{one['correct']} right. {expected['text']}; ceiling {one['ceiling']:.3g} (every guess "
                         f"right). The claim's own tradeoff curve "
                         f"{'was' if one.get('claim_rejected') else 'was not'} rejected by the same guesses.")}

@@ -196,7 +196,8 @@ def run_plugin_one_run(opts: DPOptions, plugin: TrainerPlugin | None = None) -> 
                   "options": asdict(opts) | {"threat": threat, "canaries": design.canaries},
                   "plugin": plugin_config(plugin)}
         if not opts.quiet:
-            print(f"one run: {design.canaries} canaries, {design.k_pos} guesses, {stats['one_run']['correct']} right; "
+            print(f"one run: {design.canaries} canaries, {design.k_pos + design.k_neg} guesses, "
+                  f"{stats['one_run']['correct']} right; "
                   f"{results['game']['trainings']} trainings", file=sys.stderr)
         return ctx.run_dir, ctx.finish(results, config)
 
@@ -232,7 +233,8 @@ def _results(plugin: TrainerPlugin, opts: DPOptions, probed: dict, block: dict, 
     bounds = [b | {"attack": attack} for b in stats["lower_bounds"]]
     best = None if stats["best_lower_bound"] is None else stats["best_lower_bound"] | {"attack": attack}
     one = stats["one_run"]
-    one["ceiling_text"] = f"all {one['k_pos']} guesses right would certify epsilon >= {one['ceiling']:.3g}"
+    guesses = one["k_pos"] + one["k_neg"]
+    one["ceiling_text"] = f"all {guesses} guesses right would certify epsilon >= {one['ceiling']:.3g}"
     inc = recorder.included
     joins = np.asarray(recorder.joined)
     trainings = int(block["trainings"]) + 1
@@ -267,7 +269,8 @@ def _results(plugin: TrainerPlugin, opts: DPOptions, probed: dict, block: dict, 
                                    f"record (accounting check), and the one audited run",
                  "canaries": int(inc.size), "included": int(inc.sum()), "canary_kind": cinfo["kind"],
                  "canary": cinfo, "threat": threat, "n_train": int(len(data)),
-                 "threshold_strategy": "one-run guesses: 'in' for the k_pos highest scores, k_pos fixed by simulating "
+                 "threshold_strategy": "one-run guesses: 'in' for the k_pos highest scores, 'out' for the k_neg "
+                                       "lowest (0: one-sided), both fixed by simulating "
                                        "the mechanism the probe read",
                  "inclusion": "independent fair coin per canary; each included canary joins every real step by its "
                               "own Poisson coin at the code's sampling rate, C times its unit direction",

@@ -136,8 +136,8 @@ def summary_lines(run_dir: Path, results: dict) -> list[str]:
     one = results.get("one_run")
     if one:
         lines.append(f"one run:   {one['canaries']} {results['game']['canary_kind']} canaries in one training, "
-                     f"{one['k_pos']} 'in' guesses, {one['correct']} right; perfect-attack expectation "
-                     f"epsilon >= {one['expected_perfect']['mean']:.3f} with this M; ceiling (every guess right) "
-                     f"{one['ceiling']:.3f}")
+                     f"{one['k_pos']} 'in' and {one['k_neg']} 'out' guesses, {one['correct']} right; "
+                     f"perfect-attack expectation epsilon >= {one['expected_perfect']['mean']:.3f} with this M; "
+                     f"ceiling (every guess right) {one['ceiling']:.3f}")
     lines.append(f"verdict:   {results['verdict']['status']}: {results['verdict']['text']}")
     return lines + reproducibility_lines(results)

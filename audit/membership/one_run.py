@@ -25,10 +25,10 @@ GUESS_FRACTIONS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5)
 def one_run(method: str, scores: np.ndarray, members: np.ndarray, k_pos: int, k_neg: int, delta: float,
             confidence: float, claim_tradeoff=None, role: str = "") -> LowerBound:
     """The one-run bound of ``method``: ``one-run`` (Steinke et al. 2023, k+ "in" and k- "out"
-    guesses) or ``one-run-fdp`` (Mahloujifar et al. 2025, k+ one-sided guesses; with the claim's
-    tradeoff curve it also tests the claim itself)."""
+    guesses) or ``one-run-fdp`` (Mahloujifar et al. 2025, the same k+ "in" and k- "out" guesses; with the
+    claim's tradeoff curve it also tests the claim itself)."""
     if method == "one-run-fdp":
-        return fdp_one_run_bound(scores, members, k_pos, delta, confidence, claim_tradeoff, role)
+        return fdp_one_run_bound(scores, members, k_pos, delta, confidence, claim_tradeoff, role, k_neg=k_neg)
     return one_run_bound(scores, members, k_pos, k_neg, delta, confidence, role)
 
 

@@ -13,10 +13,12 @@ pair's log-likelihood ratio (:func:`dpsgd_canary_llr`; Neyman-Pearson).
 What this module fixes before the audited training runs, from the claim alone (never from the
 audited coins or scores, so the one-run bounds computed with it stay valid whatever the code does):
 
-* the guess counts: "in" for the ``k_pos`` highest scores (the f-DP test of
-  :mod:`audit.stats.one_run_fdp` is stated for one-sided guesses, so ``k_neg = 0``; Steinke et al.'s
-  test also takes ``k_neg`` "out" guesses for the lowest scores) maximising the mean (or median)
-  bound over simulated games (:func:`choose_one_run_design`);
+* the guess counts: "in" for the ``k_pos`` highest scores, and either no "out" guess (one-sided) or
+  "out" for as many lowest scores (two-sided, ``k_neg = k_pos``; valid for both one-run tests, see
+  :mod:`audit.stats.one_run_fdp`), the shape maximising the mean (or median) bound over simulated
+  games (:func:`choose_one_run_design`). For subsampled DP-SGD the "out" side has no tail (an
+  included canary joins few steps), so one-sided guesses usually win; for full-batch DP-GD (q = 1) and
+  the plain Gaussian mechanism the two tails are mirror images and two-sided guesses win;
 * the expected bound of a perfect attack (the optimal LLR score) with this M, and its spread, on
   simulations separate from those that chose the guesses; and the ceiling (every guess right);
 * a default number of canaries (:func:`default_canary_count`).
@@ -36,19 +38,22 @@ from numpy.typing import ArrayLike
 
 from audit.errors import UserError
 from audit.stats.one_run import one_run_epsilon_lb
-from audit.stats.one_run_fdp import fdp_epsilon_lb
+from audit.stats.one_run_fdp import fdp_epsilon_lb, fdp_mu_lb
 from audit.theory.checks import check_confidence, check_delta
 from audit.theory.dpsgd import DPSGDClaim
+from audit.theory.gaussian import gaussian_epsilon
 
 __all__ = ["CanaryMechanism", "dpsgd_canary_llr", "simulate_dpsgd_canary_scores", "guess_count_grid",
            "OneRunDesign", "choose_one_run_design", "CanaryCountChoice", "default_canary_count",
-           "DESIGN_METHODS", "DEFAULT_CANARY_CANDIDATES", "CHUNK_ELEMENTS"]
+           "DESIGN_METHODS", "guess_bound", "grid_bounds", "guess_shapes", "DEFAULT_CANARY_CANDIDATES",
+           "CHUNK_ELEMENTS"]
 
 #: Simulated observations held at once (canaries x steps), about 32 MiB of float64 per array.
 CHUNK_ELEMENTS = 1 << 22
-#: The one-run tests a design can be made for: Mahloujifar et al.'s f-DP test with the
-#: f_{eps,delta} null (one-sided guesses), Steinke et al.'s p-value (two-sided guesses).
-DESIGN_METHODS = ("fdp", "steinke")
+#: The one-run bounds a design can be made for: Mahloujifar et al.'s f-DP test with the f_{eps,delta}
+#: null ("fdp"), the epsilon of the largest mu-GDP null it rejects ("fdp-gdp", an estimate), and
+#: Steinke et al.'s p-value ("steinke"); all take one- and two-sided guesses.
+DESIGN_METHODS = ("fdp", "fdp-gdp", "steinke")
 #: Numbers of canaries :func:`default_canary_count` compares (those above ``max_canaries`` are dropped).
 DEFAULT_CANARY_CANDIDATES = (1_000, 2_000, 5_000, 10_000, 20_000, 50_000)
 
@@ -161,21 +166,25 @@ def _ordered(scores: np.ndarray) -> np.ndarray:
     return np.lexsort((np.arange(scores.size), scores))
 
 
-def _grid_bounds(scores: np.ndarray, members: np.ndarray, guesses: list[tuple[int, int]], method: str,
+def grid_bounds(scores: np.ndarray, members: np.ndarray, guesses: list[tuple[int, int]], method: str,
                  delta: float, confidence: float) -> np.ndarray:
     """The bound of ``method`` at every (k_pos, k_neg) of ``guesses`` on one game."""
     order = _ordered(scores)
     m = scores.size
     right_in = np.concatenate([[0], np.cumsum(members[order[::-1]])])  # right "in" among the top k
     right_out = np.concatenate([[0], np.cumsum(~members[order])])  # right "out" among the bottom k
-    out = np.zeros(len(guesses))
-    for j, (k_pos, k_neg) in enumerate(guesses):
-        v = int(right_in[k_pos] + right_out[k_neg])
-        if method == "fdp":
-            out[j] = fdp_epsilon_lb(k_pos, v, m, delta, confidence)
-        else:
-            out[j] = one_run_epsilon_lb(k_pos + k_neg, v, m, delta, confidence)
-    return out
+    return np.array([guess_bound(method, k_pos + k_neg, int(right_in[k_pos] + right_out[k_neg]), m, delta, confidence)
+                     for k_pos, k_neg in guesses])
+
+
+def guess_bound(method: str, guesses: int, right: int, m: int, delta: float, confidence: float) -> float:
+    """The bound of ``method`` (:data:`DESIGN_METHODS`) when ``right`` of ``guesses`` guesses (either side)
+    among ``m`` canaries are right."""
+    if method == "fdp":
+        return fdp_epsilon_lb(guesses, right, m, delta, confidence)
+    if method == "fdp-gdp":
+        return gaussian_epsilon(fdp_mu_lb(guesses, right, m, confidence), delta)
+    return one_run_epsilon_lb(guesses, right, m, delta, confidence)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -225,17 +234,15 @@ class OneRunDesign:
                          "claimed mechanism (never the audited coins); expected bound on separate simulations")}
 
 
-def _guess_shapes(canaries: int, method: str, guess_counts: ArrayLike | None) -> list[tuple[int, int]]:
-    """(k_pos, k_neg) candidates: one-sided for f-DP; for Steinke et al. also symmetric two-sided."""
+def guess_shapes(canaries: int, method: str, guess_counts: ArrayLike | None) -> list[tuple[int, int]]:
+    """(k_pos, k_neg) candidates: one-sided ``(k, 0)`` and symmetric two-sided ``(k, k)`` for every
+    guess count k (two-sided where ``2 k <= M``)."""
     if method not in DESIGN_METHODS:
         raise UserError(f"unknown one-run method {method!r}; use one of {', '.join(DESIGN_METHODS)}")
     ks = guess_count_grid(canaries) if guess_counts is None else np.unique(np.asarray(guess_counts, dtype=int))
     if ks.size == 0 or ks[0] < 1 or ks[-1] > canaries:
         raise UserError(f"guess counts must lie between 1 and the {canaries} canaries")
-    shapes = [(int(k), 0) for k in ks]
-    if method == "steinke":
-        shapes += [(int(k), int(k)) for k in ks if 2 * k <= canaries]
-    return shapes
+    return [(int(k), 0) for k in ks] + [(int(k), int(k)) for k in ks if 2 * k <= canaries]
 
 
 def _design_from_games(design_games: list[tuple[np.ndarray, np.ndarray]],
@@ -243,14 +250,13 @@ def _design_from_games(design_games: list[tuple[np.ndarray, np.ndarray]],
                        shapes: list[tuple[int, int]], method: str, delta: float, confidence: float,
                        criterion: str) -> OneRunDesign:
     """Choose the shape maximising ``criterion`` over ``design_games``, evaluate it on ``eval_games``."""
-    table = np.array([_grid_bounds(s, mem, shapes, method, delta, confidence) for s, mem in design_games])
+    table = np.array([grid_bounds(s, mem, shapes, method, delta, confidence) for s, mem in design_games])
     value = table.mean(axis=0) if criterion == "mean" else np.median(table, axis=0)
     j = int(np.argmax(value))  # ties: the first, i.e. the fewest guesses
     k_pos, k_neg = shapes[j]
-    evals = np.array([_grid_bounds(s, mem, [shapes[j]], method, delta, confidence)[0] for s, mem in eval_games])
+    evals = np.array([grid_bounds(s, mem, [shapes[j]], method, delta, confidence)[0] for s, mem in eval_games])
     m = design_games[0][0].size
-    ceiling = (fdp_epsilon_lb(k_pos, k_pos, m, delta, confidence) if method == "fdp"
-               else one_run_epsilon_lb(k_pos + k_neg, k_pos + k_neg, m, delta, confidence))
+    ceiling = guess_bound(method, k_pos + k_neg, k_pos + k_neg, m, delta, confidence)
     return OneRunDesign(canaries=m, k_pos=k_pos, k_neg=k_neg, method=method, delta=delta, confidence=confidence,
                         criterion=criterion, expected_epsilon=float(evals.mean()),
                         epsilon_sd=float(evals.std(ddof=1)) if evals.size > 1 else 0.0,
@@ -278,11 +284,11 @@ def choose_one_run_design(mechanism: DPSGDClaim | CanaryMechanism | Sequence[flo
     How: ``simulations`` one-run games are simulated exactly under the claimed mechanism
     (:func:`simulate_dpsgd_canary_scores`: fair coins, the per-canary observation of DP-SGD with the
     claim's q, sigma and T, the optimal LLR score). For every candidate guess shape (``k_pos`` in
-    :func:`guess_count_grid` or ``guess_counts``; ``k_neg = 0`` for the f-DP test, whose recursion is
-    stated for one-sided guesses; also ``k_neg = k_pos`` for Steinke et al.'s test) the valid one-run
-    bound at ``delta`` and ``confidence`` is computed on each game (:func:`audit.stats.one_run_fdp.
-    fdp_epsilon_lb`, or :func:`audit.stats.one_run.one_run_epsilon_lb`); the shape with the largest
-    mean (``criterion="mean"``) or median bound is chosen. ``evaluations`` further games (default as
+    :func:`guess_count_grid` or ``guess_counts``, with ``k_neg = 0`` or ``k_neg = k_pos``) the one-run
+    bound of ``method`` at ``delta`` and ``confidence`` is computed on each game (:func:`guess_bound`:
+    :func:`audit.stats.one_run_fdp.fdp_epsilon_lb`, the Gaussian-family estimate of
+    :func:`audit.stats.one_run_fdp.fdp_mu_lb`, or :func:`audit.stats.one_run.one_run_epsilon_lb`); the shape
+    with the largest mean (``criterion="mean"``) or median bound is chosen. ``evaluations`` further games (default as
     many) give the expected bound of a perfect attack at that shape, its spread and the ceiling.
 
     The design takes no coins and no scores of the audited training: it is fixed before the
@@ -292,7 +298,7 @@ def choose_one_run_design(mechanism: DPSGDClaim | CanaryMechanism | Sequence[flo
     mech = CanaryMechanism.of(mechanism)
     m = _check_count(canaries, "canaries", 2)
     delta, confidence, sims, evals = _check_design_args(delta, confidence, criterion, simulations, evaluations)
-    shapes = _guess_shapes(m, method, guess_counts)
+    shapes = guess_shapes(m, method, guess_counts)
     gen = np.random.default_rng(rng)
     games = [simulate_dpsgd_canary_scores(m, mech.sample_rate, mech.noise_multiplier, mech.steps, gen)
              for _ in range(sims + evals)]
@@ -349,7 +355,7 @@ def default_canary_count(mechanism: DPSGDClaim | CanaryMechanism | Sequence[floa
     designs = []
     for m in sizes:
         prefix = [(s[:m], mem[:m]) for s, mem in games]
-        designs.append(_design_from_games(prefix[:sims], prefix[sims:], mech, _guess_shapes(m, method, None),
+        designs.append(_design_from_games(prefix[:sims], prefix[sims:], mech, guess_shapes(m, method, None),
                                           method, delta, confidence, criterion))
     best = max(d.expected_epsilon for d in designs)
     chosen = next(d for d in designs if d.expected_epsilon >= (1.0 - within) * best)

@@ -20,8 +20,26 @@ does not collapse with many canaries, and any f can be tested:
 * ``G_mu`` (:func:`gdp_blow_up_inverse`): the largest mu rejected is a rigorous mu-GDP lower bound;
   read as epsilon at delta it is an **estimate** that assumes a Gaussian tradeoff.
 
-Guesses are one-sided ("in" only), the case the recursion is stated for. Sources:
-docs/references.md, "One-run auditing".
+Guesses on both sides. The auditor may also guess "out" for the ``k_neg`` lowest scores (abstaining
+on the rest); v then counts the right guesses of both kinds and the recursion runs with ``k_pos +
+k_neg`` guesses. This is valid whenever the tested f bounds the tradeoff of BOTH ordered pairs of
+neighbouring worlds, (out, in) and (in, out), which is what f-DP means for a symmetric neighbouring
+relation (add/remove; Dong, Roth, Su 2019, Def. 2.3 quantifies over all neighbouring pairs) and holds
+for every null tested here: f_{eps,delta} and G_mu are symmetric, and a claim's curve built from its
+privacy profile is a supremum of symmetric f_{eps,delta(eps)} (:func:`audit.theory.tradeoff.
+tradeoff_from_profile`). The argument: Mahloujifar et al.'s analysis is stated for a reconstruction
+game in which each of the m slots holds one of ``k`` options and the adversary, after one run, guesses
+an option for some slots and abstains on the others (their ``audit_rh_with_cap`` has the alphabet size
+``k`` as a parameter; membership is ``k = 2``, the options "in" and "out"); the only property of the
+mechanism the proof uses is, per slot i and for any event E that is a post-processing of the output
+and of the other slots' secrets, ``P[E | secret_i = s] <= B(P[E | secret_i = s'])`` for the two options
+s != s' (then averaged over the other slots by the concavity of B). For the event "guess on slot i
+is 'in'" that is the f-DP bound of the pair (out, in); for "guess on slot i is 'out'" it is the bound
+of the pair (in, out) — the same B when f bounds both orders. Nothing in the recursion asks which
+option a guess names, so a guess "out" is a guess "in" on the complementary test with the same
+tradeoff, and guesses of both kinds in one run are covered (as Steinke et al.'s guesses in
+{-1, 0, +1} are for (eps, delta)). The Monte-Carlo soundness suite tests two-sided guesses at exact
+claims (tests/test_soundness.py). Sources: docs/references.md, "One-run auditing".
 """
 
 from __future__ import annotations
@@ -87,8 +105,9 @@ def tradeoff_blow_up_inverse(tradeoff: Callable[[np.ndarray], np.ndarray], point
 
 
 def fdp_statistic(blow_up_inverse: BlowUpInverse, m: int, k: int, v: int, significance: float) -> float:
-    """The recursion of Mahloujifar, Melis, Chaudhuri 2025 (``audit_rh_with_cap``): positive iff k
-    one-sided guesses with v right, among m fair-coin canaries, reject f-DP at ``significance``."""
+    """The recursion of Mahloujifar, Melis, Chaudhuri 2025 (``audit_rh_with_cap``, alphabet size 2):
+    positive iff k guesses ("in" or "out", see the module docstring) with v right, among m fair-coin
+    canaries, reject f-DP at ``significance``."""
     r = significance * v / m
     h = significance * (k - v) / m
     for i in range(v - 1, -1, -1):
@@ -149,28 +168,37 @@ def fdp_mu_lb(k: int, v: int, m: int, confidence: float) -> float:
 
 def fdp_one_run_bound(scores: ArrayLike, members: ArrayLike, k: int, delta: float, confidence: float,
                       claim_tradeoff: Callable[[np.ndarray], np.ndarray] | None = None,
-                      role: str = "") -> LowerBound:
-    """f-DP one-run audit of the guesses "in" for the ``k`` highest scores (fixed before the labels
-    are seen; ties broken by canary index as in :func:`audit.stats.one_run.one_run_bound`).
+                      role: str = "", k_neg: int = 0) -> LowerBound:
+    """f-DP one-run audit of the guesses "in" for the ``k`` highest scores and "out" for the ``k_neg``
+    lowest (both fixed before the labels are seen; ties broken by canary index as in
+    :func:`audit.stats.one_run.one_run_bound`); two-sided guesses are valid for the symmetric nulls
+    tested here (module docstring).
 
     ``epsilon`` is the valid (eps, delta) bound (:func:`fdp_epsilon_lb`); ``details`` hold the
     rigorous ``mu_lb``, its epsilon under a Gaussian tradeoff (``epsilon_gdp``, an estimate),
     ``claim_rejected`` when ``claim_tradeoff`` (the claim's f) is given — a valid violation at
-    ``confidence`` — and the ``ceiling`` (all k guesses right).
+    ``confidence`` — and the ``ceiling`` (all ``k + k_neg`` guesses right).
     """
     s, mem = as_scores_members(scores, members)
     m = s.size
     k, _, m = _check_guesses(k, 0, m)
+    k_neg, _, m = _check_guesses(k_neg, 0, m)
+    if k + k_neg > m:
+        raise UserError(f"one-run audit: k + k_neg = {k + k_neg} exceeds the {m} canaries; guess fewer")
     delta = check_delta(delta)
     confidence = check_confidence(confidence)
     order = np.lexsort((np.arange(m), s))
-    v = int(np.sum(mem[order[m - k:]])) if k else 0
-    mu = fdp_mu_lb(k, v, m, confidence)
-    details = {"k": k, "v": v, "m": m, "delta": delta, "guesses": "one-sided: 'in' for the k highest scores",
+    v_pos = int(np.sum(mem[order[m - k:]])) if k else 0
+    v_neg = int(np.sum(~mem[order[:k_neg]]))
+    guesses, v = k + k_neg, v_pos + v_neg
+    mu = fdp_mu_lb(guesses, v, m, confidence)
+    shape = f"'in' for the {k} highest scores" + (f", 'out' for the {k_neg} lowest" if k_neg else " (one-sided)")
+    details = {"k": guesses, "v": v, "k_pos": k, "k_neg": k_neg, "v_pos": v_pos, "v_neg": v_neg, "m": m,
+               "delta": delta, "guesses": shape,
                "mu_lb": mu, "epsilon_gdp": gaussian_epsilon(mu, delta) if delta > 0 else (math.inf if mu else 0.0),
-               "gdp_assumption": FDP_GDP_ASSUMPTION, "ceiling": fdp_epsilon_lb(k, k, m, delta, confidence)}
+               "gdp_assumption": FDP_GDP_ASSUMPTION,
+               "ceiling": fdp_epsilon_lb(guesses, guesses, m, delta, confidence)}
     if claim_tradeoff is not None:
-        details["claim_rejected"] = fdp_rejects(tradeoff_blow_up_inverse(claim_tradeoff), m, k, v, confidence)
-    return LowerBound(method="one-run-fdp", epsilon=fdp_epsilon_lb(k, v, m, delta, confidence), confidence=confidence,
-                      n=m, valid=True, details=details, role=role)
-
+        details["claim_rejected"] = fdp_rejects(tradeoff_blow_up_inverse(claim_tradeoff), m, guesses, v, confidence)
+    return LowerBound(method="one-run-fdp", epsilon=fdp_epsilon_lb(guesses, v, m, delta, confidence),
+                      confidence=confidence, n=m, valid=True, details=details, role=role)
