@@ -255,7 +255,8 @@ def compare_world_configs(config_without: DPSGDConfig, config_with: DPSGDConfig,
         delta: when given, each world's PLD epsilon at this delta goes into ``details``.
 
     Returns:
-        The finding of check ``"world-dependence"``: a problem when a field changed or the normaliser is the actual batch size.
+        The finding of check ``"world-dependence"``: a problem when a field changed or the normaliser
+        is the actual batch size.
     """
     diffs, fixes = _world_differences(config_without, config_with, rel_tol)
     details: dict[str, Any] = {"without": config_without.to_dict(), "with": config_with.to_dict(),
