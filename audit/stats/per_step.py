@@ -42,6 +42,14 @@ def subsampled_mu_from_rates(fpr_ub: float | np.ndarray, fnr_ub: float | np.ndar
     ``f_{q,mu}`` decreases in mu, so any mu above this value is refuted by the observed rates.
     For ``q = 1`` this is the GDP estimator of Nasr et al. 2023. Returns 0 when the rates do not
     refute mu = 0.
+
+    Args:
+        fpr_ub: upper confidence limit(s) on the test's false-positive rate.
+        fnr_ub: upper confidence limit(s) on its false-negative rate.
+        sample_rate: q, in (0, 1].
+
+    Returns:
+        The mu bound (>= 0), a float or an array of the rates' shape.
     """
     q = float(sample_rate)
     fpr = np.asarray(fpr_ub, dtype=float)
@@ -61,6 +69,15 @@ def composed_epsilon(mu_step: float, sample_rate: float, steps: int, delta: floa
     :func:`audit.theory.gaussian.gaussian_epsilon`;
     returns (epsilon, total mu). Poisson rate q < 1: DP-SGD with noise multiplier ``1/mu`` by the
     PLD accountant (:class:`audit.theory.dpsgd.DPSGDClaim`); returns (epsilon, None).
+
+    Args:
+        mu_step: the base mu of one step (shift over noise standard deviation).
+        sample_rate: q, in (0, 1].
+        steps: T.
+        delta: the delta of the epsilon.
+
+    Returns:
+        (epsilon, total mu) for full batch, (epsilon, None) for q < 1.
     """
     if mu_step <= 0:
         return 0.0, 0.0
@@ -80,6 +97,17 @@ def designed_threshold(noise_multiplier: float, sample_rate: float, n_pos: int, 
     computation and keep the best ``tau``. It depends only on the claim and the numbers of
     observations, never on the observations, so it needs neither a held-out half nor a correction
     (a broken implementation only makes it suboptimal, not invalid). Returns (tau, expected mu bound).
+
+    Args:
+        noise_multiplier: the claimed sigma.
+        sample_rate: q.
+        n_pos: the number of in-world observations.
+        n_neg: the number of out-world observations.
+        confidence: the confidence of the bound the threshold is designed for.
+        grid: the thresholds tried (default: a grid over the noise's range).
+
+    Returns:
+        (tau, expected mu bound).
     """
     sigma, q = float(noise_multiplier), float(sample_rate)
     grid = np.linspace(-1.0, 8.0, 901) * sigma if grid is None else np.asarray(grid, dtype=float)
@@ -128,6 +156,23 @@ def per_step_bound(step_scores: ArrayLike, included: ArrayLike, sample_rate: flo
     split at random (stratified by coin) into a selection half and a bound half, and the threshold
     maximising the bound on the selection half's steps is applied to the bound half's steps.
     ``valid=False``: the epsilon depends on the stated step model (details["assumption"]).
+
+    Args:
+        step_scores: the observations, shape (runs, steps).
+        included: whether each run included the canary.
+        sample_rate: q, in (0, 1].
+        steps: T, the number of steps the claim composes.
+        delta: the delta of the epsilon.
+        confidence: the bound's confidence.
+        rng: the generator (or seed) of the random split when no threshold is designed.
+        n_thresholds: the thresholds tried on the selection half.
+        design_sigma: the claimed noise multiplier, to fix the threshold in advance.
+
+    Returns:
+        The bound (method ``"per-step-composed"``, ``valid=False``).
+
+    Raises:
+        UserError: scores of the wrong shape, non-finite scores, q outside (0, 1], or no run of one world.
     """
     obs = np.asarray(step_scores, dtype=float)
     inc = np.asarray(included, dtype=bool).reshape(-1)
