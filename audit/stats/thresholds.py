@@ -323,6 +323,9 @@ def split_runs(included: np.ndarray,
 
     Returns:
         The selection and bound halves, as above.
+
+    Raises:
+        UserError: fewer than 2 observations of either world.
     """
     rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
     pos, neg = np.flatnonzero(included), np.flatnonzero(~included)
