@@ -160,7 +160,15 @@ class PredictionAPI:
 
 @dataclass
 class ExtractedModel:
-    """A stolen softmax regression in canonical form: ``theta`` (K-1, p) over ``feature_map``."""
+    """A stolen softmax regression in canonical form: ``theta`` (K-1, p) over ``feature_map``.
+
+    Attributes:
+        theta: the canonical parameters, (K-1, p).
+        feature_map: phi, the feature map the parameters act on.
+        queries: the queries the extraction spent (probes included).
+        method: the extraction method.
+        details: method-specific figures (rounds, convergence, ...).
+    """
 
     theta: np.ndarray
     feature_map: FeatureMap

@@ -44,6 +44,15 @@ class MIFaceConfig:
     ``alpha`` maximum steps, ``beta`` patience (steps without improvement of the best cost),
     ``gamma`` confidence target, ``lr`` the step size lambda, ``tv_weight`` the AuxTerm weight,
     ``black_box`` estimates gradients numerically with step ``fd_step``.
+
+    Attributes:
+        alpha: the most gradient steps per class.
+        beta: the patience: steps without improvement of the best cost before stopping.
+        gamma: the confidence at which a reconstruction stops.
+        lr: the step size lambda.
+        tv_weight: the weight of the total-variation AuxTerm.
+        black_box: estimate gradients by finite differences instead of autograd.
+        fd_step: the finite-difference step.
     """
 
     alpha: int = 5000
@@ -65,7 +74,17 @@ class MIFaceConfig:
 
 @dataclass(kw_only=True)
 class InversionResult:
-    """One reconstruction per target class (best iterates), with the cost trace summary."""
+    """One reconstruction per target class (best iterates), with the cost trace summary.
+
+    Attributes:
+        labels: the target classes, (K,).
+        images: the best reconstruction of each, (K, *shape).
+        confidence: the model's confidence in each class at its reconstruction.
+        cost: the cost of each reconstruction.
+        iterations: the steps each took.
+        queries: the model evaluations each spent.
+        stop_reason: why each stopped.
+    """
 
     labels: np.ndarray
     images: np.ndarray

@@ -222,7 +222,12 @@ def arrangement_success_probability(n_candidates: int, mu: float, kind: str = "s
 
 @dataclass(frozen=True)
 class GameOutcome:
-    """Successes of a reconstruction game out of ``trials`` independent rounds."""
+    """Successes of a reconstruction game out of ``trials`` independent rounds.
+
+    Attributes:
+        successes: the rounds the adversary won.
+        trials: the rounds played.
+    """
 
     successes: int
     trials: int
