@@ -3,6 +3,17 @@ the noise-to-sensitivity ratio of one Poisson-subsampled Gaussian step from pool
 observations, then compose it with the accountant. Rigorous for the step's mu *given* the stated
 step model, so its epsilon is labelled as an estimate. Sources: docs/references.md,
 "Per-step auditing".
+
+Why composing the mixtures is valid: under Poisson sampling the in-run observation is the
+mixture ``(1 - q) N(0, s^2) + q N(c, s^2)`` — most steps do not contain the canary, so
+estimating a Gaussian shift from them (as for full batch) would be meaningless. We do not
+estimate the mixture's own privacy curve; instead we bound the *base* Gaussian's
+``mu = c/s`` with the known q, by refuting ``f_{q,mu}`` with Clopper–Pearson rates of one
+threshold test (:func:`subsampled_mu_from_rates`): the deconvolution uses the exact sampling
+law, so the bound is a rigorous bound on the step's noise-to-sensitivity ratio given the
+mixture form. The steps' composition is then done by the accountant at that ratio
+(:func:`composed_epsilon`) — exactly how the theory composes them, so a correct implementation
+can never exceed the claim except with probability 1 - confidence.
 """
 
 from __future__ import annotations
@@ -138,24 +149,8 @@ def per_step_bound(step_scores: ArrayLike, included: ArrayLike, sample_rate: flo
     canary's coin fixed for a run, each step of an in-run is one draw from the step mechanism's
     "in" distribution and each step of an out-run one draw from its "out" distribution. This is
     valid when the observations are independent given the world — true for a Dirac canary on a
-    coordinate no data gradient touches, where the observation is canary + fresh noise.
-
-    Why composing the mixtures is valid: under Poisson sampling the in-run observation is the
-    mixture ``(1 - q) N(0, s^2) + q N(c, s^2)`` — most steps do not contain the canary, so
-    estimating a Gaussian shift from them (as for full batch) would be meaningless. We do not
-    estimate the mixture's own privacy curve; instead we bound the *base* Gaussian's
-    ``mu = c/s`` with the known q, by refuting ``f_{q,mu}`` with Clopper–Pearson rates of one
-    threshold test (:func:`subsampled_mu_from_rates`): the deconvolution uses the exact sampling
-    law, so the bound is a rigorous bound on the step's noise-to-sensitivity ratio given the
-    mixture form. The steps' composition is then done by the accountant at that ratio
-    (:func:`composed_epsilon`) — exactly how the theory composes them, so a correct implementation
-    can never exceed the claim except with probability 1 - confidence.
-
-    Threshold choice: with ``design_sigma`` (the claimed noise multiplier) the threshold is fixed in
-    advance by :func:`designed_threshold` and every run is used for the bound; otherwise runs are
-    split at random (stratified by coin) into a selection half and a bound half, and the threshold
-    maximising the bound on the selection half's steps is applied to the bound half's steps.
-    ``valid=False``: the epsilon depends on the stated step model (details["assumption"]).
+    coordinate no data gradient touches, where the observation is canary + fresh noise. Why
+    composing the mixtures is valid: see the module docstring.
 
     Args:
         step_scores: the observations, shape (runs, steps).
@@ -164,12 +159,16 @@ def per_step_bound(step_scores: ArrayLike, included: ArrayLike, sample_rate: flo
         steps: T, the number of steps the claim composes.
         delta: the delta of the epsilon.
         confidence: the bound's confidence.
-        rng: the generator (or seed) of the random split when no threshold is designed.
-        n_thresholds: the thresholds tried on the selection half.
-        design_sigma: the claimed noise multiplier, to fix the threshold in advance.
+        rng: the generator (or seed) of the split without ``design_sigma``: runs are split at random
+            (stratified by coin) into a selection half and a bound half.
+        n_thresholds: the thresholds tried on the selection half; the one maximising the bound on its
+            steps is applied to the bound half's steps.
+        design_sigma: the claimed noise multiplier: the threshold is then fixed in advance by
+            :func:`designed_threshold` and every run is used for the bound.
 
     Returns:
-        The bound (method ``"per-step-composed"``, ``valid=False``).
+        The bound (method ``"per-step-composed"``), ``valid=False``: the epsilon depends on the stated
+        step model (details["assumption"]).
 
     Raises:
         UserError: scores of the wrong shape, non-finite scores, q outside (0, 1], or no run of one world.

@@ -1,6 +1,14 @@
 """DP-SGD accounting [Abadi et al. 2016]: the Poisson-subsampled Gaussian mechanism composed over
 T steps, by PLD (default), RDP or the GDP central-limit approximation, and noise calibration.
 Sources: docs/references.md, "DP-SGD accounting".
+
+Noise calibration (:func:`calibrate_noise_multiplier`): 1. Upper bracket from the RDP accountant
+(cheap): RDP epsilons upper-bound the true ones, so the RDP-calibrated sigma is private enough.
+2. Lower bracket by shrinking it until a coarse PLD (discretisation 1e-3) exceeds the target (very
+small sigma is never tried: its PLD is huge). 3. Brent search on the coarse PLD (dp-accounting's
+calibrate_dp_mechanism). 4. The result is checked with the PLD at ``value_discretization_interval``
+(what DPSGDClaim uses), nudged up until that claim meets the target, and tightened by bisection on
+the fine PLD to ``tol``.
 """
 
 from __future__ import annotations
@@ -162,14 +170,6 @@ def calibrate_noise_multiplier(epsilon: float, delta: float, sample_rate: float,
                                value_discretization_interval: float = 1e-4, tol: float = 1e-4) -> float:
     """Smallest noise multiplier (to within ``tol``) for which DP-SGD is (eps, delta)-DP by PLD.
 
-    1. Upper bracket from the RDP accountant (cheap): RDP epsilons upper-bound the true ones, so the
-       RDP-calibrated sigma is private enough. 2. Lower bracket by shrinking it until a coarse PLD
-       (discretisation 1e-3) exceeds the target (very small sigma is never tried: its PLD is huge).
-    3. Brent search on the coarse PLD (dp-accounting's calibrate_dp_mechanism). 4. The result is checked
-       with the PLD at ``value_discretization_interval`` (what DPSGDClaim uses), nudged up until that
-       claim meets the target, and tightened by bisection on the fine PLD to ``tol``.
-    The returned sigma always satisfies DPSGDClaim(sigma, q, T).epsilon(delta) <= epsilon.
-
     Args:
         epsilon: the target epsilon.
         delta: the target delta.
@@ -179,7 +179,7 @@ def calibrate_noise_multiplier(epsilon: float, delta: float, sample_rate: float,
         tol: the tolerance of the returned sigma.
 
     Returns:
-        The noise multiplier sigma.
+        sigma (searched as the module docstring says); always DPSGDClaim(sigma, q, T).epsilon(delta) <= epsilon.
 
     Raises:
         UserError: q or T out of range, or no sigma below 1e6 reaches the target.
