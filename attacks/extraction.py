@@ -53,13 +53,27 @@ ROUNDED_MAX_FACTOR = 64
 
 
 def linear_features(X: np.ndarray) -> np.ndarray:
-    """phi(x) = [x, 1]: the feature map of a plain (multinomial) logistic regression."""
+    """phi(x) = [x, 1]: the feature map of a plain (multinomial) logistic regression.
+
+    Args:
+        X: inputs (n, d).
+
+    Returns:
+        Features (n, d + 1).
+    """
     X = np.asarray(X, dtype=np.float64).reshape(len(X), -1)
     return np.hstack([X, np.ones((X.shape[0], 1))])
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:
-    """Numerically stable softmax over the last axis (float64)."""
+    """Numerically stable softmax over the last axis (float64).
+
+    Args:
+        logits: logits (..., K).
+
+    Returns:
+        Probabilities (..., K), float64.
+    """
     z = np.asarray(logits, dtype=np.float64)
     z = z - z.max(axis=-1, keepdims=True)
     e = np.exp(z)
@@ -67,13 +81,30 @@ def softmax(logits: np.ndarray) -> np.ndarray:
 
 
 def canonical(theta: np.ndarray) -> np.ndarray:
-    """Canonical parameters ``theta_k - theta_0`` (rows 1..K-1) of a (K, p) softmax parameter matrix."""
+    """Canonical parameters ``theta_k - theta_0`` (rows 1..K-1) of a (K, p) softmax parameter matrix.
+
+    Args:
+        theta: a (K, p) parameter matrix.
+
+    Returns:
+        The (K - 1, p) canonical parameters.
+    """
     theta = np.asarray(theta, dtype=np.float64)
     return theta[1:] - theta[:1]
 
 
 def uniform_inputs(n: int, low: np.ndarray, high: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """``n`` inputs drawn uniformly from the box [low, high] (per feature)."""
+    """``n`` inputs drawn uniformly from the box [low, high] (per feature).
+
+    Args:
+        n: the number of inputs.
+        low: the smallest value of each feature (d,).
+        high: the largest value of each feature (d,).
+        rng: the generator.
+
+    Returns:
+        Inputs (n, d).
+    """
     low = np.asarray(low, dtype=np.float64)
     high = np.asarray(high, dtype=np.float64)
     return low + (high - low) * rng.random((int(n), low.size))
@@ -86,6 +117,15 @@ class PredictionAPI:
     set, outputs are rounded to that many decimals, as deployed APIs do (Tramèr et al. Sec. 6.1).
     Every row sent is counted in ``queries``; ``labels`` returns only the arg-max class (a
     label-only API) and counts the same way.
+
+    Args:
+        predict_proba: the model, inputs (n, d) to probabilities (n, K).
+        n_features: d.
+        n_classes: K.
+        round_decimals: the decimals outputs are rounded to (0 to 15), or None for exact outputs.
+
+    Raises:
+        UserError: a number of decimals outside 0 to 15.
     """
 
     def __init__(self, predict_proba: Callable[[np.ndarray], np.ndarray], n_features: int, n_classes: int,
@@ -105,7 +145,14 @@ class PredictionAPI:
         return p if self.round_decimals is None else np.round(p, self.round_decimals)
 
     def labels(self, X: np.ndarray) -> np.ndarray:
-        """Predicted labels only (label-only API)."""
+        """Predicted labels only (label-only API).
+
+        Args:
+            X: inputs (n, d).
+
+        Returns:
+            The arg-max classes (n,).
+        """
         X = np.asarray(X, dtype=np.float64).reshape(-1, self.n_features)
         self.queries += X.shape[0]
         return np.asarray(self._predict(X)).argmax(axis=1)
@@ -113,7 +160,15 @@ class PredictionAPI:
 
 @dataclass
 class ExtractedModel:
-    """A stolen softmax regression in canonical form: ``theta`` (K-1, p) over ``feature_map``."""
+    """A stolen softmax regression in canonical form: ``theta`` (K-1, p) over ``feature_map``.
+
+    Attributes:
+        theta: the canonical parameters, (K-1, p).
+        feature_map: phi, the feature map the parameters act on.
+        queries: the queries the extraction spent (probes included).
+        method: the extraction method.
+        details: method-specific figures (rounds, convergence, ...).
+    """
 
     theta: np.ndarray
     feature_map: FeatureMap
@@ -215,6 +270,18 @@ def informative_box(api: PredictionAPI, low: np.ndarray, high: np.ndarray, rng: 
     (clipped to [low, high]) then shrinks by a factor sqrt(2) until, on ``probe`` random queries, at
     least ``target`` of the centre's non-zero classes stay non-zero: the largest box, so the largest
     signal per query, without saturation. Every probe is counted by the API. Returns (low, high, scale).
+
+    Args:
+        api: the prediction API (it counts the queries).
+        low: the smallest value of each feature (d,).
+        high: the largest value of each feature (d,).
+        rng: the generator of the queries.
+        probe: the random queries per trial box.
+        target: the fraction of the centre's non-zero classes that must stay non-zero.
+        max_shrinks: the most times the box shrinks.
+
+    Returns:
+        (low, high, scale) of the box.
     """
     low = np.asarray(low, dtype=np.float64)
     high = np.asarray(high, dtype=np.float64)
@@ -257,6 +324,21 @@ def equation_solving(api: PredictionAPI, feature_map: FeatureMap, low: np.ndarra
     outputs: ``n_queries`` uniform random inputs from [low, high] (default ``p = dim phi``, i.e. d + 1)
     and the log-ratio equations solved exactly (least squares when overdetermined). Rounded outputs:
     :func:`rounded_extraction`.
+
+    Args:
+        api: the prediction API (it counts the queries).
+        feature_map: phi, inputs (n, d) to features (n, p), the last the constant bias feature.
+        low: the smallest value of each feature (d,).
+        high: the largest value of each feature (d,).
+        rng: the generator of the queries.
+        n_queries: the number of queries (default p).
+
+    Returns:
+        The extracted model.
+
+    Raises:
+        UserError: fewer than p queries, or zero probabilities in the outputs.
+        ValueError: an API that rounds its outputs.
     """
     if api.round_decimals is not None:
         raise ValueError("the API rounds its outputs: use rounded_extraction")
@@ -286,6 +368,23 @@ def rounded_extraction(api: PredictionAPI, feature_map: FeatureMap, low: np.ndar
     ``max_queries`` (default ``ROUNDED_MAX_FACTOR p``) equation queries are used. ``queries`` counts
     the probes that sized the box too; ``details["rounds"]`` lists each round's cumulative equation
     queries and relative change, ``details["converged"]`` whether the rule stopped it.
+
+    Args:
+        api: the prediction API (it counts the queries).
+        feature_map: phi, inputs (n, d) to features (n, p), the last the constant bias feature.
+        low: the smallest value of each feature (d,).
+        high: the largest value of each feature (d,).
+        rng: the generator of the queries.
+        n_queries: exactly this many equation queries; None to double until the solution settles.
+        tol: the relative change at which the doubling stops.
+        max_queries: the most equation queries (default ``ROUNDED_MAX_FACTOR p``).
+
+    Returns:
+        The extracted model.
+
+    Raises:
+        UserError: fewer than p queries, or outputs that do not determine every class.
+        ValueError: an API with exact outputs.
     """
     if api.round_decimals is None:
         raise ValueError("the API returns exact outputs: use equation_solving")
@@ -325,6 +424,18 @@ def label_only_retraining(api: PredictionAPI, feature_map: FeatureMap, low: np.n
     The last column of phi must be the constant bias feature (true of :func:`linear_features` and of
     DP-ERM's feature map). Classes never returned get a bias 1000 below the others, so the stolen
     model never predicts them.
+
+    Args:
+        api: the prediction API (it counts the queries).
+        feature_map: phi, inputs (n, d) to features (n, p), the last the constant bias feature.
+        low: the smallest value of each feature (d,).
+        high: the largest value of each feature (d,).
+        rng: the generator of the queries.
+        n_queries: the number of label queries.
+        l2: the L2 weight per query.
+
+    Returns:
+        The extracted model.
     """
 
     start = api.queries
@@ -363,16 +474,40 @@ def label_only_retraining(api: PredictionAPI, feature_map: FeatureMap, low: np.n
 
 
 def relative_error(theta_hat: np.ndarray, theta: np.ndarray) -> float:
-    """||theta_hat - theta||_F / ||theta||_F."""
+    """||theta_hat - theta||_F / ||theta||_F.
+
+    Args:
+        theta_hat: the stolen parameters.
+        theta: the true parameters, of the same shape.
+
+    Returns:
+        The relative Frobenius error.
+    """
     theta = np.asarray(theta, dtype=np.float64)
     return float(np.linalg.norm(np.asarray(theta_hat) - theta) / max(np.linalg.norm(theta), 1e-300))
 
 
 def agreement(p: np.ndarray, q: np.ndarray) -> float:
-    """Fraction of inputs on which two models predict the same label (1 - R, Tramèr et al. Sec. 4)."""
+    """Fraction of inputs on which two models predict the same label (1 - R, Tramèr et al. Sec. 4).
+
+    Args:
+        p: one model's probabilities (n, K).
+        q: the other's (n, K).
+
+    Returns:
+        The fraction in [0, 1].
+    """
     return float((np.asarray(p).argmax(axis=1) == np.asarray(q).argmax(axis=1)).mean())
 
 
 def tv_distance(p: np.ndarray, q: np.ndarray) -> float:
-    """Mean total-variation distance 0.5 ||p(x) - q(x)||_1 between two models' output distributions."""
+    """Mean total-variation distance 0.5 ||p(x) - q(x)||_1 between two models' output distributions.
+
+    Args:
+        p: one model's probabilities (n, K).
+        q: the other's (n, K).
+
+    Returns:
+        The mean distance in [0, 1].
+    """
     return float(0.5 * np.abs(np.asarray(p) - np.asarray(q)).sum(axis=1).mean())

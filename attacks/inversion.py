@@ -44,6 +44,15 @@ class MIFaceConfig:
     ``alpha`` maximum steps, ``beta`` patience (steps without improvement of the best cost),
     ``gamma`` confidence target, ``lr`` the step size lambda, ``tv_weight`` the AuxTerm weight,
     ``black_box`` estimates gradients numerically with step ``fd_step``.
+
+    Attributes:
+        alpha: the most gradient steps per class.
+        beta: the patience: steps without improvement of the best cost before stopping.
+        gamma: the confidence at which a reconstruction stops.
+        lr: the step size lambda.
+        tv_weight: the weight of the total-variation AuxTerm.
+        black_box: estimate gradients by finite differences instead of autograd.
+        fd_step: the finite-difference step.
     """
 
     alpha: int = 5000
@@ -65,7 +74,17 @@ class MIFaceConfig:
 
 @dataclass(kw_only=True)
 class InversionResult:
-    """One reconstruction per target class (best iterates), with the cost trace summary."""
+    """One reconstruction per target class (best iterates), with the cost trace summary.
+
+    Attributes:
+        labels: the target classes, (K,).
+        images: the best reconstruction of each, (K, *shape).
+        confidence: the model's confidence in each class at its reconstruction.
+        cost: the cost of each reconstruction.
+        iterations: the steps each took.
+        queries: the model evaluations each spent.
+        stop_reason: why each stopped.
+    """
 
     labels: np.ndarray
     images: np.ndarray
@@ -77,7 +96,15 @@ class InversionResult:
 
 
 def total_variation(x: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
-    """Anisotropic total variation (mean absolute difference of neighbouring pixels) per image of a batch."""
+    """Anisotropic total variation (mean absolute difference of neighbouring pixels) per image of a batch.
+
+    Args:
+        x: a batch of images, B inputs of the given shape (or flat).
+        shape: the shape of one image.
+
+    Returns:
+        The total variation of each image, (B,).
+    """
     img = x.reshape(x.shape[0], *shape)
     if img.dim() == 2:  # flat features: treat as square images when possible
         side = int(round(img.shape[1] ** 0.5))
@@ -99,6 +126,20 @@ def mi_face(probabilities: Probabilities, labels: np.ndarray, shape: tuple[int, 
     ``start`` is the neutral start: a constant intensity or one class-agnostic image (e.g. the mean
     of the attacker's auxiliary data), the same for every class.
     Queries count the model evaluations spent on each class (white-box: one forward/backward per step).
+
+    Args:
+        probabilities: the model, a batch (B, *shape) to class probabilities (B, K).
+        labels: the classes to reconstruct.
+        shape: the shape of one input.
+        start: the neutral start, a constant or one image.
+        low: the smallest input value.
+        high: the largest input value.
+        config: the hyper-parameters.
+        progress: show a progress bar.
+        desc: the progress bar's label.
+
+    Returns:
+        One reconstruction per class, with its confidence, cost, iterations, queries and stop reason.
     """
     labels = np.asarray(labels, dtype=np.int64)
     lab = torch.as_tensor(labels)
@@ -223,6 +264,20 @@ def ssim(a: np.ndarray, b: np.ndarray, data_range: float, sigma: float = 1.5, k1
     ``sigma`` = 1.5 (the paper's 11 x 11 window, Sec. III-C; image borders reflected),
     C1 = (k1 L)^2, C2 = (k2 L)^2, L = ``data_range``, averaged over all pixels (the paper's MSSIM,
     eq. 17). Flat inputs of a square length are treated as square images.
+
+    Args:
+        a: one image (or a flat vector of a square length).
+        b: another image of the same shape.
+        data_range: L, the range of the pixel values.
+        sigma: the Gaussian window's standard deviation.
+        k1: the constant of C1.
+        k2: the constant of C2.
+
+    Returns:
+        The mean SSIM.
+
+    Raises:
+        ValueError: images of different shapes, or a flat vector that is not square.
     """
     a = np.asarray(a, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)

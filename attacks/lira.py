@@ -49,6 +49,13 @@ def logit_confidence(log_probs: np.ndarray, labels: np.ndarray) -> np.ndarray:
 
     ``log_probs`` is (..., n, C), ``labels`` (n,); returns (..., n). Computed as
     ``log p_y - logsumexp_{y' != y} log p_{y'}`` so it stays finite when ``p_y`` rounds to 1.
+
+    Args:
+        log_probs: log-softmax outputs, (..., n, C).
+        labels: the examples' labels, (n,).
+
+    Returns:
+        phi, (..., n).
     """
     lp = np.asarray(log_probs, dtype=np.float64)
     labels = np.asarray(labels, dtype=np.int64)
@@ -107,7 +114,18 @@ def _log_normal(x: np.ndarray, mu: np.ndarray, var: np.ndarray) -> np.ndarray:
 
 
 def resolve_variance(variance: str, n_models: int) -> str:
-    """``auto`` -> ``global`` below :data:`PER_EXAMPLE_MIN_MODELS` reference models, else ``per-example``."""
+    """``auto`` -> ``global`` below :data:`PER_EXAMPLE_MIN_MODELS` reference models, else ``per-example``.
+
+    Args:
+        variance: ``"auto"``, ``"global"`` or ``"per-example"``.
+        n_models: the number of reference models.
+
+    Returns:
+        ``"global"`` or ``"per-example"``.
+
+    Raises:
+        UserError: an unknown variance.
+    """
     if variance not in VARIANCES:
         raise UserError(f"unknown LiRA variance {variance!r}; choose one of {', '.join(VARIANCES)}")
     if variance == "auto":
@@ -126,6 +144,19 @@ def lira_scores(target_phi: np.ndarray, ref_phi: np.ndarray, ref_in: np.ndarray,
 
     An example with no IN reference model (possible only with unbalanced assignments) gets the
     average IN-OUT shift of the other examples added to its OUT mean as its IN mean.
+
+    Args:
+        target_phi: the target's statistics, (..., n).
+        ref_phi: the reference models' statistics, (R, n).
+        ref_in: which reference model trained on which candidate, (R, n) bool.
+        variance: ``"auto"``, ``"global"`` or ``"per-example"``.
+        use: which reference models each candidate's fits use, (R, n) bool (default: all).
+
+    Returns:
+        The online and offline scores, as above.
+
+    Raises:
+        UserError: too few IN or OUT reference models for the variance asked for.
     """
     ref_phi = np.asarray(ref_phi, dtype=np.float64)
     ref_in = np.asarray(ref_in, dtype=bool)
@@ -150,7 +181,19 @@ def lira_offline_scores(target_phi: np.ndarray, ref_phi: np.ndarray, variance: s
     """Offline LiRA [Carlini et al. 2022, Sec. IV-C] when every reference model is OUT for every candidate
     (reference models trained on other data, e.g. of a trained model audited as it is):
     ``(phi - mu_out) / sigma_out`` per candidate, ``ref_phi`` (R, n), ``target_phi`` (..., n); a global
-    variance needs R >= 2, a per-example one too."""
+    variance needs R >= 2, a per-example one too.
+
+    Args:
+        target_phi: the target's statistics, (..., n).
+        ref_phi: the reference (all OUT) models' statistics, (R, n).
+        variance: ``"auto"``, ``"global"`` or ``"per-example"``.
+
+    Returns:
+        The offline scores, (..., n).
+
+    Raises:
+        UserError: too few reference models for the variance.
+    """
     ref_phi = np.asarray(ref_phi, dtype=np.float64)
     mu, var, _ = _side_fit(ref_phi, np.ones(ref_phi.shape, dtype=bool), resolve_variance(variance, ref_phi.shape[0]))
     return (np.asarray(target_phi, dtype=np.float64) - mu) / np.sqrt(var)
@@ -165,7 +208,19 @@ def lira_leave_one_out(ref_phi: np.ndarray, ref_in: np.ndarray, variance: str = 
     exactly when ``j`` trained on it: fits over all of them would tell ``j``'s membership through how
     many models they average (the OUT mean of an OUT candidate rests on one model fewer, which widens
     its scores). The per-example fits therefore use a balanced subset of the others
-    (:func:`attacks.reference_games.balanced_subset`), whose make-up does not depend on ``j``."""
+    (:func:`attacks.reference_games.balanced_subset`), whose make-up does not depend on ``j``.
+
+    Args:
+        ref_phi: the reference models' statistics, (R, n).
+        ref_in: which reference model trained on which candidate, (R, n) bool.
+        variance: ``"auto"``, ``"global"`` or ``"per-example"``.
+
+    Returns:
+        The online and offline scores of each reference model, as above.
+
+    Raises:
+        UserError: fewer than 3 reference models.
+    """
     ref_phi = np.asarray(ref_phi, dtype=np.float64)
     ref_in = np.asarray(ref_in, dtype=bool)
     R = ref_phi.shape[0]

@@ -45,19 +45,41 @@ def loss_scores(log_probs: np.ndarray, labels: np.ndarray) -> np.ndarray:
     """Yeom et al.'s loss attack: ``log p(label | x)`` per model and example.
 
     ``log_probs`` is (..., n, C) log-softmax output, ``labels`` (n,); returns (..., n).
+
+    Args:
+        log_probs: log-softmax outputs, (..., n, C).
+        labels: the examples' labels, (n,).
+
+    Returns:
+        The scores, (..., n), higher = more likely a member.
     """
     index = np.broadcast_to(labels.astype(np.int64), log_probs.shape[:-1])[..., None]
     return np.take_along_axis(log_probs, index, axis=-1)[..., 0]
 
 
 def confidence_scores(log_probs: np.ndarray) -> np.ndarray:
-    """Salem et al.'s top-1 confidence baseline: ``max_c p(c | x)`` as a log-probability, (..., n, C) -> (..., n)."""
+    """Salem et al.'s top-1 confidence baseline: ``max_c p(c | x)`` as a log-probability, (..., n, C) -> (..., n).
+
+    Args:
+        log_probs: log-softmax outputs, (..., n, C).
+
+    Returns:
+        The scores, (..., n).
+    """
     return np.max(log_probs, axis=-1)
 
 
 def shadow_features(log_probs: np.ndarray, labels: np.ndarray) -> np.ndarray:
     """Shokri et al.'s attack input: the probability vector sorted in decreasing order, plus the
-    log-probability of the label. ``log_probs`` (n, C) -> features (n, C + 1)."""
+    log-probability of the label. ``log_probs`` (n, C) -> features (n, C + 1).
+
+    Args:
+        log_probs: log-softmax outputs, (n, C).
+        labels: the examples' labels, (n,).
+
+    Returns:
+        The features, (n, C + 1).
+    """
     probs = np.exp(log_probs)
     sorted_probs = -np.sort(-probs, axis=1)
     label_logp = log_probs[np.arange(labels.shape[0]), labels]
@@ -69,6 +91,10 @@ class ShadowAttack:
 
     Classes with too few shadow examples of both kinds fall back to one classifier pooled over
     all classes.
+
+    Args:
+        n_classes: the number of classes C.
+        min_per_class: the fewest shadow examples of each kind a class needs for its own classifier.
     """
 
     def __init__(self, n_classes: int, min_per_class: int = 20):
@@ -81,7 +107,19 @@ class ShadowAttack:
         return make_pipeline(StandardScaler(), LogisticRegression(C=1.0, max_iter=2000))
 
     def fit(self, features: np.ndarray, labels: np.ndarray, member: np.ndarray) -> ShadowAttack:
-        """Fit on shadow outputs: ``features`` (n, F), the examples' ``labels`` (n,), ``member`` (n,) bool."""
+        """Fit on shadow outputs: ``features`` (n, F), the examples' ``labels`` (n,), ``member`` (n,) bool.
+
+        Args:
+            features: :func:`shadow_features` of the shadow examples, (n, F).
+            labels: the examples' labels, (n,).
+            member: whether each example trained its shadow model, (n,) bool.
+
+        Returns:
+            The fitted attack (self).
+
+        Raises:
+            ValueError: no members or no non-members.
+        """
         member = member.astype(int)
         if member.min() == member.max():
             raise ValueError("the shadow attack needs both members and non-members among the shadow examples")
@@ -93,7 +131,15 @@ class ShadowAttack:
         return self
 
     def score(self, features: np.ndarray, labels: np.ndarray) -> np.ndarray:
-        """Estimated probability of membership per example (higher = member)."""
+        """Estimated probability of membership per example (higher = member).
+
+        Args:
+            features: :func:`shadow_features` of the target's candidates, (n, F).
+            labels: the candidates' labels, (n,).
+
+        Returns:
+            The scores, (n,).
+        """
         scores = self.pooled.predict_proba(features)[:, 1]
         for c, model in self.models.items():
             sel = labels == c
@@ -160,7 +206,17 @@ SCORERS: dict[tuple[str, ...], Scorer] = {}
 def register_scorer(*names: str) -> Callable[[Scorer], Scorer]:
     """Decorator registering the scorer of the attacks ``names`` (declared in
     :data:`attacks.names.ATTACK_SPECS`); attacks that share their work (LiRA online and offline) register
-    one scorer together."""
+    one scorer together.
+
+    Args:
+        *names: the attacks the scorer scores.
+
+    Returns:
+        The decorator.
+
+    Raises:
+        ValueError: a name not declared in :data:`attacks.names.ATTACK_SPECS`.
+    """
     unknown = [n for n in names if n not in ATTACK_SPECS]
     if unknown:
         raise ValueError(f"declare {unknown} in attacks.names.ATTACK_SPECS before registering a scorer")
@@ -260,6 +316,18 @@ def run_attacks(names: tuple[str, ...] | list[str], inp: AttackInputs, lira_vari
     over the reference models [Carlini et al. 2022, Sec. V-A] (RMIA with one reference model: over the
     shadow models). ``rmia_a`` fixes RMIA's offline parameter (default: chosen on the calibration
     games). Raises UserError when an attack's inputs are missing.
+
+    Args:
+        names: the attacks to run.
+        inp: the model outputs they consume.
+        lira_variance: LiRA's variance (:data:`attacks.names.VARIANCES`).
+        rmia_a: RMIA's offline parameter, or None.
+
+    Returns:
+        Each attack's scores and calibration games, by name.
+
+    Raises:
+        UserError: too few shadow or reference models, or population samples missing, for an attack.
     """
     names = expand_attacks(tuple(names))
     needs_shadow = any(ATTACK_SPECS[n].calibration == "shadow" for n in names)

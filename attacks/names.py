@@ -63,7 +63,15 @@ VARIANCES = ("auto", "global", "per-example")
 
 def check_references(names: tuple[str, ...], references: int) -> None:
     """UserError unless ``references`` reference models suffice for the attacks ``names``: LiRA needs
-    :data:`LIRA_MIN_REFERENCES`, RMIA one."""
+    :data:`LIRA_MIN_REFERENCES`, RMIA one.
+
+    Args:
+        names: the attacks to run.
+        references: the number of reference models.
+
+    Raises:
+        UserError: too few reference models for LiRA or RMIA.
+    """
     if any(n in LIRA_ATTACKS for n in names) and references < LIRA_MIN_REFERENCES:
         raise UserError(f"LiRA needs at least {LIRA_MIN_REFERENCES} reference models (2 IN, 2 OUT per canary), got "
                         f"{references}; raise --references or use --attack rmia, which works with 1")
@@ -72,7 +80,17 @@ def check_references(names: tuple[str, ...], references: int) -> None:
 
 
 def expand_attacks(names: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
-    """``"shadow,lira"`` or a list of names/groups -> attack names in :data:`ATTACKS` order."""
+    """``"shadow,lira"`` or a list of names/groups -> attack names in :data:`ATTACKS` order.
+
+    Args:
+        names: a comma-separated string or a list of attack names and groups.
+
+    Returns:
+        The attack names.
+
+    Raises:
+        UserError: an unknown name, or none.
+    """
     parts = [t.strip() for t in names.split(",")] if isinstance(names, str) else list(names)
     chosen: set[str] = set()
     for part in (p for p in parts if p):

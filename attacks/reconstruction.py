@@ -93,6 +93,18 @@ def update_log_likelihoods(residuals: ArrayLike, candidate_grads: ArrayLike, sam
     robustness". ``residuals``: (T, d), or (..., T, d) for a batch of independent observations;
     ``candidate_grads``: (n_candidates, T, d), or (n_candidates, d) for gradients that are the same at
     every step (e.g. Dirac canaries; one matrix product). Returns (n_candidates,), or (..., n_candidates).
+
+    Args:
+        residuals: the residual updates, (T, d) or (..., T, d).
+        candidate_grads: the candidates' clipped gradients, (n_candidates, T, d) or (n_candidates, d).
+        sample_rate: q, in (0, 1] (1 for full batch).
+        noise_std: s = sigma C, positive and finite.
+
+    Returns:
+        The log-likelihoods, (n_candidates,) or (..., n_candidates).
+
+    Raises:
+        UserError: arrays of the wrong shapes or non-finite values, or q or s out of range.
     """
     q, s = _check_rate_noise(sample_rate, noise_std)
     r = np.asarray(residuals, dtype=np.float64)
@@ -119,7 +131,20 @@ def informed_update_guess(residuals: ArrayLike, candidate_grads: ArrayLike, samp
                           noise_std: float) -> int | np.ndarray:
     """Index of the most likely candidate (:func:`update_log_likelihoods`): the maximum-a-posteriori guess
     for a uniform prior, the optimal attack in the n-candidate ReRo game (docs/references.md,
-    "Reconstruction robustness"). An int for one (T, d) observation, an array for a batch (..., T, d)."""
+    "Reconstruction robustness"). An int for one (T, d) observation, an array for a batch (..., T, d).
+
+    Args:
+        residuals: the residual updates, (T, d) or (..., T, d).
+        candidate_grads: the candidates' clipped gradients, (n_candidates, T, d) or (n_candidates, d).
+        sample_rate: q, in (0, 1] (1 for full batch).
+        noise_std: s = sigma C, positive and finite.
+
+    Returns:
+        The guessed candidate's index (an int, or an array for a batch).
+
+    Raises:
+        UserError: as :func:`update_log_likelihoods`.
+    """
     guess = np.argmax(update_log_likelihoods(residuals, candidate_grads, sample_rate, noise_std), axis=-1)
     return int(guess) if guess.ndim == 0 else guess
 
@@ -133,7 +158,19 @@ ARRANGEMENTS = ("simplex", "orthogonal")
 
 
 def candidate_arrangement(n_candidates: int, kind: str = "simplex", norm: float = 1.0) -> np.ndarray:
-    """``n`` candidate vectors in R^n (rows), each of L2 norm ``norm`` (see :data:`ARRANGEMENTS`)."""
+    """``n`` candidate vectors in R^n (rows), each of L2 norm ``norm`` (see :data:`ARRANGEMENTS`).
+
+    Args:
+        n_candidates: n.
+        kind: ``"simplex"`` or ``"orthogonal"``.
+        norm: each candidate's L2 norm, positive and finite.
+
+    Returns:
+        The candidates, (n, n).
+
+    Raises:
+        UserError: an unknown kind or a bad norm.
+    """
     if kind not in ARRANGEMENTS:
         raise UserError(f"unknown candidate arrangement {kind!r}; use one of {', '.join(ARRANGEMENTS)}")
     n = _whole(n_candidates, "the number of candidates", 2)
@@ -157,6 +194,17 @@ def arrangement_success_probability(n_candidates: int, mu: float, kind: str = "s
     their centroid, which every score shares). Compare :func:`audit.theory.rero.gaussian_rero_bound`:
     ``Phi(Phi^-1(1/n) + mu)`` replaces the random maximum by its 1/n quantile, equal for n = 2 (simplex:
     two antipodal candidates) and approached as n grows. docs/references.md, "Reconstruction robustness".
+
+    Args:
+        n_candidates: n.
+        mu: norm / s, non-negative and finite.
+        kind: ``"simplex"`` or ``"orthogonal"``.
+
+    Returns:
+        The success probability.
+
+    Raises:
+        UserError: a bad mu or an unknown kind.
     """
     candidate_arrangement(n_candidates, kind)  # validates n and kind
     mu = float(mu)
@@ -174,7 +222,12 @@ def arrangement_success_probability(n_candidates: int, mu: float, kind: str = "s
 
 @dataclass(frozen=True)
 class GameOutcome:
-    """Successes of a reconstruction game out of ``trials`` independent rounds."""
+    """Successes of a reconstruction game out of ``trials`` independent rounds.
+
+    Attributes:
+        successes: the rounds the adversary won.
+        trials: the rounds played.
+    """
 
     successes: int
     trials: int
@@ -185,7 +238,14 @@ class GameOutcome:
 
     def interval(self, confidence: float = 0.95) -> tuple[float, float]:
         """Two-sided Clopper–Pearson interval on the success probability, ``(1 - confidence)/2`` per side
-        (docs/references.md, "Clopper–Pearson bounds")."""
+        (docs/references.md, "Clopper–Pearson bounds").
+
+        Args:
+            confidence: the interval's confidence.
+
+        Returns:
+            (lo, hi).
+        """
         a = (1.0 - float(confidence)) / 2.0
         return cp_lower(self.successes, self.trials, a), cp_upper(self.successes, self.trials, a)
 
@@ -204,6 +264,18 @@ def gaussian_reconstruction_game(candidates: ArrayLike, noise_std: float, trials
     ``target + N(0, noise_std^2 I)`` (the other records' contribution is known and subtracted), and the
     informed adversary guesses by :func:`informed_update_guess` with one step and ``q = 1`` [Hayes,
     Mahloujifar, Balle 2023; docs/references.md, "Reconstruction robustness"].
+
+    Args:
+        candidates: the candidate records, (n >= 2, d).
+        noise_std: the Gaussian noise's standard deviation.
+        trials: the number of rounds.
+        rng: a seed or a numpy Generator.
+
+    Returns:
+        The successes out of ``trials``.
+
+    Raises:
+        UserError: bad candidates, noise, trial count or seed.
     """
     c, trials = _check_game(candidates, trials)
     _check_rate_noise(1.0, noise_std)
@@ -225,6 +297,20 @@ def dpsgd_reconstruction_game(candidate_grads: ArrayLike, sample_rate: float, no
     :func:`informed_update_guess` [Abadi et al. 2016, Alg. 1; Hayes, Mahloujifar, Balle 2023].
     Compare with ``rero_bound(DPSGDClaim(sigma, q, T), 1/n)`` (docs/references.md, "Reconstruction
     robustness").
+
+    Args:
+        candidate_grads: the candidates' clipped gradients, (n, d).
+        sample_rate: q, in (0, 1] (1 for full batch).
+        noise_std: s = sigma C, positive and finite.
+        steps: T.
+        trials: the number of rounds.
+        rng: a seed or a numpy Generator.
+
+    Returns:
+        The successes out of ``trials``.
+
+    Raises:
+        UserError: bad candidates, parameters or seed.
     """
     c, trials = _check_game(candidate_grads, trials)
     q, s = _check_rate_noise(sample_rate, noise_std)
@@ -264,7 +350,16 @@ def _check_glm(theta: ArrayLike, X_others: ArrayLike, y_others: ArrayLike, l2_re
 
 def logistic_gradients(theta: ArrayLike, X: ArrayLike, y: ArrayLike) -> np.ndarray:
     """Per-record gradients in theta of ``log(1 + exp(-y theta.x))``: ``-y sigmoid(-y theta.x) x`` (rows),
-    for labels in {-1, +1} (targets.dperm's loss; docs/references.md, "Reconstruction robustness")."""
+    for labels in {-1, +1} (targets.dperm's loss; docs/references.md, "Reconstruction robustness").
+
+    Args:
+        theta: the parameters (p,).
+        X: the records' features (n, p).
+        y: their labels in {-1, +1} (n,).
+
+    Returns:
+        The gradients (n, p).
+    """
     t = np.asarray(theta, dtype=np.float64).reshape(-1)
     X = np.atleast_2d(np.asarray(X, dtype=np.float64))
     y = np.asarray(y, dtype=np.float64).reshape(-1)
@@ -280,6 +375,20 @@ def missing_record_gradient(theta: ArrayLike, X_others: ArrayLike, y_others: Arr
     informed adversary knows every term but the target's. ``X_others`` are the other records' features as
     the model sees them (targets.dperm.prepare_features), labels in {-1, +1}, ``n`` the training-set size
     (others + 1). docs/references.md, "Reconstruction robustness".
+
+    Args:
+        theta: the released minimiser (p,).
+        X_others: the other records' features (n - 1, p).
+        y_others: their labels in {-1, +1}.
+        l2_reg: lambda, positive.
+        n: the training-set size (others + 1).
+
+    Returns:
+        The target's gradient (p,).
+
+    Raises:
+        UserError: shapes that do not match, non-finite values, labels other than -1 and +1, a
+            non-positive lambda, or n not the others plus one.
     """
     t, X, y = _check_glm(theta, X_others, y_others, l2_reg, n)
     return -(int(n) * float(l2_reg) * t + logistic_gradients(t, X, y).sum(axis=0))
@@ -319,6 +428,22 @@ def reconstruct_glm_record(theta: ArrayLike, X_others: ArrayLike, y_others: Arra
 
     With the exact minimiser the record is recovered exactly; output-perturbation noise enters
     ``g`` as ``n lambda`` times the noise. docs/references.md, "Reconstruction robustness".
+
+    Args:
+        theta: the released parameters (p,).
+        X_others: the other records' features (n - 1, p).
+        y_others: their labels in {-1, +1}.
+        l2_reg: lambda, positive.
+        n: the training-set size (others + 1).
+        bias_feature: b, the constant last feature, if the model has one.
+        feature_norm: ||x|| without a bias feature.
+        label: the target's label in {-1, +1}, if known.
+
+    Returns:
+        The reconstruction.
+
+    Raises:
+        UserError: as :func:`missing_record_gradient`, a bad label, bias or norm.
     """
     g = missing_record_gradient(theta, X_others, y_others, l2_reg, n)
     if label is not None and float(label) not in (-1.0, 1.0):
@@ -354,6 +479,22 @@ def select_glm_candidate(theta: ArrayLike, X_others: ArrayLike, y_others: ArrayL
     ``D_c`` at theta, Sherman–Morrison on the others' Hessian), so under isotropic output noise it
     approximates the nearest-minimiser (maximum-likelihood) rule. Returns ``(argmax, scores)``.
     docs/references.md, "Reconstruction robustness".
+
+    Args:
+        theta: the released parameters (p,).
+        X_others: the other records' features (n - 1, p).
+        y_others: their labels in {-1, +1}.
+        l2_reg: lambda, positive.
+        n: the training-set size (others + 1).
+        candidates_X: the candidates' features (k, p).
+        candidates_y: their labels in {-1, +1} (k,).
+        metric: ``"newton"`` or ``"gradient"``.
+
+    Returns:
+        (index of the chosen candidate, every candidate's score).
+
+    Raises:
+        UserError: an unknown metric, or candidates or others that are not finite or well shaped.
     """
     if metric not in GLM_METRICS:
         raise UserError(f"unknown metric {metric!r}; use one of {', '.join(GLM_METRICS)}")
@@ -389,6 +530,19 @@ def summed_update_log_likelihoods(total: ArrayLike, candidate_grads: ArrayLike, 
     ``sum_S Binom(S; T, q) exp((S <o, g> - S^2 ||g||^2 / 2) / (T s^2))`` times a factor common to every
     candidate (S outside the ``1e-15`` tails of the binomial omitted). ``total``: (k,) or (..., k);
     ``candidate_grads`` (n_candidates, k). docs/references.md, "Reconstruction robustness".
+
+    Args:
+        total: the summed residual, (k,) or (..., k).
+        candidate_grads: the candidates' clipped gradients, (n_candidates, k).
+        steps: T.
+        sample_rate: q, in (0, 1] (1 for full batch).
+        noise_std: s = sigma C, positive and finite.
+
+    Returns:
+        The log-likelihoods, (n_candidates,) or (..., n_candidates).
+
+    Raises:
+        UserError: arrays of the wrong shapes, or q or s out of range.
     """
     q, s = _check_rate_noise(sample_rate, noise_std)
     steps = _whole(steps, "steps", 1)

@@ -15,7 +15,14 @@ import numpy as np
 
 def balanced_subset(ref_in: np.ndarray) -> np.ndarray:
     """(R, n) mask of the models each candidate's fits may use: the first ``k`` IN and the first
-    ``k`` OUT models in stack order, ``k`` the smaller of the candidate's two counts."""
+    ``k`` OUT models in stack order, ``k`` the smaller of the candidate's two counts.
+
+    Args:
+        ref_in: which model trained on which candidate, (R, n) bool.
+
+    Returns:
+        The mask, (R, n) bool.
+    """
     ref_in = np.asarray(ref_in, dtype=bool)
     ins, outs = np.cumsum(ref_in, axis=0), np.cumsum(~ref_in, axis=0)
     k = np.minimum(ins[-1], outs[-1])

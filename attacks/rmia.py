@@ -47,7 +47,15 @@ GAMMA = 1.0
 
 
 def label_probability(log_probs: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """``log p(x | theta)``: the log-probability of each example's label, (..., n, C) -> (..., n)."""
+    """``log p(x | theta)``: the log-probability of each example's label, (..., n, C) -> (..., n).
+
+    Args:
+        log_probs: log-softmax outputs, (..., n, C).
+        labels: the examples' labels, (n,).
+
+    Returns:
+        The log-probabilities, (..., n).
+    """
     index = np.broadcast_to(np.asarray(labels, dtype=np.int64), log_probs.shape[:-1])[..., None]
     return np.take_along_axis(np.asarray(log_probs, dtype=np.float64), index, axis=-1)[..., 0]
 
@@ -58,6 +66,17 @@ def log_marginal(ref_logp: np.ndarray, ref_in: np.ndarray, offline_a: float | No
     Online (``offline_a`` None): the mean over all reference models. Offline: ``(1 + a)/2 p_OUT + (1 - a)/2``
     with ``p_OUT`` the mean over the models whose ``ref_in`` is False; an example that no reference model
     left out (possible only in a leave-one-out game with two reference models) falls back to the mean over all.
+
+    Args:
+        ref_logp: the reference models' label log-probabilities, (R, n).
+        ref_in: which reference model trained on which example, (R, n) bool.
+        offline_a: RMIA's offline parameter a in [0, 1], or None for online.
+
+    Returns:
+        log p(x), (n,).
+
+    Raises:
+        UserError: an a outside [0, 1].
     """
     ref_logp = np.asarray(ref_logp, dtype=np.float64)
     ref_in = np.asarray(ref_in, dtype=bool)
@@ -83,6 +102,13 @@ def balanced_log_marginal(ref_logp: np.ndarray, ref_in: np.ndarray) -> np.ndarra
     models then hold one IN fewer when the left-out model trained on the candidate, so their plain mean
     tells its membership and makes the game more optimistic than the target's (AUC 0.74 against 0.67
     in ``tests/test_rmia.py``). A balanced subset has the same make-up in both cases.
+
+    Args:
+        ref_logp: the reference models' label log-probabilities, (R, n).
+        ref_in: which reference model trained on which example, (R, n) bool.
+
+    Returns:
+        log p(x), (n,).
     """
     ref_logp = np.asarray(ref_logp, dtype=np.float64)
     keep = balanced_subset(ref_in)
@@ -102,6 +128,22 @@ def rmia_scores(target_logp: np.ndarray, ref_logp: np.ndarray, ref_in: np.ndarra
     the population samples (trained on by none). ``log_px`` (n,) replaces the candidates' ``log p(x)``
     (:func:`log_marginal`). Returns the fraction of population samples ``z`` with ``LR(x, z) >= gamma``,
     shape (..., n).
+
+    Args:
+        target_logp: the target's label log-probabilities on the candidates, (..., n).
+        ref_logp: the reference models' on the candidates, (R, n).
+        ref_in: which reference model trained on which candidate, (R, n) bool.
+        pop_target_logp: the target's on the population samples, (..., Z).
+        pop_ref_logp: the reference models' on the population samples, (R, Z).
+        offline_a: RMIA's offline parameter a, or None for online.
+        gamma: the likelihood-ratio threshold, > 0.
+        log_px: the candidates' log p(x), replacing :func:`log_marginal`'s.
+
+    Returns:
+        The scores in [0, 1], (..., n).
+
+    Raises:
+        UserError: a gamma <= 0 or an a outside [0, 1].
     """
     if gamma <= 0:
         raise UserError(f"the RMIA threshold gamma must be positive, got {gamma}")
@@ -130,6 +172,19 @@ def leave_one_out(logp: np.ndarray, member: np.ndarray, pop_logp: np.ndarray,
     ``logp`` (G, n) label log-probabilities of G models on n candidates, ``member`` (G, n) which model
     trained on which candidate, ``pop_logp`` (G, Z) the models on the population. Needs G >= 2. The
     online ``p(x)`` comes from a balanced subset of the other models (:func:`balanced_log_marginal`).
+
+    Args:
+        logp: G models' label log-probabilities on n candidates, (G, n).
+        member: which model trained on which candidate, (G, n) bool.
+        pop_logp: the models' on the population, (G, Z).
+        offline_a: RMIA's offline parameter a, or None for online.
+        gamma: the likelihood-ratio threshold.
+
+    Returns:
+        The scores, (G, n).
+
+    Raises:
+        UserError: fewer than 2 models.
     """
     G = logp.shape[0]
     if G < 2:
@@ -152,7 +207,20 @@ def choose_offline_a(logp: np.ndarray, member: np.ndarray, pop_logp: np.ndarray,
 
     ``with_out_only``: each game's AUC counts only the candidates that at least one of the other models left
     out, so that every score used has an OUT model (games over reference models trained on random subsets,
-    :mod:`audit.membership.trained`); each game must then keep members and non-members."""
+    :mod:`audit.membership.trained`); each game must then keep members and non-members.
+
+    Args:
+        logp: the models' label log-probabilities, (G, n).
+        member: which model trained on which candidate, (G, n) bool.
+        pop_logp: the models' on the population, (G, Z).
+        with_out_only: count only candidates some other model left out.
+
+    Returns:
+        (the chosen a, each a's mean AUC).
+
+    Raises:
+        UserError: fewer than 2 models, or a game without members or non-members.
+    """
     G = logp.shape[0]
     keep = [np.ones(logp.shape[1], dtype=bool) if not with_out_only else
             (~np.delete(member, j, axis=0)).any(axis=0) for j in range(G)]

@@ -78,7 +78,25 @@ def _one_run(label: str, what: Any, attack: str | None, runs: int | None, canari
 def audit_target(target: Any, *, attack: str | None = None, runs: int | None = None, confidence: float = 0.95,
                  seed: int = 0, out: str | Path | None = None, quiet: bool = True, one_run: bool = False,
                  canaries: int | None = None) -> tuple[Path, dict]:
-    """Run the audit ``assert_private`` runs; returns (run directory, results)."""
+    """Run the audit ``assert_private`` runs; returns (run directory, results).
+
+    Args:
+        target: as for :func:`assert_private`.
+        attack: as for :func:`assert_private`.
+        runs: as for :func:`assert_private`.
+        confidence: as for :func:`assert_private`.
+        seed: as for :func:`assert_private`.
+        out: as for :func:`assert_private`.
+        quiet: print nothing while the audit runs.
+        one_run: as for :func:`assert_private`.
+        canaries: as for :func:`assert_private`.
+
+    Returns:
+        The run directory and the results dict, whatever the verdict.
+
+    Raises:
+        UserError: as for :func:`assert_private`.
+    """
 
     label, what = _resolve(target)
     out = str(out) if out is not None else tempfile.mkdtemp(prefix="privacy-audit-")
@@ -143,14 +161,30 @@ def assert_private(target: Any, *, attack: str | None = None, runs: int | None =
     test rejects the claim's own tradeoff curve (update-level and one-run audits), or the accounting check
     finds the code less private than claimed (one-run audits of trainer plugins).
 
-    ``attack``: for trainers ``"THREAT/CANARY"`` (e.g. ``"black-box/mislabelled"``; plugins default to
-    black-box with the crafted canary, ``"updates/dirac"`` audits the DP-SGD steps of an Opacus or hooked
-    loop; built-in targets default as ``run dp`` does, :mod:`audit.target_defaults`); for mechanisms
-    ``"threshold"``. ``runs``: trainings (trainers) or draws per world (mechanisms); ``out``:
-    where the run directory goes (default: a fresh temporary folder). ``one_run=True``: ONE training of the
-    code with ``canaries`` gradient canaries (default: by simulation) after the accounting check —
-    ``run dp --one-run`` (``attack`` is then the threat alone, ``"updates"`` by default or ``"white-box"``).
-    Returns the results dict.
+    Args:
+        target: a built-in target name (``python -m audit list``), a plugin spec ``"module:factory"``, a
+            plugin dict (the form :mod:`targets.plugins` documents) or a zero-argument factory returning one.
+        attack: for trainers ``"THREAT/CANARY"`` (e.g. ``"black-box/mislabelled"``; plugins default to
+            black-box with the crafted canary, ``"updates/dirac"`` audits the DP-SGD steps of an Opacus or
+            hooked loop; built-in targets default as ``run dp`` does, :mod:`audit.target_defaults`); for
+            mechanisms ``"threshold"``; with ``one_run=True`` the threat alone (``"updates"`` by default,
+            or ``"white-box"``).
+        runs: trainings (trainers) or draws per world (mechanisms); None for the target's default.
+        confidence: the family-wise confidence of the verdict, across every bound that competed for it.
+        seed: the audit's seed (same seed, same results).
+        out: where the run directory goes (default: a fresh temporary folder).
+        one_run: ONE training of the code with ``canaries`` gradient canaries after the accounting check,
+            as ``run dp --one-run``.
+        canaries: the number of gradient canaries M of a one-run audit (default: chosen by simulation).
+
+    Returns:
+        The results dict (the contents of ``results.json``).
+
+    Raises:
+        AssertionError: the verdict is a violation; the message names the bound, its method, the claim
+            and the run directory.
+        UserError: an option that does not apply (``runs`` or ``attack/canary`` with ``one_run=True``,
+            ``canaries`` without it, an attack a mechanism does not take) or an unknown target.
     """
     run_dir, results = audit_target(target, attack=attack, runs=runs, confidence=confidence, seed=seed, out=out,
                                     one_run=one_run, canaries=canaries)

@@ -41,7 +41,17 @@ _COLUMNS = ["run", "target", "ε theory", "δ", "attack", "AUC", "TPR at 1% FPR"
 
 
 def load_runs(run_dirs: Sequence[str | Path]) -> list[tuple[Path, dict]]:
-    """``(run_dir, results)`` per directory; UserError for a missing or unusable run."""
+    """``(run_dir, results)`` per directory; UserError for a missing or unusable run.
+
+    Args:
+        run_dirs: the run directories.
+
+    Returns:
+        ``(run_dir, results)`` pairs, in the order given.
+
+    Raises:
+        UserError: no directory, a missing directory, or a run without attack results.
+    """
     if len(run_dirs) < 1:
         raise UserError("compare needs at least one run directory: python -m audit compare RUN_DIR...")
     runs = []
@@ -57,7 +67,14 @@ def load_runs(run_dirs: Sequence[str | Path]) -> list[tuple[Path, dict]]:
 
 
 def run_label(results: Mapping[str, Any]) -> str:
-    """``target (ε = x)`` or ``target (non-private)``."""
+    """``target (ε = x)`` or ``target (non-private)``.
+
+    Args:
+        results: a run's results.
+
+    Returns:
+        The label.
+    """
     eps = as_number(results.get("epsilon_theory"))
     privacy = "non-private" if eps is None else f"ε = {eps:.3g}"
     return f"{results.get('target', '?')} ({privacy})"
@@ -70,7 +87,18 @@ def _labels(runs: Sequence[tuple[Path, dict]]) -> list[str]:
 
 
 def comparison_rows(runs: Sequence[tuple[Path, dict]], attacks: Sequence[str] | None = None) -> list[dict]:
-    """One row per (run, attack), attacks in name order; ``attacks`` restricts the names."""
+    """One row per (run, attack), attacks in name order; ``attacks`` restricts the names.
+
+    Args:
+        runs: ``(run_dir, results)`` pairs, as :func:`load_runs` returns them.
+        attacks: the attack names to keep (default: all).
+
+    Returns:
+        The rows.
+
+    Raises:
+        UserError: none of the runs has the attacks asked for.
+    """
     rows = []
     for label, (path, results) in zip(_labels(runs), runs, strict=True):
         eps, delta = as_number(results.get("epsilon_theory")), as_number(results.get("delta"))
@@ -104,7 +132,16 @@ def _cells(row: Mapping[str, Any]) -> list[str]:
 
 
 def compare_roc_plot(runs: Sequence[tuple[Path, dict]], path: str | Path, attacks: Sequence[str] | None = None) -> Path:
-    """Log-log ROC of every (run, attack) with each DP run's limit ``1 - f(FPR)`` as a thick faint line."""
+    """Log-log ROC of every (run, attack) with each DP run's limit ``1 - f(FPR)`` as a thick faint line.
+
+    Args:
+        runs: ``(run_dir, results)`` pairs, as :func:`load_runs` returns them.
+        path: where the PNG goes.
+        attacks: the attack names to draw (default: all).
+
+    Returns:
+        The written path.
+    """
     labels = _labels(runs)
     names = sorted({n for _, r in runs for n in r["attacks"] if not attacks or n in attacks})
     styles = {n: _STYLES[i % len(_STYLES)] for i, n in enumerate(names)}
@@ -150,7 +187,15 @@ def compare_roc_plot(runs: Sequence[tuple[Path, dict]], path: str | Path, attack
 
 
 def compare_sentences(runs: Sequence[tuple[Path, dict]], rows: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The two plain sentences that open the comparison: what was compared, and what it shows."""
+    """The two plain sentences that open the comparison: what was compared, and what it shows.
+
+    Args:
+        runs: ``(run_dir, results)`` pairs, as :func:`load_runs` returns them.
+        rows: the rows of :func:`comparison_rows`.
+
+    Returns:
+        The two sentences.
+    """
     labels = _labels(runs)
     compared = f"What was compared: {len(runs)} finished membership run(s) — {'; '.join(labels)}."
     scored = [r for r in rows if r["auc"] is not None]
@@ -178,6 +223,17 @@ def compare_runs(run_dirs: Sequence[str | Path], out_dir: str | Path, attacks: S
     """Write ``compare.json``, ``compare_roc.png`` and ``compare.html`` for ``run_dirs`` into ``out_dir``.
 
     Returns the comparison (``{"runs", "rows", "figure", "html"}``).
+
+    Args:
+        run_dirs: the run directories.
+        out_dir: where the three files go.
+        attacks: the attack names to compare (default: all).
+
+    Returns:
+        The comparison, as above.
+
+    Raises:
+        UserError: as :func:`load_runs` and :func:`comparison_rows`.
     """
     runs = load_runs(run_dirs)
     out = Path(out_dir)

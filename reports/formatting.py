@@ -12,7 +12,14 @@ MAX_LISTED = 6
 
 
 def format_number(value: float) -> str:
-    """A float to 3 significant digits: ``0.109``, ``8.00``, ``12.1``, ``20,000``, ``1.23e-05``, ``1e-05``."""
+    """A float to 3 significant digits: ``0.109``, ``8.00``, ``12.1``, ``20,000``, ``1.23e-05``, ``1e-05``.
+
+    Args:
+        value: the number.
+
+    Returns:
+        The text.
+    """
     if math.isnan(value):
         return "nan"
     if math.isinf(value):
@@ -29,7 +36,14 @@ def format_number(value: float) -> str:
 
 def format_value(value: Any) -> str:
     """A JSON value as report text: numbers to 3 significant digits (integers whole), None as a dash,
-    ``"inf"`` strings as ∞, two-number lists as intervals, other lists and objects as short text."""
+    ``"inf"`` strings as ∞, two-number lists as intervals, other lists and objects as short text.
+
+    Args:
+        value: a JSON value.
+
+    Returns:
+        The text.
+    """
     if value is None:
         return "—"
     if isinstance(value, bool):
@@ -62,7 +76,14 @@ def _format_list(values: list | tuple) -> str:
 
 
 def format_interval(ci: Any) -> str:
-    """A confidence interval ``[lo, hi]`` as ``lo–hi`` (3 decimals for rates in [0, 1]); "" for anything else."""
+    """A confidence interval ``[lo, hi]`` as ``lo–hi`` (3 decimals for rates in [0, 1]); "" for anything else.
+
+    Args:
+        ci: a ``[lo, hi]`` pair (anything else gives "").
+
+    Returns:
+        The text.
+    """
     if not (isinstance(ci, (list, tuple)) and len(ci) == 2 and all(_is_number(v) for v in ci)):
         return ""
     lo, hi = (float(v) for v in ci)
@@ -72,7 +93,15 @@ def format_interval(ci: Any) -> str:
 
 
 def flat_rows(mapping: Any, prefix: str = "") -> list[tuple[str, str]]:
-    """``(key, text)`` rows of a JSON object, nested objects flattened to ``outer.inner`` keys."""
+    """``(key, text)`` rows of a JSON object, nested objects flattened to ``outer.inner`` keys.
+
+    Args:
+        mapping: a JSON object (anything else gives no rows).
+        prefix: the key prefix of nested objects.
+
+    Returns:
+        The rows.
+    """
     if not isinstance(mapping, Mapping):
         return []
     rows: list[tuple[str, str]] = []
@@ -87,7 +116,14 @@ def flat_rows(mapping: Any, prefix: str = "") -> list[tuple[str, str]]:
 
 
 def format_table(table: Mapping[str, Any]) -> dict:
-    """A runner's table (``{"title", "columns", "rows", "caption"}``) with every cell formatted."""
+    """A runner's table (``{"title", "columns", "rows", "caption"}``) with every cell formatted.
+
+    Args:
+        table: the runner's table.
+
+    Returns:
+        The same table, every cell text.
+    """
     rows = [[format_value(cell) if cell != "" else "" for cell in row] for row in table.get("rows") or []
             if isinstance(row, list)]
     return {"title": str(table.get("title", "")), "columns": [str(c) for c in table.get("columns") or []],

@@ -41,7 +41,19 @@ _VERDICT_COLOURS = {"consistent": "#d7f0d9", "violation": "#f8d3d3", "no-claim":
 
 
 def load_run_json(run_dir: Path, name: str, required: bool) -> dict | None:
-    """Read ``run_dir/name`` as a JSON object; missing/corrupt files raise UserError when required."""
+    """Read ``run_dir/name`` as a JSON object; missing/corrupt files raise UserError when required.
+
+    Args:
+        run_dir: the run directory.
+        name: the file name (``results.json``, ``config.json``).
+        required: whether a missing file is an error.
+
+    Returns:
+        The object, or None for a missing file that is not required.
+
+    Raises:
+        UserError: a required file missing, or a file unreadable or not a JSON object.
+    """
     path = Path(run_dir) / name
     if not path.is_file():
         if required:
@@ -99,7 +111,15 @@ def _deciding_curve_caption(results: Mapping[str, Any]) -> str:
 
 
 def make_plots(run_dir: Path, results: Mapping[str, Any]) -> list[dict]:
-    """(Re)create the PNGs that apply to ``results`` in ``run_dir``; returns figure descriptions."""
+    """(Re)create the PNGs that apply to ``results`` in ``run_dir``; returns figure descriptions.
+
+    Args:
+        run_dir: the run directory.
+        results: the run's results.
+
+    Returns:
+        One description per figure (path, title, caption).
+    """
     run_dir = Path(run_dir)
     figures = []
     attacks = results.get("attacks") or {}
@@ -236,7 +256,16 @@ def _attack_details(results: Mapping[str, Any]) -> list[dict]:
 
 def build_context(results: Mapping[str, Any], config: Mapping[str, Any] | None, figures: list[dict]) -> dict:
     """Everything the template shows, already formatted as text (the template escapes it): the headline
-    (sentences, figure, attack table) and the collapsed sections below it."""
+    (sentences, figure, attack table) and the collapsed sections below it.
+
+    Args:
+        results: the run's results.
+        config: the run's config, or None.
+        figures: the descriptions of :func:`make_plots`.
+
+    Returns:
+        The template's context.
+    """
     verdict = results.get("verdict") if isinstance(results.get("verdict"), Mapping) else {}
     status = str(verdict.get("status")) if verdict else None
     headline_name = _headline_name(results)
@@ -302,6 +331,17 @@ def render_report(run_dir: Path, results: dict | None = None, config: dict | Non
     given; a missing or corrupt ``results.json`` raises :class:`audit.errors.UserError`, a missing
     ``config.json`` only omits the config section. Output is deterministic: the same inputs give
     byte-identical PNGs and HTML. Returns the path of ``report.html``.
+
+    Args:
+        run_dir: the run directory.
+        results: the run's results (default: read from ``results.json``).
+        config: the run's config (default: read from ``config.json``, if there).
+
+    Returns:
+        The path of ``report.html``.
+
+    Raises:
+        UserError: a missing run directory, or a missing or corrupt ``results.json``.
     """
     run_dir = Path(run_dir)
     if not run_dir.is_dir():

@@ -32,7 +32,14 @@ def _number(value: Any) -> float | None:
 
 
 def run_row(run_dir: Path) -> dict | None:
-    """The index row of one run directory (None when it holds no readable results)."""
+    """The index row of one run directory (None when it holds no readable results).
+
+    Args:
+        run_dir: the run directory.
+
+    Returns:
+        The row, or None.
+    """
     results = _read(run_dir / "results.json")
     if results is not None:
         best = results.get("best_lower_bound") if isinstance(results.get("best_lower_bound"), Mapping) else {}
@@ -56,7 +63,14 @@ def run_row(run_dir: Path) -> dict | None:
 
 
 def write_index(folder: str | Path) -> Path:
-    """Write ``folder/index.html`` listing every run directory directly inside ``folder``, newest first."""
+    """Write ``folder/index.html`` listing every run directory directly inside ``folder``, newest first.
+
+    Args:
+        folder: the folder of run directories.
+
+    Returns:
+        The path of ``index.html``.
+    """
     folder = Path(folder)
     rows = [row for d in sorted(folder.iterdir(), reverse=True) if d.is_dir() and (row := run_row(d)) is not None]
     cells = [{"row": row, "epsilon_theory": format_value(row["epsilon_theory"]),

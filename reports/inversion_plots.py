@@ -24,6 +24,17 @@ def image_grid(rows: Sequence[tuple[str, np.ndarray]], labels: Sequence[str], pa
 
     Every image is shown on the same grey scale [low, high] (no per-image normalisation, so
     intensities are comparable across rows). Returns the written path.
+
+    Args:
+        rows: (row name, images (n_cols, H, W)) pairs.
+        labels: the column titles.
+        path: where the PNG goes.
+        title: the figure's title.
+        low: the black end of the grey scale.
+        high: the white end.
+
+    Returns:
+        The written path.
     """
     with matplotlib.rc_context(RC_PARAMS):
         return _grid(rows, labels, path, title, low, high)

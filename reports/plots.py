@@ -51,7 +51,14 @@ RC_PARAMS = {
 
 def as_number(value: Any) -> float | None:
     """A float from a JSON value (numbers, ``"inf"``/``"-inf"`` strings as written by
-    :func:`audit.io.to_jsonable`); ``None`` for anything else."""
+    :func:`audit.io.to_jsonable`); ``None`` for anything else.
+
+    Args:
+        value: a JSON value.
+
+    Returns:
+        The float, or None.
+    """
     if isinstance(value, bool) or value is None:
         return None
     if isinstance(value, (int, float)):
@@ -65,7 +72,14 @@ def as_number(value: Any) -> float | None:
 
 
 def as_float_array(values: Any) -> np.ndarray:
-    """A float array from a JSON list (non-numbers become NaN)."""
+    """A float array from a JSON list (non-numbers become NaN).
+
+    Args:
+        values: a JSON list.
+
+    Returns:
+        The array.
+    """
     if values is None:
         return np.zeros(0)
     out = [as_number(v) for v in values]
@@ -73,13 +87,29 @@ def as_float_array(values: Any) -> np.ndarray:
 
 
 def attack_colours(names: Iterable[str]) -> dict[str, tuple]:
-    """Colour per attack name, assigned in sorted order so every plot agrees."""
+    """Colour per attack name, assigned in sorted order so every plot agrees.
+
+    Args:
+        names: the attack names.
+
+    Returns:
+        A colour per name.
+    """
     return {name: _COLOURS[i % len(_COLOURS)] for i, name in enumerate(sorted(names))}
 
 
 def save_png(fig: Figure, path: str | os.PathLike, tight: bool = False) -> Path:
     """Render ``fig`` to PNG bytes without metadata and write them atomically; ``tight`` grows or
-    trims the canvas to what was drawn (a legend placed below the axes)."""
+    trims the canvas to what was drawn (a legend placed below the axes).
+
+    Args:
+        fig: the figure.
+        path: where the PNG goes.
+        tight: fit the canvas to what was drawn.
+
+    Returns:
+        The written path.
+    """
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=DPI, metadata={"Software": None}, bbox_inches="tight" if tight else None)
     return atomic_write_bytes(path, buffer.getvalue())
@@ -87,7 +117,17 @@ def save_png(fig: Figure, path: str | os.PathLike, tight: bool = False) -> Path:
 
 def save_with_legend_below(fig: Figure, legend_axes: Any, path: str | os.PathLike, columns: int = 1) -> Path:
     """Lay ``fig`` out, put the legend of ``legend_axes`` below the axes in ``columns`` columns, and write it
-    (:func:`save_png`, canvas grown to the legend)."""
+    (:func:`save_png`, canvas grown to the legend).
+
+    Args:
+        fig: the figure.
+        legend_axes: the axes whose legend is drawn.
+        path: where the PNG goes.
+        columns: the legend's columns.
+
+    Returns:
+        The written path.
+    """
     fig.tight_layout()
     handles, labels = legend_axes.get_legend_handles_labels()
     fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=columns, frameon=False)
@@ -95,7 +135,17 @@ def save_with_legend_below(fig: Figure, legend_axes: Any, path: str | os.PathLik
 
 
 def new_figure(figsize: tuple[float, float], rows: int = 1, cols: int = 1, **kwargs: Any) -> tuple[Figure, Any]:
-    """A figure (no pyplot, no backend) and its axes, as ``pyplot.subplots`` would return them."""
+    """A figure (no pyplot, no backend) and its axes, as ``pyplot.subplots`` would return them.
+
+    Args:
+        figsize: (width, height) in inches.
+        rows: rows of axes.
+        cols: columns of axes.
+        **kwargs: passed to ``Figure.subplots``.
+
+    Returns:
+        (figure, axes).
+    """
     fig = Figure(figsize=figsize)
     return fig, fig.subplots(rows, cols, **kwargs)
 
@@ -124,6 +174,15 @@ def roc_plot(
     [Carlini et al. 2022, "Membership inference attacks from first principles", Sec. 3].
     With ``confidence``, each attack with ``n_members``/``n_nonmembers`` also gets its pointwise confidence
     band (:func:`roc_band`). Returns the written path.
+
+    Args:
+        attacks: ``results["attacks"]``.
+        path: where the PNG goes.
+        theory_tradeoff: the claim's curve ``{"alpha", "beta"}``, or None.
+        confidence: the bands' confidence, or None for no band.
+
+    Returns:
+        The written path.
     """
     colours = attack_colours(attacks)
     all_fpr: list[float] = []
@@ -172,7 +231,14 @@ def roc_plot(
 
 def deciding_configuration_epsilon(results: Mapping[str, Any]) -> float | None:
     """The epsilon of the configuration the code runs (``config_check.config.epsilon``, by the accountant)
-    when the accounting check decided a violation with it above the claim; else None."""
+    when the accounting check decided a violation with it above the claim; else None.
+
+    Args:
+        results: the run's results.
+
+    Returns:
+        The configuration's epsilon, or None.
+    """
     verdict = results.get("verdict") if isinstance(results.get("verdict"), Mapping) else {}
     block = results.get("config_check") if isinstance(results.get("config_check"), Mapping) else {}
     config = block.get("config") if isinstance(block.get("config"), Mapping) else {}
@@ -184,7 +250,14 @@ def deciding_configuration_epsilon(results: Mapping[str, Any]) -> float | None:
 
 def rejected_claim(results: Mapping[str, Any]) -> str | None:
     """How the claim's own tradeoff curve was rejected (the test and its confidence) when that rejection, and
-    no bound above the claim, decided a violation; else None."""
+    no bound above the claim, decided a violation; else None.
+
+    Args:
+        results: the run's results.
+
+    Returns:
+        The description, or None.
+    """
     verdict = results.get("verdict") if isinstance(results.get("verdict"), Mapping) else {}
     best = results.get("best_lower_bound") if isinstance(results.get("best_lower_bound"), Mapping) else {}
     theory, bound = as_number(results.get("epsilon_theory")), as_number(best.get("epsilon"))
@@ -201,7 +274,17 @@ def roc_band(fpr: np.ndarray, tpr: np.ndarray, attack: Mapping[str, Any],
     """The outline (x, y) of the union of the ROC points' two-sided Clopper–Pearson boxes at ``confidence``
     (each rate's interval at ``(1 - confidence)/2`` per side, from the counts ``fpr x n_nonmembers`` and
     ``tpr x n_members``; Clopper & Pearson 1934): upper edge through (FPR lower, TPR upper), lower edge
-    through (FPR upper, TPR lower). Pointwise, not simultaneous; None without the counts."""
+    through (FPR upper, TPR lower). Pointwise, not simultaneous; None without the counts.
+
+    Args:
+        fpr: the ROC curve's false-positive rates.
+        tpr: its true-positive rates.
+        attack: the attack's results (``n_members``, ``n_nonmembers``).
+        confidence: the boxes' confidence.
+
+    Returns:
+        (x, y) of the outline, or None.
+    """
     n_pos, n_neg = as_number(attack.get("n_members")), as_number(attack.get("n_nonmembers"))
     if not n_pos or not n_neg or fpr.size == 0:
         return None
@@ -285,6 +368,13 @@ def tradeoff_plot(results: Mapping[str, Any], path: str | os.PathLike) -> Path:
     (``results["lower_bound_tradeoff"]``); and each attack's empirical (FPR, FNR) points with
     rectangular confidence boxes ``fpr_ci x fnr_ci``. Left panel: linear axes on [0, 1]; right
     panel: logarithmic FPR axis, zooming into low FPR. Returns the written path.
+
+    Args:
+        results: the run's results.
+        path: where the PNG goes.
+
+    Returns:
+        The written path.
     """
     attacks = results.get("attacks") or {}
     colours = attack_colours(attacks)
@@ -322,6 +412,13 @@ def epsilon_plot(rows: Sequence[Mapping[str, Any]], path: str | os.PathLike) -> 
     point above it means the claim is broken or the accounting is wrong (an empirical lower bound
     can never exceed a correct upper bound) [Jagielski, Ullman, Oprea 2020, Sec. 4; Nasr et al.
     2021, Sec. 5]. Returns the written path.
+
+    Args:
+        rows: the points, as above.
+        path: where the PNG goes.
+
+    Returns:
+        The written path.
     """
     groups: dict[str, list[tuple[float, float]]] = {}
     for row in rows:
@@ -356,6 +453,14 @@ def claim_plot(curves: Sequence[Mapping[str, Any]], path: str | os.PathLike, tit
     line style). Left panel: linear axes with the diagonal ``beta = 1 - alpha`` (no privacy loss)
     for reference; right panel: logarithmic FPR axis down to 1e-5, where the curves of tight and
     loose guarantees differ most [Dong, Roth, Su 2019, Sec. 2]. Returns the written path.
+
+    Args:
+        curves: the curves, as above.
+        path: where the PNG goes.
+        title: the figure's title.
+
+    Returns:
+        The written path.
     """
     colours = attack_colours([str(c["label"]) for c in curves])
     with matplotlib.rc_context(RC_PARAMS):
@@ -385,7 +490,15 @@ def claim_plot(curves: Sequence[Mapping[str, Any]], path: str | os.PathLike, tit
 def extraction_plot(methods: Sequence[Mapping[str, Any]], path: str | os.PathLike) -> Path:
     """What each extraction attack got for its queries: relative parameter error (log axis) and the
     agreement of the stolen model with the served one on test and on uniform inputs
-    [Tramèr et al. 2016, Sec. 4-5]. ``methods`` are ``results["extraction"]["methods"]``."""
+    [Tramèr et al. 2016, Sec. 4-5]. ``methods`` are ``results["extraction"]["methods"]``.
+
+    Args:
+        methods: the extraction methods' results.
+        path: where the PNG goes.
+
+    Returns:
+        The written path.
+    """
     names = [f"{m.get('method', '?')}\n({int(as_number(m.get('queries')) or 0):,} queries)" for m in methods]
     error = [max(as_number(m.get("param_rel_error")) or 0.0, 1e-16) for m in methods]
     y = np.arange(len(methods))

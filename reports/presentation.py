@@ -35,7 +35,11 @@ class Presentation:
     tables_lead: bool = False
 
     def sentence_function(self) -> Callable[[Mapping[str, Any]], list[str]] | None:
-        """The function named by :attr:`sentences` (imported now), or None."""
+        """The function named by :attr:`sentences` (imported now), or None.
+
+        Returns:
+            The function, or None.
+        """
         if self.sentences is None:
             return None
         module, _, attribute = self.sentences.partition(":")
@@ -48,10 +52,22 @@ _REGISTERED: dict[str, Presentation] = {}
 
 
 def register_presentation(kind: str, presentation: Presentation) -> None:
-    """Record how reports of ``kind`` (``results["kind"]``) are drawn; registering again replaces it."""
+    """Record how reports of ``kind`` (``results["kind"]``) are drawn; registering again replaces it.
+
+    Args:
+        kind: the run kind.
+        presentation: how its reports are drawn.
+    """
     _REGISTERED[kind] = presentation
 
 
 def presentation_of(kind: object) -> Presentation:
-    """The registered presentation of ``kind``, else :data:`DEFAULT`."""
+    """The registered presentation of ``kind``, else :data:`DEFAULT`.
+
+    Args:
+        kind: a run kind (``results["kind"]``).
+
+    Returns:
+        The presentation.
+    """
     return _REGISTERED.get(kind, DEFAULT) if isinstance(kind, str) else DEFAULT

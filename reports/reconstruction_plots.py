@@ -18,7 +18,17 @@ def rero_success_plot(points: Sequence[Mapping[str, Any]], curve: Mapping[str, A
                       title: str) -> Path:
     """Success rate of the attack at each ``kappa = 1/n`` with its interval, the non-private twin's beside it,
     the ReRo bound curve ``1 - f(kappa)`` (``curve``: ``kappa``, ``bound`` arrays; None without a claim) and
-    the baseline ``kappa`` (guessing), on a log kappa axis."""
+    the baseline ``kappa`` (guessing), on a log kappa axis.
+
+    Args:
+        points: one dict per kappa (``kappa``, the success rates and their ``_ci`` intervals).
+        curve: the bound curve, or None.
+        path: where the PNG goes.
+        title: the figure's title.
+
+    Returns:
+        The written path.
+    """
     kappa = np.array([p["kappa"] for p in points])
     with matplotlib.rc_context(RC_PARAMS):
         fig, ax = new_figure((7.5, 5.0))
@@ -48,7 +58,16 @@ def rero_success_plot(points: Sequence[Mapping[str, Any]], curve: Mapping[str, A
 def rero_curve_plot(curves: Sequence[Mapping[str, Any]], path: str | os.PathLike, title: str) -> Path:
     """ReRo curves ``1 - f(kappa)`` against the baseline ``kappa`` (``curves``: dicts with ``kappa``, ``bound``,
     ``label`` and optionally ``style``) beside the no-output line ``kappa``; left panel on a log kappa axis,
-    right panel linear (Hayes, Mahloujifar & Balle 2023; docs/references.md, "Reconstruction robustness")."""
+    right panel linear (Hayes, Mahloujifar & Balle 2023; docs/references.md, "Reconstruction robustness").
+
+    Args:
+        curves: the curves, as above.
+        path: where the PNG goes.
+        title: the figure's title.
+
+    Returns:
+        The written path.
+    """
     with matplotlib.rc_context(RC_PARAMS):
         fig, (left, right) = new_figure((11.0, 5.0), 1, 2)
         for ax, log in ((left, True), (right, False)):

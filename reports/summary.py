@@ -67,7 +67,14 @@ CEILING_NAME = "ceiling (every guess right)"
 
 def perfect_attack_expectation(results: Results) -> float | None:
     """What a perfect attack expects to certify with this design (``one_run.expected_perfect.mean``;
-    None where the audit simulated no perfect attack)."""
+    None where the audit simulated no perfect attack).
+
+    Args:
+        results: the run's results.
+
+    Returns:
+        The expected epsilon, or None.
+    """
     one = results.get("one_run") if isinstance(results.get("one_run"), Mapping) else {}
     mean = (one.get("expected_perfect") or {}).get("mean")
     return float(mean) if isinstance(mean, (int, float)) else None
@@ -234,7 +241,14 @@ def reconstruction_sentences(results: Results) -> list[str]:
 
 def one_run_sentences(results: Results) -> list[str]:
     """The paragraphs of a one-run audit's section: canaries, guesses right, bound, the ceiling (every guess
-    right) and the perfect-attack expectation with this many canaries (``results["one_run"]``)."""
+    right) and the perfect-attack expectation with this many canaries (``results["one_run"]``).
+
+    Args:
+        results: the run's results.
+
+    Returns:
+        The paragraphs (none without a one-run block).
+    """
     one = results.get("one_run") if isinstance(results.get("one_run"), Mapping) else None
     if not one:
         return []
@@ -297,7 +311,14 @@ def _trained_sentences(results: Results) -> list[str]:
 
 def headline_sentences(results: Results) -> list[str]:
     """The two plain sentences that open a report of ``results`` (three for a trained model: the split
-    check comes first when it failed)."""
+    check comes first when it failed).
+
+    Args:
+        results: the run's results.
+
+    Returns:
+        The sentences.
+    """
     sentences = presentation_of(results.get("kind")).sentence_function()
     if sentences is not None:  # the kind's own (its record's presentation, reports.presentation)
         return sentences(results)
@@ -317,7 +338,14 @@ def _bound_text(bound: Mapping[str, Any]) -> str:
 
 
 def attack_table(results: Results) -> dict | None:
-    """The one compact table of attacks: ``{"title", "columns", "rows", "caption"}`` (cells formatted)."""
+    """The one compact table of attacks: ``{"title", "columns", "rows", "caption"}`` (cells formatted).
+
+    Args:
+        results: the run's results.
+
+    Returns:
+        The table (the kind's own first table where it leads), or None without one.
+    """
     if presentation_of(results.get("kind")).tables_lead:
         tables = [t for t in results.get("tables") or [] if isinstance(t, Mapping)]
         return format_table(tables[0]) if tables else None

@@ -59,7 +59,23 @@ def add_canary(grad_sum: Any, clip_norm: float, sample_rate: float, batch: Any =
     """Before the noise: add the audit's canaries to the clipped gradient sum (in place), each with
     probability ``sample_rate``; returns ``grad_sum``. ``batch`` (optional): the indices of the
     records this step's sum holds (rows of ``X``, or a boolean mask over them) — the audit reads the
-    sampling and checks the clipping from them. A no-op outside an audit."""
+    sampling and checks the clipping from them. A no-op outside an audit.
+
+    Args:
+        grad_sum: the clipped per-example gradient sum of this step, before the noise: one tensor
+            (flattened order) or a list or tuple of tensors, one per parameter (numpy arrays work too);
+            changed in place.
+        clip_norm: the clipping norm C.
+        sample_rate: the probability a record joins a batch in your loop (Poisson rate q).
+        batch: the indices of the records this step's sum holds (rows of ``X``, or a boolean mask), if
+            known.
+
+    Returns:
+        ``grad_sum``, with the canaries that joined added.
+
+    Raises:
+        UserError: during an audit, a ``grad_sum`` that is not a tensor or a list of tensors.
+    """
     recorder = _ACTIVE
     if recorder is None:
         return grad_sum
@@ -69,7 +85,12 @@ def add_canary(grad_sum: Any, clip_norm: float, sample_rate: float, batch: Any =
 
 def report_update(noisy_sum: Any) -> None:
     """After the noise: record the noisy clipped sum (before any division by the batch size) on the
-    canary's coordinate. A no-op outside an audit."""
+    canary's coordinate. A no-op outside an audit.
+
+    Args:
+        noisy_sum: the noisy clipped gradient sum of this step, in the form and order of the ``grad_sum``
+            given to :func:`add_canary`.
+    """
     recorder = _ACTIVE
     if recorder is None:
         return

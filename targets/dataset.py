@@ -18,6 +18,14 @@ class Dataset:
 
     ``shape`` is the per-example input shape ((1, 28, 28) for images, (d,) for tabular data);
     ``source`` says where the data came from (for reports).
+
+    Attributes:
+        X: the features, (n, *shape) float32.
+        y: the labels, (n,) int64.
+        name: the dataset's name.
+        n_classes: the number of classes.
+        shape: the per-example input shape.
+        source: where the data came from.
     """
 
     X: np.ndarray
@@ -31,5 +39,12 @@ class Dataset:
         return int(self.y.shape[0])
 
     def subset(self, index: np.ndarray) -> Dataset:
-        """The examples at ``index`` as a new Dataset."""
+        """The examples at ``index`` as a new Dataset.
+
+        Args:
+            index: integer indices or a boolean mask over the examples.
+
+        Returns:
+            The new Dataset (same name, classes, shape and source).
+        """
         return Dataset(self.X[index], self.y[index], self.name, self.n_classes, self.shape, self.source)

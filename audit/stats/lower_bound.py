@@ -51,12 +51,20 @@ class LowerBound:
 
     @property
     def statement(self) -> str:
-        """What the row bounds and under which assumption, in words (:func:`bound_statement`)."""
+        """What the row bounds and under which assumption, in words (:func:`bound_statement`).
+
+        Returns:
+            The sentence.
+        """
         return bound_statement(self.method, self.epsilon, self.valid, self.role, self.details)
 
     def to_dict(self) -> dict:
         """Plain dict with keys method, epsilon, confidence, n, valid, role, statement, details (values
-        may be numpy numbers or inf; :func:`audit.io.write_json` converts them)."""
+        may be numpy numbers or inf; :func:`audit.io.write_json` converts them).
+
+        Returns:
+            The dict, with the role and the statement.
+        """
         return {"method": self.method, "epsilon": None if self.epsilon is None else float(self.epsilon),
                 "confidence": float(self.confidence), "n": int(self.n), "valid": bool(self.valid),
                 "role": self.role, "statement": self.statement, "details": dict(self.details)}
@@ -66,7 +74,18 @@ def bound_statement(method: str, epsilon: float | None, valid: bool, role: str, 
     """One sentence a report prints beside a bound: what it bounds, at which standing, and under
     which assumption. A row with a ``mu_lb`` always bounds mu rigorously; its epsilon is valid only
     when the row is (e.g. an exactly Gaussian pair), otherwise it is read off G_mu_lb and is an
-    estimate."""
+    estimate.
+
+    Args:
+        method: the bound's method.
+        epsilon: its epsilon (None when it bounds mu only).
+        valid: whether the epsilon is valid without further assumptions.
+        role: :data:`VERDICT`, :data:`SECONDARY` or :data:`ESTIMATE`.
+        details: the bound's details (``mu_lb``, ``assumption``, ...).
+
+    Returns:
+        The sentence.
+    """
     assumption = details.get("assumption") or details.get("gdp_assumption")
     standing = {VERDICT: "competes for the verdict", SECONDARY: "valid at its own confidence, does not decide the "
                 "verdict", ESTIMATE: "never decides the verdict"}[role or (VERDICT if valid else ESTIMATE)]

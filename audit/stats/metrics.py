@@ -52,6 +52,16 @@ def roc(scores: ArrayLike, members: ArrayLike) -> tuple[np.ndarray, np.ndarray, 
 
     Returns ``(fpr, tpr, thresholds)``: the test "member iff score >= thresholds[i]" has the
     rates ``fpr[i]``, ``tpr[i]``; the first point is (0, 0) with threshold +inf.
+
+    Args:
+        scores: one attack score per record (higher: more likely a member).
+        members: whether each record is a member (bool or 0/1), of the same length.
+
+    Returns:
+        (fpr, tpr, thresholds), as above.
+
+    Raises:
+        UserError: no members or no non-members.
     """
     s, m = _prepare(scores, members)
     fpr, tpr, thr = skm.roc_curve(m.astype(int), s, drop_intermediate=False)
@@ -59,7 +69,18 @@ def roc(scores: ArrayLike, members: ArrayLike) -> tuple[np.ndarray, np.ndarray, 
 
 
 def auc(scores: ArrayLike, members: ArrayLike) -> float:
-    """Area under the ROC curve (= P[score(member) > score(non-member)] + 0.5 P[tie])."""
+    """Area under the ROC curve (= P[score(member) > score(non-member)] + 0.5 P[tie]).
+
+    Args:
+        scores: one attack score per record (higher: more likely a member).
+        members: whether each record is a member (bool or 0/1), of the same length.
+
+    Returns:
+        The AUC in [0, 1].
+
+    Raises:
+        UserError: no members or no non-members.
+    """
     s, m = _prepare(scores, members)
     return float(skm.roc_auc_score(m.astype(int), s))
 
@@ -74,6 +95,18 @@ def tpr_at_fpr(
     Clopper–Pearson interval (alpha/2 on each side) for the TPR count ``tp`` out of ``n_pos``
     members at that threshold; it does not account for the threshold itself being estimated
     from the non-member scores. Returns dict(tpr, lo, hi, fpr_achieved, threshold, tp, n_pos).
+
+    Args:
+        scores: one attack score per record (higher: more likely a member).
+        members: whether each record is a member (bool or 0/1), of the same length.
+        fpr: the largest false-positive rate allowed, in [0, 1].
+        confidence: the confidence of the two-sided interval, in (0, 1).
+
+    Returns:
+        The dict above.
+
+    Raises:
+        UserError: no members or no non-members, or fpr or confidence out of range.
     """
     target = float(fpr)
     if not (0.0 <= target <= 1.0):
@@ -103,13 +136,35 @@ def tpr_at_fpr(
 
 def membership_advantage(scores: ArrayLike, members: ArrayLike) -> float:
     """Best-threshold membership advantage ``max_t TPR(t) - FPR(t)`` (Yeom et al. 2018, Def. 4;
-    the maximum is >= 0 because the trivial threshold +inf gives 0)."""
+    the maximum is >= 0 because the trivial threshold +inf gives 0).
+
+    Args:
+        scores: one attack score per record (higher: more likely a member).
+        members: whether each record is a member (bool or 0/1), of the same length.
+
+    Returns:
+        The advantage in [0, 1].
+
+    Raises:
+        UserError: no members or no non-members.
+    """
     f, t, _ = roc(scores, members)
     return float(max(0.0, np.max(t - f)))
 
 
 def balanced_accuracy(scores: ArrayLike, members: ArrayLike) -> float:
-    """Best-threshold balanced accuracy ``max_t (TPR(t) + 1 - FPR(t)) / 2 = (1 + advantage) / 2``."""
+    """Best-threshold balanced accuracy ``max_t (TPR(t) + 1 - FPR(t)) / 2 = (1 + advantage) / 2``.
+
+    Args:
+        scores: one attack score per record (higher: more likely a member).
+        members: whether each record is a member (bool or 0/1), of the same length.
+
+    Returns:
+        The balanced accuracy in [0.5, 1].
+
+    Raises:
+        UserError: no members or no non-members.
+    """
     return 0.5 * (1.0 + membership_advantage(scores, members))
 
 
@@ -120,6 +175,14 @@ def downsample_roc(fpr: ArrayLike, tpr: ArrayLike, max_points: int = MAX_ROC_POI
     positive FPR to 1 (plus a linear grid), the last curve point at or below the grid value and
     the first one above it, so both corners of each step near the grid value survive. Returns
     ``{"fpr": [...], "tpr": [...]}`` with at most ``max_points`` points (python floats).
+
+    Args:
+        fpr: the ROC curve's false-positive rates, non-decreasing.
+        tpr: its true-positive rates.
+        max_points: the most points kept.
+
+    Returns:
+        The thinned curve, as above.
     """
     f = np.asarray(fpr, dtype=float)
     t = np.asarray(tpr, dtype=float)
@@ -149,6 +212,17 @@ def attack_metrics(scores: ArrayLike, members: ArrayLike, confidence: float = 0.
     ``tpr_at_fpr_ci`` ({"0.01": [lo, hi], ...}, Clopper–Pearson at ``confidence``), ``roc``
     ({"fpr", "tpr"}, downsampled to at most 400 points by :func:`downsample_roc`), ``n_members``,
     ``n_nonmembers``.
+
+    Args:
+        scores: one attack score per record (higher: more likely a member).
+        members: whether each record is a member (bool or 0/1), of the same length.
+        confidence: the confidence of the intervals, in (0, 1).
+
+    Returns:
+        The dict of metrics above.
+
+    Raises:
+        UserError: no members or no non-members.
     """
     s, m = _prepare(scores, members)
     f, t, _ = skm.roc_curve(m.astype(int), s, drop_intermediate=False)
@@ -183,6 +257,13 @@ def dp_advantage_bound(epsilon: float, delta: float) -> float:
     tradeoff of Dong, Roth, Su 2019, eq. (5)]. ``TPR - FPR`` is maximised at the corner where both
     hold with equality, ``FPR = (1 - delta) / (e^eps + 1)``, giving the formula (for delta = 0 it is
     Yeom et al. 2018, Thm. 1's ``e^eps - 1`` bound tightened to ``tanh(eps / 2)``).
+
+    Args:
+        epsilon: the claim's epsilon.
+        delta: the claim's delta.
+
+    Returns:
+        The bound in [0, 1].
     """
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)
@@ -204,6 +285,17 @@ def advantage_interval(scores: ArrayLike, members: ArrayLike, confidence: float 
     Assumes the members' and the non-members' scores are each independent draws (exact in the
     multi-run game; an approximation in the one-run game, whose guess counts Steinke et al. 2023
     bound instead). Returns ``[lo, hi]`` clipped to [0, 1].
+
+    Args:
+        scores: one attack score per record (higher: more likely a member).
+        members: whether each record is a member (bool or 0/1), of the same length.
+        confidence: the interval's confidence, in (0, 1).
+
+    Returns:
+        [lo, hi].
+
+    Raises:
+        UserError: no members or no non-members, or confidence out of range.
     """
     if not 0 < confidence < 1:
         raise UserError(f"confidence must lie strictly between 0 and 1 (got {confidence}); use e.g. 0.95")

@@ -3,6 +3,17 @@ the noise-to-sensitivity ratio of one Poisson-subsampled Gaussian step from pool
 observations, then compose it with the accountant. Rigorous for the step's mu *given* the stated
 step model, so its epsilon is labelled as an estimate. Sources: docs/references.md,
 "Per-step auditing".
+
+Why composing the mixtures is valid: under Poisson sampling the in-run observation is the
+mixture ``(1 - q) N(0, s^2) + q N(c, s^2)`` — most steps do not contain the canary, so
+estimating a Gaussian shift from them (as for full batch) would be meaningless. We do not
+estimate the mixture's own privacy curve; instead we bound the *base* Gaussian's
+``mu = c/s`` with the known q, by refuting ``f_{q,mu}`` with Clopper–Pearson rates of one
+threshold test (:func:`subsampled_mu_from_rates`): the deconvolution uses the exact sampling
+law, so the bound is a rigorous bound on the step's noise-to-sensitivity ratio given the
+mixture form. The steps' composition is then done by the accountant at that ratio
+(:func:`composed_epsilon`) — exactly how the theory composes them, so a correct implementation
+can never exceed the claim except with probability 1 - confidence.
 """
 
 from __future__ import annotations
@@ -42,6 +53,14 @@ def subsampled_mu_from_rates(fpr_ub: float | np.ndarray, fnr_ub: float | np.ndar
     ``f_{q,mu}`` decreases in mu, so any mu above this value is refuted by the observed rates.
     For ``q = 1`` this is the GDP estimator of Nasr et al. 2023. Returns 0 when the rates do not
     refute mu = 0.
+
+    Args:
+        fpr_ub: upper confidence limit(s) on the test's false-positive rate.
+        fnr_ub: upper confidence limit(s) on its false-negative rate.
+        sample_rate: q, in (0, 1].
+
+    Returns:
+        The mu bound (>= 0), a float or an array of the rates' shape.
     """
     q = float(sample_rate)
     fpr = np.asarray(fpr_ub, dtype=float)
@@ -61,6 +80,15 @@ def composed_epsilon(mu_step: float, sample_rate: float, steps: int, delta: floa
     :func:`audit.theory.gaussian.gaussian_epsilon`;
     returns (epsilon, total mu). Poisson rate q < 1: DP-SGD with noise multiplier ``1/mu`` by the
     PLD accountant (:class:`audit.theory.dpsgd.DPSGDClaim`); returns (epsilon, None).
+
+    Args:
+        mu_step: the base mu of one step (shift over noise standard deviation).
+        sample_rate: q, in (0, 1].
+        steps: T.
+        delta: the delta of the epsilon.
+
+    Returns:
+        (epsilon, total mu) for full batch, (epsilon, None) for q < 1.
     """
     if mu_step <= 0:
         return 0.0, 0.0
@@ -80,6 +108,17 @@ def designed_threshold(noise_multiplier: float, sample_rate: float, n_pos: int, 
     computation and keep the best ``tau``. It depends only on the claim and the numbers of
     observations, never on the observations, so it needs neither a held-out half nor a correction
     (a broken implementation only makes it suboptimal, not invalid). Returns (tau, expected mu bound).
+
+    Args:
+        noise_multiplier: the claimed sigma.
+        sample_rate: q.
+        n_pos: the number of in-world observations.
+        n_neg: the number of out-world observations.
+        confidence: the confidence of the bound the threshold is designed for.
+        grid: the thresholds tried (default: a grid over the noise's range).
+
+    Returns:
+        (tau, expected mu bound).
     """
     sigma, q = float(noise_multiplier), float(sample_rate)
     grid = np.linspace(-1.0, 8.0, 901) * sigma if grid is None else np.asarray(grid, dtype=float)
@@ -110,24 +149,29 @@ def per_step_bound(step_scores: ArrayLike, included: ArrayLike, sample_rate: flo
     canary's coin fixed for a run, each step of an in-run is one draw from the step mechanism's
     "in" distribution and each step of an out-run one draw from its "out" distribution. This is
     valid when the observations are independent given the world — true for a Dirac canary on a
-    coordinate no data gradient touches, where the observation is canary + fresh noise.
+    coordinate no data gradient touches, where the observation is canary + fresh noise. Why
+    composing the mixtures is valid: see the module docstring.
 
-    Why composing the mixtures is valid: under Poisson sampling the in-run observation is the
-    mixture ``(1 - q) N(0, s^2) + q N(c, s^2)`` — most steps do not contain the canary, so
-    estimating a Gaussian shift from them (as for full batch) would be meaningless. We do not
-    estimate the mixture's own privacy curve; instead we bound the *base* Gaussian's
-    ``mu = c/s`` with the known q, by refuting ``f_{q,mu}`` with Clopper–Pearson rates of one
-    threshold test (:func:`subsampled_mu_from_rates`): the deconvolution uses the exact sampling
-    law, so the bound is a rigorous bound on the step's noise-to-sensitivity ratio given the
-    mixture form. The steps' composition is then done by the accountant at that ratio
-    (:func:`composed_epsilon`) — exactly how the theory composes them, so a correct implementation
-    can never exceed the claim except with probability 1 - confidence.
+    Args:
+        step_scores: the observations, shape (runs, steps).
+        included: whether each run included the canary.
+        sample_rate: q, in (0, 1].
+        steps: T, the number of steps the claim composes.
+        delta: the delta of the epsilon.
+        confidence: the bound's confidence.
+        rng: the generator (or seed) of the split without ``design_sigma``: runs are split at random
+            (stratified by coin) into a selection half and a bound half.
+        n_thresholds: the thresholds tried on the selection half; the one maximising the bound on its
+            steps is applied to the bound half's steps.
+        design_sigma: the claimed noise multiplier: the threshold is then fixed in advance by
+            :func:`designed_threshold` and every run is used for the bound.
 
-    Threshold choice: with ``design_sigma`` (the claimed noise multiplier) the threshold is fixed in
-    advance by :func:`designed_threshold` and every run is used for the bound; otherwise runs are
-    split at random (stratified by coin) into a selection half and a bound half, and the threshold
-    maximising the bound on the selection half's steps is applied to the bound half's steps.
-    ``valid=False``: the epsilon depends on the stated step model (details["assumption"]).
+    Returns:
+        The bound (method ``"per-step-composed"``), ``valid=False``: the epsilon depends on the stated
+        step model (details["assumption"]).
+
+    Raises:
+        UserError: scores of the wrong shape, non-finite scores, q outside (0, 1], or no run of one world.
     """
     obs = np.asarray(step_scores, dtype=float)
     inc = np.asarray(included, dtype=bool).reshape(-1)

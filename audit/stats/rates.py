@@ -25,6 +25,16 @@ def as_scores_members(scores: ArrayLike, members: ArrayLike) -> tuple[np.ndarray
 
     Returns ``(scores as float64 1-D array, members as bool 1-D array)``. Raises UserError for
     mismatched lengths, non-finite scores or labels other than 0/1/True/False.
+
+    Args:
+        scores: one attack score per record.
+        members: whether each record is a member (0/1 or bool), of the same length.
+
+    Returns:
+        (scores, members), as above.
+
+    Raises:
+        UserError: as above.
     """
     s = np.asarray(scores, dtype=float).reshape(-1)
     m_raw = np.asarray(members).reshape(-1)
@@ -43,7 +53,19 @@ def as_scores_members(scores: ArrayLike, members: ArrayLike) -> tuple[np.ndarray
 
 
 def check_count(k: int, n: int, what: str) -> tuple[int, int]:
-    """``(k, n)`` as integers with ``0 <= k <= n``; UserError otherwise."""
+    """``(k, n)`` as integers with ``0 <= k <= n``; UserError otherwise.
+
+    Args:
+        k: the count.
+        n: the number of trials.
+        what: how the error names the count.
+
+    Returns:
+        (k, n) as integers.
+
+    Raises:
+        UserError: n not a non-negative integer, or k not an integer in [0, n].
+    """
     if int(n) != n or n < 0:
         raise UserError(f"{what}: the number of trials must be a non-negative integer (got {n})")
     if int(k) != k or not (0 <= k <= n):
@@ -63,6 +85,17 @@ def cp_upper(k: int, n: int, alpha: float) -> float:
 
     ``P[p <= cp_upper(k, n, alpha)] >= 1 - alpha``; equals ``Beta.ppf(1 - alpha, k + 1, n - k)``,
     is 1 when ``k == n`` (including n == 0) and ``1 - alpha^(1/n)`` when ``k == 0``.
+
+    Args:
+        k: the number of successes, in [0, n].
+        n: the number of trials.
+        alpha: the error probability, 1 - confidence.
+
+    Returns:
+        The upper bound in [0, 1].
+
+    Raises:
+        UserError: k or n out of range.
     """
     k, n = check_count(k, n, "cp_upper")
     return float(cp_upper_array(np.array([k]), n, _check_alpha(alpha))[0])
@@ -73,6 +106,17 @@ def cp_lower(k: int, n: int, alpha: float) -> float:
 
     Equals ``Beta.ppf(alpha, k, n - k + 1)``; 0 when ``k == 0`` (including n == 0) and
     ``alpha^(1/n)`` when ``k == n``.
+
+    Args:
+        k: the number of successes, in [0, n].
+        n: the number of trials.
+        alpha: the error probability, 1 - confidence.
+
+    Returns:
+        The lower bound in [0, 1].
+
+    Raises:
+        UserError: k or n out of range.
     """
     k, n = check_count(k, n, "cp_lower")
     alpha = _check_alpha(alpha)
@@ -82,7 +126,16 @@ def cp_lower(k: int, n: int, alpha: float) -> float:
 
 
 def cp_upper_array(k: ArrayLike, n: int, alpha: float) -> np.ndarray:
-    """Vectorised :func:`cp_upper` for many counts with a common n (no validation)."""
+    """Vectorised :func:`cp_upper` for many counts with a common n (no validation).
+
+    Args:
+        k: the counts.
+        n: the number of trials of each.
+        alpha: the error probability, 1 - confidence.
+
+    Returns:
+        The upper bounds, an array of k's shape.
+    """
     k = np.asarray(k, dtype=float)
     out = np.ones_like(k)
     mask = k < n
@@ -92,7 +145,16 @@ def cp_upper_array(k: ArrayLike, n: int, alpha: float) -> np.ndarray:
 
 
 def epsilon_from_rates_array(fpr: ArrayLike, fnr: ArrayLike, delta: float) -> np.ndarray:
-    """Vectorised :func:`epsilon_from_rates` (no validation)."""
+    """Vectorised :func:`epsilon_from_rates` (no validation).
+
+    Args:
+        fpr: false-positive rates.
+        fnr: false-negative rates, of the same shape.
+        delta: the delta.
+
+    Returns:
+        The epsilons, an array of the rates' shape.
+    """
     fpr = np.asarray(fpr, dtype=float)
     fnr = np.asarray(fnr, dtype=float)
     num1 = 1.0 - delta - fnr
@@ -116,6 +178,14 @@ def epsilon_from_rates(fpr: float, fnr: float, delta: float) -> float:
     denominator is 0 is ``+inf`` (no finite epsilon explains the rates with this delta); a term
     with non-positive numerator contributes nothing. Clopper–Pearson upper bounds never produce a
     zero rate when there is at least one trial, so the bounds built on them are always finite.
+
+    Args:
+        fpr: the test's false-positive rate (an upper bound on it, for a lower bound on epsilon).
+        fnr: its false-negative rate (likewise).
+        delta: the delta.
+
+    Returns:
+        The smallest epsilon (>= 0, inf as above).
     """
     fpr = float(fpr)
     fnr = float(fnr)
@@ -131,6 +201,13 @@ def mu_from_rates(fpr: ArrayLike, fnr: ArrayLike) -> np.ndarray:
     mu-GDP forces ``FNR >= Phi(Phi^-1(1 - FPR) - mu)`` (Dong, Roth, Su 2019, Def. 2.7), so with upper
     bounds on both rates this is a lower bound on mu [Nasr et al. 2023, Sec. 4]. Vectorised; nan
     (from rates 1 and 1) becomes 0.
+
+    Args:
+        fpr: false-positive rates (upper bounds, for a lower bound on mu).
+        fnr: false-negative rates, of the same shape.
+
+    Returns:
+        mu for each pair of rates, >= 0.
     """
     with np.errstate(invalid="ignore"):
         mu = stats.norm.isf(np.asarray(fpr, dtype=float)) - stats.norm.ppf(np.asarray(fnr, dtype=float))
@@ -140,7 +217,17 @@ def mu_from_rates(fpr: ArrayLike, fnr: ArrayLike) -> np.ndarray:
 def confusion_counts(scores: np.ndarray, members: np.ndarray, thresholds: ArrayLike,
                      direction: str = ">=") -> tuple[np.ndarray, np.ndarray]:
     """(false positives, false negatives) of the tests "member iff score >= t" (``direction=">="``)
-    or "member iff score <= t" (``"<="``) for each threshold t."""
+    or "member iff score <= t" (``"<="``) for each threshold t.
+
+    Args:
+        scores: the scores.
+        members: whether each score's record is a member (bool), of the same length.
+        thresholds: the thresholds t.
+        direction: ``">="`` or ``"<="``.
+
+    Returns:
+        (false positives, false negatives), one count per threshold.
+    """
     thresholds = np.asarray(thresholds, dtype=float)
     pos = np.sort(scores[members])
     neg = np.sort(scores[~members])
@@ -156,7 +243,16 @@ def confusion_counts(scores: np.ndarray, members: np.ndarray, thresholds: ArrayL
 
 
 def rate_point(k: int, n: int, confidence: float) -> tuple[float, list[float]]:
-    """Empirical rate k/n with its two-sided Clopper–Pearson interval at ``confidence``."""
+    """Empirical rate k/n with its two-sided Clopper–Pearson interval at ``confidence``.
+
+    Args:
+        k: the count, in [0, n].
+        n: the number of trials.
+        confidence: the interval's confidence.
+
+    Returns:
+        (k/n, [lo, hi]).
+    """
     alpha = 1 - confidence
     return k / n, [cp_lower(k, n, alpha / 2), cp_upper(k, n, alpha / 2)]
 
@@ -164,7 +260,16 @@ def rate_point(k: int, n: int, confidence: float) -> tuple[float, list[float]]:
 def operating_point(label: str, details: dict, confidence: float) -> dict:
     """The (FPR, FNR) operating point of a threshold test, with two-sided Clopper–Pearson intervals,
     from a bound's ``details`` (``fp``/``n_neg``, ``fn``/``n_pos``, ``threshold``): one point of a
-    report's tradeoff figure."""
+    report's tradeoff figure.
+
+    Args:
+        label: the point's label in the figure (the attack or bound).
+        details: the bound's details, with ``fp``, ``n_neg``, ``fn``, ``n_pos`` and ``threshold``.
+        confidence: the intervals' confidence.
+
+    Returns:
+        A dict with ``label``, ``threshold``, ``fpr``, ``fnr``, ``fpr_ci`` and ``fnr_ci``.
+    """
     fpr, fpr_ci = rate_point(int(details["fp"]), int(details["n_neg"]), confidence)
     fnr, fnr_ci = rate_point(int(details["fn"]), int(details["n_pos"]), confidence)
     return {"label": label, "threshold": float(details["threshold"]), "fpr": fpr, "fnr": fnr,

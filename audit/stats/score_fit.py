@@ -28,7 +28,18 @@ BINS = 100
 
 
 def as_matrix(outputs: np.ndarray, what: str) -> np.ndarray:
-    """Outputs as a finite float matrix (n, m); a one-line error otherwise."""
+    """Outputs as a finite float matrix (n, m); a one-line error otherwise.
+
+    Args:
+        outputs: the outputs, one row (or number) per draw.
+        what: how the error names them.
+
+    Returns:
+        A float64 matrix (n, m).
+
+    Raises:
+        UserError: outputs that are not numbers, or NaN or infinite values.
+    """
     try:
         x = np.asarray(outputs, dtype=np.float64)
     except (TypeError, ValueError):
@@ -40,7 +51,15 @@ def as_matrix(outputs: np.ndarray, what: str) -> np.ndarray:
 
 
 def fit_log_ratio_score(out0: np.ndarray, out1: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
-    """A score (estimated log p1/p0) fitted on draws ``out0`` (world without) and ``out1`` (with)."""
+    """A score (estimated log p1/p0) fitted on draws ``out0`` (world without) and ``out1`` (with).
+
+    Args:
+        out0: draws of the world without the record, (n, m) or (n,).
+        out1: draws of the world with it, likewise.
+
+    Returns:
+        The score: a function from outputs (n, m) to an array of n scores.
+    """
     x0, x1 = as_matrix(out0, "mechanism"), as_matrix(out1, "mechanism")
     if x0.shape[1] != x1.shape[1]:
         raise UserError(f"mechanism outputs have different sizes in the two worlds ({x0.shape[1]} vs {x1.shape[1]})")

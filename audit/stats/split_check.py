@@ -113,7 +113,11 @@ class SplitCheck:
 
     @property
     def summary(self) -> str:
-        """One line for the console and reports."""
+        """One line for the console and reports.
+
+        Returns:
+            The line (blind AUC, its interval, passed or not).
+        """
         lo, hi = self.blind_auc_ci
         head = (f"blind split check: a classifier that never sees the model gets AUC {self.blind_auc:.3f} "
                 f"[{lo:.3f}, {hi:.3f}] at {self.confidence:.0%}")
@@ -123,7 +127,11 @@ class SplitCheck:
                        "not the model; draw members and non-members from one source at random")
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-serialisable fields (tuples as lists) plus ``summary``, for results.json."""
+        """JSON-serialisable fields (tuples as lists) plus ``summary``, for results.json.
+
+        Returns:
+            The dict.
+        """
         out = asdict(self)
         out["blind_auc_ci"] = list(self.blind_auc_ci)
         out["fold_aucs"] = list(self.fold_aucs)
@@ -134,7 +142,16 @@ class SplitCheck:
 def hanley_mcneil_variance(auc: ArrayLike, n_pos: ArrayLike, n_neg: ArrayLike) -> np.ndarray:
     """Hanley & McNeil 1982, Eq. 2: variance of an empirical AUC with true value ``auc`` over ``n_pos``
     positives and ``n_neg`` negatives; at ``auc = 1/2`` it is the Mann–Whitney null variance
-    ``(n_pos + n_neg + 1) / (12 n_pos n_neg)`` (docs/references.md, "Blind split check")."""
+    ``(n_pos + n_neg + 1) / (12 n_pos n_neg)`` (docs/references.md, "Blind split check").
+
+    Args:
+        auc: the true AUC(s).
+        n_pos: the number(s) of positives.
+        n_neg: the number(s) of negatives.
+
+    Returns:
+        The variance(s), broadcast over the arguments.
+    """
     a = np.asarray(auc, dtype=float)
     n1, n0 = np.asarray(n_pos, dtype=float), np.asarray(n_neg, dtype=float)
     excess1 = a * (1 - a) ** 2 / (2 - a)  # Q1 - a^2 with Q1 = a/(2-a)
@@ -145,7 +162,17 @@ def hanley_mcneil_variance(auc: ArrayLike, n_pos: ArrayLike, n_neg: ArrayLike) -
 def auc_score_interval(auc: float, n_pos: int, n_neg: int, z: float) -> tuple[float, float]:
     """All theta with ``|auc - theta| <= z sqrt(V(theta))``, V of :func:`hanley_mcneil_variance` (the
     Hanley–McNeil test inverted, as Wilson's interval inverts the binomial test). It contains 1/2
-    exactly when ``|auc - 1/2| <= z sqrt((n_pos + n_neg + 1) / (12 n_pos n_neg))``."""
+    exactly when ``|auc - 1/2| <= z sqrt((n_pos + n_neg + 1) / (12 n_pos n_neg))``.
+
+    Args:
+        auc: the empirical AUC.
+        n_pos: the number of positives.
+        n_neg: the number of negatives.
+        z: the normal quantile of the interval (two-sided).
+
+    Returns:
+        (lo, hi).
+    """
     def gap(theta: float) -> float:
         return z * float(np.sqrt(hanley_mcneil_variance(theta, n_pos, n_neg)))
 
@@ -281,6 +308,23 @@ def blind_split_check(members: ArrayLike, nonmembers: ArrayLike, member_labels: 
     ``HistGradientBoostingClassifier`` over ``folds`` stratified folds (seeded), per-fold Hanley–McNeil
     score intervals at ``1 - (1 - confidence)/folds`` combined by the union bound; at most
     ``max_records`` records (seeded proportional subsample). Bad input is a one-line UserError.
+
+    Args:
+        members: the member records, (n, features) or images (n, H, W, ...).
+        nonmembers: the non-member records, of the same features.
+        member_labels: the members' labels (optional; with ``nonmember_labels``).
+        nonmember_labels: the non-members' labels.
+        confidence: the family-wise confidence of the interval.
+        folds: the number of stratified folds, >= 2.
+        seed: the seed of the folds, the classifier and the subsample.
+        max_records: the most records used (seeded proportional subsample above it).
+
+    Returns:
+        The outcome (:class:`SplitCheck`).
+
+    Raises:
+        UserError: records or labels of the wrong shape or type, non-finite values, labels for one set
+            only, too few records for the folds, or a parameter out of range.
     """
     X, member, labels = _checked_inputs(members, nonmembers, member_labels, nonmember_labels, confidence, folds,
                                         max_records)

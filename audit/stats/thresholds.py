@@ -98,13 +98,27 @@ class TestFamily:
     def ceiling(self, delta: float) -> float:
         """The largest Clopper–Pearson epsilon these tests could certify: that of a perfect attack,
         with no false positive and no false negative at the tests' per-rate alpha (the audit's
-        ceiling; with N observations per world it is about ln N)."""
+        ceiling; with N observations per world it is about ln N).
+
+        Args:
+            delta: the delta of the epsilon.
+
+        Returns:
+            The ceiling.
+        """
         return float(epsilon_from_rates_array(cp_upper_array(0, self.n_neg, self.alpha_each),
                                               cp_upper_array(0, self.n_pos, self.alpha_each), delta))
 
     def gdp_ceiling(self, delta: float) -> float | None:
         """The largest GDP epsilon these tests could certify: ``mu_from_rates`` decreases in both
-        rate bounds, so a perfect attack (no error of either kind) maximises it. None at delta 0."""
+        rate bounds, so a perfect attack (no error of either kind) maximises it. None at delta 0.
+
+        Args:
+            delta: the delta of the epsilon.
+
+        Returns:
+            The GDP ceiling, or None at delta 0.
+        """
         mu = float(mu_from_rates(cp_upper_array(0, self.n_neg, self.alpha_each),
                                  cp_upper_array(0, self.n_pos, self.alpha_each)))
         return gaussian_epsilon(mu, delta) if delta > 0 else None
@@ -118,7 +132,18 @@ class ThresholdStrategy(abc.ABC):
     @abc.abstractmethod
     def tests(self, scores: np.ndarray, members: np.ndarray, confidence: float, delta: float,
               rng: np.random.Generator) -> TestFamily:
-        """The candidate tests and their simultaneous rate bounds at ``confidence``."""
+        """The candidate tests and their simultaneous rate bounds at ``confidence``.
+
+        Args:
+            scores: one score per observation (higher: more likely "in").
+            members: whether each observation is "in" (bool).
+            confidence: the simultaneous confidence of the rate bounds.
+            delta: the delta of the bounds.
+            rng: the generator of any random split.
+
+        Returns:
+            The tests and their rate bounds.
+        """
 
 
 def _need_both_worlds(members: np.ndarray, minimum: int) -> tuple[int, int]:
@@ -130,7 +155,15 @@ def _need_both_worlds(members: np.ndarray, minimum: int) -> tuple[int, int]:
 
 
 def grid_counts(n: int, points: int) -> np.ndarray:
-    """0 and ``points`` geometrically spaced counts from 1 to n/2 (rounded, unique)."""
+    """0 and ``points`` geometrically spaced counts from 1 to n/2 (rounded, unique).
+
+    Args:
+        n: the number of observations.
+        points: the number of geometric counts.
+
+    Returns:
+        The sorted unique counts.
+    """
     if n < 2:
         return np.array([0])
     return np.unique(np.concatenate([[0], np.round(np.geomspace(1, n / 2, points)).astype(int)]))
@@ -258,7 +291,20 @@ def choose_strategy(n_pos: int, n_neg: int, fixed: ThresholdStrategy | None = No
     """The strategy of an audit, from what is known before its scores are seen: a threshold fixed by
     design when the audit has one (``fixed``: a :class:`FixedThreshold` or :class:`DesignedThreshold`),
     else the Bonferroni grid (its grid is set by ``n_pos``/``n_neg``); ``requested`` names a strategy
-    of :data:`STRATEGIES` explicitly."""
+    of :data:`STRATEGIES` explicitly.
+
+    Args:
+        n_pos: the number of observations with the target.
+        n_neg: the number without.
+        fixed: the audit's threshold fixed by design, if any.
+        requested: ``"auto"`` or a name in :data:`STRATEGIES`.
+
+    Returns:
+        The strategy.
+
+    Raises:
+        UserError: an unknown strategy name.
+    """
     if requested == "auto":
         return fixed if fixed is not None else BonferroniGrid()
     if requested not in STRATEGIES:
@@ -269,7 +315,18 @@ def choose_strategy(n_pos: int, n_neg: int, fixed: ThresholdStrategy | None = No
 def split_runs(included: np.ndarray,
                rng: np.random.Generator | int | None) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Random halves of the observations, stratified by membership: ([sel_in, sel_out], [bound_in,
-    bound_out]) (indices). The selection half chooses a test, the bound half bounds it."""
+    bound_out]) (indices). The selection half chooses a test, the bound half bounds it.
+
+    Args:
+        included: whether each observation is "in" (bool).
+        rng: the generator (or seed) of the split.
+
+    Returns:
+        The selection and bound halves, as above.
+
+    Raises:
+        UserError: fewer than 2 observations of either world.
+    """
     rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
     pos, neg = np.flatnonzero(included), np.flatnonzero(~included)
     if pos.size < 2 or neg.size < 2:
@@ -306,6 +363,22 @@ def threshold_bounds(scores: ArrayLike, members: ArrayLike, delta: float, confid
     With ``claim_tradeoff`` (the claim's f) the same rate bounds also test the claim's own curve
     (:mod:`audit.stats.tradeoff_test`): the Clopper–Pearson row's details say whether a test has
     ``FNR_ub < f(FPR_ub)`` (``claim_rejected``, a violation at ``confidence``) and by how much.
+
+    Args:
+        scores: one score per observation (higher: more likely "in").
+        members: whether each observation is "in".
+        delta: the delta of the epsilons.
+        confidence: the confidence both bounds hold at together.
+        strategy: how the tests are chosen.
+        rng: the generator (or seed) of any random split.
+        gaussian_pair: the pair is known to be Gaussian (the GDP row is then valid).
+        claim_tradeoff: the claim's tradeoff curve f, to test it with the same rate bounds.
+
+    Returns:
+        (Clopper–Pearson bound, GDP bound).
+
+    Raises:
+        UserError: too few observations of either world.
     """
     s, m = as_scores_members(scores, members)
     delta = check_delta(delta)
@@ -361,6 +434,22 @@ def designed_threshold_from_samples(sim_in: np.ndarray, sim_out: np.ndarray, n_p
     count rounds to 0 is not preferred on luck, and the best threshold is kept. Chosen before any run
     is seen, it lets the bound use every run; a wrong hypothesis makes it suboptimal, never invalid.
     Returns (threshold, the bound expected with probability about 1/2 or more).
+
+    Args:
+        sim_in: simulated (or calibration) scores with the target.
+        sim_out: simulated (or calibration) scores without it.
+        n_pos: the number of audit runs with the target.
+        n_neg: the number without.
+        confidence: the confidence of the bound.
+        delta: the delta of the epsilon.
+        n_thresholds: the candidate thresholds (quantiles of the simulated scores).
+        method: ``"clopper-pearson"`` or ``"gdp"``.
+
+    Returns:
+        (threshold, expected bound).
+
+    Raises:
+        ValueError: an unknown method.
     """
     if method not in ("clopper-pearson", "gdp"):
         raise ValueError(f"method must be 'clopper-pearson' or 'gdp', got {method!r}")

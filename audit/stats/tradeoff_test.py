@@ -33,7 +33,16 @@ Tradeoff = Callable[[np.ndarray], np.ndarray]
 
 
 def claim_margin(fpr_ub: ArrayLike, fnr_ub: ArrayLike, claim_tradeoff: Tradeoff) -> np.ndarray:
-    """``f(FPR_ub) - FNR_ub`` per test: positive means the test rejects the claim's curve ``f``."""
+    """``f(FPR_ub) - FNR_ub`` per test: positive means the test rejects the claim's curve ``f``.
+
+    Args:
+        fpr_ub: the tests' false-positive rate upper bounds.
+        fnr_ub: their false-negative rate upper bounds.
+        claim_tradeoff: the claim's curve f.
+
+    Returns:
+        The margins, one per test.
+    """
     fpr_ub = np.clip(np.asarray(fpr_ub, dtype=float), 0.0, 1.0)
     return np.asarray(claim_tradeoff(fpr_ub), dtype=float) - np.asarray(fnr_ub, dtype=float)
 
@@ -43,7 +52,19 @@ def rejection_power(fpr: ArrayLike, fnr: ArrayLike, n_pos: int, n_neg: int, alph
     """Probability that the test "in iff score >= t" with true rates ``fpr``, ``fnr`` (one entry per
     threshold) rejects the claim's curve when its counts come from ``n_neg`` / ``n_pos`` runs and its
     rates are bounded by Clopper–Pearson at ``alpha_each`` each: ``sum_k P[FP = k] P[FN <= m(k)]``
-    with ``m(k)`` the largest false-negative count whose bound lies below ``f(FPR_ub(k))``."""
+    with ``m(k)`` the largest false-negative count whose bound lies below ``f(FPR_ub(k))``.
+
+    Args:
+        fpr: the true false-positive rate of each threshold.
+        fnr: its true false-negative rate.
+        n_pos: the number of runs with the target.
+        n_neg: the number without.
+        alpha_each: the Clopper–Pearson error of each rate bound.
+        claim_tradeoff: the claim's curve f.
+
+    Returns:
+        The rejection probability of each threshold.
+    """
     fpr, fnr = np.atleast_1d(np.asarray(fpr, dtype=float)), np.atleast_1d(np.asarray(fnr, dtype=float))
     k = np.arange(n_neg + 1)
     need = np.asarray(claim_tradeoff(cp_upper_array(k, n_neg, alpha_each)), dtype=float)
@@ -60,7 +81,20 @@ def designed_rejection_threshold(sim_in: ArrayLike, sim_out: ArrayLike, n_pos: i
     follow ``sim_in`` / ``sim_out`` (simulated under a hypothesis, never the audit's runs), its
     rates bounded at ``(1 - confidence)/2`` each. Chosen before the runs are seen, it lets the bound
     use every run; a wrong hypothesis costs power, never validity. Returns (threshold, power under
-    the hypothesis)."""
+    the hypothesis).
+
+    Args:
+        sim_in: simulated scores with the target.
+        sim_out: simulated scores without it.
+        n_pos: the number of runs with the target.
+        n_neg: the number without.
+        confidence: the confidence of the test.
+        claim_tradeoff: the claim's curve f.
+        n_thresholds: the candidate thresholds.
+
+    Returns:
+        (threshold, power under the hypothesis).
+    """
     sim_in, sim_out = np.sort(np.asarray(sim_in, dtype=float)), np.sort(np.asarray(sim_out, dtype=float))
     cands = np.unique(np.quantile(sim_out, 1.0 - np.logspace(-4, 0, n_thresholds)))
     fpr = 1.0 - np.searchsorted(sim_out, cands, side="left") / sim_out.size

@@ -15,7 +15,17 @@ __all__ = ["as_alpha", "scalar_or_array", "check_epsilon", "check_delta", "check
 
 
 def as_alpha(alpha: ArrayLike) -> np.ndarray:
-    """FPR values (tradeoff-curve abscissae) as a float array; each must lie in [0, 1]."""
+    """FPR values (tradeoff-curve abscissae) as a float array; each must lie in [0, 1].
+
+    Args:
+        alpha: a scalar or an array of false-positive rates.
+
+    Returns:
+        A float64 array of alpha's shape.
+
+    Raises:
+        UserError: a value outside [0, 1].
+    """
     a = np.asarray(alpha, dtype=np.float64)
     if a.size and (np.any(~np.isfinite(a)) or np.any(a < 0.0) or np.any(a > 1.0)):
         raise UserError("tradeoff alpha (false-positive rate) must lie in [0, 1]; pass values in that range")
@@ -23,14 +33,34 @@ def as_alpha(alpha: ArrayLike) -> np.ndarray:
 
 
 def scalar_or_array(x: ArrayLike, values: np.ndarray) -> float | np.ndarray:
-    """Return a float when the caller passed a scalar, else an array of the input's shape."""
+    """Return a float when the caller passed a scalar, else an array of the input's shape.
+
+    Args:
+        x: what the caller passed.
+        values: the computed values, one per element of ``x``.
+
+    Returns:
+        A float when ``x`` is a scalar, else ``values`` in ``x``'s shape.
+    """
     if np.ndim(x) == 0:
         return float(np.asarray(values).reshape(-1)[0])
     return np.asarray(values, dtype=np.float64).reshape(np.shape(x))
 
 
 def check_epsilon(epsilon: float, name: str = "epsilon", *, positive: bool = False) -> float:
-    """``epsilon`` as a float: non-negative (``inf`` allowed), or with ``positive`` finite and > 0."""
+    """``epsilon`` as a float: non-negative (``inf`` allowed), or with ``positive`` finite and > 0.
+
+    Args:
+        epsilon: the value to check.
+        name: how the error names it.
+        positive: require a finite epsilon > 0.
+
+    Returns:
+        epsilon as a float.
+
+    Raises:
+        UserError: a value outside the range.
+    """
     e = float(epsilon)
     if math.isnan(e) or e < 0.0 or (positive and not (0.0 < e < math.inf)):
         need = "a positive finite number" if positive else "a non-negative number"
@@ -40,7 +70,19 @@ def check_epsilon(epsilon: float, name: str = "epsilon", *, positive: bool = Fal
 
 def check_delta(delta: float, name: str = "delta", *, positive: bool = False) -> float:
     """``delta`` as a float in [0, 1) (every mechanism is (eps, 1)-DP, so 1 says nothing), or with
-    ``positive`` in (0, 1)."""
+    ``positive`` in (0, 1).
+
+    Args:
+        delta: the value to check.
+        name: how the error names it.
+        positive: require delta > 0.
+
+    Returns:
+        delta as a float.
+
+    Raises:
+        UserError: a value outside the range.
+    """
     d = float(delta)
     if not (0.0 <= d < 1.0) or (positive and d == 0.0):
         interval = "(0, 1)" if positive else "[0, 1)"
@@ -49,7 +91,17 @@ def check_delta(delta: float, name: str = "delta", *, positive: bool = False) ->
 
 
 def check_confidence(confidence: float) -> float:
-    """A confidence level strictly between 0 and 1."""
+    """A confidence level strictly between 0 and 1.
+
+    Args:
+        confidence: the value to check.
+
+    Returns:
+        confidence as a float.
+
+    Raises:
+        UserError: a value outside (0, 1).
+    """
     c = float(confidence)
     if not (0.0 < c < 1.0):
         raise UserError(f"confidence must lie strictly between 0 and 1 (got {confidence}); use e.g. 0.95")

@@ -23,7 +23,17 @@ __all__ = ["claim_from_dict"]
 
 def claim_from_dict(d: dict[str, Any]) -> PrivacyClaim:
     """Rebuild a claim from ``PrivacyClaim.to_dict()`` output (PLD claims other than DP-SGD cannot be
-    rebuilt from parameters and raise UserError)."""
+    rebuilt from parameters and raise UserError).
+
+    Args:
+        d: a dict as ``PrivacyClaim.to_dict()`` writes it (``type`` and ``params`` at least).
+
+    Returns:
+        The claim.
+
+    Raises:
+        UserError: a type that cannot be rebuilt from its parameters.
+    """
     kind = d.get("type")
     p = dict(d.get("params", {}))
     nb = Neighbouring.of(d.get("neighbouring", Neighbouring.ADD_REMOVE))

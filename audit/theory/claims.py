@@ -43,7 +43,17 @@ class Neighbouring(StrEnum):
 
     @classmethod
     def of(cls, value: str) -> Neighbouring:
-        """``value`` as a relation; a one-line UserError for any other string."""
+        """``value`` as a relation; a one-line UserError for any other string.
+
+        Args:
+            value: ``"add/remove"`` or ``"replace"``.
+
+        Returns:
+            The relation.
+
+        Raises:
+            UserError: any other string.
+        """
         try:
             return cls(value)
         except ValueError:
@@ -73,39 +83,86 @@ class PrivacyClaim(abc.ABC):
 
     @abc.abstractmethod
     def delta_array(self, eps: np.ndarray) -> np.ndarray:
-        """Profile delta(eps) on a 1-D array of eps >= 0."""
+        """Profile delta(eps) on a 1-D array of eps >= 0.
+
+        Args:
+            eps: a 1-D array of epsilons, each >= 0.
+
+        Returns:
+            delta(eps) for each, an array of the same shape.
+        """
 
     @abc.abstractmethod
     def params(self) -> dict[str, Any]:
-        """JSON-serialisable parameters that reconstruct the claim (see claim_from_dict)."""
+        """JSON-serialisable parameters that reconstruct the claim (see claim_from_dict).
+
+        Returns:
+            The constructor's parameters by name.
+        """
 
     @property
     @abc.abstractmethod
     def description(self) -> str:
-        """One line: the guarantee and the accountant used."""
+        """One line: the guarantee and the accountant used.
+
+        Returns:
+            The description, for reports and console lines.
+        """
 
     def delta(self, epsilon: ArrayLike) -> float | np.ndarray:
-        """delta(eps): float for a scalar eps, array for an array (vectorised)."""
+        """delta(eps): float for a scalar eps, array for an array (vectorised).
+
+        Args:
+            epsilon: a scalar or an array of epsilons, each >= 0.
+
+        Returns:
+            The profile delta(epsilon): a float for a scalar, an array for an array.
+
+        Raises:
+            UserError: a negative or NaN epsilon.
+        """
         e = np.asarray(epsilon, dtype=np.float64)
         if np.any(np.isnan(e)) or np.any(e < 0):
             raise UserError("epsilon must be non-negative; pass eps >= 0 to delta(eps)")
         return scalar_or_array(epsilon, self.delta_array(e.reshape(-1)))
 
     def epsilon(self, delta: float) -> float:
-        """Smallest eps with delta(eps) <= delta."""
+        """Smallest eps with delta(eps) <= delta.
+
+        Args:
+            delta: the target delta, in [0, 1].
+
+        Returns:
+            epsilon(delta), by bisection on the profile unless a subclass has a closed form.
+        """
         delta = check_delta(delta)
         return epsilon_from_profile(self.delta_array, delta)
 
     def tradeoff(self, alpha: ArrayLike) -> np.ndarray:
-        """f-DP curve beta = f(alpha) (vectorised)."""
+        """f-DP curve beta = f(alpha) (vectorised).
+
+        Args:
+            alpha: type-I error(s) in [0, 1], a scalar or an array.
+
+        Returns:
+            beta = f(alpha), the least type-II error of any test, an array of alpha's shape.
+        """
         return tradeoff_from_profile(self.delta_array, alpha)
 
     def gdp_mu(self) -> float | None:
-        """mu of a Gaussian-DP approximation of this claim, where one is meaningful (else None)."""
+        """mu of a Gaussian-DP approximation of this claim, where one is meaningful (else None).
+
+        Returns:
+            mu, or None where no Gaussian-DP approximation is meaningful.
+        """
         return None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-serialisable summary: type, params, description, neighbouring, accountant."""
+        """JSON-serialisable summary: type, params, description, neighbouring, accountant.
+
+        Returns:
+            A dict with the keys ``type``, ``params``, ``description``, ``neighbouring`` and ``accountant``.
+        """
         return {"type": self.kind, "params": self.params(), "description": self.description,
                 "neighbouring": self.neighbouring.value, "accountant": self.accountant}
 
@@ -119,6 +176,12 @@ class ApproxDPClaim(PrivacyClaim):
 
     The profile is the tightest one implied by the claim: that of the pair which has exactly the
     tradeoff f_{eps,delta}: delta(e') = delta + (1 - delta)(e^eps - e^e')_+ / (1 + e^eps).
+
+    Args:
+        epsilon: the claimed epsilon, >= 0.
+        delta: the claimed delta, in [0, 1].
+        neighbouring: the neighbouring relation, a :class:`Neighbouring` or its string.
+        accountant: the name of the accountant the description states.
     """
 
     kind = "approx_dp"
@@ -159,7 +222,13 @@ class ApproxDPClaim(PrivacyClaim):
 
 
 class PureDPClaim(ApproxDPClaim):
-    """Pure eps-DP: (eps, 0)-DP, tradeoff f_{eps,0}."""
+    """Pure eps-DP: (eps, 0)-DP, tradeoff f_{eps,0}.
+
+    Args:
+        epsilon: the claimed epsilon, >= 0.
+        neighbouring: the neighbouring relation, a :class:`Neighbouring` or its string.
+        accountant: the name of the accountant the description states.
+    """
 
     kind = "pure_dp"
 
@@ -180,6 +249,14 @@ class GaussianClaim(PrivacyClaim):
 
     This is the exact guarantee of the Gaussian mechanism with mu = sensitivity / sigma (ibid.
     Thm. 2.7). Profile in closed form (ibid. Cor. 2.13), epsilon by root finding.
+
+    Args:
+        mu: the GDP parameter, >= 0 (sensitivity / sigma for the Gaussian mechanism).
+        neighbouring: the neighbouring relation, a :class:`Neighbouring` or its string.
+        accountant: the name of the accountant the description states.
+
+    Raises:
+        UserError: a negative or NaN mu.
     """
 
     kind = "gdp"
@@ -220,6 +297,11 @@ class LaplaceClaim(PrivacyClaim):
     al. 2018 "Privacy amplification by subsampling"; direct integration of the privacy loss), tradeoff
     by Neyman-Pearson threshold tests on that pair (cf. the Laplace example of Dong, Roth, Su 2019):
     f(a) = 1 - e^eps a (a < e^-eps/2), e^-eps/(4a) (e^-eps/2 <= a <= 1/2), e^-eps (1 - a) (a > 1/2).
+
+    Args:
+        epsilon: the mechanism's epsilon (sensitivity / scale), >= 0.
+        neighbouring: the neighbouring relation, a :class:`Neighbouring` or its string.
+        accountant: the name of the accountant the description states.
     """
 
     kind = "laplace"
@@ -264,6 +346,15 @@ class RandomizedResponseClaim(PrivacyClaim):
     Worst pair p = (e^eps, 1, 1..)/Z, q = (1, e^eps, 1..)/Z with Z = e^eps + k - 1: profile
     delta(e) = (e^eps - e^e)_+ / Z; tradeoff (Neyman-Pearson with randomised tests) is the
     piecewise-linear max(0, 1 - e^eps a, 1 - (e^eps - 1)/Z - a, e^-eps (1 - a)); k = 2 gives f_{eps,0}.
+
+    Args:
+        epsilon: the mechanism's epsilon, >= 0.
+        k: the number of categories, >= 2.
+        neighbouring: the neighbouring relation (replacement by default: one individual's value changes).
+        accountant: the name of the accountant the description states.
+
+    Raises:
+        UserError: k not an integer >= 2.
     """
 
     kind = "randomized_response"
@@ -318,6 +409,16 @@ class DiscretePairClaim(PrivacyClaim):
 
     This is what the best possible test on that pair achieves; it is a mechanism-level guarantee
     only when the pair is a dominating (worst-case) pair.
+
+    Args:
+        p: the output distribution under D0, non-negative, summing to 1.
+        q: the output distribution under D1, of p's length, non-negative, summing to 1.
+        neighbouring: the neighbouring relation, a :class:`Neighbouring` or its string.
+        accountant: the name of the accountant the description states.
+        label: how the description names the pair.
+
+    Raises:
+        UserError: vectors of different lengths, empty, negative or not summing to 1.
     """
 
     kind = "discrete_pair"
@@ -344,7 +445,11 @@ class DiscretePairClaim(PrivacyClaim):
         return np.nan_to_num(np.maximum(h_pq, h_qp), nan=0.0)
 
     def max_privacy_loss(self) -> float:
-        """max_o |ln p(o)/q(o)| (inf if the supports differ): the pure-DP epsilon of this pair."""
+        """max_o |ln p(o)/q(o)| (inf if the supports differ): the pure-DP epsilon of this pair.
+
+        Returns:
+            The largest absolute log-likelihood ratio over the outputs, inf if the supports differ.
+        """
         both = (self.p > 0) | (self.q > 0)
         if np.any((self.p[both] == 0) | (self.q[both] == 0)):
             return math.inf

@@ -46,6 +46,21 @@ class DPSGDConfig:
     The sampling rate is ``sample_rate`` or, when only that is known, ``expected_batch_size /
     dataset_size``. ``normalisation`` is one of :data:`NORMALISATIONS`; ``normaliser`` the number the
     noisy sum was divided by (when seen); ``batch_sizes`` the realised per-step batch sizes (when seen).
+
+    Args:
+        noise_multiplier: sigma, positive and finite.
+        steps: T, a positive integer.
+        sample_rate: q, when known.
+        expected_batch_size: the expected batch size, with ``dataset_size`` when q is not known.
+        dataset_size: the number of records sampled from.
+        clip: the clipping norm C, when seen.
+        normalisation: how the noisy sum is normalised, one of :data:`NORMALISATIONS`.
+        normaliser: the number the noisy sum was divided by, when seen.
+        batch_sizes: the realised per-step batch sizes, when seen.
+
+    Raises:
+        UserError: sigma or T out of range, an unknown normalisation, no way to the sampling rate, or a
+            rate outside (0, 1].
     """
 
     noise_multiplier: float
@@ -74,13 +89,21 @@ class DPSGDConfig:
 
     @property
     def rate(self) -> float:
-        """The Poisson sampling rate q the configuration implies."""
+        """The Poisson sampling rate q the configuration implies.
+
+        Returns:
+            ``sample_rate``, or ``expected_batch_size / dataset_size``.
+        """
         if self.sample_rate is not None:
             return float(self.sample_rate)
         return float(self.expected_batch_size) / float(self.dataset_size)  # type: ignore[arg-type]
 
     def claim(self) -> DPSGDClaim:
-        """Its guarantee by the PLD accountant, as if sampling were Poisson with rate :attr:`rate`."""
+        """Its guarantee by the PLD accountant, as if sampling were Poisson with rate :attr:`rate`.
+
+        Returns:
+            The DP-SGD claim of sigma, q and T.
+        """
         return DPSGDClaim(self.noise_multiplier, self.rate, self.steps)
 
     def summary(self) -> str:
@@ -97,7 +120,15 @@ class DPSGDConfig:
 class ConfigFinding:
     """The result of one configuration check: ``problem`` (True when something must change),
     ``message`` (the one sentence a user needs), ``fix`` (what to change; empty when nothing) and
-    JSON-serialisable ``details``."""
+    JSON-serialisable ``details``.
+
+    Args:
+        check: the check's name.
+        problem: True when something must change.
+        message: the one sentence a user needs.
+        fix: what to change; empty when nothing.
+        details: JSON-serialisable figures of the check.
+    """
 
     check: str
     problem: bool
@@ -111,7 +142,15 @@ class ConfigFinding:
 
 
 def config_epsilon(config: DPSGDConfig, delta: float) -> float:
-    """Epsilon at ``delta`` of the configuration by the PLD accountant (Poisson sampling assumed)."""
+    """Epsilon at ``delta`` of the configuration by the PLD accountant (Poisson sampling assumed).
+
+    Args:
+        config: the configuration.
+        delta: the delta at which epsilon is computed.
+
+    Returns:
+        The configuration's epsilon.
+    """
     return float(config.claim().epsilon(check_delta(delta, positive=True)))
 
 
@@ -133,6 +172,16 @@ def check_config_against_claim(config: DPSGDConfig, claimed: float | PrivacyClai
     and step count (:func:`audit.theory.dpsgd.calibrate_noise_multiplier`). The figure assumes
     Poisson sampling and a normaliser fixed in advance; ``details["caveat"]`` says when the
     configuration states otherwise. Sources: docs/references.md, "Configuration checks".
+
+    Args:
+        config: the configuration read from the code.
+        claimed: the claimed epsilon, or the claim itself (its epsilon at ``delta`` is used).
+        delta: the delta of the comparison.
+        tolerance: the relative excess still read as "as claimed".
+        suggest_noise: name the smallest noise multiplier that meets the claim in the fix.
+
+    Returns:
+        The finding of check ``"epsilon"``: a problem when the configuration's epsilon exceeds the claim.
     """
     delta = check_delta(delta, positive=True)
     claimed_eps = _claimed_epsilon(claimed, delta)
@@ -198,6 +247,16 @@ def compare_world_configs(config_without: DPSGDConfig, config_with: DPSGDConfig,
     actual batch size is a finding even when both readings agree, since that size counts the record.
     With ``delta``, ``details`` also hold each world's PLD epsilon. Sources: docs/references.md,
     "Configuration checks".
+
+    Args:
+        config_without: the configuration read without the record.
+        config_with: the configuration read with the record added.
+        rel_tol: the relative tolerance of the comparison of each field.
+        delta: when given, each world's PLD epsilon at this delta goes into ``details``.
+
+    Returns:
+        The finding of check ``"world-dependence"``: a problem when a field changed or the normaliser
+        is the actual batch size.
     """
     diffs, fixes = _world_differences(config_without, config_with, rel_tol)
     details: dict[str, Any] = {"without": config_without.to_dict(), "with": config_with.to_dict(),

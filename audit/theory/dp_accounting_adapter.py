@@ -38,7 +38,14 @@ def _version_tuple(text: str) -> tuple[int, ...]:
 @functools.lru_cache(maxsize=1)
 def check_version() -> str:
     """The installed dp-accounting version; UserError when it is missing or outside
-    :data:`TESTED_VERSIONS` (the internals read here may differ there)."""
+    :data:`TESTED_VERSIONS` (the internals read here may differ there).
+
+    Returns:
+        The version string.
+
+    Raises:
+        UserError: dp-accounting is missing or its version is outside the tested range.
+    """
     try:
         installed = version("dp-accounting")
     except PackageNotFoundError:
@@ -52,7 +59,16 @@ def check_version() -> str:
 
 
 def dpsgd_event(noise_multiplier: float, sample_rate: float, steps: int) -> Any:
-    """The dp-accounting event of DP-SGD: a Poisson-subsampled Gaussian composed ``steps`` times."""
+    """The dp-accounting event of DP-SGD: a Poisson-subsampled Gaussian composed ``steps`` times.
+
+    Args:
+        noise_multiplier: sigma.
+        sample_rate: q.
+        steps: T.
+
+    Returns:
+        The ``dp_accounting`` DpEvent.
+    """
     check_version()
 
     return dp_accounting.SelfComposedDpEvent(
@@ -63,7 +79,18 @@ def dpsgd_event(noise_multiplier: float, sample_rate: float, steps: int) -> Any:
 def dpsgd_pld(noise_multiplier: float, sample_rate: float, steps: int, discretization: float,
               replace_one: bool = False) -> Any:
     """The composed privacy-loss distribution of DP-SGD (pessimistic discretisation), for
-    add/remove neighbours or, with ``replace_one``, replace-one neighbours. Cached."""
+    add/remove neighbours or, with ``replace_one``, replace-one neighbours. Cached.
+
+    Args:
+        noise_multiplier: sigma.
+        sample_rate: q.
+        steps: T.
+        discretization: the PLD's value discretisation interval.
+        replace_one: replace-one neighbours instead of add/remove.
+
+    Returns:
+        The ``dp_accounting`` PrivacyLossDistribution.
+    """
 
     relation = (dp_accounting.NeighboringRelation.REPLACE_ONE if replace_one
                 else dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE)
@@ -74,7 +101,16 @@ def dpsgd_pld(noise_multiplier: float, sample_rate: float, steps: int, discretiz
 
 @functools.lru_cache(maxsize=64)
 def dpsgd_rdp(noise_multiplier: float, sample_rate: float, steps: int) -> tuple[np.ndarray, np.ndarray]:
-    """(orders, RDP values) of DP-SGD from dp-accounting's RdpAccountant (default orders). Cached."""
+    """(orders, RDP values) of DP-SGD from dp-accounting's RdpAccountant (default orders). Cached.
+
+    Args:
+        noise_multiplier: sigma.
+        sample_rate: q.
+        steps: T.
+
+    Returns:
+        The orders and the RDP value at each.
+    """
 
     accountant = dp_rdp.RdpAccountant()
     logger = logging.getLogger("absl")
@@ -89,7 +125,16 @@ def dpsgd_rdp(noise_multiplier: float, sample_rate: float, steps: int) -> tuple[
 
 def rdp_epsilon(orders: np.ndarray, rdp: np.ndarray, delta: float) -> float:
     """eps(delta) of an RDP curve by dp-accounting's ``compute_epsilon`` (Canonne, Kamath, Steinke
-    2020, Prop. 12)."""
+    2020, Prop. 12).
+
+    Args:
+        orders: the Renyi orders.
+        rdp: the RDP value at each order.
+        delta: the target delta.
+
+    Returns:
+        eps(delta).
+    """
     check_version()
 
     return float(dp_rdp.compute_epsilon(orders, rdp, delta)[0])
@@ -104,7 +149,14 @@ def _dense_arrays(pmf: Any) -> tuple[np.ndarray, np.ndarray, float]:
 
 def pld_profile_arrays(pld: Any) -> list[tuple[np.ndarray, np.ndarray, float]]:
     """(losses, probabilities, infinity mass) of each direction of a PLD: the remove direction and,
-    for an asymmetric PLD, the add direction. Mass is returned as stored (never renormalised)."""
+    for an asymmetric PLD, the add direction. Mass is returned as stored (never renormalised).
+
+    Args:
+        pld: a ``dp_accounting`` PrivacyLossDistribution.
+
+    Returns:
+        One (losses, probabilities, infinity mass) triple per direction.
+    """
     check_version()
     arrays = [_dense_arrays(pld._pmf_remove)]
     if not pld._symmetric:
@@ -115,7 +167,20 @@ def pld_profile_arrays(pld: Any) -> list[tuple[np.ndarray, np.ndarray, float]]:
 def calibrate_dpsgd_sigma(sample_rate: float, steps: int, epsilon: float, delta: float, discretization: float,
                           bracket: tuple[float, float], tol: float) -> float:
     """Noise multiplier for (eps, delta) by dp-accounting's ``calibrate_dp_mechanism`` on a PLD
-    accountant of the given discretisation, searched inside ``bracket``."""
+    accountant of the given discretisation, searched inside ``bracket``.
+
+    Args:
+        sample_rate: q.
+        steps: T.
+        epsilon: the target epsilon.
+        delta: the target delta.
+        discretization: the PLD's value discretisation interval.
+        bracket: (lowest, highest) noise multiplier searched.
+        tol: the search's tolerance on sigma.
+
+    Returns:
+        The noise multiplier.
+    """
 
     make_event: Callable[[float], Any] = lambda s: dpsgd_event(s, sample_rate, steps)  # noqa: E731
     return float(dp_accounting.calibrate_dp_mechanism(

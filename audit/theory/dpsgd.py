@@ -1,6 +1,14 @@
 """DP-SGD accounting [Abadi et al. 2016]: the Poisson-subsampled Gaussian mechanism composed over
 T steps, by PLD (default), RDP or the GDP central-limit approximation, and noise calibration.
 Sources: docs/references.md, "DP-SGD accounting".
+
+Noise calibration (:func:`calibrate_noise_multiplier`): 1. Upper bracket from the RDP accountant
+(cheap): RDP epsilons upper-bound the true ones, so the RDP-calibrated sigma is private enough.
+2. Lower bracket by shrinking it until a coarse PLD (discretisation 1e-3) exceeds the target (very
+small sigma is never tried: its PLD is huge). 3. Brent search on the coarse PLD (dp-accounting's
+calibrate_dp_mechanism). 4. The result is checked with the PLD at ``value_discretization_interval``
+(what DPSGDClaim uses), nudged up until that claim meets the target, and tightened by bisection on
+the fine PLD to ``tol``.
 """
 
 from __future__ import annotations
@@ -26,7 +34,16 @@ __all__ = ["dpsgd_gdp_mu", "DPSGD_ACCOUNTANTS", "DPSGDClaim", "calibrate_noise_m
 def dpsgd_gdp_mu(noise_multiplier: float, sample_rate: float, steps: int) -> float:
     """CLT approximation of DP-SGD: mu = q sqrt(T (e^{1/sigma^2} - 1)) [Dong, Roth, Su 2019,
     Cor. 5.4 / Bu et al. 2020]; full batch (q = 1) is exactly T-fold composition of G_{1/sigma}:
-    mu = sqrt(T)/sigma (ibid. Cor. 3.3)."""
+    mu = sqrt(T)/sigma (ibid. Cor. 3.3).
+
+    Args:
+        noise_multiplier: sigma, the noise standard deviation over the clipping norm.
+        sample_rate: q, the Poisson sampling rate, in (0, 1].
+        steps: T, the number of steps.
+
+    Returns:
+        mu of the (approximate, for q < 1) Gaussian-DP guarantee.
+    """
     if sample_rate >= 1.0:
         return math.sqrt(steps) / noise_multiplier
     x = 1.0 / noise_multiplier ** 2
@@ -49,6 +66,18 @@ class DPSGDClaim(PrivacyClaim):
     discretisation ``value_discretization_interval``), ``"rdp"`` (dp-accounting RdpAccountant, default
     orders, Canonne-Kamath-Steinke conversion), or ``"gdp"`` (CLT mu-GDP approximation: not a
     rigorous bound). The PLD / RDP computation is cached per parameter set.
+
+    Args:
+        noise_multiplier: sigma, positive and finite.
+        sample_rate: q, the Poisson sampling rate, in (0, 1].
+        steps: T, a positive integer.
+        accountant: ``"pld"``, ``"rdp"`` or ``"gdp"`` (above).
+        value_discretization_interval: the PLD's pessimistic discretisation, in (0, 0.1].
+        neighbouring: add/remove (default) or replace-one (PLD accountant only).
+
+    Raises:
+        UserError: a parameter out of its range, an unknown accountant, or replace-one neighbours with an
+            accountant other than PLD.
     """
 
     kind = "dpsgd"
@@ -95,7 +124,14 @@ class DPSGDClaim(PrivacyClaim):
 
     @property
     def pld(self) -> Any:
-        """The composed dp_accounting PrivacyLossDistribution (PLD accountant only)."""
+        """The composed dp_accounting PrivacyLossDistribution (PLD accountant only).
+
+        Returns:
+            The composed ``dp_accounting`` PrivacyLossDistribution of the T steps.
+
+        Raises:
+            UserError: the claim does not use the PLD accountant.
+        """
         if self.accountant != "pld":
             raise UserError("this DP-SGD claim does not use the PLD accountant; construct it with accountant='pld'")
         return self._impl().pld  # type: ignore[attr-defined]
@@ -134,13 +170,19 @@ def calibrate_noise_multiplier(epsilon: float, delta: float, sample_rate: float,
                                value_discretization_interval: float = 1e-4, tol: float = 1e-4) -> float:
     """Smallest noise multiplier (to within ``tol``) for which DP-SGD is (eps, delta)-DP by PLD.
 
-    1. Upper bracket from the RDP accountant (cheap): RDP epsilons upper-bound the true ones, so the
-       RDP-calibrated sigma is private enough. 2. Lower bracket by shrinking it until a coarse PLD
-       (discretisation 1e-3) exceeds the target (very small sigma is never tried: its PLD is huge).
-    3. Brent search on the coarse PLD (dp-accounting's calibrate_dp_mechanism). 4. The result is checked
-       with the PLD at ``value_discretization_interval`` (what DPSGDClaim uses), nudged up until that
-       claim meets the target, and tightened by bisection on the fine PLD to ``tol``.
-    The returned sigma always satisfies DPSGDClaim(sigma, q, T).epsilon(delta) <= epsilon.
+    Args:
+        epsilon: the target epsilon.
+        delta: the target delta.
+        sample_rate: q, in (0, 1].
+        steps: T, a positive integer.
+        value_discretization_interval: the discretisation of the final PLD check (as DPSGDClaim's).
+        tol: the tolerance of the returned sigma.
+
+    Returns:
+        sigma (searched as the module docstring says); always DPSGDClaim(sigma, q, T).epsilon(delta) <= epsilon.
+
+    Raises:
+        UserError: q or T out of range, or no sigma below 1e6 reaches the target.
     """
     epsilon = check_epsilon(epsilon, positive=True)
     delta = check_delta(delta, positive=True)

@@ -24,6 +24,13 @@ def gaussian_tradeoff(alpha: ArrayLike, mu: float) -> np.ndarray:
     """G_mu(alpha) = Phi(Phi^{-1}(1 - alpha) - mu)  [Dong, Roth, Su 2019, Eq. (2.2)].
 
     Written as Phi(-Phi^{-1}(alpha) - mu) for accuracy at small alpha.
+
+    Args:
+        alpha: type-I error(s) in [0, 1].
+        mu: the GDP parameter, >= 0.
+
+    Returns:
+        beta = G_mu(alpha), an array of alpha's shape.
     """
     a = as_alpha(alpha)
     if math.isinf(mu):
@@ -34,7 +41,15 @@ def gaussian_tradeoff(alpha: ArrayLike, mu: float) -> np.ndarray:
 
 def log_gaussian_delta(epsilon: ArrayLike, mu: float) -> np.ndarray:
     """log of :func:`gaussian_delta` for 0 < mu < inf, computed as log(Phi(a) - e^eps Phi(b)) with
-    both terms in log space (``log_ndtr``), so it stays accurate for tiny delta and large eps."""
+    both terms in log space (``log_ndtr``), so it stays accurate for tiny delta and large eps.
+
+    Args:
+        epsilon: eps >= 0, a scalar or an array.
+        mu: the GDP parameter, 0 < mu < inf.
+
+    Returns:
+        log delta(eps), an array of epsilon's shape.
+    """
     e = np.asarray(epsilon, dtype=np.float64)
     log_a = special.log_ndtr(-e / mu + mu / 2.0)
     log_b = e + special.log_ndtr(-e / mu - mu / 2.0)
@@ -49,6 +64,16 @@ def gaussian_delta(epsilon: ArrayLike, mu: float) -> float | np.ndarray:
 
     Dong, Roth, Su 2019, Cor. 2.13 (= Balle & Wang 2018, Thm. 8), evaluated by
     :func:`log_gaussian_delta`. ``mu = 0`` gives 0, ``mu = inf`` gives 1.
+
+    Args:
+        epsilon: eps >= 0, a scalar or an array.
+        mu: the GDP parameter, >= 0 (inf allowed).
+
+    Returns:
+        delta(eps): a float for a scalar, an array for an array.
+
+    Raises:
+        UserError: a negative epsilon or mu.
     """
     e = np.asarray(epsilon, dtype=np.float64)
     if np.any(np.isnan(e)) or np.any(e < 0):
@@ -68,6 +93,16 @@ def gaussian_epsilon(mu: float, delta: float) -> float:
     Brent's method on ``log gaussian_delta(eps, mu) - log delta`` (the profile is strictly
     decreasing in eps). 0 when ``delta >= gaussian_delta(0, mu) = 2 Phi(mu/2) - 1`` or mu = 0;
     ``inf`` when delta = 0 and mu > 0, or mu = inf.
+
+    Args:
+        mu: the GDP parameter, >= 0 (inf allowed).
+        delta: the target delta, in [0, 1].
+
+    Returns:
+        eps(delta) of mu-GDP.
+
+    Raises:
+        UserError: a negative mu or a delta outside [0, 1].
     """
     delta = check_delta(delta)
     if not mu >= 0:
@@ -90,7 +125,15 @@ def gaussian_epsilon(mu: float, delta: float) -> float:
 
 
 def gaussian_mu_for(epsilon: float, delta: float) -> float:
-    """Largest mu such that mu-GDP implies (eps, delta)-DP (delta(eps; mu) is increasing in mu)."""
+    """Largest mu such that mu-GDP implies (eps, delta)-DP (delta(eps; mu) is increasing in mu).
+
+    Args:
+        epsilon: the target epsilon, >= 0.
+        delta: the target delta, in [0, 1].
+
+    Returns:
+        The largest such mu (0 when delta = 0).
+    """
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)
     if delta <= 0.0:
@@ -111,6 +154,17 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1
     Phi(D/(2 s) - eps s/D) - e^eps Phi(-D/(2 s) - eps s/D) <= delta, i.e. the mu-GDP profile with
     mu = D/s (Dong, Roth, Su 2019, Cor. 2.13). We solve for the largest admissible mu by Brent's
     method and return sigma = D / mu (eps=1, delta=1e-5, D=1 gives 3.7306).
+
+    Args:
+        epsilon: the target epsilon, >= 0.
+        delta: the target delta, in [0, 1].
+        sensitivity: the L2 sensitivity D, positive.
+
+    Returns:
+        The noise standard deviation sigma.
+
+    Raises:
+        UserError: a non-positive sensitivity, epsilon = delta = 0, or delta = 0.
     """
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)
@@ -125,7 +179,19 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1
 
 
 def classic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> float:
-    """sigma = D sqrt(2 ln(1.25/delta)) / eps  [Dwork & Roth 2014, Thm. A.1]; valid only for eps < 1."""
+    """sigma = D sqrt(2 ln(1.25/delta)) / eps  [Dwork & Roth 2014, Thm. A.1]; valid only for eps < 1.
+
+    Args:
+        epsilon: the target epsilon, in (0, 1).
+        delta: the target delta, positive.
+        sensitivity: the L2 sensitivity D.
+
+    Returns:
+        The noise standard deviation sigma.
+
+    Raises:
+        UserError: epsilon >= 1 (the classic bound is not proven there) or a non-positive epsilon or delta.
+    """
     epsilon = check_epsilon(epsilon, positive=True)
     delta = check_delta(delta, positive=True)
     if epsilon >= 1.0:

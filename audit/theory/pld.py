@@ -43,6 +43,12 @@ class PLDClaim(PrivacyClaim):
     delta(eps) is the max of the remove- and add-direction hockey-stick divergences (as the library's
     own get_delta_for_epsilon); epsilon(delta) is the library's get_epsilon_for_delta. PLD mass is
     used as is (never renormalised). Compose with ``compose_pld``.
+
+    Args:
+        pld: a ``dp_accounting`` PrivacyLossDistribution.
+        neighbouring: the neighbouring relation, a Neighbouring or its string.
+        accountant: the name of the accountant the description states.
+        label: how the description names the guarantee.
     """
 
     kind = "pld"

@@ -45,7 +45,16 @@ def _rdp_log_delta(orders: np.ndarray, rdp: np.ndarray, eps: np.ndarray) -> np.n
 
 
 def rdp_to_dp_delta(orders: Sequence[float], rdp: Sequence[float], epsilon: ArrayLike) -> float | np.ndarray:
-    """RDP -> (eps, delta): delta(eps) [Canonne, Kamath, Steinke 2020, Prop. 12], vectorised."""
+    """RDP -> (eps, delta): delta(eps) [Canonne, Kamath, Steinke 2020, Prop. 12], vectorised.
+
+    Args:
+        orders: the Renyi orders a > 1.
+        rdp: the RDP value at each order.
+        epsilon: eps >= 0, a scalar or an array.
+
+    Returns:
+        delta(eps): a float for a scalar, an array for an array.
+    """
     e = np.asarray(epsilon, dtype=np.float64).reshape(-1)
     return scalar_or_array(epsilon, np.exp(_rdp_log_delta(np.asarray(orders), np.asarray(rdp), e)))
 
@@ -58,6 +67,18 @@ def rdp_to_dp_epsilon(orders: Sequence[float], rdp: Sequence[float], delta: floa
     Steinke 2020, Prop. 12; via dp_accounting.rdp.compute_epsilon] -- what current accountants report.
     ``conversion="classic"``: min_a r_a + ln(1/delta)/(a - 1) [Mironov 2017, Prop. 3] -- the older,
     looser conversion behind historical figures such as "MNIST eps = 3.01".
+
+    Args:
+        orders: the Renyi orders.
+        rdp: the RDP value at each order.
+        delta: the target delta.
+        conversion: ``"improved"`` or ``"classic"``.
+
+    Returns:
+        eps(delta), minimised over the orders (inf where no order gives a finite value).
+
+    Raises:
+        UserError: an unknown conversion.
     """
     delta = check_delta(delta)
     orders = np.asarray(orders, dtype=np.float64)
@@ -76,7 +97,18 @@ def rdp_to_dp_epsilon(orders: Sequence[float], rdp: Sequence[float], delta: floa
 class RDPClaim(PrivacyClaim):
     """A Renyi-DP curve (orders, rdp values) [Mironov 2017], converted to (eps, delta) with the
     improved conversion of Canonne, Kamath, Steinke 2020 (Prop. 12). The tradeoff is the dual of
-    that profile: a valid lower bound on the true curve (conservative)."""
+    that profile: a valid lower bound on the true curve (conservative).
+
+    Args:
+        orders: the Renyi orders, each > 1.
+        rdp: the RDP value at each order, of the same length.
+        neighbouring: the neighbouring relation, a Neighbouring or its string.
+        accountant: the name of the accountant the description states.
+        label: how the description names the guarantee.
+
+    Raises:
+        UserError: empty or unequal arrays, or an order <= 1.
+    """
 
     kind = "rdp"
 
@@ -118,6 +150,17 @@ def zcdp_to_dp_epsilon(rho: float, delta: float, conversion: str = "improved") -
     ``"simple"``: eps = rho + 2 sqrt(rho ln(1/delta)) [Bun & Steinke 2016, Prop. 1.3];
     ``"improved"``: inf over orders a > 1 of rho a + ln(1 - 1/a) - ln(delta a)/(a - 1)
     [Canonne, Kamath, Steinke 2020, Prop. 12 applied to D_a <= rho a], minimised over a continuum.
+
+    Args:
+        rho: the zCDP parameter, >= 0.
+        delta: the target delta.
+        conversion: ``"improved"`` or ``"simple"``.
+
+    Returns:
+        eps(delta).
+
+    Raises:
+        UserError: a negative rho or an unknown conversion.
     """
     delta = check_delta(delta)
     rho = float(rho)
@@ -145,7 +188,15 @@ def zcdp_to_dp_epsilon(rho: float, delta: float, conversion: str = "improved") -
 
 class ZCDPClaim(RDPClaim):
     """rho-zCDP [Bun & Steinke 2016]: D_a <= rho a for every order a > 1; converted to (eps, delta)
-    through RDP (Canonne, Kamath, Steinke 2020, Prop. 12) over a dense continuum of orders."""
+    through RDP (Canonne, Kamath, Steinke 2020, Prop. 12) over a dense continuum of orders.
+
+    Args:
+        rho: the zCDP parameter, >= 0.
+        neighbouring: the neighbouring relation, a Neighbouring or its string.
+
+    Raises:
+        UserError: a negative rho.
+    """
 
     kind = "zcdp"
 
@@ -160,7 +211,16 @@ class ZCDPClaim(RDPClaim):
 
     def epsilon(self, delta: float, conversion: str = "improved") -> float:
         """On the claim's order grid (consistent with its delta(eps)); zcdp_to_dp_epsilon optimises
-        over a continuum of orders and is at most this value."""
+        over a continuum of orders and is at most this value.
+
+        Args:
+            delta: the target delta.
+            conversion: ``"simple"`` (:func:`zcdp_to_dp_epsilon`), or ``"improved"`` or ``"classic"`` on the
+                order grid (:func:`rdp_to_dp_epsilon`).
+
+        Returns:
+            eps(delta).
+        """
         if conversion == "simple":
             return zcdp_to_dp_epsilon(self.rho, delta, conversion="simple")
         return super().epsilon(delta, conversion=conversion)

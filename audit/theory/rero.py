@@ -36,7 +36,17 @@ def _as_kappa(kappa: ArrayLike) -> np.ndarray:
 
 def uniform_prior_kappa(n_candidates: int) -> float:
     """``kappa = 1/n``: the baseline of guessing one of ``n`` equally likely candidates without the output
-    [Hayes, Mahloujifar, Balle 2023; docs/references.md, "Reconstruction robustness"]."""
+    [Hayes, Mahloujifar, Balle 2023; docs/references.md, "Reconstruction robustness"].
+
+    Args:
+        n_candidates: n, a positive integer.
+
+    Returns:
+        1/n.
+
+    Raises:
+        UserError: n is not a positive integer.
+    """
     try:
         whole = not isinstance(n_candidates, bool) and int(n_candidates) == n_candidates >= 1
     except (TypeError, ValueError, OverflowError):
@@ -51,6 +61,16 @@ def gaussian_rero_bound(mu: float, kappa: ArrayLike) -> float | np.ndarray:
     2023], i.e. ``1 - G_mu(kappa)`` with ``G_mu(a) = Phi(Phi^-1(1 - a) - mu)`` (Dong, Roth, Su 2019,
     Eq. (2.2)), evaluated directly (no cancellation in ``1 - G_mu``). docs/references.md, "Reconstruction
     robustness". ``mu = inf`` gives 1; ``mu = 0`` gives ``kappa``.
+
+    Args:
+        mu: the GDP parameter, >= 0 (inf allowed).
+        kappa: the attack's success without the output, in (0, 1], a scalar or an array.
+
+    Returns:
+        The bound: a float for a scalar kappa, an array of its shape for an array.
+
+    Raises:
+        UserError: a negative mu or a kappa outside (0, 1].
     """
     mu = float(mu)
     if math.isnan(mu) or mu < 0.0:
@@ -75,6 +95,16 @@ def rero_bound(claim: PrivacyClaim, kappa: ArrayLike) -> float | np.ndarray:
     Any tradeoff curve has ``f(a) <= 1 - a`` (the test that ignores the output), so the bound is at least
     ``kappa``; the result is clipped to ``[kappa, 1]`` against rounding of numerically computed curves.
     ``kappa`` may be a scalar (float returned) or an array (array of its shape returned).
+
+    Args:
+        claim: the privacy claim (anything with a tradeoff curve).
+        kappa: the attack's success without the output, in (0, 1], a scalar or an array.
+
+    Returns:
+        The bound in [kappa, 1]: a float for a scalar kappa, an array of its shape for an array.
+
+    Raises:
+        UserError: a claim without a tradeoff curve or a kappa outside (0, 1].
     """
     tradeoff = getattr(claim, "tradeoff", None)
     if not callable(tradeoff):

@@ -31,6 +31,14 @@ def approx_dp_tradeoff(alpha: ArrayLike, epsilon: float, delta: float) -> np.nda
     """f_{eps,delta}(alpha) = max(0, 1 - delta - e^eps alpha, e^-eps (1 - delta - alpha)).
 
     Kairouz, Oh, Viswanath 2015 (Thm. 2.1); Dong, Roth, Su 2019, Prop. 2.5.
+
+    Args:
+        alpha: type-I error(s) in [0, 1].
+        epsilon: the claim's epsilon.
+        delta: the claim's delta.
+
+    Returns:
+        beta = f_{eps,delta}(alpha), an array of alpha's shape.
     """
     a = as_alpha(alpha)
     if math.isinf(epsilon):
@@ -41,7 +49,14 @@ def approx_dp_tradeoff(alpha: ArrayLike, epsilon: float, delta: float) -> np.nda
 
 def default_alpha_grid(n: int = 401) -> np.ndarray:
     """Alpha grid for tradeoff curves: log-spaced 1e-6..1e-2 plus linear to 1; includes 0, 1e-3,
-    1e-2, 0.1 and 1 exactly."""
+    1e-2, 0.1 and 1 exactly.
+
+    Args:
+        n: the number of points of the linear part.
+
+    Returns:
+        The sorted grid of alphas in [0, 1].
+    """
     n_log = max(n // 3, 10)
     grid = np.concatenate([
         [0.0],
@@ -85,6 +100,18 @@ def tradeoff_from_profile(delta_of_eps: Callable[[np.ndarray], np.ndarray], alph
     (delta(eps) = sup_S P(S) - e^eps Q(S) is convex in e^eps), so each term is unimodal in eps. For
     a mere upper bound on a profile (e.g. from RDP) every eps still gives a valid lower bound on the
     true curve; refinement can only raise it towards the sup. Each term is <= 1 - alpha for eps >= 0.
+
+    Args:
+        delta_of_eps: the privacy profile, an array of eps >= 0 to an array of deltas.
+        alpha: type-I error(s) in [0, 1].
+        eps_grid: the eps at which the sup is first taken (default: as above).
+        refine: polish the sup per alpha by golden-section search.
+
+    Returns:
+        beta = f(alpha), an array of alpha's shape.
+
+    Raises:
+        ValueError: an empty eps_grid or one with negative or non-finite values.
     """
     a = as_alpha(alpha)
     shape = a.shape
@@ -158,6 +185,14 @@ def epsilon_from_profile(delta_of_eps: Callable[[np.ndarray], np.ndarray], delta
 
     Bisection, not Brent, because pure-DP profiles are flat (zero) beyond a kink. Returns the upper
     end of the final bracket, so the returned eps satisfies delta(eps) <= delta (conservative).
+
+    Args:
+        delta_of_eps: the privacy profile, non-increasing in eps.
+        delta: the target delta.
+        eps_cap: the largest eps tried; inf is returned if delta(eps_cap) > delta.
+
+    Returns:
+        The smallest eps (to bisection precision, rounded up) with delta(eps) <= delta.
     """
     f = lambda e: float(np.asarray(delta_of_eps(np.array([e], dtype=np.float64)))[0])  # noqa: E731
     if f(0.0) <= delta:
@@ -195,6 +230,13 @@ def implied_gdp_mu(claim: HasTradeoff, tol: float = 1e-13) -> float:
     often a kink of a piecewise-linear f (e.g. alpha = 1/(1 + e^eps) for pure DP), which no fixed
     grid contains. One pass, no bisection on mu: claims whose curve is costly to evaluate (zCDP
     through its RDP profile) take about a second.
+
+    Args:
+        claim: anything with a ``tradeoff(alpha)`` method, e.g. a PrivacyClaim.
+        tol: the tolerance in alpha of the local maximisation.
+
+    Returns:
+        The smallest mu (inf where f(0) < 1).
     """
     grid = np.unique(np.concatenate([np.linspace(0.0, 1.0, 2001), np.logspace(-9, 0, 181)]))
 
