@@ -3,25 +3,38 @@ it against its claim, before (or instead of) any attack [Abadi et al. 2016, Alg.
 2024; the class of Opacus issues 571 and 819]. Sources: docs/references.md, "Configuration checks".
 
 From the probe (:func:`audit.plugins.probe.probe`: the plugin's ``train`` once on its dataset, no
-canary) and one more instrumented call on the dataset plus one record (its first row duplicated):
+canary) and two more instrumented calls, on the dataset plus one record (its first row duplicated)
+and on the dataset less one record (its first row removed). Every finding that means the
+accountant's epsilon does not cover the training is a **violation** (the verdict names it first,
+with its fix); what leaves the accounting intact is a note:
 
-* **epsilon**: the configuration the code runs — noise multiplier (Opacus: its optimizer's; a
-  hooked loop: measured from the noise it added, the largest value consistent with it at the
-  audit's confidence, chi-square), the Poisson rate it samples with, the noisy steps it took — by
-  our PLD accountant (:func:`audit.theory.config_check.check_config_against_claim`). Above the
-  claim: a violation.
-* **sampling**: which records each step held (``add_canary(batch=...)`` or the training set's data
-  loaders, whatever loader the loop iterates) tested for Poisson sampling
-  (:func:`audit.stats.sampling_check.sampling_from_batches`). Not Poisson while accounted as Poisson:
-  a finding (the accountant's epsilon does not cover it).
 * **clipping**: every step's clipped data sum has norm at most ``C`` times its batch size (triangle
   inequality); a larger one proves the code does not clip each example to C: a violation.
-* **worlds**: the configuration read with and without the added record
-  (:func:`audit.theory.config_check.compare_world_configs`). A rate, step count or normaliser that
-  moves with one record is a finding with the fix sentence; a violation when either world's epsilon
-  exceeds the claim. (Opacus derives its rate from ``len(loader)``, which moves only where the
-  dataset size crosses a multiple of the batch size; counting every such move a violation would flag
-  every Opacus program at those sizes, so the move itself is reported, the epsilon decides.)
+* **world-dependence**: the configuration read with one record added and with one removed
+  (:func:`audit.theory.config_check.compare_world_configs`). A rate, step count, normaliser,
+  noise multiplier or clip that moves with one record is a violation, whatever the noise: the
+  training is then not DP for add/remove neighbours at that dataset size (Opacus's rate
+  ``1/len(loader)`` and its normaliser ``int(n q)`` move wherever ``n`` sits on a batch boundary).
+* **sampling**: which records each step held (``add_canary(batch=...)`` or the training set's data
+  loaders, whatever loader the loop iterates) tested for Poisson sampling
+  (:func:`audit.stats.sampling_check.sampling_from_batches`): shuffled, fixed-size or otherwise
+  not Poisson while accounted as Poisson is a violation.
+* **rate**: the records the batches held against the rate accounted (the rate passed to
+  ``add_canary``; Opacus: its loader's), by the exact two-sided binomial test
+  (:func:`audit.stats.sampling_check.rate_test`): a rejected rate is a violation.
+* **epsilon**: the configuration the code runs — noise multiplier (Opacus: its optimizer's; a
+  hooked loop: measured from the noise it added, the largest value consistent with it at the
+  noise share of alpha, chi-square), the rate, the noisy steps it took — by our PLD accountant
+  (:func:`audit.theory.config_check.check_config_against_claim`). Above the claim: a violation.
+
+**The alpha split.** The check's statistical tests share one error budget ``alpha`` (the
+accounting check's part of the audit's family: all of ``1 - confidence`` with ``--check-config``,
+half of it with ``--one-run``, :data:`ONE_RUN_SHARE`), split before any data is seen by
+:data:`ALPHA_SHARES`: a third to the rate test, a third to the sampling test (its four dispersion
+tails at a twelfth of alpha each) and a third to the noise (:func:`measured_noise`'s chi-square
+bound; one alpha for whatever noise checks run, split among them). A loop that runs exactly as it
+is accounted is flagged with probability at most ``alpha`` (Bonferroni); the clipping and
+world-dependence checks are facts read from the code, not tests, and use none of it.
 
 :func:`accounting_check` returns the ``config_check`` block of results.json and the lines printed
 first on the command line.
@@ -36,7 +49,7 @@ import numpy as np
 from scipy import stats
 
 from audit.plugins.probe import Probe, require_steps, run_once
-from audit.stats.sampling_check import sampling_from_batches
+from audit.stats.sampling_check import rate_test, sampling_from_batches
 from audit.theory.config_check import (
     ConfigFinding,
     DPSGDConfig,
@@ -53,16 +66,34 @@ CLIP_SLACK = 1e-3
 #: Below this fraction of the noise the claim needs, the check reports the noise itself (the PLD of a
 #: nearly noiseless step is huge and slow to compute).
 MIN_SIGMA = 0.25
+#: How the check's alpha is split among its statistical tests, fixed in advance (module docstring).
+ALPHA_SHARES = {"rate": 1 / 3, "sampling": 1 / 3, "noise": 1 / 3}
+#: The sampling test's tails (two dispersion tests, two tails each), each at the sampling share / 4.
+SAMPLING_TAILS = 4
+#: The accounting check's part of the audit's alpha when the one-run test shares the family.
+ONE_RUN_SHARE = 0.5
+#: The order in which violations decide the verdict: facts read from the code first, then the tests.
+DECIDING_ORDER = ("clipping", "world-dependence", "sampling", "rate", "noise", "epsilon")
+FIX_SAMPLING = ("sample each record by its own coin with rate q at every step, as accounted (with Opacus, iterate "
+                "the data loader make_private returns, with poisson_sampling=True)")
 
 
-def measured_noise(recorder: UpdateRecorder, confidence: float) -> dict[str, float] | None:
+def alpha_split(alpha: float) -> dict[str, float]:
+    """The alpha of each statistical test of the check (:data:`ALPHA_SHARES` of ``alpha``)."""
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"the accounting check's alpha must lie in (0, 1) (got {alpha!r})")
+    return {name: alpha * share for name, share in ALPHA_SHARES.items()}
+
+
+def measured_noise(recorder: UpdateRecorder, alpha: float) -> dict[str, float] | None:
     """The noise multiplier a probe run added: ``sqrt(sum noise^2 / N) / C`` and the largest value
-    consistent with it at ``confidence`` (``sum noise^2 / (sigma C)^2 ~ chi^2_N`` for Gaussian noise)."""
+    consistent with it at level ``alpha`` (``sum noise^2 / (sigma C)^2 ~ chi^2_N`` for Gaussian noise:
+    the true multiplier exceeds ``upper`` with probability at most ``alpha``)."""
     if recorder.noise_count == 0 or recorder.clip_norm is None:
         return None
     n, ss, c = recorder.noise_count, recorder.noise_sq, recorder.clip_norm
-    upper = math.sqrt(ss / float(stats.chi2.ppf(1.0 - confidence, n))) / c
-    return {"estimate": math.sqrt(ss / n) / c, "upper": upper, "coordinates_x_steps": int(n)}
+    upper = math.sqrt(ss / float(stats.chi2.ppf(alpha, n))) / c
+    return {"estimate": math.sqrt(ss / n) / c, "upper": upper, "coordinates_x_steps": int(n), "alpha": alpha}
 
 
 def read_config(recorder: UpdateRecorder, sigma: float, dataset_size: int) -> DPSGDConfig:
@@ -101,62 +132,120 @@ def _from(finding: ConfigFinding, violation: bool) -> dict[str, Any]:
     return _finding(finding.check, finding.problem, violation, finding.message, finding.fix, finding.details)
 
 
+def sampling_findings(recorder: UpdateRecorder, n: int, rate: float, alphas: dict[str, float]) -> list[dict]:
+    """The sampling and rate findings (module docstring) from the records each step held; not checked (no
+    problem) when the steps' records were not seen."""
+    batches = [b for b in recorder.batches if b is not None]
+    if len(batches) != recorder.steps:
+        unseen = ("The records of each step were not seen (pass batch= to add_canary, or iterate a torch DataLoader "
+                  "over the training set): {} not checked.")
+        return [_finding("sampling", False, False, unseen.format("sampling")),
+                _finding("rate", False, False, unseen.format("the sampling rate"))]
+    out = []
+    if recorder.steps >= 2:
+        sampling = sampling_from_batches(batches, n, significance=alphas["sampling"] / SAMPLING_TAILS).to_dict()
+        problem = sampling["verdict"] not in ("poisson", "inconclusive", "full-batch")
+        out.append(_finding("sampling", problem, True, f"Sampling read from the records each step held: "
+                            f"{sampling['verdict']}. {sampling['message']}", FIX_SAMPLING if problem else "",
+                            sampling))
+    test = rate_test(batches, n, rate, alphas["rate"])
+    if test["rejected"]:
+        message = (f"The batches held {test['observed']:.4g} of the records per step ({test['records']} over "
+                   f"{recorder.steps} steps of {n}) where the accounting uses rate {rate:.4g} (two-sided binomial "
+                   f"p = {test['p_value']:.2g} < {test['alpha']:.2g}): the accountant's epsilon is for another rate.")
+        fix = (f"sample at the rate you account: pass the rate the loop really samples with ({test['observed']:.3g} "
+               f"here) to add_canary and the accountant, or sample at {rate:.4g}")
+    else:
+        message = (f"The batches held {test['observed']:.4g} of the records per step, consistent with the accounted "
+                   f"rate {rate:.4g} (two-sided binomial p = {test['p_value']:.2g}).")
+        fix = ""
+    return out + [_finding("rate", test["rejected"], True, message, fix, test)]
+
+
+def _epsilon_finding(config: DPSGDConfig, claim: Any, delta: float, sigma: float, needed: float) -> dict:
+    """The epsilon finding (module docstring); far too little noise is said without the PLD."""
+    claimed = float(claim.epsilon(delta))
+    if sigma < MIN_SIGMA * needed:
+        return _finding("epsilon", True, True, f"The loop adds noise of multiplier at most {sigma:.3g}, where "
+                        f"{config.rate:.4g} sampling and {config.steps} steps need at least {needed:.4g} for the "
+                        f"claimed epsilon {claimed:.3g}.", f"raise the noise multiplier to at least {needed:.4g}",
+                        {"config": config.to_dict(), "noise_multiplier_needed": needed})
+    return _from(check_config_against_claim(config, claim, delta), True)
+
+
+def _world_config(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int, salt: int,
+                  sigma: float, sigma_code: float | None) -> DPSGDConfig:
+    """The configuration one instrumented call of ``train`` on ``(X, y)`` shows."""
+    other = UpdateRecorder(None, 0)
+    run_once(plugin, X, y, int(np.random.SeedSequence([seed, salt]).generate_state(1)[0]), other)
+    require_steps(plugin, other)
+    return read_config(other, other.source.noise_multiplier if sigma_code is not None else sigma, len(X))
+
+
+def world_finding(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int, config: DPSGDConfig,
+                  sigma_code: float | None, delta: float | None) -> dict[str, Any]:
+    """The configuration read with the first record duplicated and with it removed, against ``config``
+    (module docstring): a move either way is a violation. ``delta``: also each world's PLD epsilon."""
+    sigma = config.noise_multiplier
+    added = _world_config(plugin, np.concatenate([X, X[:1]]), np.concatenate([y, y[:1]]), seed, 31, sigma, sigma_code)
+    removed = _world_config(plugin, X[1:], y[1:], seed, 43, sigma, sigma_code)
+    pairs = (("adding", compare_world_configs(config, added, delta=delta)),
+             ("removing", compare_world_configs(removed, config, delta=delta)))
+    details = {word: f.details for word, f in pairs}
+    moved = [(word, f) for word, f in pairs if f.problem]
+    if not moved:
+        return _finding("world-dependence", False, False, "The DP-SGD configuration is the same with one record added "
+                        "and with one removed, as the accounting assumes.", "", details)
+    message = " ".join(f"{'Adding' if word == 'adding' else 'Removing'} one record: {f.message}" for word, f in moved)
+    fixes = dict.fromkeys(part for _, f in moved for part in f.fix.split("; ") if part)
+    return _finding("world-dependence", True, True, message, "; ".join(fixes), details)
+
+
 def accounting_check(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int, found: Probe, claim: Any,
-                     sigma_code: float | None, delta: float, confidence: float) -> dict[str, Any]:
+                     sigma_code: float | None, delta: float, alpha: float) -> dict[str, Any]:
     """The ``config_check`` block (module docstring); ``sigma_code``: the optimizer's noise multiplier
-    (Opacus) or None (measured from the probe's noise)."""
-    recorder = found.recorder
-    noise = measured_noise(recorder, confidence)
+    (Opacus) or None (measured from the probe's noise); ``alpha``: the check's part of the audit's
+    alpha, split by :data:`ALPHA_SHARES`."""
+    recorder, alphas = found.recorder, alpha_split(alpha)
+    noise = measured_noise(recorder, alphas["noise"])
     sigma = sigma_code if sigma_code is not None else noise["upper"]
     config = read_config(recorder, sigma, len(X))
     claimed = float(claim.epsilon(delta))
     needed = float(calibrate_noise_multiplier(claimed, delta, config.rate, config.steps))
-    if sigma < MIN_SIGMA * needed:  # far too little noise: say so without the PLD of a near-noiseless step
-        findings = [_finding("epsilon", True, True, f"The loop adds noise of multiplier at most {sigma:.3g}, where "
-                             f"{config.rate:.4g} sampling and {config.steps} steps need at least {needed:.4g} for the "
-                             f"claimed epsilon {claimed:.3g}.", f"raise the noise multiplier to at least {needed:.4g}",
-                             {"config": config.to_dict(), "noise_multiplier_needed": needed})]
-    else:
-        findings = [_from(check_config_against_claim(config, claim, delta), True)]
+    findings = [_epsilon_finding(config, claim, delta, sigma, needed)]
     if sigma_code is None:
         findings[0]["details"]["noise_multiplier_source"] = (
             f"measured from the noise the loop added: estimate {noise['estimate']:.4g}, at most {noise['upper']:.4g} "
-            f"at {confidence:.0%} confidence ({noise['coordinates_x_steps']} coordinate-steps)")
-    batches = [b for b in recorder.batches if b is not None]
-    sampling = None
-    if len(batches) == recorder.steps and recorder.steps >= 2:
-        sampling = sampling_from_batches(batches, len(X)).to_dict()
-        problem = sampling["verdict"] not in ("poisson", "inconclusive", "full-batch")
-        findings.append(_finding("sampling", problem, False, f"Sampling read from the records each step held: "
-                                 f"{sampling['verdict']}. {sampling['message']}",
-                                 "sample each record by its own coin with rate q (iterate the data loader "
-                                 "make_private returns, poisson_sampling=True)" if problem else "", sampling))
+            f"at level {alphas['noise']:.3g} ({noise['coordinates_x_steps']} coordinate-steps)")
+    findings += sampling_findings(recorder, len(X), config.rate, alphas)
     clipping = clipping_check(recorder)
     findings.append(_finding("clipping", clipping["problem"], True, clipping["message"],
                              "clip each example's gradient to C before summing" if clipping["problem"] else "",
                              clipping))
-    other = UpdateRecorder(None, 0)
-    X1, y1 = np.concatenate([X, X[:1]]), np.concatenate([y, y[:1]])
-    run_once(plugin, X1, y1, int(np.random.SeedSequence([seed, 31]).generate_state(1)[0]), other)
-    require_steps(plugin, other)
-    other_sigma = other.source.noise_multiplier if sigma_code is not None else sigma
-    other_config = read_config(other, other_sigma, len(X1))
-    noisy_enough = min(sigma, other_sigma) >= MIN_SIGMA * needed
-    worlds = compare_world_configs(config, other_config, delta=delta if noisy_enough else None)
-    over = not noisy_enough or max(worlds.details["epsilon_without"], worlds.details["epsilon_with"]) > claimed * 1.01
-    findings.append(_from(worlds, over))
+    noisy_enough = sigma >= MIN_SIGMA * needed
+    findings.append(world_finding(plugin, X, y, seed, config, sigma_code, delta if noisy_enough else None))
     status = ("violation" if any(f["violation"] for f in findings) else
               "finding" if any(f["problem"] for f in findings) else "ok")
+    sampling = next((f["details"] for f in findings if f["check"] == "sampling" and f["details"]), None)
     epsilon = config_epsilon(config, delta) if noisy_enough else None
     return {"status": status, "findings": findings, "config": config.to_dict() | {"epsilon": epsilon},
             "claimed_epsilon": claimed, "delta": delta, "noise_measured": noise, "sampling": sampling,
-            "clipping": clipping, "trainings": 3}
+            "clipping": clipping, "alpha": alpha, "alpha_split": alphas | {"sampling_per_tail": alphas["sampling"] /
+                                                                           SAMPLING_TAILS}, "trainings": 4}
+
+
+def deciding_findings(block: dict[str, Any]) -> list[dict[str, Any]]:
+    """The block's violations, the deciding one first (:data:`DECIDING_ORDER`; a check not listed there,
+    e.g. a noise check, ranks with ``noise``)."""
+    rank = {name: i for i, name in enumerate(DECIDING_ORDER)}
+    return sorted((f for f in block["findings"] if f["violation"]),
+                  key=lambda f: rank.get(f["check"], rank["noise"]))
 
 
 def check_lines(block: dict[str, Any]) -> list[str]:
-    """The lines printed first: each finding with a problem, with its fix; else one line saying the
-    configuration is as claimed."""
-    problems = [f for f in block["findings"] if f["problem"]]
+    """The lines printed first: each finding with a problem, with its fix (the violations first, the deciding
+    one first of all); else one line saying the configuration is as claimed."""
+    problems = deciding_findings(block) + [f for f in block["findings"] if f["problem"] and not f["violation"]]
     if not problems:
         cfg = block["config"]
         return [f"config:    as claimed: epsilon {cfg['epsilon']:.3g} by the PLD accountant for the DP-SGD the code "
@@ -171,5 +260,7 @@ def config_table(block: dict[str, Any]) -> dict[str, Any]:
     rows = [[f["check"], "violation" if f["violation"] else "finding" if f["problem"] else "ok", f["message"],
              f["fix"]] for f in block["findings"]]
     return {"title": "Accounting check: the DP-SGD the code runs", "columns": ["check", "status", "what", "fix"],
-            "rows": rows, "caption": "Read from instrumented trainings of the code (probe, its repeat, and the "
-                                      "dataset plus one record); epsilon by our PLD accountant."}
+            "rows": rows, "caption": "Read from instrumented trainings of the code (probe, its repeat, the dataset "
+                                      "plus one record and less one record); epsilon by our PLD accountant; the "
+                                      f"statistical tests share alpha {block['alpha']:.3g} (rate, sampling, noise: "
+                                      "a third each)."}
