@@ -137,7 +137,8 @@ def test_opacus_loop_iterating_the_original_loader_fails_and_its_twin_passes(tmp
     assert code == 1, out
     assert line.startswith("verdict:   violation: accounting check violation, sampling: ")
     assert "iterate the data loader make_private returns" in line and "Fix:" in line
-    assert res["config_check"]["alpha"] == pytest.approx(0.05) and res["family"]["split"] == pytest.approx({"config_check": 0.05})
+    assert res["config_check"]["alpha"] == pytest.approx(0.05)
+    assert res["family"]["split"] == pytest.approx({"config_check": 0.05})
     code, out, res = _cli(tmp_path, capsys, "opacus_original_loader", "--one-run", "--quick")
     assert code == 1, out
     assert _verdict_line(out).startswith("verdict:   violation: accounting check violation, sampling: ")
