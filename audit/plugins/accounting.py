@@ -55,7 +55,6 @@ from audit.theory.config_check import (
     DPSGDConfig,
     check_config_against_claim,
     compare_world_configs,
-    config_epsilon,
 )
 from audit.theory.dpsgd import calibrate_noise_multiplier
 from targets.audit_hooks import UpdateRecorder
@@ -189,8 +188,10 @@ def world_finding(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int
     sigma = config.noise_multiplier
     added = _world_config(plugin, np.concatenate([X, X[:1]]), np.concatenate([y, y[:1]]), seed, 31, sigma, sigma_code)
     removed = _world_config(plugin, X[1:], y[1:], seed, 43, sigma, sigma_code)
-    pairs = (("adding", compare_world_configs(config, added, delta=delta)),
-             ("removing", compare_world_configs(removed, config, delta=delta)))
+    worlds = {"adding": (config, added), "removing": (removed, config)}
+    pairs = [(word, compare_world_configs(*pair)) for word, pair in worlds.items()]
+    if delta is not None:  # each world's PLD epsilon, where the configuration moved
+        pairs = [(word, compare_world_configs(*worlds[word], delta=delta) if f.problem else f) for word, f in pairs]
     details = {word: f.details for word, f in pairs}
     moved = [(word, f) for word, f in pairs if f.problem]
     if not moved:
@@ -227,7 +228,7 @@ def accounting_check(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: 
     status = ("violation" if any(f["violation"] for f in findings) else
               "finding" if any(f["problem"] for f in findings) else "ok")
     sampling = next((f["details"] for f in findings if f["check"] == "sampling" and f["details"]), None)
-    epsilon = config_epsilon(config, delta) if noisy_enough else None
+    epsilon = findings[0]["details"].get("epsilon")  # None: far too little noise for a PLD (_epsilon_finding)
     return {"status": status, "findings": findings, "config": config.to_dict() | {"epsilon": epsilon},
             "claimed_epsilon": claimed, "delta": delta, "noise_measured": noise, "sampling": sampling,
             "clipping": clipping, "alpha": alpha, "alpha_split": alphas | {"sampling_per_tail": alphas["sampling"] /
