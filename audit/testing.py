@@ -35,6 +35,7 @@ from audit.dp.runner import play, run_dp
 from audit.dp.setup import trainer_setup
 from audit.errors import UserError
 from audit.mechanism.runner import MechanismOptions, run_mechanism
+from audit.plugins.accounting import deciding_findings
 from audit.target_defaults import plugin_canary, trainer_plugin_use
 from targets.catalogue import resolve
 from targets.plugin_mechanism import PluginMechanism
@@ -136,7 +137,7 @@ def _violation_message(results: dict, run_dir: Path) -> str:
     block = results.get("config_check")
     if block and block["status"] == "violation":
         found = "; ".join(f"{f['check']}: {f['message']}" + (f" Fix: {f['fix']}." if f["fix"] else "")
-                          for f in block["findings"] if f["violation"])
+                          for f in deciding_findings(block))
         parts.append(f"the accounting check found the code less private than claimed ({found})")
     rejecting = [b for b in results["lower_bounds"] if b["role"] == "verdict" and b["details"].get("claim_rejected")]
     if best is not None and float(best["epsilon"]) > float(results["epsilon_theory"]):

@@ -5,7 +5,10 @@ Every control is a trainer plugin (:mod:`targets.plugins`) written as a user wri
 softmax regression (``torch.nn.Linear``) on the first 200 of scikit-learn's digits (a small set
 keeps the hundreds of trainings of an audit fast), SGD with learning rate 1,
 ``PrivacyEngine.make_private`` with Poisson sampling at rate q = 0.5 (expected batch 100), clip
-norm 1. Every control claims (2, 1e-5)-DP and states the DP-SGD
+norm 1, the rate, steps and normaliser fixed in advance (the loop of
+:func:`targets.opacus_target.train_softmax`: a Poisson loader built at rate q, the summed loss over the
+fixed expected batch), so no control's configuration moves with one record added or removed (the
+accounting check's world-dependence test). Every control claims (2, 1e-5)-DP and states the DP-SGD
 accounting it believes in (``"dpsgd"``: noise multiplier, sample rate, steps; Abadi et al. 2016,
 Alg. 1): 2 epochs, T = 4 steps, the noise multiplier our PLD accountant calibrates to (2, 1e-5)
 (:func:`claimed_noise`). The audit does not read the claim's numbers off the code: it observes the
@@ -73,7 +76,7 @@ def train_softmax(X: np.ndarray, y: np.ndarray, seed: int, *, noise: float, epoc
     learning rate and clip norm); returns ``predict_proba``. ``physical_batch`` runs it through
     ``BatchMemoryManager`` (virtual steps)."""
     return opacus_train_softmax(X, y, seed, noise=noise, sample_rate=SAMPLE_RATE, epochs=epochs, lr=LR, clip=CLIP,
-                                accountant=accountant, physical_batch=physical_batch)
+                                accountant=accountant, expected_batch=BATCH, physical_batch=physical_batch)
 
 
 def _plugin(name: str, description: str, train: Callable, accounted_rate: float = SAMPLE_RATE) -> dict:

@@ -3,9 +3,18 @@
 The factory returns a trainer plugin dict (:mod:`targets.plugins`), so it is audited exactly like
 a user's code: ``python -m audit run dp --target opacus_mnist --threat black-box --canary
 mislabelled``. Training: softmax regression (``torch.nn.Linear``) on the embedded MNIST sample,
-Opacus ``PrivacyEngine.make_private`` with Poisson sampling at rate q = 0.1 (expected batch 100 of
-the 1,000 training examples the audit draws), clip norm 1, 5 epochs (T = 50 steps), SGD with
-learning rate 1, noise multiplier calibrated by *our* PLD accountant to (2, 1e-5). The claim
+Opacus ``PrivacyEngine.make_private`` with Poisson sampling at rate q = 0.1, clip norm 1, 5 epochs
+(T = 50 steps), SGD with learning rate 1 on the clipped gradient sum divided by 100 (the expected batch
+of the 1,000 training examples the many-run audits draw), noise multiplier calibrated by *our* PLD
+accountant to (2, 1e-5).
+
+The rate, the steps and the normaliser are fixed in advance, never derived from the dataset's size: the
+Poisson loader is built at rate q (``DPDataLoader(dataset, sample_rate=q)``, so the rate Opacus derives
+from it, ``1/len(loader)``, is q whatever the size) and the loss is summed (``loss_reduction="sum"``)
+with the fixed expected batch in the learning rate. Opacus's defaults — a ``DataLoader`` of a batch size
+and ``loss_reduction="mean"`` — make the rate ``1/len(loader)`` and the normaliser ``int(n q)`` move with
+one record wherever ``n`` sits on a batch boundary (Opacus issues 571 and 819), and such a training is not
+DP for add/remove neighbours at that size (the accounting check, :mod:`audit.plugins.accounting`). The claim
 handed to the audit is that DP-SGD accounting (``"dpsgd"`` in the claim dict); the parameters
 record what Opacus's own RDP and PRV accountants report for the same (sigma, q, T), so the
 report compares the three accountants.
@@ -25,6 +34,8 @@ EPSILON, DELTA = 2.0, 1e-5
 SAMPLE_RATE, EPOCHS, CLIP, LR = 0.1, 5, 1.0, 1.0
 N_TRAIN = 1000
 STEPS = int(round(EPOCHS / SAMPLE_RATE))
+#: The normaliser of the summed loss, fixed in advance: the expected batch of N_TRAIN rows.
+EXPECTED_BATCH = SAMPLE_RATE * N_TRAIN
 
 
 def _opacus():
@@ -56,21 +67,27 @@ def opacus_epsilons(sigma: float) -> dict[str, float]:
 
 
 def train_softmax(X: np.ndarray, y: np.ndarray, seed: int, *, noise: float, sample_rate: float, epochs: int,
-                  lr: float, clip: float, accountant: str, physical_batch: int | None = None):
-    """Softmax regression trained by Opacus (``make_private``, Poisson sampling at ``sample_rate``, SGD);
-    returns ``predict_proba``. ``physical_batch`` runs it through ``BatchMemoryManager`` (virtual steps)."""
+                  lr: float, clip: float, accountant: str, expected_batch: float,
+                  physical_batch: int | None = None):
+    """Softmax regression trained by Opacus (``make_private``, Poisson sampling at ``sample_rate``, SGD on the
+    summed loss with learning rate ``lr / expected_batch``: rate, steps and normaliser fixed in advance, module
+    docstring); returns ``predict_proba``. ``physical_batch`` runs it through ``BatchMemoryManager`` (virtual
+    steps)."""
     opacus = _opacus()
+    # optional dependency (the opacus extra)
+    from opacus.data_loader import DPDataLoader
+
     torch.manual_seed(int(seed))  # Opacus draws its noise and batches from torch's global generator
     features = torch.as_tensor(np.asarray(X, dtype=np.float32)).reshape(len(X), -1)
     labels = torch.as_tensor(np.asarray(y, dtype=np.int64))
     model = torch.nn.Linear(features.shape[1], 10)
-    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
-    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(features, labels),
-                                         batch_size=int(sample_rate * len(features)))
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr / expected_batch)
+    loader = DPDataLoader(torch.utils.data.TensorDataset(features, labels), sample_rate=sample_rate)
     engine = opacus.PrivacyEngine(accountant=accountant)
     model, optimizer, loader = engine.make_private(module=model, optimizer=optimizer, data_loader=loader,
-                                                   noise_multiplier=noise, max_grad_norm=clip, poisson_sampling=True)
-    loss_fn = torch.nn.CrossEntropyLoss()
+                                                   noise_multiplier=noise, max_grad_norm=clip, poisson_sampling=True,
+                                                   loss_reduction="sum")
+    loss_fn = torch.nn.CrossEntropyLoss(reduction="sum")
 
     def steps(batches) -> None:
         for xb, yb in batches:
@@ -101,7 +118,7 @@ def train_softmax(X: np.ndarray, y: np.ndarray, seed: int, *, noise: float, samp
 def train(X: np.ndarray, y: np.ndarray, seed: int):
     """Train with Opacus (Poisson sampling on); returns ``predict_proba``."""
     return train_softmax(X, y, seed, noise=noise_multiplier(), sample_rate=SAMPLE_RATE, epochs=EPOCHS, lr=LR,
-                         clip=CLIP, accountant="rdp")
+                         clip=CLIP, accountant="rdp", expected_batch=EXPECTED_BATCH)
 
 
 def opacus_mnist() -> dict:

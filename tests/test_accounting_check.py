@@ -59,7 +59,7 @@ def _loop(*, epochs=EPOCHS, rate=None, shuffled=False, hooks=True, report=True):
 def _check(train):
     plugin = plugin_from_dict("test:loop", {"kind": "trainer", "name": "loop", "dataset": _data(), "train": train,
                                             "claim": {"epsilon": EPS, "delta": DELTA}})
-    return plugin_accounting(plugin, None, 0, 0.95)["block"]
+    return plugin_accounting(plugin, None, 0, 0.05)["block"]
 
 
 def _finding(block, check):
@@ -71,6 +71,10 @@ def test_correct_loop_passes():
     assert block["status"] == "ok", block["findings"]
     assert block["config"]["steps"] == STEPS
     assert _finding(block, "sampling")["details"]["verdict"] == "poisson"
+    assert _finding(block, "rate")["details"]["observed"] == pytest.approx(Q, abs=0.02)
+    split = block["alpha_split"]
+    assert block["alpha"] == 0.05 and split["rate"] + split["sampling"] + split["noise"] == pytest.approx(0.05)
+    assert _finding(block, "sampling")["details"]["significance"] == pytest.approx(0.05 / 12)
 
 
 def test_more_epochs_than_accounted_is_a_violation():
@@ -79,16 +83,18 @@ def test_more_epochs_than_accounted_is_a_violation():
     assert _finding(block, "epsilon")["violation"] and block["config"]["steps"] == 3 * STEPS
 
 
-def test_shuffled_batches_are_not_poisson():
+def test_shuffled_batches_are_a_violation():
     block = _check(_loop(shuffled=True))
     assert _finding(block, "sampling")["details"]["verdict"] in ("shuffled", "fixed-size")
-    assert _finding(block, "sampling")["problem"]
+    assert _finding(block, "sampling")["violation"] and block["status"] == "violation"
 
 
-def test_rate_from_dataset_size_is_a_world_finding():
+def test_rate_from_dataset_size_is_a_violation_both_ways():
     block = _check(_loop(rate=lambda n: 20 / n))
     worlds = _finding(block, "world-dependence")
-    assert worlds["problem"] and "len(dataset)" in worlds["fix"]
+    assert worlds["violation"] and block["status"] == "violation" and "len(dataset)" in worlds["fix"]
+    assert worlds["details"]["adding"]["differences"] and worlds["details"]["removing"]["differences"]
+    assert "Adding one record" in worlds["message"] and "Removing one record" in worlds["message"]
     assert not _finding(_check(_loop()), "world-dependence")["problem"]
 
 
@@ -126,8 +132,8 @@ def _opacus_loop_iterating_its_original_loader():
     return train
 
 
-def test_an_opacus_loop_bypassing_its_poisson_loader_is_not_poisson():
+def test_an_opacus_loop_bypassing_its_poisson_loader_is_a_violation():
     pytest.importorskip("opacus")
     block = _check(_opacus_loop_iterating_its_original_loader())
     sampling = _finding(block, "sampling")
-    assert sampling["details"]["verdict"] in ("shuffled", "fixed-size") and sampling["problem"]
+    assert sampling["details"]["verdict"] in ("shuffled", "fixed-size") and sampling["violation"]

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from audit.errors import UserError
-from audit.stats.sampling_check import sampling_from_batches
+from audit.stats.sampling_check import rate_test, sampling_from_batches
 from audit.theory.claims import ApproxDPClaim
 from audit.theory.config_check import (
     FIX_NOISE_CLIP,
@@ -137,6 +137,21 @@ def test_sampling_rule_rarely_misreads_poisson() -> None:
     misread = sum(sampling_from_batches(_poisson(rng, 500, q, 60), 500).verdict != "poisson"
                   for q in np.tile([0.004, 0.02, 0.1, 0.3], 50))
     assert misread <= 5
+
+
+def test_rate_test_flags_another_rate_and_rarely_a_correct_one() -> None:
+    """Exact two-sided binomial test at alpha 0.01: 300 Poisson logs at their declared rate are flagged at
+    most 10 times (the 0.999 quantile of Bin(300, 0.01)); a loop sampling at 0.5 declaring 0.05 always."""
+    rng = np.random.default_rng(2)
+    rates = np.tile([0.02, 0.1, 0.5], 100)
+    flagged = sum(rate_test(_poisson(rng, 200, q, 20), 200, q, 0.01)["rejected"] for q in rates)
+    assert flagged <= 10
+    wrong = rate_test(_poisson(rng, 200, 0.5, 20), 200, 0.05, 0.01)
+    assert wrong["rejected"] and wrong["observed"] == pytest.approx(0.5, abs=0.03) and wrong["declared"] == 0.05
+    assert not rate_test([np.arange(50)] * 3, 50, 1.0, 0.01)["rejected"]
+    assert rate_test([np.arange(49)] * 3, 50, 1.0, 0.01)["rejected"]
+    with pytest.raises(UserError):
+        rate_test([[0]], 5, 0.0, 0.01)
 
 
 def test_sampling_input_errors() -> None:

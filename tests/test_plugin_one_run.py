@@ -2,7 +2,7 @@
 audit.dp.plugin_one_run; ``assert_private(..., one_run=True)``) on small hooked loops: softmax regression
 (200 parameters) on 1,200 rows — more than the many-run games' 1,000-row cap, so the whole-dataset
 training is visible — and the tutorial-style Opacus CNN of examples/ at its CI size (500 rows, 1 epoch).
-Each audit is 4 trainings of a few seconds."""
+Each audit is 5 trainings of a few seconds."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def _loop(epochs: int = EPOCHS):
             add_canary(summed, clip_norm=C, sample_rate=Q, batch=batch)
             noisy = summed + SIGMA * C * torch.randn(summed.shape, generator=gen)
             report_update(noisy)
-            w = w - 0.5 * noisy / (Q * len(X))
+            w = w - 0.5 * noisy / (Q * N)  # a normaliser fixed in advance
         return lambda Z: torch.softmax(torch.as_tensor(Z, dtype=torch.float32) @ w, 1).numpy()
 
     return train
@@ -76,7 +76,7 @@ def test_one_run_of_a_hooked_loop_trains_once_on_the_whole_dataset(tmp_path, cap
     assert out.splitlines()[0].startswith("config:    as claimed")  # the accounting check is printed first
     res = _results(tmp_path)
     game = res["game"]
-    assert game["one_run"] and game["trainings"] == 4 and game["n_train"] == N > MAX_TRAIN
+    assert game["one_run"] and game["trainings"] == 5 and game["n_train"] == N > MAX_TRAIN
     assert game["canary_kind"] == "dirac" and game["canaries"] == FEATURES * CLASSES  # capped by the parameters
     assert game["observation"]["steps_audited_run"] == STEPS
     assert res["config_check"]["status"] == "ok" and res["verdict"]["status"] == "consistent"
@@ -104,7 +104,7 @@ def test_white_box_of_a_hooked_loop_is_one_line_exit_2(tmp_path, capsys):
 
 def test_assert_private_one_run_passes_a_correct_loop(tmp_path):
     results = assert_private(_plugin("one_run_correct"), one_run=True, out=tmp_path)
-    assert results["game"]["trainings"] == 4 and results["verdict"]["status"] == "consistent"
+    assert results["game"]["trainings"] == 5 and results["verdict"]["status"] == "consistent"
 
 
 def test_assert_private_one_run_flags_a_loop_that_trains_three_times_the_epochs(tmp_path):
@@ -119,6 +119,6 @@ def test_opacus_tutorial_cnn_one_run_at_ci_size(tmp_path, capsys):
                  "-q", "--fail-above-claim", "--out", str(tmp_path)])
     assert code == 0, capsys.readouterr()
     res = _results(tmp_path)
-    assert res["game"]["trainings"] == 4 and res["game"]["n_train"] == 500
+    assert res["game"]["trainings"] == 5 and res["game"]["n_train"] == 500
     assert res["model"]["parameters"] > 20_000 and res["params"]["code"]["driver"] == "opacus"
     assert res["config_check"]["status"] == "ok"

@@ -245,3 +245,70 @@ def test_one_run_statistics_at_the_claim(method, sides, claim_form):
         comparison = compare_with_claim([bound], claim, DELTA, ALPHA_GRID, Family(1, CONFIDENCE))
         counts.add(comparison, [bound], claim.epsilon(DELTA))
     counts.check()
+
+
+# --- the accounting check of a user's DP-SGD code (audit.plugins.accounting) ---------------------------------
+#
+# A hooked numpy loop (logistic regression, 500 parameters, 400 rows, Poisson rate 0.1, 20 steps) run exactly
+# at its claim: its accounting check is wrong only when one of its statistical tests errs (rate, sampling, the
+# noise's chi-square bound), together at most its alpha. Then the same loop with 0.95 times the claimed noise.
+
+ACC_N, ACC_D, ACC_Q, ACC_T, ACC_EPS = 400, 500, 0.1, 20, 2.0
+#: Repetitions of the power case: its rate is near 1, so 40 suffice (each is a PLD of the measured noise).
+POWER_REPS = 40
+
+
+def _accounting_loop(noise_factor: float, sigma: float):
+    from targets.audit_hooks import add_canary, report_update
+
+    def train(X, y, seed):
+        rng = np.random.default_rng(seed)
+        w = np.zeros(ACC_D)
+        for _ in range(ACC_T):
+            batch = np.flatnonzero(rng.random(len(X)) < ACC_Q)
+            g = (1 / (1 + np.exp(-X[batch] @ w)) - y[batch])[:, None] * X[batch]
+            summed = (g / np.maximum(1.0, np.linalg.norm(g, axis=1))[:, None]).sum(0)  # clip to C = 1
+            add_canary(summed, clip_norm=1.0, sample_rate=ACC_Q, batch=batch)
+            noisy = summed + noise_factor * sigma * rng.standard_normal(ACC_D)
+            report_update(noisy)
+            w = w - noisy / (ACC_Q * ACC_N)
+        return lambda Z: np.stack([1 - 1 / (1 + np.exp(-Z @ w)), 1 / (1 + np.exp(-Z @ w))], axis=1)
+
+    return train
+
+
+def _accounting_violations(noise_factor: float, reps: int) -> int:
+    from audit.dp.plugin_config import plugin_accounting
+    from audit.theory.dpsgd import calibrate_noise_multiplier
+    from targets.plugins import plugin_from_dict
+
+    sigma = float(calibrate_noise_multiplier(ACC_EPS, DELTA, ACC_Q, ACC_T))
+    rng = np.random.default_rng(5)
+    data = (rng.normal(size=(ACC_N, ACC_D)) / math.sqrt(ACC_D), rng.integers(0, 2, ACC_N))
+    plugin = plugin_from_dict("soundness:accounting", {"kind": "trainer", "name": "accounting", "dataset": data,
+                                                       "train": _accounting_loop(noise_factor, sigma),
+                                                       "claim": {"epsilon": ACC_EPS, "delta": DELTA}})
+    return sum(plugin_accounting(plugin, None, rep, ALPHA)["block"]["status"] == "violation" for rep in range(reps))
+
+
+@pytest.mark.slow
+def test_accounting_check_at_the_claim():
+    """(b) for the accounting check: false violations of a correct loop within alpha plus binomial slack."""
+    assert _accounting_violations(1.0, REPS) <= slack(REPS)
+
+
+@pytest.mark.slow
+def test_accounting_check_power_at_095_sigma():
+    """Noise 0.95 x the claimed sigma: the pooled level test of the noise (its share of the check's noise alpha,
+    audit.stats.noise_check.ALPHA_SHARES, one tensor of N = 500 x 20 coordinate-steps) rejects the sigma the
+    claim needs when the chi-square upper bound falls below it, with probability
+    p = P[chi2_N < chi2_N.ppf(a) / 0.95^2]; the check then says violation (its other tests only add
+    violations), so the count is at least the 0.001 quantile of Bin(REPS, p)."""
+    from audit.plugins.accounting import alpha_split
+    from audit.stats.noise_check import ALPHA_SHARES
+
+    n = ACC_D * ACC_T
+    level = alpha_split(ALPHA)["noise"] * ALPHA_SHARES["level-pooled"]
+    p = float(stats.chi2.cdf(stats.chi2.ppf(level, n) / 0.95**2, n))
+    assert p > 0.99
+    assert _accounting_violations(0.95, POWER_REPS) >= stats.binom.ppf(1e-3, POWER_REPS, p)

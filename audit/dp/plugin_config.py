@@ -1,8 +1,11 @@
 """``run dp --target module:factory --check-config``: the accounting check of a trainer plugin alone,
 in seconds (:mod:`audit.plugins.accounting`): the probe on the plugin's whole dataset (two trainings),
-one training on the dataset plus one record, no attack. The verdict is the check's: a violation
-(exit 1 with ``--fail-above-claim``) when the code's configuration is less private than its claim,
-does not clip, or moves with one record into an epsilon above the claim.
+one training on the dataset plus one record and one on the dataset less one, no attack. The verdict
+is the check's (:func:`config_verdict`): a violation (exit 1 with ``--fail-above-claim``) for every
+finding that means the accountant's epsilon does not cover the training — the code's configuration
+less private than its claim, no per-example clipping, sampling other than accounted (not Poisson, or
+at another rate), a configuration that moves with one record added or removed. Alone, the check's
+statistical tests get the whole alpha ``1 - confidence``.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from pathlib import Path
 from audit.dp.game import ALPHA_GRID
 from audit.dp.options import DPOptions
 from audit.errors import UserError
-from audit.plugins.accounting import accounting_check, config_table
+from audit.plugins.accounting import accounting_check, config_table, deciding_findings
 from audit.plugins.probe import claim_and_mechanism, probe
 from audit.plugins.training import plugin_dataset
 from audit.run_context import RunContext
@@ -21,15 +24,25 @@ from targets.catalogue import is_plugin
 from targets.plugins import TrainerPlugin, load_plugin, plugin_config
 
 
+def _sentence(f: dict) -> str:
+    """A finding as text: its check, its message and its fix."""
+    return f"{f['check']}: {f['message']}" + (f" Fix: {f['fix']}." if f["fix"] else "")
+
+
 def config_verdict(block: dict) -> dict:
-    """The verdict of an accounting check alone."""
-    problems = [f for f in block["findings"] if f["problem"]]
-    if block["status"] == "violation":
-        text = "; ".join(f["message"] for f in problems if f["violation"])
-        return {"status": "violation", "text": f"accounting check: {text}", "source": "config_check"}
-    text = ("the configuration the code runs is as private as claimed" if not problems else
-            "within the claim, with findings: " + "; ".join(f["message"] for f in problems))
-    return {"status": "consistent", "text": f"accounting check: {text}", "source": "config_check"}
+    """The verdict of an accounting check alone: a violation names the deciding finding first with its fix,
+    then, as a sentence of its own, what else was found; otherwise consistent, naming any notes."""
+    violations = deciding_findings(block)
+    notes = [f for f in block["findings"] if f["problem"] and not f["violation"]]
+    if violations:
+        first, *others = violations
+        also = others + notes
+        text = (f"accounting check violation, {_sentence(first)}"
+                + (f" Also found: {' | '.join(_sentence(f) for f in also)}" if also else ""))
+        return {"status": "violation", "text": text, "source": "config_check"}
+    text = ("accounting check: the configuration the code runs is as private as claimed" if not notes else
+            f"accounting check: within the claim. Notes: {' | '.join(_sentence(f) for f in notes)}")
+    return {"status": "consistent", "text": text, "source": "config_check"}
 
 
 def plugin_probe(plugin: TrainerPlugin, data_dir: str | None, seed: int) -> dict:
@@ -40,16 +53,15 @@ def plugin_probe(plugin: TrainerPlugin, data_dir: str | None, seed: int) -> dict
     return {"claim": claim, "mechanism": mech, "probe": found, "data": data}
 
 
-def plugin_accounting(plugin: TrainerPlugin, data_dir: str | None, seed: int, confidence: float,
+def plugin_accounting(plugin: TrainerPlugin, data_dir: str | None, seed: int, alpha: float,
                       probed: dict | None = None) -> dict:
     """Probe the plugin on its whole dataset (or take ``probed``, :func:`plugin_probe`) and run the accounting
-    check; returns the ``config_check`` block with the claim and code facts (``claim``, ``mechanism``,
-    ``probe``, ``data``) for the caller."""
+    check with error budget ``alpha`` (its part of the audit's family); returns the ``config_check`` block
+    with the claim and code facts (``claim``, ``mechanism``, ``probe``, ``data``) for the caller."""
     probed = probed or plugin_probe(plugin, data_dir, seed)
     found, claim, data = probed["probe"], probed["claim"], probed["data"]
     X, y = data.X, data.y
-    block = accounting_check(plugin, X, y, seed, found, claim, found.source.noise_multiplier, plugin.delta,
-                             confidence)
+    block = accounting_check(plugin, X, y, seed, found, claim, found.source.noise_multiplier, plugin.delta, alpha)
     block["driver"] = found.source.kind
     block["n_train"] = int(len(X))
     if found.opacus is not None:
@@ -68,7 +80,7 @@ def run_check_config(opts: DPOptions) -> tuple[Path, dict]:
     ctx = RunContext(opts.out, "dp", plugin.name, seed=opts.seed, quiet=opts.quiet)
     with ctx:
         with ctx.stage("check_config"):
-            found = plugin_accounting(plugin, opts.data_dir, opts.seed, opts.confidence)
+            found = plugin_accounting(plugin, opts.data_dir, opts.seed, 1.0 - opts.confidence)
         block, claim = found["block"], found["claim"]
         results = {"target_description": plugin.description, "dataset": found["data"].name,
                    "model": {"name": f"user trainer {plugin.spec}"}, "delta": plugin.delta,
@@ -76,6 +88,8 @@ def run_check_config(opts: DPOptions) -> tuple[Path, dict]:
                    "accountant": getattr(claim, "description", None), "params": {"plugin": plugin.spec},
                    "tradeoff": {"alpha": ALPHA_GRID, "beta": claim.tradeoff(ALPHA_GRID)},
                    "lower_bounds": [], "best_lower_bound": None, "config_check": block,
+                   "family": {"confidence": opts.confidence, "split": {"config_check": block["alpha"]},
+                              "text": f"the accounting check alone: its tests share alpha {block['alpha']:.3g}"},
                    "verdict": config_verdict(block), "tables": [config_table(block)]}
         config = {"command": "run dp", "check_config": True, "seed": opts.seed, "options": asdict(opts),
                   "plugin": plugin_config(plugin)}

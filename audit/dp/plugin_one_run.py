@@ -2,7 +2,7 @@
 loop with the two hooks of :mod:`targets.audit_hooks`) on the plugin's whole dataset, with M gradient
 canaries, plus the accounting check of :mod:`audit.plugins.accounting` in the same run.
 
-Order (4 trainings in all, none of them cut to a subset of the data):
+Order (5 trainings in all, none of them cut to a subset of the data):
 
 1. **Probe** (:func:`audit.dp.plugin_config.plugin_probe`, two trainings from the same seed, no canary):
    the DP-SGD the code runs (:class:`audit.plugins.probe.StepMechanism`: noise multiplier, Poisson rate,
@@ -13,8 +13,8 @@ Order (4 trainings in all, none of them cut to a subset of the data):
    canaries (``--canaries``, else :func:`audit.stats.one_run_design.default_canary_count` capped by the
    parameter count and :data:`audit.dp.one_run_game.DEFAULT_MAX_CANARIES`) and the guess counts
    (:func:`audit.stats.one_run_design.choose_one_run_design`) by simulating the mechanism the probe read.
-3. **Accounting check** (one training on the dataset plus one record): findings printed first, counted in
-   the verdict.
+3. **Accounting check** (one training on the dataset plus one record, one on the dataset less one): findings
+   printed first; each violation decides the verdict (:func:`combined_verdict`).
 4. **The audited training**: one call of ``train`` with a :class:`targets.audit_hooks.CanaryRecorder`: each
    canary in by its own fair coin, each included one joining every real step by its own Poisson coin at
    the code's rate, ``C`` times its direction — a Dirac on one of M coordinates spread over every
@@ -25,7 +25,12 @@ Order (4 trainings in all, none of them cut to a subset of the data):
    directions read as extra noise). ``white-box`` (Opacus only): the total change of the parameters
    ``theta_0 - theta_T`` projected on each direction.
 
-Bounds: :func:`audit.dp.one_run.one_run_results`. What each threat can and cannot see:
+Bounds: :func:`audit.dp.one_run.one_run_results`. **One family.** The accounting check's statistical tests
+and the one-run bound share the audit's alpha ``1 - confidence``: the check gets
+:data:`audit.plugins.accounting.ONE_RUN_SHARE` of it (split among its tests as that module says), the
+one-run bound the rest (computed, and its guess counts designed, at ``1 - alpha/2``), so the verdict holds at
+the confidence the audit prints; results.json records the split (``family.split``, ``config_check.alpha``).
+What each threat can and cannot see:
 :data:`THREAT_COVERAGE`. Sources: docs/references.md, "One-run auditing" and "Configuration checks".
 """
 
@@ -34,7 +39,7 @@ from __future__ import annotations
 import math
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +56,7 @@ from audit.dp.one_run_game import (
 from audit.dp.options import DPOptions
 from audit.dp.plugin_config import config_verdict, plugin_accounting, plugin_probe
 from audit.errors import UserError
-from audit.plugins.accounting import config_table
+from audit.plugins.accounting import ONE_RUN_SHARE, config_table
 from audit.plugins.probe import require_steps, run_once
 from audit.run_context import RunContext
 from audit.stats.metrics import attack_metrics
@@ -86,13 +91,20 @@ THREAT_COVERAGE = (
      "certifies a fraction of the claim's epsilon and rarely exceeds it",
      "partly: as updates, with less power",
      "yes: steps and rate read from the code, epsilon by the PLD accountant, and the claim curve"),
-    ("batches not Poisson-sampled (shuffled loader accounted as Poisson)",
+    ("batches not Poisson-sampled (shuffled loader accounted as Poisson, the loop iterating the DataLoader "
+     "it gave make_private)",
      "no: the canaries join by their own Poisson coins",
      "no: same canaries",
-     "yes: sampling test on the records each step held"),
-    ("a configuration that moves with one record (rate or steps from len(data))",
+     "yes, a violation: sampling test on the records each step held (needs them: the data loaders or "
+     "add_canary(batch=))"),
+    ("sampling at another rate than declared (add_canary's sample_rate, Opacus's loader rate)",
+     "no: the canaries join at the declared rate, so they see the mechanism the claim describes",
+     "no: same canaries",
+     "yes, a violation: two-sided binomial test of the records the batches held against the declared rate "
+     "(needs the steps' records)"),
+    ("a configuration that moves with one record (rate, steps or normaliser from len(data))",
      "no: one dataset, one run", "no: one dataset, one run",
-     "yes: the configuration read with and without one more record"),
+     "yes, a violation: the configuration read with one record added and with one removed"),
 )
 
 
@@ -170,13 +182,15 @@ def run_plugin_one_run(opts: DPOptions, plugin: TrainerPlugin | None = None) -> 
     n_params, capacity = _check_probe(opts, plugin, probed, threat)
     found, step_mech, data = probed["probe"], probed["mechanism"], probed["data"]
     mech = CanaryMechanism(step_mech.sample_rate, step_mech.noise_multiplier, step_mech.steps)
+    alpha = 1.0 - opts.confidence
+    check_alpha, bound_confidence = alpha * ONE_RUN_SHARE, 1.0 - alpha * (1.0 - ONE_RUN_SHARE)
     ctx = RunContext(opts.out, "dp", plugin.name, seed=opts.seed, quiet=opts.quiet)
     with ctx:
         ctx.timing["probe_s"] = probe_s
         with ctx.stage("check_config"):
-            block = plugin_accounting(plugin, opts.data_dir, opts.seed, opts.confidence, probed)["block"]
+            block = plugin_accounting(plugin, opts.data_dir, opts.seed, check_alpha, probed)["block"]
         with ctx.stage("design"):
-            design = design_canaries(opts, mech, plugin.delta, n_params)
+            design = design_canaries(replace(opts, confidence=bound_confidence), mech, plugin.delta, n_params)
         recorder, cinfo = _recorder(opts, found.recorder.touched, found.recorder.sizes, design.canaries)
         ctx.say(f"{plugin.name}: one run of the training on all {len(data)} rows with {design.canaries} "
                 f"{cinfo['kind']} gradient canaries ({int(recorder.included.sum())} in), threat {threat}")
@@ -190,7 +204,11 @@ def run_plugin_one_run(opts: DPOptions, plugin: TrainerPlugin | None = None) -> 
         crosstalk = crosstalk_variance(design.canaries, n_params, mech.sample_rate)
         scores = _scores(recorder, threat, mech, crosstalk)
         with ctx.stage("statistics"):
-            stats = one_run_results(scores, recorder.included, probed["claim"], plugin.delta, opts.confidence, design)
+            stats = one_run_results(scores, recorder.included, probed["claim"], plugin.delta, bound_confidence, design)
+        stats["family"] |= {"confidence": opts.confidence, "one_run_confidence": bound_confidence,
+                            "split": {"config_check": check_alpha, "one_run": alpha - check_alpha},
+                            "text": f"one family at {opts.confidence:.0%}: the accounting check's tests share alpha "
+                                    f"{check_alpha:.3g}, the one-run bound holds at {bound_confidence:.2%}"}
         results = _results(plugin, opts, probed, block, threat, stats, scores, recorder, cinfo, capacity, crosstalk)
         config = {"command": "run dp", "one_run": True, "seed": opts.seed, "confidence": opts.confidence,
                   "options": asdict(opts) | {"threat": threat, "canaries": design.canaries},
@@ -203,14 +221,14 @@ def run_plugin_one_run(opts: DPOptions, plugin: TrainerPlugin | None = None) -> 
 
 
 def combined_verdict(block: dict, verdict: dict) -> dict:
-    """The one-run verdict with the accounting check's: a configuration violation decides (it is a fact read
-    from the code), else the one-run bound's verdict, naming the check's findings."""
+    """The one-run verdict with the accounting check's, one verdict line: a violation of the check decides (a
+    finding that voids the accounting, named first with its fix), the one-run bound's verdict follows as a
+    sentence of its own; else the one-run bound's verdict, then the check's notes."""
     checked = config_verdict(block)
     if checked["status"] == "violation":
-        return checked | {"text": f"{checked['text']}; one-run bound: {verdict['text']}", "one_run": verdict}
-    findings = [f["message"] for f in block["findings"] if f["problem"]]
-    return verdict | ({"text": f"{verdict['text']}; accounting check findings: {'; '.join(findings)}"}
-                      if findings else {})
+        return checked | {"text": f"{checked['text']} One-run bound (alone): {verdict['text']}.", "one_run": verdict}
+    notes = [f"{f['check']}: {f['message']}" for f in block["findings"] if f["problem"]]
+    return verdict | ({"text": f"{verdict['text']}. Accounting check notes: {' | '.join(notes)}"} if notes else {})
 
 
 def coverage_table() -> dict:
@@ -266,7 +284,7 @@ def _results(plugin: TrainerPlugin, opts: DPOptions, probed: dict, block: dict, 
                                                             strict=True)) for row in THREAT_COVERAGE],
         "game": {"one_run": True, "runs": 1, "trainings": trainings,
                  "trainings_text": f"{trainings} trainings of the code: the probe and its repeat, the dataset plus one "
-                                   f"record (accounting check), and the one audited run",
+                                   f"record and less one record (accounting check), and the one audited run",
                  "canaries": int(inc.size), "included": int(inc.sum()), "canary_kind": cinfo["kind"],
                  "canary": cinfo, "threat": threat, "n_train": int(len(data)),
                  "threshold_strategy": "one-run guesses: 'in' for the k_pos highest scores, 'out' for the k_neg "
@@ -283,4 +301,4 @@ def plugin_one_run_summary(results: dict[str, Any]) -> list[str]:
     """Extra summary lines of a plugin's one-run audit (after the accounting check's)."""
     game = results["game"]
     return [f"training:  the audited run on all {game['n_train']} rows; {game['trainings']} trainings of the code "
-            f"in all (probe, its repeat, the dataset plus one record, the audited run)"]
+            f"in all (probe, its repeat, the dataset plus and less one record, the audited run)"]

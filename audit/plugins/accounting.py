@@ -3,29 +3,43 @@ it against its claim, before (or instead of) any attack [Abadi et al. 2016, Alg.
 2024; the class of Opacus issues 571 and 819]. Sources: docs/references.md, "Configuration checks".
 
 From the probe (:func:`audit.plugins.probe.probe`: the plugin's ``train`` once on its dataset, no
-canary) and one more instrumented call on the dataset plus one record (its first row duplicated):
+canary) and two more instrumented calls, on the dataset plus one record (its first row duplicated)
+and on the dataset less one record (its first row removed). Every finding that means the
+accountant's epsilon does not cover the training is a **violation** (the verdict names it first,
+with its fix); what leaves the accounting intact is a note:
 
-* **epsilon**: the configuration the code runs — noise multiplier (measured from the noise the probe
-  added, per parameter tensor: the largest value consistent with the least noisy tensor,
-  :func:`measured_sigma`; Opacus: its optimizer's figure when smaller, reported beside it), the
-  Poisson rate it samples with, the noisy steps it took — by our PLD accountant
-  (:func:`audit.theory.config_check.check_config_against_claim`). Above the claim: a violation.
-* **noise** (:func:`audit.stats.noise_check.check_noise`, alpha ``1 - confidence`` split among its
+* **clipping**: every step's clipped data sum has norm at most ``C`` times its batch size (triangle
+  inequality); a larger one proves the code does not clip each example to C: a violation.
+* **world-dependence**: the configuration read with one record added and with one removed
+  (:func:`audit.theory.config_check.compare_world_configs`). A rate, step count, normaliser,
+  noise multiplier or clip that moves with one record is a violation, whatever the noise: the
+  training is then not DP for add/remove neighbours at that dataset size (Opacus's rate
+  ``1/len(loader)`` and its normaliser ``int(n q)`` move wherever ``n`` sits on a batch boundary).
+* **sampling**: which records each step held (``add_canary(batch=...)`` or the training set's data
+  loaders, whatever loader the loop iterates) tested for Poisson sampling
+  (:func:`audit.stats.sampling_check.sampling_from_batches`): shuffled, fixed-size or otherwise
+  not Poisson while accounted as Poisson is a violation.
+* **rate**: the records the batches held against the rate accounted (the rate passed to
+  ``add_canary``; Opacus: its loader's), by the exact two-sided binomial test
+  (:func:`audit.stats.sampling_check.rate_test`): a rejected rate is a violation.
+* **noise** (:func:`audit.stats.noise_check.check_noise`, the noise share of alpha split among its
   tests): noise below the multiplier the claim needs in any tensor or step, noise not drawn afresh at
   every step, noise that is not Gaussian, and noise that does not change with the seed (the probe
   against the run on the dataset plus one record, from another seed): each a violation.
-* **sampling**: which records each step held (``add_canary(batch=...)`` or the training set's data
-  loaders, whatever loader the loop iterates) tested for Poisson sampling
-  (:func:`audit.stats.sampling_check.sampling_from_batches`). Not Poisson while accounted as Poisson:
-  a finding (the accountant's epsilon does not cover it).
-* **clipping**: every step's clipped data sum has norm at most ``C`` times its batch size (triangle
-  inequality); a larger one proves the code does not clip each example to C: a violation.
-* **worlds**: the configuration read with and without the added record
-  (:func:`audit.theory.config_check.compare_world_configs`). A rate, step count or normaliser that
-  moves with one record is a finding with the fix sentence; a violation when either world's epsilon
-  exceeds the claim. (Opacus derives its rate from ``len(loader)``, which moves only where the
-  dataset size crosses a multiple of the batch size; counting every such move a violation would flag
-  every Opacus program at those sizes, so the move itself is reported, the epsilon decides.)
+* **epsilon**: the configuration the code runs — noise multiplier (measured from the noise the probe
+  added, per parameter tensor: the largest value consistent with the least noisy tensor,
+  :func:`measured_sigma`; Opacus: its optimizer's figure when smaller, reported beside it), the
+  rate, the noisy steps it took — by our PLD accountant
+  (:func:`audit.theory.config_check.check_config_against_claim`). Above the claim: a violation.
+
+**The alpha split.** The check's statistical tests share one error budget ``alpha`` (the
+accounting check's part of the audit's family: all of ``1 - confidence`` with ``--check-config``,
+half of it with ``--one-run``, :data:`ONE_RUN_SHARE`), split before any data is seen by
+:data:`ALPHA_SHARES`: a third to the rate test, a third to the sampling test (its four dispersion
+tails at a twelfth of alpha each) and a third to the noise (one alpha for the tests of
+:func:`audit.stats.noise_check.check_noise`, split among them there). A loop that runs exactly as it
+is accounted is flagged with probability at most ``alpha`` (Bonferroni); the clipping and
+world-dependence checks are facts read from the code, not tests, and use none of it.
 
 :func:`accounting_check` returns the ``config_check`` block of results.json and the lines printed
 first on the command line.
@@ -33,19 +47,19 @@ first on the command line.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from audit.plugins.probe import Probe, require_steps, run_once
 from audit.stats.noise_check import NoiseCheck, check_noise
-from audit.stats.sampling_check import sampling_from_batches
+from audit.stats.sampling_check import rate_test, sampling_from_batches
 from audit.theory.config_check import (
     ConfigFinding,
     DPSGDConfig,
     check_config_against_claim,
     compare_world_configs,
-    config_epsilon,
 )
 from audit.theory.dpsgd import calibrate_noise_multiplier
 from targets.audit_hooks import UpdateRecorder
@@ -56,6 +70,29 @@ CLIP_SLACK = 1e-3
 #: Below this fraction of the noise the claim needs, the check reports the noise itself (the PLD of a
 #: nearly noiseless step is huge and slow to compute).
 MIN_SIGMA = 0.25
+#: How the check's alpha is split among its statistical tests, fixed in advance (module docstring).
+ALPHA_SHARES = {"rate": 1 / 3, "sampling": 1 / 3, "noise": 1 / 3}
+#: The sampling test's tails (two dispersion tests, two tails each), each at the sampling share / 4.
+SAMPLING_TAILS = 4
+#: The accounting check's part of the audit's alpha when the one-run test shares the family.
+ONE_RUN_SHARE = 0.5
+#: The order in which violations decide the verdict: facts read from the code first, then the tests.
+DECIDING_ORDER = ("clipping", "world-dependence", "sampling", "rate", "noise", "epsilon")
+FIX_SAMPLING = ("sample each record by its own coin with rate q at every step, as accounted (with Opacus, iterate "
+                "the data loader make_private returns, with poisson_sampling=True)")
+
+
+def alpha_split(alpha: float) -> dict[str, float]:
+    """The alpha of each statistical test of the check (:data:`ALPHA_SHARES` of ``alpha``)."""
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"the accounting check's alpha must lie in (0, 1) (got {alpha!r})")
+    return {name: alpha * share for name, share in ALPHA_SHARES.items()}
+
+
+def measured_sigma(noise: NoiseCheck, sigma_code: float | None) -> float:
+    """The noise multiplier the configuration's epsilon is computed with: the largest value consistent with
+    the noise measured in the least noisy tensor, or the optimizer's (Opacus) when that is smaller."""
+    return float(noise.sigma_upper if sigma_code is None else min(sigma_code, noise.sigma_upper))
 
 
 def read_config(recorder: UpdateRecorder, sigma: float, dataset_size: int) -> DPSGDConfig:
@@ -94,72 +131,136 @@ def _from(finding: ConfigFinding, violation: bool) -> dict[str, Any]:
     return _finding(finding.check, finding.problem, violation, finding.message, finding.fix, finding.details)
 
 
-def measured_sigma(noise: NoiseCheck, sigma_code: float | None) -> float:
-    """The noise multiplier the configuration's epsilon is computed with: the largest value consistent with
-    the noise measured in the least noisy tensor, or the optimizer's (Opacus) when that is smaller."""
-    return float(noise.sigma_upper if sigma_code is None else min(sigma_code, noise.sigma_upper))
+def sampling_findings(recorder: UpdateRecorder, n: int, rate: float, alphas: dict[str, float]) -> list[dict]:
+    """The sampling and rate findings (module docstring) from the records each step held; not checked (no
+    problem) when the steps' records were not seen."""
+    batches = [b for b in recorder.batches if b is not None]
+    if len(batches) != recorder.steps:
+        unseen = ("The records of each step were not seen (pass batch= to add_canary, or iterate a torch DataLoader "
+                  "over the training set): {} not checked.")
+        return [_finding("sampling", False, False, unseen.format("sampling")),
+                _finding("rate", False, False, unseen.format("the sampling rate"))]
+    out = []
+    if recorder.steps >= 2:
+        sampling = sampling_from_batches(batches, n, significance=alphas["sampling"] / SAMPLING_TAILS).to_dict()
+        problem = sampling["verdict"] not in ("poisson", "inconclusive", "full-batch")
+        out.append(_finding("sampling", problem, True, f"Sampling read from the records each step held: "
+                            f"{sampling['verdict']}. {sampling['message']}", FIX_SAMPLING if problem else "",
+                            sampling))
+    test = rate_test(batches, n, rate, alphas["rate"])
+    if test["rejected"]:
+        message = (f"The batches held {test['observed']:.4g} of the records per step ({test['records']} over "
+                   f"{recorder.steps} steps of {n}) where the accounting uses rate {rate:.4g} (two-sided binomial "
+                   f"p = {test['p_value']:.2g} < {test['alpha']:.2g}): the accountant's epsilon is for another rate.")
+        fix = (f"sample at the rate you account: pass the rate the loop really samples with ({test['observed']:.3g} "
+               f"here) to add_canary and the accountant, or sample at {rate:.4g}")
+    else:
+        message = (f"The batches held {test['observed']:.4g} of the records per step, consistent with the accounted "
+                   f"rate {rate:.4g} (two-sided binomial p = {test['p_value']:.2g}).")
+        fix = ""
+    return out + [_finding("rate", test["rejected"], True, message, fix, test)]
+
+
+def _epsilon_finding(config: DPSGDConfig, claim: Any, delta: float, sigma: float, needed: float) -> dict:
+    """The epsilon finding (module docstring); far too little noise is said without the PLD (``sigma``: the
+    multiplier measured, 0 for a tensor without noise, which the configuration carries as the least positive
+    float)."""
+    claimed = float(claim.epsilon(delta))
+    if sigma < MIN_SIGMA * needed:
+        return _finding("epsilon", True, True, f"The loop adds noise of multiplier at most {sigma:.3g}, where "
+                        f"{config.rate:.4g} sampling and {config.steps} steps need at least {needed:.4g} for the "
+                        f"claimed epsilon {claimed:.3g}.", f"raise the noise multiplier to at least {needed:.4g}",
+                        {"config": config.to_dict(), "noise_multiplier_needed": needed})
+    return _from(check_config_against_claim(config, claim, delta), True)
+
+
+def world_run(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int, salt: int) -> UpdateRecorder:
+    """One instrumented call of ``train`` on ``(X, y)``, from a seed of its own (``salt``), no canary."""
+    other = UpdateRecorder(None, 0)
+    run_once(plugin, X, y, int(np.random.SeedSequence([seed, salt]).generate_state(1)[0]), other)
+    require_steps(plugin, other)
+    return other
+
+
+def world_finding(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int, config: DPSGDConfig,
+                  added_run: UpdateRecorder, sigma_of: Callable[[UpdateRecorder], float],
+                  delta: float | None) -> dict[str, Any]:
+    """The configuration read with the first record duplicated (``added_run``, :func:`world_run`) and with it
+    removed (one more run), against ``config`` (module docstring): a move either way is a violation.
+    ``sigma_of``: the noise multiplier a world's run is read with; ``delta``: also each world's PLD epsilon."""
+    removed_run = world_run(plugin, X[1:], y[1:], seed, 43)
+    added = read_config(added_run, sigma_of(added_run), len(X) + 1)
+    removed = read_config(removed_run, sigma_of(removed_run), len(X) - 1)
+    worlds = {"adding": (config, added), "removing": (removed, config)}
+    pairs = [(word, compare_world_configs(*pair)) for word, pair in worlds.items()]
+    if delta is not None:  # each world's PLD epsilon, where the configuration moved
+        pairs = [(word, compare_world_configs(*worlds[word], delta=delta) if f.problem else f) for word, f in pairs]
+    details = {word: f.details for word, f in pairs}
+    moved = [(word, f) for word, f in pairs if f.problem]
+    if not moved:
+        return _finding("world-dependence", False, False, "The DP-SGD configuration is the same with one record added "
+                        "and with one removed, as the accounting assumes.", "", details)
+    message = " ".join(f"{'Adding' if word == 'adding' else 'Removing'} one record: {f.message}" for word, f in moved)
+    fixes = dict.fromkeys(part for _, f in moved for part in f.fix.split("; ") if part)
+    return _finding("world-dependence", True, True, message, "; ".join(fixes), details)
 
 
 def accounting_check(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int, found: Probe, claim: Any,
-                     sigma_code: float | None, delta: float, confidence: float) -> dict[str, Any]:
+                     sigma_code: float | None, delta: float, alpha: float) -> dict[str, Any]:
     """The ``config_check`` block (module docstring); ``sigma_code``: the optimizer's noise multiplier
-    (Opacus: reported, and capped by the noise measured) or None (a hooked loop: measured only)."""
-    recorder = found.recorder
+    (Opacus: reported, and capped by the noise measured) or None (a hooked loop: measured only); ``alpha``:
+    the check's part of the audit's alpha, split by :data:`ALPHA_SHARES`."""
+    recorder, alphas = found.recorder, alpha_split(alpha)
     claimed = float(claim.epsilon(delta))
     needed = float(calibrate_noise_multiplier(claimed, delta, recorder.source.sample_rate, recorder.steps))
-    other = UpdateRecorder(None, 0)
-    X1, y1 = np.concatenate([X, X[:1]]), np.concatenate([y, y[:1]])
-    run_once(plugin, X1, y1, int(np.random.SeedSequence([seed, 31]).generate_state(1)[0]), other)
-    require_steps(plugin, other)
-    noise = check_noise(recorder.noise, other.noise, recorder.clip_norm, needed, 1.0 - confidence)
+    added_run = world_run(plugin, np.concatenate([X, X[:1]]), np.concatenate([y, y[:1]]), seed, 31)
+    noise = check_noise(recorder.noise, added_run.noise, recorder.clip_norm, needed, alphas["noise"])
     shown = measured_sigma(noise, sigma_code)
-    sigma = max(shown, float(np.finfo(float).tiny))  # a tensor without noise measures 0: the least positive float
+    tiny = float(np.finfo(float).tiny)
+    sigma = max(shown, tiny)  # a tensor without noise measures 0: the least positive float
     config = read_config(recorder, sigma, len(X))
-    if sigma < MIN_SIGMA * needed:  # far too little noise: say so without the PLD of a near-noiseless step
-        findings = [_finding("epsilon", True, True, f"The loop adds noise of multiplier at most {shown:.3g}, where "
-                             f"{config.rate:.4g} sampling and {config.steps} steps need at least {needed:.4g} for the "
-                             f"claimed epsilon {claimed:.3g}.", f"raise the noise multiplier to at least {needed:.4g}",
-                             {"config": config.to_dict(), "noise_multiplier_needed": needed})]
-    else:
-        findings = [_from(check_config_against_claim(config, claim, delta), True)]
+    findings = [_epsilon_finding(config, claim, delta, shown, needed)]
     measured = noise.summary
     findings[0]["details"]["noise_multiplier_source"] = (
         (f"the optimizer's {sigma_code:.4g}, capped by " if sigma_code is not None else "")
         + f"the noise measured per parameter tensor: at most {measured['upper']:.4g} in the least noisy tensor "
         f"({measured['worst_tensor']}; estimate over all tensors {measured['estimate']:.4g}, "
-        f"{measured['coordinates_x_steps']} coordinate-steps)")
-    findings.extend(noise.findings)
-    batches = [b for b in recorder.batches if b is not None]
-    sampling = None
-    if len(batches) == recorder.steps and recorder.steps >= 2:
-        sampling = sampling_from_batches(batches, len(X)).to_dict()
-        problem = sampling["verdict"] not in ("poisson", "inconclusive", "full-batch")
-        findings.append(_finding("sampling", problem, False, f"Sampling read from the records each step held: "
-                                 f"{sampling['verdict']}. {sampling['message']}",
-                                 "sample each record by its own coin with rate q (iterate the data loader "
-                                 "make_private returns, poisson_sampling=True)" if problem else "", sampling))
+        f"{measured['coordinates_x_steps']} coordinate-steps, level {alphas['noise']:.3g} split among the noise "
+        f"tests)")
+    findings += noise.findings
+    findings += sampling_findings(recorder, len(X), config.rate, alphas)
     clipping = clipping_check(recorder)
     findings.append(_finding("clipping", clipping["problem"], True, clipping["message"],
                              "clip each example's gradient to C before summing" if clipping["problem"] else "",
                              clipping))
-    other_sigma = other.source.noise_multiplier if sigma_code is not None else sigma
-    other_config = read_config(other, other_sigma, len(X1))
-    noisy_enough = min(sigma, other_sigma) >= MIN_SIGMA * needed
-    worlds = compare_world_configs(config, other_config, delta=delta if noisy_enough else None)
-    over = not noisy_enough or max(worlds.details["epsilon_without"], worlds.details["epsilon_with"]) > claimed * 1.01
-    findings.append(_from(worlds, over))
+    noisy_enough = sigma >= MIN_SIGMA * needed
+    def sigma_of(run: UpdateRecorder) -> float:  # a hooked loop: the probe's measurement; Opacus: as for the probe
+        return sigma if sigma_code is None else max(measured_sigma(noise, run.source.noise_multiplier), tiny)
+
+    findings.append(world_finding(plugin, X, y, seed, config, added_run, sigma_of, delta if noisy_enough else None))
     status = ("violation" if any(f["violation"] for f in findings) else
               "finding" if any(f["problem"] for f in findings) else "ok")
-    epsilon = config_epsilon(config, delta) if noisy_enough else None
+    sampling = next((f["details"] for f in findings if f["check"] == "sampling" and f["details"]), None)
+    epsilon = findings[0]["details"].get("epsilon")  # None: far too little noise for a PLD (_epsilon_finding)
     return {"status": status, "findings": findings, "config": config.to_dict() | {"epsilon": epsilon},
             "claimed_epsilon": claimed, "delta": delta, "noise_measured": measured | {"optimizer": sigma_code},
-            "sampling": sampling, "clipping": clipping, "trainings": 3}
+            "sampling": sampling,
+            "clipping": clipping, "alpha": alpha, "alpha_split": alphas | {"sampling_per_tail": alphas["sampling"] /
+                                                                           SAMPLING_TAILS}, "trainings": 4}
+
+
+def deciding_findings(block: dict[str, Any]) -> list[dict[str, Any]]:
+    """The block's violations, the deciding one first (:data:`DECIDING_ORDER`; a check not listed there,
+    e.g. a noise check, ranks with ``noise``)."""
+    rank = {name: i for i, name in enumerate(DECIDING_ORDER)}
+    return sorted((f for f in block["findings"] if f["violation"]),
+                  key=lambda f: rank.get(f["check"], rank["noise"]))
 
 
 def check_lines(block: dict[str, Any]) -> list[str]:
-    """The lines printed first: each finding with a problem, with its fix; else one line saying the
-    configuration is as claimed."""
-    problems = [f for f in block["findings"] if f["problem"]]
+    """The lines printed first: each finding with a problem, with its fix (the violations first, the deciding
+    one first of all); else one line saying the configuration is as claimed."""
+    problems = deciding_findings(block) + [f for f in block["findings"] if f["problem"] and not f["violation"]]
     if not problems:
         cfg = block["config"]
         return [f"config:    as claimed: epsilon {cfg['epsilon']:.3g} by the PLD accountant for the DP-SGD the code "
@@ -174,5 +275,7 @@ def config_table(block: dict[str, Any]) -> dict[str, Any]:
     rows = [[f["check"], "violation" if f["violation"] else "finding" if f["problem"] else "ok", f["message"],
              f["fix"]] for f in block["findings"]]
     return {"title": "Accounting check: the DP-SGD the code runs", "columns": ["check", "status", "what", "fix"],
-            "rows": rows, "caption": "Read from instrumented trainings of the code (probe, its repeat, and the "
-                                      "dataset plus one record); epsilon by our PLD accountant."}
+            "rows": rows, "caption": "Read from instrumented trainings of the code (probe, its repeat, the dataset "
+                                      "plus one record and less one record); epsilon by our PLD accountant; the "
+                                      f"statistical tests share alpha {block['alpha']:.3g} (rate, sampling, noise: "
+                                      "a third each)."}

@@ -11,6 +11,12 @@ index-of-dispersion test (Cochran 1954):
     D_B = sum_t (B_t - mean B)^2 / (n q (1 - q))  ~  chi^2_{T-1}
     D_c = sum_i (c_i - mean c)^2 / (T q (1 - q))  ~  chi^2_{n-1}      (q = sum_t B_t / (n T))
 
+The rate itself is a second question: a loop may sample by Poisson coins at a rate other than the
+one it declares (and the accountant uses). Under Poisson sampling at the declared q the total number
+of records over the T steps is Bin(n T, q); :func:`rate_test` is the exact two-sided binomial test
+of that count (Clopper & Pearson 1934; scipy's ``binomtest``), so a correct loop is flagged with
+probability at most its ``alpha``.
+
 Sources: docs/references.md, "Configuration checks".
 """
 
@@ -26,7 +32,7 @@ from scipy import stats
 
 from audit.errors import UserError
 
-__all__ = ["SAMPLING_VERDICTS", "SamplingEvidence", "sampling_from_batches"]
+__all__ = ["SAMPLING_VERDICTS", "SamplingEvidence", "sampling_from_batches", "rate_test"]
 
 SAMPLING_VERDICTS = ("poisson", "shuffled", "fixed-size", "full-batch", "other", "inconclusive")
 
@@ -148,3 +154,27 @@ def sampling_from_batches(batch_index_lists: Sequence[ArrayLike], n: int, *,
         batch_dispersion=batch[0], batch_p_low=batch[1], batch_p_high=batch[2],
         record_dispersion=record[0], record_p_low=record[1], record_p_high=record[2],
         duplicates=duplicates, significance=float(significance))
+
+
+def rate_test(batch_index_lists: Sequence[ArrayLike], n: int, declared: float, alpha: float) -> dict[str, Any]:
+    """Whether the records the batches held match the declared Poisson rate ``declared``.
+
+    Under Poisson sampling at rate q, the total count ``S = sum_t B_t`` over T steps of n records is
+    Bin(n T, q) (module docstring); the exact two-sided binomial test rejects q when its p-value is
+    below ``alpha``, so a loop sampling at its declared rate is flagged with probability at most
+    ``alpha``. At q = 1 every record must be in every step. Returns the JSON-serialisable test:
+    ``declared``, ``observed`` (S / (n T)), ``records``, ``trials``, ``p_value``, ``alpha``,
+    ``rejected``. Sources: docs/references.md, "Configuration checks".
+    """
+    if not 0.0 < declared <= 1.0:
+        raise UserError(f"the declared sampling rate must lie in (0, 1] (got {declared!r})")
+    if not 0.0 < alpha < 1.0:
+        raise UserError(f"alpha must lie in (0, 1) (got {alpha!r})")
+    total = int(sum(np.asarray(b).size for b in batch_index_lists))
+    trials = int(n) * len(batch_index_lists)
+    if trials == 0:
+        raise UserError("the rate test needs at least one step of a non-empty dataset")
+    p_value = float(total == trials) if declared >= 1.0 else float(stats.binomtest(total, trials, declared).pvalue)
+    return {"declared": float(declared), "observed": total / trials, "records": total, "trials": trials,
+            "p_value": p_value, "alpha": float(alpha), "rejected": bool(p_value < alpha),
+            "test": "exact two-sided binomial test of the records over steps x dataset size against the declared rate"}

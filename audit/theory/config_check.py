@@ -6,9 +6,10 @@ dataset's size].
 * :func:`check_config_against_claim`: the PLD epsilon of the configuration (:class:`DPSGDClaim` of
   its noise multiplier, sampling rate and steps) against the claimed epsilon at the same delta;
 * :func:`compare_world_configs`: the configuration read on the dataset without and with one
-  record; DP-SGD accounting assumes it is the same in both worlds, so any difference is a finding
-  (the accountant's epsilon does not cover a training whose rate, steps or normaliser move with
-  the record).
+  record; DP-SGD accounting assumes it is the same in both worlds, so any difference is a problem:
+  a training whose rate, steps, normaliser, noise or clip move with one record is not DP for
+  add/remove neighbours at that dataset size, whatever its noise, and no accountant's epsilon
+  covers it.
 
 Pure functions returning a :class:`ConfigFinding`. Sources: docs/references.md, "Configuration checks".
 """
@@ -34,8 +35,13 @@ NORMALISATIONS = ("expected", "actual", "sum", "other")
 #: Relative excess of the configuration's epsilon over the claim still read as "as claimed":
 #: accountants differ by up to about 0.5% on the same mechanism (e.g. Opacus's PRV and the PLD).
 CONFIG_TOLERANCE = 0.01
-FIX_RATE_STEPS = "fix the sampling rate and number of steps in advance instead of deriving them from len(dataset)"
-FIX_NORMALISATION = "divide by the expected batch size q·n, fixed in advance, not by the actual batch size"
+FIX_RATE_STEPS = ("fix the sampling rate and the number of steps in advance, independent of the dataset's size: "
+                  "e.g. sample_rate = expected_batch_size / N with N a size decided before seeing the data (not "
+                  "len(dataset)) and steps = epochs / sample_rate (with Opacus, hand make_private a "
+                  "DPDataLoader(dataset, sample_rate=q) rather than a DataLoader whose 1/len(loader) becomes the rate)")
+FIX_NORMALISATION = ("divide the noisy sum by a batch size fixed in advance (the rate times a size decided before "
+                     "seeing the data), not by the actual batch size nor by int(q * len(dataset)) (with Opacus, "
+                     "loss_reduction='sum' and that constant in the learning rate)")
 FIX_NOISE_CLIP = "fix the noise multiplier and clipping norm in advance instead of deriving them from the data"
 
 
@@ -244,7 +250,8 @@ def compare_world_configs(config_without: DPSGDConfig, config_with: DPSGDConfig,
     them from the dataset (rate ``1/len(loader)``, steps ``epochs * len(loader)``, dividing the noisy
     sum by the actual batch size) changes them with the record, which the accountant never sees.
     Compares the two readings field by field (relative tolerance ``rel_tol``); normalising by the
-    actual batch size is a finding even when both readings agree, since that size counts the record.
+    actual batch size is a problem even when both readings agree, since that size counts the record. A
+    problem means the training is not DP for add/remove neighbours at this size, whatever its noise.
     With ``delta``, ``details`` also hold each world's PLD epsilon. Sources: docs/references.md,
     "Configuration checks".
 
@@ -268,6 +275,7 @@ def compare_world_configs(config_without: DPSGDConfig, config_with: DPSGDConfig,
         return ConfigFinding("world-dependence", False, "The DP-SGD configuration is the same with and without "
                              "the record, as the accounting assumes.", "", details)
     changes = "; ".join(f"{d['field']} {_fmt(d['without'])} without it, {_fmt(d['with'])} with it" for d in diffs)
-    message = (f"The DP-SGD configuration depends on the record ({changes}): the accountant assumes it is fixed in "
-               "advance, so its epsilon does not cover this training.")
+    message = (f"The DP-SGD configuration depends on the record ({changes}): a configuration that moves with one "
+               "record is not DP for add/remove neighbours at this dataset size, whatever the noise, and the "
+               "accountant's epsilon (which assumes it fixed in advance) does not cover this training.")
     return ConfigFinding("world-dependence", True, message, "; ".join(fixes), details)
