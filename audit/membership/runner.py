@@ -48,7 +48,7 @@ from audit.results_header import ADD_REMOVE_RECORD, accountant, results_header
 from audit.run_context import RunContext
 from audit.stats.lower_bound import SECONDARY, VERDICT
 from audit.stats.metrics import attack_metrics, dp_advantage_bound
-from audit.stats.verdict import Family, compare_with_claim
+from audit.stats.verdict import Family, compare_with_claim, percent
 from audit.theory.checks import check_confidence
 from targets.catalogue import is_plugin, trained_target
 from targets.plugins import ModelPlugin, load_plugin
@@ -286,7 +286,7 @@ def summary_lines(run_dir: Path, results: dict) -> list[str]:
     else:
         d = best["details"]
         line2 = (f"empirical: epsilon >= {float(best['epsilon']):.3f} ({best['method']} bound, primary attack "
-                 f"{best['attack']}, {float(best['family_confidence']):.0%} confidence, "
+                 f"{best['attack']}, {percent(best['family_confidence'])} confidence, "
                  f"{d['v']}/{d.get('r', d.get('k'))} correct guesses on {best['n']} canaries; ceiling (every "
                  f"guess right) {results['ceiling']['epsilon']:.3g}) -> {results['verdict']['status']}")
     parts = [f"{name} AUC {a['auc']:.3f}, TPR@1%FPR {a['tpr_at_fpr']['0.01']:.3f}, "

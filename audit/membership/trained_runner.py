@@ -35,7 +35,7 @@ from audit.stats.lower_bound import VERDICT
 from audit.stats.metrics import attack_metrics
 from audit.stats.one_run import one_run_bound
 from audit.stats.split_check import SplitCheck, auc_score_interval
-from audit.stats.verdict import Family, compare_with_claim
+from audit.stats.verdict import Family, compare_with_claim, percent
 from targets.plugins import ModelPlugin
 from targets.threads import thread_limit
 from targets.trained_model import TrainedModel, load_trained_model
@@ -193,10 +193,10 @@ def _meaning(model: TrainedModel, split: SplitCheck, attacks_out: dict, best: di
             f"members at 0.1% false positives (chance: 0.1%).")
     if best is not None and float(best["epsilon"]) > 0:
         text += (f" With the stated fair coins, the model is not (epsilon, {delta:g})-DP for any epsilon below "
-                 f"{float(best['epsilon']):.3g} (one-run bound, {float(best['family_confidence']):.0%} confidence).")
+                 f"{float(best['epsilon']):.3g} (one-run bound, {percent(best['family_confidence'])} confidence).")
     elif best is not None:
         text += (f" With the stated fair coins the attacks certify no leakage (one-run bound epsilon >= 0 at "
-                 f"{float(best['family_confidence']):.0%} confidence): weak attacks, not a proof of privacy.")
+                 f"{percent(best['family_confidence'])} confidence): weak attacks, not a proof of privacy.")
     return text
 
 
@@ -290,7 +290,7 @@ def trained_summary_lines(run_dir: Path, results: dict) -> list[str]:
     else:
         d = best["details"]
         line2 = (f"empirical: epsilon >= {float(best['epsilon']):.3f} (one-run bound, attack {best['attack']}, "
-                 f"{float(best['family_confidence']):.0%} confidence over {best['family_size']} bounds, "
+                 f"{percent(best['family_confidence'])} confidence over {best['family_size']} bounds, "
                  f"{d['v']}/{d.get('r', d.get('k'))} correct guesses on {best['n']} records)")
     parts = [f"{name} AUC {a['auc']:.3f} (blind {a['blind_auc']:.3f}), TPR@0.1%FPR {a['tpr_at_fpr']['0.001']:.3f}"
              for name, a in results["attacks"].items()]

@@ -54,6 +54,11 @@ class Family:
         return 1.0 - (1.0 - self.confidence) / self.size
 
 
+def percent(confidence: float) -> str:
+    """A confidence as printed: ``95%``, ``97.5%`` (never rounded to a level it does not hold at)."""
+    return f"{100 * float(confidence):.4g}%"
+
+
 def epsilon_value(x: Any) -> float:
     """A bound's epsilon as a float (``"inf"`` strings from JSON and None -> -inf for None)."""
     if x is None:
@@ -98,7 +103,7 @@ def claim_verdict(best: dict | None, theory: float | None, delta: float, ceiling
     epsilon ``theory`` (up to accountant noise) or a competing test rejected the claim's own tradeoff
     curve (``claim_rejected``: that row), ``consistent`` otherwise, ``no-claim`` without a claim."""
     lb = epsilon_value(best["epsilon"]) if best else 0.0
-    confidence = (f"{float(best['family_confidence']):.0%} confidence, family of {best['family_size']}"
+    confidence = (f"{percent(best['family_confidence'])} confidence, family of {best['family_size']}"
                   if best else "")
     possible = f" of a possible {ceiling:.3g}" if ceiling is not None else ""
     if theory is None:
