@@ -27,7 +27,7 @@ from collections.abc import Sequence
 import audit
 import audit.commands
 from audit.errors import AuditIncomplete, UserError
-from audit.run_context import configure_console
+from audit.run_context import command_clock, configure_console
 
 #: Commands shown first in ``--help``; every other module in :mod:`audit.commands` not named
 #: ``run_*`` (those are run kinds, see :mod:`audit.commands.run`) follows in alphabetical order.
@@ -73,7 +73,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(exc.code or 0)
     configure_console(getattr(args, "verbose", 0), getattr(args, "quiet", False))
     try:
-        return int(args.func(args) or 0)
+        with command_clock(whole_process=argv is None):
+            return int(args.func(args) or 0)
     except UserError as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 2
