@@ -321,13 +321,14 @@ def choose_one_run_design(mechanism: DPSGDClaim | CanaryMechanism | Sequence[flo
     """Guess counts for a one-run audit with ``canaries`` gradient canaries, from the claim alone.
 
     How: ``simulations`` one-run games are simulated under the claimed mechanism (:func:`simulated_games`:
-    fair coins, the optimal LLR score of DP-SGD with the claim's q, sigma and T drawn from its law). For
-    every candidate guess shape (``k_pos`` in :func:`guess_count_grid` or ``guess_counts``; ``k_neg = 0``
-    for the f-DP test, whose recursion is stated for one-sided guesses; also ``k_neg = k_pos`` for Steinke
-    et al.'s test) the valid one-run bound at ``delta`` and ``confidence`` is computed on each game (:func:`audit.stats.one_run_fdp.
-    fdp_epsilon_lb`, or :func:`audit.stats.one_run.one_run_epsilon_lb`); the shape with the largest
-    mean (``criterion="mean"``) or median bound is chosen. ``evaluations`` further games (default as
-    many) give the expected bound of a perfect attack at that shape, its spread and the ceiling.
+    fair coins, the optimal LLR score of DP-SGD with the claim's q, sigma and T drawn from its law). For every
+    candidate guess shape (``k_pos`` in :func:`guess_count_grid` or ``guess_counts``; ``k_neg = 0`` for the
+    f-DP test, whose recursion is stated for one-sided guesses; also ``k_neg = k_pos`` for Steinke et al.'s
+    test) the valid one-run bound at ``delta`` and ``confidence`` is computed on each game
+    (:func:`audit.stats.one_run_fdp. fdp_epsilon_lb`, or :func:`audit.stats.one_run.one_run_epsilon_lb`); the
+    shape with the largest mean (``criterion="mean"``) or median bound is chosen. ``evaluations`` further
+    games (default as many) give the expected bound of a perfect attack at that shape, its spread and the
+    ceiling.
 
     The design takes no coins and no scores of the audited training: it is fixed before the
     training runs, so the bound computed with it is valid whatever the code does (a broken
