@@ -325,7 +325,7 @@ def choose_one_run_design(mechanism: DPSGDClaim | CanaryMechanism | Sequence[flo
     candidate guess shape (``k_pos`` in :func:`guess_count_grid` or ``guess_counts``; ``k_neg = 0`` for the
     f-DP test, whose recursion is stated for one-sided guesses; also ``k_neg = k_pos`` for Steinke et al.'s
     test) the valid one-run bound at ``delta`` and ``confidence`` is computed on each game
-    (:func:`audit.stats.one_run_fdp. fdp_epsilon_lb`, or :func:`audit.stats.one_run.one_run_epsilon_lb`); the
+    (:func:`audit.stats.one_run_fdp.fdp_epsilon_lb`, or :func:`audit.stats.one_run.one_run_epsilon_lb`); the
     shape with the largest mean (``criterion="mean"``) or median bound is chosen. ``evaluations`` further
     games (default as many) give the expected bound of a perfect attack at that shape, its spread and the
     ceiling.
