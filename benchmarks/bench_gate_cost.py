@@ -5,7 +5,9 @@ convolutional network with GroupNorm, ``make_private_with_epsilon``, SGD; 5,000 
 ``--quick``: its CI size, 500 rows and 1 epoch). Each measurement is a fresh process, as a user runs it:
 
 * ``plain``: ``python -c`` that loads the plugin and calls its ``train`` once, no audit (the wall time of
-  the process, and the time of the ``train`` call alone, printed by the process);
+  the process, and the time of the ``train`` call alone, printed by the process), twice: with torch's
+  default threads (as a user runs it) and with one thread (as the audit runs a plugin,
+  :func:`targets.threads.thread_limit`); the faster of the two is the plain training;
 * ``check_config``: ``python -m audit run dp --target T --check-config -q``;
 * ``one_run``: ``python -m audit run dp --target T --one-run -q``.
 
@@ -42,9 +44,12 @@ from audit.run_context import host_info, utc_now  # noqa: E402
 TARGETS = {False: "examples.opacus_tutorial_cnn:trainer", True: "examples.opacus_tutorial_cnn:small_trainer"}
 #: The issue's targets, in plain trainings.
 TARGET_RATIOS = {"check_config": 3.0, "one_run": 4.0}
-PLAIN = ("import sys, time, importlib; module, name = sys.argv[1].split(':'); "
+PLAIN = ("import sys, time, importlib, torch; module, name = sys.argv[1].split(':'); "
+         "torch.set_num_threads(int(sys.argv[2])) if int(sys.argv[2]) else None; "
          "plugin = getattr(importlib.import_module(module), name)(); X, y = plugin['dataset']; "
          "t0 = time.perf_counter(); plugin['train'](X, y, 0); print('train_s', time.perf_counter() - t0)")
+#: Threads of the plain trainings: torch's default (0) and one, as the audit runs plugins.
+PLAIN_THREADS = (0, 1)
 
 
 def _timed(argv: list[str]) -> dict:
@@ -77,18 +82,23 @@ def _median(rows: list[dict], key: str) -> float:
 def measure(quick: bool, repeats: int) -> dict:
     """Interleaved repeats of the three measurements (module docstring) and their ratios."""
     target = TARGETS[quick]
-    rows: dict[str, list[dict]] = {"plain": [], "check_config": [], "one_run": []}
+    rows: dict[str, list[dict]] = {"check_config": [], "one_run": []} | {f"plain_{n}": [] for n in PLAIN_THREADS}
     with tempfile.TemporaryDirectory(prefix="bench-gate-cost-") as tmp:
         for _ in range(repeats):
-            plain = _timed([sys.executable, "-c", PLAIN, target])
-            plain["train_s"] = float(plain["stdout"].split()[-1])
-            rows["plain"].append(plain)
+            for n in PLAIN_THREADS:
+                plain = _timed([sys.executable, "-c", PLAIN, target, str(n)])
+                plain["train_s"] = float(plain["stdout"].split()[-1])
+                rows[f"plain_{n}"].append(plain)
             rows["check_config"].append(_audit(target, "--check-config", Path(tmp)))
             rows["one_run"].append(_audit(target, "--one-run", Path(tmp)))
-    plain_wall, plain_cpu = _median(rows["plain"], "wall_s"), _median(rows["plain"], "cpu_s")
-    train_s = _median(rows["plain"], "train_s")
-    out = {"target": target, "repeats": repeats,
-           "plain": {"process_wall_s": plain_wall, "process_cpu_s": plain_cpu, "train_call_s": train_s}}
+    plains = {("default_threads" if n == 0 else f"{n}_thread"): {
+        "process_wall_s": _median(rows[f"plain_{n}"], "wall_s"), "process_cpu_s": _median(rows[f"plain_{n}"], "cpu_s"),
+        "train_call_s": _median(rows[f"plain_{n}"], "train_s")} for n in PLAIN_THREADS}
+    fastest = min(plains, key=lambda k: plains[k]["process_wall_s"])
+    plain_wall, plain_cpu = plains[fastest]["process_wall_s"], plains[fastest]["process_cpu_s"]
+    train_s = plains[fastest]["train_call_s"]
+    out = {"target": target, "repeats": repeats, "plain_runs": plains,
+           "plain": plains[fastest] | {"threads": fastest}}
     for name in ("check_config", "one_run"):
         wall, cpu = _median(rows[name], "wall_s"), _median(rows[name], "cpu_s")
         out[name] = {"wall_s": wall, "cpu_s": cpu, "timing": rows[name][-1]["timing"],
