@@ -28,7 +28,7 @@ import audit
 import audit.commands
 from audit.errors import AuditIncomplete, UserError
 from audit.quiet import quiet_libraries
-from audit.run_context import configure_console
+from audit.run_context import command_clock, configure_console
 
 #: Commands shown first in ``--help``; every other module in :mod:`audit.commands` follows in
 #: alphabetical order (the audit kinds are not commands: ``run`` adds them, :mod:`audit.commands.run`).
@@ -73,7 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(exc.code or 0)
     configure_console(getattr(args, "verbose", 0), getattr(args, "quiet", False))
     try:
-        with quiet_libraries(bool(getattr(args, "quiet", False))):
+        with command_clock(whole_process=argv is None), quiet_libraries(bool(getattr(args, "quiet", False))):
             return int(args.func(args) or 0)
     except UserError as exc:
         sys.stderr.write(f"error: {exc}\n")

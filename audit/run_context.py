@@ -8,6 +8,16 @@ whose handler writes every record to the run's ``log.txt``; records propagate to
 logger, where the command line puts one stderr handler (:func:`configure_console`: warnings only
 with ``--quiet``, stage messages by default, debug detail with ``-v``). Library users configure the
 ``audit`` logger as they like; without configuration the stages go to ``log.txt`` only.
+
+Stages (:class:`Stages`): a command's stages are timed into ``timing["<stage>_s"]``; each start and end
+goes to log.txt, and a stage given a text prints one line when it starts, ``[i/n] text``, with an
+estimate once a training of the user's code has been timed (:meth:`Stages.set_training_time`). A
+command may start its stages before its run directory exists (checks that end in a one-line error
+write nothing): those lines reach stderr at once and log.txt when the :class:`RunContext` is made.
+``timing["total_s"]`` is the wall time to results.json written from the command's start: the process's
+start for the first run of a command line (:func:`command_clock`, :meth:`Stages.for_command`, with
+``startup_s`` the imports and loading before the first stage), else the run's first stage; the
+stages' times add up to at most it.
 """
 
 from __future__ import annotations
@@ -22,7 +32,7 @@ import re
 import sys
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,6 +48,31 @@ VOLATILE_KEYS = ["created", "host", "timing"]
 LOGGER = "audit"
 #: ``extra`` of a log record meant for log.txt only (a traceback): the stderr handler drops it.
 FILE_ONLY = {"file_only": True}
+#: ``time.perf_counter()`` at the start of this process's command (:func:`command_clock`), until a run
+#: claims it (:meth:`Stages.for_command`).
+_COMMAND_START: list[float] = []
+
+
+def process_start() -> float | None:
+    """``time.perf_counter()``'s value when this process started (Linux: /proc/self/stat), or None."""
+    try:
+        with open("/proc/self/stat", encoding="ascii") as stat:
+            start_ticks = int(stat.read().rsplit(")", 1)[1].split()[19])  # field 22, starttime since boot
+        age = time.clock_gettime(time.CLOCK_BOOTTIME) - start_ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+    return time.perf_counter() - age if age >= 0 else None
+
+
+@contextlib.contextmanager
+def command_clock(whole_process: bool) -> Iterator[None]:
+    """While the command line runs a command, its first run's ``total_s`` counts from the block's start, or
+    from the process's start when ``whole_process`` (the process is this command: ``python -m audit ...``)."""
+    _COMMAND_START[:] = [(process_start() if whole_process else None) or time.perf_counter()]
+    try:
+        yield
+    finally:
+        _COMMAND_START.clear()
 
 
 class StderrHandler(logging.StreamHandler):
@@ -130,6 +165,97 @@ class RunPaths:
             handler.close()
 
 
+def _duration(seconds: float) -> str:
+    """``seconds`` for a progress line: "8 s", "2 min 05 s"."""
+    seconds = max(0, round(seconds))
+    return f"{seconds} s" if seconds < 120 else f"{seconds // 60} min {seconds % 60:02d} s"
+
+
+class Stages:
+    """The timed stages of one command and their progress lines (module docstring).
+
+    ``planned``: the names of the stages that print a line, in order ("[i/n]"); ``trainings``: what each
+    costs in trainings of the user's code (for the estimates; :meth:`expect` adds more); ``started``: the
+    command's start (``time.perf_counter()``; default now). Lines go to the ``audit.run`` logger (stderr
+    as :func:`configure_console` says; nothing with ``-q``) and, once :meth:`attach` names the run
+    directory, to its log.txt (earlier lines are written there then, with their own time).
+    """
+
+    def __init__(self, planned: Sequence[str] = (), trainings: dict[str, float] | None = None,
+                 started: float | None = None) -> None:
+        self.planned = list(planned)
+        self.started = time.perf_counter() if started is None else float(started)
+        self.timing: dict[str, float] = {}
+        self.training_s: float | None = None
+        self._trainings = dict(trainings or {})
+        self._early: list[logging.LogRecord] = []
+        self._paths: RunPaths | None = None
+
+    @classmethod
+    def for_command(cls, planned: Sequence[str] = (), trainings: dict[str, float] | None = None) -> Stages:
+        """Stages that start at the command's start when the command line marked one no run has claimed
+        (``timing["startup_s"]``: from it to now), else now."""
+        now = time.perf_counter()
+        started = _COMMAND_START.pop() if _COMMAND_START else now
+        stages = cls(planned, trainings, started)
+        if started < now:
+            stages.timing["startup_s"] = now - started
+        return stages
+
+    def attach(self, paths: RunPaths) -> None:
+        """From now on lines go to ``paths``' log.txt too; the lines logged before are written there."""
+        self._paths = paths
+        for record in self._early:
+            for handler in paths.logger.handlers:
+                handler.handle(record)
+        self._early = []
+
+    def log(self, message: str, level: int = logging.INFO) -> None:
+        """One line of the command's log (stderr as configured; log.txt once attached)."""
+        if self._paths is not None:
+            self._paths.log(message, level)
+            return
+        record = logging.LogRecord(f"{LOGGER}.run", level, __file__, 0, message, None, None)
+        logging.getLogger(f"{LOGGER}.run").handle(record)
+        self._early.append(record)
+
+    def expect(self, name: str, trainings: float) -> None:
+        """Stage ``name`` will cost about ``trainings`` trainings of the user's code."""
+        self._trainings[name] = float(trainings)
+
+    def set_training_time(self, seconds: float) -> None:
+        """One training of the user's code took ``seconds``: the later lines carry estimates."""
+        self.training_s = float(seconds)
+
+    def _eta(self, name: str) -> str:
+        """" — about 20 s, 45 s left in all": this stage's estimate (when it trains the code) and that of the
+        stages from this one on; empty before a training was timed."""
+        if self.training_s is None:
+            return ""
+        later = self.planned[self.planned.index(name):] if name in self.planned else [name]
+        left = sum(self._trainings.get(n, 0.0) for n in later) * self.training_s
+        parts = [f"about {_duration(self._trainings[name] * self.training_s)}"] if name in self._trainings else []
+        if left > self._trainings.get(name, 0.0) * self.training_s:
+            parts.append(f"{_duration(left)} left in all")
+        return f" — {', '.join(parts)}" if parts else ""
+
+    @contextlib.contextmanager
+    def stage(self, name: str, text: str | None = None) -> Iterator[None]:
+        """Time a stage into ``timing[name + "_s"]`` (added up when it runs again); its start and end go to
+        log.txt; with ``text`` its start prints ``[i/n] text`` and the estimate (class docstring)."""
+        if text is not None:
+            where = f"[{self.planned.index(name) + 1}/{len(self.planned)}] " if name in self.planned else ""
+            self.log(f"{where}{text}{self._eta(name)}")
+        self.log(f"stage {name} started", logging.DEBUG)
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            took = time.perf_counter() - t0
+            self.timing[f"{name}_s"] = self.timing.get(f"{name}_s", 0.0) + took
+            self.log(f"stage {name} ended after {took:.2f} s", logging.DEBUG)
+
+
 def safe_name(text: str) -> str:
     """A file-name-safe rendering of a target name or plugin path."""
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)[:80]
@@ -176,11 +302,13 @@ class RunContext:
     """
 
     def __init__(self, out: str | os.PathLike, kind: str, target: str, *, seed: int = 0, quiet: bool = False,
-                 device: str = "cpu", name: str | None = None) -> None:
+                 device: str = "cpu", name: str | None = None, stages: Stages | None = None) -> None:
         self.paths = make_run_dir(out, kind, target, name)
         self.kind, self.target, self.seed, self.quiet, self.device_name = kind, target, int(seed), quiet, device
-        self.started = time.perf_counter()
-        self.timing: dict[str, float] = {}
+        self.stages = stages or Stages()
+        self.stages.attach(self.paths)
+        self.started = self.stages.started
+        self.timing = self.stages.timing
 
     @property
     def run_dir(self) -> Path:
@@ -213,24 +341,19 @@ class RunContext:
         """Log a stage message (see :meth:`RunPaths.log`)."""
         self.paths.log(message)
 
-    @contextlib.contextmanager
-    def stage(self, name: str) -> Iterator[None]:
-        """Time a stage into ``timing[name + "_s"]``."""
-        t0 = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.timing[f"{name}_s"] = self.timing.get(f"{name}_s", 0.0) + time.perf_counter() - t0
+    def stage(self, name: str, text: str | None = None) -> contextlib.AbstractContextManager[None]:
+        """A timed stage of the run (:meth:`Stages.stage`)."""
+        return self.stages.stage(name, text)
 
     def finish(self, results: dict, config: dict, report: bool = True) -> dict:
         """Complete ``results`` with the envelope (schema version, kind, seed, time, host, timing),
         write config.json (with package versions) and results.json atomically, render the report and
         refresh the index of the runs beside it (``<out>/index.html``); returns the completed results."""
-        self.timing["total_s"] = time.perf_counter() - self.started
         results = {"schema_version": SCHEMA_VERSION, "kind": self.kind, "target": self.target, "seed": self.seed} \
-            | results | {"created": utc_now(), "host": host_info(), "timing": dict(self.timing),
-                         "volatile": VOLATILE_KEYS}
+            | results | {"created": utc_now(), "host": host_info(), "volatile": VOLATILE_KEYS}
         write_json(self.run_dir / "config.json", config | {"packages": package_versions()})
+        self.timing["total_s"] = time.perf_counter() - self.started
+        results["timing"] = dict(self.timing)
         write_json(self.run_dir / "results.json", results)
         self.paths.log(f"wrote config.json and results.json (schema version {SCHEMA_VERSION})", logging.DEBUG)
         if report:

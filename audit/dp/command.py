@@ -31,15 +31,17 @@ def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser)
                         help="what the adversary sees: black-box (final model's loss), white-box (final "
                              "parameters), updates (every intermediate update); default: the target's (below)")
     parser.add_argument("--check-config", action="store_true",
-                        help="trainer plugins: only the accounting check, in seconds — read the DP-SGD the code runs "
-                             "(steps, Poisson rate, clip, noise, which records each step held) in three trainings "
-                             "(twice on the dataset, once with one more record), its epsilon by the PLD accountant "
-                             "against the claim; a violation exits 1 with --fail-above-claim")
+                        help="trainer plugins: only the accounting check, in about two trainings of the code — read "
+                             "the DP-SGD the code runs (steps, Poisson rate, clip, noise, which records each step "
+                             "held): once on the dataset and the first steps again from the same seed, once with "
+                             "one more record; its epsilon by the PLD accountant against the claim; a violation "
+                             "exits 1 with --fail-above-claim; each stage prints a line with an estimate")
     parser.add_argument("--one-run", action="store_true",
                         help="audit ONE training run: M gradient canaries, each in by its own fair coin and joining "
                              "every step like one more Poisson-sampled record; threats updates (default) and "
                              "white-box (built-in targets, Opacus plugins); a trainer plugin trains once on its whole "
-                             "dataset, after the accounting check (4 trainings in all); the one-run black-box game "
+                             "dataset, after the accounting check (about 3 trainings in all, each stage announced "
+                             "with an estimate); the one-run black-box game "
                              "is `run membership`")
     parser.add_argument("--canaries", type=positive_int, default=None, metavar="M",
                         help="--one-run: number of gradient canaries (default: chosen by simulating the claim — for "

@@ -49,15 +49,17 @@ from targets.one_run_canaries import (
 from targets.registry import get_target
 from targets.training import resolve_device
 
-__all__ = ["run_one_run", "ONE_RUN_THREATS", "DEFAULT_MAX_CANARIES", "canary_capacity"]
+__all__ = ["run_one_run", "ONE_RUN_THREATS", "DEFAULT_MAX_CANARIES", "canary_capacity", "design_games"]
 
 #: The threats the one-run game of a built-in target gives (black-box: ``run membership``).
 ONE_RUN_THREATS = ("updates", "white-box")
 #: The default number of canaries never exceeds this (simulation and scoring time; the expected bound
 #: grows slowly beyond it); ``--quick``: :data:`QUICK_MAX_CANARIES`.
 DEFAULT_MAX_CANARIES, QUICK_MAX_CANARIES = 20_000, 2_000
-#: Simulated games that choose the guess counts (and as many that evaluate them); ``--quick``: half.
-DESIGN_SIMULATIONS = 20
+#: Simulated games that choose the guess counts and the number of canaries (and as many that evaluate
+#: them); ``--quick``: a quarter. Enough that the choice is stable across seeds (docs/performance.md,
+#: "One-run design"): the games are drawn from the score's law, so they cost seconds in all.
+DESIGN_SIMULATIONS = 200
 
 
 def canary_capacity(n_params: int, sample_rate: float, noise_multiplier: float) -> int:
@@ -94,15 +96,20 @@ def check_canary_count(opts: DPOptions, capacity: int, n_params: int, holder: st
         raise UserError("--canaries must be at least 2")
 
 
+def design_games(opts: DPOptions) -> int:
+    """Simulated games that choose the design (:data:`DESIGN_SIMULATIONS`, a quarter with ``--quick``)."""
+    return DESIGN_SIMULATIONS // 4 if opts.quick else DESIGN_SIMULATIONS
+
+
 def design_canaries(opts: DPOptions, mech: CanaryMechanism, delta: float, n_params: int) -> OneRunDesign:
     """The number of canaries and the guess counts, from the claimed (or probed) mechanism and the seed alone:
     ``--canaries`` when given, else the default count up to the model's coordinates (at least 2)."""
-    sims = DESIGN_SIMULATIONS // 2 if opts.quick else DESIGN_SIMULATIONS
+    sims = design_games(opts)
     rng = np.random.default_rng([opts.seed, 61])
     if opts.canaries is not None:
         return choose_one_run_design(mech, opts.canaries, delta, opts.confidence, rng, simulations=sims)
     cap = max(2, min(n_params, QUICK_MAX_CANARIES if opts.quick else DEFAULT_MAX_CANARIES))
-    return default_canary_count(mech, delta, opts.confidence, rng, cap, simulations=sims // 2).design
+    return default_canary_count(mech, delta, opts.confidence, rng, cap, simulations=sims).design
 
 
 def random_canary_directions(seed: int, m: int, n_params: int) -> np.ndarray:

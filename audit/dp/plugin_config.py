@@ -1,10 +1,18 @@
 """``run dp --target module:factory --check-config``: the accounting check of a trainer plugin alone,
-in seconds (:mod:`audit.plugins.accounting`): the probe on the plugin's whole dataset (two trainings),
-one training on the dataset plus one record and one on the dataset less one, no attack. The verdict
-is the check's (:func:`config_verdict`): a violation (exit 1 with ``--fail-above-claim``) for every
-finding that means the accountant's epsilon does not cover the training — the code's configuration
-less private than its claim, no per-example clipping, sampling other than accounted (not Poisson, or
-at another rate), a configuration that moves with one record added or removed. Alone, the check's
+in about three trainings of the code (:mod:`audit.plugins.accounting`): the probe on the plugin's whole
+dataset (one training, and its first steps again for the reproducibility check), one training on the
+dataset plus one record and one on the dataset less one, no attack. Each stage prints one line when it
+starts, with an estimate from the probe's time (:class:`audit.run_context.Stages`; nothing with ``-q``),
+and goes to log.txt.
+
+What each stage needs of the code: the probe, a whole training (the steps it takes are only known at
+its end); the repeat, a few steps (:data:`audit.plugins.probe.REPEAT_STEPS`); the other worlds, whole
+trainings again (their step count, rate and normaliser against the probe's: the steps only show at the
+end of a run). The verdict is the check's (:func:`config_verdict`): a violation (exit 1 with
+``--fail-above-claim``) for every finding that means the accountant's epsilon does not cover the
+training — the code's configuration less private than its claim, noise below the claim's or not fresh,
+Gaussian and seed-dependent, no per-example clipping, sampling other than accounted (not Poisson, or at
+another rate), a configuration that moves with one record added or removed. Alone, the check's
 statistical tests get the whole alpha ``1 - confidence``.
 """
 
@@ -19,7 +27,7 @@ from audit.errors import UserError
 from audit.plugins.accounting import accounting_check, config_table, deciding_findings
 from audit.plugins.probe import claim_and_mechanism, probe
 from audit.plugins.training import plugin_dataset
-from audit.run_context import RunContext
+from audit.run_context import RunContext, Stages
 from targets.catalogue import is_plugin
 from targets.plugins import TrainerPlugin, load_plugin, plugin_config
 
@@ -45,23 +53,33 @@ def config_verdict(block: dict) -> dict:
     return {"status": "consistent", "text": text, "source": "config_check"}
 
 
-def plugin_probe(plugin: TrainerPlugin, data_dir: str | None, seed: int) -> dict:
-    """The probe on the plugin's whole dataset (two trainings): ``probe``, ``claim``, ``mechanism``, ``data``."""
+#: The stages of ``--check-config`` that print a line (:class:`audit.run_context.Stages`).
+CHECK_STAGES = ("probe", "repeat", "other_world")
+
+
+def plugin_probe(plugin: TrainerPlugin, data_dir: str | None, seed: int, stages: Stages | None = None) -> dict:
+    """The probe on the plugin's whole dataset (a training and the first steps of its repeat): ``probe``,
+    ``claim``, ``mechanism``, ``data``; ``stages`` times and announces them."""
     data = plugin_dataset(plugin, data_dir)
-    found = probe(plugin, data.X, data.y, seed, plugin.delta)
+    found = probe(plugin, data.X, data.y, seed, plugin.delta, stages)
     claim, mech = claim_and_mechanism(plugin, found)
     return {"claim": claim, "mechanism": mech, "probe": found, "data": data}
 
 
 def plugin_accounting(plugin: TrainerPlugin, data_dir: str | None, seed: int, alpha: float,
-                      probed: dict | None = None) -> dict:
+                      probed: dict | None = None, stages: Stages | None = None) -> dict:
     """Probe the plugin on its whole dataset (or take ``probed``, :func:`plugin_probe`) and run the accounting
     check with error budget ``alpha`` (its part of the audit's family); returns the ``config_check`` block
-    with the claim and code facts (``claim``, ``mechanism``, ``probe``, ``data``) for the caller."""
-    probed = probed or plugin_probe(plugin, data_dir, seed)
+    with the claim and code facts (``claim``, ``mechanism``, ``probe``, ``data``) for the caller. ``stages``
+    (default: a fresh one) times and announces the stages."""
+    stages = stages or Stages()
+    probed = probed or plugin_probe(plugin, data_dir, seed, stages)
     found, claim, data = probed["probe"], probed["claim"], probed["data"]
     X, y = data.X, data.y
-    block = accounting_check(plugin, X, y, seed, found, claim, found.source.noise_multiplier, plugin.delta, alpha)
+    with stages.stage("other_world", f"other worlds: training the code on its {len(X)} rows plus one record and "
+                                     f"less one record, the configuration read again (accounting check)"):
+        block = accounting_check(plugin, X, y, seed, found, claim, found.source.noise_multiplier, plugin.delta,
+                                 alpha)
     block["driver"] = found.source.kind
     block["n_train"] = int(len(X))
     if found.opacus is not None:
@@ -77,10 +95,10 @@ def run_check_config(opts: DPOptions) -> tuple[Path, dict]:
     plugin = load_plugin(opts.target)
     if not isinstance(plugin, TrainerPlugin):
         raise UserError(f"plugin {opts.target} is a mechanism; --check-config applies to DP-SGD trainers")
-    ctx = RunContext(opts.out, "dp", plugin.name, seed=opts.seed, quiet=opts.quiet)
+    stages = Stages.for_command(CHECK_STAGES, {"other_world": 2.0})
+    ctx = RunContext(opts.out, "dp", plugin.name, seed=opts.seed, quiet=opts.quiet, stages=stages)
     with ctx:
-        with ctx.stage("check_config"):
-            found = plugin_accounting(plugin, opts.data_dir, opts.seed, 1.0 - opts.confidence)
+        found = plugin_accounting(plugin, opts.data_dir, opts.seed, 1.0 - opts.confidence, stages=stages)
         block, claim = found["block"], found["claim"]
         results = {"target_description": plugin.description, "dataset": found["data"].name,
                    "model": {"name": f"user trainer {plugin.spec}"}, "delta": plugin.delta,

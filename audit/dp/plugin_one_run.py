@@ -2,9 +2,12 @@
 loop with the two hooks of :mod:`targets.audit_hooks`) on the plugin's whole dataset, with M gradient
 canaries, plus the accounting check of :mod:`audit.plugins.accounting` in the same run.
 
-Order (5 trainings in all, none of them cut to a subset of the data):
+Order (4 whole trainings and the first steps of a fifth, none of them cut to a subset of the data; each
+stage prints one line when it starts, with an estimate from the probe's time, and goes to log.txt,
+:class:`audit.run_context.Stages`):
 
-1. **Probe** (:func:`audit.dp.plugin_config.plugin_probe`, two trainings from the same seed, no canary):
+1. **Probe** (:func:`audit.dp.plugin_config.plugin_probe`, one training and the first steps of its repeat
+   from the same seed, :data:`audit.plugins.probe.REPEAT_STEPS`, no canary):
    the DP-SGD the code runs (:class:`audit.plugins.probe.StepMechanism`: noise multiplier, Poisson rate,
    steps), its clip norm, its parameter count and how much data gradient each coordinate received.
    ``--canaries`` above what the model holds and ``--threat white-box`` on a hooked loop (which reports its
@@ -38,7 +41,6 @@ from __future__ import annotations
 
 import math
 import sys
-import time
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -50,6 +52,7 @@ from audit.dp.one_run_game import (
     canary_capacity,
     check_canary_count,
     design_canaries,
+    design_games,
     one_run_table,
     random_canary_directions,
 )
@@ -58,7 +61,7 @@ from audit.dp.plugin_config import config_verdict, plugin_accounting, plugin_pro
 from audit.errors import UserError
 from audit.plugins.accounting import ONE_RUN_SHARE, config_table
 from audit.plugins.probe import require_steps, run_once
-from audit.run_context import RunContext
+from audit.run_context import RunContext, Stages
 from audit.stats.metrics import attack_metrics
 from audit.stats.one_run_design import (
     CanaryMechanism,
@@ -72,6 +75,10 @@ __all__ = ["run_plugin_one_run", "THREAT_COVERAGE", "PLUGIN_ONE_RUN_THREATS"]
 
 #: The threats a one-run audit of a trainer plugin gives (black-box one-run: ``run membership``).
 PLUGIN_ONE_RUN_THREATS = ("updates", "white-box")
+
+#: The stages of a plugin's one-run audit that print a line, and what each costs in trainings of the code.
+ONE_RUN_STAGES = ("probe", "repeat", "other_world", "design", "audited_run")
+ONE_RUN_TRAININGS = {"other_world": 2.0, "audited_run": 1.0}
 
 #: Which mistakes each part of the one-run audit can see: (mistake, updates, white-box, accounting check).
 THREAT_COVERAGE = (
@@ -174,27 +181,25 @@ def _scores(recorder: CanaryRecorder, threat: str, mech: CanaryMechanism, crosst
 def run_plugin_one_run(opts: DPOptions, plugin: TrainerPlugin | None = None) -> tuple[Path, dict]:
     """One training of a trainer plugin with M gradient canaries and the accounting check (module
     docstring); ``plugin``: an already loaded plugin (``assert_private``), else ``opts.target`` is loaded."""
+    stages = Stages.for_command(ONE_RUN_STAGES, ONE_RUN_TRAININGS)
     plugin = _plugin(opts, plugin)
     threat = opts.threat or "updates"
-    t0 = time.perf_counter()
-    probed = plugin_probe(plugin, opts.data_dir, opts.seed)
-    probe_s = time.perf_counter() - t0
+    probed = plugin_probe(plugin, opts.data_dir, opts.seed, stages)
     n_params, capacity = _check_probe(opts, plugin, probed, threat)
     found, step_mech, data = probed["probe"], probed["mechanism"], probed["data"]
     mech = CanaryMechanism(step_mech.sample_rate, step_mech.noise_multiplier, step_mech.steps)
     alpha = 1.0 - opts.confidence
     check_alpha, bound_confidence = alpha * ONE_RUN_SHARE, 1.0 - alpha * (1.0 - ONE_RUN_SHARE)
-    ctx = RunContext(opts.out, "dp", plugin.name, seed=opts.seed, quiet=opts.quiet)
+    ctx = RunContext(opts.out, "dp", plugin.name, seed=opts.seed, quiet=opts.quiet, stages=stages)
     with ctx:
-        ctx.timing["probe_s"] = probe_s
-        with ctx.stage("check_config"):
-            block = plugin_accounting(plugin, opts.data_dir, opts.seed, check_alpha, probed)["block"]
-        with ctx.stage("design"):
+        block = plugin_accounting(plugin, opts.data_dir, opts.seed, check_alpha, probed, stages)["block"]
+        with ctx.stage("design", f"design: the number of canaries and guesses, from {design_games(opts)} games "
+                                 f"simulated under the DP-SGD the probe read"):
             design = design_canaries(replace(opts, confidence=bound_confidence), mech, plugin.delta, n_params)
         recorder, cinfo = _recorder(opts, found.recorder.touched, found.recorder.sizes, design.canaries)
-        ctx.say(f"{plugin.name}: one run of the training on all {len(data)} rows with {design.canaries} "
-                f"{cinfo['kind']} gradient canaries ({int(recorder.included.sum())} in), threat {threat}")
-        with ctx.stage("train"):
+        with ctx.stage("audited_run", f"audited run: the training on all {len(data)} rows with {design.canaries} "
+                                      f"{cinfo['kind']} gradient canaries ({int(recorder.included.sum())} in), "
+                                      f"threat {threat}"):
             run_once(plugin, data.X, data.y, int(np.random.SeedSequence([opts.seed, 37]).generate_state(1)[0]),
                      recorder)
         require_steps(plugin, recorder)
@@ -283,8 +288,10 @@ def _results(plugin: TrainerPlugin, opts: DPOptions, probed: dict, block: dict, 
         "config_check": block, "threat_coverage": [dict(zip(("mistake", "updates", "white-box", "config_check"), row,
                                                             strict=True)) for row in THREAT_COVERAGE],
         "game": {"one_run": True, "runs": 1, "trainings": trainings,
-                 "trainings_text": f"{trainings} trainings of the code: the probe and its repeat, the dataset plus one "
-                                   f"record and less one record (accounting check), and the one audited run",
+                 "trainings_text": f"{trainings} whole trainings of the code: the probe, the dataset plus one record "
+                                   f"and less one record (accounting check), and the one audited run; and the "
+                                   f"first steps of the probe's repeat (stopped once the reproducibility check is "
+                                   f"decided)",
                  "canaries": int(inc.size), "included": int(inc.sum()), "canary_kind": cinfo["kind"],
                  "canary": cinfo, "threat": threat, "n_train": int(len(data)),
                  "threshold_strategy": "one-run guesses: 'in' for the k_pos highest scores, 'out' for the k_neg "
@@ -301,4 +308,5 @@ def plugin_one_run_summary(results: dict[str, Any]) -> list[str]:
     """Extra summary lines of a plugin's one-run audit (after the accounting check's)."""
     game = results["game"]
     return [f"training:  the audited run on all {game['n_train']} rows; {game['trainings']} trainings of the code "
-            f"in all (probe, its repeat, the dataset plus and less one record, the audited run)"]
+            f"in all (probe, the dataset plus and less one record, the audited run) and the first steps of the "
+            f"probe's repeat"]

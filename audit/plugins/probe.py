@@ -1,9 +1,11 @@
 """Reading the DP-SGD a user's training code runs: one instrumented call of its ``train``.
 
 Opacus is patched (:mod:`targets.opacus_hooks`) and the hooks of :mod:`targets.audit_hooks` record
-while ``train`` runs once with no canary (:func:`probe`, twice from the same seed for the
-reproducibility check). That shows how many noisy steps the code really takes, the Poisson rate it
-samples with, its clip norm, for Opacus its noise multiplier and what Opacus's own accountant
+while ``train`` runs once with no canary (:func:`probe`). For the reproducibility check it runs again
+from the same seed, stopped after :data:`REPEAT_STEPS` noisy steps or at the first that differs
+(:func:`repeat_matches`): a seeded loop gives the same noisy sums bit for bit from its first step, so
+a few steps decide, for a fraction of a training. That shows how many noisy steps the code really
+takes, the Poisson rate it samples with, its clip norm, for Opacus its noise multiplier and what Opacus's own accountant
 reports, and which parameter coordinate the data's clipped gradients never reach (the smallest
 summed ``|grad_sum|``, zero for a dead coordinate; Nasr et al. 2023 put their Dirac canary there).
 The claim is the plugin's, or with ``"claim": "opacus"`` the epsilon Opacus reported for the probe;
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,11 +25,15 @@ import numpy as np
 
 from audit.errors import TargetCodeError, UserError
 from audit.plugins.training import train_once
+from audit.run_context import Stages
 from audit.theory.claims import PURE_DP_DELTA, ApproxDPClaim, PrivacyClaim
 from audit.theory.dpsgd import DPSGDClaim, calibrate_noise_multiplier
 from targets.audit_hooks import StepSource, UpdateRecorder, loader_indices, recording
 from targets.plugin_rng import reproducibility
 from targets.plugins import TrainerPlugin
+
+#: Noisy steps of the probe's repeat compared with the probe's before it stops (:func:`repeat_matches`).
+REPEAT_STEPS = 5
 
 
 @dataclass(frozen=True)
@@ -116,20 +122,66 @@ def require_steps(plugin: TrainerPlugin, recorder: UpdateRecorder) -> None:
                     f"loop, or audit it black-box (--threat black-box)" + (f"; {why}" if why else ""))
 
 
-def probe(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int, delta: float) -> Probe:
-    """Train once without a canary (twice, for the reproducibility check) and read the code's DP-SGD."""
+class _RepeatDecided(BaseException):
+    """Raised from the hook inside the user's loop once the repeat has decided (a BaseException, so the
+    loop's own ``except Exception`` cannot swallow it); caught by :func:`repeat_matches` alone."""
+
+
+class _RepeatRecorder(UpdateRecorder):
+    """A probe recorder that compares each noisy step with the probe's and stops the run when decided."""
+
+    def __init__(self, reference: list[float], limit: int) -> None:
+        super().__init__(None, 0)
+        self.reference, self.limit = reference, limit
+
+    def _observe(self, tensors: list[Any]) -> None:
+        super()._observe(tensors)
+        t = len(self.observations) - 1
+        if t >= len(self.reference) or self.observations[t] != self.reference[t] or t + 1 >= self.limit:
+            raise _RepeatDecided
+
+
+def repeat_matches(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int, first: UpdateRecorder,
+                   limit: int = REPEAT_STEPS) -> tuple[bool, int]:
+    """Train again from ``seed`` and compare the noisy sums step by step with ``first`` (the probe's), stopping
+    the training at the first step that differs or after ``limit`` steps; returns (identical, steps compared).
+    A run that ends sooner is compared whole (and must take the probe's steps)."""
+    second = _RepeatRecorder(list(first.observations), limit)
+    try:
+        run_once(plugin, X, y, seed, second)
+    except _RepeatDecided:
+        pass
+    n = second.steps
+    same = n > 0 and second.observations == first.observations[:n] and (n >= limit or n == first.steps)
+    return same, n
+
+
+def probe(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int, delta: float,
+          stages: Stages | None = None) -> Probe:
+    """Train once without a canary, repeat its first steps (the reproducibility check) and read the code's
+    DP-SGD. ``stages``: an :class:`audit.run_context.Stages` that times and announces the two stages."""
     probe_seed = int(np.random.SeedSequence([seed, 29]).generate_state(1)[0])
-    first, second = UpdateRecorder(None, 0), UpdateRecorder(None, 0)
-    run_once(plugin, X, y, probe_seed, first)
+    first = UpdateRecorder(None, 0)
+    with _stage(stages, "probe", f"probe: training the code once on its {len(X)} rows, reading the DP-SGD it runs"):
+        run_once(plugin, X, y, probe_seed, first)
     require_steps(plugin, first)
-    run_once(plugin, X, y, probe_seed, second)
-    same = np.array_equal(np.asarray(first.observations), np.asarray(second.observations))
-    check = reproducibility(same, plugin.rng, f"the probe run trained twice from the same seed ({first.steps} noisy "
-                                              f"steps compared)")
+    if stages is not None:
+        stages.set_training_time(stages.timing["probe_s"])
+        stages.expect("repeat", min(1.0, REPEAT_STEPS / first.steps))
+    with _stage(stages, "repeat", f"repeat: the probe again from the same seed, stopped after {REPEAT_STEPS} noisy "
+                                  f"steps or the first that differs (reproducibility)"):
+        same, compared = repeat_matches(plugin, X, y, probe_seed, first)
+    check = reproducibility(same, plugin.rng, f"the probe run repeated from the same seed ({compared} of its "
+                                              f"{first.steps} noisy steps compared)")
     coordinate = int(np.argmin(first.touched))
     return Probe(steps=first.steps, source=first.source, clip_norm=float(first.clip_norm),
                  n_params=int(first.touched.size), coordinate=coordinate, touched=float(first.touched[coordinate]),
                  opacus=_opacus_report(first, delta), check=check, recorder=first)
+
+
+def _stage(stages: Stages | None, name: str, text: str) -> AbstractContextManager[None]:
+    """``stages.stage(name, text)``, or nothing when no stages are kept."""
+    return nullcontext() if stages is None else stages.stage(name, text)
 
 
 def _opacus_report(recorder: UpdateRecorder, delta: float) -> dict | None:

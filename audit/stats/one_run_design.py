@@ -23,11 +23,20 @@ audited coins or scores, so the one-run bounds computed with it stay valid whate
   simulations separate from those that chose the guesses; and the ceiling (every guess right);
 * a default number of canaries (:func:`default_canary_count`).
 
+The games are drawn from the score's law computed once per mechanism
+(:func:`audit.stats.canary_score_distribution.score_distribution`: M draws per game instead of M x T
+simulated observations, :func:`simulated_games`), each bound at a guess count and a number right is
+computed once (:func:`_cached_bound`), and only the guess shapes whose bound at their mean number right
+is within :data:`SCREEN_FRACTION` of the best such bound are evaluated game by game (:func:`_criterion`:
+the others cannot be chosen, and the long recursions of many guesses are skipped), so a design from
+hundreds of games takes seconds.
+
 Sources: docs/references.md, "One-run auditing".
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -37,6 +46,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from audit.errors import UserError
+from audit.stats.canary_score_distribution import score_distribution
 from audit.stats.one_run import one_run_epsilon_lb
 from audit.stats.one_run_fdp import fdp_epsilon_lb, fdp_mu_lb
 from audit.theory.checks import check_confidence, check_delta
@@ -54,6 +64,9 @@ CHUNK_ELEMENTS = 1 << 22
 #: null ("fdp"), the epsilon of the largest mu-GDP null it rejects ("fdp-gdp", an estimate), and
 #: Steinke et al.'s p-value ("steinke"); all take one- and two-sided guesses.
 DESIGN_METHODS = ("fdp", "fdp-gdp", "steinke")
+#: Guess shapes whose bound at their mean number right is below this fraction of the best one's are not
+#: evaluated game by game (:func:`_criterion`).
+SCREEN_FRACTION = 0.9
 #: Numbers of canaries :func:`default_canary_count` compares (those above ``max_canaries`` are dropped).
 DEFAULT_CANARY_CANDIDATES = (1_000, 2_000, 5_000, 10_000, 20_000, 50_000)
 
@@ -155,6 +168,21 @@ def simulate_dpsgd_canary_scores(canaries: int, sample_rate: float, noise_multip
     return scores, members
 
 
+def simulated_games(mech: CanaryMechanism, canaries: int, games: int,
+                    rng: np.random.Generator) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``games`` one-run games of ``canaries`` canaries under ``mech``, drawn from the score's law
+    (:func:`audit.stats.canary_score_distribution.score_distribution`, cached per mechanism); the same
+    games in law as :func:`simulate_dpsgd_canary_scores`'s, deterministic given ``rng``."""
+    law = score_distribution(float(mech.sample_rate), float(mech.noise_multiplier), int(mech.steps))
+    return [law.game(canaries, rng) for _ in range(games)]
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _cached_bound(method: str, guesses: int, v: int, m: int, delta: float, confidence: float) -> float:
+    """:func:`guess_bound`, cached (the same pair recurs in many simulated games)."""
+    return guess_bound(method, guesses, v, m, delta, confidence)
+
+
 def guess_count_grid(canaries: int, points: int = 48) -> np.ndarray:
     """The candidate guess counts: ``points`` geometrically spaced integers from 1 to M/2 (distinct)."""
     m = _check_count(canaries, "canaries")
@@ -163,18 +191,24 @@ def guess_count_grid(canaries: int, points: int = 48) -> np.ndarray:
 
 def _ordered(scores: np.ndarray) -> np.ndarray:
     """Canary indices by ascending score, ties by ascending index (as the one-run bounds order them)."""
-    return np.lexsort((np.arange(scores.size), scores))
+    return np.argsort(scores, kind="stable")
+
+
+def _right_counts(scores: np.ndarray, members: np.ndarray, guesses: list[tuple[int, int]]) -> np.ndarray:
+    """The number of right guesses at every (k_pos, k_neg) of ``guesses`` on one game."""
+    order = _ordered(scores)
+    right_in = np.concatenate([[0], np.cumsum(members[order[::-1]])])  # right "in" among the top k
+    right_out = np.concatenate([[0], np.cumsum(~members[order])])  # right "out" among the bottom k
+    k_pos, k_neg = np.array(guesses, dtype=np.int64).reshape(-1, 2).T
+    return right_in[k_pos] + right_out[k_neg]
 
 
 def grid_bounds(scores: np.ndarray, members: np.ndarray, guesses: list[tuple[int, int]], method: str,
                  delta: float, confidence: float) -> np.ndarray:
     """The bound of ``method`` at every (k_pos, k_neg) of ``guesses`` on one game."""
-    order = _ordered(scores)
-    m = scores.size
-    right_in = np.concatenate([[0], np.cumsum(members[order[::-1]])])  # right "in" among the top k
-    right_out = np.concatenate([[0], np.cumsum(~members[order])])  # right "out" among the bottom k
-    return np.array([guess_bound(method, k_pos + k_neg, int(right_in[k_pos] + right_out[k_neg]), m, delta, confidence)
-                     for k_pos, k_neg in guesses])
+    right = _right_counts(scores, members, guesses)
+    return np.array([_cached_bound(method, k_pos + k_neg, int(v), scores.size, delta, confidence)
+                     for (k_pos, k_neg), v in zip(guesses, right, strict=True)])
 
 
 def guess_bound(method: str, guesses: int, right: int, m: int, delta: float, confidence: float) -> float:
@@ -250,8 +284,7 @@ def _design_from_games(design_games: list[tuple[np.ndarray, np.ndarray]],
                        shapes: list[tuple[int, int]], method: str, delta: float, confidence: float,
                        criterion: str) -> OneRunDesign:
     """Choose the shape maximising ``criterion`` over ``design_games``, evaluate it on ``eval_games``."""
-    table = np.array([grid_bounds(s, mem, shapes, method, delta, confidence) for s, mem in design_games])
-    value = table.mean(axis=0) if criterion == "mean" else np.median(table, axis=0)
+    value = _criterion(design_games, shapes, method, delta, confidence, criterion)
     j = int(np.argmax(value))  # ties: the first, i.e. the fewest guesses
     k_pos, k_neg = shapes[j]
     evals = np.array([grid_bounds(s, mem, [shapes[j]], method, delta, confidence)[0] for s, mem in eval_games])
@@ -264,6 +297,21 @@ def _design_from_games(design_games: list[tuple[np.ndarray, np.ndarray]],
                         epsilon_range=(float(np.quantile(evals, 0.05)), float(np.quantile(evals, 0.95))),
                         ceiling=float(ceiling), mechanism=mech, simulations=len(design_games),
                         evaluations=len(eval_games), grid=tuple(shapes), grid_value=tuple(float(x) for x in value))
+
+
+def _criterion(games: list[tuple[np.ndarray, np.ndarray]], shapes: list[tuple[int, int]], method: str,
+               delta: float, confidence: float, criterion: str) -> np.ndarray:
+    """The mean (or median) bound of each shape over ``games``; a shape screened out (module docstring) keeps
+    its bound at its mean number right, below :data:`SCREEN_FRACTION` of the best."""
+    m = games[0][0].size
+    right = np.array([_right_counts(s, mem, shapes) for s, mem in games])
+    out = np.array([_cached_bound(method, kp + kn, int(round(v)), m, delta, confidence)
+                    for (kp, kn), v in zip(shapes, right.mean(axis=0), strict=True)])
+    keep = np.flatnonzero(out >= SCREEN_FRACTION * out.max())
+    table = np.array([[_cached_bound(method, sum(shapes[j]), int(v), m, delta, confidence) for j, v in
+                       zip(keep, row[keep], strict=True)] for row in right])
+    out[keep] = table.mean(axis=0) if criterion == "mean" else np.median(table, axis=0)
+    return out
 
 
 def _check_design_args(delta: float, confidence: float, criterion: str, simulations: int,
@@ -281,15 +329,14 @@ def choose_one_run_design(mechanism: DPSGDClaim | CanaryMechanism | Sequence[flo
                           guess_counts: ArrayLike | None = None) -> OneRunDesign:
     """Guess counts for a one-run audit with ``canaries`` gradient canaries, from the claim alone.
 
-    How: ``simulations`` one-run games are simulated exactly under the claimed mechanism
-    (:func:`simulate_dpsgd_canary_scores`: fair coins, the per-canary observation of DP-SGD with the
-    claim's q, sigma and T, the optimal LLR score). For every candidate guess shape (``k_pos`` in
-    :func:`guess_count_grid` or ``guess_counts``, with ``k_neg = 0`` or ``k_neg = k_pos``) the one-run
-    bound of ``method`` at ``delta`` and ``confidence`` is computed on each game (:func:`guess_bound`:
-    :func:`audit.stats.one_run_fdp.fdp_epsilon_lb`, the Gaussian-family estimate of
+    How: ``simulations`` one-run games are simulated under the claimed mechanism (:func:`simulated_games`:
+    fair coins, the optimal LLR score of DP-SGD with the claim's q, sigma and T drawn from its law). For every
+    candidate guess shape (``k_pos`` in :func:`guess_count_grid` or ``guess_counts``, with ``k_neg = 0`` or
+    ``k_neg = k_pos``) the one-run bound of ``method`` at ``delta`` and ``confidence`` is computed on each game
+    (:func:`guess_bound`: :func:`audit.stats.one_run_fdp.fdp_epsilon_lb`, the Gaussian-family estimate of
     :func:`audit.stats.one_run_fdp.fdp_mu_lb`, or :func:`audit.stats.one_run.one_run_epsilon_lb`); the shape
-    with the largest mean (``criterion="mean"``) or median bound is chosen. ``evaluations`` further games (default as
-    many) give the expected bound of a perfect attack at that shape, its spread and the ceiling.
+    with the largest mean (``criterion="mean"``) or median bound is chosen. ``evaluations`` further games
+    (default as many) give the expected bound of a perfect attack at that shape, its spread and the ceiling.
 
     The design takes no coins and no scores of the audited training: it is fixed before the
     training runs, so the bound computed with it is valid whatever the code does (a broken
@@ -299,9 +346,7 @@ def choose_one_run_design(mechanism: DPSGDClaim | CanaryMechanism | Sequence[flo
     m = _check_count(canaries, "canaries", 2)
     delta, confidence, sims, evals = _check_design_args(delta, confidence, criterion, simulations, evaluations)
     shapes = guess_shapes(m, method, guess_counts)
-    gen = np.random.default_rng(rng)
-    games = [simulate_dpsgd_canary_scores(m, mech.sample_rate, mech.noise_multiplier, mech.steps, gen)
-             for _ in range(sims + evals)]
+    games = simulated_games(mech, m, sims + evals, np.random.default_rng(rng))
     return _design_from_games(games[:sims], games[sims:], mech, shapes, method, delta, confidence, criterion)
 
 
@@ -349,9 +394,7 @@ def default_canary_count(mechanism: DPSGDClaim | CanaryMechanism | Sequence[floa
     delta, confidence, sims, evals = _check_design_args(delta, confidence, criterion, simulations, None)
     sizes = sorted({int(c) for c in candidates if 2 <= int(c) <= cap} |
                    ({cap} if not candidates or cap < max(candidates) else set()))
-    gen = np.random.default_rng(rng)
-    games = [simulate_dpsgd_canary_scores(sizes[-1], mech.sample_rate, mech.noise_multiplier, mech.steps, gen)
-             for _ in range(sims + evals)]
+    games = simulated_games(mech, sizes[-1], sims + evals, np.random.default_rng(rng))
     designs = []
     for m in sizes:
         prefix = [(s[:m], mem[:m]) for s, mem in games]
