@@ -85,7 +85,7 @@ def test_check_config_prints_each_stage_with_an_estimate_and_logs_it(tmp_path, c
     assert [line[:5] for line in lines] == ["[1/3]", "[2/3]", "[3/3]"], err
     assert "probe:" in lines[0] and " — about" not in lines[0]  # nothing timed yet
     assert "repeat:" in lines[1] and " — about" in lines[1] and "left in all" in lines[1]
-    assert "other world:" in lines[2] and " — about" in lines[2]
+    assert "other worlds:" in lines[2] and " — about" in lines[2]
     for line in lines:
         assert line in log
     for name in ("probe", "repeat", "other_world"):
@@ -93,8 +93,8 @@ def test_check_config_prints_each_stage_with_an_estimate_and_logs_it(tmp_path, c
     timing = res["timing"]
     stages = sum(v for k, v in timing.items() if k != "total_s")
     assert timing["total_s"] >= stages > 0 and {"probe_s", "repeat_s", "other_world_s"} <= set(timing)
-    # the repeat stopped after REPEAT_STEPS noisy steps: probe, repeat, other world
-    assert CALLS == [STEPS, REPEAT_STEPS, STEPS]
+    # the repeat stopped after REPEAT_STEPS noisy steps: probe, repeat, the worlds plus and less one record
+    assert CALLS == [STEPS, REPEAT_STEPS, STEPS, STEPS]
     assert res["config_check"]["status"] == "ok"
 
 
@@ -102,7 +102,7 @@ def test_check_config_prints_each_stage_with_an_estimate_and_logs_it(tmp_path, c
 def test_quiet_prints_no_stage_line_but_log_txt_has_them(tmp_path, capsys):
     code, _, _, log = _run(tmp_path, "seeded", "--check-config", "-q")
     assert code == 0 and "[1/3]" not in capsys.readouterr().err
-    assert "[1/3] probe:" in log and "[3/3] other world:" in log
+    assert "[1/3] probe:" in log and "[3/3] other worlds:" in log
 
 
 @pytest.mark.slow
@@ -111,18 +111,18 @@ def test_one_run_announces_five_stages_and_total_covers_them(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 0
     heads = [line.split(":")[0] for line in err.splitlines() if line.startswith("[")]
-    assert heads == ["[1/5] probe", "[2/5] repeat", "[3/5] other world", "[4/5] design", "[5/5] audited run"], err
+    assert heads == ["[1/5] probe", "[2/5] repeat", "[3/5] other worlds", "[4/5] design", "[5/5] audited run"], err
     assert all(" — about" in line or "left in all" in line for line in err.splitlines()[1:] if line.startswith("["))
     assert "[5/5] audited run" in log and "stage audited_run ended after" in log
     timing = res["timing"]
     assert timing["total_s"] >= sum(v for k, v in timing.items() if k != "total_s")
-    assert CALLS == [STEPS, REPEAT_STEPS, STEPS, STEPS] and res["game"]["trainings"] == 4
+    assert CALLS == [STEPS, REPEAT_STEPS, STEPS, STEPS, STEPS] and res["game"]["trainings"] == 5
 
 
 @pytest.mark.slow
 def test_a_loop_ignoring_its_seed_is_caught_by_the_repeat_at_its_first_step(tmp_path, capsys):
     code, _, res, _ = _run(tmp_path, "unseeded", "--check-config", "-q")
-    assert code == 0 and CALLS == [STEPS, 1, STEPS]
+    assert code == 0 and CALLS == [STEPS, 1, STEPS, STEPS]
     assert res["config_check"]["status"] in ("ok", "finding")
 
 

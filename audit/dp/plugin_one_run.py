@@ -288,10 +288,9 @@ def _results(plugin: TrainerPlugin, opts: DPOptions, probed: dict, block: dict, 
         "config_check": block, "threat_coverage": [dict(zip(("mistake", "updates", "white-box", "config_check"), row,
                                                             strict=True)) for row in THREAT_COVERAGE],
         "game": {"one_run": True, "runs": 1, "trainings": trainings,
-                 "trainings_text": f"{trainings} whole trainings of the code: the probe, the dataset plus one record "
-                                   f"and less one record (accounting check), and the one audited run; and the "
-                                   f"first steps of the probe's repeat (stopped once the reproducibility check is "
-                                   f"decided)",
+                 "trainings_text": f"{trainings} calls of the code's training: the probe, the first steps of its "
+                                   f"repeat (stopped once the reproducibility check is decided), the dataset plus one "
+                                   f"record and less one record (accounting check), and the one audited run",
                  "canaries": int(inc.size), "included": int(inc.sum()), "canary_kind": cinfo["kind"],
                  "canary": cinfo, "threat": threat, "n_train": int(len(data)),
                  "threshold_strategy": "one-run guesses: 'in' for the k_pos highest scores, 'out' for the k_neg "
@@ -307,6 +306,6 @@ def _results(plugin: TrainerPlugin, opts: DPOptions, probed: dict, block: dict, 
 def plugin_one_run_summary(results: dict[str, Any]) -> list[str]:
     """Extra summary lines of a plugin's one-run audit (after the accounting check's)."""
     game = results["game"]
-    return [f"training:  the audited run on all {game['n_train']} rows; {game['trainings']} trainings of the code "
-            f"in all (probe, the dataset plus and less one record, the audited run) and the first steps of the "
-            f"probe's repeat"]
+    return [f"training:  the audited run on all {game['n_train']} rows; {game['trainings']} calls of the code's "
+            f"training "
+            f"in all (probe, the first steps of its repeat, the dataset plus and less one record, the audited run)"]

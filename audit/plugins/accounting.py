@@ -246,7 +246,7 @@ def accounting_check(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: 
             "claimed_epsilon": claimed, "delta": delta, "noise_measured": measured | {"optimizer": sigma_code},
             "sampling": sampling,
             "clipping": clipping, "alpha": alpha, "alpha_split": alphas | {"sampling_per_tail": alphas["sampling"] /
-                                                                           SAMPLING_TAILS}, "trainings": 3}
+                                                                           SAMPLING_TAILS}, "trainings": 4}
 
 
 def deciding_findings(block: dict[str, Any]) -> list[dict[str, Any]]:
