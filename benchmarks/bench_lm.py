@@ -1,7 +1,7 @@
 """Language-model membership and new-token canaries on the tiny GPT (issue 35's acceptance figures).
 
     python benchmarks/bench_lm.py --json OUT [--members 300] [--epochs 30] [--canaries 1000]
-                                  [--canary-epochs 10] [--cache DIR] [--seed 0] [--threads 2]
+                                  [--canary-epochs 10] [--cache DIR] [--seed 0] [--threads 1]
 
 1. Membership: the base (:func:`targets.lm.base.pretrained_base`, cached) fine-tuned non-privately on
    ``--members`` speeches drawn at random from the fine-tuning pool; as many non-members drawn from the same
@@ -99,7 +99,7 @@ def main() -> None:
     parser.add_argument("--canary-epochs", type=int, default=10)
     parser.add_argument("--cache", default=str(Path.home() / ".cache" / "privacy-audit-lm"))
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     spec = BaseSpec(seed=args.seed)
