@@ -39,9 +39,9 @@ from audit.stats.split_check import (
     MAX_RECORDS,
     MIN_PER_FOLD,
     SplitCheck,
-    _combined_interval,
-    _p_value,
-    _subsample,
+    combined_fold_interval,
+    fold_interval_p_value,
+    proportional_subsample,
 )
 
 __all__ = ["text_split_check", "layout_features", "LAYOUT_FEATURES", "NGRAM_RANGE"]
@@ -116,7 +116,7 @@ def text_split_check(members: Sequence[str], nonmembers: Sequence[str], *, confi
     one-line UserError."""
     texts, member = _checked(members, nonmembers, confidence, folds, max_records)
     n_members, n_nonmembers = int(member.sum()), int(len(member) - member.sum())
-    keep = _subsample(member, max_records, MIN_PER_FOLD * folds, seed)
+    keep = proportional_subsample(member, max_records, MIN_PER_FOLD * folds, seed)
     texts, member = [texts[i] for i in keep], member[keep]
     splitter = StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed)
     scores = np.zeros(len(member))
@@ -129,7 +129,7 @@ def text_split_check(members: Sequence[str], nonmembers: Sequence[str], *, confi
     n1 = np.array([member[idx].sum() for idx in held_out], dtype=float)
     n0 = np.array([len(idx) for idx in held_out], dtype=float) - n1
     alpha = 1.0 - confidence
-    lo, hi = _combined_interval(aucs, n1, n0, alpha)
+    lo, hi = combined_fold_interval(aucs, n1, n0, alpha)
     weights = n1 * n0 / np.sum(n1 * n0)
     used1 = int(member.sum())
     subsampled = len(keep) < n_members + n_nonmembers
@@ -141,7 +141,7 @@ def text_split_check(members: Sequence[str], nonmembers: Sequence[str], *, confi
         method += f"; subsampled to {len(keep)} of {n_members + n_nonmembers} texts (seed {seed}, in proportion)"
     return SplitCheck(
         blind_auc=float(weights @ aucs), blind_auc_ci=(lo, hi), passed=bool(lo <= 0.5 <= hi),
-        confidence=float(confidence), p_value=_p_value(aucs, n1, n0), n_members=n_members,
+        confidence=float(confidence), p_value=fold_interval_p_value(aucs, n1, n0), n_members=n_members,
         n_nonmembers=n_nonmembers, n_members_used=used1, n_nonmembers_used=len(keep) - used1,
         subsampled=subsampled, folds=int(folds), fold_aucs=tuple(float(a) for a in aucs),
         pooled_auc=float(roc_auc_score(member, scores)), n_features=max(widths), uses_labels=False,
