@@ -10,7 +10,11 @@
 2. New-token canaries [Panda et al. 2025]: ``--canaries`` canaries, each a held-out speech's first 32
    characters followed by its own reserved token; a fair coin per canary puts it in the fine-tuning set
    (of the base, non-private, ``--canary-epochs`` epochs, canaries only); the score is the log-probability
-   of the canary's token given its prefix. AUC and TPR at 1% FPR.
+   of the canary's token given its prefix. AUC, TPR at 1% FPR, and the one-run epsilon lower bound
+   [Steinke, Nasr, Jagielski 2023] with GUESSES "in" and GUESSES "out" guesses fixed in advance.
+
+One intra-op thread by default: on the shared 2-core machine two threads were 10-70x slower per step
+(OpenMP threads waiting on each other under load).
 
 Writes ``{"host": ..., "membership": {...}, "canaries": {...}}`` with wall times.
 """
@@ -18,6 +22,7 @@ Writes ``{"host": ..., "membership": {...}, "canaries": {...}}`` with wall times
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from dataclasses import asdict
@@ -40,6 +45,7 @@ from attacks.lm_membership import (  # noqa: E402
 from audit.io import write_json  # noqa: E402
 from audit.run_context import host_info, utc_now  # noqa: E402
 from audit.stats.metrics import auc, tpr_at_fpr  # noqa: E402
+from audit.stats.one_run import one_run_bound  # noqa: E402
 from audit.stats.text_split_check import text_split_check  # noqa: E402
 from targets.lm.base import BaseSpec, finetune_pool, pretrained_base  # noqa: E402
 from targets.lm.model import token_logprobs, token_moments  # noqa: E402
@@ -47,6 +53,10 @@ from targets.lm.tokenizer import reserved_marker  # noqa: E402
 from targets.lm.training import FineTune, fine_tune  # noqa: E402
 
 PREFIX_CHARS = 32
+#: One-run guesses, fixed before any score is seen: "in" for the GUESSES highest and "out" for the GUESSES
+#: lowest canary scores [Steinke, Nasr, Jagielski 2023, Algorithm 1]; all correct gives eps >= 4.17 of 1,000.
+GUESSES = 100
+DELTA = 1e-5
 
 
 def _metrics(scores: np.ndarray, members: np.ndarray) -> dict:
@@ -70,7 +80,7 @@ def membership(base, tokenizer, pool: list[str], args: argparse.Namespace) -> di
               "min_k_plus_plus": min_k_plus_plus_scores(logp, token_moments(model, tokenizer, texts)),
               "reference": reference_scores(logp, ref)}
     return {"members": n, "nonmembers": n, "epochs": args.epochs, "split_check": check.to_dict(),
-            "split_check_s": check_s, "train_s": train_s, "total_s": time.perf_counter() - start + check_s + train_s,
+            "split_check_s": check_s, "train_s": train_s, "total_s": time.perf_counter() - start + check_s,
             "attacks": {name: _metrics(s, truth) for name, s in scores.items()}}
 
 
@@ -85,8 +95,11 @@ def canaries(base, tokenizer, pool: list[str], args: argparse.Namespace) -> dict
     train_s = time.perf_counter() - start
     logp = token_logprobs(model, tokenizer, texts)
     scores = np.array([lp[len(p.encode("utf-8"))] for lp, p in zip(logp, prefixes, strict=True)])
+    bound = one_run_bound(scores, coins, GUESSES, GUESSES, DELTA, 0.95)
     return {"canaries": m, "in": int(coins.sum()), "epochs": args.canary_epochs, "train_s": train_s,
             "total_s": time.perf_counter() - start, "secret_token": _metrics(scores, coins.astype(float)),
+            "one_run": {"k_pos": GUESSES, "k_neg": GUESSES, "delta": DELTA, "confidence": 0.95,
+                        "epsilon": bound.epsilon, "details": bound.details},
             "whole_sequence_loss": _metrics(loss_scores(logp), coins.astype(float))}
 
 
@@ -111,13 +124,15 @@ def main() -> None:
     members_pool = [pool[i] for i in order[: 2 * args.members]]
     canary_pool = [pool[i] for i in order[2 * args.members: 2 * args.members + args.canaries]]
     result = {"host": host_info(), "date": utc_now(), "seed": args.seed, "threads": args.threads,
+              "load_average_at_start": os.getloadavg(),
               "base": {"spec": asdict(spec), "cache_hit": hit,
                        "seconds": base_s},
               "membership": membership(base, spec.tokenizer, members_pool, args)}
     write_json(Path(args.json), result)
     result["canaries"] = canaries(base, spec.tokenizer, canary_pool, args)
+    result["load_average_at_end"] = os.getloadavg()
     write_json(Path(args.json), result)
-    print(result["membership"]["attacks"], result["canaries"]["secret_token"])
+    print(result["membership"]["attacks"], result["canaries"]["secret_token"], result["canaries"]["one_run"])
 
 
 if __name__ == "__main__":

@@ -16,7 +16,14 @@ opacus = pytest.importorskip("opacus")
 
 from targets.audit_hooks import UpdateRecorder  # noqa: E402
 from targets.lm.base import BaseSpec, pretrained_base  # noqa: E402
-from targets.lm.model import build_model, padded_batch, sequence_losses, token_logprobs, token_moments  # noqa: E402
+from targets.lm.model import (  # noqa: E402
+    build_model,
+    logprob_function,
+    padded_batch,
+    sequence_losses,
+    token_logprobs,
+    token_moments,
+)
 from targets.lm.tokenizer import ByteTokenizer, reserved_marker  # noqa: E402
 from targets.lm.training import FineTune, _with_lora, fine_tune  # noqa: E402
 from targets.opacus_hooks import instrument_opacus  # noqa: E402
@@ -53,6 +60,7 @@ def test_sequence_loss_does_not_depend_on_other_examples():
     logp = token_logprobs(model, TOKENIZER, TEXTS[:3])
     assert [len(x) for x in logp] == [len(TOKENIZER.encode(t)) - 1 for t in TEXTS[:3]]
     assert np.allclose([-x.mean() for x in logp], together.detach().numpy(), atol=1e-5)
+    assert all(np.array_equal(a, b) for a, b in zip(logprob_function(model, TOKENIZER)(TEXTS[:3]), logp, strict=True))
     moments = token_moments(model, TOKENIZER, TEXTS[:1])[0]
     assert moments.shape == (len(logp[0]), 2) and np.all(moments[:, 0] < 0) and np.all(moments[:, 1] > 0)
 

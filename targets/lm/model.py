@@ -17,15 +17,15 @@ real token see the padding after it, and padded positions are left out of the lo
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
 
 from targets.lm.tokenizer import ByteTokenizer
 
-__all__ = ["build_model", "padded_batch", "sequence_losses", "token_logprobs", "token_moments", "N_LAYER", "N_EMBD",
-           "N_HEAD"]
+__all__ = ["build_model", "padded_batch", "sequence_losses", "token_logprobs", "token_moments", "logprob_function",
+           "N_LAYER", "N_EMBD", "N_HEAD"]
 
 N_LAYER, N_EMBD, N_HEAD = 2, 128, 4
 
@@ -101,3 +101,12 @@ def token_moments(model: torch.nn.Module, tokenizer: ByteTokenizer, texts: Seque
     ``z ~ p(. | tokens_<t)`` at every position :func:`token_logprobs` scores (what Min-K%++ normalises by,
     Zhang et al. 2025, Eq. 2), float64."""
     return _per_text(model, tokenizer, texts, batch_size, moments=True)
+
+
+def logprob_function(model: torch.nn.Module, tokenizer: ByteTokenizer) -> Callable[[Sequence[str]], list[np.ndarray]]:
+    """The trained model as what an LM audit reads: texts in, per text the array of its tokens'
+    log-probabilities out (:func:`token_logprobs`)."""
+    def logprobs(texts: Sequence[str]) -> list[np.ndarray]:
+        return token_logprobs(model, tokenizer, list(texts))
+
+    return logprobs
