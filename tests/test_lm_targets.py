@@ -127,3 +127,18 @@ def test_base_model_is_cached(tmp_path, capsys):
     third, hit_third = pretrained_base(spec, tmp_path)
     assert not hit_third and "pretraining again" in capsys.readouterr().err
     assert torch.equal(third.state_dict()["lm_head.weight"], first.state_dict()["lm_head.weight"])
+
+
+def test_recipes_claim_what_their_noise_gives():
+    from audit.theory.dpsgd import DPSGDClaim
+    from targets.lm.recipes import LM_TARGETS, lm_recipe
+
+    assert lm_recipe("nonprivate_tinygpt").epsilon is None
+    for name in LM_TARGETS[1:]:
+        recipe = lm_recipe(name)
+        ft = recipe.finetune
+        assert ft.private and ft.steps(recipe.n_members) == 100 and (ft.lora_rank > 0) == name.endswith("lora")
+        claim = DPSGDClaim(ft.noise_multiplier, ft.sample_rate, ft.steps(recipe.n_members))
+        assert claim.epsilon(recipe.delta) <= recipe.epsilon + 1e-3
+    with pytest.raises(UserError, match="unknown language-model target"):
+        lm_recipe("tinygpt")
