@@ -1,7 +1,7 @@
 """Language-model membership and new-token canaries on the tiny GPT (issue 35's acceptance figures).
 
     python benchmarks/bench_lm.py --json OUT [--members 300] [--epochs 30] [--canaries 1000]
-                                  [--canary-epochs 10] [--cache DIR] [--seed 0] [--threads 1]
+                                  [--canary-epochs 10] [--cache DIR] [--seed 0] [--threads 1] [--dp]
 
 1. Membership: the base (:func:`targets.lm.base.pretrained_base`, cached) fine-tuned non-privately on
    ``--members`` speeches drawn at random from the fine-tuning pool; as many non-members drawn from the same
@@ -16,7 +16,10 @@
 One intra-op thread by default: on the shared 2-core machine two threads were 10-70x slower per step
 (OpenMP threads waiting on each other under load).
 
-Writes ``{"host": ..., "membership": {...}, "canaries": {...}}`` with wall times.
+3. With ``--dp``: the same members fine-tuned by the recipes ``dpsgd_tinygpt`` and ``dpsgd_tinygpt_lora``
+   (:mod:`targets.lm.recipes`: Opacus DP-SGD at (4, 1e-5)); loss and reference-calibrated AUCs.
+
+Writes ``{"host": ..., "membership": {...}, "canaries": {...}, "dp": {...}}`` with wall times.
 """
 
 from __future__ import annotations
@@ -47,8 +50,9 @@ from audit.run_context import host_info, utc_now  # noqa: E402
 from audit.stats.metrics import auc, tpr_at_fpr  # noqa: E402
 from audit.stats.one_run import one_run_bound  # noqa: E402
 from audit.stats.text_split_check import text_split_check  # noqa: E402
-from targets.lm.base import BaseSpec, finetune_pool, pretrained_base  # noqa: E402
+from targets.lm.base import finetune_pool, pretrained_base  # noqa: E402
 from targets.lm.model import token_logprobs, token_moments  # noqa: E402
+from targets.lm.recipes import LM_TARGETS, lm_recipe  # noqa: E402
 from targets.lm.tokenizer import reserved_marker  # noqa: E402
 from targets.lm.training import FineTune, fine_tune  # noqa: E402
 
@@ -103,6 +107,23 @@ def canaries(base, tokenizer, pool: list[str], args: argparse.Namespace) -> dict
             "whole_sequence_loss": _metrics(loss_scores(logp), coins.astype(float))}
 
 
+def dp_membership(base, tokenizer, pool: list[str], args: argparse.Namespace) -> dict:
+    n = args.members
+    texts, truth = pool[: 2 * n], np.r_[np.ones(n), np.zeros(n)]
+    ref = token_logprobs(base, tokenizer, texts)
+    out = {}
+    for name in LM_TARGETS[1:]:
+        recipe = lm_recipe(name, seed=args.seed)
+        start = time.perf_counter()
+        model = fine_tune(base, tokenizer, texts[:n], recipe.finetune)
+        train_s = time.perf_counter() - start
+        logp = token_logprobs(model, tokenizer, texts)
+        out[name] = {"epsilon": recipe.epsilon, "delta": recipe.delta, **asdict(recipe.finetune), "train_s": train_s,
+                     "loss": _metrics(loss_scores(logp), truth),
+                     "reference": _metrics(reference_scores(logp, ref), truth)}
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", required=True)
@@ -113,9 +134,10 @@ def main() -> None:
     parser.add_argument("--cache", default=str(Path.home() / ".cache" / "privacy-audit-lm"))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--dp", action="store_true", help="also the two DP recipes (about 4 minutes each)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    spec = BaseSpec(seed=args.seed)
+    spec = lm_recipe("nonprivate_tinygpt").base
     start = time.perf_counter()
     base, hit = pretrained_base(spec, Path(args.cache))
     base_s = time.perf_counter() - start
@@ -130,6 +152,9 @@ def main() -> None:
               "membership": membership(base, spec.tokenizer, members_pool, args)}
     write_json(Path(args.json), result)
     result["canaries"] = canaries(base, spec.tokenizer, canary_pool, args)
+    if args.dp:
+        write_json(Path(args.json), result)
+        result["dp"] = dp_membership(base, spec.tokenizer, members_pool, args)
     result["load_average_at_end"] = os.getloadavg()
     write_json(Path(args.json), result)
     print(result["membership"]["attacks"], result["canaries"]["secret_token"], result["canaries"]["one_run"])
