@@ -66,7 +66,8 @@ from sklearn.model_selection import StratifiedKFold, cross_val_predict
 from audit.errors import UserError
 
 __all__ = ["SplitCheck", "blind_split_check", "hanley_mcneil_variance", "auc_score_interval", "MAX_RECORDS",
-           "DEFAULT_FOLDS", "MIN_PER_FOLD", "CLASSIFIER_PARAMS"]
+           "DEFAULT_FOLDS", "MIN_PER_FOLD", "CLASSIFIER_PARAMS", "combined_fold_interval", "fold_interval_p_value",
+           "proportional_subsample"]
 
 #: Most records (members and non-members together) the check trains on; larger sets are subsampled.
 MAX_RECORDS = 5000
@@ -237,7 +238,7 @@ def _checked_inputs(members: Any, nonmembers: Any, member_labels: Any, nonmember
     return np.concatenate([X1, X0]), member, labels
 
 
-def _subsample(member: np.ndarray, max_records: int, need: int, seed: int) -> np.ndarray:
+def proportional_subsample(member: np.ndarray, max_records: int, need: int, seed: int) -> np.ndarray:
     """Indices of at most ``max_records`` records, members and non-members in proportion but at least
     ``need`` of each (seeded)."""
     n = len(member)
@@ -271,7 +272,7 @@ def _cross_fitted_scores(X: np.ndarray, member: np.ndarray, categorical: list[in
     return scores, held_out
 
 
-def _combined_interval(aucs: np.ndarray, n1: np.ndarray, n0: np.ndarray, alpha: float) -> tuple[float, float]:
+def combined_fold_interval(aucs: np.ndarray, n1: np.ndarray, n0: np.ndarray, alpha: float) -> tuple[float, float]:
     """Pair-weighted mean of the folds' score intervals, each at level ``1 - alpha/K`` (union bound)."""
     z = float(stats.norm.isf(alpha / (2 * len(aucs))))
     bounds = np.array([auc_score_interval(a, p, q, z) for a, p, q in zip(aucs, n1, n0, strict=True)])
@@ -279,10 +280,10 @@ def _combined_interval(aucs: np.ndarray, n1: np.ndarray, n0: np.ndarray, alpha: 
     return float(w @ bounds[:, 0]), float(w @ bounds[:, 1])
 
 
-def _p_value(aucs: np.ndarray, n1: np.ndarray, n0: np.ndarray) -> float:
+def fold_interval_p_value(aucs: np.ndarray, n1: np.ndarray, n0: np.ndarray) -> float:
     """Smallest alpha at which the combined interval excludes 1/2 (bisection on log alpha; 1 if none)."""
     def excludes(alpha: float) -> bool:
-        lo, hi = _combined_interval(aucs, n1, n0, alpha)
+        lo, hi = combined_fold_interval(aucs, n1, n0, alpha)
         return lo > 0.5 or hi < 0.5
 
     if not excludes(1.0):
@@ -329,7 +330,7 @@ def blind_split_check(members: ArrayLike, nonmembers: ArrayLike, member_labels: 
     X, member, labels = _checked_inputs(members, nonmembers, member_labels, nonmember_labels, confidence, folds,
                                         max_records)
     n_members, n_nonmembers = int(member.sum()), int(len(member) - member.sum())
-    keep = _subsample(member, max_records, MIN_PER_FOLD * folds, seed)
+    keep = proportional_subsample(member, max_records, MIN_PER_FOLD * folds, seed)
     X, member = X[keep], member[keep]
     labels = None if labels is None else labels[keep]
     features, categorical = _with_labels(X, labels)
@@ -338,7 +339,7 @@ def blind_split_check(members: ArrayLike, nonmembers: ArrayLike, member_labels: 
     n1 = np.array([member[idx].sum() for idx in held_out], dtype=float)
     n0 = np.array([len(idx) for idx in held_out], dtype=float) - n1
     alpha = 1.0 - confidence
-    lo, hi = _combined_interval(aucs, n1, n0, alpha)
+    lo, hi = combined_fold_interval(aucs, n1, n0, alpha)
     weights = n1 * n0 / np.sum(n1 * n0)
     used1 = int(member.sum())
     subsampled = len(keep) < n_members + n_nonmembers
@@ -351,7 +352,7 @@ def blind_split_check(members: ArrayLike, nonmembers: ArrayLike, member_labels: 
                    f"(seed {seed}, members and non-members in proportion)")
     return SplitCheck(
         blind_auc=float(weights @ aucs), blind_auc_ci=(lo, hi), passed=bool(lo <= 0.5 <= hi),
-        confidence=float(confidence), p_value=_p_value(aucs, n1, n0), n_members=n_members,
+        confidence=float(confidence), p_value=fold_interval_p_value(aucs, n1, n0), n_members=n_members,
         n_nonmembers=n_nonmembers, n_members_used=used1, n_nonmembers_used=len(keep) - used1,
         subsampled=subsampled, folds=int(folds), fold_aucs=tuple(float(a) for a in aucs),
         pooled_auc=float(roc_auc_score(member, scores)), n_features=int(X.shape[1]),

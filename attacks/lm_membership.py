@@ -1,0 +1,102 @@
+"""Membership scores of a language model from its per-token log-probabilities. Higher score = "more
+likely a member" everywhere; each function takes, per text, the array of ``log p(token_t | tokens_<t)``
+(what a per-token log-probability function returns, e.g. :func:`targets.lm.model.token_logprobs`).
+
+* Loss [Yeom et al. 2018; Carlini et al. 2021, Sec. 6.1]: the mean token log-probability (minus the
+  text's loss, the log-perplexity).
+* zlib ratio [Carlini et al. 2021, Sec. 6.1]: the log-perplexity divided by the zlib entropy of the text
+  (bits of its ``zlib``-compressed UTF-8 bytes), negated: text that compresses poorly yet is predicted
+  well is likelier memorised.
+* Min-K% [Shi et al. 2024, Eq. 1]: the mean of the ``k`` fraction of lowest token log-probabilities.
+* Min-K%++ [Zhang et al. 2025, Eq. 2-3]: each token's log-probability standardised by the mean and
+  standard deviation of ``log p(z | tokens_<t)`` over ``z`` drawn from the model's own next-token
+  distribution, then Min-K% of those.
+* Reference-calibrated loss [Carlini et al. 2021, Sec. 6.1 ("small" model comparison); Mireshghallah
+  et al. 2022; Watson et al. 2022]: the target's mean log-probability minus a reference model's (here the
+  base model before fine-tuning): the difficulty of the text itself cancels.
+
+Scores only: thresholds, ROC and bounds come from :mod:`audit.stats` (docs/references.md, "Language
+model membership").
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Sequence
+
+import numpy as np
+
+from audit.errors import UserError
+
+__all__ = ["loss_scores", "zlib_scores", "min_k_scores", "min_k_plus_plus_scores", "reference_scores",
+           "DEFAULT_K"]
+
+#: The fraction of tokens Min-K% and Min-K%++ average (Shi et al. 2024 and Zhang et al. 2025 report 20%).
+DEFAULT_K = 0.2
+
+
+def _checked(logprobs: Sequence[np.ndarray], what: str) -> list[np.ndarray]:
+    out = [np.asarray(x, dtype=float).reshape(-1) for x in logprobs]
+    if not out or any(len(x) == 0 for x in out):
+        raise UserError(f"{what}: give at least one text, each with at least one scored token")
+    if any(not np.all(np.isfinite(x)) or np.any(x > 1e-9) for x in out):
+        raise UserError(f"{what}: token log-probabilities must be finite and <= 0; pass log p, not p or logits")
+    return out
+
+
+def _lowest_mean(values: np.ndarray, k: float) -> float:
+    count = max(1, int(np.ceil(k * len(values))))
+    return float(np.mean(np.sort(values)[:count]))
+
+
+def _check_k(k: float) -> None:
+    if not 0 < k <= 1:
+        raise UserError(f"Min-K%: k must be in (0, 1], got {k}; e.g. 0.2")
+
+
+def loss_scores(logprobs: Sequence[np.ndarray]) -> np.ndarray:
+    """Mean token log-probability of each text (minus its loss)."""
+    return np.array([x.mean() for x in _checked(logprobs, "loss attack")])
+
+
+def zlib_scores(logprobs: Sequence[np.ndarray], texts: Sequence[str]) -> np.ndarray:
+    """Minus (log-perplexity / zlib entropy in bits) of each text (module docstring)."""
+    values = _checked(logprobs, "zlib attack")
+    if len(texts) != len(values):
+        raise UserError(f"zlib attack: {len(texts)} texts for {len(values)} log-probability arrays; give one each")
+    bits = np.array([8.0 * len(zlib.compress(t.encode("utf-8"))) for t in texts])
+    return np.array([x.mean() for x in values]) / bits
+
+
+def min_k_scores(logprobs: Sequence[np.ndarray], k: float = DEFAULT_K) -> np.ndarray:
+    """Min-K% [Shi et al. 2024, Eq. 1]: mean of each text's ``k`` fraction of lowest token log-probs."""
+    _check_k(k)
+    return np.array([_lowest_mean(x, k) for x in _checked(logprobs, "Min-K% attack")])
+
+
+def min_k_plus_plus_scores(logprobs: Sequence[np.ndarray], moments: Sequence[np.ndarray],
+                           k: float = DEFAULT_K) -> np.ndarray:
+    """Min-K%++ [Zhang et al. 2025, Eq. 2-3]: ``(log p(x_t) - mu_t) / sigma_t`` per token, with ``moments``
+    per text ``(T, 2)`` = (mu_t, sigma_t) of the next-token log-probability under the model
+    (:func:`targets.lm.model.token_moments`), then the mean of the lowest ``k`` fraction."""
+    _check_k(k)
+    values = _checked(logprobs, "Min-K%++ attack")
+    if len(moments) != len(values):
+        raise UserError(f"Min-K%++: {len(moments)} moment arrays for {len(values)} texts; give one per text")
+    out = []
+    for x, m in zip(values, moments, strict=True):
+        m = np.asarray(m, dtype=float)
+        if m.shape != (len(x), 2):
+            raise UserError(f"Min-K%++: moments must be (tokens, 2) = (mean, std) per token, got {m.shape} for "
+                            f"{len(x)} tokens")
+        out.append(_lowest_mean((x - m[:, 0]) / np.maximum(m[:, 1], 1e-12), k))
+    return np.array(out)
+
+
+def reference_scores(logprobs: Sequence[np.ndarray], reference_logprobs: Sequence[np.ndarray]) -> np.ndarray:
+    """Target's mean token log-probability minus the reference model's, per text (module docstring)."""
+    target = loss_scores(logprobs)
+    reference = loss_scores(reference_logprobs)
+    if len(reference) != len(target):
+        raise UserError(f"reference attack: {len(reference)} reference texts for {len(target)} target texts")
+    return target - reference
