@@ -12,12 +12,12 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import ROOT
 
 from audit.arguments import number, numbers
 from audit.cli import main
 from audit.target_defaults import build_catalogue, stored_catalogue, target_use
 
-ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("torch", "sklearn", "matplotlib", "scipy", "numpy")
 
 #: Commands that must answer without importing anything heavy (argv, exit status).

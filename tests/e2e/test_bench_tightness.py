@@ -3,14 +3,13 @@
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from helpers import ROOT
 
 #: End-to-end runs of the audits (``pytest -m "not slow"`` runs the unit tests alone).
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_bench_tightness_quick(tmp_path):

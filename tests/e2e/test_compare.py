@@ -11,6 +11,7 @@ from pathlib import Path
 
 import matplotlib.image as mpimg
 import pytest
+from helpers import FIXTURES
 
 from audit.errors import UserError
 from audit.io import read_json, write_json
@@ -20,7 +21,7 @@ from reports.compare import COMPARE_HTML, COMPARE_JSON, COMPARE_PNG, compare_run
 #: End-to-end runs of the audits (``pytest -m "not slow"`` runs the unit tests alone).
 pytestmark = pytest.mark.slow
 
-FIXTURE = Path(__file__).parent / "fixtures" / "run_membership"
+FIXTURE = FIXTURES / "run_membership"
 EVIL = "<script>alert(1)</script>"
 
 

@@ -10,13 +10,14 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from helpers import ROOT
 
 from audit.testing import assert_private
 
 #: End-to-end runs of the audits (``pytest -m "not slow"`` runs the unit tests alone).
 pytestmark = pytest.mark.slow
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = ROOT / "examples"
 
 
 def load_example(name: str) -> ModuleType:

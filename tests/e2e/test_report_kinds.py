@@ -14,6 +14,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from helpers import ROOT
 
 from audit.cli import main
 from audit.schemas import SCHEMA_PATH, validate_results
@@ -91,7 +92,7 @@ def test_schema_is_shipped_and_versioned():
     from audit.run_context import SCHEMA_VERSION
 
     assert schema["$defs"]["envelope"]["properties"]["schema_version"] == {"const": SCHEMA_VERSION}
-    pyproject = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
+    pyproject = (ROOT / "pyproject.toml").read_text()
     assert '"audit.schemas" = ["*.json"]' in pyproject and '"catalogue.json"' in pyproject
 
 
@@ -152,7 +153,7 @@ def test_plots_leave_the_matplotlib_backend_alone(tmp_path):
     script = ("import matplotlib, reports.plots as p; "
               "p.epsilon_plot([{'epsilon_theory': 1.0, 'epsilon_lb': 0.5, 'series': 's'}], 'e.png'); "
               "print(matplotlib.get_backend())")
-    env = os.environ | {"MPLBACKEND": "pdf", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = os.environ | {"MPLBACKEND": "pdf", "PYTHONPATH": str(ROOT)}
     done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120,
                           env=env)
     assert done.returncode == 0, done.stderr

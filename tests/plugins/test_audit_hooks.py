@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import sys
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from helpers import ROOT
 
 from audit.errors import UserError
 from audit.testing import assert_private
@@ -17,7 +17,7 @@ from targets import audit_hooks
 from targets.audit_hooks import UpdateRecorder, add_canary, recording, report_update
 from targets.datasets import load_digits
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+sys.path.insert(0, str(ROOT / "examples"))
 import hooked_dpsgd  # noqa: E402  (the Opacus tutorial's loop)
 
 #: End-to-end runs of the audits (``pytest -m "not slow"`` runs the unit tests alone).
@@ -27,7 +27,7 @@ pytestmark = pytest.mark.slow
 def test_opacus_tutorial_shows_the_tested_loop():
     import inspect
 
-    tutorial = (Path(__file__).resolve().parents[1] / "docs" / "tutorials" / "opacus.md").read_text()
+    tutorial = (ROOT / "docs" / "tutorials" / "opacus.md").read_text()
     assert inspect.getsource(hooked_dpsgd.train).replace("  # noqa: E731", "") in tutorial
 
 

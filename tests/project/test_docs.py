@@ -24,11 +24,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import ROOT
 
 #: End-to-end runs of the audits (``pytest -m "not slow"`` runs the unit tests alone).
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 TUTORIALS = sorted((DOCS / "tutorials").glob("*.md"))
 FENCE = re.compile(r"^(?:<!-- docs-test: (?P<marker>[^>]*?) -->\n)?"

@@ -18,12 +18,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import ROOT
 
 from audit.kinds import register_presentations, run_kinds
 from reports.html import build_context
 from reports.presentation import DEFAULT, presentation_of
 
-ROOT = Path(__file__).resolve().parent.parent
 CONTRIBUTING = ROOT / "docs" / "contributing.md"
 #: A fenced block of the page with a ``title="PATH"``.
 TITLED = re.compile(r'^```python title="(?P<path>[^"]+)"\n(?P<body>.*?)^```$', re.M | re.S)

@@ -22,7 +22,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from helpers import ROOT
+
 PACKAGES = ("audit", "targets", "attacks", "reports")
 #: Each bottom layer and what it may import of the project.
 ALLOWED = {

@@ -14,6 +14,7 @@ from pathlib import Path
 import matplotlib.image as mpimg
 import numpy as np
 import pytest
+from helpers import FIXTURES
 
 from audit.errors import UserError
 from audit.io import read_json, write_json
@@ -23,7 +24,7 @@ from reports.html import render_report
 #: End-to-end runs of the audits (``pytest -m "not slow"`` runs the unit tests alone).
 pytestmark = pytest.mark.slow
 
-FIXTURE = Path(__file__).parent / "fixtures" / "run_membership"
+FIXTURE = FIXTURES / "run_membership"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 DATA_URI = re.compile(r"data:image/png;base64,([A-Za-z0-9+/=]+)")
 CHROMIUM = Path("/usr/bin/chromium")

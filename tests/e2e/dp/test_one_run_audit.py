@@ -28,7 +28,7 @@ DELTA, CONFIDENCE = 1e-5, 0.95
 #: 5,000 canaries can reject it when the noise is halved (the expected perfect bound under the claim
 #: is 0.26 and the ceiling 4.6).
 Q, T, EPS = 0.1, 10, 1.0
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 class _CachedClaim(DPSGDClaim):

@@ -10,6 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from helpers import ROOT
 
 from audit.cli import main
 from audit.schemas import validate_results
@@ -200,7 +201,7 @@ def test_a_builtin_target_handed_over_agrees_with_its_own_membership_run(tmp_pat
     import subprocess
     import sys
 
-    root = Path(__file__).resolve().parent.parent
+    root = ROOT
     out = tmp_path / "agree.json"
     proc = subprocess.run([sys.executable, str(root / "benchmarks" / "agree_trained_nonprivate.py"), "--quick",
                            "--json", str(out), "--out", str(tmp_path / "runs")], capture_output=True, text=True,
