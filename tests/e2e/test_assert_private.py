@@ -9,9 +9,6 @@ import pytest
 from audit.testing import assert_private
 from targets import dpsgd_controls
 
-#: End-to-end runs of the audits (``pytest -m "not slow"`` runs the unit tests alone).
-pytestmark = pytest.mark.slow
-
 #: Trainings per DP-SGD control audit (black-box, crafted canary, half the runs hold out the threshold).
 RUNS = 200
 

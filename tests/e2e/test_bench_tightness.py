@@ -4,12 +4,7 @@ import json
 import subprocess
 import sys
 
-import pytest
 from helpers import ROOT
-
-#: End-to-end runs of the audits (``pytest -m "not slow"`` runs the unit tests alone).
-pytestmark = pytest.mark.slow
-
 
 
 def test_bench_tightness_quick(tmp_path):

@@ -8,9 +8,6 @@ import sys
 import pytest
 from helpers import ROOT
 
-#: End-to-end runs of the audits (``pytest -m "not slow"`` runs the unit tests alone).
-pytestmark = pytest.mark.slow
-
 KEYS = ("nonprivate_s", "dpsgd_s", "opacus_s", "dpsgd_over_nonprivate", "opacus_over_ours", "models_vectorised_s",
         "models_sequential_s", "vectorised_speedup", "contended_s", "contended_slowdown", "parallel_s",
         "parallel_slowdown", "executor_inprocess_s", "executor_pool_s", "chunk_s")

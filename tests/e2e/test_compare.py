@@ -18,9 +18,6 @@ from audit.io import read_json, write_json
 from audit.stats.metrics import dp_advantage_bound
 from reports.compare import COMPARE_HTML, COMPARE_JSON, COMPARE_PNG, compare_runs
 
-#: End-to-end runs of the audits (``pytest -m "not slow"`` runs the unit tests alone).
-pytestmark = pytest.mark.slow
-
 FIXTURE = FIXTURES / "run_membership"
 EVIL = "<script>alert(1)</script>"
 

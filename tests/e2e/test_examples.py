@@ -14,9 +14,6 @@ from helpers import ROOT
 
 from audit.testing import assert_private
 
-#: End-to-end runs of the audits (``pytest -m "not slow"`` runs the unit tests alone).
-pytestmark = pytest.mark.slow
-
 EXAMPLES = ROOT / "examples"
 
 

@@ -20,9 +20,6 @@ from targets.datasets import Dataset, load_dataset
 from targets.threads import TRAINING_THREADS_ENV, TrainingThreads, busy_cpus, training_threads, usable_cpus
 from targets.training import TrainConfig, train_models
 
-#: End-to-end runs of the audits (``pytest -m "not slow"`` runs the unit tests alone).
-pytestmark = pytest.mark.slow
-
 MEMBERSHIP = ["run", "membership", "--target", "dpsgd_digits", "--quick", "--attack", "loss,lira", "--seed", "5",
               "--canaries", "60", "--shadows", "2", "--references", "10", "--quiet"]
 DP = ["run", "dp", "--target", "dpgd_logreg_digits", "--quick", "--runs", "300", "--seed", "2", "--quiet"]

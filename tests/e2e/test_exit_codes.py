@@ -13,9 +13,6 @@ import pytest
 import audit
 from audit.cli import main
 
-#: End-to-end runs of the audits (``pytest -m "not slow"`` runs the unit tests alone).
-pytestmark = pytest.mark.slow
-
 TRAINER = textwrap.dedent('''
     def train_raises():
         def train(X, y, seed):

@@ -8,9 +8,6 @@ import pytest
 
 from audit.run_context import SCHEMA_VERSION
 
-#: End-to-end runs of the audits (``pytest -m "not slow"`` runs the unit tests alone).
-pytestmark = pytest.mark.slow
-
 
 @pytest.mark.parametrize("target", ["dpsgd_mnist"])
 def test_flagship_quick_writes_report_and_bound_below_theory(tmp_path, target):

@@ -20,9 +20,6 @@ from helpers import ROOT
 from audit.cache import cached_models, load_entry, save_entry
 from audit.cli import main
 
-#: End-to-end runs of the audits (``pytest -m "not slow"`` runs the unit tests alone).
-pytestmark = pytest.mark.slow
-
 #: A small, fast trained-model audit (MLP on digits, --quick preset, loss attack only).
 SMALL = ["run", "membership", "--target", "nonprivate_digits", "--quick", "--attack", "loss", "--seed", "3"]
 

@@ -19,9 +19,6 @@ from helpers import ROOT
 from audit.cli import main
 from audit.schemas import SCHEMA_PATH, validate_results
 
-#: End-to-end runs of the audits (``pytest -m "not slow"`` runs the unit tests alone).
-pytestmark = pytest.mark.slow
-
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (.ci/run installs it: "
                                                             "apt-get install chromium)")

@@ -2,12 +2,7 @@
 
 import json
 
-import pytest
-
 from audit.cli import main
-
-#: End-to-end runs of the audits (``pytest -m "not slow"`` runs the unit tests alone).
-pytestmark = pytest.mark.slow
 
 
 def test_sweep_dp_writes_plot_and_rows(tmp_path, capsys):

@@ -19,9 +19,6 @@ from targets.dpsgd_audit import train_audit_runs
 from targets.registry import get_target
 from targets.training import log_softmax, predict_logits
 
-#: End-to-end runs of the audits (``pytest -m "not slow"`` runs the unit tests alone).
-pytestmark = pytest.mark.slow
-
 
 def test_blank_canary_is_the_zero_input_with_the_last_label():
     data = load_dataset("digits")

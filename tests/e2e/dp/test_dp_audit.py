@@ -23,9 +23,6 @@ from targets.datasets import load_dataset
 from targets.dpsgd_audit import dead_coordinate, param_shapes, train_audit_runs
 from targets.training import TrainConfig
 
-#: End-to-end runs of the audits (``pytest -m "not slow"`` runs the unit tests alone).
-pytestmark = pytest.mark.slow
-
 DELTA = 1e-5
 
 

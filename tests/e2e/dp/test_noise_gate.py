@@ -8,16 +8,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 import torch
 
 from audit.cli import main
 from audit.theory.dpsgd import calibrate_noise_multiplier
 from targets.audit_hooks import add_canary, report_update
 from targets.datasets import load_digits
-
-#: End-to-end runs of the audits (``pytest -m "not slow"`` runs the unit tests alone).
-pytestmark = pytest.mark.slow
 
 EPS, DELTA, Q, EPOCHS, C, N = 2.0, 1e-5, 0.1, 4, 1.0, 300
 STEPS = int(round(EPOCHS / Q))

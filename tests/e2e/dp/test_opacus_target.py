@@ -9,9 +9,6 @@ import pytest
 from audit.cli import main
 from audit.target_theory import theory_for
 
-#: End-to-end runs of the audits (``pytest -m "not slow"`` runs the unit tests alone).
-pytestmark = pytest.mark.slow
-
 pytest.importorskip("opacus")
 
 

@@ -24,9 +24,6 @@ from attacks.extraction import (
 from audit.errors import UserError
 from audit.run_context import SCHEMA_VERSION
 
-#: End-to-end runs of the audits (``pytest -m "not slow"`` runs the unit tests alone).
-pytestmark = pytest.mark.slow
-
 #: Single-threaded BLAS: these problems are small, and on a loaded 2-core machine extra BLAS threads
 #: slow them down tenfold.
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}

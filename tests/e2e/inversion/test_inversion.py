@@ -13,9 +13,6 @@ import torch
 from attacks.inversion import MIFaceConfig, mi_face, ssim
 from audit.errors import UserError
 
-#: End-to-end runs of the audits (``pytest -m "not slow"`` runs the unit tests alone).
-pytestmark = pytest.mark.slow
-
 
 @pytest.fixture(scope="module", autouse=True)
 def _one_thread():

@@ -11,9 +11,6 @@ from audit.cli import main
 from audit.mechanism.runner import MechanismOptions, run_mechanism
 from audit.target_defaults import load_catalogue
 
-#: End-to-end runs of the audits (``pytest -m "not slow"`` runs the unit tests alone).
-pytestmark = pytest.mark.slow
-
 MECHANISM_TARGETS = [name for name, use in load_catalogue().items()
                      if use.family in ("mechanism", "dp-erm") and "mechanism" in use.run_kinds]
 CONTROLS = [name for name, use in load_catalogue().items() if use.family == "control"]

@@ -23,9 +23,6 @@ from audit.errors import UserError
 from audit.stats.metrics import advantage_interval, attack_metrics, dp_advantage_bound
 from audit.theory.claims import ApproxDPClaim
 
-#: End-to-end runs of the audits (``pytest -m "not slow"`` runs the unit tests alone).
-pytestmark = pytest.mark.slow
-
 C = 10
 
 

@@ -15,9 +15,6 @@ from helpers import ROOT
 from audit.cli import main
 from audit.schemas import validate_results
 
-#: End-to-end runs of the audits (``pytest -m "not slow"`` runs the unit tests alone).
-pytestmark = pytest.mark.slow
-
 MODELS = textwrap.dedent('''
     import functools
     import warnings

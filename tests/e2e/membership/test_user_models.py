@@ -15,9 +15,6 @@ from audit.errors import UserError
 from targets.datasets import load_dataset
 from targets.plugins import load_plugin
 
-#: End-to-end runs of the audits (``pytest -m "not slow"`` runs the unit tests alone).
-pytestmark = pytest.mark.slow
-
 
 def _cifar_fixture(folder, per_file: int = 40, seed: int = 0):
     """Six batch files in the CIFAR-10 binary format: per record a label byte, then 3,072 pixel bytes."""

@@ -23,9 +23,6 @@ from targets.dperm import DPERM, DPERM_TARGETS
 from targets.dpsgd_controls import NoiseOverBatchStep
 from targets.registry import get_target
 
-#: End-to-end runs of the audits (``pytest -m "not slow"`` runs the unit tests alone).
-pytestmark = pytest.mark.slow
-
 
 def test_run_reconstruction_meets_rero_bound(tmp_path, capsys):
     # dpgd_logreg_digits: full batch, 4 steps, so the game is one Gaussian release (mu = 2 / sigma): the optimal
