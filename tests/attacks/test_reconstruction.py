@@ -33,17 +33,9 @@ from audit.theory.dpsgd import DPSGDClaim
 from audit.theory.rero import gaussian_rero_bound, rero_bound
 from targets.dperm import DPERM, binary_labels, prepare_features
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 ALPHA = 1e-3
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _one_blas_thread():
-    """Small matrix products (65 x 65 Hessians, 100 x 100 scores) are slower on several BLAS threads than on
-    one, by tenfold when other processes hold the cores (as in tests/test_extraction.py)."""
-    from threadpoolctl import threadpool_limits
-
-    with threadpool_limits(limits=1):
-        yield
 
 
 def _within(outcome, p: float) -> bool:

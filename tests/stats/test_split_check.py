@@ -10,7 +10,6 @@ import time
 import numpy as np
 import pytest
 from scipy import stats
-from threadpoolctl import threadpool_limits
 
 from audit.errors import UserError
 from audit.stats.split_check import (
@@ -22,14 +21,10 @@ from audit.stats.split_check import (
 )
 from targets.datasets import Dataset, load_breast_cancer, load_digits, load_mnist
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 #: Random splits checked for calibration.
 NULL_SEEDS = 40
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    with threadpool_limits(1):
-        yield
 
 
 @pytest.fixture(scope="module")

@@ -1,10 +1,7 @@
-"""The membership game's canaries and its model cache: synthetic out-of-distribution canaries are new
-rows with random labels (the data stays whole for the shadows), and adding an attack never retrains."""
+"""The membership game's canaries: synthetic out-of-distribution canaries are new rows with random labels
+(the data stays whole for the shadows); the model cache: tests/e2e/membership/test_model_cache.py."""
 
 from __future__ import annotations
-
-import re
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -18,9 +15,6 @@ from audit.membership.game import (
     synthetic_canaries,
 )
 from targets.datasets import load_dataset, load_synthetic
-
-#: End-to-end runs of the audits (``pytest -m "not slow"`` runs the unit tests alone).
-pytestmark = pytest.mark.slow
 
 
 @pytest.mark.parametrize("kind", SYNTHETIC_CANARIES)
@@ -70,25 +64,3 @@ def test_synthetic_canaries_do_not_need_a_large_pool():
     assert game.m == 100
     with pytest.raises(UserError, match="unknown synthetic"):
         synthetic_canaries("natural", 3, (4,), 2, np.random.default_rng(0))
-
-
-def test_adding_an_attack_reuses_cached_models(tmp_path):
-    """Target, shadow and reference models are cached on their own: a run with another attack reuses
-    every model it shares with an earlier run and trains only what is new."""
-    from audit.membership.runner import MembershipOptions, run_membership
-
-    opts = MembershipOptions(target="nonprivate_logreg_digits", quick=True, quiet=True, out=str(tmp_path),
-                             attacks=("loss",), canaries=100, shadows=2, canary="sparse")
-
-    def trained(run_dir):  # per training call: were any of its chunks trained (not reused from the cache)?
-        calls = re.findall(r"(?m)^\S+ (\w[\w ]* models?): \d+ model\(s\), .* from the cache, (\d+) trained",
-                           (run_dir / "log.txt").read_text())
-        return {name.strip(): int(count) > 0 for name, count in calls}
-
-    first, _ = run_membership(opts)
-    assert trained(first) == {"target model": True, "2 shadow models": True}
-    second, results = run_membership(replace(opts, attacks=("loss", "rmia"), references=2))
-    assert trained(second) == {"target model": False, "2 shadow models": False, "2 reference models": True}
-    assert results["attacks"]["rmia_offline"]["reference_models"] == 2
-    third, _ = run_membership(replace(opts, attacks=("rmia_online", "shadow", "confidence"), references=2))
-    assert not any(trained(third).values())
