@@ -7,7 +7,7 @@ the 5,000 rows of the bundled MNIST sample. Audit it in one run of its training:
 The audit runs this code unchanged: the accounting check reads the DP-SGD Opacus runs (noise multiplier,
 Poisson rate, steps) and the one audited training carries the gradient canaries
 (:mod:`audit.dp.plugin_one_run`). :func:`small_trainer` (500 rows, 1 epoch) is the configuration
-``tests/test_plugin_one_run.py`` audits in CI.
+``tests/e2e/dp/test_plugin_one_run.py`` audits in CI.
 """
 
 import numpy as np

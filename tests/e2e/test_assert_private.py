@@ -73,6 +73,6 @@ def test_heavy_builtin_dpsgd_targets_pass_at_ci_size(target, attack, runs, tmp_p
     """The remaining correct DP targets (MLP, MNIST logreg, the flagship CNN) through the same API.
     CI-sized: a few full trainings each, so the bound is weak — this checks that the whole audit
     runs on them and raises no false alarm; the bounds' validity is tested statistically on the
-    cheap targets above and in tests/test_dp_audit.py."""
+    cheap targets above and in tests/e2e/dp/test_dp_audit.py."""
     results = assert_private(target, attack=attack, runs=runs, seed=0, out=tmp_path)
     assert results["verdict"]["status"] == "consistent" and results["game"]["runs"] == runs

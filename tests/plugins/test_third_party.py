@@ -1,6 +1,6 @@
 """Third-party code as plugins: randomness it prefers, seeds it ignores, non-numeric
 outputs, GDP/zCDP/pure claims, the thread policy, package provenance and run names. Every plugin
-here uses numpy only; the OpenDP and diffprivlib examples are in tests/test_examples.py."""
+here uses numpy only; the OpenDP and diffprivlib examples are in tests/e2e/test_examples.py."""
 
 from __future__ import annotations
 

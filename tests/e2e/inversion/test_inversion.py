@@ -8,8 +8,6 @@ import sys
 
 import pytest
 
-from audit.errors import UserError
-
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
@@ -45,11 +43,3 @@ def test_black_box_steps_0_skips_the_black_box_variant(tmp_path):
                  "--quiet", "--out", str(tmp_path)]) == 0
     [results] = [json.loads(p.read_text()) for p in tmp_path.glob("*/results.json")]
     assert "black_box" not in results["inversion"] and results["inversion"]["config"]["black_box_steps"] == 0
-
-
-def test_run_inversion_rejects_tabular_target(tmp_path):
-    from audit.inversion.measures import image_shape
-
-    with pytest.raises(UserError):
-        image_shape((30,))
-    assert image_shape((1, 28, 28)) == (28, 28) and image_shape((64,)) == (8, 8)
