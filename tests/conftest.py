@@ -4,8 +4,10 @@ Property-based tests draw their examples deterministically (a fixed seed derived
 every run of the suite checks the same cases."""
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from helpers import KIND_RUNS
 from hypothesis import settings
 
 settings.register_profile("deterministic", derandomize=True)
@@ -27,3 +29,21 @@ def one_thread() -> Iterator[None]:
             yield
     finally:
         torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="session")
+def kind_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """One quick run of every kind (:data:`helpers.KIND_RUNS`) plus a comparison of the membership run,
+    all in one folder of runs, made once per session: the run directory of each, by kind."""
+    from audit.cli import main
+
+    out = tmp_path_factory.mktemp("runs")
+    dirs = {}
+    for kind, argv in KIND_RUNS.items():
+        before = set(out.iterdir())
+        assert main([*argv, "--quiet", "--out", str(out)]) == 0, kind
+        (dirs[kind],) = [p for p in set(out.iterdir()) - before if p.is_dir() and p.name != "cache"]
+    before = set(out.iterdir())
+    assert main(["compare", str(dirs["membership"]), "--out", str(out)]) == 0
+    (dirs["compare"],) = [p for p in set(out.iterdir()) - before if p.is_dir()]
+    return dirs

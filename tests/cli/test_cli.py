@@ -9,10 +9,9 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
 import pytest
-from helpers import ROOT
+from helpers import ROOT, read_results, without_volatile
 
 from audit.arguments import number, numbers
 from audit.cli import main
@@ -172,13 +171,6 @@ def test_run_log_follows_verbosity_and_log_txt_keeps_everything(tmp_path, capsys
         assert log.splitlines()[0][:4].isdigit() and log.splitlines()[0][19] == "Z"
 
 
-def _results_without_volatile(run_dir: Path) -> dict:
-    results = json.loads((run_dir / "results.json").read_text())
-    for key in results["volatile"]:
-        results.pop(key)
-    return results
-
-
 @pytest.mark.parametrize("argv", [
     ["run", "mechanism", "--target", "laplace_count", "--draws", "3000", "--seed", "4"],
     ["run", "dp", "--target", "dpgd_logreg_digits", "--runs", "40", "--device", "cpu", "--epsilon", "2"],
@@ -191,6 +183,6 @@ def test_rerun_reproduces_a_run_from_its_config(argv, tmp_path, capsys):
     assert main(["rerun", str(first), "--quiet"]) == 0
     assert "report:" in capsys.readouterr().out
     second = next(p for p in out.glob("2*") if p != first)
-    assert _results_without_volatile(first) == _results_without_volatile(second)
+    assert without_volatile(read_results(first)) == without_volatile(read_results(second))
     assert json.loads((first / "config.json").read_text())["options"] == \
         json.loads((second / "config.json").read_text())["options"]

@@ -4,13 +4,13 @@ with any torch thread count; chunks are cached, reused and never depend on the n
 
 from __future__ import annotations
 
-import json
 from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from helpers import results_in, without_volatile
 
 import audit.executors as executors
 from audit.cli import main
@@ -40,12 +40,6 @@ KIND_RUNS = {
 #: DP-SGD target and its non-private comparison; sweep 200 runs.
 CHUNKS = {"membership": 4, "dp": 3, "inversion": 2, "extraction": 2, "sweep": 2}
 RAY_FLAGS = ["--executor", "ray", "--workers", "2"]
-
-
-def _results(out: Path) -> dict:
-    (path,) = out.glob("*/results.json")
-    results = json.loads(path.read_text())
-    return {k: v for k, v in results.items() if k not in results["volatile"]}
 
 
 def _log(out: Path) -> str:
@@ -89,7 +83,7 @@ def test_same_seed_same_results_on_a_process_pool(in_process, tmp_path, monkeypa
     monkeypatch.setattr(executors, "RUN_CHUNK", 100)  # 300 runs in 3 chunks
     for kind in ("membership", "dp"):
         assert main(KIND_RUNS[kind] + ["--workers", "2", "--out", str(tmp_path / kind)]) == 0
-        assert _results(tmp_path / kind) == _results(in_process / kind), kind
+        assert without_volatile(results_in(tmp_path / kind)) == without_volatile(results_in(in_process / kind)), kind
     assert "chunk 4 of 4 trained" in _log(tmp_path / "membership")  # target, shadows, 2 of references
 
 
@@ -109,7 +103,7 @@ def test_every_kind_same_results_on_ray(kind, ray_session, in_process_every_kind
     monkeypatch.setattr(executors.RayExecutor, "map", counted_map)
     assert main(KIND_RUNS[kind] + RAY_FLAGS + ["--out", str(tmp_path / kind)]) == 0
     assert sum(on_ray) == CHUNKS[kind]  # every model was trained by a Ray task
-    assert _results(tmp_path / kind) == _results(in_process_every_kind / kind)
+    assert without_volatile(results_in(tmp_path / kind)) == without_volatile(results_in(in_process_every_kind / kind))
 
 
 def test_a_rerun_reuses_every_chunk(in_process, tmp_path):
@@ -119,7 +113,7 @@ def test_a_rerun_reuses_every_chunk(in_process, tmp_path):
         (out / "cache" / entry.name).write_bytes(entry.read_bytes())
     assert main(MEMBERSHIP + ["--out", str(out)]) == 0
     assert "reused cached models for 4 of 4 chunk(s)" in _log(out)
-    assert _results(out) == _results(in_process / "membership")
+    assert without_volatile(results_in(out)) == without_volatile(results_in(in_process / "membership"))
 
 
 def _count(calls: list, value: int) -> dict:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import ROOT
+from helpers import ROOT, read_results, without_volatile
 
 from audit.cache import cached_models, load_entry, save_entry
 from audit.cli import main
@@ -32,13 +32,6 @@ def _cli(args: list[str], **kwargs) -> subprocess.Popen:
 
 def _run_dirs(out: Path) -> list[Path]:
     return sorted(p for p in out.iterdir() if p.is_dir() and p.name != "cache") if out.exists() else []
-
-
-def _results_without_volatile(run_dir: Path) -> dict:
-    results = json.loads((run_dir / "results.json").read_text())
-    for key in results["volatile"]:
-        results.pop(key)
-    return results
 
 
 def _wait_for(condition, proc: subprocess.Popen, timeout: float = 300.0) -> None:
@@ -77,7 +70,7 @@ def test_kill_and_resume_gives_the_uninterrupted_results(tmp_path):
     resumed = [p for p in _run_dirs(out) if (p / "results.json").exists()][-1]
     assert "reused cached models" in (resumed / "log.txt").read_text()
     (fresh,) = _run_dirs(tmp_path / "reference")
-    a, b = _results_without_volatile(resumed), _results_without_volatile(fresh)
+    a, b = without_volatile(read_results(resumed)), without_volatile(read_results(fresh))
     assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from helpers import ROOT
+from helpers import KIND_RUNS, ROOT, without_volatile
 
 from audit.cli import main
 from audit.schemas import SCHEMA_PATH, validate_results
@@ -22,17 +22,6 @@ from audit.schemas import SCHEMA_PATH, validate_results
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (.ci/run installs it: "
                                                             "apt-get install chromium)")
-#: One cheap run of every kind (argv after ``python -m audit``, without --out).
-RUNS = {
-    "membership": ["run", "membership", "--target", "nonprivate_digits", "--quick", "--canaries", "120"],
-    "dp": ["run", "dp", "--target", "dpgd_logreg_digits", "--runs", "60", "--device", "cpu"],
-    "mechanism": ["run", "mechanism", "--target", "laplace_count", "--draws", "3000"],
-    "inversion": ["run", "inversion", "--target", "nonprivate_logreg_digits", "--quick", "--steps", "30",
-                  "--black-box-steps", "2"],
-    "extraction": ["run", "extraction", "--target", "dperm_digits", "--quick"],
-    "sweep": ["sweep", "dp", "--target", "dpgd_logreg_digits", "--epsilons", "1,2", "--runs", "40", "--quick",
-              "--device", "cpu"],
-}
 #: Injected into a copy of a report: measures the page after load into <pre id="measure">.
 MEASURE = """<script>window.addEventListener("load", function () {
 var img = document.querySelector("figure.headline img"), table = document.querySelector("table");
@@ -45,29 +34,14 @@ document.body.appendChild(pre);
 });</script>"""
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory) -> dict[str, Path]:
-    """The run directory of each kind (plus a comparison), all in one folder of runs."""
-    out = tmp_path_factory.mktemp("runs")
-    dirs = {}
-    for kind, argv in RUNS.items():
-        before = set(out.iterdir())
-        assert main([*argv, "--quiet", "--out", str(out)]) == 0, kind
-        (dirs[kind],) = [p for p in set(out.iterdir()) - before if p.is_dir() and p.name != "cache"]
-    before = set(out.iterdir())
-    assert main(["compare", str(dirs["membership"]), "--out", str(out)]) == 0
-    (dirs["compare"],) = [p for p in set(out.iterdir()) - before if p.is_dir()]
-    return dirs
-
-
 def _results(run_dir: Path) -> dict:
     name = "compare.json" if (run_dir / "compare.json").exists() else "results.json"
     return json.loads((run_dir / name).read_text())
 
 
-@pytest.mark.parametrize("kind", [*RUNS, "compare"])
-def test_output_follows_the_json_schema(runs, kind):
-    results = _results(runs[kind])
+@pytest.mark.parametrize("kind", [*KIND_RUNS, "compare"])
+def test_output_follows_the_json_schema(kind_runs, kind):
+    results = _results(kind_runs[kind])
     validate_results(results)
     if kind != "compare":
         assert results["kind"] == kind
@@ -76,8 +50,8 @@ def test_output_follows_the_json_schema(runs, kind):
 @pytest.mark.parametrize("kind, drop", [("membership", "primary_attack"), ("dp", "best_estimate"),
                                         ("mechanism", "ceiling"), ("inversion", "inversion"),
                                         ("extraction", "extraction"), ("sweep", "rows"), ("dp", "verdict")])
-def test_schema_rejects_a_missing_key(runs, kind, drop):
-    results = _results(runs[kind])
+def test_schema_rejects_a_missing_key(kind_runs, kind, drop):
+    results = _results(kind_runs[kind])
     results.pop(drop)
     with pytest.raises(jsonschema.ValidationError):
         validate_results(results)
@@ -105,9 +79,9 @@ def _measure(html: Path, tmp_path: Path) -> dict:
 
 
 @needs_chromium
-@pytest.mark.parametrize("kind", [*RUNS, "compare"])
-def test_report_opens_with_its_figure_and_fits_the_page(runs, kind, tmp_path):
-    html = runs[kind] / ("compare.html" if kind == "compare" else "report.html")
+@pytest.mark.parametrize("kind", [*KIND_RUNS, "compare"])
+def test_report_opens_with_its_figure_and_fits_the_page(kind_runs, kind, tmp_path):
+    html = kind_runs[kind] / ("compare.html" if kind == "compare" else "report.html")
     page = _measure(html, tmp_path)
     assert page["naturalWidth"] > 0, "the headline figure did not load"
     assert page["figureBottom"] <= page["tableTop"], "the headline figure must come before the first table"
@@ -116,27 +90,27 @@ def test_report_opens_with_its_figure_and_fits_the_page(runs, kind, tmp_path):
 
 
 @needs_chromium
-def test_index_lists_every_run_and_fits_the_page(runs, tmp_path):
-    index = runs["membership"].parent / "index.html"
+def test_index_lists_every_run_and_fits_the_page(kind_runs, tmp_path):
+    index = kind_runs["membership"].parent / "index.html"
     text = index.read_text()
-    for kind in RUNS:
-        assert f'{runs[kind].name}/report.html' in text
-    assert f'{runs["compare"].name}/compare.html' in text
+    for kind in KIND_RUNS:
+        assert f'{kind_runs[kind].name}/report.html' in text
+    assert f'{kind_runs["compare"].name}/compare.html' in text
     assert "http://" not in text and "https://" not in text and "<script>" in text
     page = _measure(index, tmp_path)
     assert page["scrollWidth"] <= page["innerWidth"] and page["tableTop"] is not None
 
 
-def test_report_command_on_a_folder_writes_the_index(runs):
-    index = runs["membership"].parent / "index.html"
+def test_report_command_on_a_folder_writes_the_index(kind_runs):
+    index = kind_runs["membership"].parent / "index.html"
     index.unlink()
-    assert main(["report", str(runs["membership"].parent)]) == 0
+    assert main(["report", str(kind_runs["membership"].parent)]) == 0
     assert index.is_file()
 
 
-def test_reports_show_numbers_not_dumps(runs):
-    for kind in RUNS:
-        text = (runs[kind] / "report.html").read_text()
+def test_reports_show_numbers_not_dumps(kind_runs):
+    for kind in KIND_RUNS:
+        text = (kind_runs[kind] / "report.html").read_text()
         body = re.sub(r'src="data:[^"]*"', "", text)
         assert not re.search(r"\[\s*-?\d+\.\d+, ", body), f"{kind}: a raw list in the report"
         cells = re.findall(r"<td[^>]*>([^<]*)</td>", body)
@@ -157,20 +131,16 @@ def test_plots_leave_the_matplotlib_backend_alone(tmp_path):
     assert done.stdout.strip() == "pdf" and (tmp_path / "e.png").stat().st_size > 0
 
 
-def _without_volatile(results: dict) -> dict:
-    return {k: v for k, v in results.items() if k not in results["volatile"] and k != "volatile"}
-
-
-@pytest.mark.parametrize("kind", RUNS)
-def test_rerun_gives_the_same_results(runs, kind, tmp_path):
+@pytest.mark.parametrize("kind", KIND_RUNS)
+def test_rerun_gives_the_same_results(kind_runs, kind, tmp_path):
     """Every kind's config.json holds what ``rerun`` needs: the same results.json apart from volatile keys."""
     out = tmp_path / "again"
-    assert main(["rerun", str(runs[kind]), "--out", str(out), "--quiet"]) == 0
+    assert main(["rerun", str(kind_runs[kind]), "--out", str(out), "--quiet"]) == 0
     (again,) = [p for p in out.iterdir() if p.is_dir() and p.name != "cache"]
-    assert _without_volatile(_results(again)) == _without_volatile(_results(runs[kind]))
+    assert without_volatile(_results(again)) == without_volatile(_results(kind_runs[kind]))
 
 
-def test_rerun_of_a_comparison_is_a_one_line_error(runs, capsys):
-    assert main(["rerun", str(runs["compare"])]) == 2
+def test_rerun_of_a_comparison_is_a_one_line_error(kind_runs, capsys):
+    assert main(["rerun", str(kind_runs["compare"])]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "config.json" in err

@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+from helpers import max_exceedances
 from scipy import optimize, stats
 
 from audit.errors import UserError
@@ -23,14 +24,6 @@ def _fixed_test(fp: int, n_neg: int, fn: int, n_pos: int, delta: float, confiden
     scores = np.r_[np.ones(fp), np.zeros(n_neg - fp), np.zeros(fn), np.ones(n_pos - fn)]
     members = np.r_[np.zeros(n_neg, bool), np.ones(n_pos, bool)]
     return threshold_bounds(scores, members, delta, confidence, FixedThreshold(0.5), rng=0)
-
-
-def _max_exceedances(reps: int, p: float, tail: float = 1e-3) -> int:
-    """Smallest c with P[Bin(reps, p) > c] < tail: allowed number of 'bound exceeds truth'."""
-    c = 0
-    while stats.binom.sf(c, reps, p) >= tail:
-        c += 1
-    return c
 
 
 # --------------------------------------------------------------------------- Clopper–Pearson
@@ -72,7 +65,7 @@ def test_cp_upper_coverage() -> None:
     p, n, a, reps = 0.3, 50, 0.05, 1000
     ks = rng.binomial(n, p, size=reps)
     misses = sum(cp_upper(int(k), n, a) < p for k in ks)
-    assert misses <= _max_exceedances(reps, a)
+    assert misses <= max_exceedances(reps, a)
     assert misses > 0  # CP at n=50 is conservative but not vacuous: expected ~ 2-5 %
 
 
@@ -135,7 +128,7 @@ def test_cp_bound_on_randomized_response_is_valid_and_informative() -> None:
     fps = rng.binomial(n, flip, size=reps)
     fns = rng.binomial(n, flip, size=reps)
     bounds = np.array([_fixed_test(int(a), n, int(b), n, 0.0, conf)[0].epsilon for a, b in zip(fps, fns, strict=True)])
-    assert np.sum(bounds > eps) <= _max_exceedances(reps, 1 - conf)
+    assert np.sum(bounds > eps) <= max_exceedances(reps, 1 - conf)
     assert bounds.mean() > 0.75 * eps  # not vacuous
     # the naive point estimate is NOT a valid bound: it exceeds eps about half the time
     naive = np.array([epsilon_from_rates(a / n, b / n, 0.0) for a, b in zip(fps, fns, strict=True)])
@@ -265,7 +258,7 @@ def test_one_run_coverage_on_randomized_response_canaries() -> None:
     q = math.exp(eps) / (1 + math.exp(eps))
     vs = rng.binomial(m, q, size=reps)  # each canary guess correct with prob q: (eps, 0)-DP
     lbs = np.array([one_run_epsilon_lb(m, int(v), m, 0.0, conf) for v in vs])
-    assert np.sum(lbs > eps) <= _max_exceedances(reps, 1 - conf)
+    assert np.sum(lbs > eps) <= max_exceedances(reps, 1 - conf)
     assert lbs.mean() > 0.6 * eps
 
 

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from helpers import max_exceedances
 from scipy import stats
 
 from audit.errors import UserError
@@ -18,14 +19,6 @@ from audit.stats.thresholds import (
     grid_counts,
     threshold_bounds,
 )
-
-
-def _max_exceedances(reps: int, p: float, tail: float = 1e-3) -> int:
-    """Smallest c with P[Bin(reps, p) > c] < tail."""
-    c = 0
-    while stats.binom.sf(c, reps, p) >= tail:
-        c += 1
-    return c
 
 
 def _gaussian_scores(n: int, mu: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -67,7 +60,7 @@ def test_identical_worlds_rarely_give_a_positive_bound(strategy) -> None:
         members = np.r_[np.ones(200, bool), np.zeros(200, bool)]
         cp, gdp = threshold_bounds(scores, members, 1e-5, 0.95, strategy, rng=rng)
         positives += cp.epsilon > 0 or gdp.details["mu_lb"] > 0
-    assert positives <= _max_exceedances(60, 0.05)
+    assert positives <= max_exceedances(60, 0.05)
 
 
 def test_randomized_response_at_its_exact_epsilon_is_covered() -> None:
@@ -84,7 +77,7 @@ def test_randomized_response_at_its_exact_epsilon_is_covered() -> None:
         members = np.r_[np.ones(n, bool), np.zeros(n, bool)]
         cp, _ = threshold_bounds(scores, members, 0.0, 0.95, BonferroniGrid(), rng=rng)
         over += cp.epsilon > eps
-    assert over <= _max_exceedances(reps, 0.05)
+    assert over <= max_exceedances(reps, 0.05)
     rng = np.random.default_rng(1)
     n = 50_000
     scores = np.r_[rng.random(n) < p, rng.random(n) < 1 - p].astype(float)

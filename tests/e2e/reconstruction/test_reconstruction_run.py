@@ -8,6 +8,7 @@ import json
 
 import numpy as np
 import pytest
+from helpers import results_in, without_volatile
 from scipy import stats
 
 import audit.executors as executors
@@ -54,12 +55,6 @@ def test_broken_control_exceeds_rero_bound():
     assert lower > rero_bound(target.claim(sigma), 0.1)
 
 
-def _results(out) -> dict:
-    (path,) = out.glob("*/results.json")
-    results = json.loads(path.read_text())
-    return {k: v for k, v in results.items() if k not in results["volatile"]}
-
-
 def test_white_box_runs_cached_and_identical_on_a_process_pool(tmp_path, monkeypatch):
     # white-box (final parameters only) through the run's executor and the model cache: 40 runs in 2 chunks give
     # the same results.json in-process and on 2 workers, and a rerun trains nothing
@@ -67,13 +62,13 @@ def test_white_box_runs_cached_and_identical_on_a_process_pool(tmp_path, monkeyp
     argv = ["run", "reconstruction", "--target", "dpgd_logreg_digits", "--threat", "white-box", "--candidates", "10",
             "--runs", "40", "--seed", "1", "--device", "cpu", "-q"]
     assert main(argv + ["--out", str(tmp_path / "a")]) == 0
-    results = _results(tmp_path / "a")
+    results = without_volatile(results_in(tmp_path / "a"))
     (p,) = results["reconstruction"]["points"]
     assert results["reconstruction"]["threat"] == "white-box"
     assert p["success_ci"][0] <= p["rero_bound"] and p["twin_success"] >= 0.95
     assert (next((tmp_path / "a").glob("*/report.html"))).stat().st_size > 0
     assert main(argv + ["--workers", "2", "--out", str(tmp_path / "b")]) == 0
-    assert _results(tmp_path / "b") == results
+    assert without_volatile(results_in(tmp_path / "b")) == results
     assert main(argv + ["--out", str(tmp_path / "a")]) == 0
     log = "".join(f.read_text() for f in (tmp_path / "a").glob("*/log.txt"))
     assert "reused cached models for 2 of 2 chunk(s)" in log  # the private runs, then the twin's
@@ -85,7 +80,7 @@ def test_dperm_run_within_rero_bound(tmp_path):
     # success's interval must not exceed it for a correct mechanism
     assert main(["run", "reconstruction", "--target", "dperm_breast_cancer", "--candidates", "10", "--runs", "60",
                  "--seed", "0", "--out", str(tmp_path), "-q"]) == 0
-    results = _results(tmp_path)
+    results = without_volatile(results_in(tmp_path))
     (p,) = results["reconstruction"]["points"]
     assert results["reconstruction"]["threat"] == "white-box"
     assert p["rero_bound"] == pytest.approx(stats.norm.cdf(stats.norm.ppf(0.1) + results["params"]["mu"]), abs=1e-9)
