@@ -47,3 +47,11 @@ def kind_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     assert main(["compare", str(dirs["membership"]), "--out", str(out)]) == 0
     (dirs["compare"],) = [p for p in set(out.iterdir()) - before if p.is_dir()]
     return dirs
+
+
+@pytest.fixture(scope="session")
+def mnist():
+    """The MNIST sample of targets.datasets (loaded once per session)."""
+    from targets.datasets import load_mnist
+
+    return load_mnist()

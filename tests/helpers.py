@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from types import ModuleType
 
+import numpy as np
 from scipy import stats
 
 #: The repository root (``tests/`` is directly below it).
@@ -59,3 +60,9 @@ def max_exceedances(reps: int, p: float, tail: float = 1e-3) -> int:
     while stats.binom.sf(c, reps, p) >= tail:
         c += 1
     return c
+
+
+def halves(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """A seeded random split of ``range(n)`` into two halves (members, non-members)."""
+    perm = np.random.default_rng(seed).permutation(n)
+    return perm[: n // 2], perm[n // 2:]
