@@ -3,11 +3,12 @@
 Property-based tests draw their examples deterministically (a fixed seed derived from each test), so
 every run of the suite checks the same cases."""
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import KIND_RUNS
+from helpers import FIXTURES, KIND_RUNS
 from hypothesis import settings
 
 settings.register_profile("deterministic", derandomize=True)
@@ -55,3 +56,12 @@ def mnist():
     from targets.datasets import load_mnist
 
     return load_mnist()
+
+
+@pytest.fixture()
+def membership_run(tmp_path: Path) -> Path:
+    """A copy of the finished membership run in ``tests/fixtures`` (results.json + config.json), to render
+    and change without training."""
+    target = tmp_path / "run"
+    shutil.copytree(FIXTURES / "run_membership", target)
+    return target

@@ -1,4 +1,5 @@
-"""Tests of the report renderer (reports.plots, reports.html) and the `report` command."""
+"""Tests of the report renderer (reports.plots, reports.html) and the `report` command, on the fixture run
+(the report in a browser: tests/e2e/test_report_browser.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import copy
 import io
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import matplotlib.image as mpimg
@@ -21,22 +21,10 @@ from audit.io import read_json, write_json
 from reports import plots
 from reports.html import render_report
 
-#: End-to-end runs of the audits (``pytest -m "not slow"`` runs the unit tests alone).
-pytestmark = pytest.mark.slow
-
 FIXTURE = FIXTURES / "run_membership"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 DATA_URI = re.compile(r"data:image/png;base64,([A-Za-z0-9+/=]+)")
-CHROMIUM = Path("/usr/bin/chromium")
 EVIL = "<script>alert(1)</script>"
-
-
-@pytest.fixture()
-def run_dir(tmp_path: Path) -> Path:
-    """A copy of the fixture run directory (results.json + config.json)."""
-    target = tmp_path / "run"
-    shutil.copytree(FIXTURE, target)
-    return target
 
 
 def _decode_png(data: bytes) -> np.ndarray:
@@ -46,14 +34,14 @@ def _decode_png(data: bytes) -> np.ndarray:
     return image
 
 
-def test_render_writes_report_and_all_plots(run_dir: Path) -> None:
-    path = render_report(run_dir)
-    assert path == run_dir / "report.html"
+def test_render_writes_report_and_all_plots(membership_run: Path) -> None:
+    path = render_report(membership_run)
+    assert path == membership_run / "report.html"
     for name in ("roc.png", "tradeoff.png", "epsilon.png"):
-        image = _decode_png((run_dir / name).read_bytes())
+        image = _decode_png((membership_run / name).read_bytes())
         assert image[..., :3].std() > 0.05, f"{name} looks blank"
     html = path.read_text(encoding="utf-8")
-    results = read_json(run_dir / "results.json")
+    results = read_json(membership_run / "results.json")
     # The headline (sentences, figure, attack table) and every section of the fixture show up.
     for text in ("What was audited", "What was found", '<figure class="headline">', "<h2>Attacks</h2>",
                  "How to read this report", "Every lower bound", "More figures", "Parameters", "Audit game",
@@ -70,8 +58,8 @@ def test_render_writes_report_and_all_plots(run_dir: Path) -> None:
     assert re.search(r"<td>gdp</td>.*?<td>estimate</td>", html)
 
 
-def test_data_uris_decode_and_no_external_urls(run_dir: Path) -> None:
-    html = render_report(run_dir).read_text(encoding="utf-8")
+def test_data_uris_decode_and_no_external_urls(membership_run: Path) -> None:
+    html = render_report(membership_run).read_text(encoding="utf-8")
     uris = DATA_URI.findall(html)
     assert len(uris) == 3
     for encoded in uris:
@@ -85,8 +73,8 @@ def test_data_uris_decode_and_no_external_urls(run_dir: Path) -> None:
     assert "@import" not in html and "url(" not in without_images
 
 
-def test_user_strings_are_escaped(run_dir: Path) -> None:
-    results = read_json(run_dir / "results.json")
+def test_user_strings_are_escaped(membership_run: Path) -> None:
+    results = read_json(membership_run / "results.json")
     results["target"] = EVIL
     results["target_description"] = 'plugin my.mod:factory "quoted" & <b>bold</b>'
     results["attacks"][EVIL] = copy.deepcopy(results["attacks"]["shadow"])
@@ -94,11 +82,11 @@ def test_user_strings_are_escaped(run_dir: Path) -> None:
     results["lower_bounds"][0]["attack"] = EVIL
     results["params"][EVIL] = EVIL
     results["verdict"]["text"] = EVIL
-    write_json(run_dir / "results.json", results)
-    config = read_json(run_dir / "config.json")
+    write_json(membership_run / "results.json", results)
+    config = read_json(membership_run / "config.json")
     config["target"] = "pkg.evil:<img src=x onerror=alert(1)>"
-    write_json(run_dir / "config.json", config)
-    html = render_report(run_dir).read_text(encoding="utf-8")
+    write_json(membership_run / "config.json", config)
+    html = render_report(membership_run).read_text(encoding="utf-8")
     assert EVIL not in html
     assert "<img src=x" not in html
     assert "<b>bold</b>" not in html
@@ -108,15 +96,15 @@ def test_user_strings_are_escaped(run_dir: Path) -> None:
     assert html.count("<img ") == 3
 
 
-def test_render_is_deterministic(run_dir: Path, tmp_path: Path) -> None:
+def test_render_is_deterministic(membership_run: Path, tmp_path: Path) -> None:
     other = tmp_path / "other"
     shutil.copytree(FIXTURE, other)
-    render_report(run_dir)
-    first = {p.name: p.read_bytes() for p in run_dir.iterdir() if p.suffix in (".png", ".html")}
+    render_report(membership_run)
+    first = {p.name: p.read_bytes() for p in membership_run.iterdir() if p.suffix in (".png", ".html")}
     render_report(other)
     second = {p.name: p.read_bytes() for p in other.iterdir() if p.suffix in (".png", ".html")}
-    render_report(run_dir)  # re-render in place (overwrites)
-    third = {p.name: p.read_bytes() for p in run_dir.iterdir() if p.suffix in (".png", ".html")}
+    render_report(membership_run)  # re-render in place (overwrites)
+    third = {p.name: p.read_bytes() for p in membership_run.iterdir() if p.suffix in (".png", ".html")}
     assert set(first) == {"roc.png", "tradeoff.png", "epsilon.png", "report.html"}
     assert first == second == third
     for name, data in first.items():
@@ -144,14 +132,14 @@ def test_sections_only_when_data_present(tmp_path: Path) -> None:
     assert "#e8e8e8" in html  # no-claim verdict colour
 
 
-def test_tradeoff_without_attacks_makes_only_tradeoff_plot(run_dir: Path) -> None:
-    results = read_json(run_dir / "results.json")
+def test_tradeoff_without_attacks_makes_only_tradeoff_plot(membership_run: Path) -> None:
+    results = read_json(membership_run / "results.json")
     for key in ("attacks", "sweep"):
         results.pop(key)
-    render_report(run_dir, results=results, config={})
-    assert (run_dir / "tradeoff.png").exists()
-    assert not (run_dir / "roc.png").exists() and not (run_dir / "epsilon.png").exists()
-    assert "Configuration (config.json)" not in (run_dir / "report.html").read_text(encoding="utf-8")
+    render_report(membership_run, results=results, config={})
+    assert (membership_run / "tradeoff.png").exists()
+    assert not (membership_run / "roc.png").exists() and not (membership_run / "epsilon.png").exists()
+    assert "Configuration (config.json)" not in (membership_run / "report.html").read_text(encoding="utf-8")
 
 
 def test_plot_functions_return_written_paths(tmp_path: Path) -> None:
@@ -192,13 +180,13 @@ def _report_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def test_report_command(run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_report_command(membership_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     parser = _report_parser()
-    args = parser.parse_args(["report", str(run_dir)])
+    args = parser.parse_args(["report", str(membership_run)])
     assert args.func(args) == 0
-    assert str(run_dir / "report.html") in capsys.readouterr().out
-    assert (run_dir / "report.html").exists()
-    for bad in (tmp_path / "missing", run_dir / "results.json"):
+    assert str(membership_run / "report.html") in capsys.readouterr().out
+    assert (membership_run / "report.html").exists()
+    for bad in (tmp_path / "missing", membership_run / "results.json"):
         args = parser.parse_args(["report", str(bad)])
         with pytest.raises(UserError) as info:
             args.func(args)
@@ -210,41 +198,15 @@ def test_report_command(run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFix
         args.func(args)
 
 
-@pytest.mark.skipif(not CHROMIUM.exists(), reason="/usr/bin/chromium is not installed (CI installs Debian's "
-                                                     "chromium package; this browser test runs there)")
-def test_report_renders_in_headless_chromium(run_dir: Path, tmp_path: Path) -> None:
-    """Open the report in headless Chromium and check every image decoded.
-
-    The report itself has no JavaScript; a test copy appends a probe script that writes, into the DOM,
-    how many images finished loading with a non-zero natural size, and --dump-dom reads it back.
-    """
-    html = render_report(run_dir).read_text(encoding="utf-8")
-    probe = ("<script>window.addEventListener('load', function () {"
-             "var imgs = Array.from(document.images);"
-             "var ok = imgs.filter(function (i) { return i.complete && i.naturalWidth > 0; }).length;"
-             "document.body.setAttribute('data-images', imgs.length + '/' + ok);});</script>")
-    page = tmp_path / "probe.html"
-    page.write_text(html.replace("</body>", probe + "</body>"), encoding="utf-8")
-    profile = tmp_path / "profile"
-    command = [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-               "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
-               "--enable-logging=stderr", "--v=0", "--virtual-time-budget=5000", "--dump-dom", page.as_uri()]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert 'data-images="3/3"' in done.stdout, done.stdout[:500]
-    console_errors = [line for line in done.stderr.splitlines() if "CONSOLE" in line and "probe.html" in line]
-    assert not console_errors, console_errors
-
-
-def test_runner_figures_and_tables_are_embedded_but_confined(run_dir: Path) -> None:
-    results = read_json(run_dir / "results.json")
-    plots.epsilon_plot([{"epsilon_theory": 1.0, "epsilon_lb": 0.5, "series": "x"}], run_dir / "grid.png")
-    (run_dir.parent / "outside.png").write_bytes((run_dir / "grid.png").read_bytes())
+def test_runner_figures_and_tables_are_embedded_but_confined(membership_run: Path) -> None:
+    results = read_json(membership_run / "results.json")
+    plots.epsilon_plot([{"epsilon_theory": 1.0, "epsilon_lb": 0.5, "series": "x"}], membership_run / "grid.png")
+    (membership_run.parent / "outside.png").write_bytes((membership_run / "grid.png").read_bytes())
     results["figures"] = [{"file": "grid.png", "title": "Runner grid", "caption": EVIL},
                           {"file": "../outside.png", "title": "Escaped", "caption": ""},
                           {"file": "missing.png", "title": "Missing", "caption": ""}]
     results["tables"] = [{"title": "Per-class figures", "columns": ["class", EVIL], "rows": [[0, 0.123456]]}]
-    html = render_report(run_dir, results=results).read_text(encoding="utf-8")
+    html = render_report(membership_run, results=results).read_text(encoding="utf-8")
     assert "Runner grid" in html and "(grid.png)" in html
     assert "Escaped" not in html and "Missing" not in html
     assert "Per-class figures" in html and "0.123" in html

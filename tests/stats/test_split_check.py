@@ -21,9 +21,6 @@ from targets.datasets import load_breast_cancer, load_digits
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-#: Random splits checked for calibration.
-NULL_SEEDS = 40
-
 
 def test_hanley_mcneil_variance_at_one_half_is_the_mann_whitney_null_variance():
     for n1, n0 in [(10, 10), (37, 200), (1000, 999)]:
