@@ -9,9 +9,6 @@ from targets.dpsgd_step import example_loss
 from targets.ghost_clipping import per_example_clipped_sum
 from targets.models import PARAM_LAYERS, get_architecture, init_params, to_module
 
-#: End-to-end runs of the audits (``pytest -m "not slow"`` runs the unit tests alone).
-pytestmark = pytest.mark.slow
-
 opacus = pytest.importorskip("opacus")
 
 
