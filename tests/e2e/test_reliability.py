@@ -1,12 +1,11 @@
-"""Reliability: kill-and-resume, reproducibility, bad input in one table, safe loading,
-quiet runs with logs in the run directory."""
+"""Reliability: kill-and-resume, reproducibility, bad input in one table, a tampered cache retrained,
+quiet runs with logs in the run directory (safe loading in the code: tests/project/test_code_safety.py)."""
 
 from __future__ import annotations
 
 import json
 import os
 import pickle
-import re
 import signal
 import subprocess
 import sys
@@ -194,12 +193,3 @@ def test_tampered_cache_entry_cannot_run_code_and_is_retrained(tmp_path, capsys)
     assert load_entry(entry, "whatever") is None
     save_entry(entry, "k", params)
     assert torch.equal(load_entry(entry, "k")["w"], params["w"])
-
-
-def test_no_unsafe_deserialisation_in_the_code():
-    sources = [p for d in ("audit", "targets", "attacks", "reports", "benchmarks") for p in (ROOT / d).rglob("*.py")]
-    for path in sources:
-        text = path.read_text()
-        assert not re.search(r"\bpickle\.loads?\(|\bjoblib\.load\(|allow_pickle\s*=\s*True", text), path
-        for call in re.findall(r"torch\.load\([^)]*\)", text):
-            assert "weights_only=True" in call, (path, call)
