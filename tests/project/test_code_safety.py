@@ -7,6 +7,7 @@ import re
 
 from helpers import ROOT
 
+
 def test_no_unsafe_deserialisation_in_the_code():
     sources = [p for d in ("audit", "targets", "attacks", "reports", "benchmarks") for p in (ROOT / d).rglob("*.py")]
     for path in sources:
