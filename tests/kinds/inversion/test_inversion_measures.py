@@ -6,7 +6,7 @@ import pytest
 from audit.errors import UserError
 
 
-def test_tabular_target_has_no_image_shape():
+def test_run_inversion_rejects_tabular_target():
     from audit.inversion.measures import image_shape
 
     with pytest.raises(UserError):
