@@ -1,10 +1,10 @@
 """Executors and the training thread policy: the same seed gives the same results.json on every
 executor (in-process, a local process pool, a local Ray on 2 CPUs — every run kind that trains) and
-with any torch thread count; chunks are cached, reused and never depend on the number of workers."""
+with any torch thread count (the chunks and the thread policy without a run: tests/core/test_chunks.py,
+tests/targets/test_threads.py)."""
 
 from __future__ import annotations
 
-from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -14,10 +14,9 @@ from helpers import results_in, without_volatile
 
 import audit.executors as executors
 from audit.cli import main
-from audit.errors import UserError
-from audit.executors import Executor, Job, chunk_slices, make_executor, run_chunks
+from audit.executors import make_executor
 from targets.datasets import Dataset, load_dataset
-from targets.threads import TRAINING_THREADS_ENV, TrainingThreads, busy_cpus, training_threads, usable_cpus
+from targets.threads import TRAINING_THREADS_ENV
 from targets.training import TrainConfig, train_models
 
 MEMBERSHIP = ["run", "membership", "--target", "dpsgd_digits", "--quick", "--attack", "loss,lira", "--seed", "5",
@@ -116,41 +115,6 @@ def test_a_rerun_reuses_every_chunk(in_process, tmp_path):
     assert without_volatile(results_in(out)) == without_volatile(results_in(in_process / "membership"))
 
 
-def _count(calls: list, value: int) -> dict:
-    calls.append(value)
-    return {"x": torch.tensor([value])}
-
-
-def test_run_chunks_trains_only_what_is_missing(tmp_path):
-    calls: list[int] = []
-    chunks = [({"chunk": i}, Job(_count, {"calls": calls, "value": i})) for i in range(3)]
-    first, reused = run_chunks(Executor(), tmp_path, chunks)
-    assert calls == [0, 1, 2] and reused == [False, False, False]
-    next(tmp_path.glob("*.safetensors")).unlink()  # one chunk lost (an interrupted run)
-    calls.clear()
-    again, reused = run_chunks(Executor(), tmp_path, chunks)
-    assert len(calls) == 1 and sum(reused) == 2
-    assert [r["x"].item() for r in again] == [r["x"].item() for r in first] == [0, 1, 2]
-
-
-def test_chunk_boundaries_depend_on_the_call_only():
-    assert chunk_slices(12, 8) == [slice(0, 6), slice(6, 12)]
-    assert chunk_slices(1, 8) == [slice(0, 1)]
-    for n in (1, 7, 8, 9, 256, 1001):
-        parts = chunk_slices(n, 8)
-        assert parts[0].start == 0 and parts[-1].stop == n and all(a.stop == b.start for a, b in pairwise(parts))
-        sizes = [p.stop - p.start for p in parts]
-        assert max(sizes) <= 8 and max(sizes) - min(sizes) <= 1
-
-
-def test_executor_options_are_checked():
-    with pytest.raises(UserError, match="--ray-address needs --executor ray"):
-        make_executor("local", 1, "127.0.0.1:6379")
-    with pytest.raises(UserError, match="unknown executor"):
-        make_executor("dask")
-    assert make_executor("local", 1).in_process and not make_executor("local", 2).in_process
-
-
 def _images(n=48, seed=0) -> Dataset:
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(n, 1, 28, 28)).astype(np.float32)
@@ -170,20 +134,3 @@ def test_training_is_bit_identical_with_one_and_two_threads(arch, private, monke
         out[threads] = train_models(data, masks, config, [4, 5, 6], progress=False)
     for k in out["1"]:
         assert torch.equal(out["1"][k], out["2"][k]), k
-
-
-def test_thread_policy(monkeypatch):
-    monkeypatch.delenv(TRAINING_THREADS_ENV, raising=False)
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    assert usable_cpus() == 1 and training_threads() == 1
-    monkeypatch.delenv("OMP_NUM_THREADS")
-    assert 1 <= training_threads() <= usable_cpus() and busy_cpus() >= 0
-    monkeypatch.setenv(TRAINING_THREADS_ENV, "3")
-    before = torch.get_num_threads()
-    with TrainingThreads() as policy:
-        assert torch.get_num_threads() == 3
-        policy.tick()
-    assert torch.get_num_threads() == before and policy.history == [3]
-    monkeypatch.setenv(TRAINING_THREADS_ENV, "0")
-    with pytest.raises(UserError, match=TRAINING_THREADS_ENV):
-        training_threads()
