@@ -1,12 +1,13 @@
 # Two commands from a fresh clone (see README "Quick start"):
 #   make audit   creates .venv on first use and runs the flagship audit (report under runs/)
 #   make test    creates .venv on first use and runs the test-suite (what .ci/run runs)
+#   make test-fast  the unit lane: every test not marked slow (tests/e2e/ and the few marked runs left out)
 #   make lint    ruff (E,F,I,W,B,UP, complexity C901 <= 15, PLR0913 <= 8 arguments; .ci/run runs it too)
 #   make docs    builds the documentation site into site/, warnings as errors (.ci/run builds it too)
 PYTHON ?= python3
 VENV := .venv
 
-.PHONY: audit test docs lint
+.PHONY: audit test test-fast docs lint
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +19,9 @@ audit: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	$(VENV)/bin/python -m pytest
+
+test-fast: $(VENV)/.installed
+	$(VENV)/bin/python -m pytest -m "not slow" -p no:cacheprovider -q
 
 docs: $(VENV)/.installed
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/python -m mkdocs build --strict --site-dir $(or $(SITE_DIR),site)

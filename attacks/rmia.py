@@ -101,7 +101,7 @@ def balanced_log_marginal(ref_logp: np.ndarray, ref_in: np.ndarray) -> np.ndarra
     For leave-one-out games over reference models that each candidate is IN exactly half of: the other
     models then hold one IN fewer when the left-out model trained on the candidate, so their plain mean
     tells its membership and makes the game more optimistic than the target's (AUC 0.74 against 0.67
-    in ``tests/test_rmia.py``). A balanced subset has the same make-up in both cases.
+    in ``tests/attacks/test_rmia.py``). A balanced subset has the same make-up in both cases.
 
     Args:
         ref_logp: the reference models' label log-probabilities, (R, n).

@@ -10,7 +10,7 @@ process importing the project can run. :func:`run_chunks` loads the chunks that 
 missing ones on the executor, stores them and returns them in order: a rerun, or a run interrupted
 halfway, trains only what is missing. Every model keeps its own random streams and a chunk is
 trained by the same code on every executor, so the same seed gives the same models — bit for bit,
-since the training thread policy never changes results (:mod:`targets.threads`; tests/test_executors.py).
+since the training thread policy never changes results (:mod:`targets.threads`; tests/e2e/test_executors.py).
 
 Executors (:func:`make_executor`):
 

@@ -8,8 +8,9 @@ construction.
 * The API pages (mkdocstrings, which reads docstrings as Markdown): the Sphinx roles the docstrings use
   (``:func:`x```) are left as plain code, ``x`` (:func:`strip_sphinx_roles`), not printed as ":func:".
 
-A page asks for a generated block with a marker line ``<!-- generated: NAME -->``. ``tests/test_docs.py``
-imports this module by path and checks the generated text against the parser.
+A page asks for a generated block with a marker line ``<!-- generated: NAME -->``. ``tests/helpers.py``
+imports this module by path; ``tests/project/test_docs.py`` and ``tests/e2e/test_docs_runs.py`` check the
+generated text against the parser.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ pile up on diffprivlib's global one.
     pip install -e '.[diffprivlib]'
     PYTHONPATH=examples python -m audit run dp --target diffprivlib_model:trainer --threat black-box --canary crafted
 
-or in pytest: ``assert_private(diffprivlib_model.trainer, attack="black-box/crafted")`` (tests/test_examples.py).
+or in pytest: ``assert_private(diffprivlib_model.trainer, attack="black-box/crafted")`` (tests/e2e/test_examples.py).
 diffprivlib 0.6.6 does not import with scikit-learn >= 1.8; install ``scikit-learn<1.8`` alongside it.
 """
 

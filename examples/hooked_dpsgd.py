@@ -1,7 +1,7 @@
 """A hand-written DP-SGD loop (Abadi et al. 2016, Alg. 1) with the two audit hooks of
 :mod:`targets.audit_hooks`, as a trainer plugin: ``PYTHONPATH=examples python -m audit run dp
 --target hooked_dpsgd:trainer --threat updates --canary dirac``. The loop in :func:`train` is the
-one the Opacus tutorial (docs/tutorials/opacus.md) shows; ``tests/test_audit_hooks.py`` audits it.
+one the Opacus tutorial (docs/tutorials/opacus.md) shows; ``tests/e2e/dp/test_opacus_hooks.py`` audits it.
 """
 
 import numpy as np

@@ -12,7 +12,7 @@ summary, the report and results.json (``reproducible: false``) state. Docs: http
     pip install -e '.[opendp]'
     PYTHONPATH=examples python -m audit run mechanism --target opendp_laplace:mechanism
 
-or in pytest: ``assert_private(opendp_laplace.mechanism)`` (tests/test_examples.py).
+or in pytest: ``assert_private(opendp_laplace.mechanism)`` (tests/e2e/test_examples.py).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ steps.
   ``get_noise_multiplier`` for epsilon 8 (another experiment's budget) while the claim is 2.
 
 :func:`true_epsilon` gives each control's real epsilon by the PLD accountant (at least twice the
-claim for the three broken ones); ``tests/test_opacus_controls.py`` asserts the audit flags each
+claim for the three broken ones); ``tests/e2e/dp/test_opacus_controls.py`` asserts the audit flags each
 broken control and passes the correct one, with run counts justified by the exact rejection
 probability of the designed test (:func:`audit.stats.tradeoff_test.rejection_power`).
 """

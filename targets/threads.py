@@ -19,7 +19,7 @@ busy loop on 2 cores. Policy:
 * ``PRIVACY_AUDIT_THREADS=N`` pins the intra-op threads (no adaptation).
 
 The thread count never changes results: a model's training is bit-identical with 1 and 2 threads
-(tests/test_executors.py), and ``benchmarks/bench_training.py`` checks 1 thread against the
+(tests/e2e/test_executors.py), and ``benchmarks/bench_training.py`` checks 1 thread against the
 policy's count on the machine it runs on (``threads_identical``).
 
 **Plugins.** User code runs in the workbench's process with its libraries' default thread pools:

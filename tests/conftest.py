@@ -1,7 +1,67 @@
-"""Test-suite settings: property-based tests draw their examples deterministically (a fixed
-seed derived from each test), so every run of the suite checks the same cases."""
+"""Settings and fixtures shared by the whole suite (layout and lanes: tests/README.md).
 
+Property-based tests draw their examples deterministically (a fixed seed derived from each test), so
+every run of the suite checks the same cases."""
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from helpers import FIXTURES, KIND_RUNS
 from hypothesis import settings
 
 settings.register_profile("deterministic", derandomize=True)
 settings.load_profile("deterministic")
+
+
+@pytest.fixture(scope="module")
+def one_thread() -> Iterator[None]:
+    """One BLAS/OpenMP thread and one torch thread for a module's tests (restored after it): small matrix
+    products and small models are slower on several threads than on one, by tenfold when other processes
+    hold the cores. A module asks for it with ``pytestmark = pytest.mark.usefixtures("one_thread")``."""
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with threadpool_limits(limits=1):
+            yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="session")
+def kind_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """One quick run of every kind (:data:`helpers.KIND_RUNS`) plus a comparison of the membership run,
+    all in one folder of runs, made once per session: the run directory of each, by kind."""
+    from audit.cli import main
+
+    out = tmp_path_factory.mktemp("runs")
+    dirs = {}
+    for kind, argv in KIND_RUNS.items():
+        before = set(out.iterdir())
+        assert main([*argv, "--quiet", "--out", str(out)]) == 0, kind
+        (dirs[kind],) = [p for p in set(out.iterdir()) - before if p.is_dir() and p.name != "cache"]
+    before = set(out.iterdir())
+    assert main(["compare", str(dirs["membership"]), "--out", str(out)]) == 0
+    (dirs["compare"],) = [p for p in set(out.iterdir()) - before if p.is_dir()]
+    return dirs
+
+
+@pytest.fixture(scope="session")
+def mnist():
+    """The MNIST sample of targets.datasets (loaded once per session)."""
+    from targets.datasets import load_mnist
+
+    return load_mnist()
+
+
+@pytest.fixture()
+def membership_run(tmp_path: Path) -> Path:
+    """A copy of the finished membership run in ``tests/fixtures`` (results.json + config.json), to render
+    and change without training."""
+    target = tmp_path / "run"
+    shutil.copytree(FIXTURES / "run_membership", target)
+    return target

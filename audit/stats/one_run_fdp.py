@@ -39,7 +39,7 @@ of the pair (in, out) — the same B when f bounds both orders. Nothing in the r
 option a guess names, so a guess "out" is a guess "in" on the complementary test with the same
 tradeoff, and guesses of both kinds in one run are covered (as Steinke et al.'s guesses in
 {-1, 0, +1} are for (eps, delta)). The Monte-Carlo soundness suite tests two-sided guesses at exact
-claims (tests/test_soundness.py). Sources: docs/references.md, "One-run auditing".
+claims (tests/e2e/montecarlo/test_soundness.py). Sources: docs/references.md, "One-run auditing".
 """
 
 from __future__ import annotations

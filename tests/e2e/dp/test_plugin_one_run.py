@@ -1,0 +1,124 @@
+"""The one-run audit of a user's DP-SGD code (``run dp --target module:factory --one-run``,
+audit.dp.plugin_one_run; ``assert_private(..., one_run=True)``) on small hooked loops: softmax regression
+(200 parameters) on 1,200 rows — more than the many-run games' 1,000-row cap, so the whole-dataset
+training is visible — and the tutorial-style Opacus CNN of examples/ at its CI size (500 rows, 1 epoch).
+Each audit is 5 trainings of a few seconds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from audit.cli import main
+from audit.plugins.training import MAX_TRAIN
+from audit.testing import assert_private
+from audit.theory.dpsgd import calibrate_noise_multiplier
+from targets.audit_hooks import add_canary, report_update
+
+#: End-to-end runs of the audits (``pytest -m "not slow"`` runs the unit tests alone).
+
+EPS, DELTA, Q, EPOCHS, C, N, FEATURES, CLASSES = 4.0, 1e-5, 0.05, 1, 1.0, 1200, 20, 10
+STEPS = int(round(EPOCHS / Q))
+SIGMA = float(calibrate_noise_multiplier(EPS, DELTA, Q, STEPS))
+MODULE = Path(__file__).stem
+
+
+def _data():
+    rng = np.random.default_rng(0)
+    return rng.normal(size=(N, FEATURES)).astype(np.float32), rng.integers(0, CLASSES, N)
+
+
+def _loop(epochs: int = EPOCHS):
+    """A hand-written DP-SGD loop with the two hooks: Poisson rate Q, per-example clipping to C, the noisy sum."""
+    def train(X, y, seed):
+        gen = torch.manual_seed(seed)
+        X, y = torch.as_tensor(X), torch.as_tensor(y)
+        w = torch.zeros(X.shape[1], CLASSES)
+        for _ in range(int(round(epochs / Q))):
+            batch = torch.nonzero(torch.rand(len(X), generator=gen) < Q).reshape(-1)
+            p = torch.softmax(X[batch] @ w, 1)
+            g = X[batch][:, :, None] * (p - torch.nn.functional.one_hot(y[batch], CLASSES))[:, None, :]
+            norms = g.flatten(1).norm(dim=1).clamp(min=1e-12)
+            summed = (g * (C / norms).clamp(max=1.0)[:, None, None]).sum(0)
+            add_canary(summed, clip_norm=C, sample_rate=Q, batch=batch)
+            noisy = summed + SIGMA * C * torch.randn(summed.shape, generator=gen)
+            report_update(noisy)
+            w = w - 0.5 * noisy / (Q * N)  # a normaliser fixed in advance
+        return lambda Z: torch.softmax(torch.as_tensor(Z, dtype=torch.float32) @ w, 1).numpy()
+
+    return train
+
+
+def _plugin(name: str, epochs: int = EPOCHS) -> dict:
+    return {"kind": "trainer", "name": name, "dataset": _data(), "train": _loop(epochs),
+            "claim": {"epsilon": EPS, "delta": DELTA}}
+
+
+def correct() -> dict:
+    return _plugin("one_run_correct")
+
+
+def _results(out: Path) -> dict:
+    (path,) = out.glob("*/results.json")
+    return json.loads(path.read_text())
+
+
+def test_one_run_of_a_hooked_loop_trains_once_on_the_whole_dataset(tmp_path, capsys):
+    code = main(["run", "dp", "--target", f"{MODULE}:correct", "--one-run", "--quick", "-q", "--fail-above-claim",
+                 "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert out.splitlines()[0].startswith("config:    as claimed")  # the accounting check is printed first
+    res = _results(tmp_path)
+    game = res["game"]
+    assert game["one_run"] and game["trainings"] == 5 and game["n_train"] == N > MAX_TRAIN
+    assert game["canary_kind"] == "dirac" and game["canaries"] == FEATURES * CLASSES  # capped by the parameters
+    assert game["observation"]["steps_audited_run"] == STEPS
+    assert res["config_check"]["status"] == "ok" and res["verdict"]["status"] == "consistent"
+    one = res["one_run"]
+    assert 0 <= one["correct"] <= one["k_pos"] + one["k_neg"] and one["canaries"] == game["canaries"]
+    assert res["best_lower_bound"]["epsilon"] <= EPS
+    assert {row["mistake"].split(" (")[0] for row in res["threat_coverage"]} >= {"no per-example clipping"}
+    assert any(t["title"].startswith("What each part") for t in res["tables"])
+
+
+def test_more_canaries_than_the_model_holds_is_one_line_exit_2(tmp_path, capsys):
+    code = main(["run", "dp", "--target", f"{MODULE}:correct", "--one-run", "--canaries", "1000000", "-q",
+                 "--out", str(tmp_path)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "--canaries 1000000 is more than" in err[0]
+    assert not list(tmp_path.glob("*/results.json"))
+
+
+def test_white_box_of_a_hooked_loop_is_one_line_exit_2(tmp_path, capsys):
+    code = main(["run", "dp", "--target", f"{MODULE}:correct", "--one-run", "--threat", "white-box", "-q",
+                 "--out", str(tmp_path)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "hooked loop" in err[0] and "--threat updates" in err[0]
+
+
+def test_assert_private_one_run_passes_a_correct_loop(tmp_path):
+    results = assert_private(_plugin("one_run_correct"), one_run=True, out=tmp_path)
+    assert results["game"]["trainings"] == 5 and results["verdict"]["status"] == "consistent"
+
+
+def test_assert_private_one_run_flags_a_loop_that_trains_three_times_the_epochs(tmp_path):
+    found = r"accounting check found the code less private than claimed \((noise-level|epsilon)"
+    with pytest.raises(AssertionError, match=found):
+        assert_private(_plugin("one_run_three_epochs", epochs=3 * EPOCHS), one_run=True, out=tmp_path)
+    assert _results(tmp_path)["config_check"]["config"]["steps"] == 3 * STEPS
+
+
+def test_opacus_tutorial_cnn_one_run_at_ci_size(tmp_path, capsys):
+    pytest.importorskip("opacus")
+    code = main(["run", "dp", "--target", "examples.opacus_tutorial_cnn:small_trainer", "--one-run", "--quick",
+                 "-q", "--fail-above-claim", "--out", str(tmp_path)])
+    assert code == 0, capsys.readouterr()
+    res = _results(tmp_path)
+    assert res["game"]["trainings"] == 5 and res["game"]["n_train"] == 500
+    assert res["model"]["parameters"] > 20_000 and res["params"]["code"]["driver"] == "opacus"
+    assert res["config_check"]["status"] == "ok"

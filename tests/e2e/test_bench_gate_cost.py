@@ -1,0 +1,31 @@
+"""The cost benchmark of --check-config and --one-run runs (``--quick``: the tutorial CNN at its CI size) and
+writes its figures, the load and whether the machine was idle."""
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+from helpers import ROOT
+
+#: End-to-end runs of the audits (``pytest -m "not slow"`` runs the unit tests alone).
+
+
+
+def test_quick_benchmark_writes_its_figures_and_the_load(tmp_path):
+    pytest.importorskip("opacus")
+    out = tmp_path / "bench.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_gate_cost.py"), "--quick", "--json",
+                           str(out)], capture_output=True, text=True, timeout=900, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    results = json.loads(out.read_text())
+    assert results["quick"] and len(results["load_at_start"]) == 3 and isinstance(results["idle"], bool)
+    assert results["plain"]["train_call_s"] > 0
+    for name in ("check_config", "one_run"):
+        figures = results[name]
+        assert math.isfinite(figures["wall_over_plain_process"]) and figures["wall_over_plain_process"] > 0
+        timing = figures["timing"]
+        assert timing["total_s"] >= sum(v for k, v in timing.items() if k != "total_s")
+        assert figures["verdict"] == "consistent"
+    assert results["one_run"]["trainings"] == 5

@@ -1,0 +1,50 @@
+"""The bug zoo (examples/zoo, docs/reference/bug-zoo.md): every DP-SGD mistake fails the audit in one
+run (``run dp --check-config --fail-above-claim``: exit 1) and its correct twin passes (exit 0).
+
+Each audit is three trainings of softmax regression on 300 digits (the probe, its repeat, the dataset
+plus one record) and the accounting check's PLD epsilons: about a second in-process once torch and
+Opacus are imported.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from audit.cli import main
+from examples.zoo import hooked, opacus_loops
+
+#: End-to-end runs of the audits (``pytest -m "not slow"`` runs the unit tests alone).
+
+HOOKED = [f"examples.zoo.hooked:{name}" for name in hooked.MISTAKES]
+OPACUS = [f"examples.zoo.opacus_loops:{name}" for name in opacus_loops.MISTAKES]
+
+
+def _audit(target: str, out) -> tuple[int, dict]:
+    code = main(["run", "dp", "--target", target, "--check-config", "--fail-above-claim", "-q", "--out", str(out)])
+    (path,) = out.glob("*/results.json")
+    return code, json.loads(path.read_text())
+
+
+def _problems(results: dict) -> list[str]:
+    return [f"{f['check']}: {f['message']}" for f in results["config_check"]["findings"] if f["problem"]]
+
+
+@pytest.mark.parametrize("target", HOOKED + OPACUS)
+def test_the_mistake_fails_the_audit(target, tmp_path):
+    if target in OPACUS:
+        pytest.importorskip("opacus")
+    code, results = _audit(target, tmp_path)
+    assert code == 1, (results["verdict"]["text"], _problems(results))
+    assert results["verdict"]["status"] == "violation"
+    assert any(f["violation"] and f["fix"] for f in results["config_check"]["findings"])
+
+
+@pytest.mark.parametrize("target", [f"{t}_twin" for t in HOOKED + OPACUS])
+def test_the_twin_passes(target, tmp_path):
+    if target.startswith("examples.zoo.opacus_loops"):
+        pytest.importorskip("opacus")
+    code, results = _audit(target, tmp_path)
+    assert code == 0, (results["verdict"]["text"], _problems(results))
+    assert results["config_check"]["status"] == "ok", _problems(results)

@@ -1,0 +1,68 @@
+"""Helpers shared by the test files (the folders' ``conftest.py`` files hold the fixtures): the
+repository's paths, which do not depend on how deep a test file lies under ``tests/``."""
+
+import importlib.util
+import json
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+from scipy import stats
+
+#: The repository root (``tests/`` is directly below it).
+ROOT = Path(__file__).resolve().parents[1]
+#: Finished runs checked in for the tests that read a run without training one.
+FIXTURES = ROOT / "tests" / "fixtures"
+#: One cheap run of every kind (argv after ``python -m audit``, without --out): the session fixture
+#: ``kind_runs`` (tests/conftest.py) runs each once for every test that needs a finished run of a kind.
+KIND_RUNS = {
+    "membership": ["run", "membership", "--target", "nonprivate_digits", "--quick", "--canaries", "120"],
+    "dp": ["run", "dp", "--target", "dpgd_logreg_digits", "--runs", "60", "--device", "cpu"],
+    "mechanism": ["run", "mechanism", "--target", "laplace_count", "--draws", "3000"],
+    "inversion": ["run", "inversion", "--target", "nonprivate_logreg_digits", "--quick", "--steps", "30",
+                  "--black-box-steps", "2"],
+    "extraction": ["run", "extraction", "--target", "dperm_digits", "--quick"],
+    "sweep": ["sweep", "dp", "--target", "dpgd_logreg_digits", "--epsilons", "1,2", "--runs", "40", "--quick",
+              "--device", "cpu"],
+}
+
+
+def docs_hooks() -> ModuleType:
+    """The documentation site's build hooks (``docs/hooks.py``: the generated CLI reference, schema page and
+    the rest), loaded as a module: the tests check the site against what the hooks generate."""
+    spec = importlib.util.spec_from_file_location("docs_hooks", ROOT / "docs" / "hooks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def read_results(run_dir: Path) -> dict:
+    """The ``results.json`` of a finished run."""
+    return json.loads((run_dir / "results.json").read_text())
+
+
+def results_in(out: Path) -> dict:
+    """The ``results.json`` of the one run written under ``out`` (an audit's ``--out`` folder)."""
+    (run_dir,) = (path.parent for path in out.glob("*/results.json"))
+    return read_results(run_dir)
+
+
+def without_volatile(results: dict) -> dict:
+    """``results`` less the keys it lists as volatile (timings, paths, versions): what the same command
+    and seed must reproduce exactly."""
+    return {key: value for key, value in results.items() if key not in results["volatile"]}
+
+
+def max_exceedances(reps: int, p: float, tail: float = 1e-3) -> int:
+    """Smallest c with P[Bin(reps, p) > c] < tail: how many of ``reps`` independent checks, each failing
+    with probability at most ``p``, may fail before a correct implementation is rejected (at level ``tail``)."""
+    c = 0
+    while stats.binom.sf(c, reps, p) >= tail:
+        c += 1
+    return c
+
+
+def halves(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """A seeded random split of ``range(n)`` into two halves (members, non-members)."""
+    perm = np.random.default_rng(seed).permutation(n)
+    return perm[: n // 2], perm[n // 2:]
