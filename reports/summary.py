@@ -36,8 +36,9 @@ def _game_phrase(results: Results) -> str:
     if kind == "dp" and not game and isinstance(results.get("config_check"), Mapping):
         block = results["config_check"]
         return (f"its accounting check alone (--check-config): the DP-SGD configuration read from "
-                f"{format_value(block.get('trainings'))} instrumented trainings of the code (the probe, its repeat "
-                f"and the dataset plus one record) and compared with the claim; no canaries, no attack")
+                f"{format_value(block.get('trainings'))} instrumented calls of the code's training (the probe, the "
+                f"first steps of its repeat, the dataset plus one record and less one record) and compared with the "
+                f"claim; no canaries, no attack")
     if kind == "dp" and game.get("one_run"):
         return (f"one run of your training with {format_value(game.get('canaries'))} {game.get('canary_kind')} "
                 f"gradient canaries, each included by its own fair coin, observed under the {game.get('threat')} "

@@ -1,8 +1,8 @@
 """The bug zoo (examples/zoo, docs/reference/bug-zoo.md): every DP-SGD mistake fails the audit in one
 run (``run dp --check-config --fail-above-claim``: exit 1) and its correct twin passes (exit 0).
 
-Each audit is three trainings of softmax regression on 300 digits (the probe, its repeat, the dataset
-plus one record) and the accounting check's PLD epsilons: about a second in-process once torch and
+Each audit is four calls of the training of softmax regression on 300 digits (the probe, the first
+steps of its repeat, the dataset plus one record and less one record) and the accounting check's PLD epsilons: about a second in-process once torch and
 Opacus are imported.
 """
 
