@@ -2,8 +2,8 @@
 run (``run dp --check-config --fail-above-claim``: exit 1) and its correct twin passes (exit 0).
 
 Each audit is four calls of the training of softmax regression on 300 digits (the probe, the first
-steps of its repeat, the dataset plus one record and less one record) and the accounting check's PLD epsilons: about a second in-process once torch and
-Opacus are imported.
+steps of its repeat, the dataset plus one record and less one record) and the accounting check's PLD
+epsilons: about a second in-process once torch and Opacus are imported.
 """
 
 from __future__ import annotations
