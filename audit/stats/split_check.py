@@ -67,7 +67,7 @@ from audit.errors import UserError
 
 __all__ = ["SplitCheck", "blind_split_check", "hanley_mcneil_variance", "auc_score_interval", "MAX_RECORDS",
            "DEFAULT_FOLDS", "MIN_PER_FOLD", "CLASSIFIER_PARAMS", "combined_fold_interval", "fold_interval_p_value",
-           "proportional_subsample"]
+           "fold_statistics", "proportional_subsample"]
 
 #: Most records (members and non-members together) the check trains on; larger sets are subsampled.
 MAX_RECORDS = 5000
@@ -272,6 +272,31 @@ def _cross_fitted_scores(X: np.ndarray, member: np.ndarray, categorical: list[in
     return scores, held_out
 
 
+def fold_statistics(member: np.ndarray, scores: np.ndarray, held_out: list[np.ndarray],
+                    confidence: float) -> dict[str, Any]:
+    """What cross-fitted blind scores say about a split: each fold's held-out AUC, their pair-weighted mean
+    with the union-bound interval of :func:`combined_fold_interval` (``passed`` when it holds 1/2), its p-value
+    and the pooled AUC; the :class:`SplitCheck` fields of those names.
+
+    Args:
+        member: membership of every record (bool).
+        scores: every record's held-out score.
+        held_out: the records of each fold.
+        confidence: the interval's confidence, across the folds.
+
+    Returns:
+        ``blind_auc``, ``blind_auc_ci``, ``passed``, ``p_value``, ``fold_aucs``, ``pooled_auc``.
+    """
+    aucs = np.array([roc_auc_score(member[idx], scores[idx]) for idx in held_out])
+    n1 = np.array([member[idx].sum() for idx in held_out], dtype=float)
+    n0 = np.array([len(idx) for idx in held_out], dtype=float) - n1
+    lo, hi = combined_fold_interval(aucs, n1, n0, 1.0 - confidence)
+    weights = n1 * n0 / np.sum(n1 * n0)
+    return {"blind_auc": float(weights @ aucs), "blind_auc_ci": (lo, hi), "passed": bool(lo <= 0.5 <= hi),
+            "p_value": fold_interval_p_value(aucs, n1, n0), "fold_aucs": tuple(float(a) for a in aucs),
+            "pooled_auc": float(roc_auc_score(member, scores))}
+
+
 def combined_fold_interval(aucs: np.ndarray, n1: np.ndarray, n0: np.ndarray, alpha: float) -> tuple[float, float]:
     """Pair-weighted mean of the folds' score intervals, each at level ``1 - alpha/K`` (union bound)."""
     z = float(stats.norm.isf(alpha / (2 * len(aucs))))
@@ -335,12 +360,7 @@ def blind_split_check(members: ArrayLike, nonmembers: ArrayLike, member_labels: 
     labels = None if labels is None else labels[keep]
     features, categorical = _with_labels(X, labels)
     scores, held_out = _cross_fitted_scores(features, member, categorical, folds, seed)
-    aucs = np.array([roc_auc_score(member[idx], scores[idx]) for idx in held_out])
-    n1 = np.array([member[idx].sum() for idx in held_out], dtype=float)
-    n0 = np.array([len(idx) for idx in held_out], dtype=float) - n1
     alpha = 1.0 - confidence
-    lo, hi = combined_fold_interval(aucs, n1, n0, alpha)
-    weights = n1 * n0 / np.sum(n1 * n0)
     used1 = int(member.sum())
     subsampled = len(keep) < n_members + n_nonmembers
     method = (f"{folds}-fold cross-fitting (StratifiedKFold, seed {seed}) of HistGradientBoostingClassifier"
@@ -351,9 +371,7 @@ def blind_split_check(members: ArrayLike, nonmembers: ArrayLike, member_labels: 
         method += (f"; subsampled to {len(keep)} of {n_members + n_nonmembers} records "
                    f"(seed {seed}, members and non-members in proportion)")
     return SplitCheck(
-        blind_auc=float(weights @ aucs), blind_auc_ci=(lo, hi), passed=bool(lo <= 0.5 <= hi),
-        confidence=float(confidence), p_value=fold_interval_p_value(aucs, n1, n0), n_members=n_members,
-        n_nonmembers=n_nonmembers, n_members_used=used1, n_nonmembers_used=len(keep) - used1,
-        subsampled=subsampled, folds=int(folds), fold_aucs=tuple(float(a) for a in aucs),
-        pooled_auc=float(roc_auc_score(member, scores)), n_features=int(X.shape[1]),
-        uses_labels=labels is not None, seed=int(seed), method=method)
+        **fold_statistics(member, scores, held_out, confidence), confidence=float(confidence),
+        n_members=n_members, n_nonmembers=n_nonmembers, n_members_used=used1, n_nonmembers_used=len(keep) - used1,
+        subsampled=subsampled, folds=int(folds), n_features=int(X.shape[1]), uses_labels=labels is not None,
+        seed=int(seed), method=method)

@@ -28,7 +28,6 @@ import numpy as np
 from scipy import sparse
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
-from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import StratifiedKFold
 from sklearn.pipeline import FeatureUnion
 from sklearn.preprocessing import StandardScaler
@@ -39,8 +38,7 @@ from audit.stats.split_check import (
     MAX_RECORDS,
     MIN_PER_FOLD,
     SplitCheck,
-    combined_fold_interval,
-    fold_interval_p_value,
+    fold_statistics,
     proportional_subsample,
 )
 
@@ -125,12 +123,7 @@ def text_split_check(members: Sequence[str], nonmembers: Sequence[str], *, confi
         scores[test], width = _fold_scores(texts, member, train, test, seed)
         held_out.append(test)
         widths.append(width)
-    aucs = np.array([roc_auc_score(member[idx], scores[idx]) for idx in held_out])
-    n1 = np.array([member[idx].sum() for idx in held_out], dtype=float)
-    n0 = np.array([len(idx) for idx in held_out], dtype=float) - n1
     alpha = 1.0 - confidence
-    lo, hi = combined_fold_interval(aucs, n1, n0, alpha)
-    weights = n1 * n0 / np.sum(n1 * n0)
     used1 = int(member.sum())
     subsampled = len(keep) < n_members + n_nonmembers
     method = (f"{folds}-fold cross-fitting (StratifiedKFold, seed {seed}) of LogisticRegression on TF-IDF character "
@@ -140,9 +133,7 @@ def text_split_check(members: Sequence[str], nonmembers: Sequence[str], *, confi
     if subsampled:
         method += f"; subsampled to {len(keep)} of {n_members + n_nonmembers} texts (seed {seed}, in proportion)"
     return SplitCheck(
-        blind_auc=float(weights @ aucs), blind_auc_ci=(lo, hi), passed=bool(lo <= 0.5 <= hi),
-        confidence=float(confidence), p_value=fold_interval_p_value(aucs, n1, n0), n_members=n_members,
-        n_nonmembers=n_nonmembers, n_members_used=used1, n_nonmembers_used=len(keep) - used1,
-        subsampled=subsampled, folds=int(folds), fold_aucs=tuple(float(a) for a in aucs),
-        pooled_auc=float(roc_auc_score(member, scores)), n_features=max(widths), uses_labels=False,
-        seed=int(seed), method=method)
+        **fold_statistics(member, scores, held_out, confidence), confidence=float(confidence),
+        n_members=n_members, n_nonmembers=n_nonmembers, n_members_used=used1, n_nonmembers_used=len(keep) - used1,
+        subsampled=subsampled, folds=int(folds), n_features=max(widths), uses_labels=False, seed=int(seed),
+        method=method)
