@@ -265,8 +265,9 @@ def one_run_sentences(results: Results) -> list[str]:
         f"every step like one more Poisson-sampled record, clipped to C. "
         + (f"The audit ran {game['trainings_text']}." if game.get("trainings_text") else
            "The audit trained one model."),
-        f"Guesses: 'in' for the {format_value(one.get('k_pos'))} highest scores, {format_value(one.get('correct'))} "
-        f"right. Bound: ε ≥ {_eps(best.get('epsilon'))} (f-DP one-run test, "
+        f"Guesses: 'in' for the {format_value(one.get('k_pos'))} highest scores"
+        + (f" and 'out' for the {format_value(one['k_neg'])} lowest" if one.get("k_neg") else "")
+        + f", {format_value(one.get('correct'))} right. Bound: ε ≥ {_eps(best.get('epsilon'))} (f-DP one-run test, "
         f"{_percent(best.get('family_confidence'))} confidence); the same guesses "
         f"{'reject' if one.get('claim_rejected') else 'do not reject'} the claim's own tradeoff curve. The "
         f"{CEILING_NAME}: ε ≥ {_eps(one.get('ceiling'))}.",

@@ -76,6 +76,15 @@ def test_the_one_run_section_uses_the_two_names():
     assert "could reach" not in text
 
 
+def test_the_one_run_section_names_both_sides_of_two_sided_guesses():
+    one_sided = " ".join(one_run_sentences(_one_run(0.554)))
+    results = _one_run(0.554)
+    results["one_run"] |= {"k_neg": 28, "correct": 50}
+    two_sided = " ".join(one_run_sentences(results))
+    assert "'in' for the 28 highest scores, 21 right" in one_sided and "'out'" not in one_sided
+    assert "'in' for the 28 highest scores and 'out' for the 28 lowest, 50 right" in two_sided
+
+
 def _check_only(status: str = "violation", config_eps: float = 4.77) -> dict:
     results = _one_run(0.0, status=status, source="config_check", config_eps=config_eps)
     for key in ("game", "one_run", "ceiling", "best_lower_bound"):
