@@ -59,7 +59,16 @@ from torch.func import grad, vmap
 
 from audit.errors import UserError
 from targets.datasets import Dataset
-from targets.dpsgd_step import Batch, DPSGDStep, ExtraExamples, StepHook, TrainConfig, example_loss, to_device
+from targets.dpsgd_step import (
+    Batch,
+    DPSGDStep,
+    ExtraExamples,
+    StepHook,
+    StepOptions,
+    TrainConfig,
+    example_loss,
+    to_device,
+)
 from targets.models import Architecture, Params, get_architecture
 from targets.training import train_models
 
@@ -271,7 +280,7 @@ def train_audit_runs(
     hook = CanaryHook(config, list(seeds), included, n - 1 if replace_pair else n, g, shapes,
                       observe == "updates", replace_pair)
     final = train_models(train, masks, config, list(seeds), device=device, progress=progress, desc="audit runs",
-                         max_memory=max_memory, hook=hook, init=init)
+                         options=StepOptions(max_memory=max_memory, hook=hook, init=init))
     step_obs = torch.cat(hook.obs).cpu().numpy().astype(np.float64) if observe == "updates" else None
     return AuditRuns(torch.cat(hook.initial), flatten(final), step_obs, hook.counts,
                      subtracted_known=config.sample_rate >= 1.0 or replace_pair)

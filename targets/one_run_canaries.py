@@ -41,7 +41,16 @@ from torch.func import grad, vmap
 from audit.errors import UserError
 from targets.datasets import Dataset
 from targets.dpsgd_audit import flatten, param_shapes, unflatten
-from targets.dpsgd_step import Batch, DPSGDStep, ExtraExamples, StepHook, TrainConfig, example_loss, to_device
+from targets.dpsgd_step import (
+    Batch,
+    DPSGDStep,
+    ExtraExamples,
+    StepHook,
+    StepOptions,
+    TrainConfig,
+    example_loss,
+    to_device,
+)
 from targets.models import Params, get_architecture, init_params
 from targets.training import train_models
 
@@ -213,7 +222,8 @@ def train_one_run(data: Dataset, train_index: np.ndarray, config: TrainConfig, s
     rows = data.subset(np.sort(np.asarray(train_index)))
     hook = OneRunCanaryHook(config, canaries, shapes, updates)
     final = train_models(rows, np.ones((1, len(rows)), dtype=bool), config, [int(seed)], device=device,
-                         progress=progress, desc="one run", max_memory=max_memory, hook=hook)
+                         progress=progress, desc="one run",
+                         options=StepOptions(max_memory=max_memory, hook=hook))
     initial = hook.initial[0].double()
     last = flatten(final)[0].double()
     diff = (initial - last).to(torch.float32).to(hook.device)

@@ -25,7 +25,7 @@ import torch
 
 from targets.datasets import Dataset
 from targets.dpsgd_audit import flatten, param_shapes, unflatten
-from targets.dpsgd_step import Batch, DPSGDStep, ExtraExamples, StepHook, TrainConfig, to_device
+from targets.dpsgd_step import Batch, DPSGDStep, ExtraExamples, StepHook, StepOptions, TrainConfig, to_device
 from targets.models import Params
 from targets.training import train_models
 
@@ -117,6 +117,6 @@ def train_candidate_runs(data: Dataset, train_index: np.ndarray, config: TrainCo
     U = None if basis is None else torch.as_tensor(np.asarray(basis, dtype=np.float32), device=dev)
     hook = CandidateHook(config, list(seeds), cand, np.asarray(chosen, dtype=np.int64), U, n, shapes)
     final = train_models(train, masks, config, list(seeds), device=dev, progress=progress, desc="reconstruction runs",
-                         hook=hook, step_type=step_type)
+                         options=StepOptions(hook=hook, step_type=step_type))
     residuals = None if U is None else torch.cat(hook.obs).cpu().numpy().astype(np.float64)
     return CandidateRuns(torch.cat(hook.initial), flatten(final), residuals, hook.counts)
