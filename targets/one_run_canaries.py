@@ -206,8 +206,7 @@ class OneRunRun:
 
 
 def train_one_run(data: Dataset, train_index: np.ndarray, config: TrainConfig, seed: int, canaries: OneRunCanaries,
-                  *, updates: bool, device: torch.device | str = "cpu", max_memory: int | str | None = None,
-                  progress: bool = False) -> OneRunRun:
+                  *, updates: bool, device: torch.device | str = "cpu", progress: bool = False) -> OneRunRun:
     """One DP-SGD training of ``data[train_index]`` (rows in increasing order, model seed ``seed``: the
     same model :func:`targets.training.train_models` trains without canaries when none joins) with the
     canaries of the module docstring, by the project's one DP-SGD step."""
@@ -223,7 +222,7 @@ def train_one_run(data: Dataset, train_index: np.ndarray, config: TrainConfig, s
     hook = OneRunCanaryHook(config, canaries, shapes, updates)
     final = train_models(rows, np.ones((1, len(rows)), dtype=bool), config, [int(seed)], device=device,
                          progress=progress, desc="one run",
-                         options=StepOptions(max_memory=max_memory, hook=hook))
+                         options=StepOptions(hook=hook))
     initial = hook.initial[0].double()
     last = flatten(final)[0].double()
     diff = (initial - last).to(torch.float32).to(hook.device)
