@@ -45,8 +45,8 @@ import audit
 import targets
 from audit.cache import cache_key, entry_path, load_entry, save_entry
 from audit.errors import UserError
-from targets.dpsgd_audit import AuditRuns, train_audit_runs
-from targets.dpsgd_step import DPSGDStep
+from targets.dpsgd_audit import AuditRuns, CanaryPlan, train_audit_runs
+from targets.dpsgd_step import DPSGDStep, StepOptions
 from targets.reconstruction_runs import CandidateRuns, train_candidate_runs
 from targets.threads import usable_cpus
 from targets.training import train_models
@@ -276,7 +276,7 @@ def train_cached_models(executor: Executor, cache_dir: Path, data, config, calls
             desc = call.desc if len(parts) == 1 else f"{call.desc} [chunk {k + 1} of {len(parts)}]"
             chunks.append((payload, Job(train_models, dict(data=data, masks=masks[part], config=config, seeds=seeds,
                                                             device=device, progress=progress and executor.in_process,
-                                                            desc=desc, max_memory=max_memory))))
+                                                            desc=desc, options=StepOptions(max_memory=max_memory)))))
             owners.append(c)
     results, reused = run_chunks(executor, cache_dir, chunks, log, "training")
     out = []
@@ -336,10 +336,11 @@ def cached_audit_runs(executor: Executor, cache_dir: Path, data, train_index, co
     for part in chunk_slices(len(seeds), chunk_runs or RUN_CHUNK):
         seeds_part = [int(s) for s in seeds[part]]
         payload = common | {"seeds": seeds_part, "included": _digest(included[part])}
+        plan = CanaryPlan(included=included[part], grad_canary=grad_canary, input_canary=input_canary,
+                          replace_pair=replace_pair, observe=observe)
         chunks.append((payload, Job(_audit_runs_chunk, dict(
-            data=data, train_index=train_index, config=config, seeds=seeds_part, included=included[part],
-            grad_canary=grad_canary, input_canary=input_canary, observe=observe, device=device,
-            replace_pair=replace_pair, progress=progress and executor.in_process, init=init))))
+            data=data, train_index=train_index, config=config, seeds=seeds_part, plan=plan, device=device,
+            progress=progress and executor.in_process, options=StepOptions(init=init)))))
     results, reused = run_chunks(executor, cache_dir, chunks, log, "audit runs")
     if log is not None:
         log(f"audit runs: {len(seeds)} runs in {len(chunks)} chunk(s): {sum(reused)} from the cache, "

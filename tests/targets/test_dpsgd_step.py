@@ -12,7 +12,7 @@ from audit.dp.options import DPOptions
 from audit.dp.runner import run_dp
 from audit.theory.dpsgd import DPSGDClaim
 from targets.datasets import load_dataset
-from targets.dpsgd_audit import dead_coordinate, flatten, param_shapes, train_audit_runs
+from targets.dpsgd_audit import CanaryPlan, dead_coordinate, flatten, param_shapes, train_audit_runs
 from targets.dpsgd_step import DPSGDStep
 from targets.registry import get_target
 from targets.training import TrainConfig, train_models
@@ -42,7 +42,8 @@ def test_audit_runs_without_the_canary_are_the_trained_models(arch, sampling):
     excluded = np.zeros(len(SEEDS), dtype=bool)
     canaries = {"grad_canary": g, "input_canary": (np.asarray(data.X[train_index[0]]), 3)}
     for name, canary in canaries.items():
-        runs = train_audit_runs(data, train_index, config, SEEDS, excluded, observe="updates", **{name: canary})
+        runs = train_audit_runs(data, train_index, config, SEEDS,
+                                CanaryPlan(included=excluded, observe="updates", **{name: canary}))
         assert torch.equal(runs.final, trained), name
         assert np.all(runs.canary_steps == 0)
 
@@ -58,8 +59,8 @@ def test_audit_runs_with_the_canary_differ_only_where_it_joins():
     g[j] = 1.0
     seeds = list(range(8))
     inc = np.ones(8, dtype=bool)
-    with_canary = train_audit_runs(data, train_index, config, seeds, inc, grad_canary=g)
-    without = train_audit_runs(data, train_index, config, seeds, ~inc, grad_canary=g)
+    with_canary = train_audit_runs(data, train_index, config, seeds, CanaryPlan(included=inc, grad_canary=g))
+    without = train_audit_runs(data, train_index, config, seeds, CanaryPlan(included=~inc, grad_canary=g))
     others = np.arange(g.size) != j
     assert torch.equal(with_canary.final[:, others], without.final[:, others])
     moved = (without.final - with_canary.final)[:, j].numpy()
