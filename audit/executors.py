@@ -34,7 +34,7 @@ import hashlib
 import multiprocessing
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +47,7 @@ from audit.cache import cache_key, entry_path, load_entry, save_entry
 from audit.errors import UserError
 from targets.dpsgd_audit import AuditRuns, CanaryPlan, train_audit_runs
 from targets.dpsgd_step import DPSGDStep, StepOptions
-from targets.reconstruction_runs import CandidateRuns, train_candidate_runs
+from targets.reconstruction_runs import CandidateDraw, CandidateRuns, train_candidate_runs
 from targets.threads import usable_cpus
 from targets.training import train_models
 
@@ -365,14 +365,15 @@ def _candidate_runs_chunk(**kwargs) -> dict:
 
 
 def cached_candidate_runs(executor: Executor, cache_dir: Path, data, train_index, config, seeds: Sequence[int],
-                          candidates, chosen, basis, *, device="cpu", step_type: type[DPSGDStep] = DPSGDStep,
+                          draw: CandidateDraw, *, device="cpu", step_type: type[DPSGDStep] = DPSGDStep,
                           progress: bool = False, log: Callable[[str], None] | None = None,
                           chunk_runs: int | None = None) -> CandidateRuns:
     """:func:`targets.reconstruction_runs.train_candidate_runs` in chunks of at most ``chunk_runs`` runs on
     ``executor`` (default :data:`CANDIDATE_CHUNK`), each reused from or stored in the model cache
     (:func:`run_chunks`); the same arguments, the same :class:`targets.reconstruction_runs.CandidateRuns`
     (a run depends only on its seed and its candidate, so the chunking never changes a result)."""
-    chosen = np.asarray(chosen, dtype=np.int64)
+    candidates, basis = draw.candidates, draw.basis
+    chosen = np.asarray(draw.chosen, dtype=np.int64)
     cand = np.asarray(candidates, dtype=np.float32)
     common = {"kind": "reconstruction candidate runs", "dataset": data.name, "source": data.source,
               "config": config.to_dict(), "data": _digest(data.X, data.y),
@@ -384,8 +385,8 @@ def cached_candidate_runs(executor: Executor, cache_dir: Path, data, train_index
         seeds_part = [int(s) for s in seeds[part]]
         payload = common | {"seeds": seeds_part, "chosen": _digest(chosen[part])}
         chunks.append((payload, Job(_candidate_runs_chunk, dict(
-            data=data, train_index=train_index, config=config, seeds=seeds_part, candidates=candidates,
-            chosen=chosen[part], basis=basis, device=device, step_type=step_type,
+            data=data, train_index=train_index, config=config, seeds=seeds_part,
+            draw=replace(draw, chosen=chosen[part]), device=device, step_type=step_type,
             progress=progress and executor.in_process))))
     results, reused = run_chunks(executor, cache_dir, chunks, log, "reconstruction runs")
     if log is not None:
