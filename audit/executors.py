@@ -34,7 +34,7 @@ import hashlib
 import multiprocessing
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -45,9 +45,9 @@ import audit
 import targets
 from audit.cache import cache_key, entry_path, load_entry, save_entry
 from audit.errors import UserError
-from targets.dpsgd_audit import AuditRuns, train_audit_runs
-from targets.dpsgd_step import DPSGDStep
-from targets.reconstruction_runs import CandidateRuns, train_candidate_runs
+from targets.dpsgd_audit import AuditRuns, CanaryPlan, train_audit_runs
+from targets.dpsgd_step import DPSGDStep, StepOptions
+from targets.reconstruction_runs import CandidateDraw, CandidateRuns, train_candidate_runs
 from targets.threads import usable_cpus
 from targets.training import train_models
 
@@ -276,7 +276,7 @@ def train_cached_models(executor: Executor, cache_dir: Path, data, config, calls
             desc = call.desc if len(parts) == 1 else f"{call.desc} [chunk {k + 1} of {len(parts)}]"
             chunks.append((payload, Job(train_models, dict(data=data, masks=masks[part], config=config, seeds=seeds,
                                                             device=device, progress=progress and executor.in_process,
-                                                            desc=desc, max_memory=max_memory))))
+                                                            desc=desc, options=StepOptions(max_memory=max_memory)))))
             owners.append(c)
     results, reused = run_chunks(executor, cache_dir, chunks, log, "training")
     out = []
@@ -336,10 +336,11 @@ def cached_audit_runs(executor: Executor, cache_dir: Path, data, train_index, co
     for part in chunk_slices(len(seeds), chunk_runs or RUN_CHUNK):
         seeds_part = [int(s) for s in seeds[part]]
         payload = common | {"seeds": seeds_part, "included": _digest(included[part])}
+        plan = CanaryPlan(included=included[part], grad_canary=grad_canary, input_canary=input_canary,
+                          replace_pair=replace_pair, observe=observe)
         chunks.append((payload, Job(_audit_runs_chunk, dict(
-            data=data, train_index=train_index, config=config, seeds=seeds_part, included=included[part],
-            grad_canary=grad_canary, input_canary=input_canary, observe=observe, device=device,
-            replace_pair=replace_pair, progress=progress and executor.in_process, init=init))))
+            data=data, train_index=train_index, config=config, seeds=seeds_part, plan=plan, device=device,
+            progress=progress and executor.in_process, options=StepOptions(init=init)))))
     results, reused = run_chunks(executor, cache_dir, chunks, log, "audit runs")
     if log is not None:
         log(f"audit runs: {len(seeds)} runs in {len(chunks)} chunk(s): {sum(reused)} from the cache, "
@@ -364,14 +365,15 @@ def _candidate_runs_chunk(**kwargs) -> dict:
 
 
 def cached_candidate_runs(executor: Executor, cache_dir: Path, data, train_index, config, seeds: Sequence[int],
-                          candidates, chosen, basis, *, device="cpu", step_type: type[DPSGDStep] = DPSGDStep,
+                          draw: CandidateDraw, *, device="cpu", step_type: type[DPSGDStep] = DPSGDStep,
                           progress: bool = False, log: Callable[[str], None] | None = None,
                           chunk_runs: int | None = None) -> CandidateRuns:
     """:func:`targets.reconstruction_runs.train_candidate_runs` in chunks of at most ``chunk_runs`` runs on
     ``executor`` (default :data:`CANDIDATE_CHUNK`), each reused from or stored in the model cache
     (:func:`run_chunks`); the same arguments, the same :class:`targets.reconstruction_runs.CandidateRuns`
     (a run depends only on its seed and its candidate, so the chunking never changes a result)."""
-    chosen = np.asarray(chosen, dtype=np.int64)
+    candidates, basis = draw.candidates, draw.basis
+    chosen = np.asarray(draw.chosen, dtype=np.int64)
     cand = np.asarray(candidates, dtype=np.float32)
     common = {"kind": "reconstruction candidate runs", "dataset": data.name, "source": data.source,
               "config": config.to_dict(), "data": _digest(data.X, data.y),
@@ -383,8 +385,8 @@ def cached_candidate_runs(executor: Executor, cache_dir: Path, data, train_index
         seeds_part = [int(s) for s in seeds[part]]
         payload = common | {"seeds": seeds_part, "chosen": _digest(chosen[part])}
         chunks.append((payload, Job(_candidate_runs_chunk, dict(
-            data=data, train_index=train_index, config=config, seeds=seeds_part, candidates=candidates,
-            chosen=chosen[part], basis=basis, device=device, step_type=step_type,
+            data=data, train_index=train_index, config=config, seeds=seeds_part,
+            draw=replace(draw, chosen=chosen[part]), device=device, step_type=step_type,
             progress=progress and executor.in_process))))
     results, reused = run_chunks(executor, cache_dir, chunks, log, "reconstruction runs")
     if log is not None:

@@ -51,7 +51,7 @@ Momentum must be 0 (the per-step observation would otherwise mix earlier noise i
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -59,12 +59,21 @@ from torch.func import grad, vmap
 
 from audit.errors import UserError
 from targets.datasets import Dataset
-from targets.dpsgd_step import Batch, DPSGDStep, ExtraExamples, StepHook, TrainConfig, example_loss, to_device
+from targets.dpsgd_step import (
+    Batch,
+    DPSGDStep,
+    ExtraExamples,
+    StepHook,
+    StepOptions,
+    TrainConfig,
+    example_loss,
+    to_device,
+)
 from targets.models import Architecture, Params, get_architecture
 from targets.training import train_models
 
-__all__ = ["AuditRuns", "CanaryHook", "train_audit_runs", "canary_direction", "flatten", "unflatten", "param_shapes",
-           "dead_coordinate"]
+__all__ = ["AuditRuns", "CanaryHook", "CanaryPlan", "train_audit_runs", "canary_direction", "flatten", "unflatten",
+           "param_shapes", "dead_coordinate"]
 
 
 def param_shapes(arch_name: str, data: Dataset) -> dict[str, tuple[int, ...]]:
@@ -208,34 +217,50 @@ class CanaryHook(StepHook):
         self.obs[-1][:, t] = (total * direction).sum(1) / self.clip
 
 
+@dataclass(frozen=True, kw_only=True)
+class CanaryPlan:
+    """The canary of :func:`train_audit_runs`, which runs insert it and what of it is observed.
+
+    ``included[r]``: run ``r`` adds the canary. Exactly one of ``grad_canary`` (flattened vector of the
+    parameter size, norm <= C expected) and ``input_canary`` (features of one example with the data's
+    shape, label) must be given; ``replace_pair`` (gradient canary only) trains on the crafted
+    replace-one dataset of the module docstring; ``observe``: ``"final"`` parameters only or also the
+    per-step ``"updates"`` of the module docstring.
+    """
+
+    included: np.ndarray
+    grad_canary: np.ndarray | None = None
+    input_canary: tuple[np.ndarray, int] | None = None
+    replace_pair: bool = False
+    observe: str = "final"
+
+
 def train_audit_runs(
     data: Dataset,
     train_index: np.ndarray,
     config: TrainConfig,
     seeds: list[int],
-    included: np.ndarray,
+    plan: CanaryPlan,
     *,
-    grad_canary: np.ndarray | None = None,
-    input_canary: tuple[np.ndarray, int] | None = None,
-    observe: str = "final",
     device: torch.device | str = "cpu",
-    max_memory: int | str | None = None,
-    replace_pair: bool = False,
     progress: bool = False,
-    init: Params | None = None,
+    options: StepOptions | None = None,
 ) -> AuditRuns:
-    """Train ``len(seeds)`` DP-SGD runs on ``data[train_index]``; run ``r`` adds the canary iff ``included[r]``.
+    """Train ``len(seeds)`` DP-SGD runs on ``data[train_index]`` with the canary of ``plan`` (:class:`CanaryPlan`).
 
-    Exactly one of ``grad_canary`` (flattened vector of the parameter size, norm <= C expected)
-    and ``input_canary`` (features of one example with ``data``'s shape, label) must be given;
-    ``replace_pair`` (gradient canary only) trains on the crafted replace-one dataset of the module
-    docstring instead of ``data[train_index]`` (whose size still sets ``n``). The runs are trained by
-    :func:`targets.training.train_models` on the rows of ``train_index`` in increasing order plus
-    the canary's row: a run whose canary never joins equals the model ``train_models`` trains with
-    the same seed on those rows. ``max_memory``, ``progress`` and ``init`` (a public starting point
-    shared by every run, e.g. pre-trained parameters) are passed on. See the module docstring for what
-    ``observe="updates"`` records.
+    ``replace_pair`` trains on the crafted replace-one dataset instead of ``data[train_index]`` (whose
+    size still sets ``n``). The runs are trained by :func:`targets.training.train_models` on the rows of
+    ``train_index`` in increasing order plus the canary's row: a run whose canary never joins equals the
+    model ``train_models`` trains with the same seed on those rows. ``progress`` and ``options``
+    (:class:`targets.dpsgd_step.StepOptions` without a hook: e.g. ``max_memory`` and ``init``, a public
+    starting point shared by every run such as pre-trained parameters) are passed on, with the canary's
+    hook. See the module docstring for what ``observe="updates"`` records.
     """
+    included, grad_canary, input_canary = plan.included, plan.grad_canary, plan.input_canary
+    replace_pair, observe = plan.replace_pair, plan.observe
+    options = StepOptions() if options is None else options
+    if options.hook is not None:
+        raise ValueError("the audit runs' step hook is their canary's; options must not carry one")
     if not config.private or config.clip_norm is None:
         raise UserError("DP audits need a DP-SGD target (clip norm and noise multiplier set)")
     if config.momentum:
@@ -271,7 +296,7 @@ def train_audit_runs(
     hook = CanaryHook(config, list(seeds), included, n - 1 if replace_pair else n, g, shapes,
                       observe == "updates", replace_pair)
     final = train_models(train, masks, config, list(seeds), device=device, progress=progress, desc="audit runs",
-                         max_memory=max_memory, hook=hook, init=init)
+                         options=replace(options, hook=hook))
     step_obs = torch.cat(hook.obs).cpu().numpy().astype(np.float64) if observe == "updates" else None
     return AuditRuns(torch.cat(hook.initial), flatten(final), step_obs, hook.counts,
                      subtracted_known=config.sample_rate >= 1.0 or replace_pair)

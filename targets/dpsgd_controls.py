@@ -9,7 +9,7 @@ trained by the project's one DP-SGD step (:class:`targets.dpsgd_step.DPSGDStep` 
 :func:`targets.training.train_models`; Abadi et al. 2016, Alg. 1): Poisson sampling at rate
 q = 0.1, clip norm C = 1, 5 epochs (T = 50 steps), noise multiplier calibrated to (1, 1e-5) by the
 PLD accountant, the sum divided by the expected batch size. Training starts from zero weights, as
-logistic regression usually does (``train_models(init=...)``, a public starting point): a random
+logistic regression usually does (``train_models(options=StepOptions(init=...))``, a public starting point): a random
 start would persist along the directions no training input spans — where the crafted canary lives
 — and blur a black-box audit.
 
@@ -41,7 +41,7 @@ import torch
 from audit.theory.dpsgd import calibrate_noise_multiplier
 from targets.audit_hooks import add_canary, report_update
 from targets.datasets import Dataset, load_dataset
-from targets.dpsgd_step import DPSGDStep, TrainConfig
+from targets.dpsgd_step import DPSGDStep, StepOptions, TrainConfig
 from targets.models import Params, get_architecture
 from targets.training import log_softmax, predict_logits, train_models
 
@@ -116,7 +116,7 @@ def make_trainer(step_type: type[DPSGDStep] = DPSGDStep):
         data = Dataset(X, np.asarray(y, dtype=np.int64), "user data", N_CLASSES, (X.shape[1],), "train(X, y)")
         zeros = {k: torch.zeros(shape) for k, shape in get_architecture("logreg").shapes(data.shape, N_CLASSES).items()}
         params = train_models(data, np.ones((1, len(data)), dtype=bool), config, [int(seed)], progress=False,
-                              step_type=hooked(step_type), init=zeros)
+                              options=StepOptions(step_type=hooked(step_type), init=zeros))
 
         def predict_proba(Z: np.ndarray) -> np.ndarray:
             Z = np.asarray(Z, dtype=np.float32).reshape(len(Z), -1)

@@ -196,19 +196,18 @@ class StepHook:
 class DPSGDStep:
     """R stacked models and the one (DP-)SGD step that moves them (see the module docstring).
 
-    ``X``, ``y``: the training rows on the device; ``members[r]``: the rows model ``r`` trains on;
-    ``seeds[r]``: its seed; ``clipping``: ``auto``/``ghost``/``direct`` (layer-wise) or ``vmap``;
-    ``examples``: per-example gradients are materialised this many examples at a time (``vmap``
-    clipping, architectures without layers, a hook's gradients); ``hook``/``models``: optional
-    instrumentation and which models of the hook's run these are; ``init``: one model's parameters
-    every model starts from (public, e.g. pre-trained or zeros), instead of the default
-    initialisation drawn from each model's seed. ``step()`` advances ``params``.
+    ``X``, ``y``: the training rows on the device; ``chunk``: the models (:class:`ModelChunk`);
+    ``options``: the clipping method, hook and starting point (:class:`StepOptions`; its ``step_type``
+    and ``max_memory`` are :func:`targets.training.train_models`'); ``examples``: per-example gradients
+    are materialised this many examples at a time (``vmap`` clipping, architectures without layers, a
+    hook's gradients). ``step()`` advances ``params``.
     """
 
     def __init__(self, arch: Architecture, config: TrainConfig, X: torch.Tensor, y: torch.Tensor, n_classes: int,
-                 members: list[np.ndarray], seeds: Sequence[int], *, clipping: str = "auto",
-                 examples: int | None = None, hook: StepHook | None = None, models: slice | None = None,
-                 init: Params | None = None) -> None:
+                 chunk: ModelChunk, *, options: StepOptions | None = None, examples: int | None = None) -> None:
+        options = StepOptions() if options is None else options
+        members, seeds, models = chunk.members, chunk.seeds, chunk.models
+        hook, clipping, init = options.hook, options.clipping, options.init
         self.arch, self.config, self.X, self.y, self.hook, self.clipping = arch, config, X, y, hook, clipping
         self.device = X.device
         self.examples = examples
@@ -317,3 +316,33 @@ class DPSGDStep:
                     self.velocity[name] = update = self.config.momentum * self.velocity[name] + update
                 self.params[name] = self.params[name] - scale * update
         self.t += 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelChunk:
+    """The models one :class:`DPSGDStep` moves together: ``members[r]`` the data rows model ``r`` trains on,
+    ``seeds[r]`` its seed, ``models`` which models of the hook's run these are (None: all of them)."""
+
+    members: list[np.ndarray]
+    seeds: Sequence[int]
+    models: slice | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepOptions:
+    """How the (DP-)SGD step of :func:`targets.training.train_models` is computed, instrumented and started.
+
+    ``clipping``: ``auto``/``ghost``/``direct`` (layer-wise, :mod:`targets.ghost_clipping`) or ``vmap``
+    (materialised per-example gradients), all the same result up to rounding; ``max_memory`` (bytes or a size
+    such as ``"2GiB"``, None: the default) bounds a step's estimated memory and so how many models move
+    together, never the result; ``hook``: optional instrumentation (:class:`StepHook`); ``step_type``: a
+    subclass replacing the step (the deliberately broken controls of :mod:`targets.dpsgd_controls`);
+    ``init``: one model's parameters every model starts from (public, e.g. pre-trained or zeros) instead of
+    the default initialisation drawn from each model's seed.
+    """
+
+    clipping: str = "auto"
+    max_memory: int | str | None = None
+    hook: StepHook | None = None
+    step_type: type[DPSGDStep] = DPSGDStep
+    init: Params | None = None

@@ -41,7 +41,16 @@ from torch.func import grad, vmap
 from audit.errors import UserError
 from targets.datasets import Dataset
 from targets.dpsgd_audit import flatten, param_shapes, unflatten
-from targets.dpsgd_step import Batch, DPSGDStep, ExtraExamples, StepHook, TrainConfig, example_loss, to_device
+from targets.dpsgd_step import (
+    Batch,
+    DPSGDStep,
+    ExtraExamples,
+    StepHook,
+    StepOptions,
+    TrainConfig,
+    example_loss,
+    to_device,
+)
 from targets.models import Params, get_architecture, init_params
 from targets.training import train_models
 
@@ -197,8 +206,7 @@ class OneRunRun:
 
 
 def train_one_run(data: Dataset, train_index: np.ndarray, config: TrainConfig, seed: int, canaries: OneRunCanaries,
-                  *, updates: bool, device: torch.device | str = "cpu", max_memory: int | str | None = None,
-                  progress: bool = False) -> OneRunRun:
+                  *, updates: bool, device: torch.device | str = "cpu", progress: bool = False) -> OneRunRun:
     """One DP-SGD training of ``data[train_index]`` (rows in increasing order, model seed ``seed``: the
     same model :func:`targets.training.train_models` trains without canaries when none joins) with the
     canaries of the module docstring, by the project's one DP-SGD step."""
@@ -213,7 +221,8 @@ def train_one_run(data: Dataset, train_index: np.ndarray, config: TrainConfig, s
     rows = data.subset(np.sort(np.asarray(train_index)))
     hook = OneRunCanaryHook(config, canaries, shapes, updates)
     final = train_models(rows, np.ones((1, len(rows)), dtype=bool), config, [int(seed)], device=device,
-                         progress=progress, desc="one run", max_memory=max_memory, hook=hook)
+                         progress=progress, desc="one run",
+                         options=StepOptions(hook=hook))
     initial = hook.initial[0].double()
     last = flatten(final)[0].double()
     diff = (initial - last).to(torch.float32).to(hook.device)

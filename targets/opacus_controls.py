@@ -38,6 +38,7 @@ import numpy as np
 
 from audit.theory.dpsgd import DPSGDClaim, calibrate_noise_multiplier
 from targets.datasets import load_digits
+from targets.opacus_target import OpacusRecipe
 from targets.opacus_target import train_softmax as opacus_train_softmax
 
 EPSILON, DELTA = 2.0, 1e-5
@@ -75,8 +76,9 @@ def train_softmax(X: np.ndarray, y: np.ndarray, seed: int, *, noise: float, epoc
     """The controls' Opacus loop (:func:`targets.opacus_target.train_softmax` at this module's sample rate,
     learning rate and clip norm); returns ``predict_proba``. ``physical_batch`` runs it through
     ``BatchMemoryManager`` (virtual steps)."""
-    return opacus_train_softmax(X, y, seed, noise=noise, sample_rate=SAMPLE_RATE, epochs=epochs, lr=LR, clip=CLIP,
-                                accountant=accountant, expected_batch=BATCH, physical_batch=physical_batch)
+    return opacus_train_softmax(X, y, seed, OpacusRecipe(noise=noise, sample_rate=SAMPLE_RATE, epochs=epochs, lr=LR,
+                                                         clip=CLIP, accountant=accountant, expected_batch=BATCH,
+                                                         physical_batch=physical_batch))
 
 
 def _plugin(name: str, description: str, train: Callable, accounted_rate: float = SAMPLE_RATE) -> dict:

@@ -23,6 +23,7 @@ report compares the three accountants.
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -66,13 +67,31 @@ def opacus_epsilons(sigma: float) -> dict[str, float]:
     return out
 
 
-def train_softmax(X: np.ndarray, y: np.ndarray, seed: int, *, noise: float, sample_rate: float, epochs: int,
-                  lr: float, clip: float, accountant: str, expected_batch: float,
-                  physical_batch: int | None = None):
-    """Softmax regression trained by Opacus (``make_private``, Poisson sampling at ``sample_rate``, SGD on the
-    summed loss with learning rate ``lr / expected_batch``: rate, steps and normaliser fixed in advance, module
-    docstring); returns ``predict_proba``. ``physical_batch`` runs it through ``BatchMemoryManager`` (virtual
-    steps)."""
+@dataclass(frozen=True, kw_only=True)
+class OpacusRecipe:
+    """One Opacus DP-SGD training recipe: noise multiplier ``noise``, Poisson ``sample_rate``, ``epochs``,
+    learning rate ``lr`` on the summed loss divided by ``expected_batch``, clip norm ``clip``, Opacus's
+    ``accountant`` (``"rdp"``/``"prv"``), and ``physical_batch`` (None, or the physical batch of
+    ``BatchMemoryManager``'s virtual steps)."""
+
+    noise: float
+    sample_rate: float
+    epochs: int
+    lr: float
+    clip: float
+    accountant: str
+    expected_batch: float
+    physical_batch: int | None = None
+
+
+def train_softmax(X: np.ndarray, y: np.ndarray, seed: int, recipe: OpacusRecipe):
+    """Softmax regression trained by Opacus by ``recipe`` (``make_private``, Poisson sampling at the recipe's
+    ``sample_rate``, SGD on the summed loss with learning rate ``lr / expected_batch``: rate, steps and
+    normaliser fixed in advance, module docstring); returns ``predict_proba``. A ``physical_batch`` runs it
+    through ``BatchMemoryManager`` (virtual steps)."""
+    noise, sample_rate, epochs, lr = recipe.noise, recipe.sample_rate, recipe.epochs, recipe.lr
+    clip, accountant, expected_batch, physical_batch = (recipe.clip, recipe.accountant, recipe.expected_batch,
+                                                        recipe.physical_batch)
     opacus = _opacus()
     # optional dependency (the opacus extra)
     from opacus.data_loader import DPDataLoader
@@ -117,8 +136,8 @@ def train_softmax(X: np.ndarray, y: np.ndarray, seed: int, *, noise: float, samp
 
 def train(X: np.ndarray, y: np.ndarray, seed: int):
     """Train with Opacus (Poisson sampling on); returns ``predict_proba``."""
-    return train_softmax(X, y, seed, noise=noise_multiplier(), sample_rate=SAMPLE_RATE, epochs=EPOCHS, lr=LR,
-                         clip=CLIP, accountant="rdp", expected_batch=EXPECTED_BATCH)
+    return train_softmax(X, y, seed, OpacusRecipe(noise=noise_multiplier(), sample_rate=SAMPLE_RATE, epochs=EPOCHS,
+                                                  lr=LR, clip=CLIP, accountant="rdp", expected_batch=EXPECTED_BATCH))
 
 
 def opacus_mnist() -> dict:

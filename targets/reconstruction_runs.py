@@ -25,11 +25,11 @@ import torch
 
 from targets.datasets import Dataset
 from targets.dpsgd_audit import flatten, param_shapes, unflatten
-from targets.dpsgd_step import Batch, DPSGDStep, ExtraExamples, StepHook, TrainConfig, to_device
+from targets.dpsgd_step import Batch, DPSGDStep, ExtraExamples, StepHook, StepOptions, TrainConfig, to_device
 from targets.models import Params
 from targets.training import train_models
 
-__all__ = ["CandidateRuns", "CandidateHook", "train_candidate_runs"]
+__all__ = ["CandidateDraw", "CandidateRuns", "CandidateHook", "train_candidate_runs"]
 
 
 @dataclass(frozen=True)
@@ -91,15 +91,26 @@ class CandidateHook(StepHook):
         self.obs[-1][:, t] = residual @ self.basis
 
 
+@dataclass(frozen=True, kw_only=True)
+class CandidateDraw:
+    """The reconstruction game's draw (module docstring): ``candidates`` (n, P) flattened gradient records,
+    ``chosen[r]`` the index of run ``r``'s target record among them, and ``basis`` (P, k) orthonormal columns
+    to record the per-step residuals in (None: only the final parameters are recorded)."""
+
+    candidates: np.ndarray
+    chosen: np.ndarray
+    basis: np.ndarray | None = None
+
+
 def train_candidate_runs(data: Dataset, train_index: np.ndarray, config: TrainConfig, seeds: list[int],
-                         candidates: np.ndarray, chosen: np.ndarray, basis: np.ndarray | None, *,
-                         device: torch.device | str = "cpu", step_type: type[DPSGDStep] = DPSGDStep,
-                         progress: bool = False) -> CandidateRuns:
+                         draw: CandidateDraw, *, device: torch.device | str = "cpu",
+                         step_type: type[DPSGDStep] = DPSGDStep, progress: bool = False) -> CandidateRuns:
     """Train ``len(seeds)`` runs of ``config`` on ``data[train_index]`` plus run ``r``'s target record
-    ``candidates[chosen[r]]`` (module docstring); ``basis`` (P, k) orthonormal columns records the
-    per-step residuals, None records only the final parameters. ``step_type`` replaces the step (the
+    ``draw.candidates[draw.chosen[r]]`` (module docstring); ``draw.basis`` (P, k) orthonormal columns records
+    the per-step residuals, None records only the final parameters. ``step_type`` replaces the step (the
     deliberately broken controls of :mod:`targets.dpsgd_controls`). Runs are trained by
     :func:`targets.training.train_models`; a run's result depends only on its seed and candidate."""
+    candidates, chosen, basis = draw.candidates, draw.chosen, draw.basis
     if config.clip_norm is None or config.momentum:
         raise ValueError("the reconstruction game needs clipped DP-SGD steps without momentum")
     shapes = param_shapes(config.arch, data)
@@ -117,6 +128,6 @@ def train_candidate_runs(data: Dataset, train_index: np.ndarray, config: TrainCo
     U = None if basis is None else torch.as_tensor(np.asarray(basis, dtype=np.float32), device=dev)
     hook = CandidateHook(config, list(seeds), cand, np.asarray(chosen, dtype=np.int64), U, n, shapes)
     final = train_models(train, masks, config, list(seeds), device=dev, progress=progress, desc="reconstruction runs",
-                         hook=hook, step_type=step_type)
+                         options=StepOptions(hook=hook, step_type=step_type))
     residuals = None if U is None else torch.cat(hook.obs).cpu().numpy().astype(np.float64)
     return CandidateRuns(torch.cat(hook.initial), flatten(final), residuals, hook.counts)

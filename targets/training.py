@@ -29,7 +29,7 @@ from tqdm.auto import tqdm
 
 from audit.errors import UserError
 from targets.datasets import Dataset
-from targets.dpsgd_step import CLIPPING_METHODS, DPSGDStep, StepHook, TrainConfig
+from targets.dpsgd_step import CLIPPING_METHODS, ModelChunk, StepOptions, TrainConfig
 from targets.ghost_clipping import activation_bytes_per_example, stacked_forward
 from targets.models import Architecture, Params, get_architecture, init_params
 from targets.sampling import batch_width_bound
@@ -118,26 +118,22 @@ def train_models(
     device: torch.device | str = "cpu",
     progress: bool = True,
     desc: str = "training",
-    max_memory: int | str | None = None,
-    clipping: str = "auto",
-    hook: StepHook | None = None,
-    step_type: type[DPSGDStep] = DPSGDStep,
-    init: Params | None = None,
+    *,
+    options: StepOptions | None = None,
 ) -> Params:
     """Train ``len(seeds)`` models at once; model ``r`` trains on ``data`` rows where ``masks[r]``.
 
-    Each chunk of models is moved ``config.steps`` times by :class:`targets.dpsgd_step.DPSGDStep`.
-    ``max_memory`` (bytes or a size such as ``"2GiB"``; default :data:`DEFAULT_MAX_MEMORY`) bounds the
-    estimated memory of a step and so sets how many models are trained together (:func:`memory_plan`);
-    the result is the same for any chunking. ``clipping`` selects the per-example clipping method of
-    DP-SGD: ``auto``/``ghost``/``direct`` (:mod:`targets.ghost_clipping`) or ``vmap`` (materialised
-    ``vmap(grad)`` per-example gradients); all give the same result up to rounding. ``hook``
-    instruments the step (:class:`targets.dpsgd_step.StepHook`: the canaries and observations of
-    :mod:`targets.dpsgd_audit`); ``step_type`` replaces the step by a subclass (the deliberately
-    broken controls of :mod:`targets.dpsgd_controls`); ``init`` (one model's parameters) is the public
-    starting point of every model instead of the default initialisation drawn from its seed.
+    Each chunk of models is moved ``config.steps`` times by :class:`targets.dpsgd_step.DPSGDStep`
+    (or ``options.step_type``). ``options`` (:class:`targets.dpsgd_step.StepOptions`, default: its
+    defaults) selects the per-example clipping method of DP-SGD (all give the same result up to
+    rounding), the memory bound ``max_memory`` (default :data:`DEFAULT_MAX_MEMORY`) that sets how many
+    models are trained together (:func:`memory_plan`; the result is the same for any chunking), the
+    ``hook`` instrumenting the step (the canaries and observations of :mod:`targets.dpsgd_audit`), the
+    step's replacement ``step_type`` and the public starting point ``init``.
     Returns the stacked final parameters (leading model axis) on the CPU.
     """
+    options = StepOptions() if options is None else options
+    clipping, hook, max_memory = options.clipping, options.hook, options.max_memory
     device = torch.device(device)
     masks = np.asarray(masks, dtype=bool)
     if masks.ndim != 2 or masks.shape != (len(seeds), len(data)):
@@ -159,8 +155,8 @@ def train_models(
         for start in range(0, len(seeds), models):
             stop = min(len(seeds), start + models)
             label = desc if models >= len(seeds) else f"{desc} [models {start + 1}-{stop} of {len(seeds)}]"
-            step = step_type(arch, config, X, y, data.n_classes, members[start:stop], seeds[start:stop],
-                             clipping=clipping, examples=examples, hook=hook, models=slice(start, stop), init=init)
+            chunk = ModelChunk(members=members[start:stop], seeds=seeds[start:stop], models=slice(start, stop))
+            step = options.step_type(arch, config, X, y, data.n_classes, chunk, options=options, examples=examples)
             for _ in tqdm(range(config.steps), desc=label, disable=not progress, unit="step", leave=False):
                 step.step()
                 threads.tick()

@@ -27,7 +27,7 @@ from audit.reconstruction.game import GameResult
 from targets.datasets import Dataset
 from targets.dpsgd_audit import dead_coordinate, param_shapes
 from targets.dpsgd_step import DPSGDStep, TrainConfig
-from targets.reconstruction_runs import CandidateRuns, train_candidate_runs
+from targets.reconstruction_runs import CandidateDraw, CandidateRuns, train_candidate_runs
 
 #: Noise scale of the twin's likelihood, in units of the clip norm.
 TWIN_NOISE = 1e-3
@@ -103,8 +103,9 @@ def dpsgd_games(data: Dataset, train_index: np.ndarray, config: TrainConfig, cou
             configs.append((replace(config, noise_multiplier=0.0), TWIN_NOISE * clip))
         wins = []
         for cfg, noise_std in configs:
-            out = train(data, train_index, cfg, seeds, candidates, chosen, basis if threat == "updates" else None,
-                        device=device, step_type=step_type if cfg is config else DPSGDStep, progress=progress)
+            draw = CandidateDraw(candidates=candidates, chosen=chosen, basis=basis if threat == "updates" else None)
+            out = train(data, train_index, cfg, seeds, draw, device=device,
+                        step_type=step_type if cfg is config else DPSGDStep, progress=progress)
             wins.append(int(np.sum(guesses(out, candidates, basis, config, noise_std, threat) == chosen)))
         games.append(GameResult(n, wins[0], runs, wins[1] if twin else None))
     info = {"candidates": "gradient canaries of norm C (the clip norm): " + "; ".join(

@@ -12,8 +12,8 @@ from audit.dp.options import DPOptions
 from audit.dp.runner import run_dp
 from audit.theory.dpsgd import DPSGDClaim
 from targets.datasets import load_dataset
-from targets.dpsgd_audit import dead_coordinate, flatten, param_shapes, train_audit_runs
-from targets.dpsgd_step import DPSGDStep
+from targets.dpsgd_audit import CanaryPlan, dead_coordinate, flatten, param_shapes, train_audit_runs
+from targets.dpsgd_step import DPSGDStep, StepHook, StepOptions
 from targets.registry import get_target
 from targets.training import TrainConfig, train_models
 
@@ -42,7 +42,8 @@ def test_audit_runs_without_the_canary_are_the_trained_models(arch, sampling):
     excluded = np.zeros(len(SEEDS), dtype=bool)
     canaries = {"grad_canary": g, "input_canary": (np.asarray(data.X[train_index[0]]), 3)}
     for name, canary in canaries.items():
-        runs = train_audit_runs(data, train_index, config, SEEDS, excluded, observe="updates", **{name: canary})
+        runs = train_audit_runs(data, train_index, config, SEEDS,
+                                CanaryPlan(included=excluded, observe="updates", **{name: canary}))
         assert torch.equal(runs.final, trained), name
         assert np.all(runs.canary_steps == 0)
 
@@ -58,13 +59,22 @@ def test_audit_runs_with_the_canary_differ_only_where_it_joins():
     g[j] = 1.0
     seeds = list(range(8))
     inc = np.ones(8, dtype=bool)
-    with_canary = train_audit_runs(data, train_index, config, seeds, inc, grad_canary=g)
-    without = train_audit_runs(data, train_index, config, seeds, ~inc, grad_canary=g)
+    with_canary = train_audit_runs(data, train_index, config, seeds, CanaryPlan(included=inc, grad_canary=g))
+    without = train_audit_runs(data, train_index, config, seeds, CanaryPlan(included=~inc, grad_canary=g))
     others = np.arange(g.size) != j
     assert torch.equal(with_canary.final[:, others], without.final[:, others])
     moved = (without.final - with_canary.final)[:, j].numpy()
     np.testing.assert_allclose(moved, config.lr / config.expected_batch_size * with_canary.canary_steps, atol=1e-5)
     assert with_canary.canary_steps.sum() > 0
+
+
+def test_audit_runs_refuse_step_options_with_a_hook_of_their_own():
+    """The audit runs' hook is their canary's: options that carry another hook are refused, not overridden."""
+    data = load_dataset("digits")
+    g = np.zeros(sum(int(np.prod(s)) for s in param_shapes("logreg", data).values()), np.float32)
+    with pytest.raises(ValueError, match="step hook"):
+        train_audit_runs(data, np.arange(40), _config("logreg", "poisson"), [0], CanaryPlan(included=np.ones(1, bool),
+                         grad_canary=g), options=StepOptions(hook=StepHook()))
 
 
 #: Runs of the mutation audit (500 per world). dpgd_logreg_digits is full-batch DP-GD (q = 1,

@@ -8,7 +8,7 @@ from torch.func import grad, vmap
 
 from audit.errors import UserError
 from targets.datasets import Dataset
-from targets.dpsgd_step import batch_loss, clipped_sum, example_loss
+from targets.dpsgd_step import StepOptions, batch_loss, clipped_sum, example_loss
 from targets.ghost_clipping import (
     Tap,
     per_example_clipped_sum,
@@ -124,8 +124,8 @@ def test_training_with_ghost_clipping_equals_vmap_clipping(clipping):
     masks = np.random.default_rng(1).random((2, len(data))) < 0.7
     config = TrainConfig(arch="cnn", epochs=1, sample_rate=0.25, lr=0.5, expected_batch_size=10, clip_norm=0.3,
                          noise_multiplier=0.5, momentum=0.5)
-    ours = train_models(data, masks, config, [7, 8], progress=False, clipping=clipping)
-    ref = train_models(data, masks, config, [7, 8], progress=False, clipping="vmap")
+    ours = train_models(data, masks, config, [7, 8], progress=False, options=StepOptions(clipping=clipping))
+    ref = train_models(data, masks, config, [7, 8], progress=False, options=StepOptions(clipping="vmap"))
     for k in ref:
         torch.testing.assert_close(ours[k], ref[k], rtol=1e-4, atol=1e-5)
 
@@ -138,8 +138,9 @@ def test_vmap_clipping_in_example_chunks_equals_unchunked():
     one = {k: v[None] for k, v in init_params(arch, (1, 28, 28), 10, torch.Generator()).items()}
     models, examples = memory_plan(arch, one, (1, 28, 28), 60, True, "vmap", parse_memory("16MiB"))
     assert examples < 60  # the budget forces chunks of examples
-    whole = train_models(data, masks, config, [1, 2], progress=False, clipping="vmap")
-    chunked = train_models(data, masks, config, [1, 2], progress=False, clipping="vmap", max_memory="16MiB")
+    whole = train_models(data, masks, config, [1, 2], progress=False, options=StepOptions(clipping="vmap"))
+    chunked = train_models(data, masks, config, [1, 2], progress=False,
+                           options=StepOptions(clipping="vmap", max_memory="16MiB"))
     for k in whole:
         torch.testing.assert_close(chunked[k], whole[k], rtol=1e-5, atol=1e-6)
 
@@ -158,4 +159,4 @@ def test_unknown_clipping_method_is_user_error():
     data = _images(n=10)
     config = TrainConfig(arch="cnn", epochs=1, sample_rate=0.5, lr=0.1, expected_batch_size=5, clip_norm=1.0)
     with pytest.raises(UserError):
-        train_models(data, np.ones((1, 10), bool), config, [0], progress=False, clipping="fast")
+        train_models(data, np.ones((1, 10), bool), config, [0], progress=False, options=StepOptions(clipping="fast"))

@@ -5,7 +5,7 @@ import torch
 
 from audit.membership.game import build_canary_game
 from targets.datasets import load_synthetic
-from targets.dpsgd_step import clipped_sum
+from targets.dpsgd_step import StepOptions, clipped_sum
 from targets.training import TrainConfig, train_models
 
 
@@ -62,7 +62,7 @@ def test_models_in_memory_chunks_equal_one_by_one():
         width = batch_width_bound([np.flatnonzero(m) for m in masks], config.sample_rate)
         models, _ = memory_plan(arch, one, data.shape, width, private, "auto", budget)
         assert models < len(seeds)  # the budget really splits the models into chunks
-        chunked = train_models(data, masks, config, seeds, progress=False, max_memory=budget)
+        chunked = train_models(data, masks, config, seeds, progress=False, options=StepOptions(max_memory=budget))
         for r, seed in enumerate(seeds):
             alone = train_models(data, masks[r:r + 1], config, [seed], progress=False)
             for k in chunked:

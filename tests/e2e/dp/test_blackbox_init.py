@@ -15,7 +15,8 @@ from audit.dp.runner import run_dp
 from audit.errors import UserError
 from reports.summary import headline_sentences
 from targets.datasets import load_dataset
-from targets.dpsgd_audit import train_audit_runs
+from targets.dpsgd_audit import CanaryPlan, train_audit_runs
+from targets.dpsgd_step import StepOptions
 from targets.registry import get_target
 from targets.training import log_softmax, predict_logits
 
@@ -34,8 +35,10 @@ def test_pretrained_init_is_shared_by_every_run_and_fits_its_own_data():
     init = pretrained_init(data, rows, config, seed=0, device="cpu")
     pred = log_softmax(predict_logits("logreg", {k: v[None] for k, v in init.items()}, data.X[rows]))[0]
     assert (pred.argmax(axis=1) == data.y[rows]).mean() > 0.9  # trained without privacy
-    runs = train_audit_runs(data, np.arange(32), config, [1, 2, 3], np.array([True, False, True]),
-                            input_canary=(np.zeros(data.shape, np.float32), 9), init=init)
+    runs = train_audit_runs(data, np.arange(32), config, [1, 2, 3],
+                            CanaryPlan(included=np.array([True, False, True]),
+                                       input_canary=(np.zeros(data.shape, np.float32), 9)),
+                            options=StepOptions(init=init))
     flat = torch.cat([v.reshape(-1) for v in init.values()])
     for r in range(3):  # every run starts from the public point, whatever its seed
         torch.testing.assert_close(runs.initial[r], flat)

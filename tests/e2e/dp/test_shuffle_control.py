@@ -22,7 +22,7 @@ from audit.theory.claim_json import claim_from_dict
 from audit.theory.claims import Neighbouring
 from audit.theory.dpsgd import DPSGDClaim
 from targets.datasets import load_dataset
-from targets.dpsgd_audit import param_shapes, train_audit_runs
+from targets.dpsgd_audit import CanaryPlan, param_shapes, train_audit_runs
 from targets.sampling import BatchSampler, sample_poisson
 from targets.training import TrainConfig, train_models
 
@@ -128,10 +128,10 @@ def test_shuffled_canaries_join_exactly_once_per_epoch():
     cfg = TrainConfig(arch="logreg", epochs=3, sample_rate=0.1, lr=0.5, expected_batch_size=4, clip_norm=1.0,
                       noise_multiplier=1.0, sampling="shuffle")
     inc = np.arange(12) % 2 == 0
-    grad_runs = train_audit_runs(data, idx, cfg, list(range(12)), inc, grad_canary=_dirac(data))
+    grad_runs = train_audit_runs(data, idx, cfg, list(range(12)), CanaryPlan(included=inc, grad_canary=_dirac(data)))
     assert np.all(grad_runs.canary_steps[inc] == 3) and np.all(grad_runs.canary_steps[~inc] == 0)
     x, y = np.asarray(data.X[100]), int(data.y[100])
-    input_runs = train_audit_runs(data, idx, cfg, list(range(12)), inc, input_canary=(x, y))
+    input_runs = train_audit_runs(data, idx, cfg, list(range(12)), CanaryPlan(included=inc, input_canary=(x, y)))
     assert np.all(input_runs.canary_steps[inc] == 3) and np.all(input_runs.canary_steps[~inc] == 0)
 
 
@@ -143,8 +143,8 @@ def test_crafted_replace_pair_observations():
     cfg = TrainConfig(arch="logreg", epochs=2, sample_rate=0.25, lr=0.5, expected_batch_size=10, clip_norm=1.0,
                       noise_multiplier=sigma, sampling="shuffle")
     inc = np.arange(R) % 2 == 0
-    runs = train_audit_runs(data, np.arange(40), cfg, list(range(R)), inc, grad_canary=_dirac(data),
-                            observe="updates", replace_pair=True)
+    runs = train_audit_runs(data, np.arange(40), cfg, list(range(R)),
+                            CanaryPlan(included=inc, grad_canary=_dirac(data), observe="updates", replace_pair=True))
     obs = runs.step_obs
     assert obs.shape == (R, 8) and np.all(runs.canary_steps[inc] == 2) and np.all(runs.canary_steps[~inc] == 0)
     se = sigma / math.sqrt(R / 2 * 8)
@@ -157,8 +157,8 @@ def test_crafted_replace_pair_observations():
     assert np.mean(obs[inc].reshape(-1, 4).max(1) > 1.0) > 0.95
     assert np.mean(obs[~inc].reshape(-1, 4).max(1) > 1.0) < 0.15
     with pytest.raises(ValueError, match="gradient canary"):
-        train_audit_runs(data, np.arange(40), cfg, [0, 1], inc[:2], input_canary=(np.asarray(data.X[0]), 0),
-                         replace_pair=True)
+        train_audit_runs(data, np.arange(40), cfg, [0, 1],
+                         CanaryPlan(included=inc[:2], input_canary=(np.asarray(data.X[0]), 0), replace_pair=True))
 
 
 def test_shuffle_as_poisson_is_flagged_and_its_poisson_twin_is_not(tmp_path):

@@ -16,7 +16,8 @@ from audit.dp.game import fair_coins
 from audit.errors import UserError
 from audit.stats.per_step import subsampled_mu_from_rates
 from targets.datasets import load_dataset
-from targets.dpsgd_audit import dead_coordinate, param_shapes, train_audit_runs
+from targets.dpsgd_audit import CanaryPlan, dead_coordinate, param_shapes, train_audit_runs
+from targets.dpsgd_step import StepOptions
 from targets.training import TrainConfig
 
 DELTA = 1e-5
@@ -64,7 +65,8 @@ def test_gradient_canary_trainer_observes_canary_plus_noise():
     g[j] = 1.0
     inc = np.arange(R) % 2 == 0
     # a 1 MiB budget trains the 64 runs in chunks of 17 (targets.training.memory_plan)
-    runs = train_audit_runs(data, idx, cfg, list(range(R)), inc, grad_canary=g, observe="updates", max_memory="1MiB")
+    runs = train_audit_runs(data, idx, cfg, list(range(R)), CanaryPlan(included=inc, grad_canary=g, observe="updates"),
+                            options=StepOptions(max_memory="1MiB"))
     assert runs.step_obs.shape == (R, T)
     assert np.all(runs.canary_steps[inc] == T) and np.all(runs.canary_steps[~inc] == 0)
     # observation = canary (1 in units of C) + N(0, sigma^2): 5-sigma bounds on the means
@@ -74,7 +76,8 @@ def test_gradient_canary_trainer_observes_canary_plus_noise():
     moved = (runs.final - runs.initial)[:, j].numpy()
     np.testing.assert_allclose(moved, -0.5 / 32 * runs.step_obs.sum(1), rtol=1e-4, atol=1e-6)
     # chunking does not change a run
-    again = train_audit_runs(data, idx, cfg, list(range(R))[:5], inc[:5], grad_canary=g, observe="updates")
+    again = train_audit_runs(data, idx, cfg, list(range(R))[:5],
+                             CanaryPlan(included=inc[:5], grad_canary=g, observe="updates"))
     np.testing.assert_allclose(again.step_obs, runs.step_obs[:5], rtol=1e-5, atol=1e-6)
 
 
