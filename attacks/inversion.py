@@ -116,9 +116,23 @@ def total_variation(x: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
     return dh + dw
 
 
-def mi_face(probabilities: Probabilities, labels: np.ndarray, shape: tuple[int, ...], start: float | np.ndarray,
-            low: float, high: float, config: MIFaceConfig, progress: bool = False,
-            desc: str = "MI-FACE") -> InversionResult:
+@dataclass(frozen=True, kw_only=True)
+class InputSpace:
+    """The inputs MI-FACE searches: their shape and the range PROCESS clips them to.
+
+    Attributes:
+        shape: the shape of one input.
+        low: the smallest input value.
+        high: the largest input value.
+    """
+
+    shape: tuple[int, ...]
+    low: float
+    high: float
+
+
+def mi_face(probabilities: Probabilities, labels: np.ndarray, space: InputSpace, start: float | np.ndarray,
+            config: MIFaceConfig, progress: bool = False, desc: str = "MI-FACE") -> InversionResult:
     """Run MI-FACE for every class in ``labels`` at once (each reconstruction is independent).
 
     ``probabilities`` maps a batch (B, *shape) to class probabilities (B, K); it is the only access
@@ -130,10 +144,8 @@ def mi_face(probabilities: Probabilities, labels: np.ndarray, shape: tuple[int, 
     Args:
         probabilities: the model, a batch (B, *shape) to class probabilities (B, K).
         labels: the classes to reconstruct.
-        shape: the shape of one input.
+        space: the shape of one input and the range of its values.
         start: the neutral start, a constant or one image.
-        low: the smallest input value.
-        high: the largest input value.
         config: the hyper-parameters.
         progress: show a progress bar.
         desc: the progress bar's label.
@@ -141,6 +153,7 @@ def mi_face(probabilities: Probabilities, labels: np.ndarray, shape: tuple[int, 
     Returns:
         One reconstruction per class, with its confidence, cost, iterations, queries and stop reason.
     """
+    shape, low, high = space.shape, space.low, space.high
     labels = np.asarray(labels, dtype=np.int64)
     lab = torch.as_tensor(labels)
     start_t = torch.as_tensor(np.broadcast_to(np.asarray(start, dtype=np.float32), shape).copy())

@@ -248,16 +248,29 @@ class TrainingCall:
     seeds: list[int]
 
 
-def train_cached_models(executor: Executor, cache_dir: Path, data, config, calls: Sequence[TrainingCall], device, *,
-                        max_memory: str | int | None = None, progress: bool = True,
-                        log: Callable[[str], None] | None = None, chunk_models: int | None = None,
-                        appended_rows: int = 0) -> list:
+@dataclass(frozen=True, kw_only=True)
+class CachedExecutor:
+    """Where chunks of training run and where their results are kept (:func:`run_chunks`).
+
+    Attributes:
+        executor: the executor the chunks not in the cache run on.
+        cache_dir: the model cache.
+        log: gets one line per call (trained or reused), or None.
+    """
+
+    executor: Executor
+    cache_dir: Path
+    log: Callable[[str], None] | None = None
+
+
+def train_cached_models(runner: CachedExecutor, data, config, calls: Sequence[TrainingCall], device, *,
+                        max_memory: str | int | None = None, progress: bool = True, appended_rows: int = 0) -> list:
     """Train every call's models with :func:`targets.training.train_models` in chunks of at most
-    ``chunk_models`` models (:func:`chunk_slices`), all chunks of all calls on ``executor`` at once,
+    :data:`MODEL_CHUNK` models (:func:`chunk_slices`), all chunks of all calls on ``runner.executor`` at once,
     each reused from or stored in the model cache (:func:`run_chunks`). Returns, per call, its
-    stacked parameters. ``log`` gets one line per call (trained or reused). ``chunk_models``
-    defaults to :data:`MODEL_CHUNK`. The last ``appended_rows`` rows of ``data`` are not the named
-    dataset's (synthetic canaries): their inputs join the cache key."""
+    stacked parameters. ``runner.log`` gets one line per call (trained or reused). The last ``appended_rows``
+    rows of ``data`` are not the named dataset's (synthetic canaries): their inputs join the cache key."""
+    executor, cache_dir, log = runner.executor, runner.cache_dir, runner.log
 
 
 
@@ -267,7 +280,7 @@ def train_cached_models(executor: Executor, cache_dir: Path, data, config, calls
     chunks, owners = [], []
     for c, call in enumerate(calls):
         masks = np.asarray(call.masks, dtype=bool)
-        parts = chunk_slices(len(call.seeds), chunk_models or MODEL_CHUNK)
+        parts = chunk_slices(len(call.seeds), MODEL_CHUNK)
         for k, part in enumerate(parts):
             seeds = [int(s) for s in call.seeds[part]]
             payload = {"dataset": data.name, "source": data.source, "config": config.to_dict(), "seeds": seeds,
@@ -304,8 +317,6 @@ def _digest(*arrays) -> str:
 
 def _audit_runs_chunk(**kwargs) -> dict:
     """:func:`targets.dpsgd_audit.train_audit_runs` as a dict of tensors (a cache entry)."""
-
-
     runs = train_audit_runs(**kwargs)
     out = {"initial": runs.initial, "final": runs.final, "canary_steps": torch.as_tensor(runs.canary_steps),
            "subtracted_known": torch.tensor([runs.subtracted_known])}
@@ -314,13 +325,13 @@ def _audit_runs_chunk(**kwargs) -> dict:
     return out
 
 
-def cached_audit_runs(executor: Executor, cache_dir: Path, data, train_index, config, seeds: Sequence[int], included,
+def cached_audit_runs(runner: CachedExecutor, data, train_index, config, seeds: Sequence[int], included,
                       *, grad_canary=None, input_canary=None, observe: str = "final", device="cpu",
-                      replace_pair: bool = False, progress: bool = False, log: Callable[[str], None] | None = None,
-                      chunk_runs: int | None = None, init=None):
-    """:func:`targets.dpsgd_audit.train_audit_runs` in chunks of at most ``chunk_runs`` runs on
-    ``executor`` (default :data:`RUN_CHUNK`), each reused from or stored in the model cache
-    (:func:`run_chunks`); the same arguments, the same :class:`targets.dpsgd_audit.AuditRuns`."""
+                      replace_pair: bool = False, progress: bool = False, init=None):
+    """:func:`targets.dpsgd_audit.train_audit_runs` in chunks of at most :data:`RUN_CHUNK` runs on
+    ``runner.executor``, each reused from or stored in the model cache (:func:`run_chunks`); the same
+    arguments, the same :class:`targets.dpsgd_audit.AuditRuns`."""
+    executor, cache_dir, log = runner.executor, runner.cache_dir, runner.log
 
 
 
@@ -333,7 +344,7 @@ def cached_audit_runs(executor: Executor, cache_dir: Path, data, train_index, co
               "observe": observe, "replace_pair": replace_pair, "device": torch.device(device).type,
               "init": None if init is None else _digest(*(init[k].detach().cpu().numpy() for k in sorted(init)))}
     chunks = []
-    for part in chunk_slices(len(seeds), chunk_runs or RUN_CHUNK):
+    for part in chunk_slices(len(seeds), RUN_CHUNK):
         seeds_part = [int(s) for s in seeds[part]]
         payload = common | {"seeds": seeds_part, "included": _digest(included[part])}
         plan = CanaryPlan(included=included[part], grad_canary=grad_canary, input_canary=input_canary,
@@ -364,14 +375,14 @@ def _candidate_runs_chunk(**kwargs) -> dict:
     return out
 
 
-def cached_candidate_runs(executor: Executor, cache_dir: Path, data, train_index, config, seeds: Sequence[int],
+def cached_candidate_runs(runner: CachedExecutor, data, train_index, config, seeds: Sequence[int],
                           draw: CandidateDraw, *, device="cpu", step_type: type[DPSGDStep] = DPSGDStep,
-                          progress: bool = False, log: Callable[[str], None] | None = None,
-                          chunk_runs: int | None = None) -> CandidateRuns:
-    """:func:`targets.reconstruction_runs.train_candidate_runs` in chunks of at most ``chunk_runs`` runs on
-    ``executor`` (default :data:`CANDIDATE_CHUNK`), each reused from or stored in the model cache
-    (:func:`run_chunks`); the same arguments, the same :class:`targets.reconstruction_runs.CandidateRuns`
-    (a run depends only on its seed and its candidate, so the chunking never changes a result)."""
+                          progress: bool = False) -> CandidateRuns:
+    """:func:`targets.reconstruction_runs.train_candidate_runs` in chunks of at most :data:`CANDIDATE_CHUNK` runs
+    on ``runner.executor``, each reused from or stored in the model cache (:func:`run_chunks`); the same
+    arguments, the same :class:`targets.reconstruction_runs.CandidateRuns` (a run depends only on its seed and
+    its candidate, so the chunking never changes a result)."""
+    executor, cache_dir, log = runner.executor, runner.cache_dir, runner.log
     candidates, basis = draw.candidates, draw.basis
     chosen = np.asarray(draw.chosen, dtype=np.int64)
     cand = np.asarray(candidates, dtype=np.float32)
@@ -381,7 +392,7 @@ def cached_candidate_runs(executor: Executor, cache_dir: Path, data, train_index
               "basis": None if basis is None else _digest(np.asarray(basis, dtype=np.float32)),
               "step": f"{step_type.__module__}.{step_type.__qualname__}", "device": torch.device(device).type}
     chunks = []
-    for part in chunk_slices(len(seeds), chunk_runs or CANDIDATE_CHUNK):
+    for part in chunk_slices(len(seeds), CANDIDATE_CHUNK):
         seeds_part = [int(s) for s in seeds[part]]
         payload = common | {"seeds": seeds_part, "chosen": _digest(chosen[part])}
         chunks.append((payload, Job(_candidate_runs_chunk, dict(

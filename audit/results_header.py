@@ -4,7 +4,7 @@ A results.json (audit/schemas/results.schema.json) reads, in this order:
 
 1. the envelope's head, added by :meth:`audit.run_context.RunContext.finish`: ``schema_version``,
    ``kind``, ``target``, ``seed``;
-2. the header built here by :func:`results_header`: ``target_description``, ``dataset``,
+2. the header built here by :meth:`ResultsHeader.to_dict`: ``target_description``, ``dataset``,
    ``dataset_source``, ``model``, ``neighbouring``, ``delta``, ``confidence``, ``primary_attack``,
    ``epsilon_theory``, ``accountant``, ``params`` — each kind writes those it has, always in this
    order (a mechanism has no model, a sweep only a description, its delta and its confidence);
@@ -17,6 +17,7 @@ A results.json (audit/schemas/results.schema.json) reads, in this order:
 
 from __future__ import annotations
 
+from dataclasses import dataclass, fields
 from typing import Any
 
 #: The neighbouring relation of the audits that add or remove one record of the training set.
@@ -34,22 +35,42 @@ class _Omitted:
 OMIT: Any = _Omitted()
 
 
-def results_header(*, description: str, delta: float | None, confidence: float, dataset: Any = OMIT,
-                   dataset_source: Any = OMIT, model: Any = OMIT, neighbouring: Any = OMIT,
-                   primary_attack: Any = OMIT, epsilon_theory: Any = OMIT, accountant: Any = OMIT,
-                   params: Any = OMIT) -> dict:
-    """The header keys of a results.json in their fixed order (see the module docstring), without
-    those left at :data:`OMIT`.
+@dataclass(frozen=True, kw_only=True)
+class ResultsHeader:
+    """The header of a results.json; :meth:`to_dict` gives its keys in their fixed order (see the module
+    docstring), without those left at :data:`OMIT`.
 
-    ``description`` is written as ``target_description``; ``delta`` is the delta the audit reads its
-    epsilons at (None without a claim); ``confidence`` the confidence of the verdict's family;
-    ``epsilon_theory`` the claim's epsilon at ``delta``; ``accountant`` the claim's description
-    (:func:`accountant`); ``params`` the target's parameters as the report shows them."""
-    keys = {"target_description": description, "dataset": dataset, "dataset_source": dataset_source,
-            "model": model, "neighbouring": neighbouring, "delta": delta, "confidence": confidence,
-            "primary_attack": primary_attack, "epsilon_theory": epsilon_theory, "accountant": accountant,
-            "params": params}
-    return {key: value for key, value in keys.items() if value is not OMIT}
+    Attributes:
+        description: the target's description, written as ``target_description``.
+        dataset: the dataset's name.
+        dataset_source: where the dataset comes from.
+        model: the trained model's description.
+        neighbouring: the neighbouring relation of the claim.
+        delta: the delta the audit reads its epsilons at (None without a claim).
+        confidence: the confidence of the verdict's family.
+        primary_attack: the attack the verdict reads.
+        epsilon_theory: the claim's epsilon at ``delta``.
+        accountant: the claim's description (:func:`accountant`).
+        params: the target's parameters as the report shows them.
+    """
+
+    description: str
+    dataset: Any = OMIT
+    dataset_source: Any = OMIT
+    model: Any = OMIT
+    neighbouring: Any = OMIT
+    delta: float | None
+    confidence: float
+    primary_attack: Any = OMIT
+    epsilon_theory: Any = OMIT
+    accountant: Any = OMIT
+    params: Any = OMIT
+
+    def to_dict(self) -> dict:
+        """The header keys in their fixed order, without those left at :data:`OMIT`."""
+        keys = {"target_description" if f.name == "description" else f.name: getattr(self, f.name)
+                for f in fields(self)}
+        return {key: value for key, value in keys.items() if value is not OMIT}
 
 
 def accountant(claim: Any) -> str | None:

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from audit.errors import UserError
-from audit.executors import TrainingCall, train_cached_models
+from audit.executors import CachedExecutor, TrainingCall, train_cached_models
 from audit.run_context import RunPaths
 from targets.catalogue import trained_target
 from targets.datasets import Dataset
@@ -38,9 +38,9 @@ def train_cached(opts: Any, paths: RunPaths, data: Dataset, mask: np.ndarray, co
     """Train one model on ``data[mask]`` on the executor of ``opts`` (``--workers``, ``--executor``), or
     reuse the cached one keyed by everything that determines it."""
     with opts.make_executor() as executor:
-        (params,) = train_cached_models(executor, paths.cache_dir, data, config,
-                                        [TrainingCall(desc, mask[None], [int(seed)])], device,
-                                        progress=not opts.quiet, log=paths.log)
+        runner = CachedExecutor(executor=executor, cache_dir=paths.cache_dir, log=paths.log)
+        (params,) = train_cached_models(runner, data, config, [TrainingCall(desc, mask[None], [int(seed)])], device,
+                                        progress=not opts.quiet)
     return params
 
 

@@ -27,7 +27,7 @@ if str(ROOT) not in sys.path:
 
 from audit.io import write_json  # noqa: E402
 from audit.run_context import host_info, utc_now  # noqa: E402
-from audit.stats.one_run_design import CanaryMechanism, choose_one_run_design  # noqa: E402
+from audit.stats.one_run_design import CanaryMechanism, DesignObjective, choose_one_run_design  # noqa: E402
 from audit.theory.dpsgd import calibrate_noise_multiplier  # noqa: E402
 
 SAMPLE_RATE, STEPS = 0.1707, 88
@@ -42,9 +42,10 @@ def _floats(text: str) -> list[float]:
 def measure(epsilon: float, canaries: int, args: argparse.Namespace, sigma: float) -> dict:
     """One row: the design for (epsilon, M) and its evaluation."""
     t0 = time.perf_counter()
-    d = choose_one_run_design(CanaryMechanism(SAMPLE_RATE, sigma, STEPS), canaries, args.delta, args.confidence,
+    d = choose_one_run_design(CanaryMechanism(SAMPLE_RATE, sigma, STEPS), canaries,
+                              DesignObjective(delta=args.delta, confidence=args.confidence, criterion=args.criterion),
                               args.seed + int(100 * epsilon) + canaries, simulations=args.design_sims,
-                              evaluations=args.seeds, criterion=args.criterion)
+                              evaluations=args.seeds)
     return {"epsilon": epsilon, "noise_multiplier": sigma, "canaries": canaries, "k_pos": d.k_pos, "k_neg": d.k_neg,
             "bound_mean": d.expected_epsilon, "bound_sd": d.epsilon_sd, "bound_median": d.epsilon_median,
             "bound_5_95": list(d.epsilon_range), "hindsight_mean": max(d.grid_value), "ceiling": d.ceiling,

@@ -39,6 +39,7 @@ from audit.io import write_json  # noqa: E402
 from audit.run_context import host_info, utc_now  # noqa: E402
 from audit.stats.one_run_design import (  # noqa: E402
     CanaryMechanism,
+    DesignObjective,
     choose_one_run_design,
     grid_bounds,
     simulate_dpsgd_canary_scores,
@@ -61,9 +62,9 @@ def measure(sigma: float, method: str, args: argparse.Namespace) -> dict:
     design_games, eval_games = ((min(args.design_games, STEINKE_GAMES[0]), min(args.games, STEINKE_GAMES[1]))
                                 if method == "steinke" else (args.design_games, args.games))
     grid = np.unique(np.round(np.geomspace(1, args.canaries // 2, args.grid_points)).astype(int))
-    d = choose_one_run_design(mech, args.canaries, args.delta, args.confidence, [args.seed, int(100 * sigma)],
-                              simulations=design_games, evaluations=eval_games, method=method,
-                              guess_counts=grid)
+    objective = DesignObjective(delta=args.delta, confidence=args.confidence, method=method)
+    d = choose_one_run_design(mech, args.canaries, objective, [args.seed, int(100 * sigma)],
+                              simulations=design_games, evaluations=eval_games, guess_counts=grid)
     audited = np.random.default_rng([args.seed, int(100 * sigma), 1])  # the "audited" games: a fresh stream
     games = [simulate_dpsgd_canary_scores(args.canaries, 1.0, sigma, 1, audited) for _ in range(eval_games)]
     one = max((g for g in range(len(d.grid)) if d.grid[g][1] == 0), key=lambda g: d.grid_value[g])

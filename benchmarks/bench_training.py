@@ -58,7 +58,14 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from audit.executors import MODEL_CHUNK, TrainingCall, chunk_slices, make_executor, train_cached_models  # noqa: E402
+from audit.executors import (  # noqa: E402
+    MODEL_CHUNK,
+    CachedExecutor,
+    TrainingCall,
+    chunk_slices,
+    make_executor,
+    train_cached_models,
+)
 from audit.io import write_json  # noqa: E402
 from audit.membership.runner import GAME_SIZES  # noqa: E402
 from targets.datasets import Dataset, load_dataset  # noqa: E402
@@ -287,8 +294,8 @@ def executors(preset: dict, device: torch.device) -> dict:
         with tempfile.TemporaryDirectory() as cache:
             start = time.perf_counter()
             with make_executor(kind, n) as executor:
-                (models[name],) = train_cached_models(executor, Path(cache), digits, config, calls, device,
-                                                      progress=False)
+                runner = CachedExecutor(executor=executor, cache_dir=Path(cache))
+                (models[name],) = train_cached_models(runner, digits, config, calls, device, progress=False)
             out[f"executor_{name}_s"] = time.perf_counter() - start
     first = models["inprocess"]
     out["executors_identical"] = all(torch.equal(first[k], m[k]) for m in models.values() for k in first)

@@ -16,7 +16,7 @@ import torch
 from audit.dp.canary_steps import step_observation
 from audit.dp.options import DPOptions
 from audit.dp.setup_types import Observation
-from audit.executors import cached_audit_runs
+from audit.executors import CachedExecutor, cached_audit_runs
 from audit.plugins.probe import StepMechanism
 from audit.run_context import cache_dir_of
 from audit.stats.thresholds import DesignedThreshold, designed_threshold_from_samples
@@ -147,11 +147,12 @@ class DPSGDObserver:
         """The runs with the canary where ``included``, in cached chunks on the run's executor."""
         opts = self.opts
         with opts.make_executor() as executor:  # cached chunks of runs (audit.executors)
-            return cached_audit_runs(executor, cache_dir_of(opts.out), self.data, self.train_index, self.config, seeds,
+            runner = CachedExecutor(executor=executor, cache_dir=cache_dir_of(opts.out),
+                                    log=None if opts.quiet else lambda line: print(line, file=sys.stderr))
+            return cached_audit_runs(runner, self.data, self.train_index, self.config, seeds,
                                      included, grad_canary=self.canary.gradient, input_canary=self.canary.input,
                                      observe="updates" if opts.threat == "updates" else "final", device=self.device,
-                                     replace_pair=self.replace_pair, progress=not opts.quiet, init=self.init,
-                                     log=None if opts.quiet else lambda line: print(line, file=sys.stderr))
+                                     replace_pair=self.replace_pair, progress=not opts.quiet, init=self.init)
 
     def score(self, runs: AuditRuns, included: np.ndarray) -> Observation:
         """The :class:`Observation` of ``runs`` under the threat model."""

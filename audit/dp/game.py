@@ -42,7 +42,7 @@ from numpy.typing import ArrayLike
 from audit.errors import UserError
 from audit.stats.gdp import GDP_ASSUMPTION, gaussian_fit_bound
 from audit.stats.metrics import attack_metrics
-from audit.stats.per_step import per_step_bound
+from audit.stats.per_step import StepComposition, per_step_bound
 from audit.stats.rates import as_scores_members, operating_point
 from audit.stats.thresholds import ThresholdStrategy, choose_strategy, threshold_bounds
 from audit.stats.verdict import Family, compare_with_claim, epsilon_value
@@ -123,7 +123,8 @@ def audit_runs(scores: ArrayLike, included: ArrayLike, claim: PrivacyClaim | Non
     if step_scores is not None:
         if sample_rate is None or steps is None:
             raise UserError("per-step observations need the sample rate and the number of steps of the claim")
-        bounds.append(per_step_bound(step_scores, inc, sample_rate, steps, delta, confidence, rng,
+        composition = StepComposition(sample_rate=sample_rate, steps=steps)
+        bounds.append(per_step_bound(step_scores, inc, composition, delta, confidence, rng,
                                      design_sigma=design_sigma).to_dict())
     comparison = compare_with_claim(bounds, claim, delta, ALPHA_GRID, family)
     estimate = max(bounds, key=lambda b: epsilon_value(b["epsilon"])) if bounds else None

@@ -31,6 +31,7 @@ from audit.run_context import RunContext
 from audit.stats.metrics import attack_metrics
 from audit.stats.one_run_design import (
     CanaryMechanism,
+    DesignObjective,
     OneRunDesign,
     choose_one_run_design,
     default_canary_count,
@@ -106,10 +107,11 @@ def design_canaries(opts: DPOptions, mech: CanaryMechanism, delta: float, n_para
     ``--canaries`` when given, else the default count up to the model's coordinates (at least 2)."""
     sims = design_games(opts)
     rng = np.random.default_rng([opts.seed, 61])
+    objective = DesignObjective(delta=delta, confidence=opts.confidence)
     if opts.canaries is not None:
-        return choose_one_run_design(mech, opts.canaries, delta, opts.confidence, rng, simulations=sims)
+        return choose_one_run_design(mech, opts.canaries, objective, rng, simulations=sims)
     cap = max(2, min(n_params, QUICK_MAX_CANARIES if opts.quick else DEFAULT_MAX_CANARIES))
-    return default_canary_count(mech, delta, opts.confidence, rng, cap, simulations=sims).design
+    return default_canary_count(mech, objective, rng, cap, simulations=sims).design
 
 
 def random_canary_directions(seed: int, m: int, n_params: int) -> np.ndarray:

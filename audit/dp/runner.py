@@ -33,7 +33,7 @@ from audit.dp.setup_types import DPAuditSetup
 from audit.errors import UserError
 from audit.plugins.accounting import check_lines
 from audit.quiet import quiet_libraries
-from audit.results_header import accountant, results_header
+from audit.results_header import ResultsHeader, accountant
 from audit.run_context import RunContext
 from targets.catalogue import is_plugin
 from targets.plugin_rng import reproducibility_lines
@@ -72,10 +72,10 @@ def _play(ctx: RunContext, setup: DPAuditSetup, runs: int, included: np.ndarray,
     best = None if game["best_lower_bound"] is None else game["best_lower_bound"] | {"attack": attack}
     rows = [[b["method"], b["epsilon"], b["role"], b["confidence"],
              b["details"].get("mu_lb", b["details"].get("mu_step_lb")), b["n"]] for b in bounds]
-    header = results_header(description=setup.description, dataset=setup.dataset, model=setup.model,
-                            neighbouring=setup.neighbouring, delta=setup.delta, confidence=confidence,
-                            epsilon_theory=game["epsilon_theory"], accountant=accountant(setup.claim),
-                            params=setup.params)
+    header = ResultsHeader(description=setup.description, dataset=setup.dataset, model=setup.model,
+                           neighbouring=setup.neighbouring, delta=setup.delta, confidence=confidence,
+                           epsilon_theory=game["epsilon_theory"], accountant=accountant(setup.claim),
+                           params=setup.params).to_dict()
     results = header | {
         "tradeoff": game["tradeoff"], "lower_bounds": bounds, "best_lower_bound": best,
         "best_estimate": game["best_estimate"], "lower_bound_tradeoff": game["lower_bound_tradeoff"],

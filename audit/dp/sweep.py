@@ -10,7 +10,7 @@ from pathlib import Path
 from audit.dp.options import DPOptions, SweepOptions
 from audit.dp.runner import play
 from audit.dp.setup import build_setup
-from audit.results_header import results_header
+from audit.results_header import ResultsHeader
 from audit.run_context import RunContext
 from audit.stats.verdict import Family
 from audit.target_defaults import target_use
@@ -89,8 +89,8 @@ def _sweep(ctx: RunContext, opts: SweepOptions, family: Family) -> dict:
     plotted += [{"epsilon_theory": r["epsilon_theory"], "epsilon_lb": r["epsilon_lb_valid"],
                  "series": f"{r['series']} (best valid)", "method": r["valid_method"]} for r in rows]
     verdict = sweep_verdict(rows, family)
-    header = results_header(description=f"epsilon sweep of run dp on {opts.target}", delta=opts.delta,
-                            confidence=opts.confidence)
+    header = ResultsHeader(description=f"epsilon sweep of run dp on {opts.target}", delta=opts.delta,
+                           confidence=opts.confidence).to_dict()
     results = header | {
         "family": {"size": family.size, "confidence": family.confidence}, "epsilon_theory": None, "sweep": plotted,
         "verdict": verdict,

@@ -36,7 +36,7 @@ from audit.extraction.measures import N_UNIFORM, Domain, measure, post_processin
 from audit.extraction.plugin import extraction_victim
 from audit.extraction.presentation import attacks_table, extraction_verdict, post_processing_table, rounded_table
 from audit.extraction.victim import Victim, dperm_victim, linear_target, trained_victim
-from audit.results_header import no_bounds, results_header
+from audit.results_header import ResultsHeader, no_bounds
 from audit.run_context import RunContext
 from audit.run_options import CommonRunOptions
 from audit.theory.checks import check_confidence
@@ -189,10 +189,10 @@ def extraction_results(opts: ExtractionOptions, victim: Victim, domain: Domain, 
     model_info = {"arch": "logreg" if victim.api is None else f"user trainer {victim.params.get('plugin')}",
                   "classes": domain.K, "features": domain.d,
                   "test_accuracy": float((domain.test_p.argmax(1) == victim.test_y).mean())}
-    header = {"target": victim.name} | results_header(
+    header = {"target": victim.name} | ResultsHeader(
         description=victim.description, dataset=victim.dataset.name, dataset_source=victim.dataset.source,
         model=model_info, neighbouring=victim.neighbouring, delta=victim.delta, confidence=opts.confidence,
-        epsilon_theory=victim.epsilon_theory, accountant=victim.accountant, params=victim.params)
+        epsilon_theory=victim.epsilon_theory, accountant=victim.accountant, params=victim.params).to_dict()
     return header | no_bounds() | {"verdict": extraction_verdict(victim, extraction), "extraction": extraction,
                                    "tables": tables, "quick": opts.quick}
 

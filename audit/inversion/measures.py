@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 from sklearn.linear_model import LogisticRegression
 
-from attacks.inversion import InversionResult, MIFaceConfig, mi_face, ssim
+from attacks.inversion import InputSpace, InversionResult, MIFaceConfig, mi_face, ssim
 from audit.choices import INVERSION_STARTS
 from audit.errors import UserError
 from audit.inversion.target import InversionTarget
@@ -132,8 +132,9 @@ def invert(target: InversionTarget, params, scale: Yardstick, config: MIFaceConf
            progress: bool) -> dict:
     """MI-FACE (Fredrikson et al. 2015) of every class from the model ``params`` of ``target``, measured by
     :func:`class_figures`; the reconstructions are under ``images`` (one (H, W) image per class)."""
-    result = mi_face(target.probabilities(params), scale.classes, scale.shape, scale.start, scale.low, scale.high,
-                     config, progress=progress, desc=desc)
+    space = InputSpace(shape=scale.shape, low=scale.low, high=scale.high)
+    result = mi_face(target.probabilities(params), scale.classes, space, scale.start, config, progress=progress,
+                     desc=desc)
     pred = scale.evaluator.predict(result.images.reshape(len(scale.classes), -1).astype(np.float64))
     figures = class_figures(result, scale.member_means, scale.nonmember_means, pred, scale.hw, scale.high - scale.low)
     return figures | {"images": result.images.reshape(len(scale.classes), *scale.hw)}

@@ -44,7 +44,7 @@ from audit.inversion.measures import (
 from audit.inversion.plugin import inversion_target
 from audit.inversion.presentation import inversion_tables, inversion_verdict, reconstruction_grid
 from audit.inversion.target import InversionTarget, registry_inversion_target
-from audit.results_header import ADD_REMOVE_RECORD, accountant, no_bounds, results_header
+from audit.results_header import ADD_REMOVE_RECORD, ResultsHeader, accountant, no_bounds
 from audit.run_context import RunContext
 from audit.run_options import CommonRunOptions
 from audit.theory.checks import check_confidence
@@ -168,13 +168,13 @@ def inversion_results(opts: InversionOptions, target: InversionTarget, split: Re
     """results.json of an inversion run (before the envelope): the header, no bounds, the verdict, the
     figures and the tables."""
     data, claim, n = target.data, target.claim, target.n_train
-    header = results_header(
+    header = ResultsHeader(
         description=target.description, dataset=data.name, dataset_source=data.source,
         model={"arch": target.model, "members": int(n), "nonmembers": int(n), "auxiliary": int(split.aux.size),
                "access": access},
         neighbouring=ADD_REMOVE_RECORD, delta=target.delta if claim else None, confidence=opts.confidence,
         epsilon_theory=claim.epsilon(target.delta) if claim is not None else None, accountant=accountant(claim),
-        params=target.params)
+        params=target.params).to_dict()
     return header | no_bounds() | {
         "verdict": inversion_verdict(inversion, data.n_classes, claim is not None), "inversion": inversion,
         "figures": figures, "tables": inversion_tables(inversion, access, data.n_classes), "quick": opts.quick}

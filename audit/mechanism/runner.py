@@ -31,7 +31,7 @@ from tqdm.auto import tqdm
 
 from audit.choices import MECHANISM_DRAWS
 from audit.errors import UserError
-from audit.results_header import accountant, results_header
+from audit.results_header import ResultsHeader, accountant
 from audit.run_context import RunContext
 from audit.stats.metrics import attack_metrics
 from audit.stats.rates import operating_point
@@ -214,9 +214,9 @@ def _audit(ctx: RunContext, opts: MechanismOptions, mech: Mechanism, delta: floa
     pair = mech.pair_claim()
     pair_epsilon = None if pair is None else float(pair.epsilon(delta))
     nominal = mech.nominal_claim
-    header = results_header(description=mech.description, dataset=None, neighbouring=mech.neighbouring, delta=delta,
-                            confidence=opts.confidence, accountant=accountant(claim),
-                            params=mech.params() | {"sensitivity": mech.sensitivity})
+    header = ResultsHeader(description=mech.description, dataset=None, neighbouring=mech.neighbouring, delta=delta,
+                           confidence=opts.confidence, accountant=accountant(claim),
+                           params=mech.params() | {"sensitivity": mech.sensitivity}).to_dict()
     results = header | {
         "lower_bounds": bounds,
         "attacks": {ATTACK_NAME: metrics},

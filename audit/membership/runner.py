@@ -44,7 +44,7 @@ from audit.membership.one_run import ALPHA_GRID, choose_guesses, empirical_point
 from audit.membership.options import MembershipOptions
 from audit.membership.subjects import MembershipSubject, membership_subject
 from audit.membership.trained_runner import run_trained_membership, trained_summary_lines
-from audit.results_header import ADD_REMOVE_RECORD, accountant, results_header
+from audit.results_header import ADD_REMOVE_RECORD, ResultsHeader, accountant
 from audit.run_context import RunContext
 from audit.stats.lower_bound import SECONDARY, VERDICT
 from audit.stats.metrics import attack_metrics, dp_advantage_bound
@@ -205,10 +205,10 @@ def membership_results(opts: MembershipOptions, target: MembershipSubject, game:
         bounds.append(attack_bound(name, sc, game, chosen, claim, delta, opts.confidence, is_primary))
         attacks_out[name] = attack_entry(name, sc, game, chosen, opts, adv_bound, references, is_primary)
     comparison = compare_with_claim(bounds, claim, delta, ALPHA_GRID, Family(1, opts.confidence))
-    header = results_header(
+    header = ResultsHeader(
         description=target.description, dataset=data.name, dataset_source=data.source, model=model_info,
         neighbouring=ADD_REMOVE_RECORD, delta=delta, confidence=opts.confidence, primary_attack=primary,
-        epsilon_theory=comparison["epsilon_theory"], accountant=accountant(claim), params=target.params)
+        epsilon_theory=comparison["epsilon_theory"], accountant=accountant(claim), params=target.params).to_dict()
     return header | {
         "tradeoff": comparison["tradeoff"], "lower_bounds": bounds, "best_lower_bound": comparison["best_lower_bound"],
         "lower_bound_tradeoff": comparison["lower_bound_tradeoff"], "ceiling": comparison["ceiling"],

@@ -25,7 +25,7 @@ from tqdm.auto import tqdm
 from audit.audited_model import AuditedModel
 from audit.choices import SYNTHETIC_CANARIES
 from audit.errors import UserError
-from audit.executors import TrainingCall, train_cached_models
+from audit.executors import CachedExecutor, TrainingCall, train_cached_models
 from audit.membership.game import CanaryGame
 from audit.plugins.probe import resolved_claim
 from audit.plugins.training import plugin_dataset, predictions, train_once
@@ -70,9 +70,9 @@ def registry_subject(opts: Any) -> MembershipSubject:
 
     def fit(paths: RunPaths, game: CanaryGame, calls: list[TrainingCall]) -> list:
         with opts.make_executor() as executor:  # every call's chunks run side by side
-            return train_cached_models(executor, paths.cache_dir, game.data, config, calls, device,
-                                       max_memory=opts.max_memory, progress=not opts.quiet, log=paths.log,
-                                       appended_rows=game.appended_rows)
+            runner = CachedExecutor(executor=executor, cache_dir=paths.cache_dir, log=paths.log)
+            return train_cached_models(runner, game.data, config, calls, device, max_memory=opts.max_memory,
+                                       progress=not opts.quiet, appended_rows=game.appended_rows)
 
     line = (f"{target.name}: sigma = {sigma:.4f} for epsilon {target.epsilon:g} at delta {target.delta:g} "
             f"(q = {target.sample_rate:.4f}, {target.steps} steps, PLD accountant)" if claim is not None else None)

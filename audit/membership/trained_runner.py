@@ -29,7 +29,7 @@ from audit.membership.trained import (
     query_trained,
     trained_attacks,
 )
-from audit.results_header import ADD_REMOVE_RECORD, accountant, results_header
+from audit.results_header import ADD_REMOVE_RECORD, ResultsHeader, accountant
 from audit.run_context import RunContext
 from audit.stats.lower_bound import VERDICT
 from audit.stats.metrics import attack_metrics
@@ -252,13 +252,13 @@ def _trained_results(opts: MembershipOptions, model: TrainedModel, q: TrainedQue
     comparison with the claim."""
     allowed, why = bound_permission
     best = comparison["best_lower_bound"]
-    header = results_header(
+    header = ResultsHeader(
         description=model.description, dataset=model.members.name, dataset_source=model.members.source,
         model={"arch": model.model_kind, "member_accuracy": q.accuracy["members"],
                "nonmember_accuracy": q.accuracy["nonmembers"]},
         neighbouring=ADD_REMOVE_RECORD, delta=delta, confidence=opts.confidence,
         primary_attack=best["attack"] if best else None, epsilon_theory=comparison["epsilon_theory"],
-        accountant=accountant(model.claim), params=model.params)
+        accountant=accountant(model.claim), params=model.params).to_dict()
     game = {"kind": "trained model", "members": len(model.members), "nonmembers": len(model.nonmembers),
             "records": f"the {len(model.members)} members and {len(model.nonmembers)} non-members the user gave "
                        f"({model.members.source}; {model.nonmembers.source})",

@@ -17,7 +17,7 @@ docs/references.md, "Reconstruction robustness".
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -78,15 +78,34 @@ def guesses(runs, candidates: np.ndarray, basis: np.ndarray, config: TrainConfig
                                                    noise_std), axis=-1)
 
 
-def dpsgd_games(data: Dataset, train_index: np.ndarray, config: TrainConfig, counts: tuple[int, ...], runs: int,
-                threat: str, seed: int, device, *, twin: bool = True, step_type: type[DPSGDStep] = DPSGDStep,
-                progress: bool = False, train: Callable[..., CandidateRuns] = train_candidate_runs,
-                ) -> tuple[list[GameResult], dict]:
-    """One game per candidate count: ``runs`` rounds, each a training run of ``config`` with a uniformly drawn
-    candidate; the non-private twin (noise 0) on the same rounds when ``twin``. Returns the games and a
-    description of the candidates. ``train`` trains the runs, with the arguments of
+@dataclass(frozen=True, kw_only=True)
+class GamePlan:
+    """The reconstruction games to play on a DP-SGD target.
+
+    Attributes:
+        counts: the candidate counts, one game each.
+        runs: the rounds of each game, one training run each.
+        threat: ``"updates"`` (every noisy update observed) or the white-box final model.
+        seed: the seed of the candidates, the drawn candidates and the runs' seeds.
+        twin: also play the non-private twin (noise 0) on the same rounds.
+    """
+
+    counts: tuple[int, ...]
+    runs: int
+    threat: str
+    seed: int
+    twin: bool = True
+
+
+def dpsgd_games(data: Dataset, train_index: np.ndarray, config: TrainConfig, plan: GamePlan, device, *,
+                step_type: type[DPSGDStep] = DPSGDStep, progress: bool = False,
+                train: Callable[..., CandidateRuns] = train_candidate_runs) -> tuple[list[GameResult], dict]:
+    """One game per candidate count of ``plan``: ``plan.runs`` rounds, each a training run of ``config`` with a
+    uniformly drawn candidate; the non-private twin (noise 0) on the same rounds when ``plan.twin``. Returns the
+    games and a description of the candidates. ``train`` trains the runs, with the arguments of
     :func:`targets.reconstruction_runs.train_candidate_runs` (the runner passes
     :func:`audit.executors.cached_candidate_runs` bound to the run's executor and model cache)."""
+    counts, runs, threat, seed, twin = plan.counts, plan.runs, plan.threat, plan.seed, plan.twin
     shapes = param_shapes(config.arch, data)
     n_params = int(sum(np.prod(s) for s in shapes.values()))
     coords = (np.arange(n_params) if threat == "updates"

@@ -323,25 +323,59 @@ def _check_design_args(delta: float, confidence: float, criterion: str, simulati
     return check_delta(delta), check_confidence(confidence), sims, evals
 
 
-def choose_one_run_design(mechanism: DPSGDClaim | CanaryMechanism | Sequence[float], canaries: int, delta: float,
-                          confidence: float, rng: np.random.Generator | int | None, *, simulations: int = 20,
-                          evaluations: int | None = None, method: str = "fdp", criterion: str = "mean",
+@dataclass(frozen=True, kw_only=True)
+class DesignObjective:
+    """The bound a one-run design maximises: its method and level, and the criterion over simulated games.
+
+    Attributes:
+        delta: the delta of the bound.
+        confidence: the bound's confidence.
+        method: the bound, one of :data:`DESIGN_METHODS` (:func:`guess_bound`).
+        criterion: ``"mean"`` or ``"median"``: the bound's statistic over the simulated games that is maximised.
+    """
+
+    delta: float
+    confidence: float
+    method: str = "fdp"
+    criterion: str = "mean"
+
+
+def choose_one_run_design(mechanism: DPSGDClaim | CanaryMechanism | Sequence[float], canaries: int,
+                          objective: DesignObjective, rng: np.random.Generator | int | None, *,
+                          simulations: int = 20, evaluations: int | None = None,
                           guess_counts: ArrayLike | None = None) -> OneRunDesign:
     """Guess counts for a one-run audit with ``canaries`` gradient canaries, from the claim alone.
 
     How: ``simulations`` one-run games are simulated under the claimed mechanism (:func:`simulated_games`:
     fair coins, the optimal LLR score of DP-SGD with the claim's q, sigma and T drawn from its law). For every
     candidate guess shape (``k_pos`` in :func:`guess_count_grid` or ``guess_counts``, with ``k_neg = 0`` or
-    ``k_neg = k_pos``) the one-run bound of ``method`` at ``delta`` and ``confidence`` is computed on each game
-    (:func:`guess_bound`: :func:`audit.stats.one_run_fdp.fdp_epsilon_lb`, the Gaussian-family estimate of
-    :func:`audit.stats.one_run_fdp.fdp_mu_lb`, or :func:`audit.stats.one_run.one_run_epsilon_lb`); the shape
-    with the largest mean (``criterion="mean"``) or median bound is chosen. ``evaluations`` further games
-    (default as many) give the expected bound of a perfect attack at that shape, its spread and the ceiling.
+    ``k_neg = k_pos``) the one-run bound of ``objective.method`` at its ``delta`` and ``confidence`` is computed
+    on each game (:func:`guess_bound`: :func:`audit.stats.one_run_fdp.fdp_epsilon_lb`, the Gaussian-family
+    estimate of :func:`audit.stats.one_run_fdp.fdp_mu_lb`, or :func:`audit.stats.one_run.one_run_epsilon_lb`);
+    the shape with the largest mean (``criterion="mean"``) or median bound is chosen. ``evaluations`` further
+    games (default as many) give the expected bound of a perfect attack at that shape, its spread and the
+    ceiling.
 
     The design takes no coins and no scores of the audited training: it is fixed before the
     training runs, so the bound computed with it is valid whatever the code does (a broken
     implementation only makes the design suboptimal). Sources: docs/references.md, "One-run auditing".
+
+    Args:
+        mechanism: the claimed mechanism: a claim, a :class:`CanaryMechanism` or its (q, sigma, T).
+        canaries: M, the number of canaries.
+        objective: the bound maximised (method, delta, confidence) and the criterion.
+        rng: the generator (or seed) of the simulated games.
+        simulations: the games that choose the guess counts.
+        evaluations: the further games that evaluate the choice (default: as many).
+        guess_counts: the candidate ``k_pos`` (default :func:`guess_count_grid`).
+
+    Returns:
+        The design: the guess counts and the expected bound of a perfect attack.
+
+    Raises:
+        UserError: an unknown method or criterion, delta, confidence or counts out of range, or not a mechanism.
     """
+    delta, confidence, method, criterion = objective.delta, objective.confidence, objective.method, objective.criterion
     mech = CanaryMechanism.of(mechanism)
     m = _check_count(canaries, "canaries", 2)
     delta, confidence, sims, evals = _check_design_args(delta, confidence, criterion, simulations, evaluations)
@@ -369,11 +403,10 @@ class CanaryCountChoice:
                          "the best candidate's, among candidates not above max_canaries, by simulating the claim")}
 
 
-def default_canary_count(mechanism: DPSGDClaim | CanaryMechanism | Sequence[float], delta: float,
-                         confidence: float, rng: np.random.Generator | int | None, max_canaries: int, *,
+def default_canary_count(mechanism: DPSGDClaim | CanaryMechanism | Sequence[float], objective: DesignObjective,
+                         rng: np.random.Generator | int | None, max_canaries: int, *,
                          candidates: Sequence[int] = DEFAULT_CANARY_CANDIDATES, within: float = 0.05,
-                         simulations: int = 10, method: str = "fdp",
-                         criterion: str = "mean") -> CanaryCountChoice:
+                         simulations: int = 10) -> CanaryCountChoice:
     """Default number of canaries M for a one-run audit of the claimed DP-SGD, by simulation.
 
     Rule: the candidates are ``candidates`` not above ``max_canaries`` (what the model can hold: its
@@ -386,7 +419,23 @@ def default_canary_count(mechanism: DPSGDClaim | CanaryMechanism | Sequence[floa
     so the default is the fewest canaries whose expected bound is at least ``(1 - within)`` times the
     best candidate's. Any M keeps the audit valid; the rule only trades power for cost.
     Sources: docs/references.md, "One-run auditing".
+
+    Args:
+        mechanism: the claimed mechanism: a claim, a :class:`CanaryMechanism` or its (q, sigma, T).
+        objective: the bound maximised (method, delta, confidence) and the criterion.
+        rng: the generator (or seed) of the simulated games.
+        max_canaries: the most canaries the model can hold.
+        candidates: the candidate numbers of canaries.
+        within: the fraction of the best expected bound the chosen number may fall short by.
+        simulations: the games that choose each candidate's guess counts (as many evaluate it).
+
+    Returns:
+        The chosen number of canaries, its design and the table of every candidate.
+
+    Raises:
+        UserError: an unknown method or criterion, delta, confidence, counts or ``within`` out of range.
     """
+    delta, confidence, method, criterion = objective.delta, objective.confidence, objective.method, objective.criterion
     mech = CanaryMechanism.of(mechanism)
     cap = _check_count(max_canaries, "max_canaries", 2)
     if not 0.0 <= within < 1.0:

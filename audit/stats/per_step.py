@@ -19,6 +19,7 @@ can never exceed the claim except with probability 1 - confidence.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -139,7 +140,20 @@ def _step_counts(obs_in: np.ndarray, obs_out: np.ndarray, thresholds: np.ndarray
     return confusion_counts(pooled, members, thresholds)
 
 
-def per_step_bound(step_scores: ArrayLike, included: ArrayLike, sample_rate: float, steps: int, delta: float,
+@dataclass(frozen=True, kw_only=True)
+class StepComposition:
+    """The steps a claim composes: each one the subsampled step mechanism at rate ``q``, ``T`` of them.
+
+    Attributes:
+        sample_rate: q, in (0, 1].
+        steps: T, the number of steps the claim composes.
+    """
+
+    sample_rate: float
+    steps: int
+
+
+def per_step_bound(step_scores: ArrayLike, included: ArrayLike, composition: StepComposition, delta: float,
                    confidence: float, rng: np.random.Generator | int | None, n_thresholds: int = 400,
                    design_sigma: float | None = None) -> LowerBound:
     """Bound from every intermediate update (Nasr et al. 2023, Sec. 5: per-step auditing composed).
@@ -155,8 +169,7 @@ def per_step_bound(step_scores: ArrayLike, included: ArrayLike, sample_rate: flo
     Args:
         step_scores: the observations, shape (runs, steps).
         included: whether each run included the canary.
-        sample_rate: q, in (0, 1].
-        steps: T, the number of steps the claim composes.
+        composition: q and T of the steps the claim composes.
         delta: the delta of the epsilon.
         confidence: the bound's confidence.
         rng: the generator (or seed) of the split without ``design_sigma``: runs are split at random
@@ -173,6 +186,7 @@ def per_step_bound(step_scores: ArrayLike, included: ArrayLike, sample_rate: flo
     Raises:
         UserError: scores of the wrong shape, non-finite scores, q outside (0, 1], or no run of one world.
     """
+    sample_rate, steps = composition.sample_rate, composition.steps
     obs = np.asarray(step_scores, dtype=float)
     inc = np.asarray(included, dtype=bool).reshape(-1)
     if obs.ndim != 2 or obs.shape[0] != inc.size:

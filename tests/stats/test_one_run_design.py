@@ -14,6 +14,7 @@ from audit.errors import UserError
 from audit.stats import one_run_design as design_mod
 from audit.stats.one_run_design import (
     CanaryMechanism,
+    DesignObjective,
     choose_one_run_design,
     default_canary_count,
     dpsgd_canary_llr,
@@ -24,6 +25,7 @@ from audit.stats.one_run_fdp import fdp_epsilon_lb, fdp_one_run_bound, fdp_rejec
 from audit.theory.dpsgd import DPSGDClaim
 
 DELTA, CONFIDENCE = 1e-5, 0.95
+OBJECTIVE = DesignObjective(delta=DELTA, confidence=CONFIDENCE)
 
 
 def _brute_force_llr(obs: np.ndarray, q: float, sigma: float) -> np.ndarray:
@@ -96,38 +98,38 @@ def test_design_never_sees_the_audited_game() -> None:
 
 def test_design_choice_and_record() -> None:
     claim = DPSGDClaim(1.5, 0.25, 8)
-    d = choose_one_run_design(claim, 600, DELTA, CONFIDENCE, 5, simulations=6)
+    d = choose_one_run_design(claim, 600, OBJECTIVE, 5, simulations=6)
     assert d.k_neg in (0, d.k_pos) and (d.k_pos, d.k_neg) in d.grid and d.k_pos in guess_count_grid(600)
     assert {(k, 0) for k in guess_count_grid(600)} | {(k, k) for k in guess_count_grid(600)} == set(d.grid)
     assert 0.0 < d.expected_epsilon <= d.ceiling and d.epsilon_range[0] <= d.epsilon_median <= d.epsilon_range[1]
     assert d.mechanism == CanaryMechanism(0.25, 1.5, 8) and d.simulations == d.evaluations == 6
-    same = choose_one_run_design((0.25, 1.5, 8), 600, DELTA, CONFIDENCE, 5, simulations=6)
+    same = choose_one_run_design((0.25, 1.5, 8), 600, OBJECTIVE, 5, simulations=6)
     assert same == d  # the claim and its (q, sigma, T) give the same design; seeded
     guesses = d.k_pos + d.k_neg
     assert d.ceiling == pytest.approx(fdp_epsilon_lb(guesses, guesses, 600, DELTA, CONFIDENCE))
     record = d.to_dict()
     assert record["k_pos"] == d.k_pos and "never the audited coins" in record["rule"]
-    median = choose_one_run_design(claim, 600, DELTA, CONFIDENCE, 5, simulations=6, criterion="median",
-                                   guess_counts=[5, 20, 80])
+    by_median = DesignObjective(delta=DELTA, confidence=CONFIDENCE, criterion="median")
+    median = choose_one_run_design(claim, 600, by_median, 5, simulations=6, guess_counts=[5, 20, 80])
     assert median.k_pos in (5, 20, 80) and median.criterion == "median"
-    steinke = choose_one_run_design(claim, 300, DELTA, CONFIDENCE, 5, simulations=3, method="steinke",
-                                    guess_counts=[10, 40])
+    of_steinke = DesignObjective(delta=DELTA, confidence=CONFIDENCE, method="steinke")
+    steinke = choose_one_run_design(claim, 300, of_steinke, 5, simulations=3, guess_counts=[10, 40])
     assert steinke.k_neg in (0, steinke.k_pos) and steinke.method == "steinke"
     with pytest.raises(UserError):
-        choose_one_run_design(claim, 600, DELTA, CONFIDENCE, 5, method="bayes")
+        choose_one_run_design(claim, 600, DesignObjective(delta=DELTA, confidence=CONFIDENCE, method="bayes"), 5)
     with pytest.raises(UserError):
-        choose_one_run_design(claim, 600, DELTA, CONFIDENCE, 5, guess_counts=[0, 10])
+        choose_one_run_design(claim, 600, OBJECTIVE, 5, guess_counts=[0, 10])
     with pytest.raises(UserError):
-        choose_one_run_design("not a claim", 600, DELTA, CONFIDENCE, 5)  # type: ignore[arg-type]
+        choose_one_run_design("not a claim", 600, OBJECTIVE, 5)  # type: ignore[arg-type]
 
 
 def test_default_canary_count_rule() -> None:
     mech = (0.2, 1.2, 10)
-    best = default_canary_count(mech, DELTA, CONFIDENCE, 2, 900, candidates=(200, 500, 2000), within=0.0,
+    best = default_canary_count(mech, OBJECTIVE, 2, 900, candidates=(200, 500, 2000), within=0.0,
                                 simulations=4)
     assert [row[0] for row in best.table] == [200, 500, 900]  # 2000 exceeds the cap; the cap itself is tried
     assert best.canaries == max(best.table, key=lambda row: row[1])[0]
-    lenient = default_canary_count(mech, DELTA, CONFIDENCE, 2, 900, candidates=(200, 500, 2000), within=0.5,
+    lenient = default_canary_count(mech, OBJECTIVE, 2, 900, candidates=(200, 500, 2000), within=0.5,
                                    simulations=4)
     top = max(row[1] for row in lenient.table)
     assert lenient.canaries == next(m for m, e, _, _ in lenient.table if e >= 0.5 * top)
@@ -160,7 +162,7 @@ def test_one_run_audit_at_the_claim_is_sound() -> None:
     5% plus binomial slack (0.999 quantile of Bin(n, 0.05))."""
     claim, canaries, games = DPSGDClaim(2.0, 0.2, 10), 1000, 200
     true_eps = claim.epsilon(DELTA)
-    d = choose_one_run_design(claim, canaries, DELTA, CONFIDENCE, 101, simulations=8)
+    d = choose_one_run_design(claim, canaries, OBJECTIVE, 101, simulations=8)
     bounds, rejected = _audit_games(claim, claim.noise_multiplier, canaries, d.k_pos, games,
                                     np.random.default_rng(202))
     assert sum(b > true_eps for b in bounds) <= _max_false(games)
@@ -172,7 +174,7 @@ def test_one_run_audit_rejects_halved_noise() -> None:
     """Power: the code runs half the claimed noise; guesses designed for the claim; the claim's own
     tradeoff curve is rejected in most games."""
     claim, canaries, games = DPSGDClaim(2.0, 0.2, 10), 3000, 60
-    d = choose_one_run_design(claim, canaries, DELTA, CONFIDENCE, 303, simulations=6)
+    d = choose_one_run_design(claim, canaries, OBJECTIVE, 303, simulations=6)
     _, rejected = _audit_games(claim, claim.noise_multiplier / 2, canaries, d.k_pos, games,
                                np.random.default_rng(404))
     assert np.mean(rejected) >= 0.8
@@ -184,7 +186,7 @@ def test_design_takes_both_sides_of_a_mirror_image_mechanism() -> None:
     tail, and the design's simulations choose two-sided guesses (measured margin on the design games:
     0.14-0.31 over the best one-sided shape at seeds 0-2, against a spread of about 0.1 for a mean of 8
     games); the ceiling and the expected bound are those of the two-sided shape."""
-    d = choose_one_run_design((1.0, 1.0, 1), 2000, DELTA, CONFIDENCE, 0, simulations=8)
+    d = choose_one_run_design((1.0, 1.0, 1), 2000, OBJECTIVE, 0, simulations=8)
     assert d.k_neg == d.k_pos > 0 and "'out' for the" in d.guesses
     one_sided = max(v for (_, k_neg), v in zip(d.grid, d.grid_value, strict=True) if k_neg == 0)
     assert max(d.grid_value) > one_sided

@@ -16,7 +16,7 @@ from audit.dp.game import audit_runs
 from audit.dp.options import DPOptions
 from audit.dp.runner import run_dp
 from audit.errors import UserError
-from audit.stats.per_step import per_step_bound
+from audit.stats.per_step import StepComposition, per_step_bound
 from audit.theory.claims import GaussianClaim
 from audit.theory.gaussian import gaussian_mu_for
 
@@ -112,5 +112,6 @@ def test_per_step_bound_detects_a_broken_noise_scale():
     inc = rng.random(R) < 0.5
     obs = rng.normal(size=(R, T)) * (sigma / 2) + ((rng.random((R, T)) < q) & inc[:, None])
     claimed = DPSGDClaim(sigma, q, T).epsilon(DELTA)
-    assert per_step_bound(obs, inc, q, T, DELTA, 0.95, 0).epsilon > claimed
-    assert per_step_bound(obs, inc, q, T, DELTA, 0.95, 0, design_sigma=sigma).epsilon > claimed
+    composition = StepComposition(sample_rate=q, steps=T)
+    assert per_step_bound(obs, inc, composition, DELTA, 0.95, 0).epsilon > claimed
+    assert per_step_bound(obs, inc, composition, DELTA, 0.95, 0, design_sigma=sigma).epsilon > claimed

@@ -18,7 +18,12 @@ from audit.cli import main
 from audit.dp.one_run_game import DESIGN_SIMULATIONS
 from audit.plugins.probe import REPEAT_STEPS
 from audit.stats.canary_score_distribution import score_distribution
-from audit.stats.one_run_design import CanaryMechanism, default_canary_count, simulate_dpsgd_canary_scores
+from audit.stats.one_run_design import (
+    CanaryMechanism,
+    DesignObjective,
+    default_canary_count,
+    simulate_dpsgd_canary_scores,
+)
 from audit.theory.dpsgd import calibrate_noise_multiplier
 from targets.audit_hooks import add_canary, report_update
 
@@ -144,7 +149,8 @@ def test_design_guess_count_is_stable_across_seeds_and_deterministic_by_seed():
     mech = CanaryMechanism(0.05, float(calibrate_noise_multiplier(4.0, DELTA, 0.05, 60)), 60)
 
     def k_pos(seed: int) -> int:
-        return default_canary_count(mech, DELTA, 0.95, np.random.default_rng([seed, 61]), 2000,
+        return default_canary_count(mech, DesignObjective(delta=DELTA, confidence=0.95),
+                                    np.random.default_rng([seed, 61]), 2000,
                                     simulations=DESIGN_SIMULATIONS).design.k_pos
 
     ks = [k_pos(s) for s in range(4)]

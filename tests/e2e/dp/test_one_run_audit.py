@@ -17,7 +17,7 @@ from audit.dp.options import DPOptions
 from audit.dp.runner import run_dp
 from audit.errors import UserError
 from audit.schemas import validate_results
-from audit.stats.one_run_design import choose_one_run_design, simulate_dpsgd_canary_scores
+from audit.stats.one_run_design import DesignObjective, choose_one_run_design, simulate_dpsgd_canary_scores
 from audit.theory.dpsgd import DPSGDClaim, calibrate_noise_multiplier
 
 #: End-to-end runs of the audits (``pytest -m "not slow"`` runs the unit tests alone).
@@ -55,7 +55,7 @@ def test_no_false_violation_at_the_claim(claimed):
     true rate is 5%)."""
     sigma, claim = claimed
     m, games = 1000, 60
-    design = choose_one_run_design(claim, m, DELTA, CONFIDENCE, 2024, simulations=10)
+    design = choose_one_run_design(claim, m, DesignObjective(delta=DELTA, confidence=CONFIDENCE), 2024, simulations=10)
     violations = 0
     for g in range(games):
         scores, members = simulate_dpsgd_canary_scores(m, Q, sigma, T, [11, g])
@@ -72,7 +72,7 @@ def test_halved_noise_is_a_violation(claimed):
     8 games of other seeds: 8 of 8; at power 0.9, 6 or more of 8 happens with probability 0.96."""
     sigma, claim = claimed
     m = 5000
-    design = choose_one_run_design(claim, m, DELTA, CONFIDENCE, 2024, simulations=10)
+    design = choose_one_run_design(claim, m, DesignObjective(delta=DELTA, confidence=CONFIDENCE), 2024, simulations=10)
     found = 0
     for g in range(8):
         scores, members = simulate_dpsgd_canary_scores(m, Q, sigma / 2, T, [13, g])
@@ -84,7 +84,7 @@ def test_halved_noise_is_a_violation(claimed):
 
 def test_design_mismatch_is_refused(claimed):
     sigma, claim = claimed
-    design = choose_one_run_design(claim, 200, DELTA, CONFIDENCE, 0, simulations=2)
+    design = choose_one_run_design(claim, 200, DesignObjective(delta=DELTA, confidence=CONFIDENCE), 0, simulations=2)
     scores, members = simulate_dpsgd_canary_scores(100, Q, sigma, T, 0)
     with pytest.raises(Exception, match="design is for 200 canaries"):
         one_run_results(scores, members, claim, DELTA, CONFIDENCE, design)

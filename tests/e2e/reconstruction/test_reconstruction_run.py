@@ -14,7 +14,7 @@ from scipy import stats
 import audit.executors as executors
 from audit.cli import main
 from audit.reconstruction.dperm import dperm_games
-from audit.reconstruction.dpsgd import dpsgd_games
+from audit.reconstruction.dpsgd import GamePlan, dpsgd_games
 from audit.reconstruction.game import interval
 from audit.theory.rero import rero_bound
 from targets.datasets import load_dataset
@@ -49,8 +49,8 @@ def test_broken_control_exceeds_rero_bound():
     data = load_dataset(target.dataset)
     train_index = np.random.default_rng([0, 5]).permutation(len(data))[:target.n_train]
     sigma = target.noise_multiplier()
-    (game,), _ = dpsgd_games(data, train_index, target.train_config(sigma), (10,), 60, "updates", 0, "cpu",
-                             twin=False, step_type=NoiseOverBatchStep)
+    plan = GamePlan(counts=(10,), runs=60, threat="updates", seed=0, twin=False)
+    (game,), _ = dpsgd_games(data, train_index, target.train_config(sigma), plan, "cpu", step_type=NoiseOverBatchStep)
     lower, _ = interval(game.successes, game.runs, 0.05)
     assert lower > rero_bound(target.claim(sigma), 0.1)
 
