@@ -65,7 +65,7 @@ def _dperm_use(description: str, run_kinds: tuple[str, ...]) -> TargetUse:
 
 
 def _plugin_use(entry: TargetEntry) -> TargetUse:
-    from targets.plugins import TrainerPlugin  # only for a user's plugin: list and --help import nothing
+    from targets.plugins.loading import TrainerPlugin  # only for a user's plugin: list and --help import nothing
 
     plugin = entry.factory()
     if not isinstance(plugin, TrainerPlugin):

@@ -12,7 +12,7 @@ epsilon lower bound exceeds what the code claims::
         assert_private("my_package.dp_plugin:factory", one_run=True, seed=0)
 
 ``target`` is a built-in target name (``python -m audit list``), a plugin spec
-``module:factory``, a plugin dict (the form :mod:`targets.plugins` documents) or a zero-argument
+``module:factory``, a plugin dict (the form :mod:`targets.plugins.loading` documents) or a zero-argument
 factory returning one. Mechanisms are audited with :func:`audit.mechanism.runner.run_mechanism`
 (``runs`` = draws per world), trainers and trained DP targets with the multi-run game of
 :mod:`audit.dp.runner` (``runs`` = trainings). A bound above the claim at the stated confidence
@@ -30,7 +30,7 @@ from typing import Any
 
 from audit.choices import MECHANISM_DRAWS
 from audit.dp.options import DPOptions
-from audit.dp.plugin_one_run import run_plugin_one_run
+from audit.dp.plugins.one_run import run_plugin_one_run
 from audit.dp.runner import play, run_dp
 from audit.dp.setup import trainer_setup
 from audit.errors import UserError
@@ -38,8 +38,8 @@ from audit.mechanism.runner import MechanismOptions, run_mechanism
 from audit.plugins.accounting import deciding_findings
 from audit.target_defaults import plugin_canary, trainer_plugin_use
 from targets.catalogue import resolve
-from targets.plugin_mechanism import PluginMechanism
-from targets.plugins import MechanismPlugin, TrainerPlugin, plugin_from_dict, plugin_from_factory
+from targets.plugins.loading import MechanismPlugin, TrainerPlugin, plugin_from_dict, plugin_from_factory
+from targets.plugins.mechanism import PluginMechanism
 
 
 def _resolve(target: Any) -> tuple[str, Any]:
@@ -60,7 +60,7 @@ def _resolve(target: Any) -> tuple[str, Any]:
 def _one_run(label: str, what: Any, attack: str | None, runs: int | None, canaries: int | None, confidence: float,
              seed: int, out: str, quiet: bool) -> tuple[Path, dict]:
     """The one-run audit of ``assert_private(..., one_run=True)``: one training with gradient canaries
-    (:mod:`audit.dp.plugin_one_run` for a trainer plugin, :mod:`audit.dp.one_run_game` for a built-in target)."""
+    (:mod:`audit.dp.plugins.one_run` for a trainer plugin, :mod:`audit.dp.one_run.game` for a built-in target)."""
     if runs is not None:
         raise UserError("one_run=True trains once; leave runs out (the number of canaries is canaries=M)")
     threat, _, canary = (attack or "").partition("/")
@@ -164,7 +164,7 @@ def assert_private(target: Any, *, attack: str | None = None, runs: int | None =
 
     Args:
         target: a built-in target name (``python -m audit list``), a plugin spec ``"module:factory"``, a
-            plugin dict (the form :mod:`targets.plugins` documents) or a zero-argument factory returning one.
+            plugin dict (the form :mod:`targets.plugins.loading` documents) or a zero-argument factory returning one.
         attack: for trainers ``"THREAT/CANARY"`` (e.g. ``"black-box/mislabelled"``; plugins default to
             black-box with the crafted canary, ``"updates/dirac"`` audits the DP-SGD steps of an Opacus or
             hooked loop; built-in targets default as ``run dp`` does, :mod:`audit.target_defaults`); for

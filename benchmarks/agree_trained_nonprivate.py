@@ -39,7 +39,7 @@ from audit.run_context import RunPaths, cache_dir_of  # noqa: E402
 from audit.stats.split_check import auc_score_interval  # noqa: E402
 from audit.trained_targets import quick_target  # noqa: E402
 from targets.datasets import Dataset  # noqa: E402
-from targets.plugins import ModelPlugin  # noqa: E402
+from targets.plugins.loading import ModelPlugin  # noqa: E402
 from targets.registry import get_target  # noqa: E402
 from targets.training import train_models  # noqa: E402
 

@@ -48,7 +48,7 @@ from attacks.lm_membership import (  # noqa: E402
 from audit.io import write_json  # noqa: E402
 from audit.run_context import host_info, utc_now  # noqa: E402
 from audit.stats.metrics import auc, tpr_at_fpr  # noqa: E402
-from audit.stats.one_run import one_run_bound  # noqa: E402
+from audit.stats.one_run.steinke import one_run_bound  # noqa: E402
 from audit.stats.text_split_check import text_split_check  # noqa: E402
 from targets.lm.base import finetune_pool, pretrained_base  # noqa: E402
 from targets.lm.model import token_logprobs, token_moments  # noqa: E402

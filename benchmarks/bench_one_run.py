@@ -52,11 +52,11 @@ def measure(mode: str, target_name: str, eps: float) -> dict:
     """In this process: one plain training or one audited training (default M, Dirac) of the target."""
     import numpy as np
 
-    from audit.dp.one_run_game import DEFAULT_MAX_CANARIES
+    from audit.dp.one_run.game import DEFAULT_MAX_CANARIES
     from audit.theory.dpsgd import calibrate_noise_multiplier
     from targets.datasets import load_dataset
     from targets.dpsgd_audit import param_shapes
-    from targets.one_run_canaries import OneRunCanaries, quiet_coordinates, train_one_run
+    from targets.gradient_canaries import OneRunCanaries, quiet_coordinates, train_one_run
     from targets.registry import get_target
     from targets.training import train_models
 

@@ -6,9 +6,9 @@ PLD accountant at delta 1e-5, P = 26,010 parameters). Up to P canaries are Dirac
 the observation is exactly ``b_t + N(0, sigma^2)``). Beyond P they must be random unit directions, and
 each canary's projection then also carries ``sum_{j != i} b_j <d_i, d_j>``: about q M / 2 included
 canaries a step, each overlapping by a variance of 1/P, i.e. an extra variance ``q (M - 1) / (2 P)``
-(:func:`targets.one_run_canaries.crosstalk_variance`), modelled as Gaussian noise added to sigma^2.
+(:func:`targets.gradient_canaries.crosstalk_variance`), modelled as Gaussian noise added to sigma^2.
 "ideal" rows drop the cross-talk (what M canaries would give if they were orthogonal). Per row:
-``--games`` games simulated exactly (:func:`audit.stats.one_run_design.simulate_dpsgd_canary_scores`,
+``--games`` games simulated exactly (:func:`audit.stats.one_run.design.simulate_dpsgd_canary_scores`,
 the likelihood-ratio score), the valid f-DP (eps, delta) bound at every one- and two-sided guess shape
 of the design's grid, and the best shape's mean (chosen on the same games: optimistic by the same
 small amount for every M, so the rows compare). Usage: ``python benchmarks/bench_one_run_canary_count.py
@@ -32,9 +32,9 @@ if str(ROOT) not in sys.path:
 
 from audit.io import write_json  # noqa: E402
 from audit.run_context import host_info, utc_now  # noqa: E402
-from audit.stats.one_run_design import grid_bounds, guess_shapes, simulate_dpsgd_canary_scores  # noqa: E402
+from audit.stats.one_run.design import grid_bounds, guess_shapes, simulate_dpsgd_canary_scores  # noqa: E402
 from audit.theory.dpsgd import calibrate_noise_multiplier  # noqa: E402
-from targets.one_run_canaries import crosstalk_variance  # noqa: E402
+from targets.gradient_canaries import crosstalk_variance  # noqa: E402
 
 SAMPLE_RATE, STEPS, PARAMS, EPSILON, DELTA = 0.1707, 88, 26_010, 8.0, 1e-5
 ROWS = ((20_000, "dirac"), (26_010, "dirac"), (50_000, "ideal"), (50_000, "random"), (100_000, "ideal"),

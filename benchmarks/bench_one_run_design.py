@@ -2,7 +2,7 @@
 
 For the exact per-canary observation of DP-SGD (Poisson rate q = 0.1707, T = 88 steps, noise
 multiplier calibrated by the PLD accountant for the claimed epsilon at delta = 1e-5), M canaries each
-in by a fair coin and the optimal likelihood-ratio score, :func:`audit.stats.one_run_design.
+in by a fair coin and the optimal likelihood-ratio score, :func:`audit.stats.one_run.design.
 choose_one_run_design` fixes the number of "in" guesses on ``--design-sims`` simulated games and
 reports the valid f-DP (eps, delta) one-run bound (Mahloujifar, Melis, Chaudhuri 2025, 95%) at that
 guess count on ``--seeds`` separate games (mean, sd, median): "what a perfect attack could reach
@@ -27,7 +27,7 @@ if str(ROOT) not in sys.path:
 
 from audit.io import write_json  # noqa: E402
 from audit.run_context import host_info, utc_now  # noqa: E402
-from audit.stats.one_run_design import CanaryMechanism, DesignObjective, choose_one_run_design  # noqa: E402
+from audit.stats.one_run.design import CanaryMechanism, DesignObjective, choose_one_run_design  # noqa: E402
 from audit.theory.dpsgd import calibrate_noise_multiplier  # noqa: E402
 
 SAMPLE_RATE, STEPS = 0.1707, 88

@@ -27,7 +27,7 @@ if str(ROOT) not in sys.path:
 from audit.io import write_json  # noqa: E402
 from audit.plugins.training import train_once  # noqa: E402
 from targets.datasets import load_dataset  # noqa: E402
-from targets.plugins import plugin_from_dict  # noqa: E402
+from targets.plugins.loading import plugin_from_dict  # noqa: E402
 from targets.threads import THREADS_ENV  # noqa: E402
 
 

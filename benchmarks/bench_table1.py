@@ -4,7 +4,7 @@ The idealized setting of their Table 1: a Gaussian mechanism, ``--canaries`` can
 in by a fair coin, the observation of canary i is its score ``b_i + N(0, sigma^2)`` (``b_i`` its coin;
 mu = 1 / sigma), 95% confidence, delta 1e-5, sigma 0.5 / 1 / 2 (true epsilon 9.99 / 4.38 / 1.99).
 Three estimators, each with its own guess shape, chosen as the workbench's design chooses it
-(:func:`audit.stats.one_run_design.choose_one_run_design`: one-sided ``(k, 0)`` or two-sided ``(k, k)``
+(:func:`audit.stats.one_run.design.choose_one_run_design`: one-sided ``(k, 0)`` or two-sided ``(k, k)``
 on a geometric grid of k, the largest mean bound over ``--design-games`` games simulated under the
 mechanism, never the audited game): ``steinke`` (Steinke, Nasr, Jagielski 2023, valid), ``fdp`` (the
 f-DP recursion with the f_{eps,delta} null, valid) and ``fdp-gdp`` (the largest mu-GDP null the
@@ -15,7 +15,7 @@ not a valid procedure, shown only to tell whether a published figure rests on it
 best one-sided shape on the design games, evaluated on the same games as the design's choice. Steinke et al.'s
 p-value is slow at 10^5 canaries (a binomial tail per candidate epsilon over thousands of guesses),
 so its cells use at most :data:`STEINKE_GAMES` games of each kind; its figures vary little. The mechanism here
-(q = 1, T = 1) is :func:`audit.stats.one_run_design.simulate_dpsgd_canary_scores`, whose likelihood
+(q = 1, T = 1) is :func:`audit.stats.one_run.design.simulate_dpsgd_canary_scores`, whose likelihood
 ratio ``(2 o - 1) / (2 sigma^2)`` orders the canaries exactly as the observation does.
 
 Usage: ``python benchmarks/bench_table1.py [--json benchmarks/results_table1.json] [--canaries 100000]
@@ -37,7 +37,7 @@ if str(ROOT) not in sys.path:
 
 from audit.io import write_json  # noqa: E402
 from audit.run_context import host_info, utc_now  # noqa: E402
-from audit.stats.one_run_design import (  # noqa: E402
+from audit.stats.one_run.design import (  # noqa: E402
     CanaryMechanism,
     DesignObjective,
     choose_one_run_design,

@@ -33,7 +33,7 @@ from bench_training import machine_info  # noqa: E402
 from audit.io import write_json  # noqa: E402
 from audit.membership.runner import MembershipOptions, run_trained_membership  # noqa: E402
 from targets.datasets import load_dataset  # noqa: E402
-from targets.plugins import ModelPlugin  # noqa: E402
+from targets.plugins.loading import ModelPlugin  # noqa: E402
 from targets.threads import usable_cpus  # noqa: E402
 
 IMAGES_AUDITED = 4000

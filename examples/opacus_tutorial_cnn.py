@@ -6,7 +6,7 @@
 
 The audit runs this code unchanged: the accounting check reads the DP-SGD Opacus runs (noise multiplier,
 Poisson rate, steps) and the one audited training carries the gradient canaries
-(:mod:`audit.dp.plugin_one_run`). :func:`small_trainer` (500 rows, 1 epoch) is the configuration
+(:mod:`audit.dp.plugins.one_run`). :func:`small_trainer` (500 rows, 1 epoch) is the configuration
 ``tests/e2e/dp/test_plugin_one_run.py`` audits in CI.
 
 Opacus takes the rate as ``1/len(loader)`` and divides by ``int(n q)``; both move with one record when the

@@ -4,7 +4,7 @@ Each family keeps its own registry (trained models :data:`targets.registry.TARGE
 mechanisms :data:`targets.mechanisms.MECHANISMS`, DP-ERM :data:`targets.dperm.DPERM_TARGETS` and its
 ``run dp`` variants :data:`targets.dperm.DPERM_AUDIT_TARGETS`, broken controls
 :data:`targets.broken_mechanisms.BROKEN_MECHANISMS`, built-in plugins
-:data:`targets.plugins.BUILTIN_PLUGINS`); this module presents them in one shape, a
+:data:`targets.plugins.loading.BUILTIN_PLUGINS`); this module presents them in one shape, a
 :class:`TargetEntry`, and resolves any name — a built-in one or a ``module:factory`` plugin spec —
 to one (:func:`resolve`). It is the only place that tells a plugin spec from a built-in name.
 """
@@ -20,7 +20,7 @@ from audit.errors import unknown_target
 from targets.broken_mechanisms import BROKEN_MECHANISMS, make_broken
 from targets.dperm import DPERM_AUDIT_TARGETS, DPERM_TARGETS, make_dperm
 from targets.mechanisms import MECHANISMS, make_mechanism
-from targets.plugins import BUILTIN_PLUGINS, is_plugin_spec, load_plugin
+from targets.plugins.loading import BUILTIN_PLUGINS, is_plugin_spec, load_plugin
 from targets.registry import TARGETS, TrainedTarget, get_target
 
 __all__ = ["FAMILIES", "TargetEntry", "entries", "lookup", "resolve", "trained_target", "trained_targets"]
@@ -39,7 +39,7 @@ class TargetEntry:
     * ``dp-erm``: ``factory(epsilon=None, delta=None, l2_reg=None, pair="label-flip")`` ->
       :class:`targets.dperm.DPERMMechanism`;
     * ``control``: ``factory()`` -> the broken :class:`targets.mechanisms.Mechanism`;
-    * ``plugin``: ``factory()`` -> :class:`targets.plugins.TrainerPlugin` or ``MechanismPlugin``
+    * ``plugin``: ``factory()`` -> :class:`targets.plugins.loading.TrainerPlugin` or ``MechanismPlugin``
       (imports the user's module and calls its factory).
     """
 
@@ -79,7 +79,7 @@ def lookup(name: str) -> TargetEntry | None:
 
 def is_plugin(name: str) -> bool:
     """Whether ``name`` names a plugin: a built-in plugin or ``module:factory`` (the one place that asks
-    :func:`targets.plugins.is_plugin_spec`)."""
+    :func:`targets.plugins.loading.is_plugin_spec`)."""
     return is_plugin_spec(name)
 
 

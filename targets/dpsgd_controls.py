@@ -1,7 +1,7 @@
 """DP-SGD trainers written the way a user would (trainer-plugin form), one correct and two
 deliberately broken, all claiming (1, 1e-5)-DP — controls for black-box audits.
 
-Each factory returns the trainer plugin dict of :mod:`targets.plugins`; audit one with
+Each factory returns the trainer plugin dict of :mod:`targets.plugins.loading`; audit one with
 ``python -m audit run dp --target targets.dpsgd_controls:no_clipping --threat black-box
 --canary crafted`` or ``audit.testing.assert_private``. The model is softmax regression on
 scikit-learn's digits (raw intensities 0..16, so that per-example gradients are far above C)

@@ -1,7 +1,7 @@
 """Opacus training loops with the accounting mismatches real code ships — controls for the
-update-level audit (``run dp --threat updates --canary dirac``, :mod:`audit.dp.plugin_updates`).
+update-level audit (``run dp --threat updates --canary dirac``, :mod:`audit.dp.plugins.updates`).
 
-Every control is a trainer plugin (:mod:`targets.plugins`) written as a user writes Opacus code:
+Every control is a trainer plugin (:mod:`targets.plugins.loading`) written as a user writes Opacus code:
 softmax regression (``torch.nn.Linear``) on the first 200 of scikit-learn's digits (a small set
 keeps the hundreds of trainings of an audit fast), SGD with learning rate 1,
 ``PrivacyEngine.make_private`` with Poisson sampling at rate q = 0.5 (expected batch 100), clip

@@ -1,6 +1,6 @@
 """``opacus_mnist``: a real third-party DP-SGD implementation (Opacus) as an audit target.
 
-The factory returns a trainer plugin dict (:mod:`targets.plugins`), so it is audited exactly like
+The factory returns a trainer plugin dict (:mod:`targets.plugins.loading`), so it is audited exactly like
 a user's code: ``python -m audit run dp --target opacus_mnist --threat black-box --canary
 mislabelled``. Training: softmax regression (``torch.nn.Linear``) on the embedded MNIST sample,
 Opacus ``PrivacyEngine.make_private`` with Poisson sampling at rate q = 0.1, clip norm 1, 5 epochs

@@ -18,7 +18,7 @@ do not retrain it, parsed and validated.
                                      # population samples)
      "training_size": n,             # records the model was trained on, when more than the members given
                                      # (default: the number of members); reference models train on as many
-     "claim": {"epsilon": E, "delta": D},  # as for trainer plugins (targets.plugins.claim_from_plugin)
+     "claim": {"epsilon": E, "delta": D},  # as for trainer plugins (targets.plugins.loading.claim_from_plugin)
      "membership": "independent-coins" | "seeded-split:<how the split was drawn>",
      "name": ..., "description": ..., "params": {...},
      "device": "auto" | "cpu" | "cuda",   # where a torch module runs: a module you give (or your train
@@ -66,8 +66,8 @@ from audit.stats.split_check import SplitCheck, blind_split_check
 from audit.theory.claims import PrivacyClaim
 from targets.data_files import load_array_file, read_csv_numbers
 from targets.datasets import DATA_FILE_SUFFIXES, DATASETS, Dataset, load_dataset
-from targets.plugin_rng import rng_kind, trainer_args
-from targets.plugins import ModelPlugin, claim_from_plugin, import_factory, imported_packages
+from targets.plugins.loading import ModelPlugin, claim_from_plugin, import_factory, imported_packages
+from targets.plugins.rng import rng_kind, trainer_args
 from targets.threads import thread_limit
 from targets.training import resolve_device
 
@@ -117,7 +117,7 @@ class TrainedModel:
     ``model`` is the raw probability function (one batch in, (batch, n_classes) out); use
     :meth:`predict_proba`, which batches and checks it. ``members``/``nonmembers`` share
     ``input_shape``; ``n_classes`` is the width of the model's output. ``train`` (or None) fits
-    reference models (:meth:`fit_reference`), taking randomness ``rng`` (:mod:`targets.plugin_rng`).
+    reference models (:meth:`fit_reference`), taking randomness ``rng`` (:mod:`targets.plugins.rng`).
     ``claim`` (or None) is audited at ``delta``. ``membership`` is ``"independent-coins"``,
     ``"seeded-split"`` or ``"unstated"``, ``membership_note`` its description. ``population`` (or None): records
     in neither set, which the model was not trained on, for reference models; ``training_size``: how many
@@ -509,7 +509,7 @@ def _population(spec: str, made: dict, members: Dataset, nonmembers: Dataset,
 def model_from_dict(spec: str, made: Any, data_dir: str | os.PathLike | None = None,
                     namespaces: list[dict] | None = None, loaded: set[str] | None = None) -> TrainedModel:
     """Validate a factory's dict (module docstring) into a :class:`TrainedModel`; ``spec`` names it in
-    errors. ``namespaces``/``loaded`` add to what :func:`targets.plugins.imported_packages` reads."""
+    errors. ``namespaces``/``loaded`` add to what :func:`targets.plugins.loading.imported_packages` reads."""
     if not isinstance(made, dict):
         raise UserError(f"model target {spec} must be a dict, got {type(made).__name__}")
     if made.get("kind") != "model":
@@ -554,7 +554,7 @@ def load_trained_model(obj: Any, data_dir: str | os.PathLike | None = None, spec
     returns (module docstring). The factory runs under the plugin thread policy (:mod:`targets.threads`); its
     exceptions are :class:`audit.errors.TargetCodeError`, every invalid field a one-line UserError."""
     loaded: set[str] = set()
-    if isinstance(obj, ModelPlugin):  # a factory already called by targets.plugins.load_plugin
+    if isinstance(obj, ModelPlugin):  # a factory already called by targets.plugins.loading.load_plugin
         return model_from_dict(obj.spec, obj.made, data_dir, list(obj.namespaces), set(obj.loaded))
     if isinstance(obj, str):
         spec = spec or obj

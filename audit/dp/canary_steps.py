@@ -1,6 +1,6 @@
 """From per-step canary observations to bounds: the one path every update-level audit takes — the
 built-in DP-SGD targets (:mod:`targets.dpsgd_audit`), Opacus and hooked user loops
-(:mod:`audit.dp.plugin_updates`).
+(:mod:`audit.dp.plugins.updates`).
 
 Observation model. A gradient canary of norm C joins each step with probability q (the rate the
 code really samples with); the auditor sees the noisy clipped sum projected on the canary's

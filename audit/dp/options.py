@@ -16,9 +16,9 @@ class DPOptions(CommonRunOptions):
     threat: str | None = None
     init: str = "random"
     calibration_runs: int = 0
-    check_config: bool = False  # the accounting check of a trainer plugin alone (audit.dp.plugin_config)
-    one_run: bool = False  # one training with M gradient canaries (audit.dp.one_run_game)
-    canaries: int | None = None  # None: by simulating the claim (audit.stats.one_run_design.default_canary_count)
+    check_config: bool = False  # the accounting check of a trainer plugin alone (audit.dp.plugins.config)
+    one_run: bool = False  # one training with M gradient canaries (audit.dp.one_run.game)
+    canaries: int | None = None  # None: by simulating the claim (audit.stats.one_run.design.default_canary_count)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -24,10 +24,10 @@ from pathlib import Path
 import numpy as np
 
 from audit.dp.game import audit_runs, fair_coins
-from audit.dp.one_run_game import run_one_run
+from audit.dp.one_run.game import run_one_run
 from audit.dp.options import DPOptions
-from audit.dp.plugin_config import run_check_config
-from audit.dp.plugin_one_run import plugin_one_run_summary, run_plugin_one_run
+from audit.dp.plugins.config import run_check_config
+from audit.dp.plugins.one_run import plugin_one_run_summary, run_plugin_one_run
 from audit.dp.setup import build_setup
 from audit.dp.setup_types import DPAuditSetup
 from audit.errors import UserError
@@ -36,7 +36,7 @@ from audit.quiet import quiet_libraries
 from audit.results_header import ResultsHeader, accountant
 from audit.run_context import RunContext
 from targets.catalogue import is_plugin
-from targets.plugin_rng import reproducibility_lines
+from targets.plugins.rng import reproducibility_lines
 
 
 def play(setup: DPAuditSetup, runs: int, seed: int, confidence: float, out: str | Path = "runs",
@@ -104,8 +104,8 @@ def _play(ctx: RunContext, setup: DPAuditSetup, runs: int, included: np.ndarray,
 
 def run_dp(opts: DPOptions) -> tuple[Path, dict]:
     """Build the setup for ``opts.target`` and play the game; returns (run directory, results).
-    ``opts.check_config``: the accounting check of a trainer plugin alone (:mod:`audit.dp.plugin_config`);
-    ``opts.one_run``: one training with gradient canaries (:func:`audit.dp.one_run_game.run_one_run`)."""
+    ``opts.check_config``: the accounting check of a trainer plugin alone (:mod:`audit.dp.plugins.config`);
+    ``opts.one_run``: one training with gradient canaries (:func:`audit.dp.one_run.game.run_one_run`)."""
     with quiet_libraries(opts.quiet):  # -q silences the warnings of the user's libraries (Opacus, torch) too
         if opts.check_config:
             return run_check_config(opts)

@@ -10,15 +10,15 @@ from audit.choices import THREATS
 from audit.dp.dperm_setup import dperm_setup
 from audit.dp.dpsgd_setup import dpsgd_setup
 from audit.dp.options import DPOptions
-from audit.dp.plugin_blackbox import plugin_setup
-from audit.dp.plugin_updates import update_setup
+from audit.dp.plugins.blackbox import plugin_setup
+from audit.dp.plugins.updates import update_setup
 from audit.dp.setup_types import DPAuditSetup
 from audit.errors import UserError
 from audit.plugins.training import MAX_TRAIN, QUICK_RUNS, plugin_dataset
 from audit.target_defaults import TargetUse, dp_choice, plugin_canary, target_use, trainer_plugin_use
 from audit.theory.checks import check_confidence
 from targets.catalogue import resolve
-from targets.plugins import TrainerPlugin
+from targets.plugins.loading import TrainerPlugin
 
 
 def with_defaults(opts: DPOptions, use: TargetUse) -> DPOptions:
@@ -65,8 +65,8 @@ def build_setup(opts: DPOptions) -> DPAuditSetup:
 
 def trainer_setup(plugin: TrainerPlugin, canary: str, threat: str, seed: int, data_dir: str | None,
                   quiet: bool, confidence: float = 0.95, quick: bool = False) -> DPAuditSetup:
-    """The setup of any trainer-plugin audit: black-box (:func:`audit.dp.plugin_blackbox.plugin_setup`) or
-    update-level / white-box (:func:`audit.dp.plugin_updates.update_setup`); ``quick``: their default run
+    """The setup of any trainer-plugin audit: black-box (:func:`audit.dp.plugins.blackbox.plugin_setup`) or
+    update-level / white-box (:func:`audit.dp.plugins.updates.update_setup`); ``quick``: their default run
     count is :data:`audit.plugins.training.QUICK_RUNS`. The many-run games train on at most
     :data:`audit.plugins.training.MAX_TRAIN` rows of the plugin's dataset, and say so on stderr."""
     data = plugin_dataset(plugin, data_dir)

@@ -33,7 +33,7 @@ from attacks.extraction import (
 )
 from audit.errors import UserError
 from audit.extraction.measures import N_UNIFORM, Domain, measure, post_processing, query_domain
-from audit.extraction.plugin import extraction_victim
+from audit.extraction.plugins.blackbox import extraction_victim
 from audit.extraction.presentation import attacks_table, extraction_verdict, post_processing_table, rounded_table
 from audit.extraction.victim import Victim, dperm_victim, linear_target, trained_victim
 from audit.results_header import ResultsHeader, no_bounds

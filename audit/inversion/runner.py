@@ -41,7 +41,7 @@ from audit.inversion.measures import (
     start_baseline,
     yardstick,
 )
-from audit.inversion.plugin import inversion_target
+from audit.inversion.plugins.blackbox import inversion_target
 from audit.inversion.presentation import inversion_tables, inversion_verdict, reconstruction_grid
 from audit.inversion.target import InversionTarget, registry_inversion_target
 from audit.results_header import ADD_REMOVE_RECORD, ResultsHeader, accountant, no_bounds

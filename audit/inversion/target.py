@@ -1,5 +1,5 @@
 """What ``run inversion`` inverts (:class:`InversionTarget`): a registry target trained as the
-membership run trains it (cached, on the run's executor), or a plugin (:mod:`audit.inversion.plugin`)."""
+membership run trains it (cached, on the run's executor), or a plugin (:mod:`audit.inversion.plugins.blackbox`)."""
 
 from __future__ import annotations
 

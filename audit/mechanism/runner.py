@@ -13,7 +13,7 @@ pair itself (the best any test can reach).
 
 Works for the textbook mechanisms (:mod:`targets.mechanisms`), DP-ERM output perturbation
 (:mod:`targets.dperm`, white-box: the released parameters projected on the minimiser shift) and
-user plugins (:mod:`targets.plugin_mechanism`: the statistic learned on separate draws, the
+user plugins (:mod:`targets.plugins.mechanism`: the statistic learned on separate draws, the
 plugin's reproducibility checked, its packages recorded in config.json). The same rate bounds test
 the claim's own tradeoff curve; against a mu-GDP claim that is exactly "mu_lb > mu" (the GDP row's
 epsilon stays an estimate unless the output is Gaussian)."""
@@ -42,9 +42,9 @@ from audit.theory.checks import check_confidence
 from audit.theory.claims import PURE_DP_DELTA, PrivacyClaim
 from targets.catalogue import resolve
 from targets.mechanisms import Mechanism
-from targets.plugin_mechanism import PluginMechanism
-from targets.plugin_rng import reproducibility_lines, reproducibility_table
-from targets.plugins import MechanismPlugin, plugin_config
+from targets.plugins.loading import MechanismPlugin, plugin_config
+from targets.plugins.mechanism import PluginMechanism
+from targets.plugins.rng import reproducibility_lines, reproducibility_table
 
 #: Draws are made in chunks of this size so progress can be shown and memory stays small.
 CHUNK = 25_000

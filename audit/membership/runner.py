@@ -39,8 +39,8 @@ from attacks.membership import AttackInputs, AttackScores, run_attacks
 from attacks.names import ATTACK_SPECS, ATTACKS, LIRA_ATTACKS, REFERENCE_ATTACKS, check_references, expand_attacks
 from audit.choices import DEFAULT_MEMBERSHIP_CANARY, NONPRIVATE_MEMBERSHIP_CANARY
 from audit.executors import TrainingCall
+from audit.membership.bounds import ALPHA_GRID, choose_guesses, empirical_points, one_run
 from audit.membership.game import CanaryGame, build_canary_game
-from audit.membership.one_run import ALPHA_GRID, choose_guesses, empirical_points, one_run
 from audit.membership.options import MembershipOptions
 from audit.membership.subjects import MembershipSubject, membership_subject
 from audit.membership.trained_runner import run_trained_membership, trained_summary_lines
@@ -51,7 +51,7 @@ from audit.stats.metrics import attack_metrics, dp_advantage_bound
 from audit.stats.verdict import Family, compare_with_claim, percent
 from audit.theory.checks import check_confidence
 from targets.catalogue import is_plugin, trained_target
-from targets.plugins import ModelPlugin, load_plugin
+from targets.plugins.loading import ModelPlugin, load_plugin
 
 #: Default and --quick game sizes: (canaries m, shadow models K, LiRA/RMIA reference models R); a user's
 #: trainer plugin (training sets of at most audit.membership.subjects.MAX_TRAIN records) plays

@@ -33,7 +33,7 @@ from audit.run_context import RunPaths
 from audit.trained_targets import quick_target
 from targets.catalogue import resolve, trained_target
 from targets.datasets import load_dataset
-from targets.plugins import TrainerPlugin, load_plugin, plugin_config
+from targets.plugins.loading import TrainerPlugin, load_plugin, plugin_config
 from targets.training import log_softmax, predict_logits, resolve_device
 
 #: Largest target training set of a plugin in the membership game.

@@ -20,7 +20,7 @@ from attacks.membership import confidence_scores, loss_scores
 from attacks.names import ATTACKS, REFERENCE_ATTACKS, expand_attacks
 from attacks.rmia import A_GRID, choose_offline_a, label_probability, rmia_scores
 from audit.errors import UserError
-from audit.membership.one_run import ALPHA_GRID, empirical_points
+from audit.membership.bounds import ALPHA_GRID, empirical_points
 from audit.membership.options import MembershipOptions
 from audit.membership.trained import (
     TrainedQueries,
@@ -33,10 +33,10 @@ from audit.results_header import ADD_REMOVE_RECORD, ResultsHeader, accountant
 from audit.run_context import RunContext
 from audit.stats.lower_bound import VERDICT
 from audit.stats.metrics import attack_metrics
-from audit.stats.one_run import one_run_bound
+from audit.stats.one_run.steinke import one_run_bound
 from audit.stats.split_check import SplitCheck, auc_score_interval
 from audit.stats.verdict import Family, compare_with_claim, percent
-from targets.plugins import ModelPlugin
+from targets.plugins.loading import ModelPlugin
 from targets.threads import thread_limit
 from targets.trained_model import TrainedModel, load_trained_model
 

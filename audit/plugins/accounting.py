@@ -63,7 +63,7 @@ from audit.theory.config_check import (
 )
 from audit.theory.dpsgd import calibrate_noise_multiplier
 from targets.audit_hooks import UpdateRecorder
-from targets.plugins import TrainerPlugin
+from targets.plugins.loading import TrainerPlugin
 
 #: Relative slack of the clipping check (float32 sums).
 CLIP_SLACK = 1e-3

@@ -29,8 +29,8 @@ from audit.run_context import Stages
 from audit.theory.claims import PURE_DP_DELTA, ApproxDPClaim, PrivacyClaim
 from audit.theory.dpsgd import DPSGDClaim, calibrate_noise_multiplier
 from targets.audit_hooks import StepSource, UpdateRecorder, loader_indices, recording
-from targets.plugin_rng import reproducibility
-from targets.plugins import TrainerPlugin
+from targets.plugins.loading import TrainerPlugin
+from targets.plugins.rng import reproducibility
 
 #: Noisy steps of the probe's repeat compared with the probe's before it stops (:func:`repeat_matches`).
 REPEAT_STEPS = 5

@@ -1,7 +1,7 @@
 """Calling a user's trainer plugin: its ``train(X, y, seed) -> predict_proba`` (the randomness
-argument adapted to what it takes, :mod:`targets.plugin_rng`; run under the plugin thread policy,
+argument adapted to what it takes, :mod:`targets.plugins.rng`; run under the plugin thread policy,
 :mod:`targets.threads`), its dataset, and its probabilities checked. Shared by every audit kind that
-trains a plugin: ``run dp`` (black-box, :mod:`audit.dp.plugin_blackbox`), ``run membership``,
+trains a plugin: ``run dp`` (black-box, :mod:`audit.dp.plugins.blackbox`), ``run membership``,
 ``run inversion`` and ``run extraction``. The user's exceptions leave as
 :class:`audit.errors.TargetCodeError` (exit 3), its wrong outputs as one-line user errors.
 """
@@ -15,8 +15,8 @@ import numpy as np
 
 from audit.errors import TargetCodeError, UserError
 from targets.datasets import Dataset, load_dataset
-from targets.plugin_rng import trainer_args
-from targets.plugins import TrainerPlugin, load_plugin
+from targets.plugins.loading import TrainerPlugin, load_plugin
+from targets.plugins.rng import trainer_args
 from targets.threads import thread_limit
 
 #: Largest training set drawn from the plugin's dataset in the many-run games (the rest is the

@@ -1,8 +1,8 @@
 """Lower bounds: what an attack's outcome proves, at the confidence it states.
 
 Error rates and Clopper–Pearson bounds (:mod:`.rates`, :mod:`.clopper_pearson`), Gaussian-DP
-bounds (:mod:`.gdp`), one-run auditing (:mod:`.one_run`, :mod:`.one_run_fdp`) and its design by
-simulating the claim (:mod:`.one_run_design`), the sampling check on batch logs
+bounds (:mod:`.gdp`), one-run auditing (:mod:`.one_run`: Steinke et al.'s bound, the f-DP test and
+the design by simulating the claim), the sampling check on batch logs
 (:mod:`.sampling_check`), threshold selection (:mod:`.thresholds`),
 per-step auditing (:mod:`.per_step`), attack metrics (:mod:`.metrics`), learned test statistics
 (:mod:`.score_fit`), the blind split check on members vs non-members (:mod:`.split_check`), the

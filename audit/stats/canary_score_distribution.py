@@ -2,7 +2,7 @@
 mechanism, so that the one-run design simulates its games by drawing M scores instead of M x T
 observations [Steinke, Nasr, Jagielski 2023, Sec. 6; Mahloujifar, Melis, Chaudhuri 2025].
 
-A canary's score (:func:`audit.stats.one_run_design.dpsgd_canary_llr`) is the sum over the T steps of
+A canary's score (:func:`audit.stats.one_run.design.dpsgd_canary_llr`) is the sum over the T steps of
 ``l(o_t) = log((1 - q) + q exp((2 o_t - 1) / (2 s^2)))``, the steps independent and identically
 distributed given the canary's coin: ``o_t ~ N(0, s^2)`` when out, ``(1 - q) N(0, s^2) + q N(1, s^2)``
 when in. So the score's law is the T-fold convolution of one step's law of ``l(o)`` — the privacy

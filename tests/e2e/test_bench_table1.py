@@ -15,7 +15,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_table1 import METHODS, main  # noqa: E402
 
-from audit.stats.one_run_design import guess_bound  # noqa: E402
+from audit.stats.one_run.design import guess_bound  # noqa: E402
 
 
 def expected_right(m: int, k_pos: int, k_neg: int, mu: float) -> tuple[float, float]:

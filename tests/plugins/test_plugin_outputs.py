@@ -1,5 +1,5 @@
-"""Third-party code as plugins, without a run: the randomness a function takes (targets.plugin_rng), the
-flattening and encoding of its outputs (targets.plugin_outputs), claims checked on load, the thread limit
+"""Third-party code as plugins, without a run: the randomness a function takes (targets.plugins.rng), the
+flattening and encoding of its outputs (targets.plugins.outputs), claims checked on load, the thread limit
 and the packages a plugin imports (the audits of such plugins: tests/e2e/mechanism/test_third_party.py)."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from audit.errors import UserError
-from targets.plugin_outputs import OutputEncoder, flatten_numeric
-from targets.plugin_rng import rng_kind
-from targets.plugins import load_plugin, plugin_from_dict
+from targets.plugins.loading import load_plugin, plugin_from_dict
+from targets.plugins.outputs import OutputEncoder, flatten_numeric
+from targets.plugins.rng import rng_kind
 from targets.threads import THREADS_ENV, plugin_threads, thread_limit
 
 

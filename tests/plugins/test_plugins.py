@@ -11,7 +11,7 @@ import pytest
 from audit.cli import main
 from audit.errors import TargetCodeError, UserError
 from audit.stats.score_fit import fit_log_ratio_score
-from targets.plugins import MechanismPlugin, TrainerPlugin, load_plugin
+from targets.plugins.loading import MechanismPlugin, TrainerPlugin, load_plugin
 
 PLUGIN_SOURCE = textwrap.dedent('''
     import numpy as np

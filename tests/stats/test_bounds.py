@@ -12,7 +12,7 @@ from scipy import optimize, stats
 
 from audit.errors import UserError
 from audit.stats.lower_bound import LowerBound
-from audit.stats.one_run import one_run_bound, one_run_epsilon_lb, one_run_p_value
+from audit.stats.one_run.steinke import one_run_bound, one_run_epsilon_lb, one_run_p_value
 from audit.stats.rates import cp_lower, cp_upper, epsilon_from_rates
 from audit.stats.thresholds import FixedThreshold, threshold_bounds
 from audit.theory.gaussian import gaussian_delta, gaussian_epsilon

@@ -1,4 +1,4 @@
-"""One-run DP-SGD audit design (audit.stats.one_run_design): the canary LLR, the exact simulation of
+"""One-run DP-SGD audit design (audit.stats.one_run.design): the canary LLR, the exact simulation of
 the game, guess counts and canary counts fixed by simulating the claim, and the soundness and power
 of the resulting one-run f-DP audit run exactly at (and below) the claim."""
 
@@ -11,8 +11,8 @@ import pytest
 from scipy import stats
 
 from audit.errors import UserError
-from audit.stats import one_run_design as design_mod
-from audit.stats.one_run_design import (
+from audit.stats.one_run import design as design_mod
+from audit.stats.one_run.design import (
     CanaryMechanism,
     DesignObjective,
     choose_one_run_design,
@@ -21,7 +21,7 @@ from audit.stats.one_run_design import (
     guess_count_grid,
     simulate_dpsgd_canary_scores,
 )
-from audit.stats.one_run_fdp import fdp_epsilon_lb, fdp_one_run_bound, fdp_rejects, tradeoff_blow_up_inverse
+from audit.stats.one_run.fdp import fdp_epsilon_lb, fdp_one_run_bound, fdp_rejects, tradeoff_blow_up_inverse
 from audit.theory.dpsgd import DPSGDClaim
 
 DELTA, CONFIDENCE = 1e-5, 0.95

@@ -1,5 +1,5 @@
-"""f-DP one-run auditing (audit.stats.one_run_fdp, Mahloujifar, Melis, Chaudhuri 2025) and the
-jax_privacy-comparable frontier figures (audit.stats.one_run_frontier)."""
+"""f-DP one-run auditing (audit.stats.one_run.fdp, Mahloujifar, Melis, Chaudhuri 2025) and the
+jax_privacy-comparable frontier figures (audit.stats.one_run.frontier)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from scipy import special, stats
 
 from audit.errors import UserError
-from audit.stats.one_run_fdp import (
+from audit.stats.one_run.fdp import (
     approx_dp_blow_up_inverse,
     fdp_epsilon_lb,
     fdp_mu_lb,
@@ -19,7 +19,7 @@ from audit.stats.one_run_fdp import (
     gdp_blow_up_inverse,
     tradeoff_blow_up_inverse,
 )
-from audit.stats.one_run_frontier import frontier_one_run_epsilons
+from audit.stats.one_run.frontier import frontier_one_run_epsilons
 from audit.stats.verdict import Family, compare_with_claim
 from audit.theory.claims import ApproxDPClaim, GaussianClaim
 from audit.theory.tradeoff import approx_dp_tradeoff

@@ -11,7 +11,7 @@ from scipy import special, stats
 
 from audit.mechanism.runner import mechanism_bounds
 from audit.stats.lower_bound import ESTIMATE, SECONDARY, LowerBound
-from audit.stats.one_run import one_run_epsilon_lb
+from audit.stats.one_run.steinke import one_run_epsilon_lb
 from audit.stats.verdict import Family, best_valid_bound, claim_verdict, compare_with_claim
 from audit.theory.claims import PureDPClaim
 from targets.mechanisms import make_mechanism

@@ -1,9 +1,10 @@
-"""Dirac canaries of the one-run audits go into every parameter tensor (targets.one_run_canaries.spread_coordinates)."""
+"""Dirac canaries of the one-run audits go into every parameter tensor
+(targets.gradient_canaries.spread_coordinates)."""
 
 import numpy as np
 import pytest
 
-from targets.one_run_canaries import spread_coordinates
+from targets.gradient_canaries import spread_coordinates
 
 
 def test_every_tensor_gets_canaries_on_its_least_touched_coordinates():

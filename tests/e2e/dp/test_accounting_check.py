@@ -5,11 +5,11 @@ import numpy as np
 import pytest
 import torch
 
-from audit.dp.plugin_config import plugin_accounting
+from audit.dp.plugins.config import plugin_accounting
 from audit.errors import AuditIncomplete, UserError
 from audit.theory.dpsgd import calibrate_noise_multiplier
 from targets.audit_hooks import add_canary, report_update
-from targets.plugins import plugin_from_dict
+from targets.plugins.loading import plugin_from_dict
 
 #: End-to-end runs of the audits (``pytest -m "not slow"`` runs the unit tests alone).
 

@@ -22,11 +22,11 @@ import pytest
 import torch
 
 from audit.cli import main
-from audit.dp.plugin_config import plugin_accounting
+from audit.dp.plugins.config import plugin_accounting
 from audit.theory.config_check import FIX_RATE_STEPS
 from audit.theory.dpsgd import calibrate_noise_multiplier
 from targets.audit_hooks import add_canary, report_update
-from targets.plugins import plugin_from_dict
+from targets.plugins.loading import plugin_from_dict
 
 #: End-to-end runs of the audits (``pytest -m "not slow"`` runs the unit tests alone).
 

@@ -15,10 +15,10 @@ import torch
 from scipy import stats
 
 from audit.cli import main
-from audit.dp.one_run_game import DESIGN_SIMULATIONS
+from audit.dp.one_run.game import DESIGN_SIMULATIONS
 from audit.plugins.probe import REPEAT_STEPS
 from audit.stats.canary_score_distribution import score_distribution
-from audit.stats.one_run_design import (
+from audit.stats.one_run.design import (
     CanaryMechanism,
     DesignObjective,
     default_canary_count,

@@ -1,5 +1,5 @@
-"""The one-run DP-SGD audit (``run dp --one-run``): its statistics (audit/dp/one_run.py) at and away from
-the claim, and the built-in targets' game end to end (audit/dp/one_run_game.py)."""
+"""The one-run DP-SGD audit (``run dp --one-run``): its statistics (audit/dp/one_run/bounds.py) at and away from
+the claim, and the built-in targets' game end to end (audit/dp/one_run/game.py)."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from audit.dp.one_run import one_run_results
+from audit.dp.one_run.bounds import one_run_results
 from audit.dp.options import DPOptions
 from audit.dp.runner import run_dp
 from audit.errors import UserError
 from audit.schemas import validate_results
-from audit.stats.one_run_design import DesignObjective, choose_one_run_design, simulate_dpsgd_canary_scores
+from audit.stats.one_run.design import DesignObjective, choose_one_run_design, simulate_dpsgd_canary_scores
 from audit.theory.dpsgd import DPSGDClaim, calibrate_noise_multiplier
 
 #: End-to-end runs of the audits (``pytest -m "not slow"`` runs the unit tests alone).
@@ -132,7 +132,7 @@ def test_canaries_join_like_poisson_records(kind):
     from dataclasses import replace
 
     from targets.datasets import load_dataset
-    from targets.one_run_canaries import OneRunCanaries, quiet_coordinates, train_one_run
+    from targets.gradient_canaries import OneRunCanaries, quiet_coordinates, train_one_run
     from targets.registry import get_target
 
     target = get_target("dpsgd_audit_logreg_digits")

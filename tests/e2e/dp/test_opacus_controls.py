@@ -31,7 +31,7 @@ from audit.plugins.probe import StepMechanism
 from audit.stats.tradeoff_test import rejection_power  # noqa: E402
 from audit.testing import assert_private  # noqa: E402
 from targets import opacus_controls as oc  # noqa: E402
-from targets.plugins import load_plugin  # noqa: E402
+from targets.plugins.loading import load_plugin  # noqa: E402
 
 #: End-to-end runs of the audits (``pytest -m "not slow"`` runs the unit tests alone).
 

@@ -1,5 +1,5 @@
 """The one-run audit of a user's DP-SGD code (``run dp --target module:factory --one-run``,
-audit.dp.plugin_one_run; ``assert_private(..., one_run=True)``) on small hooked loops: softmax regression
+audit.dp.plugins.one_run; ``assert_private(..., one_run=True)``) on small hooked loops: softmax regression
 (200 parameters) on 1,200 rows — more than the many-run games' 1,000-row cap, so the whole-dataset
 training is visible — and the tutorial-style Opacus CNN of examples/ at its CI size (500 rows, 1 epoch).
 Each audit is 5 trainings of a few seconds."""

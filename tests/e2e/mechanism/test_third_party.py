@@ -13,7 +13,7 @@ import pytest
 
 from audit.cli import main
 from audit.testing import assert_private
-from targets.plugins import load_plugin
+from targets.plugins.loading import load_plugin
 
 #: Draws per world of the mechanism audits here (the learned test uses as many again).
 DRAWS = 20_000

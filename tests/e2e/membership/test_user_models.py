@@ -13,7 +13,7 @@ import pytest
 from audit.cli import main
 from audit.errors import UserError
 from targets.datasets import load_dataset
-from targets.plugins import load_plugin
+from targets.plugins.loading import load_plugin
 
 
 def _cifar_fixture(folder, per_file: int = 40, seed: int = 0):

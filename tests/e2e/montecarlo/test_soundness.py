@@ -31,7 +31,7 @@ from scipy import stats
 from audit.dp.game import ALPHA_GRID, audit_runs
 from audit.dp.sweep import sweep_verdict
 from audit.mechanism.runner import mechanism_bounds
-from audit.membership.one_run import one_run
+from audit.membership.bounds import one_run
 from audit.stats.lower_bound import VERDICT
 from audit.stats.verdict import Family, compare_with_claim, epsilon_value
 from audit.theory.claims import ApproxDPClaim, GaussianClaim, LaplaceClaim, PureDPClaim, RandomizedResponseClaim
@@ -227,7 +227,7 @@ GDP_CLAIM = GaussianClaim(2.0)
 def test_one_run_statistics_at_the_claim(method, sides, claim_form):
     """The one-run game of run membership (and of run dp's one-run audits): m canaries by fair coins,
     each observed exactly as the claimed mechanism allows; guesses fixed in advance, "in" for the top
-    k and, two-sided, "out" for the bottom k (valid for the f-DP recursion too: audit.stats.one_run_fdp).
+    k and, two-sided, "out" for the bottom k (valid for the f-DP recursion too: audit.stats.one_run.fdp).
     The mu-GDP form is the sharpest: the Gaussian mechanism is exactly its claimed G_mu, so the claim's
     own curve, tested by the same guesses, sits on the null's boundary."""
     m, k = 1000, 100
@@ -278,9 +278,9 @@ def _accounting_loop(noise_factor: float, sigma: float):
 
 
 def _accounting_violations(noise_factor: float, reps: int) -> int:
-    from audit.dp.plugin_config import plugin_accounting
+    from audit.dp.plugins.config import plugin_accounting
     from audit.theory.dpsgd import calibrate_noise_multiplier
-    from targets.plugins import plugin_from_dict
+    from targets.plugins.loading import plugin_from_dict
 
     sigma = float(calibrate_noise_multiplier(ACC_EPS, DELTA, ACC_Q, ACC_T))
     rng = np.random.default_rng(5)

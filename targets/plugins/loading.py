@@ -8,14 +8,14 @@
   inserts a canary into about half of many trainings and scores it with the model's loss).
 * mechanism: ``{"kind": "mechanism", "mechanism": f, "neighbours": (D, D_prime),
   "claim": {"epsilon": E, "delta": D}}`` with ``f(data, rng)`` releasing one output (numbers,
-  arrays, tuples/dicts of those, or categories: :mod:`targets.plugin_outputs`). Audited by
+  arrays, tuples/dicts of those, or categories: :mod:`targets.plugins.outputs`). Audited by
   ``run mechanism``; ``D_prime`` is the world "with the target record".
 * model: ``{"kind": "model", "predict_proba": f, "members": data, "nonmembers": data, ...}``, a model
   that already exists, audited by ``run membership`` without retraining it (:mod:`targets.trained_model`
   has the contract; here it is a :class:`ModelPlugin`).
 
 Randomness: ``rng`` may be a numpy Generator, a RandomState, an int seed or absent (``f(data)``,
-``train(X, y)``); the key ``"rng"`` says which, else the signature does (:mod:`targets.plugin_rng`).
+``train(X, y)``); the key ``"rng"`` says which, else the signature does (:mod:`targets.plugins.rng`).
 
 Claims (:func:`claim_from_plugin`): ``{"epsilon": E, "delta": D}`` ((E, D)-DP; D = 0, the default, is
 pure DP and audited at delta 0), ``{"mu": m}`` (m-Gaussian DP) or ``{"rho": r}`` (r-zCDP), the last
@@ -56,7 +56,7 @@ from audit.theory.claims import PURE_DP_DELTA, ApproxDPClaim, GaussianClaim, Pri
 from audit.theory.dpsgd import DPSGDClaim
 from audit.theory.rdp import ZCDPClaim
 from targets.datasets import DATA_FILE_SUFFIXES, DATASETS
-from targets.plugin_rng import rng_kind
+from targets.plugins.rng import rng_kind
 from targets.threads import thread_limit
 
 #: ``package.module:callable``.
@@ -98,11 +98,11 @@ def is_plugin_spec(target: str) -> bool:
 
 @dataclass(frozen=True, kw_only=True)
 class TrainerPlugin:
-    """A validated trainer plugin; ``rng`` is the randomness ``train`` takes (:mod:`targets.plugin_rng`),
+    """A validated trainer plugin; ``rng`` is the randomness ``train`` takes (:mod:`targets.plugins.rng`),
     ``packages`` the {distribution: version} of what the plugin imported, ``threads`` the thread limit
     its code runs under (:func:`targets.threads.thread_limit`: None = the plugin policy, 0 = none, for
     the project's own plugins). ``claim`` is None for ``"claim": "opacus"``: the epsilon Opacus's
-    accountant reports after training, at ``delta``, read by the audit (:mod:`audit.dp.plugin_updates`)."""
+    accountant reports after training, at ``delta``, read by the audit (:mod:`audit.dp.plugins.updates`)."""
 
     spec: str
     name: str

@@ -18,7 +18,7 @@ from audit.plugins.probe import resolved_claim
 from audit.plugins.training import MAX_TRAIN, plugin_dataset, probability_api, train_once, trainer_plugin
 from audit.run_context import RunPaths
 from audit.trained_targets import member_split
-from targets.plugins import plugin_config
+from targets.plugins.loading import plugin_config
 
 
 def extraction_victim(opts: Any, paths: RunPaths) -> Any:

@@ -1,7 +1,7 @@
 """One-run auditing of f-DP [Mahloujifar, Melis, Chaudhuri 2025, "Auditing f-Differential Privacy in
 One Run", ICML, arXiv 2410.22235].
 
-Same game as Steinke, Nasr, Jagielski 2023 (:mod:`audit.stats.one_run`): m canaries, each in the
+Same game as Steinke, Nasr, Jagielski 2023 (:mod:`audit.stats.one_run.steinke`): m canaries, each in the
 training set by an independent fair coin; the auditor guesses "in" for the k highest scores and
 v of those guesses are right. Under the null "the mechanism is f-DP", Mahloujifar et al. bound the
 probability of v or more right guesses by a recursion over the number of right guesses that uses
@@ -171,7 +171,7 @@ def fdp_one_run_bound(scores: ArrayLike, members: ArrayLike, k: int, delta: floa
                       role: str = "", k_neg: int = 0) -> LowerBound:
     """f-DP one-run audit of the guesses "in" for the ``k`` highest scores and "out" for the ``k_neg``
     lowest (both fixed before the labels are seen; ties broken by canary index as in
-    :func:`audit.stats.one_run.one_run_bound`); two-sided guesses are valid for the symmetric nulls
+    :func:`audit.stats.one_run.steinke.one_run_bound`); two-sided guesses are valid for the symmetric nulls
     tested here (module docstring).
 
     ``epsilon`` is the valid (eps, delta) bound (:func:`fdp_epsilon_lb`); ``details`` hold the

@@ -9,14 +9,14 @@ from __future__ import annotations
 import numpy as np
 
 from audit.stats.lower_bound import LowerBound
-from audit.stats.one_run import one_run_bound
-from audit.stats.one_run_fdp import fdp_one_run_bound
+from audit.stats.one_run.fdp import fdp_one_run_bound
+from audit.stats.one_run.steinke import one_run_bound
 from audit.stats.rates import rate_point
 
 #: The alpha (FPR) grid of the tradeoff curves written to results.json.
 ALPHA_GRID = np.unique(np.concatenate([np.logspace(-5, 0, 181), [1e-3, 1e-2, 0.1, 0.5]]))
 
-#: One-run methods tried on the calibration games (audit.stats.one_run, audit.stats.one_run_fdp).
+#: One-run methods tried on the calibration games (audit.stats.one_run.steinke, audit.stats.one_run.fdp).
 ONE_RUN_METHODS = ("one-run", "one-run-fdp")
 #: Fractions of the m canaries tried as the number of "in" guesses k+ (k- is 0 or k+).
 GUESS_FRACTIONS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5)

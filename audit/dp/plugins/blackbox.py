@@ -21,8 +21,8 @@ from audit.dp.setup_types import DPAuditSetup, Observation
 from audit.errors import UserError
 from audit.plugins.probe import resolved_claim
 from audit.plugins.training import MAX_TRAIN, canary_log_prob, plugin_dataset, predictions, train_once
-from targets.plugin_rng import reproducibility, reproducibility_table
-from targets.plugins import TrainerPlugin, plugin_config
+from targets.plugins.loading import TrainerPlugin, plugin_config
+from targets.plugins.rng import reproducibility, reproducibility_table
 
 #: Training points whose predictions (with the canary's) are compared in the reproducibility check.
 CHECK_POINTS = 7

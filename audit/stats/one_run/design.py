@@ -15,7 +15,7 @@ audited coins or scores, so the one-run bounds computed with it stay valid whate
 
 * the guess counts: "in" for the ``k_pos`` highest scores, and either no "out" guess (one-sided) or
   "out" for as many lowest scores (two-sided, ``k_neg = k_pos``; valid for both one-run tests, see
-  :mod:`audit.stats.one_run_fdp`), the shape maximising the mean (or median) bound over simulated
+  :mod:`audit.stats.one_run.fdp`), the shape maximising the mean (or median) bound over simulated
   games (:func:`choose_one_run_design`). For subsampled DP-SGD the "out" side has no tail (an
   included canary joins few steps), so one-sided guesses usually win; for full-batch DP-GD (q = 1) and
   the plain Gaussian mechanism the two tails are mirror images and two-sided guesses win;
@@ -47,8 +47,8 @@ from numpy.typing import ArrayLike
 
 from audit.errors import UserError
 from audit.stats.canary_score_distribution import score_distribution
-from audit.stats.one_run import one_run_epsilon_lb
-from audit.stats.one_run_fdp import fdp_epsilon_lb, fdp_mu_lb
+from audit.stats.one_run.fdp import fdp_epsilon_lb, fdp_mu_lb
+from audit.stats.one_run.steinke import one_run_epsilon_lb
 from audit.theory.checks import check_confidence, check_delta
 from audit.theory.dpsgd import DPSGDClaim
 from audit.theory.gaussian import gaussian_epsilon
@@ -350,8 +350,8 @@ def choose_one_run_design(mechanism: DPSGDClaim | CanaryMechanism | Sequence[flo
     fair coins, the optimal LLR score of DP-SGD with the claim's q, sigma and T drawn from its law). For every
     candidate guess shape (``k_pos`` in :func:`guess_count_grid` or ``guess_counts``, with ``k_neg = 0`` or
     ``k_neg = k_pos``) the one-run bound of ``objective.method`` at its ``delta`` and ``confidence`` is computed
-    on each game (:func:`guess_bound`: :func:`audit.stats.one_run_fdp.fdp_epsilon_lb`, the Gaussian-family
-    estimate of :func:`audit.stats.one_run_fdp.fdp_mu_lb`, or :func:`audit.stats.one_run.one_run_epsilon_lb`);
+    on each game (:func:`guess_bound`: :func:`audit.stats.one_run.fdp.fdp_epsilon_lb`, the Gaussian-family
+    estimate of :func:`audit.stats.one_run.fdp.fdp_mu_lb`, or :func:`audit.stats.one_run.steinke.one_run_epsilon_lb`);
     the shape with the largest mean (``criterion="mean"``) or median bound is chosen. ``evaluations`` further
     games (default as many) give the expected bound of a perfect attack at that shape, its spread and the
     ceiling.

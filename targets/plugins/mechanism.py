@@ -2,8 +2,8 @@
 
 The plugin releases one output per call, ``f(data, rng)``; drawing many outputs calls it many
 times, with the randomness it takes derived from one seeded numpy Generator
-(:mod:`targets.plugin_rng`), under the plugin thread policy (:mod:`targets.threads`). Outputs become
-vectors or categories by one rule for the whole audit (:mod:`targets.plugin_outputs`). Its
+(:mod:`targets.plugins.rng`), under the plugin thread policy (:mod:`targets.threads`). Outputs become
+vectors or categories by one rule for the whole audit (:mod:`targets.plugins.outputs`). Its
 likelihood ratio is unknown, so the test statistic is learned on separate draws (``fit_score``,
 :mod:`audit.stats.score_fit`) before the audit draws are made. Its sensitivity and the exact privacy
 of its pair are unknown (``nan`` and ``None``).
@@ -20,9 +20,9 @@ from audit.errors import TargetCodeError
 from audit.stats.score_fit import fit_log_ratio_score
 from audit.theory.claims import PrivacyClaim
 from targets.mechanisms import Mechanism
-from targets.plugin_outputs import OutputEncoder
-from targets.plugin_rng import mechanism_args, reproducibility
-from targets.plugins import MechanismPlugin
+from targets.plugins.loading import MechanismPlugin
+from targets.plugins.outputs import OutputEncoder
+from targets.plugins.rng import mechanism_args, reproducibility
 from targets.threads import thread_limit
 
 #: Outputs drawn twice from one seed to check that the plugin uses the randomness it is given.
@@ -30,7 +30,7 @@ CHECK_DRAWS = 5
 
 
 class PluginMechanism(Mechanism):
-    """Adaptor from :class:`targets.plugins.MechanismPlugin` to the Mechanism interface."""
+    """Adaptor from :class:`targets.plugins.loading.MechanismPlugin` to the Mechanism interface."""
 
     output_kind = "vector"
 
@@ -70,7 +70,7 @@ class PluginMechanism(Mechanism):
 
     def check_reproducible(self, seed: int) -> dict:
         """Draw ``CHECK_DRAWS`` outputs on D twice from the same seed: ``reproducible`` and a note
-        (:func:`targets.plugin_rng.reproducibility`). Uses its own generators, not the audit's."""
+        (:func:`targets.plugins.rng.reproducibility`). Uses its own generators, not the audit's."""
         first, second = (self.sample(self.plugin.neighbours[0], CHECK_DRAWS, np.random.default_rng([seed, 9]))
                          for _ in range(2))
         return reproducibility(bool(np.array_equal(first, second)), self.plugin.rng,

@@ -15,7 +15,7 @@ from audit.inversion.target import InversionTarget
 from audit.plugins.probe import resolved_claim
 from audit.plugins.training import MAX_TRAIN, plugin_dataset, probability_api, train_once, trainer_plugin
 from audit.run_context import RunPaths
-from targets.plugins import plugin_config
+from targets.plugins.loading import plugin_config
 
 
 def inversion_target(opts: Any) -> Any:

@@ -6,16 +6,16 @@ Order (4 whole trainings and the first steps of a fifth, none of them cut to a s
 stage prints one line when it starts, with an estimate from the probe's time, and goes to log.txt,
 :class:`audit.run_context.Stages`):
 
-1. **Probe** (:func:`audit.dp.plugin_config.plugin_probe`, one training and the first steps of its repeat
+1. **Probe** (:func:`audit.dp.plugins.config.plugin_probe`, one training and the first steps of its repeat
    from the same seed, :data:`audit.plugins.probe.REPEAT_STEPS`, no canary):
    the DP-SGD the code runs (:class:`audit.plugins.probe.StepMechanism`: noise multiplier, Poisson rate,
    steps), its clip norm, its parameter count and how much data gradient each coordinate received.
    ``--canaries`` above what the model holds and ``--threat white-box`` on a hooked loop (which reports its
    updates, not its parameters) are one-line errors here, before a run directory is written.
 2. **Design**, from the probe and the seed only (never the canaries' coins or scores): the number of
-   canaries (``--canaries``, else :func:`audit.stats.one_run_design.default_canary_count` capped by the
-   parameter count and :data:`audit.dp.one_run_game.DEFAULT_MAX_CANARIES`) and the guess counts
-   (:func:`audit.stats.one_run_design.choose_one_run_design`) by simulating the mechanism the probe read.
+   canaries (``--canaries``, else :func:`audit.stats.one_run.design.default_canary_count` capped by the
+   parameter count and :data:`audit.dp.one_run.game.DEFAULT_MAX_CANARIES`) and the guess counts
+   (:func:`audit.stats.one_run.design.choose_one_run_design`) by simulating the mechanism the probe read.
 3. **Accounting check** (one training on the dataset plus one record, one on the dataset less one): findings
    printed first; each violation decides the verdict (:func:`combined_verdict`).
 4. **The audited training**: one call of ``train`` with a :class:`targets.audit_hooks.CanaryRecorder`: each
@@ -24,11 +24,11 @@ stage prints one line when it starts, with an estimate from the probe's time, an
    parameter tensor, in each those the data touch least, while the parameters last, else a seeded random
    unit direction. ``updates``: canary i's per-step
    observation (noisy sum minus the clipped data sum, on its direction, / C) scored by the likelihood ratio
-   of the mechanism the code runs (:func:`audit.stats.one_run_design.dpsgd_canary_llr`; cross-talk of random
+   of the mechanism the code runs (:func:`audit.stats.one_run.design.dpsgd_canary_llr`; cross-talk of random
    directions read as extra noise). ``white-box`` (Opacus only): the total change of the parameters
    ``theta_0 - theta_T`` projected on each direction.
 
-Bounds: :func:`audit.dp.one_run.one_run_results`. **One family.** The accounting check's statistical tests
+Bounds: :func:`audit.dp.one_run.bounds.one_run_results`. **One family.** The accounting check's statistical tests
 and the one-run bound share the audit's alpha ``1 - confidence``: the check gets
 :data:`audit.plugins.accounting.ONE_RUN_SHARE` of it (split among its tests as that module says), the
 one-run bound the rest (computed, and its guess counts designed, at ``1 - alpha/2``), so the verdict holds at
@@ -47,8 +47,8 @@ from typing import Any
 
 import numpy as np
 
-from audit.dp.one_run import one_run_results
-from audit.dp.one_run_game import (
+from audit.dp.one_run.bounds import one_run_results
+from audit.dp.one_run.game import (
     canary_capacity,
     check_canary_count,
     design_canaries,
@@ -57,19 +57,19 @@ from audit.dp.one_run_game import (
     random_canary_directions,
 )
 from audit.dp.options import DPOptions
-from audit.dp.plugin_config import config_verdict, plugin_accounting, plugin_probe
+from audit.dp.plugins.config import config_verdict, plugin_accounting, plugin_probe
 from audit.errors import UserError
 from audit.plugins.accounting import ONE_RUN_SHARE, config_table
 from audit.plugins.probe import require_steps, run_once
 from audit.run_context import RunContext, Stages
 from audit.stats.metrics import attack_metrics
-from audit.stats.one_run_design import (
+from audit.stats.one_run.design import (
     CanaryMechanism,
     dpsgd_canary_llr,
 )
 from targets.audit_hooks import CanaryRecorder
-from targets.one_run_canaries import crosstalk_variance, spread_coordinates
-from targets.plugins import TrainerPlugin, load_plugin, plugin_config
+from targets.gradient_canaries import crosstalk_variance, spread_coordinates
+from targets.plugins.loading import TrainerPlugin, load_plugin, plugin_config
 
 __all__ = ["run_plugin_one_run", "THREAT_COVERAGE", "PLUGIN_ONE_RUN_THREATS"]
 
@@ -151,7 +151,7 @@ def _check_probe(opts: DPOptions, plugin: TrainerPlugin, probed: dict, threat: s
 
 def _recorder(opts: DPOptions, touched: np.ndarray, sizes: tuple[int, ...], m: int) -> tuple[CanaryRecorder, dict]:
     """M canaries with their fair coins: Dirac in every parameter tensor on its least-touched coordinates
-    (:func:`targets.one_run_canaries.spread_coordinates`), or random unit directions."""
+    (:func:`targets.gradient_canaries.spread_coordinates`), or random unit directions."""
     included = np.random.default_rng([opts.seed, 11]).random(m) < 0.5
     coin_seed = [opts.seed, 29]
     n_params = int(touched.size)

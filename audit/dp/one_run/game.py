@@ -1,15 +1,15 @@
 """``run dp --one-run`` for the project's DP-SGD targets: ONE training run of the target on its training
-data plus M gradient canaries (:mod:`targets.one_run_canaries`), each in by its own fair coin, scored
-under the ``updates`` or ``white-box`` threat model, bounded by :func:`audit.dp.one_run.one_run_results`.
+data plus M gradient canaries (:mod:`targets.gradient_canaries`), each in by its own fair coin, scored
+under the ``updates`` or ``white-box`` threat model, bounded by :func:`audit.dp.one_run.bounds.one_run_results`.
 
 Fixed before the training, from the claim and the seed alone (never the audited coins or scores):
-the number of canaries (``--canaries``, or :func:`audit.stats.one_run_design.default_canary_count`
+the number of canaries (``--canaries``, or :func:`audit.stats.one_run.design.default_canary_count`
 capped by the Dirac coordinates the model has and :data:`DEFAULT_MAX_CANARIES`) and the guess counts
-(:func:`audit.stats.one_run_design.choose_one_run_design`, simulating the claimed q, sigma, T).
+(:func:`audit.stats.one_run.design.choose_one_run_design`, simulating the claimed q, sigma, T).
 
 Scores: ``updates`` — the likelihood ratio of each canary's T per-step observations under the claimed
-mechanism (:func:`audit.stats.one_run_design.dpsgd_canary_llr`; random directions read their
-cross-talk as extra Gaussian noise, :func:`targets.one_run_canaries.crosstalk_variance` — an
+mechanism (:func:`audit.stats.one_run.design.dpsgd_canary_llr`; random directions read their
+cross-talk as extra Gaussian noise, :func:`targets.gradient_canaries.crosstalk_variance` — an
 approximation of the score only, every bound stays valid); ``white-box`` — the total change of the
 parameters projected on each canary direction, in units of ``lr C / B`` (the summed updates' projection).
 The ``black-box`` one-run game of a built-in target is ``run membership`` (input canaries in the data,
@@ -24,12 +24,12 @@ from pathlib import Path
 
 import numpy as np
 
-from audit.dp.one_run import one_run_results
+from audit.dp.one_run.bounds import one_run_results
 from audit.dp.options import DPOptions
 from audit.errors import UserError
 from audit.run_context import RunContext
 from audit.stats.metrics import attack_metrics
-from audit.stats.one_run_design import (
+from audit.stats.one_run.design import (
     CanaryMechanism,
     DesignObjective,
     OneRunDesign,
@@ -40,7 +40,7 @@ from audit.stats.one_run_design import (
 from audit.theory.dpsgd import calibrate_noise_multiplier
 from targets.datasets import load_dataset
 from targets.dpsgd_audit import param_shapes
-from targets.one_run_canaries import (
+from targets.gradient_canaries import (
     OneRunCanaries,
     crosstalk_variance,
     quiet_coordinates,
@@ -65,7 +65,7 @@ DESIGN_SIMULATIONS = 200
 
 def canary_capacity(n_params: int, sample_rate: float, noise_multiplier: float) -> int:
     """The most canaries a model of ``n_params`` coordinates holds: its coordinates (Dirac canaries) or,
-    beyond, :func:`targets.one_run_canaries.random_direction_capacity` random directions."""
+    beyond, :func:`targets.gradient_canaries.random_direction_capacity` random directions."""
     return max(n_params, random_direction_capacity(n_params, sample_rate, noise_multiplier))
 
 

@@ -14,14 +14,14 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy import special
 
-from audit.stats.one_run import one_run_epsilon_lb
-from audit.stats.one_run_fdp import (
+from audit.stats.one_run.fdp import (
     approx_dp_blow_up_inverse,
     fdp_epsilon_lb,
     fdp_mu_lb,
     fdp_statistic,
     gdp_blow_up_inverse,
 )
+from audit.stats.one_run.steinke import one_run_epsilon_lb
 from audit.stats.rates import as_scores_members
 from audit.theory.checks import check_confidence, check_delta
 from audit.theory.gaussian import gaussian_epsilon

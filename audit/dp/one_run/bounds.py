@@ -1,14 +1,14 @@
 """The statistics of a one-run DP-SGD audit: M canaries of one training run, each in by its own fair
 coin, one score each -> the results.json blocks of ``run dp --one-run`` (built-in targets,
-:mod:`audit.dp.one_run_game`, and trainer plugins alike).
+:mod:`audit.dp.one_run.game`, and trainer plugins alike).
 
-Rows, fixed before the scores are seen (the guess counts come from :class:`audit.stats.one_run_design.
+Rows, fixed before the scores are seen (the guess counts come from :class:`audit.stats.one_run.design.
 OneRunDesign`, chosen by simulating the claimed mechanism, never from the audited coins or scores):
 
 * ``one-run-fdp`` (role verdict, the family's one member, so it is computed at the family's
   confidence): Mahloujifar, Melis, Chaudhuri 2025's f-DP test of the guesses "in" for the ``k_pos``
   highest scores and "out" for the ``k_neg`` lowest (``k_neg = 0`` unless the design found two-sided
-  guesses stronger; valid for the symmetric nulls tested, :mod:`audit.stats.one_run_fdp`), read as
+  guesses stronger; valid for the symmetric nulls tested, :mod:`audit.stats.one_run.fdp`), read as
   the largest rejected (eps, delta) — a valid bound; the same guesses test
   the claim's own tradeoff curve (``claim_rejected``: a valid violation at the same confidence, and
   implied by the bound exceeding the claim's epsilon, so the verdict's event is one test).
@@ -35,9 +35,9 @@ import numpy as np
 from audit.dp.game import ALPHA_GRID
 from audit.errors import UserError
 from audit.stats.lower_bound import ESTIMATE, SECONDARY, VERDICT, LowerBound
-from audit.stats.one_run import one_run_bound
-from audit.stats.one_run_design import OneRunDesign
-from audit.stats.one_run_fdp import FDP_GDP_ASSUMPTION, fdp_one_run_bound
+from audit.stats.one_run.design import OneRunDesign
+from audit.stats.one_run.fdp import FDP_GDP_ASSUMPTION, fdp_one_run_bound
+from audit.stats.one_run.steinke import one_run_bound
 from audit.stats.rates import as_scores_members
 from audit.stats.verdict import Family, compare_with_claim
 from audit.theory.checks import check_confidence, check_delta
@@ -85,7 +85,7 @@ def one_run_results(scores: np.ndarray, included: np.ndarray, claim: PrivacyClai
     model shows); ``included`` (M,): the canaries' fair coins; ``claim``: the claimed mechanism
     (None: no claim); ``confidence``: family-wise, of the verdict (one member: the f-DP row);
     ``design``: the guess counts, fixed before the training by simulating the claim
-    (:func:`audit.stats.one_run_design.choose_one_run_design`, ``method="fdp"``).
+    (:func:`audit.stats.one_run.design.choose_one_run_design`, ``method="fdp"``).
 
     ``one_run``: canaries, included, k_pos, k_neg, correct (right guesses of both kinds), design (how the
     guess counts were chosen), expected_perfect (mean, sd, median, 5%-95% range of the f-DP bound a

@@ -29,7 +29,7 @@ from audit.plugins.probe import claim_and_mechanism, probe
 from audit.plugins.training import plugin_dataset
 from audit.run_context import RunContext, Stages
 from targets.catalogue import is_plugin
-from targets.plugins import TrainerPlugin, load_plugin, plugin_config
+from targets.plugins.loading import TrainerPlugin, load_plugin, plugin_config
 
 
 def _sentence(f: dict) -> str:

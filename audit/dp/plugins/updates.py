@@ -37,8 +37,8 @@ from audit.plugins.probe import Probe, StepMechanism, claim_and_mechanism, probe
 from audit.plugins.training import MAX_TRAIN, plugin_dataset
 from audit.theory.claims import PrivacyClaim
 from targets.audit_hooks import UpdateRecorder
-from targets.plugin_rng import reproducibility_table
-from targets.plugins import TrainerPlugin, plugin_config
+from targets.plugins.loading import TrainerPlugin, plugin_config
+from targets.plugins.rng import reproducibility_table
 
 #: Threat models of an instrumented plugin.
 UPDATE_THREATS = ("updates", "white-box")
