@@ -88,8 +88,7 @@ def plugin_canary(threat: str, canary: str | None) -> str:
 
 def target_use(name: str) -> TargetUse:
     """What can be run against target ``name`` (a built-in name or ``module:factory``)."""
-    from targets.catalogue import lookup, resolve  # the registries: not for list and --help
-    from targets.dperm import DPERM_AUDIT_TARGETS
+    from targets.catalogue import dperm_release, lookup, resolve  # the registries: not for list and --help
 
     entry = lookup(name)
     if entry is None:  # a user's plugin (the only thing resolve accepts beyond the built-in names)
@@ -99,7 +98,7 @@ def target_use(name: str) -> TargetUse:
     if entry.family == "plugin":  # the built-in plugins are trainers
         return trainer_plugin_use(entry.description)
     if entry.family == "dp-erm":  # its run dp variants (no intercept) take only the multi-run audits
-        kinds = (("dp", "sweep") if name in DPERM_AUDIT_TARGETS else
+        kinds = (("dp", "sweep") if dperm_release(name) is None else
                  ("mechanism", "dp", "sweep", "extraction", "reconstruction", "bound"))
         return _dperm_use(entry.description, kinds)
     return TargetUse(family=entry.family, description=entry.description, run_kinds=("mechanism", "bound"))

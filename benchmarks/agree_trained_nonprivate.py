@@ -38,9 +38,9 @@ from audit.membership.subjects import registry_subject  # noqa: E402
 from audit.run_context import RunPaths, cache_dir_of  # noqa: E402
 from audit.stats.split_check import auc_score_interval  # noqa: E402
 from audit.trained_targets import quick_target  # noqa: E402
+from targets.catalogue import trained_target  # noqa: E402
 from targets.datasets import Dataset  # noqa: E402
 from targets.plugins.loading import ModelPlugin  # noqa: E402
-from targets.registry import get_target  # noqa: E402
 from targets.training import train_models  # noqa: E402
 
 TARGET = "nonprivate_mnist"
@@ -65,7 +65,7 @@ def handed_over(opts: MembershipOptions, run_dir: Path, played: dict) -> dict:
     # the target's training distribution, never trained on: the test set, the shadow pool, the shadows' canaries
     used = game.target_mask | np.isin(np.arange(len(y)), tc)
     population = np.flatnonzero(~used[: game.natural_rows])
-    spec = get_target(opts.target)
+    spec = trained_target(opts.target)
     if opts.quick:
         spec = quick_target(spec)
     config = spec.train_config(spec.noise_multiplier())

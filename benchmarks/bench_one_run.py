@@ -54,13 +54,13 @@ def measure(mode: str, target_name: str, eps: float) -> dict:
 
     from audit.dp.one_run.game import DEFAULT_MAX_CANARIES
     from audit.theory.dpsgd import calibrate_noise_multiplier
+    from targets.catalogue import trained_target
     from targets.datasets import load_dataset
     from targets.dpsgd_audit import param_shapes
     from targets.gradient_canaries import OneRunCanaries, quiet_coordinates, train_one_run
-    from targets.registry import get_target
     from targets.training import train_models
 
-    target = get_target(target_name).with_privacy(eps, None)
+    target = trained_target(target_name).with_privacy(eps, None)
     config = target.train_config(float(calibrate_noise_multiplier(eps, target.delta, target.sample_rate,
                                                                   target.steps)))
     data = load_dataset(target.dataset, None)

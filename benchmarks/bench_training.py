@@ -68,9 +68,9 @@ from audit.executors import (  # noqa: E402
 )
 from audit.io import write_json  # noqa: E402
 from audit.membership.runner import GAME_SIZES  # noqa: E402
+from targets.catalogue import trained_target  # noqa: E402
 from targets.datasets import Dataset, load_dataset  # noqa: E402
 from targets.models import get_architecture, init_params, to_module  # noqa: E402
-from targets.registry import get_target  # noqa: E402
 from targets.threads import TRAINING_THREADS_ENV, TrainingThreads, training_threads, usable_cpus  # noqa: E402
 from targets.training import TrainConfig, resolve_device, train_models  # noqa: E402
 
@@ -305,7 +305,7 @@ def executors(preset: dict, device: torch.device) -> dict:
 def chunk_cost(preset: dict, device: torch.device) -> dict:
     """One chunk of the flagship target's models trained on one thread (as a worker trains it), and the
     projected training wall time of a 256-reference-model LiRA audit of that target on N workers."""
-    target = get_target("dpsgd_mnist")
+    target = trained_target("dpsgd_mnist")
     config = target.train_config(target.noise_multiplier())
     if preset["chunk_epochs"] is not None:  # --quick: a fraction of the epochs, scaled up below
         config = dataclasses.replace(config, epochs=preset["chunk_epochs"])

@@ -23,7 +23,8 @@ from targets.mechanisms import MECHANISMS, make_mechanism
 from targets.plugins.loading import BUILTIN_PLUGINS, is_plugin_spec, load_plugin
 from targets.registry import TARGETS, TrainedTarget, get_target
 
-__all__ = ["FAMILIES", "TargetEntry", "entries", "lookup", "resolve", "trained_target", "trained_targets"]
+__all__ = ["FAMILIES", "TargetEntry", "entries", "lookup", "resolve", "trained_target", "trained_targets",
+           "dperm_release"]
 
 #: Families, in the order ``python -m audit list`` shows them.
 FAMILIES = ("trained", "mechanism", "dp-erm", "control", "plugin")
@@ -106,3 +107,17 @@ def trained_target(name: str) -> TrainedTarget:
 def trained_targets() -> list[TrainedTarget]:
     """Every built-in trained model, in listing order."""
     return [entry.factory() for entry in entries() if entry.family == "trained"]
+
+
+def dperm_release(name: str) -> dict[str, Any] | None:
+    """The specification of the DP-ERM release ``name`` (:data:`targets.dperm.DPERM_TARGETS`: its dataset,
+    claimed epsilon and delta, ``l2_reg``, description), or None for any other name, the ``run dp`` variants
+    without intercept (:data:`targets.dperm.DPERM_AUDIT_TARGETS`) included.
+
+    Args:
+        name: A target name.
+
+    Returns:
+        The release's specification (the registry's own dict), or None.
+    """
+    return DPERM_TARGETS.get(name)

@@ -40,8 +40,7 @@ from audit.results_header import ResultsHeader, no_bounds
 from audit.run_context import RunContext
 from audit.run_options import CommonRunOptions
 from audit.theory.checks import check_confidence
-from targets.catalogue import resolve
-from targets.dperm import DPERM_TARGETS
+from targets.catalogue import dperm_release, resolve
 from targets.registry import TrainedTarget
 from targets.training import resolve_device
 
@@ -67,7 +66,7 @@ def run_extraction(opts: ExtractionOptions) -> tuple[Path, dict]:
     if opts.queries is not None and opts.queries < 1:
         raise UserError(f"--queries must be >= 1, got {opts.queries}")
     entry = resolve(opts.target)
-    is_dperm = opts.target in DPERM_TARGETS  # not its run dp variants: their features have no intercept
+    is_dperm = dperm_release(opts.target) is not None  # not its run dp variants: their features have no intercept
     plugin = entry.family == "plugin"
     target = None if is_dperm or plugin else linear_target(opts)
     device = resolve_device(opts.device)

@@ -13,9 +13,9 @@ from attacks.extraction import FeatureMap, linear_features, softmax
 from audit.errors import UserError
 from audit.run_context import RunPaths
 from audit.trained_targets import member_split, resolve_trained, train_cached
-from targets.catalogue import trained_targets
+from targets.catalogue import dperm_release, trained_targets
 from targets.datasets import Dataset, load_dataset
-from targets.dperm import DPERM, DPERM_TARGETS, binary_labels, prepare_features
+from targets.dperm import DPERM, binary_labels, prepare_features
 from targets.registry import TrainedTarget
 
 
@@ -88,7 +88,7 @@ def trained_victim(opts: Any, target: TrainedTarget, paths: RunPaths, device) ->
 
 
 def dperm_victim(opts: Any) -> Victim:
-    spec = DPERM_TARGETS[opts.target]
+    spec = dperm_release(opts.target)
     data = load_dataset(spec["dataset"], opts.data_dir)
     y = binary_labels(spec["dataset"], data.y)
     erm = DPERM(spec["epsilon"] if opts.epsilon is None else opts.epsilon,

@@ -21,14 +21,15 @@ import numpy as np
 from attacks.reconstruction import reconstruct_glm_record, select_glm_candidate
 from audit.errors import UserError
 from audit.reconstruction.game import GameResult
+from targets.catalogue import dperm_release
 from targets.datasets import load_dataset
-from targets.dperm import DPERM, DPERM_TARGETS, binary_labels, fit_logreg, prepare_features
+from targets.dperm import DPERM, binary_labels, fit_logreg, prepare_features
 
 
 def dperm_data(name: str, pool_size: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``(X_pool, y_pool, X_others, y_others)`` of DP-ERM target ``name``: features as the model sees them
     (with the intercept feature), labels in {-1, +1}; the pool holds ``pool_size`` records (seeded)."""
-    spec = DPERM_TARGETS[name]
+    spec = dperm_release(name)
     ds = load_dataset(spec["dataset"])
     X, y = prepare_features(ds.X.reshape(len(ds.X), -1)), binary_labels(spec["dataset"], ds.y)
     if pool_size > len(X) // 2:

@@ -27,9 +27,9 @@ from audit.run_options import CommonRunOptions
 from audit.theory.checks import check_confidence
 from audit.theory.rero import rero_bound
 from reports.reconstruction_plots import rero_success_plot
-from targets.catalogue import is_plugin, lookup, trained_target
+from targets.catalogue import dperm_release, is_plugin, lookup, trained_target
 from targets.datasets import load_dataset
-from targets.dperm import DPERM, DPERM_TARGETS
+from targets.dperm import DPERM
 
 FIGURE = "reconstruction.png"
 THREATS = ("updates", "white-box")
@@ -69,7 +69,7 @@ def _dpsgd(opts: ReconstructionOptions, counts: tuple[int, ...], runs: int, thre
 def _dperm(opts: ReconstructionOptions, counts: tuple[int, ...], runs: int, threat: str):
     if threat != "white-box":
         raise UserError(f"DP-ERM releases only its parameters: use --threat white-box (got {threat})")
-    spec = DPERM_TARGETS[opts.target]
+    spec = dperm_release(opts.target)
     eps = spec["epsilon"] if opts.epsilon is None else opts.epsilon
     delta = spec["delta"] if opts.delta is None else opts.delta
     games, info, erm = dperm_games(opts.target, lambda n: DPERM(eps, delta, spec["l2_reg"], n), counts, runs,
@@ -84,7 +84,7 @@ def run_reconstruction(opts: ReconstructionOptions) -> tuple[Path, dict]:
     if is_plugin(opts.target):
         raise UserError("a trainer plugin is a black box (train(X, y, seed) -> predict_proba): it gives neither "
                         "updates nor parameters; run reconstruction takes the built-in DP-SGD and DP-ERM targets")
-    dperm = opts.target in DPERM_TARGETS
+    dperm = dperm_release(opts.target) is not None
     entry = lookup(opts.target)
     if not dperm and (entry is None or entry.family != "trained"):
         raise UserError(f"run reconstruction takes the built-in DP-SGD and DP-ERM targets (got {opts.target})")

@@ -11,10 +11,10 @@ from audit.dp.game import audit_runs, fair_coins
 from audit.dp.options import DPOptions
 from audit.dp.runner import run_dp
 from audit.theory.dpsgd import DPSGDClaim
+from targets.catalogue import trained_target
 from targets.datasets import load_dataset
 from targets.dpsgd_audit import CanaryPlan, dead_coordinate, flatten, param_shapes, train_audit_runs
 from targets.dpsgd_step import DPSGDStep, StepHook, StepOptions
-from targets.registry import get_target
 from targets.training import TrainConfig, train_models
 
 SEEDS = [5, 6, 7]
@@ -85,7 +85,7 @@ MUTATION_RUNS = 1000
 
 
 def _full_batch_claim():
-    target = get_target("dpgd_logreg_digits")
+    target = trained_target("dpgd_logreg_digits")
     sigma = target.noise_multiplier()
     return target, sigma, DPSGDClaim(sigma, target.sample_rate, target.steps)
 

@@ -38,6 +38,7 @@ from audit.stats.one_run.design import (
     dpsgd_canary_llr,
 )
 from audit.theory.dpsgd import calibrate_noise_multiplier
+from targets.catalogue import trained_target
 from targets.datasets import load_dataset
 from targets.dpsgd_audit import param_shapes
 from targets.gradient_canaries import (
@@ -47,7 +48,6 @@ from targets.gradient_canaries import (
     random_direction_capacity,
     train_one_run,
 )
-from targets.registry import get_target
 from targets.training import resolve_device
 
 __all__ = ["run_one_run", "ONE_RUN_THREATS", "DEFAULT_MAX_CANARIES", "canary_capacity", "design_games"]
@@ -140,7 +140,7 @@ def _canaries(opts: DPOptions, data, train_index: np.ndarray, arch: str, n_param
 def run_one_run(opts: DPOptions) -> tuple[Path, dict]:
     """One training of a built-in DP-SGD target with M gradient canaries; returns (run directory, results)."""
     threat = _check_options(opts)
-    target = get_target(opts.target).with_privacy(opts.epsilon, opts.delta)
+    target = trained_target(opts.target).with_privacy(opts.epsilon, opts.delta)
     if not target.private:
         raise UserError(f"target {target.name} is not private; run dp audits DP targets")
     sigma = float(calibrate_noise_multiplier(target.epsilon, target.delta, target.sample_rate, target.steps))

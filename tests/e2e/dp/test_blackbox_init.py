@@ -14,10 +14,10 @@ from audit.dp.options import DPOptions
 from audit.dp.runner import run_dp
 from audit.errors import UserError
 from reports.summary import headline_sentences
+from targets.catalogue import trained_target
 from targets.datasets import load_dataset
 from targets.dpsgd_audit import CanaryPlan, train_audit_runs
 from targets.dpsgd_step import StepOptions
-from targets.registry import get_target
 from targets.training import log_softmax, predict_logits
 
 
@@ -29,7 +29,7 @@ def test_blank_canary_is_the_zero_input_with_the_last_label():
 
 def test_pretrained_init_is_shared_by_every_run_and_fits_its_own_data():
     data = load_dataset("digits")
-    target = get_target("dpgd_logreg_digits")
+    target = trained_target("dpgd_logreg_digits")
     config = target.train_config(2.0)
     rows = np.arange(100, 400)
     init = pretrained_init(data, rows, config, seed=0, device="cpu")

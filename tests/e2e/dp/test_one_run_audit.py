@@ -131,11 +131,11 @@ def test_canaries_join_like_poisson_records(kind):
     the target's Poisson rate."""
     from dataclasses import replace
 
+    from targets.catalogue import trained_target
     from targets.datasets import load_dataset
     from targets.gradient_canaries import OneRunCanaries, quiet_coordinates, train_one_run
-    from targets.registry import get_target
 
-    target = get_target("dpsgd_audit_logreg_digits")
+    target = trained_target("dpsgd_audit_logreg_digits")
     config = replace(target.train_config(1e-6), epochs=5.0)  # 100 steps at q 0.05
     data = load_dataset(target.dataset, None)
     rows = np.random.default_rng(0).permutation(len(data))[:target.n_train]

@@ -164,9 +164,9 @@ def test_crafted_replace_pair_observations():
 def test_shuffle_as_poisson_is_flagged_and_its_poisson_twin_is_not(tmp_path):
     from audit.dp.dpsgd_observer import _shuffle_hypothesis_threshold
     from audit.dp.dpsgd_setup import _noise_multiplier
-    from targets.registry import get_target
+    from targets.catalogue import trained_target
 
-    target = get_target("dpsgd_control_shuffle_as_poisson")
+    target = trained_target("dpsgd_control_shuffle_as_poisson")
     sigma = _noise_multiplier(target.epsilon, target.delta, target.sample_rate, target.steps)
     claim = DPSGDClaim(sigma, target.sample_rate, target.steps, neighbouring=Neighbouring.REPLACE).epsilon(target.delta)
     runs = 4000

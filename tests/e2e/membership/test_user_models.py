@@ -50,12 +50,12 @@ def test_missing_cifar10_files_say_how_to_get_them(tmp_path, capsys, monkeypatch
 
 
 def test_cifar10_targets_train_the_cnn_on_colour_images(tmp_path):
-    from targets.registry import get_target
+    from targets.catalogue import trained_target
     from targets.training import train_models
 
     _cifar_fixture(tmp_path)
     data = load_dataset("cifar10", tmp_path)
-    target = get_target("dpsgd_cifar10")
+    target = trained_target("dpsgd_cifar10")
     assert target.dataset == "cifar10" and target.arch == "cnn"
     config = replace(target.train_config(1.0), epochs=0.4)  # two DP-SGD steps
     masks = np.zeros((2, len(data)), dtype=bool)

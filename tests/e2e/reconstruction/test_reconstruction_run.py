@@ -17,10 +17,10 @@ from audit.reconstruction.dperm import dperm_games
 from audit.reconstruction.dpsgd import GamePlan, dpsgd_games
 from audit.reconstruction.game import interval
 from audit.theory.rero import rero_bound
+from targets.catalogue import trained_target
 from targets.datasets import load_dataset
 from targets.dperm import DPERM, DPERM_TARGETS
 from targets.dpsgd_controls import NoiseOverBatchStep
-from targets.registry import get_target
 
 
 def test_run_reconstruction_meets_rero_bound(tmp_path, capsys):
@@ -45,7 +45,7 @@ def test_run_reconstruction_meets_rero_bound(tmp_path, capsys):
 def test_broken_control_exceeds_rero_bound():
     # noise divided by the batch size (targets.dpsgd_controls.NoiseOverBatchStep): 32 times less noise than
     # the claim's; the attack's lower confidence limit lies above the claim's bound
-    target = get_target("dpgd_logreg_digits")
+    target = trained_target("dpgd_logreg_digits")
     data = load_dataset(target.dataset)
     train_index = np.random.default_rng([0, 5]).permutation(len(data))[:target.n_train]
     sigma = target.noise_multiplier()
