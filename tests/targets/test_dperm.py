@@ -1,4 +1,4 @@
-"""DP-ERM output perturbation: exact minimiser, sensitivity, calibration, audit."""
+"""DP-ERM output perturbation: exact minimiser, sensitivity, calibration (its audit: tests/kinds/mechanism/)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import pytest
 from sklearn.linear_model import LogisticRegression
 
 from audit.errors import UserError
-from audit.mechanism.runner import mechanism_bounds
 from audit.theory.claims import GaussianClaim
 from audit.theory.gaussian import analytic_gaussian_sigma
 from targets.datasets import load_dataset
@@ -109,21 +108,6 @@ def test_release_noise_has_the_calibrated_law(cancer):
     assert abs(resid.mean()) < 5 * erm.sigma / math.sqrt(resid.size)
     with pytest.raises(UserError):
         erm.minimiser(X[:-1], y[:-1])
-
-
-@pytest.mark.slow  # runs an audit end to end
-def test_dperm_audit_below_claim_and_near_pair():
-    mech = make_dperm("dperm_breast_cancer", epsilon=2.0)
-    d0, d1 = mech.neighbouring_pair()
-    n = 50_000
-    s0 = mech.score(mech.sample(d0, n, 11))
-    s1 = mech.score(mech.sample(d1, n, 12))
-    (cp, _), _, _ = mechanism_bounds(mech, s0, s1, 1e-5, 0.95, seed=0)
-    pair_eps = mech.pair_claim().epsilon(1e-5)
-    assert cp.valid and cp.epsilon < pair_eps < mech.claim.epsilon(1e-5)
-    assert cp.epsilon > 0.3 * pair_eps
-    p = mech.params()
-    assert p["minimiser_shift"] <= p["sensitivity"]
 
 
 def test_registered_targets_and_canary():
