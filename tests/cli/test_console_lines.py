@@ -42,10 +42,10 @@ def _warning_loop() -> dict:
     import logging
     import warnings
 
-    from test_plugin_one_run import _plugin
+    from hooked_softmax import hooked_plugin
 
     warnings.warn("factory warning from the user's code", UserWarning, stacklevel=1)
-    plugin = _plugin("warning_loop")
+    plugin = hooked_plugin("warning_loop")
     inner = plugin["train"]
 
     def train(X, y, seed):
@@ -99,9 +99,9 @@ def test_quiet_silences_the_user_libraries_warnings(tmp_path, caplog):
 
 def typo_claims() -> dict:
     """A trainer plugin whose claim is under a mistyped key."""
-    from test_plugin_one_run import _plugin
+    from hooked_softmax import hooked_plugin
 
-    plugin = _plugin("typo")
+    plugin = hooked_plugin("typo")
     return {k: v for k, v in plugin.items() if k != "claim"} | {"claims": plugin["claim"]}
 
 

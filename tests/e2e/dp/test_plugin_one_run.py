@@ -9,57 +9,20 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
-import torch
+from hooked_softmax import CLASSES, EPOCHS, EPS, FEATURES, STEPS, N, hooked_plugin
 
 from audit.cli import main
 from audit.plugins.training import MAX_TRAIN
 from audit.testing import assert_private
-from audit.theory.dpsgd import calibrate_noise_multiplier
-from targets.audit_hooks import add_canary, report_update
 
 #: End-to-end runs of the audits (``pytest -m "not slow"`` runs the unit tests alone).
 
-EPS, DELTA, Q, EPOCHS, C, N, FEATURES, CLASSES = 4.0, 1e-5, 0.05, 1, 1.0, 1200, 20, 10
-STEPS = int(round(EPOCHS / Q))
-SIGMA = float(calibrate_noise_multiplier(EPS, DELTA, Q, STEPS))
 MODULE = Path(__file__).stem
 
 
-def _data():
-    rng = np.random.default_rng(0)
-    return rng.normal(size=(N, FEATURES)).astype(np.float32), rng.integers(0, CLASSES, N)
-
-
-def _loop(epochs: int = EPOCHS):
-    """A hand-written DP-SGD loop with the two hooks: Poisson rate Q, per-example clipping to C, the noisy sum."""
-    def train(X, y, seed):
-        gen = torch.manual_seed(seed)
-        X, y = torch.as_tensor(X), torch.as_tensor(y)
-        w = torch.zeros(X.shape[1], CLASSES)
-        for _ in range(int(round(epochs / Q))):
-            batch = torch.nonzero(torch.rand(len(X), generator=gen) < Q).reshape(-1)
-            p = torch.softmax(X[batch] @ w, 1)
-            g = X[batch][:, :, None] * (p - torch.nn.functional.one_hot(y[batch], CLASSES))[:, None, :]
-            norms = g.flatten(1).norm(dim=1).clamp(min=1e-12)
-            summed = (g * (C / norms).clamp(max=1.0)[:, None, None]).sum(0)
-            add_canary(summed, clip_norm=C, sample_rate=Q, batch=batch)
-            noisy = summed + SIGMA * C * torch.randn(summed.shape, generator=gen)
-            report_update(noisy)
-            w = w - 0.5 * noisy / (Q * N)  # a normaliser fixed in advance
-        return lambda Z: torch.softmax(torch.as_tensor(Z, dtype=torch.float32) @ w, 1).numpy()
-
-    return train
-
-
-def _plugin(name: str, epochs: int = EPOCHS) -> dict:
-    return {"kind": "trainer", "name": name, "dataset": _data(), "train": _loop(epochs),
-            "claim": {"epsilon": EPS, "delta": DELTA}}
-
-
 def correct() -> dict:
-    return _plugin("one_run_correct")
+    return hooked_plugin("one_run_correct")
 
 
 def _results(out: Path) -> dict:
@@ -102,14 +65,14 @@ def test_white_box_of_a_hooked_loop_is_one_line_exit_2(tmp_path, capsys):
 
 
 def test_assert_private_one_run_passes_a_correct_loop(tmp_path):
-    results = assert_private(_plugin("one_run_correct"), one_run=True, out=tmp_path)
+    results = assert_private(hooked_plugin("one_run_correct"), one_run=True, out=tmp_path)
     assert results["game"]["trainings"] == 5 and results["verdict"]["status"] == "consistent"
 
 
 def test_assert_private_one_run_flags_a_loop_that_trains_three_times_the_epochs(tmp_path):
     found = r"accounting check found the code less private than claimed \((noise-level|epsilon)"
     with pytest.raises(AssertionError, match=found):
-        assert_private(_plugin("one_run_three_epochs", epochs=3 * EPOCHS), one_run=True, out=tmp_path)
+        assert_private(hooked_plugin("one_run_three_epochs", epochs=3 * EPOCHS), one_run=True, out=tmp_path)
     assert _results(tmp_path)["config_check"]["config"]["steps"] == 3 * STEPS
 
 
