@@ -55,7 +55,7 @@ from audit.stats.split_check import (
     proportional_subsample,
 )
 
-__all__ = ["text_split_check", "layout_features", "LAYOUT_FEATURES", "NGRAM_RANGE"]
+__all__ = ["text_split_check", "text_fold_scores", "layout_features", "LAYOUT_FEATURES", "NGRAM_RANGE"]
 
 #: Character n-gram lengths of the TF-IDF features.
 NGRAM_RANGE = (1, 4)
@@ -124,9 +124,10 @@ def _stacked_naive_bayes(train_texts: list[str], y: np.ndarray, test_texts: list
     return inner, _naive_bayes_log_odds(train_texts, y, test_texts)
 
 
-def _fold_scores(texts: list[str], member: np.ndarray, train: np.ndarray, test: np.ndarray,
-                 seed: int) -> tuple[np.ndarray, int]:
-    """Membership scores of ``test`` from the classifier fitted on ``train``, and its feature count."""
+def text_fold_scores(texts: list[str], member: np.ndarray, train: np.ndarray, test: np.ndarray,
+                     seed: int) -> tuple[np.ndarray, int]:
+    """Membership scores of ``texts[test]`` from the blind classifier (module docstring) fitted on ``texts[train]``
+    with labels ``member[train]``, and its feature count; one fold of :func:`text_split_check`."""
     vectorizer = FeatureUnion([
         ("chars", TfidfVectorizer(analyzer="char_wb", ngram_range=NGRAM_RANGE, lowercase=False, sublinear_tf=True,
                                   min_df=2, dtype=np.float64)),
@@ -157,7 +158,7 @@ def text_split_check(members: Sequence[str], nonmembers: Sequence[str], *, confi
     scores = np.zeros(len(member))
     held_out, widths = [], []
     for train, test in splitter.split(np.zeros(len(member)), member):
-        scores[test], width = _fold_scores(texts, member, train, test, seed)
+        scores[test], width = text_fold_scores(texts, member, train, test, seed)
         held_out.append(test)
         widths.append(width)
     alpha = 1.0 - confidence
