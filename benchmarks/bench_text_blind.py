@@ -11,12 +11,15 @@ classifier could see at this record length (issue 35's "histories against comedi
      1,000 + 1,000;
    * histories against comedies with 5 folds (each fold trains on 240 per side instead of 150);
    * non-members upper-cased, and re-wrapped (newlines replaced by spaces), 300 + 300 random halves of the pool.
-2. A supervised ceiling: the check's own fold classifier (:func:`~audit.stats.text_split_check.text_fold_scores`)
+2. Calibration: ``--splits`` random splits (seeds 0, 1, ...) of the pool, 300 + 300; the number flagged,
+   against the at most 5% the union-bound interval allows, with its binomial tail probability at 5%.
+3. A supervised ceiling: the check's own fold classifier (:func:`~audit.stats.text_split_check.text_fold_scores`)
    trained on ``m`` labelled held-out speeches of each genre (disjoint from the test texts), scored on 300
    histories and 300 comedies. Cross-fitting over 2 folds trains on half of each side, so a blind check with
    ``n`` per side sees at most what this ceiling shows at ``m = n/2`` (``m = n(K-1)/K`` with K folds).
 
-One BLAS thread (threadpoolctl). Writes ``{"host", "date", "uptime", "checks": [...], "ceiling": [...]}``.
+One BLAS thread (threadpoolctl). Writes ``{"host", "date", "uptime_at_start", "checks": [...],
+"calibration": {...}, "ceiling": [...]}``.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
+from scipy import stats  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
 from audit.io import write_json  # noqa: E402
@@ -98,6 +102,20 @@ def checks(n: int, seeds: int) -> list[dict]:
     return out
 
 
+def calibration(n: int, splits: int) -> dict:
+    draw = _settings(n)["random split of the fine-tuning pool"][2]
+    aucs, flagged = [], 0
+    for seed in range(splits):
+        check = text_split_check(*draw(seed), seed=seed)
+        aucs.append(check.blind_auc)
+        flagged += not check.passed
+    out = {"per_side": n, "splits": splits, "flagged": flagged, "level": 0.05,
+           "tail_probability_at_level": float(stats.binom.sf(flagged - 1, splits, 0.05)),
+           "auc_mean": float(np.mean(aucs)), "auc_sd": float(np.std(aucs, ddof=1)), "aucs": aucs}
+    print("calibration", flagged, "of", splits, f"mean {out['auc_mean']:.3f} sd {out['auc_sd']:.3f}", flush=True)
+    return out
+
+
 def ceiling(seeds: int, test_per_side: int = 300) -> list[dict]:
     hist, com = _genre(("histories",)), _genre(("comedies",))
     texts = hist + com
@@ -124,11 +142,13 @@ def main() -> None:
     parser.add_argument("--per-side", type=int, default=300)
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--ceiling-seeds", type=int, default=5)
+    parser.add_argument("--splits", type=int, default=100)
     args = parser.parse_args()
     start = time.perf_counter()
     result = {"host": host_info(), "date": utc_now(), "uptime_at_start": _uptime(), "blas_threads": 1}
     with threadpool_limits(1):
         result["checks"] = checks(args.per_side, args.seeds)
+        result["calibration"] = calibration(args.per_side, args.splits)
         result["ceiling"] = ceiling(args.ceiling_seeds)
     result["uptime_at_end"] = _uptime()
     result["seconds"] = time.perf_counter() - start
