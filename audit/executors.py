@@ -262,13 +262,23 @@ class CachedExecutor:
     cache_dir: Path
     log: Callable[[str], None] | None = None
 
+    def _seed_chunks(self, what: str, seeds: Sequence[int], size: int,
+                     chunk: Callable[[slice, list[int]], tuple[dict, Job]]) -> list:
+        """The results of ``chunk(part, seeds)``'s (cache key, job) for each run of at most ``size`` seeds, each
+        reused from or stored in the model cache (:func:`run_chunks`); ``log`` gets one line (``what``)."""
+        chunks = [chunk(part, [int(s) for s in seeds[part]]) for part in chunk_slices(len(seeds), size)]
+        results, reused = run_chunks(self.executor, self.cache_dir, chunks, self.log, what)
+        if self.log is not None:
+            self.log(f"{what}: {len(seeds)} runs in {len(chunks)} chunk(s): {sum(reused)} from the cache, "
+                     f"{len(chunks) - sum(reused)} trained on {self.executor.description}")
+        return results
+
     def audit_runs(self, data, train_index, config, seeds: Sequence[int], plan: CanaryPlan, *, device="cpu",
                    progress: bool = False, init=None) -> AuditRuns:
         """:func:`targets.dpsgd_audit.train_audit_runs` in chunks of at most :data:`RUN_CHUNK` runs on
         ``self.executor``, each reused from or stored in the model cache (:func:`run_chunks`); the same
         arguments (``init``: :class:`targets.dpsgd_step.StepOptions`'s), the same
         :class:`targets.dpsgd_audit.AuditRuns`."""
-        executor, cache_dir, log = self.executor, self.cache_dir, self.log
         included = np.asarray(plan.included, dtype=bool)
         grad_canary, input_canary, observe = plan.grad_canary, plan.input_canary, plan.observe
         canary = (_digest(np.asarray(grad_canary, dtype=np.float32)) if grad_canary is not None else
@@ -278,18 +288,12 @@ class CachedExecutor:
                   "canary": canary, "canary_type": "gradient" if grad_canary is not None else "input",
                   "observe": observe, "replace_pair": plan.replace_pair, "device": torch.device(device).type,
                   "init": None if init is None else _digest(*(init[k].detach().cpu().numpy() for k in sorted(init)))}
-        chunks = []
-        for part in chunk_slices(len(seeds), RUN_CHUNK):
-            seeds_part = [int(s) for s in seeds[part]]
-            payload = common | {"seeds": seeds_part, "included": _digest(included[part])}
-            chunks.append((payload, Job(_audit_runs_chunk, dict(
+        def chunk(part: slice, seeds_part: list[int]) -> tuple[dict, Job]:
+            return (common | {"seeds": seeds_part, "included": _digest(included[part])}, Job(_audit_runs_chunk, dict(
                 data=data, train_index=train_index, config=config, seeds=seeds_part,
                 plan=replace(plan, included=included[part]), device=device,
-                progress=progress and executor.in_process, options=StepOptions(init=init)))))
-        results, reused = run_chunks(executor, cache_dir, chunks, log, "audit runs")
-        if log is not None:
-            log(f"audit runs: {len(seeds)} runs in {len(chunks)} chunk(s): {sum(reused)} from the cache, "
-                f"{len(chunks) - sum(reused)} trained on {executor.description}")
+                progress=progress and self.executor.in_process, options=StepOptions(init=init))))
+        results = self._seed_chunks("audit runs", seeds, RUN_CHUNK, chunk)
         step_obs = (torch.cat([r["step_obs"] for r in results]).numpy() if "step_obs" in results[0] else None)
         return AuditRuns(torch.cat([r["initial"] for r in results]), torch.cat([r["final"] for r in results]), step_obs,
                          torch.cat([r["canary_steps"] for r in results]).numpy(),
@@ -301,7 +305,6 @@ class CachedExecutor:
         on ``self.executor``, each reused from or stored in the model cache (:func:`run_chunks`); the same
         arguments, the same :class:`targets.reconstruction_runs.CandidateRuns` (a run depends only on its seed and
         its candidate, so the chunking never changes a result)."""
-        executor, cache_dir, log = self.executor, self.cache_dir, self.log
         candidates, basis = draw.candidates, draw.basis
         chosen = np.asarray(draw.chosen, dtype=np.int64)
         cand = np.asarray(candidates, dtype=np.float32)
@@ -310,18 +313,12 @@ class CachedExecutor:
                   "train_index": _digest(np.asarray(train_index, dtype=np.int64)), "candidates": _digest(cand),
                   "basis": None if basis is None else _digest(np.asarray(basis, dtype=np.float32)),
                   "step": f"{step_type.__module__}.{step_type.__qualname__}", "device": torch.device(device).type}
-        chunks = []
-        for part in chunk_slices(len(seeds), CANDIDATE_CHUNK):
-            seeds_part = [int(s) for s in seeds[part]]
-            payload = common | {"seeds": seeds_part, "chosen": _digest(chosen[part])}
-            chunks.append((payload, Job(_candidate_runs_chunk, dict(
+        def chunk(part: slice, seeds_part: list[int]) -> tuple[dict, Job]:
+            return (common | {"seeds": seeds_part, "chosen": _digest(chosen[part])}, Job(_candidate_runs_chunk, dict(
                 data=data, train_index=train_index, config=config, seeds=seeds_part,
                 draw=replace(draw, chosen=chosen[part]), device=device, step_type=step_type,
-                progress=progress and executor.in_process))))
-        results, reused = run_chunks(executor, cache_dir, chunks, log, "reconstruction runs")
-        if log is not None:
-            log(f"reconstruction runs: {len(seeds)} runs in {len(chunks)} chunk(s): {sum(reused)} from the cache, "
-                f"{len(chunks) - sum(reused)} trained on {executor.description}")
+                progress=progress and self.executor.in_process)))
+        results = self._seed_chunks("reconstruction runs", seeds, CANDIDATE_CHUNK, chunk)
         residuals = torch.cat([r["residuals"] for r in results]).numpy() if "residuals" in results[0] else None
         return CandidateRuns(torch.cat([r["initial"] for r in results]), torch.cat([r["final"] for r in results]),
                              residuals, torch.cat([r["joined"] for r in results]).numpy())

@@ -28,7 +28,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from audit.dp.game import ALPHA_GRID, audit_runs
+from audit.dp.game import ALPHA_GRID, ScoreModel, audit_runs
 from audit.dp.sweep import sweep_verdict
 from audit.mechanism.runner import mechanism_bounds
 from audit.membership.bounds import Guesses, one_run
@@ -174,7 +174,7 @@ def test_run_dp_statistics_at_the_claim(claim_form):
             scores, claim, pair = dpsgd_step_scores(rng, inc.size, inc, **DPSGD), DPSGD_CLAIM, False
         else:  # output perturbation scored by a fixed projection: exactly N(0,1) vs N(mu,1), GDP valid
             scores, claim, pair = rng.normal(0.0, 1.0, inc.size) + 2.0 * inc, GaussianClaim(2.0), True
-        out = audit_runs(scores, inc, claim, DELTA, CONFIDENCE, rep, gaussian_pair=pair)
+        out = audit_runs(scores, inc, claim, DELTA, CONFIDENCE, rep, ScoreModel(gaussian_pair=pair))
         counts.add(out, out["lower_bounds"], claim.epsilon(DELTA))
     counts.check()
 
