@@ -104,7 +104,7 @@ class Judgement:
 
 
 def judge(bounds: Sequence[Mapping[str, Any]], *, claim: PrivacyClaim | None, delta: float, alpha: np.ndarray,
-          family: Competition, estimate_of: Sequence[Mapping[str, Any]] | None = None) -> Judgement:
+          family: Competition) -> Judgement:
     """The judgement of an audit's bounds against its claim (:func:`audit.stats.verdict.compare_with_claim`:
     best valid bound of the family, ceiling, verdict, tradeoff curves).
 
@@ -114,14 +114,13 @@ def judge(bounds: Sequence[Mapping[str, Any]], *, claim: PrivacyClaim | None, de
         delta: the delta the epsilons are read at.
         alpha: the FPR grid of the tradeoff curves.
         family: the bounds that compete for the verdict (size and family-wise confidence).
-        estimate_of: the rows the best estimate is chosen among (default: those of ``bounds`` with an epsilon).
 
     Returns:
         The typed judgement.
     """
     rows = [dict(b) for b in bounds]
     comparison = compare_with_claim(rows, claim, delta, alpha, family)
-    among = [b for b in (rows if estimate_of is None else estimate_of) if b.get("epsilon") is not None]
+    among = [b for b in rows if b.get("epsilon") is not None]  # the best estimate: the largest of every role
     estimate = max(among, key=lambda b: epsilon_value(b["epsilon"]), default=None)
     best, ceiling = comparison["best_lower_bound"], comparison["ceiling"]
     return Judgement(
