@@ -352,7 +352,8 @@ class RunContext:
 
         results.json is the typed :class:`audit.stats.outcome.Outcome` of the completed results, validated
         against the schema (:func:`audit.results_file.outcome_of`) and written by the one serialiser,
-        :func:`audit.results_file.write_outcome`."""
+        :func:`audit.results_file.write_outcome`; results that do not follow the schema are a runner's bug and
+        leave as :class:`audit.errors.AuditIncomplete` (exit 3)."""
         from audit.results_file import outcome_of, write_outcome  # jsonschema: only when a run is written
 
         results = {"schema_version": SCHEMA_VERSION, "kind": self.kind, "target": self.target, "seed": self.seed} \
@@ -360,7 +361,11 @@ class RunContext:
         write_json(self.run_dir / "config.json", config | {"packages": package_versions()})
         self.timing["total_s"] = time.perf_counter() - self.started
         results["timing"] = dict(self.timing)
-        write_outcome(self.run_dir / "results.json", outcome_of(results, "the results of this run"))
+        try:
+            outcome = outcome_of(results, "the results of this run")
+        except UserError as exc:  # a runner's bug, not the user's: the audit could not complete (exit 3)
+            raise RuntimeError(f"{exc} (a workbench bug: its runner built them)") from None
+        write_outcome(self.run_dir / "results.json", outcome)
         self.paths.log(f"wrote config.json and results.json (schema version {SCHEMA_VERSION})", logging.DEBUG)
         if report:
             # run_context is on the --help path (configure_console): imported only when a run needs it
