@@ -31,7 +31,7 @@ from audit.membership.trained import (
 )
 from audit.results_header import ADD_REMOVE_RECORD, ResultsHeader, accountant
 from audit.run_context import RunContext
-from audit.stats.judgement import judge
+from audit.stats.judgement import Judgement, judge
 from audit.stats.lower_bound import VERDICT
 from audit.stats.metrics import attack_metrics
 from audit.stats.one_run.steinke import one_run_bound
@@ -240,7 +240,7 @@ def run_trained_membership(opts: MembershipOptions, plugin: ModelPlugin) -> tupl
                                 ).with_verdict(judgement.verdict.to_dict() | {
                                     "text": f"no epsilon bound ({why}); attack metrics only"})
         found = TrainedFindings(split=split, attacks=attacks_out, skipped=skipped, references=references,
-                                judged=judgement.blocks(), allowed=allowed, why=why, delta=delta)
+                                judgement=judgement, allowed=allowed, why=why, delta=delta)
         results = _trained_results(opts, model, q, found)
         config_json = {"command": "run membership", "options": asdict(opts), "target": model.to_dict()}
         results = ctx.finish(results, config_json)
@@ -256,7 +256,7 @@ class TrainedFindings:
         attacks: each attack's entry (``attacks``).
         skipped: the attacks not run, and why.
         references: the reference models.
-        judged: the judgement's blocks (:meth:`audit.stats.judgement.Judgement.blocks`).
+        judgement: the bounds judged against the claim (:func:`audit.stats.judgement.judge`).
         allowed: whether the audit may bound epsilon.
         why: why (not).
         delta: the delta the epsilons are read at.
@@ -266,7 +266,7 @@ class TrainedFindings:
     attacks: dict
     skipped: dict
     references: int
-    judged: dict
+    judgement: Judgement
     allowed: bool
     why: str
     delta: float
@@ -277,21 +277,21 @@ def _trained_results(opts: MembershipOptions, model: TrainedModel, q: TrainedQue
     """results.json of a trained-model audit (before the envelope): the common header
     (:func:`audit.results_header.results_header`), then the split check, the attacks, the game and the
     comparison with the claim."""
-    split, attacks_out, delta = found.split, found.attacks, found.delta
-    best = found.judged["best_lower_bound"]
+    split, attacks_out, delta, judged = found.split, found.attacks, found.delta, found.judgement.blocks()
+    best = judged["best_lower_bound"]
     header = ResultsHeader(
         description=model.description, dataset=model.members.name, dataset_source=model.members.source,
         model={"arch": model.model_kind, "member_accuracy": q.accuracy["members"],
                "nonmember_accuracy": q.accuracy["nonmembers"]},
         neighbouring=ADD_REMOVE_RECORD, delta=delta, confidence=opts.confidence,
-        primary_attack=best["attack"] if best else None, epsilon_theory=found.judged["epsilon_theory"],
+        primary_attack=best["attack"] if best else None, epsilon_theory=judged["epsilon_theory"],
         accountant=accountant(model.claim), params=model.params).to_dict()
     game = {"kind": "trained model", "members": len(model.members), "nonmembers": len(model.nonmembers),
             "records": f"the {len(model.members)} members and {len(model.nonmembers)} non-members the user gave "
                        f"({model.members.source}; {model.nonmembers.source})",
             "membership": model.membership, "membership_note": model.membership_note,
             "reference_models": found.references, "reference_records": q.reference_records}
-    return header | found.judged | {
+    return header | judged | {
         "epsilon_bound": {"allowed": found.allowed, "reason": found.why}, "attacks": attacks_out,
         "attacks_not_run": found.skipped, "tables": _trained_tables(attacks_out, split), "split_check": split.to_dict(),
         "trained_model": model.to_dict(), "game": game, "meaning": _meaning(model, split, attacks_out, best, delta),
