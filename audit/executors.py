@@ -262,6 +262,67 @@ class CachedExecutor:
     cache_dir: Path
     log: Callable[[str], None] | None = None
 
+    def _seed_chunks(self, what: str, seeds: Sequence[int], size: int,
+                     chunk: Callable[[slice, list[int]], tuple[dict, Job]]) -> list:
+        """The results of ``chunk(part, seeds)``'s (cache key, job) for each run of at most ``size`` seeds, each
+        reused from or stored in the model cache (:func:`run_chunks`); ``log`` gets one line (``what``)."""
+        chunks = [chunk(part, [int(s) for s in seeds[part]]) for part in chunk_slices(len(seeds), size)]
+        results, reused = run_chunks(self.executor, self.cache_dir, chunks, self.log, what)
+        if self.log is not None:
+            self.log(f"{what}: {len(seeds)} runs in {len(chunks)} chunk(s): {sum(reused)} from the cache, "
+                     f"{len(chunks) - sum(reused)} trained on {self.executor.description}")
+        return results
+
+    def audit_runs(self, data, train_index, config, seeds: Sequence[int], plan: CanaryPlan, *, device="cpu",
+                   progress: bool = False, init=None) -> AuditRuns:
+        """:func:`targets.dpsgd_audit.train_audit_runs` in chunks of at most :data:`RUN_CHUNK` runs on
+        ``self.executor``, each reused from or stored in the model cache (:func:`run_chunks`); the same
+        arguments (``init``: :class:`targets.dpsgd_step.StepOptions`'s), the same
+        :class:`targets.dpsgd_audit.AuditRuns`."""
+        included = np.asarray(plan.included, dtype=bool)
+        grad_canary, input_canary, observe = plan.grad_canary, plan.input_canary, plan.observe
+        canary = (_digest(np.asarray(grad_canary, dtype=np.float32)) if grad_canary is not None else
+                  _digest(np.asarray(input_canary[0], dtype=np.float32), np.int64(input_canary[1])))
+        common = {"kind": "dp audit runs", "dataset": data.name, "source": data.source, "config": config.to_dict(),
+                  "data": _digest(data.X, data.y), "train_index": _digest(np.asarray(train_index, dtype=np.int64)),
+                  "canary": canary, "canary_type": "gradient" if grad_canary is not None else "input",
+                  "observe": observe, "replace_pair": plan.replace_pair, "device": torch.device(device).type,
+                  "init": None if init is None else _digest(*(init[k].detach().cpu().numpy() for k in sorted(init)))}
+        def chunk(part: slice, seeds_part: list[int]) -> tuple[dict, Job]:
+            return (common | {"seeds": seeds_part, "included": _digest(included[part])}, Job(_audit_runs_chunk, dict(
+                data=data, train_index=train_index, config=config, seeds=seeds_part,
+                plan=replace(plan, included=included[part]), device=device,
+                progress=progress and self.executor.in_process, options=StepOptions(init=init))))
+        results = self._seed_chunks("audit runs", seeds, RUN_CHUNK, chunk)
+        step_obs = (torch.cat([r["step_obs"] for r in results]).numpy() if "step_obs" in results[0] else None)
+        return AuditRuns(torch.cat([r["initial"] for r in results]), torch.cat([r["final"] for r in results]), step_obs,
+                         torch.cat([r["canary_steps"] for r in results]).numpy(),
+                         subtracted_known=bool(results[0]["subtracted_known"][0]))
+
+    def candidate_runs(self, data, train_index, config, seeds: Sequence[int], draw: CandidateDraw, *, device="cpu",
+                       step_type: type[DPSGDStep] = DPSGDStep, progress: bool = False) -> CandidateRuns:
+        """:func:`targets.reconstruction_runs.train_candidate_runs` in chunks of at most :data:`CANDIDATE_CHUNK` runs
+        on ``self.executor``, each reused from or stored in the model cache (:func:`run_chunks`); the same
+        arguments, the same :class:`targets.reconstruction_runs.CandidateRuns` (a run depends only on its seed and
+        its candidate, so the chunking never changes a result)."""
+        candidates, basis = draw.candidates, draw.basis
+        chosen = np.asarray(draw.chosen, dtype=np.int64)
+        cand = np.asarray(candidates, dtype=np.float32)
+        common = {"kind": "reconstruction candidate runs", "dataset": data.name, "source": data.source,
+                  "config": config.to_dict(), "data": _digest(data.X, data.y),
+                  "train_index": _digest(np.asarray(train_index, dtype=np.int64)), "candidates": _digest(cand),
+                  "basis": None if basis is None else _digest(np.asarray(basis, dtype=np.float32)),
+                  "step": f"{step_type.__module__}.{step_type.__qualname__}", "device": torch.device(device).type}
+        def chunk(part: slice, seeds_part: list[int]) -> tuple[dict, Job]:
+            return (common | {"seeds": seeds_part, "chosen": _digest(chosen[part])}, Job(_candidate_runs_chunk, dict(
+                data=data, train_index=train_index, config=config, seeds=seeds_part,
+                draw=replace(draw, chosen=chosen[part]), device=device, step_type=step_type,
+                progress=progress and self.executor.in_process)))
+        results = self._seed_chunks("reconstruction runs", seeds, CANDIDATE_CHUNK, chunk)
+        residuals = torch.cat([r["residuals"] for r in results]).numpy() if "residuals" in results[0] else None
+        return CandidateRuns(torch.cat([r["initial"] for r in results]), torch.cat([r["final"] for r in results]),
+                             residuals, torch.cat([r["joined"] for r in results]).numpy())
+
 
 def train_cached_models(runner: CachedExecutor, data, config, calls: Sequence[TrainingCall], device, *,
                         max_memory: str | int | None = None, progress: bool = True, appended_rows: int = 0) -> list:
@@ -325,43 +386,6 @@ def _audit_runs_chunk(**kwargs) -> dict:
     return out
 
 
-def cached_audit_runs(runner: CachedExecutor, data, train_index, config, seeds: Sequence[int], included,
-                      *, grad_canary=None, input_canary=None, observe: str = "final", device="cpu",
-                      replace_pair: bool = False, progress: bool = False, init=None):
-    """:func:`targets.dpsgd_audit.train_audit_runs` in chunks of at most :data:`RUN_CHUNK` runs on
-    ``runner.executor``, each reused from or stored in the model cache (:func:`run_chunks`); the same
-    arguments, the same :class:`targets.dpsgd_audit.AuditRuns`."""
-    executor, cache_dir, log = runner.executor, runner.cache_dir, runner.log
-
-
-
-    included = np.asarray(included, dtype=bool)
-    canary = (_digest(np.asarray(grad_canary, dtype=np.float32)) if grad_canary is not None else
-              _digest(np.asarray(input_canary[0], dtype=np.float32), np.int64(input_canary[1])))
-    common = {"kind": "dp audit runs", "dataset": data.name, "source": data.source, "config": config.to_dict(),
-              "data": _digest(data.X, data.y), "train_index": _digest(np.asarray(train_index, dtype=np.int64)),
-              "canary": canary, "canary_type": "gradient" if grad_canary is not None else "input",
-              "observe": observe, "replace_pair": replace_pair, "device": torch.device(device).type,
-              "init": None if init is None else _digest(*(init[k].detach().cpu().numpy() for k in sorted(init)))}
-    chunks = []
-    for part in chunk_slices(len(seeds), RUN_CHUNK):
-        seeds_part = [int(s) for s in seeds[part]]
-        payload = common | {"seeds": seeds_part, "included": _digest(included[part])}
-        plan = CanaryPlan(included=included[part], grad_canary=grad_canary, input_canary=input_canary,
-                          replace_pair=replace_pair, observe=observe)
-        chunks.append((payload, Job(_audit_runs_chunk, dict(
-            data=data, train_index=train_index, config=config, seeds=seeds_part, plan=plan, device=device,
-            progress=progress and executor.in_process, options=StepOptions(init=init)))))
-    results, reused = run_chunks(executor, cache_dir, chunks, log, "audit runs")
-    if log is not None:
-        log(f"audit runs: {len(seeds)} runs in {len(chunks)} chunk(s): {sum(reused)} from the cache, "
-            f"{len(chunks) - sum(reused)} trained on {executor.description}")
-    step_obs = (torch.cat([r["step_obs"] for r in results]).numpy() if "step_obs" in results[0] else None)
-    return AuditRuns(torch.cat([r["initial"] for r in results]), torch.cat([r["final"] for r in results]), step_obs,
-                     torch.cat([r["canary_steps"] for r in results]).numpy(),
-                     subtracted_known=bool(results[0]["subtracted_known"][0]))
-
-
 #: Runs per chunk of the reconstruction game (hundreds of runs per candidate count: a few chunks per worker).
 CANDIDATE_CHUNK = 100
 
@@ -375,34 +399,3 @@ def _candidate_runs_chunk(**kwargs) -> dict:
     return out
 
 
-def cached_candidate_runs(runner: CachedExecutor, data, train_index, config, seeds: Sequence[int],
-                          draw: CandidateDraw, *, device="cpu", step_type: type[DPSGDStep] = DPSGDStep,
-                          progress: bool = False) -> CandidateRuns:
-    """:func:`targets.reconstruction_runs.train_candidate_runs` in chunks of at most :data:`CANDIDATE_CHUNK` runs
-    on ``runner.executor``, each reused from or stored in the model cache (:func:`run_chunks`); the same
-    arguments, the same :class:`targets.reconstruction_runs.CandidateRuns` (a run depends only on its seed and
-    its candidate, so the chunking never changes a result)."""
-    executor, cache_dir, log = runner.executor, runner.cache_dir, runner.log
-    candidates, basis = draw.candidates, draw.basis
-    chosen = np.asarray(draw.chosen, dtype=np.int64)
-    cand = np.asarray(candidates, dtype=np.float32)
-    common = {"kind": "reconstruction candidate runs", "dataset": data.name, "source": data.source,
-              "config": config.to_dict(), "data": _digest(data.X, data.y),
-              "train_index": _digest(np.asarray(train_index, dtype=np.int64)), "candidates": _digest(cand),
-              "basis": None if basis is None else _digest(np.asarray(basis, dtype=np.float32)),
-              "step": f"{step_type.__module__}.{step_type.__qualname__}", "device": torch.device(device).type}
-    chunks = []
-    for part in chunk_slices(len(seeds), CANDIDATE_CHUNK):
-        seeds_part = [int(s) for s in seeds[part]]
-        payload = common | {"seeds": seeds_part, "chosen": _digest(chosen[part])}
-        chunks.append((payload, Job(_candidate_runs_chunk, dict(
-            data=data, train_index=train_index, config=config, seeds=seeds_part,
-            draw=replace(draw, chosen=chosen[part]), device=device, step_type=step_type,
-            progress=progress and executor.in_process))))
-    results, reused = run_chunks(executor, cache_dir, chunks, log, "reconstruction runs")
-    if log is not None:
-        log(f"reconstruction runs: {len(seeds)} runs in {len(chunks)} chunk(s): {sum(reused)} from the cache, "
-            f"{len(chunks) - sum(reused)} trained on {executor.description}")
-    residuals = torch.cat([r["residuals"] for r in results]).numpy() if "residuals" in results[0] else None
-    return CandidateRuns(torch.cat([r["initial"] for r in results]), torch.cat([r["final"] for r in results]),
-                         residuals, torch.cat([r["joined"] for r in results]).numpy())

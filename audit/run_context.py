@@ -348,13 +348,24 @@ class RunContext:
     def finish(self, results: dict, config: dict, report: bool = True) -> dict:
         """Complete ``results`` with the envelope (schema version, kind, seed, time, host, timing),
         write config.json (with package versions) and results.json atomically, render the report and
-        refresh the index of the runs beside it (``<out>/index.html``); returns the completed results."""
+        refresh the index of the runs beside it (``<out>/index.html``); returns the completed results.
+
+        results.json is the typed :class:`audit.stats.outcome.Outcome` of the completed results, validated
+        against the schema (:func:`audit.results_file.outcome_of`) and written by the one serialiser,
+        :func:`audit.results_file.write_outcome`; results that do not follow the schema are a runner's bug and
+        leave as :class:`audit.errors.AuditIncomplete` (exit 3)."""
+        from audit.results_file import outcome_of, write_outcome  # jsonschema: only when a run is written
+
         results = {"schema_version": SCHEMA_VERSION, "kind": self.kind, "target": self.target, "seed": self.seed} \
             | results | {"created": utc_now(), "host": host_info(), "volatile": VOLATILE_KEYS}
         write_json(self.run_dir / "config.json", config | {"packages": package_versions()})
         self.timing["total_s"] = time.perf_counter() - self.started
         results["timing"] = dict(self.timing)
-        write_json(self.run_dir / "results.json", results)
+        try:
+            outcome = outcome_of(results, "the results of this run")
+        except UserError as exc:  # a runner's bug, not the user's: the audit could not complete (exit 3)
+            raise RuntimeError(f"{exc} (a workbench bug: its runner built them)") from None
+        write_outcome(self.run_dir / "results.json", outcome)
         self.paths.log(f"wrote config.json and results.json (schema version {SCHEMA_VERSION})", logging.DEBUG)
         if report:
             # run_context is on the --help path (configure_console): imported only when a run needs it

@@ -25,13 +25,14 @@ most ``1 - confidence``; keep the seed fixed in CI.
 from __future__ import annotations
 
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from audit.choices import MECHANISM_DRAWS
 from audit.dp.options import DPOptions
 from audit.dp.plugins.one_run import run_plugin_one_run
-from audit.dp.runner import play, run_dp
+from audit.dp.runner import PlayOptions, play, run_dp
 from audit.dp.setup import trainer_setup
 from audit.errors import UserError
 from audit.mechanism.runner import MechanismOptions, run_mechanism
@@ -57,17 +58,42 @@ def _resolve(target: Any) -> tuple[str, Any]:
     raise TypeError("assert_private: target must be a target name, 'module:factory', a plugin dict or a factory")
 
 
-def _one_run(label: str, what: Any, attack: str | None, runs: int | None, canaries: int | None, confidence: float,
-             seed: int, out: str, quiet: bool) -> tuple[Path, dict]:
+@dataclass(frozen=True, kw_only=True)
+class AuditRequest:
+    """The audit :func:`assert_private` asks for (its keyword arguments, and ``quiet``).
+
+    Attributes:
+        attack: as for :func:`assert_private`.
+        runs: as for :func:`assert_private`.
+        confidence: as for :func:`assert_private`.
+        seed: as for :func:`assert_private`.
+        out: as for :func:`assert_private` (None: a fresh temporary folder).
+        quiet: print nothing while the audit runs.
+        one_run: as for :func:`assert_private`.
+        canaries: as for :func:`assert_private`.
+    """
+
+    attack: str | None = None
+    runs: int | None = None
+    confidence: float = 0.95
+    seed: int = 0
+    out: str | Path | None = None
+    quiet: bool = True
+    one_run: bool = False
+    canaries: int | None = None
+
+
+def _one_run(label: str, what: Any, request: AuditRequest, out: str) -> tuple[Path, dict]:
     """The one-run audit of ``assert_private(..., one_run=True)``: one training with gradient canaries
     (:mod:`audit.dp.plugins.one_run` for a trainer plugin, :mod:`audit.dp.one_run.game` for a built-in target)."""
-    if runs is not None:
+    if request.runs is not None:
         raise UserError("one_run=True trains once; leave runs out (the number of canaries is canaries=M)")
-    threat, _, canary = (attack or "").partition("/")
+    threat, _, canary = (request.attack or "").partition("/")
     if canary:
-        raise UserError(f"one_run=True uses gradient canaries; attack is the threat alone (got {attack!r})")
-    options = DPOptions(target=label if isinstance(what, TrainerPlugin) else what, out=out, seed=seed, quiet=quiet,
-                        confidence=confidence, threat=threat or None, one_run=True, canaries=canaries)
+        raise UserError(f"one_run=True uses gradient canaries; attack is the threat alone (got {request.attack!r})")
+    options = DPOptions(target=label if isinstance(what, TrainerPlugin) else what, out=out, seed=request.seed,
+                        quiet=request.quiet, confidence=request.confidence, threat=threat or None, one_run=True,
+                        canaries=request.canaries)
     if isinstance(what, TrainerPlugin):
         return run_plugin_one_run(options, plugin=what)
     if isinstance(what, MechanismPlugin) or (isinstance(what, str) and
@@ -76,21 +102,12 @@ def _one_run(label: str, what: Any, attack: str | None, runs: int | None, canari
     return run_dp(options)
 
 
-def audit_target(target: Any, *, attack: str | None = None, runs: int | None = None, confidence: float = 0.95,
-                 seed: int = 0, out: str | Path | None = None, quiet: bool = True, one_run: bool = False,
-                 canaries: int | None = None) -> tuple[Path, dict]:
+def audit_target(target: Any, request: AuditRequest) -> tuple[Path, dict]:
     """Run the audit ``assert_private`` runs; returns (run directory, results).
 
     Args:
         target: as for :func:`assert_private`.
-        attack: as for :func:`assert_private`.
-        runs: as for :func:`assert_private`.
-        confidence: as for :func:`assert_private`.
-        seed: as for :func:`assert_private`.
-        out: as for :func:`assert_private`.
-        quiet: print nothing while the audit runs.
-        one_run: as for :func:`assert_private`.
-        canaries: as for :func:`assert_private`.
+        request: the audit asked for (:class:`AuditRequest`).
 
     Returns:
         The run directory and the results dict, whatever the verdict.
@@ -100,17 +117,19 @@ def audit_target(target: Any, *, attack: str | None = None, runs: int | None = N
     """
 
     label, what = _resolve(target)
-    out = str(out) if out is not None else tempfile.mkdtemp(prefix="privacy-audit-")
-    if one_run:
-        return _one_run(label, what, attack, runs, canaries, confidence, seed, out, quiet)
-    if canaries is not None:
+    out = str(request.out) if request.out is not None else tempfile.mkdtemp(prefix="privacy-audit-")
+    if request.one_run:
+        return _one_run(label, what, request, out)
+    if request.canaries is not None:
         raise UserError("canaries=M applies to one_run=True")
+    attack, runs, seed, confidence = request.attack, request.runs, request.seed, request.confidence
+    quiet = request.quiet
     threat, _, canary = (attack or "").partition("/")
     if isinstance(what, TrainerPlugin):
 
         threat = threat or trainer_plugin_use(what.description).default_threat
         setup = trainer_setup(what, plugin_canary(threat, canary or None), threat, seed, None, quiet, confidence)
-        return play(setup, runs or setup.default_runs, seed, confidence, out, quiet)
+        return play(setup, runs or setup.default_runs, seed, confidence, PlayOptions(out=out, quiet=quiet))
     family = None if isinstance(what, MechanismPlugin) else resolve(what).family
     if isinstance(what, MechanismPlugin) or family in ("mechanism", "dp-erm", "control"):
 
@@ -187,11 +206,11 @@ def assert_private(target: Any, *, attack: str | None = None, runs: int | None =
         UserError: an option that does not apply (``runs`` or ``attack/canary`` with ``one_run=True``,
             ``canaries`` without it, an attack a mechanism does not take) or an unknown target.
     """
-    run_dir, results = audit_target(target, attack=attack, runs=runs, confidence=confidence, seed=seed, out=out,
-                                    one_run=one_run, canaries=canaries)
+    run_dir, results = audit_target(target, AuditRequest(attack=attack, runs=runs, confidence=confidence, seed=seed,
+                                                         out=out, one_run=one_run, canaries=canaries))
     if results.get("verdict", {}).get("status") == "violation":
         raise AssertionError(_violation_message(results, run_dir))
     return results
 
 
-__all__: list[str] = ["assert_private", "audit_target"]
+__all__: list[str] = ["assert_private", "audit_target", "AuditRequest"]

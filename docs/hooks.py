@@ -89,7 +89,9 @@ def _keys(node: dict[str, Any]) -> tuple[list[str], list[str], list[str]]:
         required += [k for k in req if k not in required]
         optional += [k for k in part.get("properties", {}) if k not in req and k not in optional]
         if "then" in part:
-            refs.append(part["then"]["$ref"].rsplit("/", 1)[-1] + f" (when {json.dumps(part['if']['properties'])})")
+            when = json.dumps(part["if"]["properties"]) + "".join(
+                f", {key} {json.dumps(part['if'][key])}" for key in ("required", "not") if key in part["if"])
+            refs.append(part["then"]["$ref"].rsplit("/", 1)[-1] + f" (when {when})")
     return required, [k for k in optional if k not in required], refs
 
 

@@ -25,7 +25,8 @@ import matplotlib
 import numpy as np
 
 from audit.errors import UserError
-from audit.io import atomic_write_bytes, atomic_write_text, write_json
+from audit.io import atomic_write_bytes, atomic_write_text
+from audit.results_file import outcome_of, write_outcome
 from audit.stats.metrics import dp_advantage_bound
 from reports.formatting import format_interval, format_value
 from reports.html import load_run_json
@@ -249,5 +250,5 @@ def compare_runs(run_dirs: Sequence[str | Path], out_dir: str | Path, attacks: S
         runs=[{"label": label, "dir": str(path)} for label, (path, _) in zip(_labels(runs), runs, strict=True)])
     html_path = atomic_write_text(out / COMPARE_HTML, html)
     summary = {"runs": [str(p) for p, _ in runs], "rows": rows, "figure": str(png), "html": str(html_path)}
-    write_json(out / COMPARE_JSON, summary)
+    write_outcome(out / COMPARE_JSON, outcome_of(summary, COMPARE_JSON))
     return summary

@@ -16,12 +16,12 @@ import torch
 from audit.dp.canary_steps import step_observation
 from audit.dp.options import DPOptions
 from audit.dp.setup_types import Observation
-from audit.executors import CachedExecutor, cached_audit_runs
+from audit.executors import CachedExecutor
 from audit.plugins.probe import StepMechanism
 from audit.run_context import cache_dir_of
 from audit.stats.thresholds import DesignedThreshold, designed_threshold_from_samples
 from targets.dataset import Dataset
-from targets.dpsgd_audit import AuditRuns, canary_direction, unflatten
+from targets.dpsgd_audit import AuditRuns, CanaryPlan, canary_direction, unflatten
 from targets.models import get_architecture
 from targets.sampling import steps_per_epoch
 from targets.training import TrainConfig, log_softmax, predict_logits
@@ -149,10 +149,11 @@ class DPSGDObserver:
         with opts.make_executor() as executor:  # cached chunks of runs (audit.executors)
             runner = CachedExecutor(executor=executor, cache_dir=cache_dir_of(opts.out),
                                     log=None if opts.quiet else lambda line: print(line, file=sys.stderr))
-            return cached_audit_runs(runner, self.data, self.train_index, self.config, seeds,
-                                     included, grad_canary=self.canary.gradient, input_canary=self.canary.input,
-                                     observe="updates" if opts.threat == "updates" else "final", device=self.device,
-                                     replace_pair=self.replace_pair, progress=not opts.quiet, init=self.init)
+            plan = CanaryPlan(included=included, grad_canary=self.canary.gradient, input_canary=self.canary.input,
+                              replace_pair=self.replace_pair,
+                              observe="updates" if opts.threat == "updates" else "final")
+            return runner.audit_runs(self.data, self.train_index, self.config, seeds, plan, device=self.device,
+                                     progress=not opts.quiet, init=self.init)
 
     def score(self, runs: AuditRuns, included: np.ndarray) -> Observation:
         """The :class:`Observation` of ``runs`` under the threat model."""

@@ -36,20 +36,23 @@ threshold family, whose rows share one simultaneous confidence event.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from numpy.typing import ArrayLike
 
 from audit.errors import UserError
 from audit.stats.gdp import GDP_ASSUMPTION, gaussian_fit_bound
+from audit.stats.judgement import judge
 from audit.stats.metrics import attack_metrics
 from audit.stats.per_step import StepComposition, per_step_bound
 from audit.stats.rates import as_scores_members, operating_point
 from audit.stats.thresholds import ThresholdStrategy, choose_strategy, threshold_bounds
-from audit.stats.verdict import Family, compare_with_claim, epsilon_value
+from audit.stats.verdict import Family, epsilon_value
 from audit.theory.checks import check_confidence
 from audit.theory.claims import PrivacyClaim
 
-__all__ = ["fair_coins", "audit_runs", "flag_estimates_above_claim", "ALPHA_GRID"]
+__all__ = ["fair_coins", "audit_runs", "ScoreModel", "flag_estimates_above_claim", "ALPHA_GRID"]
 
 #: alpha grid of the tradeoff curves written to results.json
 ALPHA_GRID = np.unique(np.concatenate([np.logspace(-5, 0, 121), [1e-3, 1e-2, 0.1, 0.5]]))
@@ -75,11 +78,38 @@ def flag_estimates_above_claim(verdict: dict, bounds: list[dict], epsilon_theory
     return verdict
 
 
+@dataclass(frozen=True, kw_only=True)
+class ScoreModel:
+    """What the statistics of :func:`audit_runs` know about the scores beyond the coins (all optional).
+
+    Attributes:
+        step_scores: (R, T) per-step observations (updates threat model, an estimate).
+        sample_rate: the Poisson rate the claim composes (with ``step_scores``).
+        steps: the number of steps the claim composes (with ``step_scores``).
+        gaussian_pair: the scores are exactly Gaussian with a common variance in both worlds (e.g.
+            output perturbation scored by a fixed projection): the GDP epsilon is then valid, and
+            the Gaussian-fit estimate is added.
+        gaussian_fit: add the Gaussian-fit estimate for scores assumed (not known) to be Gaussian
+            (e.g. a black-box canary's loss); an estimate, with normality p-values in its details.
+        design_sigma: the claimed noise multiplier: fixes the per-step threshold in advance.
+        strategy: how the threshold tests are chosen (:mod:`audit.stats.thresholds`): a test fixed by
+            design before any run was seen (``FixedThreshold``, or ``DesignedThreshold`` when the design
+            needs the run counts), or None for :func:`audit.stats.thresholds.choose_strategy`'s default,
+            the Bonferroni grid.
+    """
+
+    step_scores: ArrayLike | None = None
+    sample_rate: float | None = None
+    steps: int | None = None
+    gaussian_pair: bool = False
+    gaussian_fit: bool = False
+    design_sigma: float | None = None
+    strategy: ThresholdStrategy | None = None
+
+
 def audit_runs(scores: ArrayLike, included: ArrayLike, claim: PrivacyClaim | None, delta: float,
-               confidence: float = 0.95, rng: np.random.Generator | int | None = 0, *,
-               step_scores: ArrayLike | None = None, sample_rate: float | None = None, steps: int | None = None,
-               gaussian_pair: bool = False, gaussian_fit: bool = False, design_sigma: float | None = None,
-               strategy: ThresholdStrategy | None = None) -> dict:
+               confidence: float = 0.95, rng: np.random.Generator | int | None = 0,
+               model: ScoreModel = ScoreModel()) -> dict:
     """Epsilon lower bounds from R runs of the distinguishing game, and the verdict.
 
     Args:
@@ -92,20 +122,10 @@ def audit_runs(scores: ArrayLike, included: ArrayLike, claim: PrivacyClaim | Non
             accountant).
         delta: of the bounds; confidence: family-wise, of the verdict; rng: seeds the randomised
             parts of the statistics (tie-breaking, a held-out split).
-        step_scores, sample_rate, steps: optional per-step observations (R, T), the Poisson rate
-            and the number of steps the claim composes (updates threat model, an estimate).
-        gaussian_pair: the scores are exactly Gaussian with a common variance in both worlds (e.g.
-            output perturbation scored by a fixed projection): the GDP epsilon is then valid, and
-            the Gaussian-fit estimate is added.
-        gaussian_fit: add the Gaussian-fit estimate for scores assumed (not known) to be Gaussian
-            (e.g. a black-box canary's loss); an estimate, with normality p-values in its details.
-        design_sigma: the claimed noise multiplier: fixes the per-step threshold in advance.
-        strategy: how the threshold tests are chosen (:mod:`audit.stats.thresholds`): a test fixed by
-            design before any run was seen (``FixedThreshold``, or ``DesignedThreshold`` when the design
-            needs the run counts), or None for :func:`audit.stats.thresholds.choose_strategy`'s default,
-            the Bonferroni grid.
+        model: what is known of the scores beyond the coins (:class:`ScoreModel`).
 
-    Returns a dict with ``lower_bounds`` (LowerBound dicts), ``family`` (size, confidence),
+    Returns a dict with ``judgement`` (:class:`audit.stats.judgement.Judgement`, its verdict flagged by
+    :func:`flag_estimates_above_claim`) and its blocks: ``lower_bounds`` (LowerBound dicts), ``family``,
     ``best_lower_bound`` (largest verdict-role bound or None), ``best_estimate`` (largest of all,
     labelled), ``epsilon_theory``, ``tradeoff``, ``lower_bound_tradeoff``, ``verdict``,
     ``attack_metrics`` (AUC, TPR at low FPR of the per-run scores), ``runs``, ``included``.
@@ -114,26 +134,25 @@ def audit_runs(scores: ArrayLike, included: ArrayLike, claim: PrivacyClaim | Non
     confidence = check_confidence(confidence)
     rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
     family = Family(1, confidence)
-    strategy = choose_strategy(int(inc.sum()), int((~inc).sum()), strategy)
+    strategy = choose_strategy(int(inc.sum()), int((~inc).sum()), model.strategy)
     bounds = [b.to_dict() for b in threshold_bounds(s, inc, delta, family.member_confidence, strategy, rng,
-                                                    gaussian_pair=gaussian_pair,
+                                                    gaussian_pair=model.gaussian_pair,
                                                     claim_tradeoff=None if claim is None else claim.tradeoff)]
-    if gaussian_pair or gaussian_fit:
+    if model.gaussian_pair or model.gaussian_fit:
         bounds.append(gaussian_fit_bound(s, inc, delta, confidence).to_dict())
-    if step_scores is not None:
-        if sample_rate is None or steps is None:
+    if model.step_scores is not None:
+        if model.sample_rate is None or model.steps is None:
             raise UserError("per-step observations need the sample rate and the number of steps of the claim")
-        composition = StepComposition(sample_rate=sample_rate, steps=steps)
-        bounds.append(per_step_bound(step_scores, inc, composition, delta, confidence, rng,
-                                     design_sigma=design_sigma).to_dict())
-    comparison = compare_with_claim(bounds, claim, delta, ALPHA_GRID, family)
-    estimate = max(bounds, key=lambda b: epsilon_value(b["epsilon"])) if bounds else None
+        composition = StepComposition(sample_rate=model.sample_rate, steps=model.steps)
+        bounds.append(per_step_bound(model.step_scores, inc, composition, delta, confidence, rng,
+                                     design_sigma=model.design_sigma).to_dict())
+    judgement = judge(bounds, claim=claim, delta=delta, alpha=ALPHA_GRID, family=family)
+    judgement = judgement.with_verdict(flag_estimates_above_claim(judgement.verdict.to_dict(), bounds,
+                                                                  judgement.epsilon_theory))
     metrics = attack_metrics(s, inc, confidence)  # with the operating point of each threshold test drawn
     metrics["empirical_points"] = [
         operating_point(f"{b['method']} test ({b['details']['rule']})", b["details"], confidence)
         for b in bounds if b["method"] == "clopper-pearson" and "fp" in b["details"]]
-    verdict = flag_estimates_above_claim(comparison["verdict"], bounds, comparison["epsilon_theory"])
-    return comparison | {"lower_bounds": bounds, "family": {"size": family.size, "confidence": confidence},
-                         "best_estimate": estimate, "verdict": verdict, "threshold_strategy": strategy.name,
-                         "attack_metrics": metrics, "runs": int(s.size),
-                         "included": int(inc.sum()), "gdp_assumption": GDP_ASSUMPTION}
+    return judgement.blocks(estimate=True, family=True) | {
+        "judgement": judgement, "threshold_strategy": strategy.name, "attack_metrics": metrics,
+        "runs": int(s.size), "included": int(inc.sum()), "gdp_assumption": GDP_ASSUMPTION}

@@ -18,12 +18,12 @@ A plugin target (e.g. a black-box ``train(X, y, seed) -> predict_proba``) only n
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
-from audit.dp.game import audit_runs, fair_coins
+from audit.dp.game import ScoreModel, audit_runs, fair_coins
 from audit.dp.one_run.game import run_one_run
 from audit.dp.options import DPOptions
 from audit.dp.plugins.config import run_check_config
@@ -39,49 +39,62 @@ from targets.catalogue import is_plugin
 from targets.plugins.rng import reproducibility_lines
 
 
-def play(setup: DPAuditSetup, runs: int, seed: int, confidence: float, out: str | Path = "runs",
-         quiet: bool = False, config_extra: dict | None = None, write_report: bool = True,
-         run_name: str | None = None) -> tuple[Path, dict]:
+@dataclass(frozen=True, kw_only=True)
+class PlayOptions:
+    """Where and how :func:`play` writes a run.
+
+    Attributes:
+        out: the folder of runs.
+        quiet: print nothing while the audit runs.
+        config_extra: more keys for config.json (e.g. the options, so that ``rerun`` repeats the run).
+        write_report: render report.html (a sweep renders its own).
+        run_name: the run directory's name instead of ``<utc-time>-dp-<target>`` (the audits of a sweep).
+    """
+
+    out: str | Path = "runs"
+    quiet: bool = False
+    config_extra: dict | None = None
+    write_report: bool = True
+    run_name: str | None = None
+
+
+def play(setup: DPAuditSetup, runs: int, seed: int, confidence: float,
+         options: PlayOptions = PlayOptions()) -> tuple[Path, dict]:
     """Toss the coins, observe the runs, bound epsilon, write results/config/report; returns (run dir, results).
-    ``run_name`` names the run directory instead of ``<utc-time>-dp-<target>`` (the audits of a sweep).
 
-    ``confidence`` is the family-wise confidence of the verdict. An exception from ``observe`` (the
-    target's code, or the workbench) leaves as :class:`audit.errors.AuditIncomplete` with its
-    traceback in the run's log.txt."""
+    ``confidence`` is the family-wise confidence of the verdict; ``options`` says where the run goes
+    (:class:`PlayOptions`). An exception from ``observe`` (the target's code, or the workbench) leaves as
+    :class:`audit.errors.AuditIncomplete` with its traceback in the run's log.txt."""
     included = fair_coins(runs, seed)  # checks runs before anything is written
-    ctx = RunContext(out, "dp", setup.name, seed=seed, quiet=quiet, name=run_name)
+    ctx = RunContext(options.out, "dp", setup.name, seed=seed, quiet=options.quiet, name=options.run_name)
     with ctx:
-        return _play(ctx, setup, runs, included, confidence, config_extra, write_report)
+        return _play(ctx, setup, included, confidence, options)
 
 
-def _play(ctx: RunContext, setup: DPAuditSetup, runs: int, included: np.ndarray, confidence: float,
-          config_extra: dict | None, write_report: bool) -> tuple[Path, dict]:
-    seed = ctx.seed
+def _play(ctx: RunContext, setup: DPAuditSetup, included: np.ndarray, confidence: float,
+          options: PlayOptions) -> tuple[Path, dict]:
+    seed, runs = ctx.seed, int(included.size)
     ctx.say(f"{setup.name}: {runs} runs ({int(included.sum())} with the canary), canary {setup.canary.get('kind')}, "
             f"threat {setup.threat}")
     with ctx.stage("observe"):
         obs = setup.observe(included, seed)
     t0 = time.perf_counter()
+    model = ScoreModel(step_scores=obs.step_scores, sample_rate=obs.sample_rate, steps=obs.steps,
+                       gaussian_pair=obs.gaussian, gaussian_fit=obs.gaussian_fit, design_sigma=obs.design_sigma,
+                       strategy=obs.threshold_strategy)
     game = audit_runs(obs.scores, included, setup.claim, setup.delta, confidence, np.random.default_rng([seed, 3]),
-                      step_scores=obs.step_scores, sample_rate=obs.sample_rate, steps=obs.steps,
-                      gaussian_pair=obs.gaussian, gaussian_fit=obs.gaussian_fit, design_sigma=obs.design_sigma,
-                      strategy=obs.threshold_strategy)
+                      model)
     ctx.timing["statistics_s"] = time.perf_counter() - t0
     attack = f"{setup.threat}/{setup.canary.get('kind')}"
-    bounds = [b | {"attack": attack} for b in game["lower_bounds"]]
-    best = None if game["best_lower_bound"] is None else game["best_lower_bound"] | {"attack": attack}
+    judged = game["judgement"].for_attack(attack).blocks(estimate=True)
     rows = [[b["method"], b["epsilon"], b["role"], b["confidence"],
-             b["details"].get("mu_lb", b["details"].get("mu_step_lb")), b["n"]] for b in bounds]
+             b["details"].get("mu_lb", b["details"].get("mu_step_lb")), b["n"]] for b in judged["lower_bounds"]]
     header = ResultsHeader(description=setup.description, dataset=setup.dataset, model=setup.model,
                            neighbouring=setup.neighbouring, delta=setup.delta, confidence=confidence,
                            epsilon_theory=game["epsilon_theory"], accountant=accountant(setup.claim),
                            params=setup.params).to_dict()
-    results = header | {
-        "tradeoff": game["tradeoff"], "lower_bounds": bounds, "best_lower_bound": best,
-        "best_estimate": game["best_estimate"], "lower_bound_tradeoff": game["lower_bound_tradeoff"],
-        "ceiling": game["ceiling"],
+    results = header | judged | {
         "attacks": {attack: game["attack_metrics"]},
-        "verdict": game["verdict"],
         "game": {"runs": runs, "included": int(included.sum()), "canary_kind": setup.canary.get("kind"),
                  "canary": setup.canary, "threat": setup.threat, "threshold_strategy": game["threshold_strategy"],
                  "inclusion": "independent fair coin per run", "observation": obs.info},
@@ -98,8 +111,8 @@ def _play(ctx: RunContext, setup: DPAuditSetup, runs: int, included: np.ndarray,
     results |= extra
     config = {"command": "run dp", "runs": runs, "seed": seed, "confidence": confidence,
               "setup": {"name": setup.name, "threat": setup.threat, "canary": setup.canary, "params": setup.params},
-              } | setup.config | (config_extra or {})
-    return ctx.run_dir, ctx.finish(results, config, report=write_report)
+              } | setup.config | (options.config_extra or {})
+    return ctx.run_dir, ctx.finish(results, config, report=options.write_report)
 
 
 def run_dp(opts: DPOptions) -> tuple[Path, dict]:
@@ -116,7 +129,8 @@ def run_dp(opts: DPOptions) -> tuple[Path, dict]:
         setup = build_setup(opts)
         runs = opts.runs or setup.default_runs
         chosen = replace(opts, threat=setup.threat, canary=setup.canary["kind"])  # config.json records the defaults
-        return play(setup, runs, opts.seed, opts.confidence, opts.out, opts.quiet, {"options": asdict(chosen)})
+        return play(setup, runs, opts.seed, opts.confidence,
+                    PlayOptions(out=opts.out, quiet=opts.quiet, config_extra={"options": asdict(chosen)}))
 
 
 def summary_lines(run_dir: Path, results: dict) -> list[str]:

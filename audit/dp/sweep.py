@@ -8,7 +8,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from audit.dp.options import DPOptions, SweepOptions
-from audit.dp.runner import play
+from audit.dp.runner import PlayOptions, play
 from audit.dp.setup import build_setup
 from audit.results_header import ResultsHeader
 from audit.run_context import RunContext
@@ -50,8 +50,9 @@ def sweep_rows(opts: SweepOptions, sub_out: Path) -> list[dict]:
             started = time.perf_counter()
             setup = build_setup(run_opts)
             runs = opts.runs or setup.default_runs
-            run_dir, res = play(setup, runs, opts.seed, confidence, sub_out, opts.quiet, {"options": asdict(run_opts)},
-                                write_report=False, run_name=f"{threat}-epsilon-{eps:g}")
+            run_dir, res = play(setup, runs, opts.seed, confidence, PlayOptions(
+                out=sub_out, quiet=opts.quiet, config_extra={"options": asdict(run_opts)}, write_report=False,
+                run_name=f"{threat}-epsilon-{eps:g}"))
             est, valid = res["best_estimate"], res["best_lower_bound"]
             rows.append({"target": opts.target, "series": threat, "threat": threat, "canary": canary,
                          "epsilon_claimed": eps, "epsilon_theory": res["epsilon_theory"],

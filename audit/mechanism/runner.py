@@ -33,10 +33,11 @@ from audit.choices import MECHANISM_DRAWS
 from audit.errors import UserError
 from audit.results_header import ResultsHeader, accountant
 from audit.run_context import RunContext
+from audit.stats.judgement import judge
 from audit.stats.metrics import attack_metrics
 from audit.stats.rates import operating_point
 from audit.stats.thresholds import choose_strategy, threshold_bounds
-from audit.stats.verdict import Family, compare_with_claim
+from audit.stats.verdict import Family
 from audit.target_theory import IMPLIED_MU, build_mechanism, check_privacy_args, gdp_summary, tradeoff_alphas
 from audit.theory.checks import check_confidence
 from audit.theory.claims import PURE_DP_DELTA, PrivacyClaim
@@ -210,15 +211,14 @@ def _audit(ctx: RunContext, opts: MechanismOptions, mech: Mechanism, delta: floa
                                    for b in found]
     metrics["description"] = "threshold test on the mechanism's likelihood-ratio statistic (Neyman-Pearson)"
 
-    comparison = compare_with_claim(bounds, claim, delta, tradeoff_alphas(), family)
+    judged = judge(bounds, claim=claim, delta=delta, alpha=tradeoff_alphas(), family=family).blocks()
     pair = mech.pair_claim()
     pair_epsilon = None if pair is None else float(pair.epsilon(delta))
     nominal = mech.nominal_claim
     header = ResultsHeader(description=mech.description, dataset=None, neighbouring=mech.neighbouring, delta=delta,
                            confidence=opts.confidence, accountant=accountant(claim),
                            params=mech.params() | {"sensitivity": mech.sensitivity}).to_dict()
-    results = header | {
-        "lower_bounds": bounds,
+    results = header | judged | {
         "attacks": {ATTACK_NAME: metrics},
         "game": {"draws_per_world": opts.draws, "confidence": opts.confidence,
                  "threshold_strategy": found[0].details["strategy"], "threshold_choice": found[0].details["choice"],
@@ -226,7 +226,7 @@ def _audit(ctx: RunContext, opts: MechanismOptions, mech: Mechanism, delta: floa
                  "test_fitted_on": f"{fit_draws} separate draws per world" if fit_draws else "known statistic",
                  "nominal_claim": nominal.description, "nominal_epsilon": float(nominal.epsilon(delta))},
         "quick": opts.quick,
-    } | comparison | plugin_notes
+    } | plugin_notes
     return ctx.finish(results, config)
 
 

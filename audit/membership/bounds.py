@@ -6,6 +6,8 @@ docs/references.md, section "One-run auditing"."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from audit.stats.lower_bound import LowerBound
@@ -22,14 +24,30 @@ ONE_RUN_METHODS = ("one-run", "one-run-fdp")
 GUESS_FRACTIONS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5)
 
 
-def one_run(method: str, scores: np.ndarray, members: np.ndarray, k_pos: int, k_neg: int, delta: float,
-            confidence: float, claim_tradeoff=None, role: str = "") -> LowerBound:
-    """The one-run bound of ``method``: ``one-run`` (Steinke et al. 2023, k+ "in" and k- "out"
+@dataclass(frozen=True, kw_only=True)
+class Guesses:
+    """The one-run method and its guess counts (chosen on calibration games, :func:`choose_guesses`).
+
+    Attributes:
+        method: ``one-run`` or ``one-run-fdp``.
+        k_pos: "in" guesses.
+        k_neg: "out" guesses (0: one-sided).
+    """
+
+    method: str
+    k_pos: int
+    k_neg: int
+
+
+def one_run(guesses: Guesses, scores: np.ndarray, members: np.ndarray, delta: float, confidence: float,
+            claim_tradeoff=None, role: str = "") -> LowerBound:
+    """The one-run bound of ``guesses.method``: ``one-run`` (Steinke et al. 2023, k+ "in" and k- "out"
     guesses) or ``one-run-fdp`` (Mahloujifar et al. 2025, the same k+ "in" and k- "out" guesses; with the
     claim's tradeoff curve it also tests the claim itself)."""
-    if method == "one-run-fdp":
-        return fdp_one_run_bound(scores, members, k_pos, delta, confidence, claim_tradeoff, role, k_neg=k_neg)
-    return one_run_bound(scores, members, k_pos, k_neg, delta, confidence, role)
+    if guesses.method == "one-run-fdp":
+        return fdp_one_run_bound(scores, members, guesses.k_pos, delta, confidence, claim_tradeoff, role,
+                                 k_neg=guesses.k_neg)
+    return one_run_bound(scores, members, guesses.k_pos, guesses.k_neg, delta, confidence, role)
 
 
 def choose_guesses(shadow_scores: np.ndarray, shadow_in: np.ndarray, delta: float, confidence: float) -> dict:
@@ -44,7 +62,7 @@ def choose_guesses(shadow_scores: np.ndarray, shadow_in: np.ndarray, delta: floa
             for k_neg in ((0, k_pos) if method == "one-run" else (0,)):
                 if k_pos + k_neg > m:
                     continue
-                eps = [one_run(method, s, i, k_pos, k_neg, delta, confidence).epsilon
+                eps = [one_run(Guesses(method=method, k_pos=k_pos, k_neg=k_neg), s, i, delta, confidence).epsilon
                        for s, i in zip(shadow_scores, shadow_in, strict=True)]
                 mean = float(np.mean(eps))
                 if best is None or mean > best["shadow_mean_epsilon"]:

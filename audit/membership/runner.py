@@ -39,16 +39,17 @@ from attacks.membership import AttackInputs, AttackScores, run_attacks
 from attacks.names import ATTACK_SPECS, ATTACKS, LIRA_ATTACKS, REFERENCE_ATTACKS, check_references, expand_attacks
 from audit.choices import DEFAULT_MEMBERSHIP_CANARY, NONPRIVATE_MEMBERSHIP_CANARY
 from audit.executors import TrainingCall
-from audit.membership.bounds import ALPHA_GRID, choose_guesses, empirical_points, one_run
+from audit.membership.bounds import ALPHA_GRID, Guesses, choose_guesses, empirical_points, one_run
 from audit.membership.game import CanaryGame, build_canary_game
 from audit.membership.options import MembershipOptions
 from audit.membership.subjects import MembershipSubject, membership_subject
 from audit.membership.trained_runner import run_trained_membership, trained_summary_lines
 from audit.results_header import ADD_REMOVE_RECORD, ResultsHeader, accountant
 from audit.run_context import RunContext
+from audit.stats.judgement import judge
 from audit.stats.lower_bound import SECONDARY, VERDICT
 from audit.stats.metrics import attack_metrics, dp_advantage_bound
-from audit.stats.verdict import Family, compare_with_claim, percent
+from audit.stats.verdict import Family, percent
 from audit.theory.checks import check_confidence
 from targets.catalogue import is_plugin, trained_target
 from targets.plugins.loading import ModelPlugin, load_plugin
@@ -204,23 +205,21 @@ def membership_results(opts: MembershipOptions, target: MembershipSubject, game:
         sc, chosen, is_primary = scored[name], guesses[name], name == primary
         bounds.append(attack_bound(name, sc, game, chosen, claim, delta, opts.confidence, is_primary))
         attacks_out[name] = attack_entry(name, sc, game, chosen, opts, adv_bound, references, is_primary)
-    comparison = compare_with_claim(bounds, claim, delta, ALPHA_GRID, Family(1, opts.confidence))
+    judged = judge(bounds, claim=claim, delta=delta, alpha=ALPHA_GRID, family=Family(1, opts.confidence)).blocks()
     header = ResultsHeader(
         description=target.description, dataset=data.name, dataset_source=data.source, model=model_info,
         neighbouring=ADD_REMOVE_RECORD, delta=delta, confidence=opts.confidence, primary_attack=primary,
-        epsilon_theory=comparison["epsilon_theory"], accountant=accountant(claim), params=target.params).to_dict()
-    return header | {
-        "tradeoff": comparison["tradeoff"], "lower_bounds": bounds, "best_lower_bound": comparison["best_lower_bound"],
-        "lower_bound_tradeoff": comparison["lower_bound_tradeoff"], "ceiling": comparison["ceiling"],
-        "attacks": attacks_out, "tables": [advantage_table(attacks_out, adv_bound)],
-        "verdict": comparison["verdict"], "game": game.summary(), "quick": opts.quick}
+        epsilon_theory=judged["epsilon_theory"], accountant=accountant(claim), params=target.params).to_dict()
+    return header | judged | {"attacks": attacks_out, "tables": [advantage_table(attacks_out, adv_bound)],
+                              "game": game.summary(), "quick": opts.quick}
 
 
 def attack_bound(name: str, scores: AttackScores, game: CanaryGame, chosen: dict, claim, delta: float,
                  confidence: float, primary: bool) -> dict:
     """The one-run bound of one attack on the target's canaries with the method and guess counts
     chosen on its calibration games; the primary attack's decides the verdict, the others are secondary."""
-    bound = one_run(chosen["method"], scores.target, game.target_in, chosen["k_pos"], chosen["k_neg"], delta,
+    guesses = Guesses(method=chosen["method"], k_pos=chosen["k_pos"], k_neg=chosen["k_neg"])
+    bound = one_run(guesses, scores.target, game.target_in, delta,
                     confidence, None if claim is None else claim.tradeoff, VERDICT if primary else SECONDARY)
     entry = bound.to_dict() | {"attack": name}
     entry["details"] |= {"guesses_chosen_on": f"{scores.calibrated_on} (mean bound "

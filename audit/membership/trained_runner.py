@@ -9,7 +9,7 @@ check" and "One-run auditing".
 from __future__ import annotations
 
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -31,11 +31,13 @@ from audit.membership.trained import (
 )
 from audit.results_header import ADD_REMOVE_RECORD, ResultsHeader, accountant
 from audit.run_context import RunContext
+from audit.stats.judgement import Judgement, judge
 from audit.stats.lower_bound import VERDICT
 from audit.stats.metrics import attack_metrics
 from audit.stats.one_run.steinke import one_run_bound
+from audit.stats.outcome import Ceiling
 from audit.stats.split_check import SplitCheck, auc_score_interval
-from audit.stats.verdict import Family, compare_with_claim, percent
+from audit.stats.verdict import Family, percent
 from targets.plugins.loading import ModelPlugin
 from targets.threads import thread_limit
 from targets.trained_model import TrainedModel, load_trained_model
@@ -232,43 +234,68 @@ def run_trained_membership(opts: MembershipOptions, plugin: ModelPlugin) -> tupl
         delta = model.delta if model.claim is not None else NO_CLAIM_DELTA
         bounds, family = trained_bounds(scores, q.member, delta, opts.confidence) if allowed else ([], Family(
             1, opts.confidence))
-        comparison = compare_with_claim(bounds, model.claim, delta, ALPHA_GRID, family)
+        judgement = judge(bounds, claim=model.claim, delta=delta, alpha=ALPHA_GRID, family=family)
         if not bounds:  # attack metrics only: say why, rather than "leaks at least epsilon = 0"
-            comparison["ceiling"] = {"epsilon": None, "text": f"no epsilon bound: {why}"}
-            comparison["verdict"] = dict(comparison["verdict"]) | {"text": f"no epsilon bound ({why}); attack "
-                                                                           f"metrics only"}
-        results = _trained_results(opts, model, q, split, attacks_out, skipped, references, bounds, comparison,
-                                   (allowed, why), delta)
+            judgement = replace(judgement, ceiling=Ceiling(epsilon=None, text=f"no epsilon bound: {why}")
+                                ).with_verdict(judgement.verdict.to_dict() | {
+                                    "text": f"no epsilon bound ({why}); attack metrics only"})
+        found = TrainedFindings(split=split, attacks=attacks_out, skipped=skipped, references=references,
+                                judgement=judgement, allowed=allowed, why=why, delta=delta)
+        results = _trained_results(opts, model, q, found)
         config_json = {"command": "run membership", "options": asdict(opts), "target": model.to_dict()}
         results = ctx.finish(results, config_json)
     return ctx.run_dir, results
 
 
-def _trained_results(opts: MembershipOptions, model: TrainedModel, q: TrainedQueries, split: SplitCheck,
-                     attacks_out: dict, skipped: dict, references: int, bounds: list[dict], comparison: dict,
-                     bound_permission: tuple[bool, str], delta: float) -> dict:
+@dataclass(frozen=True, kw_only=True)
+class TrainedFindings:
+    """What the audit of a trained model found (:func:`run_trained_membership`).
+
+    Attributes:
+        split: the blind split check.
+        attacks: each attack's entry (``attacks``).
+        skipped: the attacks not run, and why.
+        references: the reference models.
+        judgement: the bounds judged against the claim (:func:`audit.stats.judgement.judge`).
+        allowed: whether the audit may bound epsilon.
+        why: why (not).
+        delta: the delta the epsilons are read at.
+    """
+
+    split: SplitCheck
+    attacks: dict
+    skipped: dict
+    references: int
+    judgement: Judgement
+    allowed: bool
+    why: str
+    delta: float
+
+
+def _trained_results(opts: MembershipOptions, model: TrainedModel, q: TrainedQueries,
+                     found: TrainedFindings) -> dict:
     """results.json of a trained-model audit (before the envelope): the common header
     (:func:`audit.results_header.results_header`), then the split check, the attacks, the game and the
     comparison with the claim."""
-    allowed, why = bound_permission
-    best = comparison["best_lower_bound"]
+    split, attacks_out, delta, judged = found.split, found.attacks, found.delta, found.judgement.blocks()
+    best = judged["best_lower_bound"]
     header = ResultsHeader(
         description=model.description, dataset=model.members.name, dataset_source=model.members.source,
         model={"arch": model.model_kind, "member_accuracy": q.accuracy["members"],
                "nonmember_accuracy": q.accuracy["nonmembers"]},
         neighbouring=ADD_REMOVE_RECORD, delta=delta, confidence=opts.confidence,
-        primary_attack=best["attack"] if best else None, epsilon_theory=comparison["epsilon_theory"],
+        primary_attack=best["attack"] if best else None, epsilon_theory=judged["epsilon_theory"],
         accountant=accountant(model.claim), params=model.params).to_dict()
     game = {"kind": "trained model", "members": len(model.members), "nonmembers": len(model.nonmembers),
             "records": f"the {len(model.members)} members and {len(model.nonmembers)} non-members the user gave "
                        f"({model.members.source}; {model.nonmembers.source})",
             "membership": model.membership, "membership_note": model.membership_note,
-            "reference_models": references, "reference_records": q.reference_records}
-    return header | {
-        "lower_bounds": bounds, "epsilon_bound": {"allowed": allowed, "reason": why}, "attacks": attacks_out,
-        "attacks_not_run": skipped, "tables": _trained_tables(attacks_out, split), "split_check": split.to_dict(),
+            "reference_models": found.references, "reference_records": q.reference_records}
+    return header | judged | {
+        "epsilon_bound": {"allowed": found.allowed, "reason": found.why}, "attacks": attacks_out,
+        "attacks_not_run": found.skipped, "tables": _trained_tables(attacks_out, split), "split_check": split.to_dict(),
         "trained_model": model.to_dict(), "game": game, "meaning": _meaning(model, split, attacks_out, best, delta),
-        "quick": opts.quick} | comparison
+        "quick": opts.quick}
 
 
 def trained_summary_lines(run_dir: Path, results: dict) -> list[str]:

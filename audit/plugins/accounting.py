@@ -206,11 +206,11 @@ def world_finding(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int
 
 
 def accounting_check(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int, found: Probe, claim: Any,
-                     sigma_code: float | None, delta: float, alpha: float) -> dict[str, Any]:
-    """The ``config_check`` block (module docstring); ``sigma_code``: the optimizer's noise multiplier
-    (Opacus: reported, and capped by the noise measured) or None (a hooked loop: measured only); ``alpha``:
+                     delta: float, alpha: float) -> dict[str, Any]:
+    """The ``config_check`` block (module docstring); the optimizer's noise multiplier ``found.source``
+    reports (Opacus: capped by the noise measured) or None (a hooked loop: measured only); ``alpha``:
     the check's part of the audit's alpha, split by :data:`ALPHA_SHARES`."""
-    recorder, alphas = found.recorder, alpha_split(alpha)
+    recorder, alphas, sigma_code = found.recorder, alpha_split(alpha), found.source.noise_multiplier
     claimed = float(claim.epsilon(delta))
     needed = float(calibrate_noise_multiplier(claimed, delta, recorder.source.sample_rate, recorder.steps))
     added_run = world_run(plugin, np.concatenate([X, X[:1]]), np.concatenate([y, y[:1]]), seed, 31)

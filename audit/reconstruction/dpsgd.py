@@ -104,7 +104,7 @@ def dpsgd_games(data: Dataset, train_index: np.ndarray, config: TrainConfig, pla
     uniformly drawn candidate; the non-private twin (noise 0) on the same rounds when ``plan.twin``. Returns the
     games and a description of the candidates. ``train`` trains the runs, with the arguments of
     :func:`targets.reconstruction_runs.train_candidate_runs` (the runner passes
-    :func:`audit.executors.cached_candidate_runs` bound to the run's executor and model cache)."""
+    :meth:`audit.executors.CachedExecutor.candidate_runs` of the run's executor and model cache)."""
     counts, runs, threat, seed, twin = plan.counts, plan.runs, plan.threat, plan.seed, plan.twin
     shapes = param_shapes(config.arch, data)
     n_params = int(sum(np.prod(s) for s in shapes.values()))

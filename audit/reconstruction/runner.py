@@ -12,13 +12,12 @@ Adapters: :mod:`audit.reconstruction.dpsgd` (built-in DP-SGD targets: ``updates`
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from functools import partial
 from pathlib import Path
 
 import numpy as np
 
 from audit.errors import UserError
-from audit.executors import CachedExecutor, cached_candidate_runs
+from audit.executors import CachedExecutor
 from audit.reconstruction.dperm import dperm_games
 from audit.reconstruction.dpsgd import GamePlan, dpsgd_games
 from audit.reconstruction.game import bound_meaning, parse_candidate_counts, reconstruction_section, verdict
@@ -59,7 +58,7 @@ def _dpsgd(opts: ReconstructionOptions, counts: tuple[int, ...], runs: int, thre
     sigma = target.noise_multiplier()
     config = target.train_config(sigma)
     with opts.make_executor() as executor:  # cached chunks of runs on the run's executor (audit.executors)
-        train = partial(cached_candidate_runs, CachedExecutor(executor=executor, cache_dir=ctx.cache_dir, log=ctx.say))
+        train = CachedExecutor(executor=executor, cache_dir=ctx.cache_dir, log=ctx.say).candidate_runs
         plan = GamePlan(counts=counts, runs=runs, threat=threat, seed=opts.seed, twin=opts.twin)
         games, info = dpsgd_games(data, train_index, config, plan, ctx.device, progress=not opts.quiet, train=train)
     return games, info, target.claim(sigma), target.description, data.name, target.params(sigma) | {

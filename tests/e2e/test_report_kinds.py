@@ -17,6 +17,7 @@ import pytest
 from helpers import KIND_RUNS, ROOT, without_volatile
 
 from audit.cli import main
+from audit.results_file import load_outcome, results_path, write_outcome
 from audit.schemas import SCHEMA_PATH, validate_results
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -45,6 +46,13 @@ def test_output_follows_the_json_schema(kind_runs, kind):
     validate_results(results)
     if kind != "compare":
         assert results["kind"] == kind
+
+
+@pytest.mark.parametrize("kind", [*KIND_RUNS, "compare"])
+def test_the_typed_outcome_writes_back_the_same_bytes(kind_runs, kind, tmp_path):
+    source = results_path(kind_runs[kind])
+    write_outcome(tmp_path / source.name, load_outcome(source))
+    assert (tmp_path / source.name).read_bytes() == source.read_bytes()
 
 
 @pytest.mark.parametrize("kind, drop", [("membership", "primary_attack"), ("dp", "best_estimate"),

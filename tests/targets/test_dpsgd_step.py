@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from audit.dp.game import audit_runs, fair_coins
+from audit.dp.game import ScoreModel, audit_runs, fair_coins
 from audit.dp.options import DPOptions
 from audit.dp.runner import run_dp
 from audit.theory.dpsgd import DPSGDClaim
@@ -105,7 +105,7 @@ def test_mutation_runs_suffice_by_the_maths():
         for seed in range(20):
             inc = fair_coins(MUTATION_RUNS, seed)
             scores = T * inc + np.random.default_rng([seed, 99]).normal(0.0, np.sqrt(T) * sigma * factor, inc.size)
-            out = audit_runs(scores, inc, claim, target.delta, 0.95, seed, gaussian_pair=True)
+            out = audit_runs(scores, inc, claim, target.delta, 0.95, seed, ScoreModel(gaussian_pair=True))
             flagged[factor] += out["verdict"]["status"] == "violation"
     assert flagged[0.5] >= 18 and flagged[1.0] <= 2
 

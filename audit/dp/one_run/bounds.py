@@ -34,12 +34,13 @@ import numpy as np
 
 from audit.dp.game import ALPHA_GRID
 from audit.errors import UserError
+from audit.stats.judgement import judge
 from audit.stats.lower_bound import ESTIMATE, SECONDARY, VERDICT, LowerBound
 from audit.stats.one_run.design import OneRunDesign
 from audit.stats.one_run.fdp import FDP_GDP_ASSUMPTION, fdp_one_run_bound
 from audit.stats.one_run.steinke import one_run_bound
 from audit.stats.rates import as_scores_members
-from audit.stats.verdict import Family, compare_with_claim
+from audit.stats.verdict import Family
 from audit.theory.checks import check_confidence, check_delta
 from audit.theory.claims import PrivacyClaim
 
@@ -78,7 +79,7 @@ def _check(scores: np.ndarray, included: np.ndarray, delta: float, confidence: f
 def one_run_results(scores: np.ndarray, included: np.ndarray, claim: PrivacyClaim | None, delta: float,
                     confidence: float, design: OneRunDesign) -> dict[str, Any]:
     """The results.json blocks of a one-run audit: ``lower_bounds``, ``best_lower_bound``, ``ceiling``,
-    ``verdict`` (:func:`audit.stats.verdict.compare_with_claim`), ``epsilon_theory``, ``tradeoff``,
+    ``verdict`` (:func:`audit.stats.judgement.judge`; the typed ``judgement`` too), ``epsilon_theory``, ``tradeoff``,
     ``lower_bound_tradeoff``, ``family``, ``best_estimate`` and ``one_run``.
 
     ``scores`` (M,): one score per canary, higher = "in" (any fixed function of what the threat
@@ -90,13 +91,13 @@ def one_run_results(scores: np.ndarray, included: np.ndarray, claim: PrivacyClai
     ``one_run``: canaries, included, k_pos, k_neg, correct (right guesses of both kinds), design (how the
     guess counts were chosen), expected_perfect (mean, sd, median, 5%-95% range of the f-DP bound a
     perfect LLR attack reaches with this M under the claim, from the design's simulations) and the
-    ceiling (every guess right). Sources: docs/references.md, "One-run auditing".
+    ceiling (every guess right) with its ``ceiling_text``. Sources: docs/references.md, "One-run auditing".
     """
     s, inc = _check(scores, included, delta, confidence, design)
     family = Family(1, confidence)
     rows = one_run_rows(s, inc, claim, delta, family, design)
     bounds = [b.to_dict() for b in rows]
-    comparison = compare_with_claim(bounds, claim, delta, ALPHA_GRID, family)
+    judgement = judge(bounds, claim=claim, delta=delta, alpha=ALPHA_GRID, family=family)
     fdp = rows[0].details
     one_run = {
         "canaries": int(s.size), "included": int(inc.sum()), "k_pos": design.k_pos, "k_neg": design.k_neg,
@@ -111,7 +112,7 @@ def one_run_results(scores: np.ndarray, included: np.ndarray, claim: PrivacyClai
                                       f"{design.expected_epsilon:.3g} on average (sd {design.epsilon_sd:.2g}, over "
                                       f"{design.evaluations} games simulated under the claim)")},
         "ceiling": float(fdp["ceiling"]),
+        "ceiling_text": (f"all {design.k_pos + design.k_neg} guesses right would certify epsilon >= "
+                         f"{float(fdp['ceiling']):.3g}"),
     }
-    estimate = max((b for b in bounds if b["epsilon"] is not None), key=lambda b: float(b["epsilon"]), default=None)
-    return comparison | {"lower_bounds": bounds, "family": {"size": family.size, "confidence": confidence},
-                         "best_estimate": estimate, "one_run": one_run}
+    return judgement.blocks(estimate=True, family=True) | {"judgement": judgement, "one_run": one_run}

@@ -19,8 +19,9 @@ scored on the final model). Sources: docs/references.md, "One-run auditing".
 from __future__ import annotations
 
 import math
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -50,7 +51,7 @@ from targets.gradient_canaries import (
 )
 from targets.training import resolve_device
 
-__all__ = ["run_one_run", "ONE_RUN_THREATS", "DEFAULT_MAX_CANARIES", "canary_capacity", "design_games"]
+__all__ = ["run_one_run", "TrainedOneRun", "ONE_RUN_THREATS", "DEFAULT_MAX_CANARIES", "canary_capacity", "design_games"]
 
 #: The threats the one-run game of a built-in target gives (black-box: ``run membership``).
 ONE_RUN_THREATS = ("updates", "white-box")
@@ -170,61 +171,91 @@ def run_one_run(opts: DPOptions) -> tuple[Path, dict]:
                   if threat == "updates" else run.white_box)
         with ctx.stage("statistics"):
             stats = one_run_results(scores, canaries.included, claim, target.delta, opts.confidence, design)
-        results = _results(target, data, opts, threat, stats, scores, canaries, cinfo, run, sigma, config,
-                           n_params, capacity, crosstalk)
+        trained = TrainedOneRun(target=target, data=data, threat=threat, scores=scores, canaries=canaries,
+                                canary_info=cinfo, run=run, sigma=sigma, config=config, n_params=n_params,
+                                capacity=capacity, crosstalk=crosstalk)
+        results = _results(opts, trained, stats)
         config_json = {"command": "run dp", "one_run": True, "seed": opts.seed, "confidence": opts.confidence,
                        "canaries": m,
                        "options": asdict(opts) | {"threat": threat}}  # canaries as given: rerun repeats the design
         return ctx.run_dir, ctx.finish(results, config_json)
 
 
-def _results(target, data, opts: DPOptions, threat: str, stats: dict, scores: np.ndarray,
-             canaries: OneRunCanaries, cinfo: dict, run, sigma: float, config, n_params: int, capacity: int,
-             crosstalk: float) -> dict:
+@dataclass(frozen=True, kw_only=True)
+class TrainedOneRun:
+    """What the one training of a built-in target's one-run audit was and gave (:func:`run_one_run`).
+
+    Attributes:
+        target: the trained target (with the claim's privacy).
+        data: its dataset.
+        threat: ``updates`` or ``white-box``.
+        scores: one score per canary.
+        canaries: the canaries and their fair coins.
+        canary_info: what the canaries are (``game.canary``).
+        run: the training's record (:func:`targets.gradient_canaries.train_one_run`).
+        sigma: the noise multiplier the claim calibrated.
+        config: the training's configuration.
+        n_params: the model's parameters.
+        capacity: the most canaries the model holds.
+        crosstalk: the random directions' cross-talk variance (0 for Dirac canaries).
+    """
+
+    target: Any
+    data: Any
+    threat: str
+    scores: np.ndarray
+    canaries: OneRunCanaries
+    canary_info: dict
+    run: Any
+    sigma: float
+    config: Any
+    n_params: int
+    capacity: int
+    crosstalk: float
+
+    def observation(self) -> dict:
+        """``game.observation``: the score, what the threat sees and cannot see, how the guesses were chosen."""
+        inc, threat, crosstalk = self.canaries.included, self.threat, self.crosstalk
+        return {"score": ("likelihood ratio of the per-step observations under the claimed mechanism" +
+                          (f" (cross-talk variance {crosstalk:.3g} read as noise)" if crosstalk else "")
+                          if threat == "updates" else
+                          "total parameter change projected on the canary direction, units of lr C / B"),
+                "canary_joins_mean_in": float(self.run.joins[inc].mean()) if inc.any() else None,
+                "capacity": self.capacity,
+                "sees": ("the noise the step adds, the sampling rate and step count it runs, hence an accounting "
+                         "that does not match them" + ("" if threat == "updates" else
+                                                       ", through the final parameters only")),
+                "cannot_see": ("a clipping mistake: gradient canaries have norm C and join after the per-example "
+                               "clipping (input canaries of the many-run `run dp` pass through it)"),
+                "guess_counts": ("chosen for the updates threat's perfect attack" if threat == "white-box"
+                                 else "chosen for the perfect attack of this threat")}
+
+
+def _results(opts: DPOptions, trained: TrainedOneRun, stats: dict) -> dict:
     """results.json of a one-run audit (kind dp, ``game.one_run``)."""
-    attack = f"{threat}/one-run-{canaries.kind}"
-    bounds = [b | {"attack": attack} for b in stats["lower_bounds"]]
-    best = None if stats["best_lower_bound"] is None else stats["best_lower_bound"] | {"attack": attack}
-    one = stats["one_run"]
-    guesses = one["k_pos"] + one["k_neg"]
-    one["ceiling_text"] = f"all {guesses} guesses right would certify epsilon >= {one['ceiling']:.3g}"
-    inc = canaries.included
-    observation = {"score": ("likelihood ratio of the per-step observations under the claimed mechanism" +
-                             (f" (cross-talk variance {crosstalk:.3g} read as noise)" if crosstalk else "")
-                             if threat == "updates" else
-                             "total parameter change projected on the canary direction, units of lr C / B"),
-                   "canary_joins_mean_in": float(run.joins[inc].mean()) if inc.any() else None,
-                   "capacity": capacity,
-                   "sees": ("the noise the step adds, the sampling rate and step count it runs, hence an accounting "
-                            "that does not match them" + ("" if threat == "updates" else
-                                                          ", through the final parameters only")),
-                   "cannot_see": ("a clipping mistake: gradient canaries have norm C and join after the per-example "
-                                  "clipping (input canaries of the many-run `run dp` pass through it)"),
-                   "guess_counts": ("chosen for the updates threat's perfect attack" if threat == "white-box"
-                                    else "chosen for the perfect attack of this threat")}
-    return {
-        "target_description": target.description, "dataset": data.name,
-        "model": {"name": target.arch, "parameters": n_params},
+    target, config, canaries = trained.target, trained.config, trained.canaries
+    attack = f"{trained.threat}/one-run-{canaries.kind}"
+    judged = stats["judgement"].for_attack(attack).blocks(estimate=True, family=True)
+    one, inc = stats["one_run"], canaries.included
+    return judged | {
+        "target_description": target.description, "dataset": trained.data.name,
+        "model": {"name": target.arch, "parameters": trained.n_params},
         "neighbouring": "add/remove one record (each canary)", "delta": target.delta,
-        "confidence": opts.confidence, "epsilon_theory": stats["epsilon_theory"],
-        "accountant": target.claim(sigma).description,
-        "params": {"noise_multiplier": sigma, "clip_norm": target.clip_norm, "sample_rate": config.sample_rate,
+        "confidence": opts.confidence, "accountant": target.claim(trained.sigma).description,
+        "params": {"noise_multiplier": trained.sigma, "clip_norm": target.clip_norm, "sample_rate": config.sample_rate,
                    "steps": config.steps, "epochs": target.epochs, "lr": config.lr,
                    "expected_batch_size": config.expected_batch_size, "n_train": target.n_train,
                    "sampling": target.sampling},
-        "tradeoff": stats["tradeoff"], "lower_bounds": bounds, "best_lower_bound": best,
-        "best_estimate": stats["best_estimate"], "lower_bound_tradeoff": stats["lower_bound_tradeoff"],
-        "ceiling": stats["ceiling"], "attacks": {attack: attack_metrics(scores, inc, opts.confidence)},
-        "verdict": stats["verdict"], "family": stats["family"], "one_run": one,
+        "attacks": {attack: attack_metrics(trained.scores, inc, opts.confidence)}, "one_run": one,
         "game": {"one_run": True, "runs": 1, "trainings": 1, "canaries": canaries.count, "included": int(inc.sum()),
-                 "canary_kind": canaries.kind, "canary": cinfo, "threat": threat,
+                 "canary_kind": canaries.kind, "canary": trained.canary_info, "threat": trained.threat,
                  "threshold_strategy": "one-run guesses: 'in' for the k_pos highest scores, 'out' for the k_neg "
                                        "lowest (0: one-sided), both fixed by simulating "
                                        "the claimed mechanism",
                  "inclusion": "independent fair coin per canary; each included canary joins every step by its own "
                               "Poisson coin at the target's sampling rate, clipped to C like any record",
-                 "observation": observation},
-        "tables": [one_run_table(one, bounds)],
+                 "observation": trained.observation()},
+        "tables": [one_run_table(one, judged["lower_bounds"])],
     }
 
 

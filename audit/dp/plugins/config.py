@@ -78,8 +78,7 @@ def plugin_accounting(plugin: TrainerPlugin, data_dir: str | None, seed: int, al
     X, y = data.X, data.y
     with stages.stage("other_world", f"other worlds: training the code on its {len(X)} rows plus one record and "
                                      f"less one record, the configuration read again (accounting check)"):
-        block = accounting_check(plugin, X, y, seed, found, claim, found.source.noise_multiplier, plugin.delta,
-                                 alpha)
+        block = accounting_check(plugin, X, y, seed, found, claim, plugin.delta, alpha)
     block["driver"] = found.source.kind
     block["n_train"] = int(len(X))
     if found.opacus is not None:

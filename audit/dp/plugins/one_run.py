@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import math
 import sys
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +62,7 @@ from audit.errors import UserError
 from audit.plugins.accounting import ONE_RUN_SHARE, config_table
 from audit.plugins.probe import require_steps, run_once
 from audit.run_context import RunContext, Stages
+from audit.stats.judgement import Judgement
 from audit.stats.metrics import attack_metrics
 from audit.stats.one_run.design import (
     CanaryMechanism,
@@ -210,11 +211,9 @@ def run_plugin_one_run(opts: DPOptions, plugin: TrainerPlugin | None = None) -> 
         scores = _scores(recorder, threat, mech, crosstalk)
         with ctx.stage("statistics"):
             stats = one_run_results(scores, recorder.included, probed["claim"], plugin.delta, bound_confidence, design)
-        stats["family"] |= {"confidence": opts.confidence, "one_run_confidence": bound_confidence,
-                            "split": {"config_check": check_alpha, "one_run": alpha - check_alpha},
-                            "text": f"one family at {opts.confidence:.0%}: the accounting check's tests share alpha "
-                                    f"{check_alpha:.3g}, the one-run bound holds at {bound_confidence:.2%}"}
-        results = _results(plugin, opts, probed, block, threat, stats, scores, recorder, cinfo, capacity, crosstalk)
+        audited = AuditedPluginRun(plugin=plugin, probed=probed, block=block, threat=threat, scores=scores,
+                                   recorder=recorder, canary_info=cinfo, capacity=capacity, crosstalk=crosstalk)
+        results = _results(opts, audited, stats)
         config = {"command": "run dp", "one_run": True, "seed": opts.seed, "confidence": opts.confidence,
                   "options": asdict(opts) | {"threat": threat, "canaries": design.canaries},
                   "plugin": plugin_config(plugin)}
@@ -248,58 +247,102 @@ def coverage_table() -> dict:
                        "curve is tested with the canaries' guesses too."}
 
 
-def _results(plugin: TrainerPlugin, opts: DPOptions, probed: dict, block: dict, threat: str, stats: dict,
-             scores: np.ndarray, recorder: CanaryRecorder, cinfo: dict, capacity: int, crosstalk: float) -> dict:
+@dataclass(frozen=True, kw_only=True)
+class AuditedPluginRun:
+    """What a plugin's one-run audit found before its statistics (:func:`run_plugin_one_run`).
+
+    Attributes:
+        plugin: the trainer plugin.
+        probed: the probe's findings (:func:`audit.dp.plugins.config.plugin_probe`).
+        block: the accounting check's ``config_check`` block.
+        threat: ``updates`` or ``white-box``.
+        scores: one score per canary.
+        recorder: the audited run's canaries and observations.
+        canary_info: what the canaries are (``game.canary``).
+        capacity: the most canaries the model holds.
+        crosstalk: the random directions' cross-talk variance (0 for Dirac canaries).
+    """
+
+    plugin: TrainerPlugin
+    probed: dict
+    block: dict
+    threat: str
+    scores: np.ndarray
+    recorder: CanaryRecorder
+    canary_info: dict
+    capacity: int
+    crosstalk: float
+
+    def observation(self) -> dict:
+        """``game.observation``: the score, the canaries' joins and steps, how the guesses were chosen."""
+        joins, crosstalk = np.asarray(self.recorder.joined), self.crosstalk
+        return {"score": ("likelihood ratio of the per-step observations under the mechanism the code runs"
+                          + (f" (cross-talk variance {crosstalk:.3g} read as noise)" if crosstalk else "")
+                          if self.threat == "updates" else
+                          "total parameter change (initial - final) projected on the canary direction"),
+                "canary_copies_per_step_mean": float(joins.mean()) if joins.size else 0.0,
+                "steps_audited_run": self.recorder.steps, "steps_probe": self.probed["probe"].steps,
+                "capacity": self.capacity,
+                "guess_counts": "chosen for the perfect attack of the updates threat, simulating the mechanism "
+                                "the probe read (noise multiplier, rate, steps)"}
+
+    def params(self) -> dict:
+        """``params``: the plugin's claim, the DP-SGD the code runs and what Opacus reported."""
+        plugin, found, mech = self.plugin, self.probed["probe"], self.probed["mechanism"]
+        claim = self.probed["claim"]
+        return {"plugin": plugin.spec, "rng": plugin.rng, "claimed_epsilon": float(claim.epsilon(plugin.delta)),
+                "claimed_delta": plugin.delta, "n_train": int(len(self.probed["data"])),
+                "clip_norm": found.clip_norm,
+                "code": mech.to_dict() | {"epsilon_pld": float(mech.claim().epsilon(plugin.delta)),
+                                          "sampling": "poisson" if found.source.poisson else "not poisson",
+                                          "driver": found.source.kind},
+                "opacus_reported": found.opacus} | plugin.params
+
+
+def _family(opts: DPOptions, judgement: Judgement) -> Judgement:
+    """One family: the accounting check's share of alpha and the one-run bound's (module docstring)."""
+    alpha, bound_confidence = 1.0 - opts.confidence, judgement.family.confidence
+    check_alpha = alpha * ONE_RUN_SHARE
+    family = replace(judgement.family, confidence=opts.confidence,
+                     split={"config_check": check_alpha, "one_run": alpha - check_alpha},
+                     text=f"one family at {opts.confidence:.0%}: the accounting check's tests share alpha "
+                          f"{check_alpha:.3g}, the one-run bound holds at {bound_confidence:.2%}",
+                     extra={"one_run_confidence": bound_confidence})
+    return replace(judgement, family=family)
+
+
+def _results(opts: DPOptions, audited: AuditedPluginRun, stats: dict) -> dict:
     """results.json of a plugin's one-run audit (kind dp, ``game.one_run``, ``config_check``)."""
-    found, mech, claim, data = probed["probe"], probed["mechanism"], probed["claim"], probed["data"]
-    attack = f"{threat}/one-run-{cinfo['kind']}"
-    bounds = [b | {"attack": attack} for b in stats["lower_bounds"]]
-    best = None if stats["best_lower_bound"] is None else stats["best_lower_bound"] | {"attack": attack}
-    one = stats["one_run"]
-    guesses = one["k_pos"] + one["k_neg"]
-    one["ceiling_text"] = f"all {guesses} guesses right would certify epsilon >= {one['ceiling']:.3g}"
-    inc = recorder.included
-    joins = np.asarray(recorder.joined)
+    plugin, block, threat = audited.plugin, audited.block, audited.threat
+    found, claim, data = audited.probed["probe"], audited.probed["claim"], audited.probed["data"]
+    attack = f"{threat}/one-run-{audited.canary_info['kind']}"
+    judgement = _family(opts, stats["judgement"].for_attack(attack))
+    judgement = judgement.with_verdict(combined_verdict(block, judgement.verdict.to_dict()))
+    judged = judgement.blocks(estimate=True, family=True)
+    one, inc = stats["one_run"], audited.recorder.included
     trainings = int(block["trainings"]) + 1
-    observation = {"score": ("likelihood ratio of the per-step observations under the mechanism the code runs"
-                             + (f" (cross-talk variance {crosstalk:.3g} read as noise)" if crosstalk else "")
-                             if threat == "updates" else
-                             "total parameter change (initial - final) projected on the canary direction"),
-                   "canary_copies_per_step_mean": float(joins.mean()) if joins.size else 0.0,
-                   "steps_audited_run": recorder.steps, "steps_probe": found.steps, "capacity": capacity,
-                   "guess_counts": "chosen for the perfect attack of the updates threat, simulating the mechanism "
-                                   "the probe read (noise multiplier, rate, steps)"}
-    return {
+    return judged | {
         "target_description": plugin.description, "dataset": data.name,
         "model": {"name": f"user trainer {plugin.spec}", "parameters": found.n_params},
         "neighbouring": "add/remove one record (each canary)", "delta": plugin.delta,
-        "confidence": opts.confidence, "epsilon_theory": stats["epsilon_theory"],
-        "accountant": getattr(claim, "description", None),
-        "params": {"plugin": plugin.spec, "rng": plugin.rng, "claimed_epsilon": float(claim.epsilon(plugin.delta)),
-                   "claimed_delta": plugin.delta, "n_train": int(len(data)), "clip_norm": found.clip_norm,
-                   "code": mech.to_dict() | {"epsilon_pld": float(mech.claim().epsilon(plugin.delta)),
-                                             "sampling": "poisson" if found.source.poisson else "not poisson",
-                                             "driver": found.source.kind},
-                   "opacus_reported": found.opacus} | plugin.params,
-        "tradeoff": stats["tradeoff"], "lower_bounds": bounds, "best_lower_bound": best,
-        "best_estimate": stats["best_estimate"], "lower_bound_tradeoff": stats["lower_bound_tradeoff"],
-        "ceiling": stats["ceiling"], "attacks": {attack: attack_metrics(scores, inc, opts.confidence)},
-        "verdict": combined_verdict(block, stats["verdict"]), "family": stats["family"], "one_run": one,
-        "config_check": block, "threat_coverage": [dict(zip(("mistake", "updates", "white-box", "config_check"), row,
-                                                            strict=True)) for row in THREAT_COVERAGE],
+        "confidence": opts.confidence, "accountant": getattr(claim, "description", None),
+        "params": audited.params(), "attacks": {attack: attack_metrics(audited.scores, inc, opts.confidence)},
+        "one_run": one, "config_check": block,
+        "threat_coverage": [dict(zip(("mistake", "updates", "white-box", "config_check"), row, strict=True))
+                            for row in THREAT_COVERAGE],
         "game": {"one_run": True, "runs": 1, "trainings": trainings,
                  "trainings_text": f"{trainings} calls of the code's training: the probe, the first steps of its "
                                    f"repeat (stopped once the reproducibility check is decided), the dataset plus one "
                                    f"record and less one record (accounting check), and the one audited run",
-                 "canaries": int(inc.size), "included": int(inc.sum()), "canary_kind": cinfo["kind"],
-                 "canary": cinfo, "threat": threat, "n_train": int(len(data)),
+                 "canaries": int(inc.size), "included": int(inc.sum()), "canary_kind": audited.canary_info["kind"],
+                 "canary": audited.canary_info, "threat": threat, "n_train": int(len(data)),
                  "threshold_strategy": "one-run guesses: 'in' for the k_pos highest scores, 'out' for the k_neg "
                                        "lowest (0: one-sided), both fixed by simulating "
                                        "the mechanism the probe read",
                  "inclusion": "independent fair coin per canary; each included canary joins every real step by its "
                               "own Poisson coin at the code's sampling rate, C times its unit direction",
-                 "observation": observation},
-        "tables": [config_table(block), one_run_table(one, bounds), coverage_table()],
+                 "observation": audited.observation()},
+        "tables": [config_table(block), one_run_table(one, judged["lower_bounds"]), coverage_table()],
     }
 
 

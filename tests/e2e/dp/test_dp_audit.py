@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from audit.cli import main
-from audit.dp.game import audit_runs
+from audit.dp.game import ScoreModel, audit_runs
 from audit.dp.options import DPOptions
 from audit.dp.runner import run_dp
 from audit.errors import UserError
@@ -93,8 +93,8 @@ def test_no_bound_exceeds_theory_for_exact_mechanisms():
             claim = DPSGDClaim(sigma, q, T)
             scores = obs.max(1)
         design = sigma if seed == 3 else None  # also the per-step threshold fixed in advance from the claim
-        out = audit_runs(scores, inc, claim, DELTA, 0.999, seed, step_scores=obs, sample_rate=q, steps=T,
-                         design_sigma=design)
+        out = audit_runs(scores, inc, claim, DELTA, 0.999, seed,
+                         ScoreModel(step_scores=obs, sample_rate=q, steps=T, design_sigma=design))
         theory = out["epsilon_theory"]
         for b in out["lower_bounds"]:
             assert float(b["epsilon"]) <= theory + 1e-9, (seed, b)

@@ -28,10 +28,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from audit.dp.game import ALPHA_GRID, audit_runs
+from audit.dp.game import ALPHA_GRID, ScoreModel, audit_runs
 from audit.dp.sweep import sweep_verdict
 from audit.mechanism.runner import mechanism_bounds
-from audit.membership.bounds import one_run
+from audit.membership.bounds import Guesses, one_run
 from audit.stats.lower_bound import VERDICT
 from audit.stats.verdict import Family, compare_with_claim, epsilon_value
 from audit.theory.claims import ApproxDPClaim, GaussianClaim, LaplaceClaim, PureDPClaim, RandomizedResponseClaim
@@ -174,7 +174,7 @@ def test_run_dp_statistics_at_the_claim(claim_form):
             scores, claim, pair = dpsgd_step_scores(rng, inc.size, inc, **DPSGD), DPSGD_CLAIM, False
         else:  # output perturbation scored by a fixed projection: exactly N(0,1) vs N(mu,1), GDP valid
             scores, claim, pair = rng.normal(0.0, 1.0, inc.size) + 2.0 * inc, GaussianClaim(2.0), True
-        out = audit_runs(scores, inc, claim, DELTA, CONFIDENCE, rep, gaussian_pair=pair)
+        out = audit_runs(scores, inc, claim, DELTA, CONFIDENCE, rep, ScoreModel(gaussian_pair=pair))
         counts.add(out, out["lower_bounds"], claim.epsilon(DELTA))
     counts.check()
 
@@ -240,8 +240,8 @@ def test_one_run_statistics_at_the_claim(method, sides, claim_form):
         else:
             claim = APPROX_CLAIM if claim_form == "approx dp" else GDP_CLAIM
             scores = rng.normal(0.0, 1.0, m) + 2.0 * inc
-        bound = one_run(method, scores, inc, k, k if sides == 2 else 0, DELTA, CONFIDENCE, claim.tradeoff,
-                        VERDICT).to_dict()
+        guesses = Guesses(method=method, k_pos=k, k_neg=k if sides == 2 else 0)
+        bound = one_run(guesses, scores, inc, DELTA, CONFIDENCE, claim.tradeoff, VERDICT).to_dict()
         comparison = compare_with_claim([bound], claim, DELTA, ALPHA_GRID, Family(1, CONFIDENCE))
         counts.add(comparison, [bound], claim.epsilon(DELTA))
     counts.check()

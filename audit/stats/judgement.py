@@ -1,0 +1,134 @@
+"""The one place the bounds of an audit become the typed verdict block of ``results.json``: the competing
+bounds with their roles and statements, the best valid bound of the family, the ceiling, the claim's and the
+best bound's tradeoff curves, the verdict, the best estimate and the family (:class:`Judgement`, built by
+:func:`judge` and nothing else). Every runner (dp many-run and one-run, a plugin's one-run, mechanism,
+membership, a trained model) calls :func:`judge` and writes :meth:`Judgement.blocks` into its outcome.
+
+The verdict, the roles and the family's confidence split are those of :mod:`audit.stats.verdict`
+(``docs/references.md``, "Verdicts").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from audit.stats.outcome import BestBound, Bound, Ceiling, Curve, Family, Verdict
+from audit.stats.verdict import Family as Competition
+from audit.stats.verdict import compare_with_claim, epsilon_value
+from audit.theory.claims import PrivacyClaim
+
+__all__ = ["Judgement", "judge"]
+
+
+def _curve(curve: Mapping[str, Any] | None) -> Curve | None:
+    return None if curve is None else Curve.from_dict(curve)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Judgement:
+    """The verdict block of an outcome, typed (the ``results.json`` keys of the same names).
+
+    Attributes:
+        epsilon_theory: the claim's epsilon at the audit's delta (None without a claim).
+        tradeoff: the claim's tradeoff curve (None without a claim).
+        lower_bounds: every bound, with its role and statement.
+        best_lower_bound: the best valid bound of the verdict's family (None when none competed).
+        lower_bound_tradeoff: the best bound's (epsilon, delta) tradeoff curve.
+        ceiling: what a perfect attack in the same game could certify.
+        verdict: the verdict.
+        best_estimate: the largest bound of all roles (an estimate included), labelled as such.
+        family: the bounds that competed and their confidence.
+    """
+
+    epsilon_theory: float | None
+    tradeoff: Curve | None
+    lower_bounds: tuple[Bound, ...]
+    best_lower_bound: BestBound | None
+    lower_bound_tradeoff: Curve | None
+    ceiling: Ceiling | None
+    verdict: Verdict
+    best_estimate: Bound | None
+    family: Family
+
+    def for_attack(self, attack: str) -> Judgement:
+        """The same judgement with every bound (and the best) read from the scores of ``attack``.
+
+        Args:
+            attack: the attack's name (``threat/canary``).
+
+        Returns:
+            The judgement.
+        """
+        return replace(self, lower_bounds=tuple(replace(b, attack=attack) for b in self.lower_bounds),
+                       best_lower_bound=(None if self.best_lower_bound is None else
+                                         replace(self.best_lower_bound, attack=attack)))
+
+    def with_verdict(self, verdict: Mapping[str, Any]) -> Judgement:
+        """The same judgement with another verdict (a runner's flag or a combined check).
+
+        Args:
+            verdict: the verdict's object.
+
+        Returns:
+            The judgement.
+        """
+        return replace(self, verdict=Verdict.from_dict(verdict))
+
+    def blocks(self, *, estimate: bool = False, family: bool = False) -> dict[str, Any]:
+        """The outcome's entries of this judgement (the objects ``results.json`` holds).
+
+        Args:
+            estimate: include ``best_estimate`` (the dp kind reports it).
+            family: include ``family`` (the one-run dp audits report it).
+
+        Returns:
+            ``epsilon_theory``, ``tradeoff``, ``lower_bounds``, ``best_lower_bound``, ``lower_bound_tradeoff``,
+            ``ceiling``, ``verdict`` (None where absent), and the optional two.
+        """
+        def block(value):
+            return None if value is None else value.to_dict()
+        out = {"epsilon_theory": self.epsilon_theory, "tradeoff": block(self.tradeoff),
+               "lower_bounds": [b.to_dict() for b in self.lower_bounds],
+               "best_lower_bound": block(self.best_lower_bound),
+               "lower_bound_tradeoff": block(self.lower_bound_tradeoff), "ceiling": block(self.ceiling),
+               "verdict": self.verdict.to_dict()}
+        if estimate:
+            out["best_estimate"] = block(self.best_estimate)
+        if family:
+            out["family"] = self.family.to_dict()
+        return out
+
+
+def judge(bounds: Sequence[Mapping[str, Any]], *, claim: PrivacyClaim | None, delta: float, alpha: np.ndarray,
+          family: Competition) -> Judgement:
+    """The judgement of an audit's bounds against its claim (:func:`audit.stats.verdict.compare_with_claim`:
+    best valid bound of the family, ceiling, verdict, tradeoff curves).
+
+    Args:
+        bounds: every bound (``LowerBound.to_dict()`` rows, with ``attack`` where known).
+        claim: the claim (None: a non-private target).
+        delta: the delta the epsilons are read at.
+        alpha: the FPR grid of the tradeoff curves.
+        family: the bounds that compete for the verdict (size and family-wise confidence).
+
+    Returns:
+        The typed judgement.
+    """
+    rows = [dict(b) for b in bounds]
+    comparison = compare_with_claim(rows, claim, delta, alpha, family)
+    among = [b for b in rows if b.get("epsilon") is not None]  # the best estimate: the largest of every role
+    estimate = max(among, key=lambda b: epsilon_value(b["epsilon"]), default=None)
+    best, ceiling = comparison["best_lower_bound"], comparison["ceiling"]
+    return Judgement(
+        epsilon_theory=comparison["epsilon_theory"], tradeoff=_curve(comparison["tradeoff"]),
+        lower_bounds=tuple(Bound.from_dict(b) for b in rows),
+        best_lower_bound=None if best is None else BestBound.from_dict(best),
+        lower_bound_tradeoff=_curve(comparison["lower_bound_tradeoff"]),
+        ceiling=None if ceiling is None else Ceiling.from_dict(ceiling),
+        verdict=Verdict.from_dict(comparison["verdict"]),
+        best_estimate=None if estimate is None else Bound.from_dict(estimate),
+        family=Family(size=family.size, confidence=family.confidence))
