@@ -261,6 +261,8 @@ def reconstruction_sentences(outcome: Outcome) -> list[str]:
 def _one_run_paragraphs(one: OneRun, game: Game, outcome: Outcome) -> list[str]:
     best = outcome.best_lower_bound
     expected = one.expected_perfect
+    mean, sd, quantiles, games = ((expected.mean, expected.sd, expected.range_5_95, expected.games) if expected
+                                  else (None, None, None, None))
     design = one.design or {}
     observation = game.observation or {}
     return [
@@ -274,9 +276,8 @@ def _one_run_paragraphs(one: OneRun, game: Game, outcome: Outcome) -> list[str]:
         f"test, {_percent(best.family_confidence if best else None)} confidence); the same guesses "
         f"{'reject' if one.claim_rejected else 'do not reject'} the claim's own tradeoff curve. The "
         f"{CEILING_NAME}: ε ≥ {_eps(one.ceiling)}.",
-        f"The {EXPECTATION_NAME} with this M: ε ≥ {_eps(expected.mean if expected else None)} on average (sd "
-        f"{_eps(expected.sd if expected else None)}, 5–95% {format_interval(expected.range_5_95 if expected else None)})"
-        f" — the likelihood ratio of the claimed mechanism on {format_value(expected.games if expected else None)} "
+        f"The {EXPECTATION_NAME} with this M: ε ≥ {_eps(mean)} on average (sd {_eps(sd)}, 5–95% "
+        f"{format_interval(quantiles)}) — the likelihood ratio of the claimed mechanism on {format_value(games)} "
         f"games simulated under the claim.",
         f"How the guess count was chosen: {design.get('rule', '—')} ({format_value(design.get('simulations'))} "
         f"simulated games of the claimed q, σ, T; never the audited coins or scores).",
@@ -350,7 +351,10 @@ def headline_sentences(outcome: Outcome) -> list[str]:
 
 def _bound_text(bound: Bound) -> str:
     mu_lb = (bound.details or {}).get("mu_lb")
-    value = f"μ ≥ {format_value(mu_lb)}" if bound.epsilon is None and mu_lb is not None else f"ε ≥ {_eps(bound.epsilon)}"
+    if bound.epsilon is None and mu_lb is not None:
+        value = f"μ ≥ {format_value(mu_lb)}"
+    else:
+        value = f"ε ≥ {_eps(bound.epsilon)}"
     return f"{value} ({bound.method}: {bound.statement or bound.role})"
 
 

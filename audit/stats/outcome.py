@@ -646,6 +646,11 @@ class CompareRow(Block):
         advantage: its advantage.
         epsilon_theory: the run's claim.
         best_epsilon_lower_bound: the run's best bound.
+        delta: the run's delta.
+        tpr_1_ci: the interval of ``tpr_1``.
+        tpr_01_ci: the interval of ``tpr_01``.
+        advantage_ci: the advantage's interval.
+        advantage_dp_bound: the largest advantage the claim allows.
     """
 
     run: str
@@ -658,6 +663,11 @@ class CompareRow(Block):
     advantage: float | None
     epsilon_theory: float | None = number_or_inf()
     best_epsilon_lower_bound: float | None = number_or_inf()
+    delta: float | None
+    tpr_1_ci: Sequence[float] | None
+    tpr_01_ci: Sequence[float] | None
+    advantage_ci: Sequence[float] | None
+    advantage_dp_bound: float | None
 
 
 @dataclass(frozen=True, kw_only=True)
