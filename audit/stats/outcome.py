@@ -308,7 +308,7 @@ class OneRun(Block):
         canaries: gradient canaries.
         included: those in by their fair coins.
         k_pos: guesses 'in'.
-        k_neg: guesses 'out'.
+        k_neg: guesses 'out' (none: one-sided guesses).
         correct: right guesses.
         ceiling: the ceiling's epsilon (every guess right).
         claim_rejected: whether the test rejects the claim's own tradeoff curve.
@@ -319,8 +319,8 @@ class OneRun(Block):
     canaries: int
     included: int
     k_pos: int
-    k_neg: int
     correct: int
+    k_neg: int | None = None
     ceiling: float | None = number_or_inf(optional=True)
     claim_rejected: bool | None = None
     design: Mapping[str, Any] | None = None
