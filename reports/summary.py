@@ -210,6 +210,8 @@ def inversion_sentences(outcome: Outcome) -> list[str]:
         The sentences.
     """
     inv = outcome.inversion
+    if inv is None:  # a results file of the kind without its block: the claim's sentences
+        return _claim_sentences(outcome)
     who = f"{outcome.target} ({outcome.target_description})"
     access = "white-box and black-box" if inv.black_box is not None else (outcome.model or {}).get("access", "")
     return [f"What was audited: MI-FACE model inversion of every class of {who}, {access}, "
@@ -231,6 +233,8 @@ def extraction_sentences(outcome: Outcome) -> list[str]:
         The sentences.
     """
     ext = outcome.extraction
+    if ext is None:
+        return _claim_sentences(outcome)
     who = f"{outcome.target} ({outcome.target_description})"
     text = (f"What was found: {ext.method} recovered the model with {format_value(ext.queries)} queries (relative "
             f"parameter error {format_value(ext.param_rel_error)}, agreement {format_value(ext.agreement_test)} on "
@@ -251,6 +255,8 @@ def reconstruction_sentences(outcome: Outcome) -> list[str]:
         The sentences.
     """
     rec = outcome.reconstruction
+    if rec is None:
+        return _claim_sentences(outcome)
     who = f"{outcome.target} ({outcome.target_description})"
     verdict = outcome.verdict
     return [f"What was audited: how often an informed adversary ({rec.threat} access) identifies one "

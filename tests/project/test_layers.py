@@ -7,8 +7,8 @@ also those inside functions):
 * ``targets`` and ``attacks`` import from ``audit`` only ``audit.theory``, ``audit.stats`` and
   ``audit.errors``; neither imports the other;
 * ``reports`` imports nothing from ``targets`` or ``attacks``, and from ``audit`` only ``audit.errors``,
-  ``audit.io``, ``audit.theory`` and ``audit.stats`` (never the kinds: they register how their reports are
-  drawn, :mod:`reports.presentation`);
+  ``audit.io``, ``audit.theory``, ``audit.stats`` and ``audit.results_file`` (the one loader of the typed
+  outcome; never the kinds: they register how their reports are drawn, :mod:`reports.presentation`);
 * only the command line (``audit.cli``, ``audit.commands``) imports ``audit.commands``: a kind's package
   never imports the command that loads it;
 * a name imported from another project module is public (no leading underscore);
@@ -35,7 +35,7 @@ ALLOWED = {
 #: The longest a function may be, in lines from its ``def`` to its last line.
 MAX_FUNCTION_LINES = 80
 #: What ``reports`` may import of ``audit``.
-REPORTS_FROM_AUDIT = ("audit.errors", "audit.io", "audit.theory", "audit.stats")
+REPORTS_FROM_AUDIT = ("audit.errors", "audit.io", "audit.theory", "audit.stats", "audit.results_file")
 
 Import = tuple[str, str, list[str], int]
 

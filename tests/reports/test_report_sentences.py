@@ -107,8 +107,9 @@ def test_the_headline_figure_of_a_config_violation_draws_the_configuration_curve
     figures = make_plots(tmp_path, typed(results))
     headline = build_context(typed(results), None, figures)["headline"]
     assert headline["name"] == "tradeoff.png" and "configuration the code runs (ε = 4.77" in headline["caption"]
-    plain = make_plots(tmp_path / "plain", typed(results | {"verdict": {"status": "consistent", "text": ""}}))
-    assert plots.deciding_configuration_epsilon(typed(results | {"verdict": {"status": "consistent", "text": ""}})) is None
+    consistent = typed(results | {"verdict": {"status": "consistent", "text": ""}})
+    plain = make_plots(tmp_path / "plain", consistent)
+    assert plots.deciding_configuration_epsilon(consistent) is None
     assert Path(plain[0]["path"]).read_bytes() != Path(figures[0]["path"]).read_bytes()
 
 
