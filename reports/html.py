@@ -338,6 +338,7 @@ def render_report(run_dir: Path, results: Outcome | Mapping[str, Any] | None = N
 
     Raises:
         UserError: a missing run directory, or a missing, corrupt or invalid ``results.json``.
+        ValueError: ``results`` given, and off the schema (a runner's bug).
     """
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
@@ -346,8 +347,11 @@ def render_report(run_dir: Path, results: Outcome | Mapping[str, Any] | None = N
         outcome = load_outcome(run_dir / "results.json")
     elif isinstance(results, Outcome):
         outcome = results
-    else:
-        outcome = outcome_of(results, str(run_dir / "results.json"))
+    else:  # a runner's results: off the schema is the workbench's bug, not the user's (exit 3, not 2)
+        try:
+            outcome = outcome_of(results, str(run_dir / "results.json"))
+        except UserError as exc:
+            raise ValueError(f"the run's results do not follow the schema: {exc}") from None
     if not isinstance(outcome, Outcome):
         raise UserError(f"{run_dir} holds a comparison, not a run: open its compare.html")
     if config is None:
