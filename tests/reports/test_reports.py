@@ -173,6 +173,11 @@ def test_missing_or_corrupt_results_are_user_errors(tmp_path: Path) -> None:
     (tmp_path / "results.json").write_bytes(b"\xff\xfe\x00garbage")
     with pytest.raises(UserError):
         render_report(tmp_path)
+    results = read_json(FIXTURE / "results.json")
+    results["verdict"].pop("text")
+    write_json(tmp_path / "results.json", results)
+    with pytest.raises(UserError, match=r"does not follow the results schema \(at verdict: 'text' is a required"):
+        render_report(tmp_path)
 
 
 def _report_parser() -> argparse.ArgumentParser:
