@@ -7,6 +7,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from audit.stats.outcome import Table
+
 #: Lists longer than this are summarised (count and range) instead of listed.
 MAX_LISTED = 6
 
@@ -115,16 +117,15 @@ def flat_rows(mapping: Any, prefix: str = "") -> list[tuple[str, str]]:
     return rows
 
 
-def format_table(table: Mapping[str, Any]) -> dict:
-    """A runner's table (``{"title", "columns", "rows", "caption"}``) with every cell formatted.
+def format_table(table: Table) -> dict:
+    """A runner's table (``$defs/table``) as the template shows it, every cell formatted.
 
     Args:
         table: the runner's table.
 
     Returns:
-        The same table, every cell text.
+        ``{"title", "columns", "rows", "caption"}``, every cell text.
     """
-    rows = [[format_value(cell) if cell != "" else "" for cell in row] for row in table.get("rows") or []
-            if isinstance(row, list)]
-    return {"title": str(table.get("title", "")), "columns": [str(c) for c in table.get("columns") or []],
-            "rows": rows, "caption": str(table.get("caption", ""))}
+    rows = [[format_value(cell) if cell != "" else "" for cell in row] for row in table.rows if isinstance(row, list)]
+    return {"title": str(table.title), "columns": [str(c) for c in table.columns], "rows": rows,
+            "caption": "" if table.caption is None else str(table.caption)}

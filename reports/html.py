@@ -24,6 +24,8 @@ import jinja2
 
 from audit.errors import UserError
 from audit.io import atomic_write_text
+from audit.results_file import load_outcome, outcome_of
+from audit.stats.outcome import Outcome
 from reports import plots
 from reports.formatting import flat_rows, format_interval, format_table, format_value
 from reports.presentation import presentation_of
@@ -74,35 +76,23 @@ def _data_uri(path: Path) -> str:
     return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
 
 
-def _sweep_rows(results: Mapping[str, Any]) -> list[dict]:
-    """Rows of an epsilon sweep: ``results["sweep"]`` as a list, or a dict with a ``rows`` list."""
-    sweep = results.get("sweep")
-    if isinstance(sweep, Mapping):
-        sweep = sweep.get("rows")
-    if not isinstance(sweep, list):
-        return []
-    return [row for row in sweep if isinstance(row, Mapping)]
+def _has_empirical_points(outcome: Outcome) -> bool:
+    return any(attack.empirical_points for attack in (outcome.attacks or {}).values())
 
 
-def _has_empirical_points(results: Mapping[str, Any]) -> bool:
-    attacks = results.get("attacks") or {}
-    return any((attack or {}).get("empirical_points") for attack in attacks.values() if isinstance(attack, Mapping))
+def _has_roc(outcome: Outcome) -> bool:
+    return any(attack.roc.fpr for attack in (outcome.attacks or {}).values())
 
 
-def _has_roc(results: Mapping[str, Any]) -> bool:
-    attacks = results.get("attacks") or {}
-    return any(isinstance(a, Mapping) and (a.get("roc") or {}).get("fpr") for a in attacks.values())
-
-
-def _deciding_curve_caption(results: Mapping[str, Any]) -> str:
+def _deciding_curve_caption(outcome: Outcome) -> str:
     """What the headline figure draws of what decided a violation: the configuration's curve, or the rejected
     claim curve (:func:`reports.plots.deciding_configuration_epsilon`, :func:`reports.plots.rejected_claim`)."""
-    eps = plots.deciding_configuration_epsilon(results)
+    eps = plots.deciding_configuration_epsilon(outcome)
     if eps is not None:
         return (f"The purple curve is the (ε, δ) tradeoff of the configuration the code runs (ε = {format_value(eps)} "
                 f"by the accountant, from the noise, rate and steps read from the code): it lies below the claim's "
                 f"curve, and that gap decided the violation. ")
-    rejected = plots.rejected_claim(results)
+    rejected = plots.rejected_claim(outcome)
     if rejected:
         return (f"The thick black curve is the claim's own tradeoff curve, rejected by the {rejected}: the guesses "
                 f"are too often right for any mechanism with that curve, which decided the violation although "
@@ -110,101 +100,104 @@ def _deciding_curve_caption(results: Mapping[str, Any]) -> str:
     return ""
 
 
-def make_plots(run_dir: Path, results: Mapping[str, Any]) -> list[dict]:
-    """(Re)create the PNGs that apply to ``results`` in ``run_dir``; returns figure descriptions.
+def _roc_figure(run_dir: Path, outcome: Outcome) -> dict:
+    band = outcome.confidence if outcome.one_run is not None else None
+    path = plots.roc_plot(outcome.attacks, run_dir / ROC_PNG, outcome.tradeoff, band)
+    return {
+        "path": path, "title": "ROC curves (log-log)",
+        "caption": "True positive rate against false positive rate of each attack on log-log axes, "
+                   "which show the low-FPR regime where confident membership claims live. The dotted "
+                   "diagonal is random guessing. The solid black 'DP limit' (when the target makes a "
+                   "claim) is 1 - f(FPR), the highest TPR any attack can reach at that FPR if the "
+                   "claim holds. AUC and TPR measure attack strength; they are not epsilon bounds."
+                   + (" The shaded band joins each plotted point's two-sided Clopper–Pearson box (FPR from the "
+                      "non-members, TPR from the members) at the audit's confidence, pointwise: with a few "
+                      "hundred canaries a curve above the DP limit at small FPR is within its sampling error "
+                      "while the band reaches below the limit." if band else ""),
+    }
+
+
+def _tradeoff_figure(run_dir: Path, outcome: Outcome) -> dict:
+    path = plots.tradeoff_plot(outcome, run_dir / TRADEOFF_PNG)
+    points, claimed = _has_empirical_points(outcome), outcome.tradeoff is not None
+    claim_text = ("The solid black curve is the theoretical tradeoff f of the claim: every test of a correct "
+                  "implementation lies on or above it (up to sampling error). " if claimed else
+                  "The target makes no claim, so no claim's curve is drawn; the dotted diagonal is chance. ")
+    return {
+        "path": path, "title": "Tradeoff: false negative rate vs false positive rate",
+        "caption": ("Each attack's empirical (FPR, FNR) operating points with their confidence boxes. "
+                    if points else "")
+                   + claim_text
+                   + ("The dashed red curve is the (ε, δ) tradeoff at the best empirical lower bound. "
+                      if outcome.lower_bound_tradeoff is not None else "")
+                   + _deciding_curve_caption(outcome)
+                   + ("Boxes entirely below the black curve indicate a violation. " if points and claimed
+                      else "")
+                   + "The right panel zooms into low FPR with a logarithmic axis.",
+    }
+
+
+def make_plots(run_dir: Path, outcome: Outcome) -> list[dict]:
+    """(Re)create the PNGs that apply to ``outcome`` in ``run_dir``; returns figure descriptions.
 
     Args:
         run_dir: the run directory.
-        results: the run's results.
+        outcome: the run's outcome.
 
     Returns:
         One description per figure (path, title, caption).
     """
     run_dir = Path(run_dir)
     figures = []
-    attacks = results.get("attacks") or {}
-    if _has_roc(results):
-        band = results.get("confidence") if isinstance(results.get("one_run"), Mapping) else None
-        path = plots.roc_plot(attacks, run_dir / ROC_PNG, results.get("tradeoff"), band)
-        figures.append({
-            "path": path, "title": "ROC curves (log-log)",
-            "caption": "True positive rate against false positive rate of each attack on log-log axes, "
-                       "which show the low-FPR regime where confident membership claims live. The dotted "
-                       "diagonal is random guessing. The solid black 'DP limit' (when the target makes a "
-                       "claim) is 1 - f(FPR), the highest TPR any attack can reach at that FPR if the "
-                       "claim holds. AUC and TPR measure attack strength; they are not epsilon bounds."
-                       + (" The shaded band joins each plotted point's two-sided Clopper–Pearson box (FPR from the "
-                          "non-members, TPR from the members) at the audit's confidence, pointwise: with a few "
-                          "hundred canaries a curve above the DP limit at small FPR is within its sampling error "
-                          "while the band reaches below the limit." if band else ""),
-        })
-    if results.get("tradeoff") or results.get("lower_bound_tradeoff") or _has_empirical_points(results):
-        path = plots.tradeoff_plot(results, run_dir / TRADEOFF_PNG)
-        points, claimed = _has_empirical_points(results), bool(results.get("tradeoff"))
-        claim_text = ("The solid black curve is the theoretical tradeoff f of the claim: every test of a correct "
-                      "implementation lies on or above it (up to sampling error). " if claimed else
-                      "The target makes no claim, so no claim's curve is drawn; the dotted diagonal is chance. ")
-        figures.append({
-            "path": path, "title": "Tradeoff: false negative rate vs false positive rate",
-            "caption": ("Each attack's empirical (FPR, FNR) operating points with their confidence boxes. "
-                        if points else "")
-                       + claim_text
-                       + ("The dashed red curve is the (ε, δ) tradeoff at the best empirical lower bound. "
-                          if results.get("lower_bound_tradeoff") else "")
-                       + _deciding_curve_caption(results)
-                       + ("Boxes entirely below the black curve indicate a violation. " if points and claimed
-                          else "")
-                       + "The right panel zooms into low FPR with a logarithmic axis.",
-        })
-    rows = _sweep_rows(results)
-    if rows:
-        path = plots.epsilon_plot(rows, run_dir / EPSILON_PNG)
+    if _has_roc(outcome):
+        figures.append(_roc_figure(run_dir, outcome))
+    if outcome.tradeoff is not None or outcome.lower_bound_tradeoff is not None or _has_empirical_points(outcome):
+        figures.append(_tradeoff_figure(run_dir, outcome))
+    if outcome.sweep:
+        path = plots.epsilon_plot(outcome.sweep, run_dir / EPSILON_PNG)
         figures.append({
             "path": path, "title": "Empirical ε lower bound vs theoretical ε",
             "caption": "One point per audited target of the sweep. Points must stay on or below the "
                        "dotted y = x line; a point above it means the claimed guarantee is broken or "
                        "the accounting is wrong.",
         })
-    methods = (results.get("extraction") or {}).get("methods")
-    if isinstance(methods, list) and methods:
-        path = plots.extraction_plot(methods, run_dir / EXTRACTION_PNG)
+    if outcome.extraction is not None and outcome.extraction.methods:
+        path = plots.extraction_plot(outcome.extraction.methods, run_dir / EXTRACTION_PNG)
         figures.append({
             "path": path, "title": "Extraction attacks: parameter error and agreement",
             "caption": "Each attack's queries (in its label), how far the stolen parameters are from the served "
                        "ones (log scale) and how often the stolen model labels test data and uniform random inputs "
                        "like the served model (Tramèr et al. 2016).",
         })
-    figures.extend(_extra_figures(run_dir, results))
+    figures.extend(_extra_figures(run_dir, outcome))
     for figure in figures:
         figure["uri"] = _data_uri(Path(figure["path"]))
         figure["name"] = Path(figure["path"]).name
     return figures
 
 
-def _extra_figures(run_dir: Path, results: Mapping[str, Any]) -> list[dict]:
-    """Figures a runner drew itself, listed in ``results["figures"]`` as ``{"file", "title", "caption"}``.
+def _extra_figures(run_dir: Path, outcome: Outcome) -> list[dict]:
+    """Figures a runner drew itself, listed in ``figures`` (:class:`audit.stats.outcome.Figure`).
 
     ``file`` must be a plain ``.png`` file name inside ``run_dir`` (anything else, or a missing
     file, is skipped): a results file can never make the report read outside its run directory.
     """
     extra = []
-    for item in results.get("figures") or []:
-        if not isinstance(item, Mapping):
-            continue
-        name = str(item.get("file", ""))
+    for figure in outcome.figures or ():
+        name = str(figure.file)
         path = run_dir / name
         if Path(name).name != name or not name.endswith(".png") or not path.is_file():
             continue
-        extra.append({"path": path, "title": str(item.get("title", name)), "caption": str(item.get("caption", ""))})
+        extra.append({"path": path, "title": str(figure.title), "caption": str(figure.caption)})
     return extra
 
 
-def _headline_name(results: Mapping[str, Any]) -> str | None:
+def _headline_name(outcome: Outcome) -> str | None:
     """File name of the figure a report of this kind opens with (the presentation its kind registered,
     :func:`reports.presentation.presentation_of`; None there: the first figure the run lists)."""
-    headline = presentation_of(results.get("kind")).headline
+    headline = presentation_of(outcome.kind).headline
     if headline is None:
-        return next((str(f.get("file")) for f in results.get("figures") or [] if isinstance(f, Mapping)), None)
+        return next((str(f.file) for f in outcome.figures or ()), None)
     return headline
 
 
@@ -214,102 +207,102 @@ def _section(title: str, *, figures: list | None = None, tables: list | None = N
             "paragraphs": [p for p in paragraphs or [] if p], "open": open}
 
 
-def _bounds_table(results: Mapping[str, Any]) -> dict | None:
-    bounds = [b for b in results.get("lower_bounds") or [] if isinstance(b, Mapping)]
-    if not bounds:
+def _bounds_table(outcome: Outcome) -> dict | None:
+    if not outcome.lower_bounds:
         return None
-    best = results.get("best_lower_bound") if isinstance(results.get("best_lower_bound"), Mapping) else {}
+    best = outcome.best_lower_bound
     rows = []
-    for b in bounds:
-        details = b.get("details") if isinstance(b.get("details"), Mapping) else {}
-        is_best = bool(best) and all(b.get(k) == best.get(k) for k in ("method", "attack", "epsilon"))
-        rows.append([format_value(b.get("method")) + (" (best)" if is_best else ""), format_value(b.get("attack")),
-                     format_value(b.get("epsilon")), format_value(details.get("mu_lb")),
-                     format_value(b.get("confidence")), format_value(b.get("n")),
-                     format_value(b.get("role", "verdict" if b.get("valid") else "estimate")),
-                     format_value(b.get("statement"))])
+    for b in outcome.lower_bounds:
+        is_best = best is not None and (b.method, b.attack, b.epsilon) == (best.method, best.attack, best.epsilon)
+        rows.append([format_value(b.method) + (" (best)" if is_best else ""), format_value(b.attack),
+                     format_value(b.epsilon), format_value((b.details or {}).get("mu_lb")),
+                     format_value(b.confidence), format_value(b.n), format_value(b.role), format_value(b.statement)])
     caption = ""
-    if best:
-        caption = (f"The best verdict bound holds at {format_value(best.get('family_confidence'))} confidence across a "
-                   f"family of {format_value(best.get('family_size'))} competing bound(s), each computed at the "
+    if best is not None:
+        caption = (f"The best verdict bound holds at {format_value(best.family_confidence)} confidence across a "
+                   f"family of {format_value(best.family_size)} competing bound(s), each computed at the "
                    f"Bonferroni-corrected confidence shown.")
     return {"title": "Every lower bound", "columns": ["method", "attack", "ε lower bound", "μ lower bound",
                                                       "confidence", "observations", "role", "what it bounds"],
             "rows": rows, "caption": caption}
 
 
-def _attack_details(results: Mapping[str, Any]) -> list[dict]:
+def _attack_details(outcome: Outcome) -> list[dict]:
     """One readable table per attack of everything it reports (curves summarised, not dumped)."""
     tables = []
-    for name, attack in sorted((results.get("attacks") or {}).items()):
-        if not isinstance(attack, Mapping):
-            continue
-        shown = {k: v for k, v in attack.items() if k not in ("roc", "empirical_points")}
+    for name, attack in sorted((outcome.attacks or {}).items()):
+        shown = {k: v for k, v in attack.to_dict().items() if k not in ("roc", "empirical_points")}
         rows = [[key, text] for key, text in flat_rows(shown)]
-        points = [p for p in attack.get("empirical_points") or [] if isinstance(p, Mapping)]
-        rows += [[f"operating point {i + 1}", f"FPR {format_value(p.get('fpr'))} ({format_interval(p.get('fpr_ci'))}), "
-                                              f"FNR {format_value(p.get('fnr'))} ({format_interval(p.get('fnr_ci'))})"]
-                 for i, p in enumerate(points)]
+        rows += [[f"operating point {i + 1}", f"FPR {format_value(p.fpr)} ({format_interval(p.fpr_ci)}), "
+                                              f"FNR {format_value(p.fnr)} ({format_interval(p.fnr_ci)})"]
+                 for i, p in enumerate(attack.empirical_points or ())]
         tables.append({"title": name, "columns": ["", ""], "rows": rows, "caption": ""})
     return tables
 
 
-def build_context(results: Mapping[str, Any], config: Mapping[str, Any] | None, figures: list[dict]) -> dict:
+def _verdict_section(outcome: Outcome) -> dict:
+    bounds = _bounds_table(outcome)
+    theory = outcome.epsilon_theory
+    return _section("Verdict and bounds", tables=[t for t in [bounds] if t], paragraphs=[
+        f"Verdict: {outcome.verdict.status} — {outcome.verdict.text}",
+        outcome.ceiling.text if outcome.ceiling is not None else None,
+        f"Theory: ε = {format_value(theory)} at δ = {format_value(outcome.delta)} "
+        f"({outcome.accountant or 'no accountant'}); neighbouring relation: "
+        f"{outcome.neighbouring or '—'}." if theory is not None else None])
+
+
+def _sections(outcome: Outcome, config: Mapping[str, Any] | None, more: list[dict]) -> list[dict]:
+    """The collapsed sections under the headline, in their order."""
+    runner_tables = [format_table(t) for t in outcome.tables or ()]
+    if presentation_of(outcome.kind).tables_lead:
+        runner_tables = runner_tables[1:]  # the first is the compact table under the headline (attack_table)
+    sections = []
+    one_run = one_run_sentences(outcome)
+    if one_run:
+        sections.append(_section("One run of your training", paragraphs=one_run, open=True))
+    if more:
+        sections.append(_section("More figures", figures=more))
+    sections.append(_verdict_section(outcome))
+    check_only = outcome.config_check is not None and not outcome.lower_bounds
+    sections.extend(_section(t["title"], tables=[t], open=check_only) for t in runner_tables)
+    details = _attack_details(outcome)
+    if details:
+        sections.append(_section("Per-attack details", tables=details))
+    for block, title in ((outcome.params, "Parameters"), (outcome.game and outcome.game.to_dict(), "Audit game"),
+                         (outcome.model, "Model"), (outcome.timing, "Timing (s)")):
+        if block:
+            sections.append(_section(title, rows=flat_rows(block)))
+    if config:
+        sections.append(_section("Configuration (config.json)", rows=flat_rows(
+            {k: v for k, v in config.items() if k not in ("seeds",)})))
+    return sections
+
+
+def build_context(outcome: Outcome, config: Mapping[str, Any] | None, figures: list[dict]) -> dict:
     """Everything the template shows, already formatted as text (the template escapes it): the headline
     (sentences, figure, attack table) and the collapsed sections below it.
 
     Args:
-        results: the run's results.
+        outcome: the run's outcome.
         config: the run's config, or None.
         figures: the descriptions of :func:`make_plots`.
 
     Returns:
         The template's context.
     """
-    verdict = results.get("verdict") if isinstance(results.get("verdict"), Mapping) else {}
-    status = str(verdict.get("status")) if verdict else None
-    headline_name = _headline_name(results)
+    status = str(outcome.verdict.status)
+    headline_name = _headline_name(outcome)
     headline = next((f for f in figures if f["name"] == headline_name), figures[0] if figures else None)
-    attack = attack_table(results)
-    runner_tables = [format_table(t) for t in results.get("tables") or [] if isinstance(t, Mapping)]
-    if presentation_of(results.get("kind")).tables_lead:
-        runner_tables = runner_tables[1:]  # the first is the compact table under the headline (attack_table)
-    sections = []
-    more = [f for f in figures if f is not headline]
-    if more:
-        sections.append(_section("More figures", figures=more))
-    one_run = one_run_sentences(results)
-    if one_run:
-        sections.insert(0, _section("One run of your training", paragraphs=one_run, open=True))
-    bounds = _bounds_table(results)
-    theory = results.get("epsilon_theory")
-    sections.append(_section("Verdict and bounds", tables=[t for t in [bounds] if t], paragraphs=[
-        f"Verdict: {status} — {verdict.get('text', '')}" if status else None,
-        (results.get("ceiling") or {}).get("text"),
-        f"Theory: ε = {format_value(theory)} at δ = {format_value(results.get('delta'))} "
-        f"({results.get('accountant') or 'no accountant'}); neighbouring relation: "
-        f"{results.get('neighbouring') or '—'}." if theory is not None else None]))
-    check_only = isinstance(results.get("config_check"), Mapping) and not results.get("lower_bounds")
-    sections.extend(_section(t["title"], tables=[t], open=check_only) for t in runner_tables)
-    details = _attack_details(results)
-    if details:
-        sections.append(_section("Per-attack details", tables=details))
-    for key, title in (("params", "Parameters"), ("game", "Audit game"), ("model", "Model"), ("timing", "Timing (s)")):
-        if isinstance(results.get(key), Mapping) and results[key]:
-            sections.append(_section(title, rows=flat_rows(results[key])))
-    if config:
-        sections.append(_section("Configuration (config.json)", rows=flat_rows(
-            {k: v for k, v in config.items() if k not in ("seeds",)})))
     return {
-        "title_target": format_value(results.get("target", "unknown target")),
-        "kind": format_value(results.get("kind", "audit")),
-        "subtitle": f"created {format_value(results.get('created'))} · seed {format_value(results.get('seed'))} · "
-                    f"results schema version {format_value(results.get('schema_version'))}",
-        "verdict": {"status": status, "colour": _VERDICT_COLOURS.get(status or "", "#e8e8e8")} if status else None,
-        "sentences": headline_sentences(results),
+        "title_target": format_value(outcome.target),
+        "kind": format_value(outcome.kind),
+        "subtitle": f"created {format_value(outcome.created)} · seed {format_value(outcome.seed)} · "
+                    f"results schema version {format_value(outcome.schema_version)}",
+        "verdict": {"status": status, "colour": _VERDICT_COLOURS.get(status, "#e8e8e8")},
+        "sentences": headline_sentences(outcome),
         "headline": headline,
-        "attack_table": attack,
-        "sections": sections,
+        "attack_table": attack_table(outcome),
+        "sections": _sections(outcome, config, [f for f in figures if f is not headline]),
     }
 
 
@@ -324,32 +317,45 @@ def _environment() -> jinja2.Environment:
     )
 
 
-def render_report(run_dir: Path, results: dict | None = None, config: dict | None = None) -> Path:
-    """Render ``run_dir/report.html`` (and re-create its PNGs) from a run's results and config.
+def render_report(run_dir: Path, results: Outcome | Mapping[str, Any] | None = None,
+                  config: Mapping[str, Any] | None = None) -> Path:
+    """Render ``run_dir/report.html`` (and re-create its PNGs) from a run's outcome and config.
 
-    ``results``/``config`` are read from ``results.json``/``config.json`` in ``run_dir`` when not
-    given; a missing or corrupt ``results.json`` raises :class:`audit.errors.UserError`, a missing
-    ``config.json`` only omits the config section. Output is deterministic: the same inputs give
-    byte-identical PNGs and HTML. Returns the path of ``report.html``.
+    The outcome is read once, here: from ``results.json`` in ``run_dir`` when not given, or from the
+    results object a runner passes (:func:`audit.results_file.outcome_of`: validated against the schema,
+    then typed); the report's functions take the typed :class:`audit.stats.outcome.Outcome`. A missing,
+    corrupt or invalid ``results.json`` raises :class:`audit.errors.UserError`, a missing ``config.json``
+    only omits the config section. Output is deterministic: the same inputs give byte-identical PNGs and
+    HTML. Returns the path of ``report.html``.
 
     Args:
         run_dir: the run directory.
-        results: the run's results (default: read from ``results.json``).
+        results: the run's outcome or results object (default: read from ``results.json``).
         config: the run's config (default: read from ``config.json``, if there).
 
     Returns:
         The path of ``report.html``.
 
     Raises:
-        UserError: a missing run directory, or a missing or corrupt ``results.json``.
+        UserError: a missing run directory, or a missing, corrupt or invalid ``results.json``.
+        ValueError: ``results`` given, and off the schema (a runner's bug).
     """
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise UserError(f"run directory {run_dir} does not exist: pass the directory of a finished run")
     if results is None:
-        results = load_run_json(run_dir, "results.json", required=True)
+        outcome = load_outcome(run_dir / "results.json")
+    elif isinstance(results, Outcome):
+        outcome = results
+    else:  # a runner's results: off the schema is the workbench's bug, not the user's (exit 3, not 2)
+        try:
+            outcome = outcome_of(results, str(run_dir / "results.json"))
+        except UserError as exc:
+            raise ValueError(f"the run's results do not follow the schema: {exc}") from None
+    if not isinstance(outcome, Outcome):
+        raise UserError(f"{run_dir} holds a comparison, not a run: open its compare.html")
     if config is None:
         config = load_run_json(run_dir, "config.json", required=False)
-    figures = make_plots(run_dir, results)
-    html = _environment().get_template("report.html.j2").render(**build_context(results, config, figures))
+    figures = make_plots(run_dir, outcome)
+    html = _environment().get_template("report.html.j2").render(**build_context(outcome, config, figures))
     return atomic_write_text(run_dir / REPORT_HTML, html)

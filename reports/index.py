@@ -5,30 +5,49 @@ CSS and a small inline script that sorts by a clicked column; no network. Refres
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
+import math
 from pathlib import Path
 from typing import Any
 
 import jinja2
 
+from audit.errors import UserError
 from audit.io import atomic_write_text
+from audit.results_file import load_outcome
+from audit.stats.outcome import Comparison, Outcome
 from reports.formatting import format_value
 
 INDEX_HTML = "index.html"
 _TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
 
 
-def _read(path: Path) -> Mapping[str, Any] | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+def _outcome(run_dir: Path) -> Outcome | Comparison | None:
+    """The run's outcome; None for a folder that holds none, or one the loader refuses (unreadable, or off
+    the schema): the index lists what it can read and leaves the rest out."""
+    if not ((run_dir / "results.json").is_file() or (run_dir / "compare.json").is_file()):
         return None
-    return data if isinstance(data, Mapping) else None
+    try:
+        return load_outcome(run_dir)
+    except UserError:
+        return None
 
 
 def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    """A finite number, else None (the index sorts by it; results.json writes infinities as text)."""
+    finite = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return float(value) if finite else None
+
+
+def _run_row(run_dir: Path, outcome: Outcome) -> dict:
+    best = outcome.best_lower_bound
+    aucs = {name: _number(a.auc) for name, a in (outcome.attacks or {}).items()}
+    aucs = {name: auc for name, auc in aucs.items() if auc is not None}
+    return {"created": str(outcome.created), "kind": str(outcome.kind), "target": str(outcome.target),
+            "epsilon_theory": _number(outcome.epsilon_theory), "best": _number(best.epsilon) if best else None,
+            "method": str(best.method) if best else "", "verdict": str(outcome.verdict.status),
+            "aucs": ", ".join(f"{name} {format_value(auc)}" for name, auc in sorted(aucs.items())),
+            "best_auc": max(aucs.values(), default=None), "link": f"{run_dir.name}/report.html",
+            "name": run_dir.name}
 
 
 def run_row(run_dir: Path) -> dict | None:
@@ -40,23 +59,11 @@ def run_row(run_dir: Path) -> dict | None:
     Returns:
         The row, or None.
     """
-    results = _read(run_dir / "results.json")
-    if results is not None:
-        best = results.get("best_lower_bound") if isinstance(results.get("best_lower_bound"), Mapping) else {}
-        attacks = results.get("attacks") if isinstance(results.get("attacks"), Mapping) else {}
-        aucs = {name: _number(a.get("auc")) for name, a in attacks.items() if isinstance(a, Mapping)}
-        aucs = {name: auc for name, auc in aucs.items() if auc is not None}
-        verdict = results.get("verdict") if isinstance(results.get("verdict"), Mapping) else {}
-        return {"created": str(results.get("created", "")), "kind": str(results.get("kind", "?")),
-                "target": str(results.get("target", "?")), "epsilon_theory": _number(results.get("epsilon_theory")),
-                "best": _number(best.get("epsilon")), "method": str(best.get("method", "")),
-                "verdict": str(verdict.get("status", "")),
-                "aucs": ", ".join(f"{name} {format_value(auc)}" for name, auc in sorted(aucs.items())),
-                "best_auc": max(aucs.values(), default=None), "link": f"{run_dir.name}/report.html",
-                "name": run_dir.name}
-    compare = _read(run_dir / "compare.json")
-    if compare is not None:
-        return {"created": run_dir.name[:16], "kind": "compare", "target": f"{len(compare.get('runs') or [])} runs",
+    outcome = _outcome(run_dir)
+    if isinstance(outcome, Outcome):
+        return _run_row(run_dir, outcome)
+    if isinstance(outcome, Comparison):
+        return {"created": run_dir.name[:16], "kind": "compare", "target": f"{len(outcome.runs)} runs",
                 "epsilon_theory": None, "best": None, "method": "", "verdict": "", "aucs": "", "best_auc": None,
                 "link": f"{run_dir.name}/compare.html", "name": run_dir.name}
     return None

@@ -28,6 +28,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from audit.io import atomic_write_bytes
+from audit.stats.outcome import AttackMetrics, Curve, ExtractionMethod, Outcome, SweepPoint
 from audit.stats.rates import cp_upper_array
 from audit.theory.claims import ApproxDPClaim
 
@@ -159,15 +160,15 @@ def _log_floor(values: Iterable[float]) -> float:
 
 
 def roc_plot(
-    attacks: Mapping[str, Mapping[str, Any]],
+    attacks: Mapping[str, AttackMetrics],
     path: str | os.PathLike,
-    theory_tradeoff: Mapping[str, Sequence[float]] | None = None,
+    theory_tradeoff: Curve | None = None,
     confidence: float | None = None,
 ) -> Path:
     """Log-log ROC curves (TPR against FPR) of every attack, overlaid.
 
-    ``attacks`` is ``results["attacks"]``; each attack's ``roc`` holds ``fpr`` and ``tpr`` lists.
-    The diagonal is random guessing. When ``theory_tradeoff`` (``{"alpha", "beta"}``) is given, the
+    ``attacks`` is the outcome's ``attacks``; each attack's ``roc`` holds ``fpr`` and ``tpr`` lists.
+    The diagonal is random guessing. When ``theory_tradeoff`` (the claim's curve) is given, the
     best ROC any attack can reach under the claim, ``TPR = 1 - f(FPR)`` [Dong, Roth, Su 2019,
     Def. 2.1-2.2: ``f(alpha)`` is the smallest type-II error at type-I error ``alpha``], is drawn
     as "DP limit". Log-log axes show the low-FPR regime that matters for membership inference
@@ -176,9 +177,9 @@ def roc_plot(
     band (:func:`roc_band`). Returns the written path.
 
     Args:
-        attacks: ``results["attacks"]``.
+        attacks: the outcome's ``attacks``.
         path: where the PNG goes.
-        theory_tradeoff: the claim's curve ``{"alpha", "beta"}``, or None.
+        theory_tradeoff: the claim's curve, or None.
         confidence: the bands' confidence, or None for no band.
 
     Returns:
@@ -188,8 +189,7 @@ def roc_plot(
     all_fpr: list[float] = []
     curves = {}
     for name in sorted(attacks):
-        roc = (attacks[name] or {}).get("roc") or {}
-        fpr, tpr = as_float_array(roc.get("fpr")), as_float_array(roc.get("tpr"))
+        fpr, tpr = as_float_array(attacks[name].roc.fpr), as_float_array(attacks[name].roc.tpr)
         if fpr.size == 0 or fpr.size != tpr.size:
             continue
         keep = np.isfinite(fpr) & np.isfinite(tpr)
@@ -200,19 +200,19 @@ def roc_plot(
         fig, ax = new_figure((6.4, 5.2))
         grid = np.logspace(math.log10(lo), 0, 200)
         ax.plot(grid, grid, linestyle=":", color="0.45", linewidth=1, label="chance (TPR = FPR)")
-        if theory_tradeoff:
-            alpha, beta = as_float_array(theory_tradeoff.get("alpha")), as_float_array(theory_tradeoff.get("beta"))
+        if theory_tradeoff is not None:
+            alpha, beta = as_float_array(theory_tradeoff.alpha), as_float_array(theory_tradeoff.beta)
             keep = np.isfinite(alpha) & np.isfinite(beta) & (alpha >= lo)
             if keep.any():
                 order = np.argsort(alpha[keep])
                 ax.plot(alpha[keep][order], np.clip(1.0 - beta[keep][order], lo, 1.0), color="black",
                         linewidth=1.6, label="DP limit (TPR = 1 - f(FPR))")
         for name, (fpr, tpr) in curves.items():
-            band = roc_band(fpr, tpr, attacks[name] or {}, confidence) if confidence else None
+            band = roc_band(fpr, tpr, attacks[name], confidence) if confidence else None
             if band is not None:
                 ax.fill(np.clip(band[0], lo, 1.0), np.clip(band[1], lo, 1.0), color=colours[name], alpha=0.18,
                         linewidth=0, label=f"{name}: pointwise {confidence:.0%} Clopper–Pearson box per point")
-            auc = as_number((attacks[name] or {}).get("auc"))
+            auc = as_number(attacks[name].auc)
             label = f"{name} (AUC {auc:.3f})" if auc is not None else name
             ax.step(np.clip(fpr, lo, 1.0), np.clip(tpr, lo, 1.0), where="post", color=colours[name],
                     linewidth=1.4, label=label)
@@ -229,47 +229,44 @@ def roc_plot(
         return save_png(fig, path)
 
 
-def deciding_configuration_epsilon(results: Mapping[str, Any]) -> float | None:
+def deciding_configuration_epsilon(outcome: Outcome) -> float | None:
     """The epsilon of the configuration the code runs (``config_check.config.epsilon``, by the accountant)
     when the accounting check decided a violation with it above the claim; else None.
 
     Args:
-        results: the run's results.
+        outcome: the run's outcome.
 
     Returns:
         The configuration's epsilon, or None.
     """
-    verdict = results.get("verdict") if isinstance(results.get("verdict"), Mapping) else {}
-    block = results.get("config_check") if isinstance(results.get("config_check"), Mapping) else {}
-    config = block.get("config") if isinstance(block.get("config"), Mapping) else {}
-    eps, theory = as_number(config.get("epsilon")), as_number(results.get("epsilon_theory"))
-    if verdict.get("status") != "violation" or eps is None or theory is None or not math.isfinite(eps):
+    config = (outcome.config_check.config if outcome.config_check is not None else None) or {}
+    eps, theory = as_number(config.get("epsilon")), as_number(outcome.epsilon_theory)
+    if outcome.verdict.status != "violation" or eps is None or theory is None or not math.isfinite(eps):
         return None
     return eps if eps > theory * (1 + 1e-9) else None
 
 
-def rejected_claim(results: Mapping[str, Any]) -> str | None:
+def rejected_claim(outcome: Outcome) -> str | None:
     """How the claim's own tradeoff curve was rejected (the test and its confidence) when that rejection, and
     no bound above the claim, decided a violation; else None.
 
     Args:
-        results: the run's results.
+        outcome: the run's outcome.
 
     Returns:
         The description, or None.
     """
-    verdict = results.get("verdict") if isinstance(results.get("verdict"), Mapping) else {}
-    best = results.get("best_lower_bound") if isinstance(results.get("best_lower_bound"), Mapping) else {}
-    theory, bound = as_number(results.get("epsilon_theory")), as_number(best.get("epsilon"))
-    rows = [b for b in results.get("lower_bounds") or [] if isinstance(b, Mapping)
-            and isinstance(b.get("details"), Mapping) and b["details"].get("claim_rejected")]
-    if verdict.get("status") != "violation" or not rows or theory is None or (bound is not None and bound > theory):
+    best = outcome.best_lower_bound
+    theory, bound = as_number(outcome.epsilon_theory), as_number(best.epsilon if best is not None else None)
+    rejecting = outcome.claim_rejecting_bound()
+    if outcome.verdict.status != "violation" or rejecting is None or theory is None or \
+            (bound is not None and bound > theory):
         return None
-    confidence = as_number(best.get("family_confidence", results.get("confidence")))
-    return f"{rows[0].get('method')} test" + (f" at {confidence:.0%}" if confidence is not None else "")
+    confidence = as_number(best.family_confidence if best is not None else outcome.confidence)
+    return f"{rejecting.method} test" + (f" at {confidence:.0%}" if confidence is not None else "")
 
 
-def roc_band(fpr: np.ndarray, tpr: np.ndarray, attack: Mapping[str, Any],
+def roc_band(fpr: np.ndarray, tpr: np.ndarray, attack: AttackMetrics,
              confidence: float) -> tuple[np.ndarray, np.ndarray] | None:
     """The outline (x, y) of the union of the ROC points' two-sided Clopper–Pearson boxes at ``confidence``
     (each rate's interval at ``(1 - confidence)/2`` per side, from the counts ``fpr x n_nonmembers`` and
@@ -285,7 +282,7 @@ def roc_band(fpr: np.ndarray, tpr: np.ndarray, attack: Mapping[str, Any],
     Returns:
         (x, y) of the outline, or None.
     """
-    n_pos, n_neg = as_number(attack.get("n_members")), as_number(attack.get("n_nonmembers"))
+    n_pos, n_neg = as_number(attack.n_members), as_number(attack.n_nonmembers)
     if not n_pos or not n_neg or fpr.size == 0:
         return None
     half = (1.0 - confidence) / 2
@@ -299,55 +296,18 @@ def roc_band(fpr: np.ndarray, tpr: np.ndarray, attack: Mapping[str, Any],
     return np.concatenate([x_up, x_down[::-1]]), np.concatenate([y_up, y_down[::-1]])
 
 
-def _draw_tradeoff_panel(ax: Any, results: Mapping[str, Any], colours: dict, x_log_floor: float | None) -> None:
-    """Draw theory curve, (eps_LB, delta) curve, chance line and empirical points on ``ax``."""
+def _draw_points(ax: Any, attacks: Mapping[str, AttackMetrics], colours: dict, x_log_floor: float | None) -> None:
+    """Each attack's empirical (FPR, FNR) points with their confidence boxes, on ``ax``."""
     floor = x_log_floor if x_log_floor is not None else 0.0
-    grid = np.logspace(math.log10(x_log_floor), 0, 200) if x_log_floor else np.linspace(0, 1, 201)
-    ax.plot(grid, 1.0 - grid, linestyle=":", color="0.45", linewidth=1, label="chance (FNR = 1 - FPR)")
-    theory = results.get("tradeoff")
-    if theory:
-        alpha, beta = as_float_array(theory.get("alpha")), as_float_array(theory.get("beta"))
-        keep = np.isfinite(alpha) & np.isfinite(beta) & (alpha >= floor)
-        if keep.any():
-            order = np.argsort(alpha[keep])
-            eps = as_number(results.get("epsilon_theory"))
-            label = "theory f (upper bound)" if eps is None else f"theory f, ε = {eps:.3g} (upper bound)"
-            rejected = rejected_claim(results)
-            if rejected:
-                label = f"claim's f, ε = {eps:.3g}: REJECTED ({rejected})"
-            ax.plot(alpha[keep][order], beta[keep][order], color="black", linewidth=2.4 if rejected else 1.6,
-                    label=label)
-    config_eps = deciding_configuration_epsilon(results)
-    if config_eps is not None:
-        delta = as_number(results.get("delta")) or 0.0
-        grid_alpha = np.unique(np.concatenate([grid, np.logspace(-5, 0, 121)]))
-        grid_alpha = grid_alpha[grid_alpha >= floor]
-        ax.plot(grid_alpha, ApproxDPClaim(config_eps, delta).tradeoff(grid_alpha), color="tab:purple",
-                linewidth=1.8, label=f"f_(ε,δ) of the configuration the code runs, ε = {config_eps:.3g}, "
-                                     f"δ = {delta:.3g} (decided the violation)")
-    lb_curve = results.get("lower_bound_tradeoff")
-    if lb_curve:
-        alpha, beta = as_float_array(lb_curve.get("alpha")), as_float_array(lb_curve.get("beta"))
-        keep = np.isfinite(alpha) & np.isfinite(beta) & (alpha >= floor)
-        if keep.any():
-            order = np.argsort(alpha[keep])
-            eps, delta = as_number(lb_curve.get("epsilon")), as_number(lb_curve.get("delta"))
-            label = "f_{ε,δ} at the lower bound"
-            if eps is not None and delta is not None:
-                label = f"f_(ε,δ) at lower bound ε = {eps:.3g}, δ = {delta:.3g}"
-            ax.plot(alpha[keep][order], beta[keep][order], color="tab:red", linestyle="--", linewidth=1.4,
-                    label=label)
-    attacks = results.get("attacks") or {}
     for name in sorted(attacks):
-        points = (attacks[name] or {}).get("empirical_points") or []
         labelled = False
-        for point in points:
-            fpr, fnr = as_number(point.get("fpr")), as_number(point.get("fnr"))
+        for point in attacks[name].empirical_points or ():
+            fpr, fnr = as_number(point.fpr), as_number(point.fnr)
             if fpr is None or fnr is None:
                 continue
             colour = colours[name]
-            fpr_ci = [as_number(v) for v in (point.get("fpr_ci") or [])]
-            fnr_ci = [as_number(v) for v in (point.get("fnr_ci") or [])]
+            fpr_ci = [as_number(v) for v in (point.fpr_ci or [])]
+            fnr_ci = [as_number(v) for v in (point.fnr_ci or [])]
             if len(fpr_ci) == 2 and len(fnr_ci) == 2 and None not in fpr_ci and None not in fnr_ci:
                 x0 = max(fpr_ci[0], floor) if x_log_floor else fpr_ci[0]
                 x1 = max(fpr_ci[1], x0)
@@ -358,40 +318,81 @@ def _draw_tradeoff_panel(ax: Any, results: Mapping[str, Any], colours: dict, x_l
             labelled = True
 
 
-def tradeoff_plot(results: Mapping[str, Any], path: str | os.PathLike) -> Path:
+def _draw_tradeoff_panel(ax: Any, outcome: Outcome, colours: dict, x_log_floor: float | None) -> None:
+    """Draw theory curve, (eps_LB, delta) curve, chance line and empirical points on ``ax``."""
+    floor = x_log_floor if x_log_floor is not None else 0.0
+    grid = np.logspace(math.log10(x_log_floor), 0, 200) if x_log_floor else np.linspace(0, 1, 201)
+    ax.plot(grid, 1.0 - grid, linestyle=":", color="0.45", linewidth=1, label="chance (FNR = 1 - FPR)")
+    theory = outcome.tradeoff
+    if theory is not None:
+        alpha, beta = as_float_array(theory.alpha), as_float_array(theory.beta)
+        keep = np.isfinite(alpha) & np.isfinite(beta) & (alpha >= floor)
+        if keep.any():
+            order = np.argsort(alpha[keep])
+            eps = as_number(outcome.epsilon_theory)
+            label = "theory f (upper bound)" if eps is None else f"theory f, ε = {eps:.3g} (upper bound)"
+            rejected = rejected_claim(outcome)
+            if rejected:
+                label = f"claim's f, ε = {eps:.3g}: REJECTED ({rejected})"
+            ax.plot(alpha[keep][order], beta[keep][order], color="black", linewidth=2.4 if rejected else 1.6,
+                    label=label)
+    config_eps = deciding_configuration_epsilon(outcome)
+    if config_eps is not None:
+        delta = as_number(outcome.delta) or 0.0
+        grid_alpha = np.unique(np.concatenate([grid, np.logspace(-5, 0, 121)]))
+        grid_alpha = grid_alpha[grid_alpha >= floor]
+        ax.plot(grid_alpha, ApproxDPClaim(config_eps, delta).tradeoff(grid_alpha), color="tab:purple",
+                linewidth=1.8, label=f"f_(ε,δ) of the configuration the code runs, ε = {config_eps:.3g}, "
+                                     f"δ = {delta:.3g} (decided the violation)")
+    lb_curve = outcome.lower_bound_tradeoff
+    if lb_curve is not None:
+        alpha, beta = as_float_array(lb_curve.alpha), as_float_array(lb_curve.beta)
+        keep = np.isfinite(alpha) & np.isfinite(beta) & (alpha >= floor)
+        if keep.any():
+            order = np.argsort(alpha[keep])
+            eps, delta = as_number(lb_curve.epsilon), as_number(lb_curve.delta)
+            label = "f_{ε,δ} at the lower bound"
+            if eps is not None and delta is not None:
+                label = f"f_(ε,δ) at lower bound ε = {eps:.3g}, δ = {delta:.3g}"
+            ax.plot(alpha[keep][order], beta[keep][order], color="tab:red", linestyle="--", linewidth=1.4,
+                    label=label)
+    _draw_points(ax, outcome.attacks or {}, colours, x_log_floor)
+
+
+def tradeoff_plot(outcome: Outcome, path: str | os.PathLike) -> Path:
     """Tradeoff plot: FNR (beta) against FPR (alpha).
 
-    Draws the theory tradeoff curve ``f(alpha)`` of the claim (``results["tradeoff"]``) — every
+    Draws the theory tradeoff curve ``f(alpha)`` of the claim (``tradeoff``) — every
     test of an honest mechanism lies on or above it [Dong, Roth, Su 2019, Def. 2.2-2.3]; the curve
     ``f_{eps,delta}(alpha) = max(0, 1 - delta - e^eps alpha, e^-eps (1 - delta - alpha))``
     [Kairouz et al. 2015, Thm. 2.1; Dong, Roth, Su Prop. 2.5] at the empirical lower bound
-    (``results["lower_bound_tradeoff"]``); and each attack's empirical (FPR, FNR) points with
+    (``lower_bound_tradeoff``); and each attack's empirical (FPR, FNR) points with
     rectangular confidence boxes ``fpr_ci x fnr_ci``. Left panel: linear axes on [0, 1]; right
     panel: logarithmic FPR axis, zooming into low FPR. Returns the written path.
 
     Args:
-        results: the run's results.
+        outcome: the run's outcome.
         path: where the PNG goes.
 
     Returns:
         The written path.
     """
-    attacks = results.get("attacks") or {}
+    attacks = outcome.attacks or {}
     colours = attack_colours(attacks)
     low_values: list[float] = []
     for name in attacks:
-        for point in (attacks[name] or {}).get("empirical_points") or []:
-            low_values.append(as_number(point.get("fpr")) or 0.0)
-            low_values.extend(as_number(v) or 0.0 for v in (point.get("fpr_ci") or []))
+        for point in attacks[name].empirical_points or ():
+            low_values.append(as_number(point.fpr) or 0.0)
+            low_values.extend(as_number(v) or 0.0 for v in (point.fpr_ci or []))
     lo = min(_log_floor(low_values), 1e-3)
     with matplotlib.rc_context(RC_PARAMS):
         fig, (left, right) = new_figure((11.0, 5.0), 1, 2)
-        _draw_tradeoff_panel(left, results, colours, None)
+        _draw_tradeoff_panel(left, outcome, colours, None)
         left.set_xlim(0, 1)
         left.set_ylim(0, 1)
         left.set_aspect("equal")
         left.set_title("Tradeoff: FNR vs FPR (linear)")
-        _draw_tradeoff_panel(right, results, colours, lo)
+        _draw_tradeoff_panel(right, outcome, colours, lo)
         right.set_xscale("log")
         right.set_xlim(lo, 1)
         right.set_ylim(0, 1.0)
@@ -404,10 +405,10 @@ def tradeoff_plot(results: Mapping[str, Any], path: str | os.PathLike) -> Path:
         return save_with_legend_below(fig, left, path, columns=min(3, max(1, len(labels))))
 
 
-def epsilon_plot(rows: Sequence[Mapping[str, Any]], path: str | os.PathLike) -> Path:
+def epsilon_plot(rows: Sequence[SweepPoint], path: str | os.PathLike) -> Path:
     """Empirical epsilon lower bound against theoretical epsilon, one series per group.
 
-    ``rows`` are dicts with ``epsilon_theory``, ``epsilon_lb`` and ``series`` (e.g. the attack or
+    ``rows`` are a sweep's points (``epsilon_theory``, ``epsilon_lb`` and ``series``, e.g. the attack or
     canary kind of a sweep). Points below the ``y = x`` line are consistent with the claim; a
     point above it means the claim is broken or the accounting is wrong (an empirical lower bound
     can never exceed a correct upper bound) [Jagielski, Ullman, Oprea 2020, Sec. 4; Nasr et al.
@@ -422,10 +423,10 @@ def epsilon_plot(rows: Sequence[Mapping[str, Any]], path: str | os.PathLike) -> 
     """
     groups: dict[str, list[tuple[float, float]]] = {}
     for row in rows:
-        theory, lb = as_number(row.get("epsilon_theory")), as_number(row.get("epsilon_lb"))
+        theory, lb = as_number(row.epsilon_theory), as_number(row.epsilon_lb)
         if theory is None or lb is None or not (math.isfinite(theory) and math.isfinite(lb)):
             continue
-        groups.setdefault(str(row.get("series", "lower bound")), []).append((theory, lb))
+        groups.setdefault(str(row.series), []).append((theory, lb))
     colours = attack_colours(groups)
     top = max([1.0] + [max(first, second) for pts in groups.values() for first, second in pts]) * 1.08
     with matplotlib.rc_context(RC_PARAMS):
@@ -487,10 +488,10 @@ def claim_plot(curves: Sequence[Mapping[str, Any]], path: str | os.PathLike, tit
         return save_with_legend_below(fig, left, path)
 
 
-def extraction_plot(methods: Sequence[Mapping[str, Any]], path: str | os.PathLike) -> Path:
+def extraction_plot(methods: Sequence[ExtractionMethod], path: str | os.PathLike) -> Path:
     """What each extraction attack got for its queries: relative parameter error (log axis) and the
     agreement of the stolen model with the served one on test and on uniform inputs
-    [Tramèr et al. 2016, Sec. 4-5]. ``methods`` are ``results["extraction"]["methods"]``.
+    [Tramèr et al. 2016, Sec. 4-5]. ``methods`` are the outcome's ``extraction.methods``.
 
     Args:
         methods: the extraction methods' results.
@@ -499,8 +500,8 @@ def extraction_plot(methods: Sequence[Mapping[str, Any]], path: str | os.PathLik
     Returns:
         The written path.
     """
-    names = [f"{m.get('method', '?')}\n({int(as_number(m.get('queries')) or 0):,} queries)" for m in methods]
-    error = [max(as_number(m.get("param_rel_error")) or 0.0, 1e-16) for m in methods]
+    names = [f"{m.method}\n({int(as_number(m.queries) or 0):,} queries)" for m in methods]
+    error = [max(as_number(m.param_rel_error) or 0.0, 1e-16) for m in methods]
     y = np.arange(len(methods))
     with matplotlib.rc_context(RC_PARAMS):
         fig, (left, right) = new_figure((11.0, 1.2 + 0.9 * len(methods)), 1, 2, sharey=True)
@@ -511,7 +512,7 @@ def extraction_plot(methods: Sequence[Mapping[str, Any]], path: str | os.PathLik
         left.invert_yaxis()
         for offset, key, colour, label in ((-0.2, "agreement_test", "tab:green", "test data"),
                                            (0.2, "agreement_uniform", "tab:orange", "uniform inputs")):
-            right.barh(y + offset, [as_number(m.get(key)) or 0.0 for m in methods], height=0.4, color=colour,
+            right.barh(y + offset, [as_number(getattr(m, key)) or 0.0 for m in methods], height=0.4, color=colour,
                        label=label)
         right.set_xlim(0, 1)
         right.set_xlabel("agreement with the served model")

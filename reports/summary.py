@@ -1,19 +1,17 @@
 """What a report says first: two plain sentences (what was audited; what was found and how strong the
 audit could have been) and one compact table of attacks, for every run kind.
 
-Reads ``results.json`` only and returns text and table cells already formatted
-(:func:`reports.formatting.format_value`: 3 significant digits; intervals as ``0.000–0.220``).
+Reads the run's typed outcome (:class:`audit.stats.outcome.Outcome`) only and returns text and table cells
+already formatted (:func:`reports.formatting.format_value`: 3 significant digits; intervals as ``0.000–0.220``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
+from audit.stats.outcome import Bound, Game, OneRun, Outcome, SplitCheck
 from reports.formatting import format_interval, format_table, format_value
 from reports.presentation import presentation_of
-
-Results = Mapping[str, Any]
 
 
 def _eps(value: Any) -> str:
@@ -24,38 +22,35 @@ def _percent(value: Any) -> str:
     return "—" if not isinstance(value, (int, float)) else f"{100 * value:.3g}%"
 
 
-def _game_phrase(results: Results) -> str:
+def _game_phrase(outcome: Outcome) -> str:
     """How the audit played its game, in a few words."""
-    game = results.get("game") or {}
-    kind = results.get("kind")
+    game = outcome.game or Game()
+    kind = outcome.kind
     if kind == "membership":
-        attacks = results.get("attacks") or {}
-        return (f"{format_value(game.get('canaries'))} {game.get('canary_kind', '')} canaries, each included by a "
+        attacks = outcome.attacks or {}
+        return (f"{format_value(game.canaries)} {game.canary_kind or ''} canaries, each included by a "
                 f"fair coin, attacked by {len(attacks)} membership attack{'s' if len(attacks) != 1 else ''} "
-                f"(primary: {results.get('primary_attack', '—')})")
-    if kind == "dp" and not game and isinstance(results.get("config_check"), Mapping):
-        block = results["config_check"]
+                f"(primary: {outcome.primary_attack or '—'})")
+    if kind == "dp" and outcome.game is None and outcome.config_check is not None:
         return (f"its accounting check alone (--check-config): the DP-SGD configuration read from "
-                f"{format_value(block.get('trainings'))} instrumented calls of the code's training (the probe, the "
-                f"first steps of its repeat, the dataset plus one record and less one record) and compared with the "
-                f"claim; no canaries, no attack")
-    if kind == "dp" and game.get("one_run"):
-        return (f"one run of your training with {format_value(game.get('canaries'))} {game.get('canary_kind')} "
-                f"gradient canaries, each included by its own fair coin, observed under the {game.get('threat')} "
+                f"{format_value(outcome.config_check.trainings)} instrumented calls of the code's training (the "
+                f"probe, the first steps of its repeat, the dataset plus one record and less one record) and "
+                f"compared with the claim; no canaries, no attack")
+    if kind == "dp" and game.one_run:
+        return (f"one run of your training with {format_value(game.canaries)} {game.canary_kind} "
+                f"gradient canaries, each included by its own fair coin, observed under the {game.threat} "
                 f"threat model")
     if kind == "dp":
-        observation = game.get("observation") if isinstance(game.get("observation"), Mapping) else {}
-        params = results.get("params") if isinstance(results.get("params"), Mapping) else {}
         extras = []
-        if params.get("init") == "pretrained":
+        if (outcome.params or {}).get("init") == "pretrained":
             extras.append("every run starting from parameters pre-trained without privacy on disjoint data")
-        if observation.get("calibration_runs"):
-            extras.append(f"the threshold fixed on {format_value(observation['calibration_runs'])} separate "
-                          "calibration runs")
-        return (f"{format_value(game.get('runs'))} training runs with the {game.get('canary_kind')} canary by a fair "
-                f"coin, observed under the {game.get('threat')} threat model" + "".join(f"; {e}" for e in extras))
+        calibration = (game.observation or {}).get("calibration_runs")
+        if calibration:
+            extras.append(f"the threshold fixed on {format_value(calibration)} separate calibration runs")
+        return (f"{format_value(game.runs)} training runs with the {game.canary_kind} canary by a fair "
+                f"coin, observed under the {game.threat} threat model" + "".join(f"; {e}" for e in extras))
     if kind == "mechanism":
-        return f"{format_value(game.get('draws_per_world'))} draws on each side of its neighbouring pair"
+        return f"{format_value(game.draws_per_world)} draws on each side of its neighbouring pair"
     return "its audit game"
 
 
@@ -66,61 +61,57 @@ EXPECTATION_NAME = "perfect-attack expectation"
 CEILING_NAME = "ceiling (every guess right)"
 
 
-def perfect_attack_expectation(results: Results) -> float | None:
+def perfect_attack_expectation(outcome: Outcome) -> float | None:
     """What a perfect attack expects to certify with this design (``one_run.expected_perfect.mean``;
     None where the audit simulated no perfect attack).
 
     Args:
-        results: the run's results.
+        outcome: the run's outcome.
 
     Returns:
         The expected epsilon, or None.
     """
-    one = results.get("one_run") if isinstance(results.get("one_run"), Mapping) else {}
-    mean = (one.get("expected_perfect") or {}).get("mean")
-    return float(mean) if isinstance(mean, (int, float)) else None
+    expected = outcome.one_run.expected_perfect if outcome.one_run is not None else None
+    return float(expected.mean) if expected is not None and isinstance(expected.mean, (int, float)) else None
 
 
-def _decided_by(results: Results, bound: float | None, theory: float) -> str | None:
+def _decided_by(outcome: Outcome, bound: float | None, theory: float) -> str | None:
     """What decided a violation besides a bound above the claim, in words: the accounting check's findings,
     or the rejection of the claim's own tradeoff curve; None when the bound above the claim alone did."""
-    verdict = results.get("verdict") or {}
-    block = results.get("config_check") if isinstance(results.get("config_check"), Mapping) else {}
-    if verdict.get("source") == "config_check":
-        found = "; ".join(str(f.get("message", "")).rstrip(".") for f in block.get("findings") or []
-                          if isinstance(f, Mapping) and f.get("violation"))
-        return f"the accounting check found: {found or verdict.get('text', '')}"
+    verdict = outcome.verdict
+    if verdict.source == "config_check":
+        findings = outcome.config_check.findings if outcome.config_check is not None else ()
+        found = "; ".join(f.message.rstrip(".") for f in findings if f.violation)
+        return f"the accounting check found: {found or verdict.text}"
     if bound is not None and bound > theory:
         return None
-    rejecting = next((b for b in results.get("lower_bounds") or [] if isinstance(b, Mapping)
-                      and (b.get("details") or {}).get("claim_rejected")), None)
-    confidence = _percent(results.get("confidence"))
-    how = f" by the {rejecting.get('method')} test" if rejecting else ""
-    return f"the claim's own tradeoff curve (ε = {_eps(theory)}) is rejected at {confidence} confidence{how}"
+    rejecting = outcome.claim_rejecting_bound()
+    how = f" by the {rejecting.method} test" if rejecting else ""
+    return (f"the claim's own tradeoff curve (ε = {_eps(theory)}) is rejected at {_percent(outcome.confidence)} "
+            f"confidence{how}")
 
 
-def _strength(results: Results) -> str:
+def _strength(outcome: Outcome) -> str:
     """What was found, what decided a violation, and how strong the audit could have been: the
     perfect-attack expectation where the audit simulated one, else the ceiling."""
-    best = results.get("best_lower_bound") or None
-    ceiling = (results.get("ceiling") or {}).get("epsilon")
-    expected = perfect_attack_expectation(results)
-    theory = results.get("epsilon_theory")
-    status = (results.get("verdict") or {}).get("status")
+    best = outcome.best_lower_bound
+    ceiling = outcome.ceiling.epsilon if outcome.ceiling is not None else None
+    expected = perfect_attack_expectation(outcome)
+    theory = outcome.epsilon_theory
+    status = outcome.verdict.status
     if best is None:
         found = "no statistically valid lower bound"
     else:
-        found = (f"ε ≥ {_eps(best.get('epsilon'))} ({best.get('method')}"
-                 + (f", attack {best['attack']}" if best.get("attack") else "")
-                 + f", {_percent(best.get('family_confidence', best.get('confidence')))} confidence)")
+        found = (f"ε ≥ {_eps(best.epsilon)} ({best.method}" + (f", attack {best.attack}" if best.attack else "")
+                 + f", {_percent(best.family_confidence)} confidence)")
     if ceiling is not None and expected is None:
         found += f" of a possible {_eps(ceiling)}"
     if theory is None:
         return f"What was found: the audit certifies {found}; with no claim there is nothing to violate."
-    bound = float(best["epsilon"]) if best and isinstance(best.get("epsilon"), (int, float)) else None
+    bound = float(best.epsilon) if best and isinstance(best.epsilon, (int, float)) else None
     if status == "violation":
-        decided = _decided_by(results, bound, theory)
-        if best is None and not results.get("lower_bounds"):  # the accounting check alone
+        decided = _decided_by(outcome, bound, theory)
+        if best is None and not outcome.lower_bounds:  # the accounting check alone
             return f"What was found: {decided}: the implementation or its privacy accounting is broken."
         above = bound is not None and bound > theory
         relation = (f"above the claimed ε = {_eps(theory)}" if above else
@@ -129,9 +120,9 @@ def _strength(results: Results) -> str:
         reason = "" if decided is None else (f", and {decided}" if above else f"; the violation is that {decided}")
         return (f"What was found: the audit certifies {found}, {relation}{reason}: the implementation or its "
                 f"privacy accounting is broken.")
-    if best is None and not results.get("lower_bounds"):
-        return (f"What was found: {(results.get('verdict') or {}).get('text', '—')} (the accounting check alone; no "
-                f"attack was run, so no lower bound).")
+    if best is None and not outcome.lower_bounds:
+        return (f"What was found: {outcome.verdict.text} (the accounting check alone; no attack was run, so no "
+                f"lower bound).")
     if expected is not None:
         strength = (f"the {EXPECTATION_NAME} with this M is ε ≥ {_eps(expected)}, the {CEILING_NAME} "
                     f"{_eps(ceiling)}")
@@ -153,138 +144,173 @@ def _strength(results: Results) -> str:
             f"found; {reach}, but a bound below the claim does not show the target leaks less than claimed.")
 
 
-def _claim_sentences(results: Results) -> list[str]:
-    target, description = results.get("target", "?"), results.get("target_description")
-    who = f"{target} ({description})" if description else str(target)
-    theory = results.get("epsilon_theory")
+def _claim_sentences(outcome: Outcome) -> list[str]:
+    description = outcome.target_description
+    who = f"{outcome.target} ({description})" if description else str(outcome.target)
+    theory = outcome.epsilon_theory
     if theory is None:
-        audited = f"What was audited: {who}, which makes no privacy claim, with {_game_phrase(results)}."
-        strongest = _strongest_attack(results)
-        found = _strength(results)
+        audited = f"What was audited: {who}, which makes no privacy claim, with {_game_phrase(outcome)}."
+        strongest = _strongest_attack(outcome)
+        found = _strength(outcome)
         if strongest:
             found = found.removesuffix(".") + f"; the strongest attack, {strongest}."
         return [audited, found]
-    audited = (f"What was audited: {who}, which claims ε = {_eps(theory)} at δ = {format_value(results.get('delta'))}, "
-               f"with {_game_phrase(results)}.")
-    return [audited, _strength(results)]
+    audited = (f"What was audited: {who}, which claims ε = {_eps(theory)} at δ = {format_value(outcome.delta)}, "
+               f"with {_game_phrase(outcome)}.")
+    return [audited, _strength(outcome)]
 
 
-def _strongest_attack(results: Results) -> str | None:
-    attacks = {n: a for n, a in (results.get("attacks") or {}).items() if isinstance(a, Mapping) and "auc" in a}
+def _strongest_attack(outcome: Outcome) -> str | None:
+    attacks = outcome.attacks or {}
     if not attacks:
         return None
-    name = max(attacks, key=lambda n: attacks[n].get("auc") or 0)
-    tpr = (attacks[name].get("tpr_at_fpr") or {}).get("0.001")
-    return f"{name}, reaches AUC {format_value(attacks[name].get('auc'))} and TPR {format_value(tpr)} at 0.1% FPR"
+    name = max(attacks, key=lambda n: attacks[n].auc or 0)
+    tpr = attacks[name].tpr_at_fpr.get("0.001")
+    return f"{name}, reaches AUC {format_value(attacks[name].auc)} and TPR {format_value(tpr)} at 0.1% FPR"
 
 
-def sweep_sentences(results: Results) -> list[str]:
-    rows = [r for r in results.get("rows") or [] if isinstance(r, Mapping)]
-    eps = sorted({r.get("epsilon_claimed") for r in rows if r.get("epsilon_claimed") is not None})
-    threats = sorted({str(r.get("threat")) for r in rows})
-    canaries = sorted({str(r.get("canary")) for r in rows})
-    audited = (f"What was audited: run dp on {results.get('target')} at claimed ε = "
+def sweep_sentences(outcome: Outcome) -> list[str]:
+    """The opening sentences of a sweep's report: what was audited at which claims, and what was found.
+
+    Args:
+        outcome: the sweep's outcome.
+
+    Returns:
+        The sentences.
+    """
+    rows = outcome.rows or ()
+    eps = sorted({r.epsilon_claimed for r in rows if r.epsilon_claimed is not None})
+    threats = sorted({str(r.threat) for r in rows})
+    canaries = sorted({str(r.canary) for r in rows})
+    audited = (f"What was audited: run dp on {outcome.target} at claimed ε = "
                f"{', '.join(format_value(e) for e in eps)}, threat model{'s' if len(threats) > 1 else ''} "
                f"{', '.join(threats)}, canary {', '.join(canaries)} ({len(rows)} audits).")
     if not rows:
         return [audited, "What was found: nothing (no audit completed)."]
-    top = max(rows, key=lambda r: r.get("epsilon_lb_valid") or 0.0)
-    est = max(rows, key=lambda r: r.get("epsilon_lb") or 0.0)
-    status = (results.get("verdict") or {}).get("status", "—")
-    family = results.get("family") or {}
-    violations = sum(r.get("verdict") == "violation" for r in rows)
-    return [audited, f"What was found: {status} — {violations} of {len(rows)} audits find a violation (a valid "
-                     f"bound above the claim or a rejection of the claim's tradeoff curve); the largest valid bound "
-                     f"is {_eps(top.get('epsilon_lb_valid'))} ({top.get('valid_method')}) at claimed ε = "
-                     f"{_eps(top.get('epsilon_theory'))}, the largest figure {_eps(est.get('epsilon_lb'))} "
-                     f"({est.get('method')}); the verdict holds at {_percent(family.get('confidence'))} over the "
-                     f"family of {format_value(family.get('size'))} audits. Valid points above the y = x line are "
-                     f"violations; so is a rejected tradeoff curve, even below it."]
+    top = max(rows, key=lambda r: r.epsilon_lb_valid or 0.0)
+    est = max(rows, key=lambda r: r.epsilon_lb or 0.0)
+    family = outcome.family
+    violations = sum(r.verdict == "violation" for r in rows)
+    return [audited, f"What was found: {outcome.verdict.status} — {violations} of {len(rows)} audits find a violation "
+                     f"(a valid bound above the claim or a rejection of the claim's tradeoff curve); the largest valid "
+                     f"bound is {_eps(top.epsilon_lb_valid)} ({top.valid_method}) at claimed ε = "
+                     f"{_eps(top.epsilon_theory)}, the largest figure {_eps(est.epsilon_lb)} "
+                     f"({est.method}); the verdict holds at {_percent(family.confidence if family else None)} over "
+                     f"the family of {format_value(family.size if family else None)} audits. Valid points above the "
+                     f"y = x line are violations; so is a rejected tradeoff curve, even below it."]
 
 
-def inversion_sentences(results: Results) -> list[str]:
-    inv = results.get("inversion") or {}
-    ref = inv.get("reference") or {}
-    gap = inv.get("member_gap") or {}
-    who = f"{results.get('target')} ({results.get('target_description')})"
-    access = "white-box and black-box" if "black_box" in inv else (results.get("model") or {}).get("access", "")
-    return [f"What was audited: MI-FACE model inversion of every class of {who}, {access}, "
-            f"against a reference model trained on the same distribution without the members.",
-            f"What was found: an independent classifier recognises {_percent(inv.get('eval_accuracy'))} of the "
-            f"target's reconstructions (reference model {_percent(ref.get('eval_accuracy'))}, chance "
-            f"{_percent(inv.get('chance_accuracy'))}); the member gap in MSE is {format_value(gap.get('mse_gap'))} "
-            f"(standard error {format_value(gap.get('mse_gap_standard_error'))}) — only this gap, not recognisable "
-            f"digits, is about privacy."]
-
-
-def extraction_sentences(results: Results) -> list[str]:
-    ext = results.get("extraction") or {}
-    who = f"{results.get('target')} ({results.get('target_description')})"
-    text = (f"What was found: {ext.get('method', 'the attack')} recovered the model with "
-            f"{format_value(ext.get('queries'))} queries (relative parameter error "
-            f"{format_value(ext.get('param_rel_error'))}, agreement {format_value(ext.get('agreement_test'))} on "
-            f"test data).")
-    post = (ext.get("post_processing") or {}).get("text")
-    if post:
-        text += f" For this DP model, {post}."
-    return [f"What was audited: stealing {who} through its prediction API "
-            f"({format_value(ext.get('d'))} features).", text]
-
-
-def reconstruction_sentences(results: Results) -> list[str]:
-    rec = results.get("reconstruction") or {}
-    who = f"{results.get('target')} ({results.get('target_description')})"
-    verdict = results.get("verdict") or {}
-    return [f"What was audited: how often an informed adversary ({rec.get('threat')} access) identifies one "
-            f"training record of {who} among n equally likely candidates, against the claim's ReRo bound.",
-            f"What was found: {verdict.get('status')} — {verdict.get('text')}. {rec.get('meaning', '')}".rstrip()]
-
-
-def one_run_sentences(results: Results) -> list[str]:
-    """The paragraphs of a one-run audit's section: canaries, guesses right, bound, the ceiling (every guess
-    right) and the perfect-attack expectation with this many canaries (``results["one_run"]``).
+def inversion_sentences(outcome: Outcome) -> list[str]:
+    """The opening sentences of an inversion audit's report.
 
     Args:
-        results: the run's results.
+        outcome: the run's outcome.
 
     Returns:
-        The paragraphs (none without a one-run block).
+        The sentences.
     """
-    one = results.get("one_run") if isinstance(results.get("one_run"), Mapping) else None
-    if not one:
-        return []
-    game = results.get("game") or {}
-    best = results.get("best_lower_bound") or {}
-    expected = one.get("expected_perfect") or {}
-    design = one.get("design") or {}
-    canary = game.get("canary") if isinstance(game.get("canary"), Mapping) else {}
-    observation = game.get("observation") if isinstance(game.get("observation"), Mapping) else {}
+    inv = outcome.inversion
+    if inv is None:  # a results file of the kind without its block: the claim's sentences
+        return _claim_sentences(outcome)
+    who = f"{outcome.target} ({outcome.target_description})"
+    access = "white-box and black-box" if inv.black_box is not None else (outcome.model or {}).get("access", "")
+    return [f"What was audited: MI-FACE model inversion of every class of {who}, {access}, "
+            f"against a reference model trained on the same distribution without the members.",
+            f"What was found: an independent classifier recognises {_percent(inv.eval_accuracy)} of the "
+            f"target's reconstructions (reference model {_percent(inv.reference.get('eval_accuracy'))}, chance "
+            f"{_percent(inv.chance_accuracy)}); the member gap in MSE is {format_value(inv.member_gap.get('mse_gap'))} "
+            f"(standard error {format_value(inv.member_gap.get('mse_gap_standard_error'))}) — only this gap, not "
+            f"recognisable digits, is about privacy."]
+
+
+def extraction_sentences(outcome: Outcome) -> list[str]:
+    """The opening sentences of an extraction audit's report.
+
+    Args:
+        outcome: the run's outcome.
+
+    Returns:
+        The sentences.
+    """
+    ext = outcome.extraction
+    if ext is None:
+        return _claim_sentences(outcome)
+    who = f"{outcome.target} ({outcome.target_description})"
+    text = (f"What was found: {ext.method} recovered the model with {format_value(ext.queries)} queries (relative "
+            f"parameter error {format_value(ext.param_rel_error)}, agreement {format_value(ext.agreement_test)} on "
+            f"test data).")
+    post = (ext.post_processing or {}).get("text")
+    if post:
+        text += f" For this DP model, {post}."
+    return [f"What was audited: stealing {who} through its prediction API ({format_value(ext.d)} features).", text]
+
+
+def reconstruction_sentences(outcome: Outcome) -> list[str]:
+    """The opening sentences of a reconstruction audit's report.
+
+    Args:
+        outcome: the run's outcome.
+
+    Returns:
+        The sentences.
+    """
+    rec = outcome.reconstruction
+    if rec is None:
+        return _claim_sentences(outcome)
+    who = f"{outcome.target} ({outcome.target_description})"
+    verdict = outcome.verdict
+    return [f"What was audited: how often an informed adversary ({rec.threat} access) identifies one "
+            f"training record of {who} among n equally likely candidates, against the claim's ReRo bound.",
+            f"What was found: {verdict.status} — {verdict.text}. {rec.meaning or ''}".rstrip()]
+
+
+def _one_run_paragraphs(one: OneRun, game: Game, outcome: Outcome) -> list[str]:
+    best = outcome.best_lower_bound
+    expected = one.expected_perfect
+    mean, sd, quantiles, games = ((expected.mean, expected.sd, expected.range_5_95, expected.games) if expected
+                                  else (None, None, None, None))
+    design = one.design or {}
+    observation = game.observation or {}
     return [
-        f"One run of your training: {format_value(one.get('canaries'))} gradient canaries "
-        f"({format_value(one.get('included'))} in by their fair coins; {canary.get('directions', '')}), each joining "
-        f"every step like one more Poisson-sampled record, clipped to C. "
-        + (f"The audit ran {game['trainings_text']}." if game.get("trainings_text") else
-           "The audit trained one model."),
-        f"Guesses: 'in' for the {format_value(one.get('k_pos'))} highest scores"
-        + (f" and 'out' for the {format_value(one['k_neg'])} lowest" if one.get("k_neg") else "")
-        + f", {format_value(one.get('correct'))} right. Bound: ε ≥ {_eps(best.get('epsilon'))} (f-DP one-run test, "
-        f"{_percent(best.get('family_confidence'))} confidence); the same guesses "
-        f"{'reject' if one.get('claim_rejected') else 'do not reject'} the claim's own tradeoff curve. The "
-        f"{CEILING_NAME}: ε ≥ {_eps(one.get('ceiling'))}.",
-        f"The {EXPECTATION_NAME} with this M: ε ≥ {_eps(expected.get('mean'))} on average (sd "
-        f"{_eps(expected.get('sd'))}, 5–95% {format_interval(expected.get('range_5_95'))}) — the likelihood ratio of "
-        f"the claimed mechanism on {format_value(expected.get('games'))} games simulated under the claim.",
+        f"One run of your training: {format_value(one.canaries)} gradient canaries "
+        f"({format_value(one.included)} in by their fair coins; {(game.canary or {}).get('directions', '')}), each "
+        f"joining every step like one more Poisson-sampled record, clipped to C. "
+        + (f"The audit ran {game.trainings_text}." if game.trainings_text else "The audit trained one model."),
+        f"Guesses: 'in' for the {format_value(one.k_pos)} highest scores"
+        + (f" and 'out' for the {format_value(one.k_neg)} lowest" if one.k_neg else "")
+        + f", {format_value(one.correct)} right. Bound: ε ≥ {_eps(best.epsilon if best else None)} (f-DP one-run "
+        f"test, {_percent(best.family_confidence if best else None)} confidence); the same guesses "
+        f"{'reject' if one.claim_rejected else 'do not reject'} the claim's own tradeoff curve. The "
+        f"{CEILING_NAME}: ε ≥ {_eps(one.ceiling)}.",
+        f"The {EXPECTATION_NAME} with this M: ε ≥ {_eps(mean)} on average (sd {_eps(sd)}, 5–95% "
+        f"{format_interval(quantiles)}) — the likelihood ratio of the claimed mechanism on {format_value(games)} "
+        f"games simulated under the claim.",
         f"How the guess count was chosen: {design.get('rule', '—')} ({format_value(design.get('simulations'))} "
         f"simulated games of the claimed q, σ, T; never the audited coins or scores).",
     ] + ([f"This threat sees {observation['sees']}; it cannot see {observation['cannot_see']}."]
          if observation.get("sees") else [])
 
 
-def _split_sentence(split: Mapping[str, Any]) -> str:
-    lo, hi = (split.get("blind_auc_ci") or [None, None])[:2]
-    auc = (f"AUC {format_value(split.get('blind_auc'))} ({format_interval([lo, hi])} at "
-           f"{_percent(split.get('confidence'))})")
-    if split.get("passed"):
+def one_run_sentences(outcome: Outcome) -> list[str]:
+    """The paragraphs of a one-run audit's section: canaries, guesses right, bound, the ceiling (every guess
+    right) and the perfect-attack expectation with this many canaries (``one_run``).
+
+    Args:
+        outcome: the run's outcome.
+
+    Returns:
+        The paragraphs (none without a one-run block).
+    """
+    if outcome.one_run is None:
+        return []
+    return _one_run_paragraphs(outcome.one_run, outcome.game or Game(), outcome)
+
+
+def _split_sentence(split: SplitCheck) -> str:
+    lo, hi = (list(split.blind_auc_ci) or [None, None])[:2]
+    auc = (f"AUC {format_value(split.blind_auc)} ({format_interval([lo, hi])} at "
+           f"{_percent(split.confidence)})")
+    if split.passed:
         return (f"Split check: a blind classifier that sees the records but never the model gets {auc}, consistent "
                 f"with chance: members and non-members look like one random split.")
     return (f"Split check FAILED: a blind classifier that sees the records but never the model tells members from "
@@ -292,93 +318,93 @@ def _split_sentence(split: Mapping[str, Any]) -> str:
             f"as the model (each is shown beside the blind AUC), and no ε lower bound is given.")
 
 
-def _trained_sentences(results: Results) -> list[str]:
+def _trained_sentences(outcome: Outcome) -> list[str]:
     """A trained model's audit: the split check (first when it failed), what was audited, what it means."""
-    game = results.get("game") or {}
-    split = results.get("split_check") or {}
-    target, description = results.get("target", "?"), results.get("target_description")
-    audited = (f"What was audited: {target} ({description}), a model that already exists, queried without retraining "
-               f"on {format_value(game.get('members'))} members and {format_value(game.get('nonmembers'))} "
-               f"non-members (membership: {game.get('membership')}); {game.get('reference_records')}.")
-    found = str(results.get("meaning") or "")
-    bound = results.get("epsilon_bound") or {}
-    if results.get("best_lower_bound") is None and bound.get("reason"):
-        found += f" No ε lower bound: {bound['reason']}."
-    elif results.get("epsilon_theory") is not None:  # the model's claim, against the bound
-        found += " Against its claim (ε = " + _eps(results["epsilon_theory"]) + "): " + _strength(results).removeprefix(
-            "What was found: ")
+    game = outcome.game or Game()
+    split = outcome.split_check
+    audited = (f"What was audited: {outcome.target} ({outcome.target_description}), a model that already exists, "
+               f"queried without retraining on {format_value(game.members)} members and "
+               f"{format_value(game.nonmembers)} non-members (membership: {game.membership}); "
+               f"{game.reference_records}.")
+    found = str(outcome.meaning or "")
+    bound = outcome.epsilon_bound
+    if outcome.best_lower_bound is None and bound is not None and bound.reason:
+        found += f" No ε lower bound: {bound.reason}."
+    elif outcome.epsilon_theory is not None:  # the model's claim, against the bound
+        found += (" Against its claim (ε = " + _eps(outcome.epsilon_theory) + "): "
+                  + _strength(outcome).removeprefix("What was found: "))
     first = _split_sentence(split)
-    return [first, audited, found] if not split.get("passed") else [audited, first, found]
+    return [first, audited, found] if not split.passed else [audited, first, found]
 
 
-def headline_sentences(results: Results) -> list[str]:
-    """The two plain sentences that open a report of ``results`` (three for a trained model: the split
+def headline_sentences(outcome: Outcome) -> list[str]:
+    """The two plain sentences that open a report of ``outcome`` (three for a trained model: the split
     check comes first when it failed).
 
     Args:
-        results: the run's results.
+        outcome: the run's outcome.
 
     Returns:
         The sentences.
     """
-    sentences = presentation_of(results.get("kind")).sentence_function()
+    sentences = presentation_of(outcome.kind).sentence_function()
     if sentences is not None:  # the kind's own (its record's presentation, reports.presentation)
-        return sentences(results)
-    if isinstance(results.get("split_check"), Mapping):  # a trained model's membership audit
-        return _trained_sentences(results)
-    return _claim_sentences(results)
+        return sentences(outcome)
+    if outcome.split_check is not None:  # a trained model's membership audit
+        return _trained_sentences(outcome)
+    return _claim_sentences(outcome)
 
 
-def _bound_text(bound: Mapping[str, Any]) -> str:
-    details = bound.get("details") if isinstance(bound.get("details"), Mapping) else {}
-    if bound.get("epsilon") is None and details.get("mu_lb") is not None:
-        value = f"μ ≥ {format_value(details['mu_lb'])}"
+def _bound_text(bound: Bound) -> str:
+    mu_lb = (bound.details or {}).get("mu_lb")
+    if bound.epsilon is None and mu_lb is not None:
+        value = f"μ ≥ {format_value(mu_lb)}"
     else:
-        value = f"ε ≥ {_eps(bound.get('epsilon'))}"
-    what = bound.get("statement") or bound.get("role", "verdict" if bound.get("valid") else "estimate")
-    return f"{value} ({bound.get('method')}: {what})"
+        value = f"ε ≥ {_eps(bound.epsilon)}"
+    return f"{value} ({bound.method}: {bound.statement or bound.role})"
 
 
-def attack_table(results: Results) -> dict | None:
+def _attack_rows(outcome: Outcome) -> list[list[str]]:
+    bounds: dict[str, list[str]] = {}
+    for bound in outcome.lower_bounds:
+        bounds.setdefault(str(bound.attack), []).append(_bound_text(bound))
+    attacks, primary = outcome.attacks or {}, outcome.primary_attack
+    rows = []
+    for name in sorted(attacks, key=lambda n: (n != primary, n)):
+        attack = attacks[name]
+        tpr, ci = attack.tpr_at_fpr, attack.tpr_at_fpr_ci
+        rows.append([name + (" (primary)" if name == primary else ""), format_value(attack.auc),
+                     f"{format_value(tpr.get('0.01'))} ({format_interval(ci.get('0.01'))})" if tpr else "—",
+                     f"{format_value(tpr.get('0.001'))} ({format_interval(ci.get('0.001'))})" if tpr else "—",
+                     format_interval(attack.advantage_ci) or format_value(attack.advantage),
+                     "; ".join(bounds.get(name, [])) or "—"])
+    return rows
+
+
+def attack_table(outcome: Outcome) -> dict | None:
     """The one compact table of attacks: ``{"title", "columns", "rows", "caption"}`` (cells formatted).
 
     Args:
-        results: the run's results.
+        outcome: the run's outcome.
 
     Returns:
         The table (the kind's own first table where it leads), or None without one.
     """
-    if presentation_of(results.get("kind")).tables_lead:
-        tables = [t for t in results.get("tables") or [] if isinstance(t, Mapping)]
-        return format_table(tables[0]) if tables else None
-    attacks = {n: a for n, a in (results.get("attacks") or {}).items() if isinstance(a, Mapping)}
-    if not attacks:
+    if presentation_of(outcome.kind).tables_lead:
+        return format_table(outcome.tables[0]) if outcome.tables else None
+    if not outcome.attacks:
         return None
-    bounds: dict[str, list[str]] = {}
-    for bound in results.get("lower_bounds") or []:
-        if isinstance(bound, Mapping):
-            bounds.setdefault(str(bound.get("attack")), []).append(_bound_text(bound))
-    primary = results.get("primary_attack")
-    rows = []
-    for name in sorted(attacks, key=lambda n: (n != primary, n)):
-        attack = attacks[name]
-        tpr, ci = attack.get("tpr_at_fpr") or {}, attack.get("tpr_at_fpr_ci") or {}
-        rows.append([name + (" (primary)" if name == primary else ""), format_value(attack.get("auc")),
-                     f"{format_value(tpr.get('0.01'))} ({format_interval(ci.get('0.01'))})" if tpr else "—",
-                     f"{format_value(tpr.get('0.001'))} ({format_interval(ci.get('0.001'))})" if tpr else "—",
-                     format_interval(attack.get("advantage_ci")) or format_value(attack.get("advantage")),
-                     "; ".join(bounds.get(name, [])) or "—"])
-    confidence = _percent(results.get("confidence"))
+    rows = _attack_rows(outcome)
     columns = ["attack", "AUC", "TPR at 1% FPR (interval)", "TPR at 0.1% FPR (interval)", "advantage interval",
                "lower bounds (method: what it bounds)"]
-    split = results.get("split_check")
-    if isinstance(split, Mapping):  # a trained model: each attack's AUC beside the blind classifier's
+    split = outcome.split_check
+    if split is not None:  # a trained model: each attack's AUC beside the blind classifier's
         columns.insert(2, "blind AUC (records only)")
-        blind = f"{format_value(split.get('blind_auc'))} ({format_interval(split.get('blind_auc_ci'))})"
+        blind = f"{format_value(split.blind_auc)} ({format_interval(split.blind_auc_ci)})"
         rows = [row[:2] + [blind] + row[2:] for row in rows]
     return {"title": "Attacks", "columns": columns,
             "rows": rows,
-            "caption": f"Intervals at {confidence} confidence. AUC and TPR measure attack strength, not privacy; "
-                       f"the lower bounds are what the attacks prove. Role verdict = valid and competing for the best "
-                       f"bound; secondary = valid, outside the verdict's family; estimate = rests on a stated "
-                       f"assumption."}
+            "caption": f"Intervals at {_percent(outcome.confidence)} confidence. AUC and TPR measure attack strength, "
+                       f"not privacy; the lower bounds are what the attacks prove. Role verdict = valid and competing "
+                       f"for the best bound; secondary = valid, outside the verdict's family; estimate = rests on a "
+                       f"stated assumption."}

@@ -66,3 +66,18 @@ def halves(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """A seeded random split of ``range(n)`` into two halves (members, non-members)."""
     perm = np.random.default_rng(seed).permutation(n)
     return perm[: n // 2], perm[n // 2:]
+
+
+#: The envelope a hand-built results dict of a unit test lacks (:func:`typed_outcome` fills it in).
+ENVELOPE = {"schema_version": 4, "kind": "dp", "target": "t", "seed": 0, "created": "2026-01-01T00:00:00Z",
+            "host": {"python": "3.11", "platform": "test"}, "timing": {"total_s": 1.0}, "volatile": [],
+            "verdict": {"status": "no-claim", "text": ""}, "lower_bounds": [], "best_lower_bound": None,
+            "epsilon_theory": None, "delta": None, "confidence": 0.95}
+
+
+def typed_outcome(results: dict):
+    """The typed outcome (:class:`audit.stats.outcome.Outcome`) of a hand-built results dict, its envelope
+    completed from :data:`ENVELOPE` (not validated: unit tests build only the blocks they test)."""
+    from audit.stats.outcome import Outcome
+
+    return Outcome.from_dict(ENVELOPE | results)

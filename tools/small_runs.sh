@@ -34,5 +34,6 @@ run sweep sweep dp --target dpgd_logreg_digits --epsilons 1,2 --runs 40 --quick 
 rm -rf "${out:?}/compare"
 "$py" -m audit compare "$out/membership" "$out/dp" --out "$out/compare"
 rm -rf "${out:?}/compare/cache"
-"$py" -m audit report "$out"
+"$py" -m audit report "$out"  # the index of the runs
+# compare with an earlier folder: python tools/compare_small_runs.py EARLIER_DIR "$out"
 echo "small runs written to $out"

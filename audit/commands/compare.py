@@ -21,18 +21,18 @@ def run_compare(args: argparse.Namespace) -> int:
     attacks = expand_attacks(args.attack) if args.attack else None
     load_runs(args.run_dirs)  # fail on a bad run directory before creating the output directory
     paths = make_run_dir(args.out, "compare", f"{len(args.run_dirs)}runs")
-    summary = compare_runs(args.run_dirs, paths.run_dir, attacks)
+    comparison = compare_runs(args.run_dirs, paths.run_dir, attacks)
     # heavy (numpy, matplotlib): imported when the command runs, so --help stays fast
     from reports.index import write_index
 
     write_index(paths.root)
-    print(f"report:    {summary['html']}")
-    print(f"figure:    {summary['figure']}")
-    width = max(len(r["run"]) for r in summary["rows"])
-    for r in summary["rows"]:
-        tpr01 = "—" if r["tpr_01"] is None else f"{r['tpr_01']:.3f}"
-        auc = "—" if r["auc"] is None else f"{r['auc']:.3f}"
-        print(f"{r['run']:<{width}}  {r['attack']:<13} AUC {auc}  TPR@0.1%FPR {tpr01}")
+    print(f"report:    {comparison.html}")
+    print(f"figure:    {comparison.figure}")
+    width = max(len(r.run) for r in comparison.rows)
+    for r in comparison.rows:
+        tpr01 = "—" if r.tpr_01 is None else f"{r.tpr_01:.3f}"
+        auc = "—" if r.auc is None else f"{r.auc:.3f}"
+        print(f"{r.run:<{width}}  {r.attack:<13} AUC {auc}  TPR@0.1%FPR {tpr01}")
     return 0
 
 

@@ -6,7 +6,8 @@ the design by simulating the claim), the sampling check on batch logs
 (:mod:`.sampling_check`), threshold selection (:mod:`.thresholds`),
 per-step auditing (:mod:`.per_step`), attack metrics (:mod:`.metrics`), learned test statistics
 (:mod:`.score_fit`), the blind split check on members vs non-members (:mod:`.split_check`), the
-bound record (:mod:`.lower_bound`) and the verdict with family-wise confidence (:mod:`.verdict`).
+bound record (:mod:`.lower_bound`), the verdict with family-wise confidence (:mod:`.verdict`), and
+the typed outcome of an audit, the blocks of results.json (:mod:`.outcome`, on :mod:`.blocks`).
 Depends on numpy, scipy, scikit-learn, :mod:`audit.theory` and :mod:`audit.errors` only. Formulas
 and sources: docs/references.md.
 """

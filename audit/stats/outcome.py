@@ -219,11 +219,13 @@ class SplitCheck(Block):
         blind_auc: the AUC of a classifier that sees the records only.
         blind_auc_ci: its interval.
         passed: whether the split looks random.
+        confidence: the interval's confidence.
     """
 
     blind_auc: float
     blind_auc_ci: Sequence[float]
     passed: bool
+    confidence: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -286,10 +288,16 @@ class ExpectedPerfect(Block):
     Attributes:
         mean: the mean epsilon.
         text: in words.
+        sd: its standard deviation.
+        games: the simulated games.
+        range_5_95: its 5% and 95% quantiles.
     """
 
     mean: float
     text: str | None = None
+    sd: float | None = None
+    games: int | None = None
+    range_5_95: Sequence[float] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -300,7 +308,7 @@ class OneRun(Block):
         canaries: gradient canaries.
         included: those in by their fair coins.
         k_pos: guesses 'in'.
-        k_neg: guesses 'out'.
+        k_neg: guesses 'out' (none: one-sided guesses).
         correct: right guesses.
         ceiling: the ceiling's epsilon (every guess right).
         claim_rejected: whether the test rejects the claim's own tradeoff curve.
@@ -311,8 +319,8 @@ class OneRun(Block):
     canaries: int
     included: int
     k_pos: int
-    k_neg: int
     correct: int
+    k_neg: int | None = None
     ceiling: float | None = number_or_inf(optional=True)
     claim_rejected: bool | None = None
     design: Mapping[str, Any] | None = None
@@ -327,11 +335,13 @@ class Finding(Block):
         check: which check.
         message: what it found.
         problem: whether it is a problem.
+        violation: whether it breaks the claim.
     """
 
     check: str
     message: str
     problem: bool
+    violation: bool | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -374,13 +384,15 @@ class Inversion(Block):
         member_gap: the gap between members and non-members.
         reference: the same attack on a reference model.
         queries: the queries the attack made.
+        black_box: the black-box attack's figures.
     """
 
     eval_accuracy: float
     chance_accuracy: float
-    member_gap: Any
-    reference: Any
+    member_gap: Mapping[str, Any]
+    reference: Mapping[str, Any]
     queries: Any
+    black_box: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -414,6 +426,7 @@ class Extraction(Block):
         agreement_test: its agreement on test records.
         agreement_uniform: its agreement on uniform inputs.
         d: the input dimension.
+        post_processing: what post-processing a DP model's release allows (``text``).
     """
 
     method: str
@@ -423,6 +436,7 @@ class Extraction(Block):
     agreement_test: Any
     agreement_uniform: Any
     d: int
+    post_processing: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -498,10 +512,12 @@ class SweepRow(Block):
         epsilon_claimed: the epsilon asked for.
         epsilon_theory: the accountant's epsilon.
         epsilon_lb: the audit's lower bound.
-        epsilon_lb_valid: whether the bound is valid.
+        epsilon_lb_valid: the audit's valid lower bound.
         method: its method.
         runs: training runs.
         run_dir: the run's directory.
+        verdict: the audit's verdict status.
+        valid_method: the method of its valid bound.
     """
 
     threat: str
@@ -509,10 +525,12 @@ class SweepRow(Block):
     epsilon_claimed: float | None = number_or_inf()
     epsilon_theory: float | None = number_or_inf()
     epsilon_lb: float | None = number_or_inf()
-    epsilon_lb_valid: bool
+    epsilon_lb_valid: float | None = number_or_inf()
     method: str
     runs: int
     run_dir: str
+    verdict: str | None = None
+    valid_method: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -604,6 +622,14 @@ class Outcome(Block):
     sweep: tuple[SweepPoint, ...] | None = nested(SweepPoint, LIST, optional=True)
     rows: tuple[SweepRow, ...] | None = nested(SweepRow, LIST, optional=True)
 
+    def claim_rejecting_bound(self) -> Bound | None:
+        """The first bound whose test rejected the claim's own tradeoff curve (``details.claim_rejected``).
+
+        Returns:
+            The bound, or None.
+        """
+        return next((b for b in self.lower_bounds if (b.details or {}).get("claim_rejected")), None)
+
 
 @dataclass(frozen=True, kw_only=True)
 class CompareRow(Block):
@@ -620,6 +646,11 @@ class CompareRow(Block):
         advantage: its advantage.
         epsilon_theory: the run's claim.
         best_epsilon_lower_bound: the run's best bound.
+        delta: the run's delta.
+        tpr_1_ci: the interval of ``tpr_1``.
+        tpr_01_ci: the interval of ``tpr_01``.
+        advantage_ci: the advantage's interval.
+        advantage_dp_bound: the largest advantage the claim allows.
     """
 
     run: str
@@ -632,6 +663,11 @@ class CompareRow(Block):
     advantage: float | None
     epsilon_theory: float | None = number_or_inf()
     best_epsilon_lower_bound: float | None = number_or_inf()
+    delta: float | None
+    tpr_1_ci: Sequence[float] | None
+    tpr_01_ci: Sequence[float] | None
+    advantage_ci: Sequence[float] | None
+    advantage_dp_bound: float | None
 
 
 @dataclass(frozen=True, kw_only=True)

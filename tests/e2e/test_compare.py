@@ -40,7 +40,7 @@ def test_compare_writes_table_figure_and_json(tmp_path, two_runs):
     summary = compare_runs(two_runs, out)
     dp_results = read_json(two_runs[0] / "results.json")
     n_attacks = len(dp_results["attacks"])
-    assert len(summary["rows"]) == 2 * n_attacks
+    assert len(summary.rows) == 2 * n_attacks
     image = mpimg.imread(io.BytesIO((out / COMPARE_PNG).read_bytes()), format="png")
     assert image.shape[0] > 300 and image[..., :3].std() > 0.05
     html = (out / COMPARE_HTML).read_text(encoding="utf-8")
@@ -58,7 +58,7 @@ def test_compare_writes_table_figure_and_json(tmp_path, two_runs):
     assert 'class="over"' not in html  # the fixture's attacks stay within the bound
     # deterministic figure
     again = compare_runs(two_runs, tmp_path / "cmp2")
-    assert Path(again["figure"]).read_bytes() == (out / COMPARE_PNG).read_bytes()
+    assert Path(again.figure).read_bytes() == (out / COMPARE_PNG).read_bytes()
 
 
 def test_compare_marks_advantage_interval_above_bound(tmp_path, two_runs):
@@ -73,7 +73,7 @@ def test_compare_marks_advantage_interval_above_bound(tmp_path, two_runs):
 
 def test_compare_attack_filter_and_errors(tmp_path, two_runs):
     summary = compare_runs(two_runs, tmp_path / "one", attacks=["shadow"])
-    assert {r["attack"] for r in summary["rows"]} == {"shadow"}
+    assert {r.attack for r in summary.rows} == {"shadow"}
     with pytest.raises(UserError):
         compare_runs(two_runs, tmp_path / "none", attacks=["lira_online"])
     with pytest.raises(UserError):

@@ -129,8 +129,8 @@ def test_reports_show_numbers_not_dumps(kind_runs):
 
 
 def test_plots_leave_the_matplotlib_backend_alone(tmp_path):
-    script = ("import matplotlib, reports.plots as p; "
-              "p.epsilon_plot([{'epsilon_theory': 1.0, 'epsilon_lb': 0.5, 'series': 's'}], 'e.png'); "
+    script = ("import matplotlib, reports.plots as p; from audit.stats.outcome import SweepPoint; "
+              "p.epsilon_plot([SweepPoint(epsilon_theory=1.0, epsilon_lb=0.5, series='s', method='m')], 'e.png'); "
               "print(matplotlib.get_backend())")
     env = os.environ | {"MPLBACKEND": "pdf", "PYTHONPATH": str(ROOT)}
     done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120,

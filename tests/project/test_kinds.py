@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import ROOT
+from helpers import ROOT, typed_outcome
 
 from audit.kinds import register_presentations, run_kinds
 from reports.html import build_context
@@ -45,11 +45,12 @@ def _titles(context: dict) -> list[str]:
 @pytest.mark.parametrize("kind", [k.name for k in run_kinds()])
 def test_each_runner_table_shows_once(kind: str) -> None:
     register_presentations()
-    titles = _titles(build_context(_results(kind), None, []))
+    titles = _titles(build_context(typed_outcome(_results(kind)), None, []))
     for table in _results(kind)["tables"]:
         assert titles.count(table["title"]) == 1, (kind, titles)
     if presentation_of(kind).tables_lead:
-        assert build_context(_results(kind), None, [])["attack_table"]["title"] == f"first table of {kind}"
+        assert build_context(typed_outcome(_results(kind)), None, [])["attack_table"]["title"] == \
+            f"first table of {kind}"
 
 
 def test_reconstruction_leads_with_its_first_table() -> None:

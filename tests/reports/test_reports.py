@@ -14,10 +14,12 @@ from pathlib import Path
 import matplotlib.image as mpimg
 import numpy as np
 import pytest
-from helpers import FIXTURES
+from helpers import FIXTURES, typed_outcome
 
 from audit.errors import UserError
 from audit.io import read_json, write_json
+from audit.results_file import load_outcome
+from audit.stats.outcome import AttackMetrics, SweepPoint
 from reports import plots
 from reports.html import render_report
 
@@ -113,16 +115,15 @@ def test_render_is_deterministic(membership_run: Path, tmp_path: Path) -> None:
 
 
 def test_sections_only_when_data_present(tmp_path: Path) -> None:
-    results = {
-        "schema_version": 1, "kind": "membership", "target": "nonprivate_mnist", "delta": 1e-5,
+    outcome = typed_outcome({
+        "kind": "membership", "target": "nonprivate_mnist", "delta": 1e-5,
         "epsilon_theory": None, "accountant": None, "params": {}, "tradeoff": None, "lower_bounds": [],
         "best_lower_bound": None, "lower_bound_tradeoff": None, "attacks": {},
         "verdict": {"status": "no-claim", "text": "non-private target: nothing to check"},
-    }
+    })
     run = tmp_path / "np"
     run.mkdir()
-    write_json(run / "results.json", results)
-    html = render_report(run).read_text(encoding="utf-8")
+    html = render_report(run, results=outcome).read_text(encoding="utf-8")
     assert "makes no privacy claim" in html
     assert "no statistically valid lower bound" in html
     for absent in ("Every lower bound", "<h2>Attacks", "More figures", "Parameters", "config.json",
@@ -136,24 +137,26 @@ def test_tradeoff_without_attacks_makes_only_tradeoff_plot(membership_run: Path)
     results = read_json(membership_run / "results.json")
     for key in ("attacks", "sweep"):
         results.pop(key)
-    render_report(membership_run, results=results, config={})
+    render_report(membership_run, results=typed_outcome(results), config={})
     assert (membership_run / "tradeoff.png").exists()
     assert not (membership_run / "roc.png").exists() and not (membership_run / "epsilon.png").exists()
     assert "Configuration (config.json)" not in (membership_run / "report.html").read_text(encoding="utf-8")
 
 
 def test_plot_functions_return_written_paths(tmp_path: Path) -> None:
-    results = read_json(FIXTURE / "results.json")
-    roc = plots.roc_plot(results["attacks"], tmp_path / "a" / "roc.png", results["tradeoff"])
-    trade = plots.tradeoff_plot(results, tmp_path / "t.png")
-    eps = plots.epsilon_plot(results["sweep"], tmp_path / "e.png")
+    outcome = load_outcome(FIXTURE)
+    roc = plots.roc_plot(outcome.attacks, tmp_path / "a" / "roc.png", outcome.tradeoff)
+    trade = plots.tradeoff_plot(outcome, tmp_path / "t.png")
+    eps = plots.epsilon_plot(outcome.sweep, tmp_path / "e.png")
     for path in (roc, trade, eps):
         assert path.exists()
         _decode_png(path.read_bytes())
     # ROC with no FPR=0-safe points and "inf"/None values must not crash (JSON writes inf as a string).
-    weird = {"x": {"auc": None, "roc": {"fpr": [0, 0, "inf", 1], "tpr": [0, 0.5, None, 1]}}}
+    weird = {"x": AttackMetrics.from_dict({"auc": None, "roc": {"fpr": [0, 0, "inf", 1], "tpr": [0, 0.5, None, 1]},
+                                           "tpr_at_fpr": {}, "tpr_at_fpr_ci": {}})}
     _decode_png(plots.roc_plot(weird, tmp_path / "w.png").read_bytes())
-    _decode_png(plots.epsilon_plot([{"epsilon_theory": 1, "epsilon_lb": None}], tmp_path / "n.png").read_bytes())
+    no_bound = SweepPoint(epsilon_theory=1, epsilon_lb=None, series="s", method="m")
+    _decode_png(plots.epsilon_plot([no_bound], tmp_path / "n.png").read_bytes())
 
 
 def test_missing_or_corrupt_results_are_user_errors(tmp_path: Path) -> None:
@@ -169,6 +172,11 @@ def test_missing_or_corrupt_results_are_user_errors(tmp_path: Path) -> None:
         render_report(tmp_path)
     (tmp_path / "results.json").write_bytes(b"\xff\xfe\x00garbage")
     with pytest.raises(UserError):
+        render_report(tmp_path)
+    results = read_json(FIXTURE / "results.json")
+    results["verdict"].pop("text")
+    write_json(tmp_path / "results.json", results)
+    with pytest.raises(UserError, match=r"does not follow the results schema \(at verdict: 'text' is a required"):
         render_report(tmp_path)
 
 
@@ -200,7 +208,8 @@ def test_report_command(membership_run: Path, tmp_path: Path, capsys: pytest.Cap
 
 def test_runner_figures_and_tables_are_embedded_but_confined(membership_run: Path) -> None:
     results = read_json(membership_run / "results.json")
-    plots.epsilon_plot([{"epsilon_theory": 1.0, "epsilon_lb": 0.5, "series": "x"}], membership_run / "grid.png")
+    plots.epsilon_plot([SweepPoint(epsilon_theory=1.0, epsilon_lb=0.5, series="x", method="m")],
+                       membership_run / "grid.png")
     (membership_run.parent / "outside.png").write_bytes((membership_run / "grid.png").read_bytes())
     results["figures"] = [{"file": "grid.png", "title": "Runner grid", "caption": EVIL},
                           {"file": "../outside.png", "title": "Escaped", "caption": ""},

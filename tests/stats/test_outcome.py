@@ -88,7 +88,9 @@ def test_a_block_reads_and_writes_its_object_losslessly():
 def test_nested_blocks_are_typed():
     data = {"runs": ["a"], "figure": "f.png", "html": "c.html",
             "rows": [{"run": "a", "run_dir": "a", "target": "t", "attack": "loss", "auc": 0.5, "tpr_1": 0.0,
-                      "tpr_01": 0.0, "advantage": 0.0, "epsilon_theory": None, "best_epsilon_lower_bound": "-inf"}]}
+                      "tpr_01": 0.0, "advantage": 0.0, "epsilon_theory": None, "best_epsilon_lower_bound": "-inf",
+                      "delta": None, "tpr_1_ci": None, "tpr_01_ci": None, "advantage_ci": None,
+                      "advantage_dp_bound": None}]}
     comparison = o.Comparison.from_dict(data)
     (row,) = comparison.rows
     assert isinstance(row, o.CompareRow) and row.best_epsilon_lower_bound == -math.inf

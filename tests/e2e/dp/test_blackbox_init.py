@@ -13,6 +13,7 @@ from audit.dp.dpsgd_setup import pretrained_init
 from audit.dp.options import DPOptions
 from audit.dp.runner import run_dp
 from audit.errors import UserError
+from audit.results_file import outcome_of
 from reports.summary import headline_sentences
 from targets.catalogue import trained_target
 from targets.datasets import load_dataset
@@ -59,7 +60,8 @@ def test_black_box_audit_from_pretrained_init_with_calibrated_threshold(tmp_path
     assert fit["n_pos"] + fit["n_neg"] == 40 and 0 <= fit["shapiro_p_in"] <= 1
     assert float(bounds["clopper-pearson"]["epsilon"]) <= results["epsilon_theory"]
     assert results["verdict"]["status"] == "consistent"
-    audited = headline_sentences(results)[0]  # the report says how the runs started and who fixed the threshold
+    # the report says how the runs started and who fixed the threshold
+    audited = headline_sentences(outcome_of(results))[0]
     assert "pre-trained without privacy" in audited and "fixed on 40 separate calibration runs" in audited
     assert len(results["attacks"]["black-box/blank"]["advantage_ci"]) == 2
 
