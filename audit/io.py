@@ -36,10 +36,13 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
 
 
 def to_jsonable(obj: Any) -> Any:
-    """Convert numpy scalars/arrays and tuples into plain JSON types (recursively)."""
+    """Convert numpy scalars/arrays, tuples and typed results blocks (``to_dict``,
+    :class:`audit.stats.blocks.Block`) into plain JSON types (recursively)."""
     # io is on the --help path: numpy only when arrays are written
     import numpy as np
 
+    if callable(getattr(obj, "to_dict", None)):
+        return to_jsonable(obj.to_dict())
     if isinstance(obj, dict):
         return {str(k): to_jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):

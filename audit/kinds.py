@@ -14,9 +14,13 @@ import argparse
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from reports.presentation import DEFAULT, Presentation, register_presentation
+
+if TYPE_CHECKING:  # the kinds answer --help without importing a runner
+    from audit.stats.outcome import Outcome
 
 #: The command modules of every audit kind, each exposing ``RUN_KIND``.
 KIND_COMMANDS = ("audit.dp.command", "audit.extraction.command", "audit.inversion.command",
@@ -32,8 +36,9 @@ class RunKind:
         name: The kind's name (``results["kind"]``, the catalogue's ``run_kinds``).
         command: The command that runs it, as config.json records it (``run dp``, ``sweep dp``).
         options: ``module:attribute`` of its options dataclass.
-        run: ``module:attribute`` of its runner, ``run(options) -> (run_dir, results)``.
-        summary: ``module:attribute`` of its summary, ``summary(run_dir, results) -> lines``.
+        run: ``module:attribute`` of its runner, ``run(options) -> (run_dir, outcome)`` (the typed
+            :class:`audit.stats.outcome.Outcome` its results.json holds).
+        summary: ``module:attribute`` of its console lines, ``summary(run_dir, outcome) -> lines``.
         register: Adds its options to the command line, ``register(kind_subparsers, common)``.
         report: How its report is drawn (headline figure, sentences, compact table); registered with
             :func:`reports.presentation.register_presentation` when the record is created.
@@ -67,19 +72,18 @@ class RunKind:
         module, _, attribute = getattr(self, what).partition(":")
         return getattr(importlib.import_module(module), attribute)
 
-    def execute(self, options: Any) -> tuple[Any, dict, list[str]]:
-        """Run ``options`` (its options dataclass) and return (run directory, results, summary lines)."""
-        run_dir, results = self.load("run")(options)
-        return run_dir, results, self.load("summary")(run_dir, results)
+    def execute(self, options: Any) -> tuple[Path, Outcome, list[str]]:
+        """Run ``options`` (its options dataclass) and return (run directory, outcome, summary lines)."""
+        run_dir, outcome = self.load("run")(options)
+        return run_dir, outcome, self.load("summary")(run_dir, outcome)
 
-
-    def main(self, args: argparse.Namespace) -> dict:
+    def main(self, args: argparse.Namespace) -> Outcome:
         """The command line's entry: the options from ``args``, the run, its summary printed; returns the
-        results (``--fail-above-claim`` turns a ``violation`` into exit status 1,
+        outcome (``--fail-above-claim`` turns a ``violation`` into exit status 1,
         :func:`audit.run_parser.gated_results`)."""
-        run_dir, results, lines = self.execute(options_from_args(self.load("options"), args))
+        run_dir, outcome, lines = self.execute(options_from_args(self.load("options"), args))
         print("\n".join(lines))
-        return results
+        return outcome
 
 
 def run_kinds() -> list[RunKind]:

@@ -13,11 +13,13 @@ from pathlib import Path
 
 from audit.errors import UserError
 from audit.kinds import kind_of, run_kinds
+from audit.stats.outcome import Outcome
 from reports.html import load_run_json
 
 
-def rerun(run_dir: str | Path, out: str | Path | None = None, quiet: bool = False) -> tuple[Path, dict, list[str]]:
-    """Re-execute the run in ``run_dir``; returns (new run directory, results, summary lines)."""
+def rerun(run_dir: str | Path, out: str | Path | None = None,
+          quiet: bool = False) -> tuple[Path, Outcome, list[str]]:
+    """Re-execute the run in ``run_dir``; returns (new run directory, its outcome, summary lines)."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise UserError(f"run directory {run_dir} does not exist: pass the directory of a finished run")

@@ -32,12 +32,16 @@ import re
 import sys
 import time
 import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from audit.errors import AuditIncomplete, UserError
 from audit.io import write_json
+
+if TYPE_CHECKING:  # run_context is on the --help path: the outcome's types are imported when a run finishes
+    from audit.stats.outcome import Outcome
 
 #: Version of the results.json format (audit/schemas/results.schema.json). 3: sweep rows name their audit's
 #: directory deterministically and keep its wall time in ``timing`` (was ``rows[].wall_s``).
@@ -345,16 +349,26 @@ class RunContext:
         """A timed stage of the run (:meth:`Stages.stage`)."""
         return self.stages.stage(name, text)
 
-    def finish(self, results: dict, config: dict, report: bool = True) -> dict:
+    def finish(self, results: Mapping[str, Any], config: dict, report: bool = True) -> Outcome:
         """Complete ``results`` with the envelope (schema version, kind, seed, time, host, timing),
         write config.json (with package versions) and results.json atomically, render the report and
-        refresh the index of the runs beside it (``<out>/index.html``); returns the completed results.
+        refresh the index of the runs beside it (``<out>/index.html``); returns the typed outcome written.
 
         results.json is the typed :class:`audit.stats.outcome.Outcome` of the completed results, validated
         against the schema (:func:`audit.results_file.outcome_of`) and written by the one serialiser,
         :func:`audit.results_file.write_outcome`; results that do not follow the schema are a runner's bug and
-        leave as :class:`audit.errors.AuditIncomplete` (exit 3)."""
+        leave as :class:`audit.errors.AuditIncomplete` (exit 3).
+
+        Args:
+            results: the runner's blocks (typed blocks, or the plain objects their ``to_dict`` gives).
+            config: what config.json records (the command and its options).
+            report: render report.html and refresh the index.
+
+        Returns:
+            The run's :class:`audit.stats.outcome.Outcome`, as results.json holds it; every runner returns it.
+        """
         from audit.results_file import outcome_of, write_outcome  # jsonschema: only when a run is written
+        from audit.stats.outcome import Outcome
 
         results = {"schema_version": SCHEMA_VERSION, "kind": self.kind, "target": self.target, "seed": self.seed} \
             | results | {"created": utc_now(), "host": host_info(), "volatile": VOLATILE_KEYS}
@@ -363,6 +377,7 @@ class RunContext:
         results["timing"] = dict(self.timing)
         try:
             outcome = outcome_of(results, "the results of this run")
+            assert isinstance(outcome, Outcome)  # a run's results (they carry "kind")
         except UserError as exc:  # a runner's bug, not the user's: the audit could not complete (exit 3)
             raise RuntimeError(f"{exc} (a workbench bug: its runner built them)") from None
         write_outcome(self.run_dir / "results.json", outcome)
@@ -374,10 +389,10 @@ class RunContext:
             from reports.index import write_index
 
             register_presentations()
-            render_report(self.run_dir, results, config)
+            render_report(self.run_dir, outcome, config)
             self.say(f"report written: {self.run_dir / 'report.html'}")
             self.paths.log(f"index refreshed: {write_index(self.paths.root)}", logging.DEBUG)
-        return results
+        return outcome
 
     def __enter__(self) -> RunContext:
         return self

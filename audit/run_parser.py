@@ -156,14 +156,15 @@ def add_verbosity(group: Any) -> None:
 
 
 def gated_results(func: Callable[[argparse.Namespace], Any]) -> Callable[[argparse.Namespace], int]:
-    """Wrap a function that returns its results dict (or an exit status): with ``--fail-above-claim`` a
-    ``violation`` verdict becomes exit status 1."""
+    """Wrap a function that returns its run's outcome (:class:`audit.stats.outcome.Outcome`, anything with
+    a ``verdict``) or an exit status: with ``--fail-above-claim`` a ``violation`` verdict becomes exit status 1."""
 
     def run(args: argparse.Namespace) -> int:
         outcome = func(args)
-        if not isinstance(outcome, dict):
+        verdict = getattr(outcome, "verdict", None)
+        if verdict is None:
             return int(outcome or 0)
-        violation = (outcome.get("verdict") or {}).get("status") == "violation"
+        violation = verdict.status == "violation"
         return 1 if violation and getattr(args, "fail_above_claim", False) else 0
 
     return run

@@ -16,8 +16,9 @@ epsilon lower bound exceeds what the code claims::
 factory returning one. Mechanisms are audited with :func:`audit.mechanism.runner.run_mechanism`
 (``runs`` = draws per world), trainers and trained DP targets with the multi-run game of
 :mod:`audit.dp.runner` (``runs`` = trainings). A bound above the claim at the stated confidence
-raises ``AssertionError`` naming the bound, its method and the claim; otherwise the results dict
-is returned. The verdict holds at ``confidence`` across every bound that competed for it
+raises ``AssertionError`` naming the bound, its method and the claim; otherwise the run's typed
+outcome (:class:`audit.stats.outcome.Outcome`, what ``results.json`` holds) is returned. The verdict
+holds at ``confidence`` across every bound that competed for it
 (:mod:`audit.stats.verdict`), so a correct implementation fails such a test with probability at
 most ``1 - confidence``; keep the seed fixed in CI.
 """
@@ -37,6 +38,7 @@ from audit.dp.setup import trainer_setup
 from audit.errors import UserError
 from audit.mechanism.runner import MechanismOptions, run_mechanism
 from audit.plugins.accounting import deciding_findings
+from audit.stats.outcome import Outcome
 from audit.target_defaults import plugin_canary, trainer_plugin_use
 from targets.catalogue import resolve
 from targets.plugins.loading import MechanismPlugin, TrainerPlugin, plugin_from_dict, plugin_from_factory
@@ -83,7 +85,7 @@ class AuditRequest:
     canaries: int | None = None
 
 
-def _one_run(label: str, what: Any, request: AuditRequest, out: str) -> tuple[Path, dict]:
+def _one_run(label: str, what: Any, request: AuditRequest, out: str) -> tuple[Path, Outcome]:
     """The one-run audit of ``assert_private(..., one_run=True)``: one training with gradient canaries
     (:mod:`audit.dp.plugins.one_run` for a trainer plugin, :mod:`audit.dp.one_run.game` for a built-in target)."""
     if request.runs is not None:
@@ -102,15 +104,15 @@ def _one_run(label: str, what: Any, request: AuditRequest, out: str) -> tuple[Pa
     return run_dp(options)
 
 
-def audit_target(target: Any, request: AuditRequest) -> tuple[Path, dict]:
-    """Run the audit ``assert_private`` runs; returns (run directory, results).
+def audit_target(target: Any, request: AuditRequest) -> tuple[Path, Outcome]:
+    """Run the audit ``assert_private`` runs; returns (run directory, outcome).
 
     Args:
         target: as for :func:`assert_private`.
         request: the audit asked for (:class:`AuditRequest`).
 
     Returns:
-        The run directory and the results dict, whatever the verdict.
+        The run directory and the run's :class:`audit.stats.outcome.Outcome`, whatever the verdict.
 
     Raises:
         UserError: as for :func:`assert_private`.
@@ -144,39 +146,39 @@ def audit_target(target: Any, request: AuditRequest) -> tuple[Path, dict]:
                             canary=canary or None, threat=threat or None))
 
 
-def _violation_message(results: dict, run_dir: Path) -> str:
+def _violation_message(outcome: Outcome, run_dir: Path) -> str:
     """What an AssertionError says: the accounting check's violations, the best bound and the claim, and
     which test rejected the claim."""
-    best = results["best_lower_bound"]
-    claim = f"claimed epsilon {float(results['epsilon_theory']):.3f} at delta {results['delta']:g}"
+    best = outcome.best_lower_bound
+    claim = f"claimed epsilon {float(outcome.epsilon_theory):.3f} at delta {outcome.delta:g}"
     bound = ("no lower bound" if best is None else
-             f"empirical epsilon lower bound {float(best['epsilon']):.3f} ({best['method']}, "
-             f"{float(best['family_confidence']):.0%} confidence, family of {best['family_size']})")
+             f"empirical epsilon lower bound {float(best.epsilon):.3f} ({best.method}, "
+             f"{float(best.family_confidence):.0%} confidence, family of {best.family_size})")
     parts = []
-    block = results.get("config_check")
-    if block and block["status"] == "violation":
+    check = outcome.config_check
+    if check and check.status == "violation":
         found = "; ".join(f"{f['check']}: {f['message']}" + (f" Fix: {f['fix']}." if f["fix"] else "")
-                          for f in deciding_findings(block))
+                          for f in deciding_findings(check.to_dict()))
         parts.append(f"the accounting check found the code less private than claimed ({found})")
-    rejecting = [b for b in results["lower_bounds"] if b["role"] == "verdict" and b["details"].get("claim_rejected")]
-    if best is not None and float(best["epsilon"]) > float(results["epsilon_theory"]):
+    rejecting = [b for b in outcome.lower_bounds if b.role == "verdict" and (b.details or {}).get("claim_rejected")]
+    if best is not None and float(best.epsilon) > float(outcome.epsilon_theory):
         parts.append(f"{bound} exceeds the {claim}")
     elif rejecting:
-        test = rejecting[0]["details"]["claim_test"]
-        parts.append(f"the {rejecting[0]['method']} test rejects the claim's own tradeoff curve (FNR <= "
+        test = rejecting[0].details["claim_test"]
+        parts.append(f"the {rejecting[0].method} test rejects the claim's own tradeoff curve (FNR <= "
                      f"{test['fnr_ub']:.3f} where the claim allows no less than {test['claim_fnr']:.3f} at FPR <= "
                      f"{test['fpr_ub']:.3f}); {bound}, {claim}")
     else:
         parts.append(f"{bound}, {claim}")
-    trainings = results.get("game", {}).get("trainings")
+    trainings = outcome.game.extra.get("trainings") if outcome.game else None
     where = f"{trainings} trainings; " if trainings else ""
-    return (f"{results['target']}: {'; '.join(parts)} ({results.get('accountant')}); {where}run directory: {run_dir}; "
+    return (f"{outcome.target}: {'; '.join(parts)} ({outcome.accountant}); {where}run directory: {run_dir}; "
             f"report: {run_dir / 'report.html'}")
 
 
 def assert_private(target: Any, *, attack: str | None = None, runs: int | None = None, confidence: float = 0.95,
                    seed: int = 0, out: str | Path | None = None, one_run: bool = False,
-                   canaries: int | None = None) -> dict:
+                   canaries: int | None = None) -> Outcome:
     """Audit ``target`` and raise AssertionError when its epsilon lower bound exceeds the claim, or a
     test rejects the claim's own tradeoff curve (update-level and one-run audits), or the accounting check
     finds the code less private than claimed (one-run audits of trainer plugins).
@@ -198,7 +200,9 @@ def assert_private(target: Any, *, attack: str | None = None, runs: int | None =
         canaries: the number of gradient canaries M of a one-run audit (default: chosen by simulation).
 
     Returns:
-        The results dict (the contents of ``results.json``).
+        The run's :class:`audit.stats.outcome.Outcome` (what ``results.json`` holds, typed): read its
+        attributes, e.g. ``outcome.best_lower_bound.epsilon``, ``outcome.verdict.status``,
+        ``outcome.epsilon_theory``, ``outcome.lower_bounds[0].method``.
 
     Raises:
         AssertionError: the verdict is a violation; the message names the bound, its method, the claim
@@ -206,11 +210,11 @@ def assert_private(target: Any, *, attack: str | None = None, runs: int | None =
         UserError: an option that does not apply (``runs`` or ``attack/canary`` with ``one_run=True``,
             ``canaries`` without it, an attack a mechanism does not take) or an unknown target.
     """
-    run_dir, results = audit_target(target, AuditRequest(attack=attack, runs=runs, confidence=confidence, seed=seed,
+    run_dir, outcome = audit_target(target, AuditRequest(attack=attack, runs=runs, confidence=confidence, seed=seed,
                                                          out=out, one_run=one_run, canaries=canaries))
-    if results.get("verdict", {}).get("status") == "violation":
-        raise AssertionError(_violation_message(results, run_dir))
-    return results
+    if outcome.verdict.status == "violation":
+        raise AssertionError(_violation_message(outcome, run_dir))
+    return outcome
 
 
 __all__: list[str] = ["assert_private", "audit_target", "AuditRequest"]

@@ -24,7 +24,7 @@ import jinja2
 
 from audit.errors import UserError
 from audit.io import atomic_write_text
-from audit.results_file import load_outcome, outcome_of
+from audit.results_file import load_outcome
 from audit.stats.outcome import Outcome
 from reports import plots
 from reports.formatting import flat_rows, format_interval, format_table, format_value
@@ -317,43 +317,37 @@ def _environment() -> jinja2.Environment:
     )
 
 
-def render_report(run_dir: Path, results: Outcome | Mapping[str, Any] | None = None,
+def render_report(run_dir: Path, outcome: Outcome | None = None,
                   config: Mapping[str, Any] | None = None) -> Path:
     """Render ``run_dir/report.html`` (and re-create its PNGs) from a run's outcome and config.
 
-    The outcome is read once, here: from ``results.json`` in ``run_dir`` when not given, or from the
-    results object a runner passes (:func:`audit.results_file.outcome_of`: validated against the schema,
-    then typed); the report's functions take the typed :class:`audit.stats.outcome.Outcome`. A missing,
-    corrupt or invalid ``results.json`` raises :class:`audit.errors.UserError`, a missing ``config.json``
-    only omits the config section. Output is deterministic: the same inputs give byte-identical PNGs and
-    HTML. Returns the path of ``report.html``.
+    The outcome is the typed :class:`audit.stats.outcome.Outcome` a runner returns
+    (:meth:`audit.run_context.RunContext.finish`), or, when not given, the one read from ``results.json`` in
+    ``run_dir`` (:func:`audit.results_file.load_outcome`: validated against the schema, then typed). A
+    missing, corrupt or invalid ``results.json`` raises :class:`audit.errors.UserError`, a missing
+    ``config.json`` only omits the config section. Output is deterministic: the same inputs give
+    byte-identical PNGs and HTML.
 
     Args:
         run_dir: the run directory.
-        results: the run's outcome or results object (default: read from ``results.json``).
+        outcome: the run's outcome (default: read from ``results.json``).
         config: the run's config (default: read from ``config.json``, if there).
 
     Returns:
         The path of ``report.html``.
 
     Raises:
-        UserError: a missing run directory, or a missing, corrupt or invalid ``results.json``.
-        ValueError: ``results`` given, and off the schema (a runner's bug).
+        UserError: a missing run directory, a missing, corrupt or invalid ``results.json``, or one that holds
+            a comparison.
     """
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise UserError(f"run directory {run_dir} does not exist: pass the directory of a finished run")
-    if results is None:
-        outcome = load_outcome(run_dir / "results.json")
-    elif isinstance(results, Outcome):
-        outcome = results
-    else:  # a runner's results: off the schema is the workbench's bug, not the user's (exit 3, not 2)
-        try:
-            outcome = outcome_of(results, str(run_dir / "results.json"))
-        except UserError as exc:
-            raise ValueError(f"the run's results do not follow the schema: {exc}") from None
-    if not isinstance(outcome, Outcome):
-        raise UserError(f"{run_dir} holds a comparison, not a run: open its compare.html")
+    if outcome is None:
+        loaded = load_outcome(run_dir / "results.json")
+        if not isinstance(loaded, Outcome):
+            raise UserError(f"{run_dir} holds a comparison, not a run: open its compare.html")
+        outcome = loaded
     if config is None:
         config = load_run_json(run_dir, "config.json", required=False)
     figures = make_plots(run_dir, outcome)

@@ -7,18 +7,19 @@ from pathlib import Path
 
 from audit.errors import UserError
 from audit.run_parser import add_verbosity, gated_results
+from audit.stats.outcome import Outcome
 
 
-def run_again(args: argparse.Namespace) -> dict:
-    """Re-execute ``args.run_dir``; prints the new run's summary and returns its results."""
+def run_again(args: argparse.Namespace) -> Outcome:
+    """Re-execute ``args.run_dir``; prints the new run's summary and returns its outcome."""
     if not Path(args.run_dir).is_dir():
         raise UserError(f"run directory {args.run_dir} does not exist: pass the directory of a finished run")
     # the runners are heavy: imported when the command runs, so --help stays fast
     from audit.rerun import rerun
 
-    _, results, lines = rerun(args.run_dir, args.out, args.quiet)
+    _, outcome, lines = rerun(args.run_dir, args.out, args.quiet)
     print("\n".join(lines))
-    return results
+    return outcome
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -9,6 +9,7 @@ from audit.choices import DP_CANARIES, THREATS
 from audit.errors import UserError
 from audit.kinds import RunKind
 from audit.run_parser import check_target, common_options, dpsgd_start_options, gated_results, targets_epilog
+from audit.stats.outcome import Outcome
 from reports.presentation import Presentation
 
 
@@ -21,8 +22,8 @@ def _threats(text: str) -> tuple[str, ...]:
     return names
 
 
-def execute(args: argparse.Namespace) -> dict:
-    """Run the sweep and print its summary; returns the results (a violation exits 1 under
+def execute(args: argparse.Namespace) -> Outcome:
+    """Run the sweep and print its summary; returns the outcome (a violation exits 1 under
     --fail-above-claim, :func:`audit.run_parser.gated_results`)."""
     check_target("sweep", args.target)
     if args.epsilon is not None:

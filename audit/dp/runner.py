@@ -35,6 +35,7 @@ from audit.plugins.accounting import check_lines
 from audit.quiet import quiet_libraries
 from audit.results_header import ResultsHeader, accountant
 from audit.run_context import RunContext
+from audit.stats.outcome import Outcome
 from targets.catalogue import is_plugin
 from targets.plugins.rng import reproducibility_lines
 
@@ -59,8 +60,8 @@ class PlayOptions:
 
 
 def play(setup: DPAuditSetup, runs: int, seed: int, confidence: float,
-         options: PlayOptions = PlayOptions()) -> tuple[Path, dict]:
-    """Toss the coins, observe the runs, bound epsilon, write results/config/report; returns (run dir, results).
+         options: PlayOptions = PlayOptions()) -> tuple[Path, Outcome]:
+    """Toss the coins, observe the runs, bound epsilon, write results/config/report; returns (run dir, outcome).
 
     ``confidence`` is the family-wise confidence of the verdict; ``options`` says where the run goes
     (:class:`PlayOptions`). An exception from ``observe`` (the target's code, or the workbench) leaves as
@@ -72,7 +73,7 @@ def play(setup: DPAuditSetup, runs: int, seed: int, confidence: float,
 
 
 def _play(ctx: RunContext, setup: DPAuditSetup, included: np.ndarray, confidence: float,
-          options: PlayOptions) -> tuple[Path, dict]:
+          options: PlayOptions) -> tuple[Path, Outcome]:
     seed, runs = ctx.seed, int(included.size)
     ctx.say(f"{setup.name}: {runs} runs ({int(included.sum())} with the canary), canary {setup.canary.get('kind')}, "
             f"threat {setup.threat}")
@@ -115,8 +116,8 @@ def _play(ctx: RunContext, setup: DPAuditSetup, included: np.ndarray, confidence
     return ctx.run_dir, ctx.finish(results, config, report=options.write_report)
 
 
-def run_dp(opts: DPOptions) -> tuple[Path, dict]:
-    """Build the setup for ``opts.target`` and play the game; returns (run directory, results).
+def run_dp(opts: DPOptions) -> tuple[Path, Outcome]:
+    """Build the setup for ``opts.target`` and play the game; returns (run directory, outcome).
     ``opts.check_config``: the accounting check of a trainer plugin alone (:mod:`audit.dp.plugins.config`);
     ``opts.one_run``: one training with gradient canaries (:func:`audit.dp.one_run.game.run_one_run`)."""
     with quiet_libraries(opts.quiet):  # -q silences the warnings of the user's libraries (Opacus, torch) too
@@ -133,25 +134,34 @@ def run_dp(opts: DPOptions) -> tuple[Path, dict]:
                     PlayOptions(out=opts.out, quiet=opts.quiet, config_extra={"options": asdict(chosen)}))
 
 
-def summary_lines(run_dir: Path, results: dict) -> list[str]:
-    """Lines printed after a run."""
-    theory = results["epsilon_theory"]
-    lines = check_lines(results["config_check"]) if results.get("config_check") else []
-    if results.get("game", {}).get("trainings_text"):
-        lines += plugin_one_run_summary(results)
+def summary_lines(run_dir: Path, outcome: Outcome) -> list[str]:
+    """Lines printed after a run.
+
+    Args:
+        run_dir: the run's directory.
+        outcome: the run's outcome.
+
+    Returns:
+        The lines.
+    """
+    theory = outcome.epsilon_theory
+    lines = check_lines(outcome.config_check.to_dict()) if outcome.config_check else []
+    if outcome.game and outcome.game.trainings_text:
+        lines += plugin_one_run_summary(outcome)
     lines += [f"report:    {run_dir / 'report.html'}",
-             f"theory:    epsilon = {theory:.3f} at delta = {results['delta']:g}" if theory is not None
-             else "theory:    no claim"]
-    for b in results["lower_bounds"]:
-        eps = b["epsilon"]
-        what = (f"epsilon >= {eps:.3f}" if isinstance(eps, (int, float)) else
-                f"mu >= {b['details']['mu_lb']:.3f} (no epsilon at delta 0)" if eps is None else f"epsilon >= {eps}")
-        lines.append(f"bound:     {b['method']:<18} {what} ({b['statement']})")
-    one = results.get("one_run")
+              f"theory:    epsilon = {theory:.3f} at delta = {outcome.delta:g}" if theory is not None
+              else "theory:    no claim"]
+    for b in outcome.lower_bounds:
+        eps = b.epsilon
+        what = (f"epsilon >= {eps:.3f}" if eps is not None else
+                f"mu >= {(b.details or {})['mu_lb']:.3f} (no epsilon at delta 0)")
+        lines.append(f"bound:     {b.method:<18} {what} ({b.statement})")
+    one = outcome.one_run
     if one:
-        lines.append(f"one run:   {one['canaries']} {results['game']['canary_kind']} canaries in one training, "
-                     f"{one['k_pos']} 'in' and {one['k_neg']} 'out' guesses, {one['correct']} right; "
-                     f"perfect-attack expectation epsilon >= {one['expected_perfect']['mean']:.3f} with this M; "
-                     f"ceiling (every guess right) {one['ceiling']:.3f}")
-    lines.append(f"verdict:   {results['verdict']['status']}: {results['verdict']['text']}")
-    return lines + reproducibility_lines(results)
+        expected = one.expected_perfect.mean if one.expected_perfect else float("nan")
+        lines.append(f"one run:   {one.canaries} {outcome.game.canary_kind if outcome.game else None} canaries in "
+                     f"one training, {one.k_pos} 'in' and {one.k_neg} 'out' guesses, {one.correct} right; "
+                     f"perfect-attack expectation epsilon >= {expected:.3f} with this M; "
+                     f"ceiling (every guess right) {one.ceiling:.3f}")
+    lines.append(f"verdict:   {outcome.verdict.status}: {outcome.verdict.text}")
+    return lines + reproducibility_lines(outcome.extra)

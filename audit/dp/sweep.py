@@ -12,6 +12,7 @@ from audit.dp.runner import PlayOptions, play
 from audit.dp.setup import build_setup
 from audit.results_header import ResultsHeader
 from audit.run_context import RunContext
+from audit.stats.outcome import Outcome
 from audit.stats.verdict import Family
 from audit.target_defaults import target_use
 from audit.theory.checks import check_confidence
@@ -53,22 +54,23 @@ def sweep_rows(opts: SweepOptions, sub_out: Path) -> list[dict]:
             run_dir, res = play(setup, runs, opts.seed, confidence, PlayOptions(
                 out=sub_out, quiet=opts.quiet, config_extra={"options": asdict(run_opts)}, write_report=False,
                 run_name=f"{threat}-epsilon-{eps:g}"))
-            est, valid = res["best_estimate"], res["best_lower_bound"]
+            est, valid = res.best_estimate, res.best_lower_bound
             rows.append({"target": opts.target, "series": threat, "threat": threat, "canary": canary,
-                         "epsilon_claimed": eps, "epsilon_theory": res["epsilon_theory"],
-                         "epsilon_lb": float(est["epsilon"]) if est else 0.0, "method": est["method"] if est else None,
-                         "epsilon_lb_valid": float(valid["epsilon"]) if valid else 0.0,
-                         "valid_method": valid["method"] if valid else None,
-                         "verdict": res["verdict"]["status"], "verdict_text": res["verdict"]["text"], "runs": runs,
+                         "epsilon_claimed": eps, "epsilon_theory": res.epsilon_theory,
+                         "epsilon_lb": float(est.epsilon) if est else 0.0, "method": est.method if est else None,
+                         "epsilon_lb_valid": float(valid.epsilon) if valid else 0.0,
+                         "valid_method": valid.method if valid else None,
+                         "verdict": res.verdict.status, "verdict_text": res.verdict.text, "runs": runs,
                          "models": runs + opts.calibration_runs, "init": opts.init,
                          "wall_s": time.perf_counter() - started, "run_dir": run_dir.name,
-                         "bounds": {b["method"]: b["epsilon"] for b in res["lower_bounds"]},
-                         "details": est["details"] if est else {}})
+                         "bounds": {b.method: b.epsilon for b in res.lower_bounds},
+                         "details": dict(est.details or {}) if est else {}})
     return rows
 
 
-def run_sweep(opts: SweepOptions) -> tuple[Path, dict]:
-    """Run the sweep and write a run directory whose report draws epsilon_lb against epsilon_theory."""
+def run_sweep(opts: SweepOptions) -> tuple[Path, Outcome]:
+    """Run the sweep and write a run directory whose report draws epsilon_lb against epsilon_theory; returns
+    (run directory, outcome)."""
     check_confidence(opts.confidence)
     family = sweep_family(opts)
     ctx = RunContext(opts.out, "sweep", opts.target, seed=opts.seed, quiet=opts.quiet)
@@ -76,15 +78,15 @@ def run_sweep(opts: SweepOptions) -> tuple[Path, dict]:
         return ctx.run_dir, _sweep(ctx, opts, family)
 
 
-def audit_timing_key(row: dict) -> str:
-    """The ``timing`` key of one audit of a sweep (its wall time in seconds)."""
-    return f"audit_{row['run_dir']}_s"
+def audit_timing_key(run_dir: str) -> str:
+    """The ``timing`` key of one audit of a sweep (its wall time in seconds), by the audit's directory name."""
+    return f"audit_{run_dir}_s"
 
 
-def _sweep(ctx: RunContext, opts: SweepOptions, family: Family) -> dict:
+def _sweep(ctx: RunContext, opts: SweepOptions, family: Family) -> Outcome:
     rows = sweep_rows(opts, ctx.run_dir / "audits")
     for r in rows:  # wall times vary between identical runs: they go to timing (volatile), not into rows
-        ctx.timing[audit_timing_key(r)] = r.pop("wall_s")
+        ctx.timing[audit_timing_key(r["run_dir"])] = r.pop("wall_s")
     plotted = [{"epsilon_theory": r["epsilon_theory"], "epsilon_lb": r["epsilon_lb"], "series": r["series"],
                 "method": r["method"]} for r in rows]
     plotted += [{"epsilon_theory": r["epsilon_theory"], "epsilon_lb": r["epsilon_lb_valid"],
@@ -132,12 +134,20 @@ def sweep_verdict(rows: list[dict], family: Family) -> dict[str, str]:
                                             f"{family_text}"}
 
 
-def sweep_summary(run_dir: Path, results: dict) -> list[str]:
-    """Lines printed after a sweep."""
+def sweep_summary(run_dir: Path, outcome: Outcome) -> list[str]:
+    """Lines printed after a sweep.
+
+    Args:
+        run_dir: the sweep's directory.
+        outcome: its outcome (``rows``: one per audit; ``timing``: each audit's wall time).
+
+    Returns:
+        The lines.
+    """
     lines = [f"report:    {run_dir / 'report.html'}"]
-    for r in results["rows"]:
-        lines.append(f"{r['threat']:<10} eps_theory {r['epsilon_theory']:.3f}  largest {r['epsilon_lb']:.3f} "
-                     f"({r['method']}), best valid {r['epsilon_lb_valid']:.3f} ({r['valid_method']}), "
-                     f"{r['verdict']}, {r['runs']} runs, {results['timing'][audit_timing_key(r)]:.1f} s")
-    lines.append(f"verdict:   {results['verdict']['status']}: {results['verdict']['text']}")
+    for r in outcome.rows or ():
+        lines.append(f"{r.threat:<10} eps_theory {r.epsilon_theory:.3f}  largest {r.epsilon_lb:.3f} "
+                     f"({r.method}), best valid {r.epsilon_lb_valid:.3f} ({r.valid_method}), "
+                     f"{r.verdict}, {r.runs} runs, {outcome.timing[audit_timing_key(r.run_dir)]:.1f} s")
+    lines.append(f"verdict:   {outcome.verdict.status}: {outcome.verdict.text}")
     return lines

@@ -39,6 +39,7 @@ from audit.extraction.victim import Victim, dperm_victim, linear_target, trained
 from audit.results_header import ResultsHeader, no_bounds
 from audit.run_context import RunContext
 from audit.run_options import CommonRunOptions
+from audit.stats.outcome import Outcome
 from audit.theory.checks import check_confidence
 from targets.catalogue import dperm_release, resolve
 from targets.registry import TrainedTarget
@@ -60,7 +61,7 @@ class ExtractionOptions(CommonRunOptions):
     label_queries: int | None = None
 
 
-def run_extraction(opts: ExtractionOptions) -> tuple[Path, dict]:
+def run_extraction(opts: ExtractionOptions) -> tuple[Path, Outcome]:
     """Run the extraction audit described by ``opts``; returns (run directory, results)."""
     check_confidence(opts.confidence)
     if opts.queries is not None and opts.queries < 1:
@@ -76,7 +77,7 @@ def run_extraction(opts: ExtractionOptions) -> tuple[Path, dict]:
         return ctx.run_dir, extract(ctx, opts, target, is_dperm, device)
 
 
-def extract(ctx: RunContext, opts: ExtractionOptions, target: TrainedTarget | None, is_dperm: bool, device) -> dict:
+def extract(ctx: RunContext, opts: ExtractionOptions, target: TrainedTarget | None, is_dperm: bool, device) -> Outcome:
     """The body of an extraction run: serve the victim, steal it by every attack, measure, write the run."""
     ctx.say(f"run directory: {ctx.run_dir}")
     with ctx.stage("target"):
@@ -196,19 +197,28 @@ def extraction_results(opts: ExtractionOptions, victim: Victim, domain: Domain, 
                                    "tables": tables, "quick": opts.quick}
 
 
-def summary_lines(run_dir: Path, results: dict) -> list[str]:
-    """Summary printed after an extraction run."""
-    e = results["extraction"]
+def summary_lines(run_dir: Path, outcome: Outcome) -> list[str]:
+    """Summary printed after an extraction run.
+
+    Args:
+        run_dir: the run's directory.
+        outcome: the run's outcome.
+
+    Returns:
+        The lines.
+    """
+    e = outcome.extraction
     lines = [f"report:     {run_dir / 'report.html'}"]
-    for r in e["methods"]:
-        if "failed" in r:
-            lines.append(f"{r['method']}: failed after {r['queries']} queries ({r['failed']})")
+    for r in e.methods:
+        x = r.extra  # a failed attack's reason, its rounding and convergence, its TV distance
+        if "failed" in x:
+            lines.append(f"{r.method}: failed after {r.queries} queries ({x['failed']})")
             continue
-        error = "" if r["param_rel_error"] is None else f", param error {r['param_rel_error']:.3g}"
-        stable = ("" if r.get("round_decimals") is None else
-                  ", stable" if r["details"]["converged"] else ", not stable at the query cap")
-        lines.append(f"{r['method']}: {r['queries']} queries{stable}{error}, agreement test "
-                     f"{r['agreement_test']:.4f} / uniform {r['agreement_uniform']:.4f}, TV {r['tv_distance']:.3g}")
-    if "post_processing" in e:
-        lines.append("post-processing: " + e["post_processing"]["text"])
+        error = "" if r.param_rel_error is None else f", param error {r.param_rel_error:.3g}"
+        stable = ("" if x.get("round_decimals") is None else
+                  ", stable" if x["details"]["converged"] else ", not stable at the query cap")
+        lines.append(f"{r.method}: {r.queries} queries{stable}{error}, agreement test "
+                     f"{r.agreement_test:.4f} / uniform {r.agreement_uniform:.4f}, TV {x['tv_distance']:.3g}")
+    if e.post_processing is not None:
+        lines.append("post-processing: " + e.post_processing["text"])
     return lines

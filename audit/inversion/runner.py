@@ -47,6 +47,7 @@ from audit.inversion.target import InversionTarget, registry_inversion_target
 from audit.results_header import ADD_REMOVE_RECORD, ResultsHeader, accountant, no_bounds
 from audit.run_context import RunContext
 from audit.run_options import CommonRunOptions
+from audit.stats.outcome import Outcome
 from audit.theory.checks import check_confidence
 from targets.catalogue import resolve
 
@@ -80,7 +81,7 @@ def mi_face_config(opts: InversionOptions) -> tuple[MIFaceConfig, int]:
     return config, bb_d if opts.black_box_steps is None else opts.black_box_steps
 
 
-def run_inversion(opts: InversionOptions) -> tuple[Path, dict]:
+def run_inversion(opts: InversionOptions) -> tuple[Path, Outcome]:
     """Run the inversion audit described by ``opts``; returns (run directory, results)."""
     check_confidence(opts.confidence)
     if resolve(opts.target).family == "plugin":  # a trainer plugin exposing probabilities: black-box only
@@ -108,9 +109,9 @@ def run_inversion(opts: InversionOptions) -> tuple[Path, dict]:
         inversion = inversion_summary(out, scale, config, bb_steps, opts.start, eval_info)
         figures = reconstruction_grid(ctx.run_dir, scale, images, access, target.name)
         results = inversion_results(opts, target, split, access, inversion, figures)
-        results = ctx.finish(results, {"command": "run inversion", "options": asdict(opts), "seeds": seeds}
+        outcome = ctx.finish(results, {"command": "run inversion", "options": asdict(opts), "seeds": seeds}
                              | target.config)
-        return ctx.run_dir, results
+        return ctx.run_dir, outcome
 
 
 def train_target_and_reference(ctx: RunContext, target: InversionTarget, split: RecordSplit,
@@ -180,16 +181,25 @@ def inversion_results(opts: InversionOptions, target: InversionTarget, split: Re
         "figures": figures, "tables": inversion_tables(inversion, access, data.n_classes), "quick": opts.quick}
 
 
-def summary_lines(run_dir: Path, results: dict) -> list[str]:
-    """Summary printed after an inversion run."""
-    inv = results["inversion"]
+def summary_lines(run_dir: Path, outcome: Outcome) -> list[str]:
+    """Summary printed after an inversion run.
+
+    Args:
+        run_dir: the run's directory.
+        outcome: the run's outcome.
+
+    Returns:
+        The lines.
+    """
+    inv = outcome.inversion
     lines = [f"report:    {run_dir / 'report.html'}"]
-    for name, f in (("target", inv), ("reference", inv["reference"]), ("black-box", inv.get("black_box"))):
+    target = inv.to_dict()  # the target's figures: the block's own keys
+    for name, f in (("target", target), ("reference", inv.reference), ("black-box", inv.black_box)):
         if f is None:
             continue
-        lines.append(f"{name}: evaluation accuracy {f['eval_accuracy']:.2f} (chance {inv['chance_accuracy']:.2f}), "
+        lines.append(f"{name}: evaluation accuracy {f['eval_accuracy']:.2f} (chance {inv.chance_accuracy:.2f}), "
                      f"MSE member/non-member mean {f['mse_member_mean']:.4f}/{f['mse_nonmember_mean']:.4f}, "
                      f"SSIM {f['ssim_member_mean']:.3f}/{f['ssim_nonmember_mean']:.3f}, {f['queries']} queries")
-    gap = inv["member_gap"]
+    gap = inv.member_gap
     lines.append(f"member gap (MSE): {gap['mse_gap']:.3g} (standard error {gap['mse_gap_standard_error']:.2g})")
     return lines

@@ -9,10 +9,11 @@ from audit.choices import MECHANISM_DRAWS
 from audit.errors import UserError
 from audit.kinds import RunKind
 from audit.run_parser import add_kind
+from audit.stats.outcome import Outcome
 
 
-def execute(args: argparse.Namespace) -> dict:
-    """Run the audit and print its summary; returns the results (``--fail-above-claim`` turns a
+def execute(args: argparse.Namespace) -> Outcome:
+    """Run the audit and print its summary; returns the outcome (``--fail-above-claim`` turns a
     ``violation`` verdict into exit status 1, :func:`audit.run_parser.gated_results`)."""
     if args.device == "cuda" or args.data_dir is not None:
         option = "--device cuda" if args.device == "cuda" else "--data-dir"

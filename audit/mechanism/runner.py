@@ -35,6 +35,7 @@ from audit.results_header import ResultsHeader, accountant
 from audit.run_context import RunContext
 from audit.stats.judgement import judge
 from audit.stats.metrics import attack_metrics
+from audit.stats.outcome import Outcome
 from audit.stats.rates import operating_point
 from audit.stats.thresholds import choose_strategy, threshold_bounds
 from audit.stats.verdict import Family
@@ -157,8 +158,8 @@ def mechanism_bounds(mech: Mechanism, scores_out: np.ndarray, scores_in: np.ndar
     return found, rows, family
 
 
-def run_mechanism(opts: MechanismOptions, mechanism: Mechanism | None = None) -> tuple[Path, dict]:
-    """Run the mechanism audit described by ``opts``; returns (run directory, results).
+def run_mechanism(opts: MechanismOptions, mechanism: Mechanism | None = None) -> tuple[Path, Outcome]:
+    """Run the mechanism audit described by ``opts``; returns (run directory, outcome).
 
     ``mechanism`` audits that object (e.g. a plugin built from a dict by :mod:`audit.testing`)
     instead of resolving ``opts.target``, which then only names it.
@@ -176,7 +177,7 @@ def run_mechanism(opts: MechanismOptions, mechanism: Mechanism | None = None) ->
         return ctx.run_dir, _audit(ctx, opts, mech, delta)
 
 
-def _audit(ctx: RunContext, opts: MechanismOptions, mech: Mechanism, delta: float) -> dict:
+def _audit(ctx: RunContext, opts: MechanismOptions, mech: Mechanism, delta: float) -> Outcome:
     config = {"command": "run mechanism", "options": asdict(opts), "mechanism": mech.to_dict()}
     ctx.say(f"auditing {mech.description} with {opts.draws} draws per world")
 
@@ -230,33 +231,41 @@ def _audit(ctx: RunContext, opts: MechanismOptions, mech: Mechanism, delta: floa
     return ctx.finish(results, config)
 
 
-def summary_lines(run_dir: Path, results: dict) -> list[str]:
-    """The few lines printed at the end of a mechanism audit."""
-    best = results["best_lower_bound"]
-    game = results["game"]
-    pair = "" if game["pair_epsilon"] is None else f"; the pair itself allows {game['pair_epsilon']:.4f}"
-    lines = [f"theory:    epsilon = {results['epsilon_theory']:.4f} at delta = {results['delta']:g} "
-             f"({results['accountant']}){pair}"]
-    for bound in results["lower_bounds"]:
-        d = bound["details"]
-        if bound["method"] == "gdp":
-            claim_mu = (f"claim: mu <= {d['mu_claim']:.4f}, {d['mu_claim_method']}" if math.isfinite(d["mu_claim"])
-                        else "the claim implies no mu-GDP")
-            if bound["epsilon"] is None:
+def summary_lines(run_dir: Path, outcome: Outcome) -> list[str]:
+    """The few lines printed at the end of a mechanism audit.
+
+    Args:
+        run_dir: the run's directory.
+        outcome: the run's outcome.
+
+    Returns:
+        The lines.
+    """
+    game = outcome.game
+    pair_epsilon = game.extra.get("pair_epsilon")
+    pair = "" if pair_epsilon is None else f"; the pair itself allows {float(pair_epsilon):.4f}"
+    lines = [f"theory:    epsilon = {outcome.epsilon_theory:.4f} at delta = {outcome.delta:g} "
+             f"({outcome.accountant}){pair}"]
+    for bound in outcome.lower_bounds:
+        d = bound.details or {}
+        if bound.method == "gdp":  # details hold infinities as results.json does ("inf"): read through float
+            claim_mu = (f"claim: mu <= {float(d['mu_claim']):.4f}, {d['mu_claim_method']}"
+                        if math.isfinite(float(d["mu_claim"])) else "the claim implies no mu-GDP")
+            if bound.epsilon is None:
                 eps = ""
-            elif bound["valid"]:
-                eps = f", epsilon >= {float(bound['epsilon']):.4f} (valid: the output is Gaussian)"
+            elif bound.valid:
+                eps = f", epsilon >= {bound.epsilon:.4f} (valid: the output is Gaussian)"
             else:
-                eps = f", epsilon >= {float(bound['epsilon']):.4f} if the tradeoff is Gaussian"
-            what = f"mu >= {d['mu_lb']:.4f} ({claim_mu}){eps}"
+                eps = f", epsilon >= {bound.epsilon:.4f} if the tradeoff is Gaussian"
+            what = f"mu >= {float(d['mu_lb']):.4f} ({claim_mu}){eps}"
         else:
-            what = f"epsilon >= {float(bound['epsilon']):.4f}"
-        lines.append(f"empirical: {what} ({bound['method']}, {bound['confidence']:.0%} confidence; FPR "
-                     f"{d['fp']}/{d['n_neg']}, FNR {d['fn']}/{d['n_pos']} of {game['draws_per_world']} draws "
+            what = f"epsilon >= {bound.epsilon:.4f}"
+        lines.append(f"empirical: {what} ({bound.method}, {bound.confidence:.0%} confidence; FPR "
+                     f"{d['fp']}/{d['n_neg']}, FNR {d['fn']}/{d['n_pos']} of {game.draws_per_world} draws "
                      f"per world, {d['strategy']})")
-    lines.append(f"verdict:   {results['verdict']['status']}: {results['verdict']['text']}")
-    lines += reproducibility_lines(results)
+    lines.append(f"verdict:   {outcome.verdict.status}: {outcome.verdict.text}")
+    lines += reproducibility_lines(outcome.extra)
     lines.append(f"report:    {run_dir / 'report.html'}")
-    if best is None:
+    if outcome.best_lower_bound is None:
         lines.insert(1, "empirical: no valid lower bound")
     return lines

@@ -49,6 +49,7 @@ from audit.run_context import RunContext
 from audit.stats.judgement import judge
 from audit.stats.lower_bound import SECONDARY, VERDICT
 from audit.stats.metrics import attack_metrics, dp_advantage_bound
+from audit.stats.outcome import Outcome
 from audit.stats.verdict import Family, percent
 from audit.theory.checks import check_confidence
 from targets.catalogue import is_plugin, trained_target
@@ -98,8 +99,8 @@ def game_sizes(opts: MembershipOptions, attack_names: list[str], preset: str) ->
     return opts.canaries or m_default, opts.shadows or k_default, references
 
 
-def run_membership(opts: MembershipOptions) -> tuple[Path, dict]:
-    """Run the membership audit described by ``opts``; returns (run directory, results). A plugin whose
+def run_membership(opts: MembershipOptions) -> tuple[Path, Outcome]:
+    """Run the membership audit described by ``opts``; returns (run directory, outcome). A plugin whose
     factory returns ``{"kind": "model", ...}`` is a trained model, audited without retraining it
     (:func:`audit.membership.trained_runner.run_trained_membership`)."""
     attack_names = expand_attacks(tuple(opts.attacks))
@@ -131,8 +132,8 @@ def run_membership(opts: MembershipOptions) -> tuple[Path, dict]:
             scored = run_attacks(attack_names, inputs, opts.lira_variance, opts.rmia_a)
         results = membership_results(opts, target, game, model_info, attack_names, scored, references)
         config_json = {"command": "run membership", "options": asdict(opts), "seeds": seeds} | target.config
-        results = ctx.finish(results, config_json)
-    return ctx.run_dir, results
+        outcome = ctx.finish(results, config_json)
+    return ctx.run_dir, outcome
 
 
 def train_game_models(ctx: RunContext, target: MembershipSubject, game: CanaryGame, seeds: list[int], shadows: int,
@@ -266,29 +267,38 @@ def advantage_table(attacks_out: dict, adv_bound: float | None) -> dict:
     }
 
 
-def summary_lines(run_dir: Path, results: dict) -> list[str]:
-    """The three-line summary printed after a run, plus where the report is."""
-    if "split_check" in results:
-        return trained_summary_lines(run_dir, results)
-    theory = results["epsilon_theory"]
-    p = results["params"]
+def summary_lines(run_dir: Path, outcome: Outcome) -> list[str]:
+    """The three-line summary printed after a run, plus where the report is.
+
+    Args:
+        run_dir: the run's directory.
+        outcome: the run's outcome.
+
+    Returns:
+        The lines.
+    """
+    if outcome.split_check is not None:
+        return trained_summary_lines(run_dir, outcome)
+    theory = outcome.epsilon_theory
+    p = outcome.params or {}
     if theory is None:
         line1 = "theory:    none (non-private target)"
     elif "noise_multiplier" not in p:  # a plugin's claim
-        line1 = f"theory:    epsilon = {theory:.3f} at delta = {results['delta']:g} ({results['accountant']})"
+        line1 = f"theory:    epsilon = {theory:.3f} at delta = {outcome.delta:g} ({outcome.accountant})"
     else:
-        line1 = (f"theory:    epsilon = {theory:.3f} at delta = {results['delta']:g} "
+        line1 = (f"theory:    epsilon = {theory:.3f} at delta = {outcome.delta:g} "
                  f"(PLD accountant; sigma = {p['noise_multiplier']:.3f}, q = {p['sample_rate']:.4f}, T = {p['steps']})")
-    best = results["best_lower_bound"]
+    best = outcome.best_lower_bound
     if best is None:
         line2 = "empirical: no valid lower bound"
     else:
-        d = best["details"]
-        line2 = (f"empirical: epsilon >= {float(best['epsilon']):.3f} ({best['method']} bound, primary attack "
-                 f"{best['attack']}, {percent(best['family_confidence'])} confidence, "
-                 f"{d['v']}/{d.get('r', d.get('k'))} correct guesses on {best['n']} canaries; ceiling (every "
-                 f"guess right) {results['ceiling']['epsilon']:.3g}) -> {results['verdict']['status']}")
-    parts = [f"{name} AUC {a['auc']:.3f}, TPR@1%FPR {a['tpr_at_fpr']['0.01']:.3f}, "
-             f"TPR@0.1%FPR {a['tpr_at_fpr']['0.001']:.3f}" for name, a in results["attacks"].items()]
+        d = best.details or {}
+        ceiling = outcome.ceiling.epsilon if outcome.ceiling else None
+        line2 = (f"empirical: epsilon >= {best.epsilon:.3f} ({best.method} bound, primary attack "
+                 f"{best.attack}, {percent(best.family_confidence)} confidence, "
+                 f"{d['v']}/{d.get('r', d.get('k'))} correct guesses on {best.n} canaries; ceiling (every "
+                 f"guess right) {ceiling:.3g}) -> {outcome.verdict.status}")
+    parts = [f"{name} AUC {a.auc:.3f}, TPR@1%FPR {a.tpr_at_fpr['0.01']:.3f}, "
+             f"TPR@0.1%FPR {a.tpr_at_fpr['0.001']:.3f}" for name, a in (outcome.attacks or {}).items()]
     line3 = "attacks:   " + "; ".join(parts)
     return [f"report:    {run_dir / 'report.html'}", line1, line2, line3]

@@ -35,7 +35,7 @@ from audit.stats.judgement import Judgement, judge
 from audit.stats.lower_bound import VERDICT
 from audit.stats.metrics import attack_metrics
 from audit.stats.one_run.steinke import one_run_bound
-from audit.stats.outcome import Ceiling
+from audit.stats.outcome import Ceiling, Outcome
 from audit.stats.split_check import SplitCheck, auc_score_interval
 from audit.stats.verdict import Family, percent
 from targets.plugins.loading import ModelPlugin
@@ -202,7 +202,7 @@ def _meaning(model: TrainedModel, split: SplitCheck, attacks_out: dict, best: di
     return text
 
 
-def run_trained_membership(opts: MembershipOptions, plugin: ModelPlugin) -> tuple[Path, dict]:
+def run_trained_membership(opts: MembershipOptions, plugin: ModelPlugin) -> tuple[Path, Outcome]:
     """The membership audit of a trained model (``{"kind": "model"}``): blind split check first
     (:func:`audit.stats.split_check.blind_split_check` on members vs non-members, features and labels),
     then the attacks of :func:`trained_scores` on every member and non-member, and an epsilon lower
@@ -243,8 +243,8 @@ def run_trained_membership(opts: MembershipOptions, plugin: ModelPlugin) -> tupl
                                 judgement=judgement, allowed=allowed, why=why, delta=delta)
         results = _trained_results(opts, model, q, found)
         config_json = {"command": "run membership", "options": asdict(opts), "target": model.to_dict()}
-        results = ctx.finish(results, config_json)
-    return ctx.run_dir, results
+        outcome = ctx.finish(results, config_json)
+    return ctx.run_dir, outcome
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -298,31 +298,39 @@ def _trained_results(opts: MembershipOptions, model: TrainedModel, q: TrainedQue
         "quick": opts.quick}
 
 
-def trained_summary_lines(run_dir: Path, results: dict) -> list[str]:
+def trained_summary_lines(run_dir: Path, outcome: Outcome) -> list[str]:
     """The summary of a trained-model audit: the split check first (its warning when it failed), the claim's
-    ``theory:`` line, the bound, the attacks, what it means and the ``verdict:`` line."""
-    split = results["split_check"]
-    lo, hi = split["blind_auc_ci"]
-    head = (f"split:     blind AUC {split['blind_auc']:.3f} [{lo:.3f}, {hi:.3f}] -> "
-            + ("passed (consistent with a random split)" if split["passed"] else
+    ``theory:`` line, the bound, the attacks, what it means and the ``verdict:`` line.
+
+    Args:
+        run_dir: the run's directory.
+        outcome: the run's outcome (with its ``split_check``).
+
+    Returns:
+        The lines.
+    """
+    split = outcome.split_check
+    lo, hi = split.blind_auc_ci
+    head = (f"split:     blind AUC {split.blind_auc:.3f} [{lo:.3f}, {hi:.3f}] -> "
+            + ("passed (consistent with a random split)" if split.passed else
                "FAILED: members and non-members differ as records; attack AUCs below measure the split, not "
                "the model, and no epsilon bound is given"))
-    game = results["game"]
-    best = results["best_lower_bound"]
-    eps = results["epsilon_theory"]
+    game = outcome.game
+    best = outcome.best_lower_bound
+    eps = outcome.epsilon_theory
     theory = ("theory:    no claim (the model states none)" if eps is None else
-              f"theory:    epsilon = {eps:.3f} at delta = {results['delta']:g}; {results.get('accountant')}")
+              f"theory:    epsilon = {eps:.3f} at delta = {outcome.delta:g}; {outcome.accountant}")
     if best is None:
-        line2 = f"empirical: no epsilon bound ({results['epsilon_bound']['reason']})"
+        line2 = f"empirical: no epsilon bound ({outcome.epsilon_bound.reason if outcome.epsilon_bound else None})"
     else:
-        d = best["details"]
-        line2 = (f"empirical: epsilon >= {float(best['epsilon']):.3f} (one-run bound, attack {best['attack']}, "
-                 f"{percent(best['family_confidence'])} confidence over {best['family_size']} bounds, "
-                 f"{d['v']}/{d.get('r', d.get('k'))} correct guesses on {best['n']} records)")
-    parts = [f"{name} AUC {a['auc']:.3f} (blind {a['blind_auc']:.3f}), TPR@0.1%FPR {a['tpr_at_fpr']['0.001']:.3f}"
-             for name, a in results["attacks"].items()]
-    return [head if not split["passed"] else f"report:    {run_dir / 'report.html'}",
-            f"report:    {run_dir / 'report.html'}" if not split["passed"] else head,
-            f"records:   {game['members']} members, {game['nonmembers']} non-members; {game['reference_records']}",
-            theory, line2, "attacks:   " + "; ".join(parts), f"meaning:   {results['meaning']}",
-            f"verdict:   {results['verdict']['status']}: {results['verdict']['text']}"]
+        d = best.details or {}
+        line2 = (f"empirical: epsilon >= {best.epsilon:.3f} (one-run bound, attack {best.attack}, "
+                 f"{percent(best.family_confidence)} confidence over {best.family_size} bounds, "
+                 f"{d['v']}/{d.get('r', d.get('k'))} correct guesses on {best.n} records)")
+    parts = [f"{name} AUC {a.auc:.3f} (blind {a.extra['blind_auc']:.3f}), TPR@0.1%FPR {a.tpr_at_fpr['0.001']:.3f}"
+             for name, a in (outcome.attacks or {}).items()]
+    report = f"report:    {run_dir / 'report.html'}"
+    return [head if not split.passed else report, report if not split.passed else head,
+            f"records:   {game.members} members, {game.nonmembers} non-members; {game.reference_records}",
+            theory, line2, "attacks:   " + "; ".join(parts), f"meaning:   {outcome.meaning}",
+            f"verdict:   {outcome.verdict.status}: {outcome.verdict.text}"]

@@ -23,6 +23,7 @@ from audit.reconstruction.dpsgd import GamePlan, dpsgd_games
 from audit.reconstruction.game import bound_meaning, parse_candidate_counts, reconstruction_section, verdict
 from audit.run_context import RunContext
 from audit.run_options import CommonRunOptions
+from audit.stats.outcome import Outcome
 from audit.theory.checks import check_confidence
 from audit.theory.rero import rero_bound
 from reports.reconstruction_plots import rero_success_plot
@@ -76,7 +77,7 @@ def _dperm(opts: ReconstructionOptions, counts: tuple[int, ...], runs: int, thre
     return games, info, erm.claim, spec["description"], spec["dataset"], erm.params()
 
 
-def run_reconstruction(opts: ReconstructionOptions) -> tuple[Path, dict]:
+def run_reconstruction(opts: ReconstructionOptions) -> tuple[Path, Outcome]:
     """Run the reconstruction audit described by ``opts``; returns (run directory, results)."""
     check_confidence(opts.confidence)
     counts = parse_candidate_counts(opts.candidates)
@@ -126,18 +127,26 @@ def run_reconstruction(opts: ReconstructionOptions) -> tuple[Path, dict]:
                                    "Balle 2023)."}],
             "quick": opts.quick,
         }
-        results = ctx.finish(results, {"command": "run reconstruction", "options": asdict(opts)})
-        return ctx.run_dir, results
+        outcome = ctx.finish(results, {"command": "run reconstruction", "options": asdict(opts)})
+        return ctx.run_dir, outcome
 
 
-def summary_lines(run_dir: Path, results: dict) -> list[str]:
-    """Summary printed after a reconstruction run."""
-    sec = results["reconstruction"]
-    lines = [f"report:    {run_dir / 'report.html'}", f"threat:    {sec['threat']}; {sec['family']}"]
-    for p in sec["points"]:
-        bound = "no claim" if p["rero_bound"] is None else f"ReRo bound {p['rero_bound']:.3f}"
-        twin = f", non-private twin {p['twin_success']:.3f}" if "twin_success" in p else ""
-        lines.append(f"kappa 1/{p['n_candidates']}: success {p['success']:.3f} [{p['success_ci'][0]:.3f}, "
-                     f"{p['success_ci'][1]:.3f}] over {p['runs']} runs, {bound}{twin}")
-    lines.append(f"verdict:   {results['verdict']['status']}: {results['verdict']['text']}")
+def summary_lines(run_dir: Path, outcome: Outcome) -> list[str]:
+    """Summary printed after a reconstruction run.
+
+    Args:
+        run_dir: the run's directory.
+        outcome: the run's outcome.
+
+    Returns:
+        The lines.
+    """
+    sec = outcome.reconstruction
+    lines = [f"report:    {run_dir / 'report.html'}", f"threat:    {sec.threat}; {sec.family}"]
+    for p in sec.points:
+        bound = "no claim" if p.rero_bound is None else f"ReRo bound {p.rero_bound:.3f}"
+        twin = f", non-private twin {p.extra['twin_success']:.3f}" if "twin_success" in p.extra else ""
+        lines.append(f"kappa 1/{p.n_candidates}: success {p.success:.3f} [{p.success_ci[0]:.3f}, "
+                     f"{p.success_ci[1]:.3f}] over {p.runs} runs, {bound}{twin}")
+    lines.append(f"verdict:   {outcome.verdict.status}: {outcome.verdict.text}")
     return lines

@@ -38,6 +38,7 @@ from audit.stats.one_run.design import (
     default_canary_count,
     dpsgd_canary_llr,
 )
+from audit.stats.outcome import Outcome
 from audit.theory.dpsgd import calibrate_noise_multiplier
 from targets.catalogue import trained_target
 from targets.datasets import load_dataset
@@ -138,7 +139,7 @@ def _canaries(opts: DPOptions, data, train_index: np.ndarray, arch: str, n_param
              "seeded Gaussian directions, cross-talk between them read as extra noise)", "norm": "C"})
 
 
-def run_one_run(opts: DPOptions) -> tuple[Path, dict]:
+def run_one_run(opts: DPOptions) -> tuple[Path, Outcome]:
     """One training of a built-in DP-SGD target with M gradient canaries; returns (run directory, results)."""
     threat = _check_options(opts)
     target = trained_target(opts.target).with_privacy(opts.epsilon, opts.delta)

@@ -28,6 +28,7 @@ from audit.plugins.accounting import accounting_check, config_table, deciding_fi
 from audit.plugins.probe import claim_and_mechanism, probe
 from audit.plugins.training import plugin_dataset
 from audit.run_context import RunContext, Stages
+from audit.stats.outcome import ConfigCheck, Curve, Family, Outcome, Table, Verdict
 from targets.catalogue import is_plugin
 from targets.plugins.loading import TrainerPlugin, load_plugin, plugin_config
 
@@ -86,7 +87,7 @@ def plugin_accounting(plugin: TrainerPlugin, data_dir: str | None, seed: int, al
     return probed | {"block": block}
 
 
-def run_check_config(opts: DPOptions) -> tuple[Path, dict]:
+def run_check_config(opts: DPOptions) -> tuple[Path, Outcome]:
     """The accounting check of ``opts.target`` (a trainer plugin) as a run of its own."""
     if not is_plugin(opts.target):
         raise UserError("--check-config reads the DP-SGD of a trainer plugin (--target module:factory or a built-in "
@@ -99,15 +100,16 @@ def run_check_config(opts: DPOptions) -> tuple[Path, dict]:
     with ctx:
         found = plugin_accounting(plugin, opts.data_dir, opts.seed, 1.0 - opts.confidence, stages=stages)
         block, claim = found["block"], found["claim"]
+        check = ConfigCheck.from_dict(block)
         results = {"target_description": plugin.description, "dataset": found["data"].name,
                    "model": {"name": f"user trainer {plugin.spec}"}, "delta": plugin.delta,
                    "confidence": opts.confidence, "epsilon_theory": float(claim.epsilon(plugin.delta)),
                    "accountant": getattr(claim, "description", None), "params": {"plugin": plugin.spec},
-                   "tradeoff": {"alpha": ALPHA_GRID, "beta": claim.tradeoff(ALPHA_GRID)},
-                   "lower_bounds": [], "best_lower_bound": None, "config_check": block,
-                   "family": {"confidence": opts.confidence, "split": {"config_check": block["alpha"]},
-                              "text": f"the accounting check alone: its tests share alpha {block['alpha']:.3g}"},
-                   "verdict": config_verdict(block), "tables": [config_table(block)]}
+                   "tradeoff": Curve(alpha=ALPHA_GRID, beta=claim.tradeoff(ALPHA_GRID)),
+                   "lower_bounds": [], "best_lower_bound": None, "config_check": check,
+                   "family": Family(confidence=opts.confidence, split={"config_check": block["alpha"]},
+                                    text=f"the accounting check alone: its tests share alpha {block['alpha']:.3g}"),
+                   "verdict": Verdict(**config_verdict(block)), "tables": [Table.from_dict(config_table(block))]}
         config = {"command": "run dp", "check_config": True, "seed": opts.seed, "options": asdict(opts),
                   "plugin": plugin_config(plugin)}
         return ctx.run_dir, ctx.finish(results, config, report=True)

@@ -43,7 +43,6 @@ import math
 import sys
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -68,6 +67,7 @@ from audit.stats.one_run.design import (
     CanaryMechanism,
     dpsgd_canary_llr,
 )
+from audit.stats.outcome import Outcome
 from targets.audit_hooks import CanaryRecorder
 from targets.gradient_canaries import crosstalk_variance, spread_coordinates
 from targets.plugins.loading import TrainerPlugin, load_plugin, plugin_config
@@ -179,7 +179,7 @@ def _scores(recorder: CanaryRecorder, threat: str, mech: CanaryMechanism, crosst
     return recorder.directions.astype(np.float64) @ moved
 
 
-def run_plugin_one_run(opts: DPOptions, plugin: TrainerPlugin | None = None) -> tuple[Path, dict]:
+def run_plugin_one_run(opts: DPOptions, plugin: TrainerPlugin | None = None) -> tuple[Path, Outcome]:
     """One training of a trainer plugin with M gradient canaries and the accounting check (module
     docstring); ``plugin``: an already loaded plugin (``assert_private``), else ``opts.target`` is loaded."""
     stages = Stages.for_command(ONE_RUN_STAGES, ONE_RUN_TRAININGS)
@@ -346,9 +346,16 @@ def _results(opts: DPOptions, audited: AuditedPluginRun, stats: dict) -> dict:
     }
 
 
-def plugin_one_run_summary(results: dict[str, Any]) -> list[str]:
-    """Extra summary lines of a plugin's one-run audit (after the accounting check's)."""
-    game = results["game"]
+def plugin_one_run_summary(outcome: Outcome) -> list[str]:
+    """Extra summary lines of a plugin's one-run audit (after the accounting check's).
+
+    Args:
+        outcome: the run's outcome (its ``game`` names the rows and the trainings).
+
+    Returns:
+        The lines.
+    """
+    game = outcome.game.extra if outcome.game else {}
     return [f"training:  the audited run on all {game['n_train']} rows; {game['trainings']} calls of the code's "
             f"training "
             f"in all (probe, the first steps of its repeat, the dataset plus and less one record, the audited run)"]
