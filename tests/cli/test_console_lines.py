@@ -10,18 +10,21 @@ import pytest
 
 from audit.cli import main
 from audit.membership.trained_runner import trained_summary_lines
+from helpers import typed_outcome
 
 
-def _trained_results(epsilon_theory: float | None) -> dict:
+def _trained_results(epsilon_theory: float | None):
     best = {"epsilon": 0.457, "attack": "rmia_offline", "family_confidence": 0.95, "family_size": 12, "n": 600,
-            "details": {"v": 88, "r": 120}}
+            "details": {"v": 88, "r": 120}, "method": "one-run", "confidence": 0.95, "valid": True, "role": "verdict",
+            "statement": "epsilon >= 0.457"}
     status = "no-claim" if epsilon_theory is None else "violation"
-    return {"split_check": {"blind_auc": 0.512, "blind_auc_ci": [0.438, 0.587], "passed": True},
+    return typed_outcome({"split_check": {"blind_auc": 0.512, "blind_auc_ci": [0.438, 0.587], "passed": True},
             "game": {"members": 274, "nonmembers": 326, "reference_records": "2 reference models"},
             "best_lower_bound": best, "epsilon_theory": epsilon_theory, "delta": 1e-5,
             "accountant": "(0.1, 1e-05)-DP, add/remove neighbours", "meaning": "…",
-            "attacks": {"loss": {"auc": 0.7, "blind_auc": 0.512, "tpr_at_fpr": {"0.001": 0.004}}},
-            "verdict": {"status": status, "text": "empirical lower bound 0.457 exceeds the theoretical epsilon 0.100"}}
+            "attacks": {"loss": {"auc": 0.7, "blind_auc": 0.512, "tpr_at_fpr": {"0.001": 0.004}, "tpr_at_fpr_ci": {},
+                                  "roc": {"fpr": [0, 1], "tpr": [0, 1]}}},
+            "verdict": {"status": status, "text": "empirical lower bound 0.457 exceeds the theoretical epsilon 0.100"}})
 
 
 def test_a_trained_model_with_a_claim_prints_theory_and_verdict():

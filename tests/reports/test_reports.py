@@ -123,7 +123,7 @@ def test_sections_only_when_data_present(tmp_path: Path) -> None:
     })
     run = tmp_path / "np"
     run.mkdir()
-    html = render_report(run, results=outcome).read_text(encoding="utf-8")
+    html = render_report(run, outcome).read_text(encoding="utf-8")
     assert "makes no privacy claim" in html
     assert "no statistically valid lower bound" in html
     for absent in ("Every lower bound", "<h2>Attacks", "More figures", "Parameters", "config.json",
@@ -137,7 +137,7 @@ def test_tradeoff_without_attacks_makes_only_tradeoff_plot(membership_run: Path)
     results = read_json(membership_run / "results.json")
     for key in ("attacks", "sweep"):
         results.pop(key)
-    render_report(membership_run, results=typed_outcome(results), config={})
+    render_report(membership_run, typed_outcome(results), config={})
     assert (membership_run / "tradeoff.png").exists()
     assert not (membership_run / "roc.png").exists() and not (membership_run / "epsilon.png").exists()
     assert "Configuration (config.json)" not in (membership_run / "report.html").read_text(encoding="utf-8")
@@ -215,7 +215,7 @@ def test_runner_figures_and_tables_are_embedded_but_confined(membership_run: Pat
                           {"file": "../outside.png", "title": "Escaped", "caption": ""},
                           {"file": "missing.png", "title": "Missing", "caption": ""}]
     results["tables"] = [{"title": "Per-class figures", "columns": ["class", EVIL], "rows": [[0, 0.123456]]}]
-    html = render_report(membership_run, results=results).read_text(encoding="utf-8")
+    html = render_report(membership_run, typed_outcome(results)).read_text(encoding="utf-8")
     assert "Runner grid" in html and "(grid.png)" in html
     assert "Escaped" not in html and "Missing" not in html
     assert "Per-class figures" in html and "0.123" in html
