@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from helpers import typed_outcome
 
 from audit.cli import main
 from audit.membership.trained_runner import trained_summary_lines
-from helpers import typed_outcome
 
 
 def _trained_results(epsilon_theory: float | None):

@@ -16,8 +16,8 @@ RUNS = 200
 def test_correct_dpsgd_plugin_passes(tmp_path):
     results = assert_private("targets.dpsgd_controls:correct", attack="black-box/crafted", runs=RUNS, seed=0,
                              out=tmp_path)
-    assert results["verdict"]["status"] == "consistent"
-    assert results["game"]["runs"] == RUNS
+    assert results.verdict.status == "consistent"
+    assert results.game.runs == RUNS
 
 
 @pytest.mark.parametrize("factory", ["no_clipping", "noise_over_batch"])
@@ -35,7 +35,7 @@ def test_factory_callable_and_dict_forms(tmp_path):
                 "neighbours": pair, "mechanism": lambda d, rng: d.sum() + rng.laplace(0, 1.0)}
 
     results = assert_private(honest, runs=20_000, out=tmp_path / "a")
-    assert results["target"] == "honest_sum" and results["verdict"]["status"] == "consistent"
+    assert results.target == "honest_sum" and results.verdict.status == "consistent"
     leaky = honest() | {"mechanism": lambda d, rng: d.sum() + rng.laplace(0, 0.25)}
     with pytest.raises(AssertionError, match="honest_sum: empirical epsilon lower bound"):
         assert_private(leaky, runs=20_000, out=tmp_path / "b")
@@ -61,9 +61,9 @@ def test_controls_claim_what_the_accountant_gives():
                                             ("dpsgd_logreg_digits", "white-box/dirac")])
 def test_correct_builtin_dpsgd_targets_pass(target, attack, tmp_path):
     results = assert_private(target, attack=attack, runs=RUNS, seed=0, out=tmp_path)
-    assert results["verdict"]["status"] == "consistent"
-    assert all(b["epsilon"] is None or b["epsilon"] <= results["epsilon_theory"] + 1e-9
-               for b in results["lower_bounds"] if b["valid"])
+    assert results.verdict.status == "consistent"
+    assert all(b.epsilon is None or b.epsilon <= results.epsilon_theory + 1e-9
+               for b in results.lower_bounds if b.valid)
 
 
 @pytest.mark.parametrize("target, attack, runs", [("dpsgd_digits", "updates/dirac", 8),
@@ -75,4 +75,4 @@ def test_heavy_builtin_dpsgd_targets_pass_at_ci_size(target, attack, runs, tmp_p
     runs on them and raises no false alarm; the bounds' validity is tested statistically on the
     cheap targets above and in tests/e2e/dp/test_dp_audit.py."""
     results = assert_private(target, attack=attack, runs=runs, seed=0, out=tmp_path)
-    assert results["verdict"]["status"] == "consistent" and results["game"]["runs"] == runs
+    assert results.verdict.status == "consistent" and results.game.runs == runs

@@ -117,10 +117,10 @@ def test_halving_the_noise_of_the_step_is_caught(tmp_path, monkeypatch):
     opts = DPOptions(target="dpgd_logreg_digits", threat="updates", canary="dirac", runs=MUTATION_RUNS, quiet=True,
                      out=str(tmp_path / "honest"), device="cpu")
     _, honest = run_dp(opts)
-    assert honest["verdict"]["status"] == "consistent"
+    assert honest.verdict.status == "consistent"
     noise_std = DPSGDStep.noise_std
     monkeypatch.setattr(DPSGDStep, "noise_std", lambda self: noise_std(self) / 2)
     # another model cache: its keys fingerprint the trainer's source files, which a monkeypatch leaves unchanged
     _, broken = run_dp(replace(opts, out=str(tmp_path / "broken")))
-    assert broken["verdict"]["status"] == "violation"
-    assert broken["best_lower_bound"]["epsilon"] > broken["epsilon_theory"]
+    assert broken.verdict.status == "violation"
+    assert broken.best_lower_bound.epsilon > broken.epsilon_theory

@@ -13,7 +13,6 @@ from audit.dp.dpsgd_setup import pretrained_init
 from audit.dp.options import DPOptions
 from audit.dp.runner import run_dp
 from audit.errors import UserError
-from audit.results_file import outcome_of
 from reports.summary import headline_sentences
 from targets.catalogue import trained_target
 from targets.datasets import load_dataset
@@ -48,22 +47,22 @@ def test_pretrained_init_is_shared_by_every_run_and_fits_its_own_data():
 def test_black_box_audit_from_pretrained_init_with_calibrated_threshold(tmp_path):
     opts = DPOptions(target="dpgd_logreg_digits", out=str(tmp_path), runs=40, calibration_runs=40, canary="blank",
                      threat="black-box", init="pretrained", quiet=True, device="cpu")
-    _, results = run_dp(opts)
-    assert results["params"]["init"] == "pretrained" and "disjoint" in results["params"]["pretrained_on"]
-    game = results["game"]
-    assert game["threshold_strategy"] == "fixed" and game["observation"]["calibration_runs"] == 40
-    bounds = {b["method"]: b for b in results["lower_bounds"]}
+    _, outcome = run_dp(opts)
+    assert outcome.params["init"] == "pretrained" and "disjoint" in outcome.params["pretrained_on"]
+    game = outcome.game
+    assert game.threshold_strategy == "fixed" and game.observation["calibration_runs"] == 40
+    bounds = {b.method: b for b in outcome.lower_bounds}
     assert set(bounds) == {"clopper-pearson", "gdp", "gaussian-fit"}
-    assert "40 separate calibration runs" in bounds["clopper-pearson"]["details"]["choice"]
-    assert bounds["clopper-pearson"]["role"] == "verdict" and bounds["gdp"]["role"] == "estimate"
-    fit = bounds["gaussian-fit"]["details"]
+    assert "40 separate calibration runs" in bounds["clopper-pearson"].details["choice"]
+    assert bounds["clopper-pearson"].role == "verdict" and bounds["gdp"].role == "estimate"
+    fit = bounds["gaussian-fit"].details
     assert fit["n_pos"] + fit["n_neg"] == 40 and 0 <= fit["shapiro_p_in"] <= 1
-    assert float(bounds["clopper-pearson"]["epsilon"]) <= results["epsilon_theory"]
-    assert results["verdict"]["status"] == "consistent"
+    assert float(bounds["clopper-pearson"].epsilon) <= outcome.epsilon_theory
+    assert outcome.verdict.status == "consistent"
     # the report says how the runs started and who fixed the threshold
-    audited = headline_sentences(outcome_of(results))[0]
+    audited = headline_sentences(outcome)[0]
     assert "pre-trained without privacy" in audited and "fixed on 40 separate calibration runs" in audited
-    assert len(results["attacks"]["black-box/blank"]["advantage_ci"]) == 2
+    assert len(outcome.attacks["black-box/blank"].advantage_ci) == 2
 
 
 def test_init_and_calibration_options_are_checked(tmp_path):

@@ -59,14 +59,14 @@ def test_cli_black_box_input_canary(tmp_path, capsys):
 
 
 def test_run_dp_dperm_white_box(tmp_path):
-    run_dir, results = run_dp(DPOptions(target="dperm_digits", out=str(tmp_path), runs=40000, canary="mislabelled",
+    run_dir, outcome = run_dp(DPOptions(target="dperm_digits", out=str(tmp_path), runs=40000, canary="mislabelled",
                                         threat="white-box", quiet=True, confidence=0.999))
-    methods = [b["method"] for b in results["lower_bounds"]]
+    methods = [b.method for b in outcome.lower_bounds]
     assert methods == ["clopper-pearson", "gdp", "gaussian-fit"]
-    mu_pair = results["params"]["minimiser_shift"] / results["params"]["sigma"]
-    for b in results["lower_bounds"]:  # 3 bounds at 0.999: false alarm <= 0.3%
-        assert float(b["epsilon"]) <= results["epsilon_theory"] + 1e-9
-    fit = results["lower_bounds"][2]["details"]
+    mu_pair = outcome.params["minimiser_shift"] / outcome.params["sigma"]
+    for b in outcome.lower_bounds:  # 3 bounds at 0.999: false alarm <= 0.3%
+        assert float(b.epsilon) <= outcome.epsilon_theory + 1e-9
+    fit = outcome.lower_bounds[2].details
     # the fit estimates the pair's mu (not the claim's): within 5 standard errors
     assert abs(fit["mu_hat"] - mu_pair) < 5 * fit["mu_se"]
 

@@ -28,6 +28,7 @@ from audit.dp.canary_steps import rejection_threshold, simulate_llr  # noqa: E40
 from audit.dp.options import DPOptions
 from audit.dp.runner import run_dp  # noqa: E402
 from audit.plugins.probe import StepMechanism
+from audit.stats.outcome import Outcome
 from audit.stats.tradeoff_test import rejection_power  # noqa: E402
 from audit.testing import assert_private  # noqa: E402
 from targets import opacus_controls as oc  # noqa: E402
@@ -68,7 +69,7 @@ def test_run_counts_are_the_smallest_the_maths_allows():
     assert oc.true_epsilon("correct") == pytest.approx(oc.EPSILON, abs=1e-3)
 
 
-def _audit(target: str, runs: int, tmp_path) -> dict:
+def _audit(target: str, runs: int, tmp_path) -> Outcome:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return run_dp(DPOptions(target=target, runs=runs, out=str(tmp_path), quiet=True, threat="updates",
@@ -95,18 +96,18 @@ def test_broken_control_is_flagged(control, tmp_path):
 
 
 def test_correct_loop_passes_the_same_audit(tmp_path):
-    results = _audit("opacus_control_correct", max(RUNS.values()), tmp_path)
-    assert results["verdict"]["status"] == "consistent"
-    assert results["params"]["code"]["epsilon_pld"] == pytest.approx(results["epsilon_theory"], rel=1e-6)
-    assert results["reproducible"] is True
+    outcome = _audit("opacus_control_correct", max(RUNS.values()), tmp_path)
+    assert outcome.verdict.status == "consistent"
+    assert outcome.params["code"]["epsilon_pld"] == pytest.approx(outcome.epsilon_theory, rel=1e-6)
+    assert outcome.extra["reproducible"] is True
 
 
 def test_opacus_claim_is_what_its_accountant_reports(tmp_path):
-    results = _audit("targets.opacus_controls:correct_opacus_claim", 40, tmp_path)
-    reported = results["params"]["opacus_reported"]
-    assert reported["accountant"] == "prv" and results["epsilon_theory"] == pytest.approx(reported["epsilon"])
-    assert results["params"]["code"]["epsilon_pld"] == pytest.approx(reported["epsilon"], abs=0.05)
-    assert results["verdict"]["status"] == "consistent"
+    outcome = _audit("targets.opacus_controls:correct_opacus_claim", 40, tmp_path)
+    reported = outcome.params["opacus_reported"]
+    assert reported["accountant"] == "prv" and outcome.epsilon_theory == pytest.approx(reported["epsilon"])
+    assert outcome.params["code"]["epsilon_pld"] == pytest.approx(reported["epsilon"], abs=0.05)
+    assert outcome.verdict.status == "consistent"
 
 
 def test_white_box_reads_the_final_parameters(tmp_path):
@@ -114,7 +115,7 @@ def test_white_box_reads_the_final_parameters(tmp_path):
     from the optimizer's parameters after ``train`` returns), bounded with the Bonferroni grid."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        results = run_dp(DPOptions(target="opacus_control_correct", runs=40, out=str(tmp_path), quiet=True,
+        outcome = run_dp(DPOptions(target="opacus_control_correct", runs=40, out=str(tmp_path), quiet=True,
                                    threat="white-box", canary="dirac"))[1]
-    assert results["game"]["threat"] == "white-box" and results["game"]["threshold_strategy"] == "bonferroni-grid"
-    assert results["verdict"]["status"] == "consistent" and results["params"]["code"]["steps"] == oc.STEPS
+    assert outcome.game.threat == "white-box" and outcome.game.threshold_strategy == "bonferroni-grid"
+    assert outcome.verdict.status == "consistent" and outcome.params["code"]["steps"] == oc.STEPS

@@ -25,18 +25,18 @@ def _run_dir(root: Path) -> Path:
 
 @pytest.mark.parametrize("name", MECHANISM_TARGETS)
 def test_every_mechanism_audited_at_its_claim_stays_below_it(name, tmp_path):
-    run_dir, results = run_mechanism(MechanismOptions(target=name, out=str(tmp_path), quiet=True, draws=DRAWS))
-    assert results["game"]["draws_per_world"] == DRAWS
-    cp = [b for b in results["lower_bounds"] if b["method"] == "clopper-pearson"][0]
-    gdp = [b for b in results["lower_bounds"] if b["method"] == "gdp"][0]
+    run_dir, outcome = run_mechanism(MechanismOptions(target=name, out=str(tmp_path), quiet=True, draws=DRAWS))
+    assert outcome.game.draws_per_world == DRAWS
+    cp = [b for b in outcome.lower_bounds if b.method == "clopper-pearson"][0]
+    gdp = [b for b in outcome.lower_bounds if b.method == "gdp"][0]
     # Each bound fails with probability <= 5% for a correct mechanism; seeds are fixed.
-    assert cp["valid"] and 0 < cp["epsilon"] <= results["epsilon_theory"]
-    assert cp["epsilon"] <= results["game"]["pair_epsilon"] + 1e-9
-    assert gdp["details"]["mu_lb"] <= gdp["details"]["mu_claim"] + 1e-9
-    if gdp["valid"]:  # Gaussian output: the GDP bound is exact in shape, hence a valid epsilon bound
-        assert gdp["epsilon"] <= results["epsilon_theory"]
-    assert results["verdict"]["status"] == "consistent"
-    assert results["best_lower_bound"]["epsilon"] == max(b["epsilon"] for b in (cp, gdp) if b["valid"])
+    assert cp.valid and 0 < cp.epsilon <= outcome.epsilon_theory
+    assert cp.epsilon <= outcome.game.extra["pair_epsilon"] + 1e-9
+    assert gdp.details["mu_lb"] <= gdp.details["mu_claim"] + 1e-9
+    if gdp.valid:  # Gaussian output: the GDP bound is exact in shape, hence a valid epsilon bound
+        assert gdp.epsilon <= outcome.epsilon_theory
+    assert outcome.verdict.status == "consistent"
+    assert outcome.best_lower_bound.epsilon == max(b.epsilon for b in (cp, gdp) if b.valid)
     assert (run_dir / "report.html").is_file() and (run_dir / "tradeoff.png").is_file()
 
 

@@ -116,10 +116,10 @@ def _run(argv: list[str], out) -> tuple[int, dict, dict, object]:
 @pytest.mark.parametrize("factory, kind", [("random_state", "random_state"), ("seed", "seed"),
                                            ("declared", "random_state")])
 def test_mechanism_gets_the_randomness_it_takes_and_is_reproducible(plugins, factory, kind, tmp_path):
-    results = assert_private(f"{plugins}:{factory}", runs=5000, out=tmp_path)
-    assert results["params"]["rng"] == kind
-    assert results["verdict"]["status"] == "consistent"
-    assert results["reproducible"] is True
+    outcome = assert_private(f"{plugins}:{factory}", runs=5000, out=tmp_path)
+    assert outcome.params["rng"] == kind
+    assert outcome.verdict.status == "consistent"
+    assert outcome.extra["reproducible"] is True
 
 
 # ---------------------------------------------------------------------------------------------- 2. ignored seeds
@@ -137,7 +137,7 @@ def test_a_plugin_ignoring_its_seed_is_flagged_and_still_audited(plugins, tmp_pa
 
 def test_a_trainer_ignoring_its_seed_is_flagged(plugins, tmp_path, capsys):
     honest = assert_private(f"{plugins}:trainer", attack="black-box/mislabelled", runs=20, out=tmp_path)
-    assert honest["reproducible"] is True and honest["params"]["rng"] == "random_state"
+    assert honest.extra["reproducible"] is True and honest.params["rng"] == "random_state"
     code, results, config, _ = _run(["run", "dp", "--target", f"{plugins}:trainer_ignoring_seed", "--threat",
                                      "black-box", "--canary", "mislabelled", "--runs", "20"], tmp_path / "b")
     assert code == 0 and results["reproducible"] is False
@@ -149,15 +149,15 @@ def test_a_trainer_ignoring_its_seed_is_flagged(plugins, tmp_path, capsys):
 
 
 def test_string_outputs_are_audited_as_categories(plugins, tmp_path):
-    results = assert_private(f"{plugins}:exponential", runs=10_000, out=tmp_path / "a")
-    assert results["verdict"]["status"] == "consistent" and results["game"]["test_fitted_on"].startswith("10000")
+    outcome = assert_private(f"{plugins}:exponential", runs=10_000, out=tmp_path / "a")
+    assert outcome.verdict.status == "consistent" and outcome.game.extra["test_fitted_on"].startswith("10000")
     with pytest.raises(AssertionError, match="exceeds the claimed epsilon 1.000"):
         assert_private(f"{plugins}:leaky_exponential", runs=10_000, out=tmp_path / "b")
 
 
 def test_histogram_tuples_are_flattened(plugins, tmp_path):
-    results = assert_private(f"{plugins}:histogram", runs=DRAWS, out=tmp_path)
-    assert results["verdict"]["status"] == "consistent"
+    outcome = assert_private(f"{plugins}:histogram", runs=DRAWS, out=tmp_path)
+    assert outcome.verdict.status == "consistent"
 
 
 def test_unusable_output_exits_2_with_one_line(plugins, tmp_path, capsys):
@@ -179,21 +179,21 @@ def test_pure_claim_is_audited_at_delta_zero(plugins, tmp_path, capsys):
 
 
 def test_gdp_claim_is_compared_in_mu(plugins, tmp_path):
-    results = assert_private(f"{plugins}:gaussian", runs=DRAWS, out=tmp_path / "a")
-    gdp = next(b for b in results["lower_bounds"] if b["method"] == "gdp")
-    assert results["accountant"].startswith("1-GDP") and results["delta"] == 1e-5
+    outcome = assert_private(f"{plugins}:gaussian", runs=DRAWS, out=tmp_path / "a")
+    gdp = next(b for b in outcome.lower_bounds if b.method == "gdp")
+    assert outcome.accountant.startswith("1-GDP") and outcome.delta == 1e-5
     # the GDP row bounds mu rigorously, but its epsilon is an estimate: a mu-GDP claim does not make
     # the output Gaussian; the claim is tested through its own curve G_mu (FNR_ub < G_mu(FPR_ub) <=> mu_lb > mu)
-    assert gdp["role"] == "estimate" and gdp["details"]["mu_claim"] == 1.0 and gdp["details"]["mu_lb"] < 1.0
+    assert gdp.role == "estimate" and gdp.details["mu_claim"] == 1.0 and gdp.details["mu_lb"] < 1.0
     with pytest.raises(AssertionError, match=r"gaussian_claims_less: .*clopper-pearson"):
         assert_private(f"{plugins}:gaussian_claims_less", runs=DRAWS, out=tmp_path / "b")
 
 
 def test_zcdp_claim(plugins, tmp_path):
-    results = assert_private(f"{plugins}:gaussian_zcdp", runs=DRAWS, out=tmp_path)
-    assert "zCDP" in results["accountant"] and results["verdict"]["status"] == "consistent"
-    gdp = next(b for b in results["lower_bounds"] if b["method"] == "gdp")
-    assert gdp["role"] == "estimate" and gdp["details"]["mu_claim"] > 1.0  # rho-zCDP implies less than sqrt(2 rho)-GDP
+    outcome = assert_private(f"{plugins}:gaussian_zcdp", runs=DRAWS, out=tmp_path)
+    assert "zCDP" in outcome.accountant and outcome.verdict.status == "consistent"
+    gdp = next(b for b in outcome.lower_bounds if b.method == "gdp")
+    assert gdp.role == "estimate" and gdp.details["mu_claim"] > 1.0  # rho-zCDP implies less than sqrt(2 rho)-GDP
 
 
 # ---------------------------------------------------------------------------------------------- 5. threads

@@ -26,16 +26,16 @@ def test_quick_dp_target_every_attack_within_advantage_bound(tmp_path):
     interval's lower end (audit.stats.metrics.advantage_interval)."""
     from audit.membership.runner import MembershipOptions, run_membership
 
-    run_dir, results = run_membership(MembershipOptions(target="dpsgd_digits", out=str(tmp_path), quick=True,
+    run_dir, outcome = run_membership(MembershipOptions(target="dpsgd_digits", out=str(tmp_path), quick=True,
                                                         epsilon=1.0, quiet=True, attacks=("all",)))
-    bound = dp_advantage_bound(results["epsilon_theory"], results["delta"])
+    bound = dp_advantage_bound(outcome.epsilon_theory, outcome.delta)
     assert bound == pytest.approx(math.tanh(0.5), abs=1e-4)
-    assert set(results["attacks"]) == set(ATTACKS)
-    for name, attack in results["attacks"].items():
-        assert attack["advantage_dp_bound"] == pytest.approx(bound)
-        lo, hi = attack["advantage_ci"]
-        assert lo <= attack["advantage"] <= hi
-        assert lo <= bound and attack["advantage_ci_low_vs_dp_bound"] == "below", name
-    for entry in results["lower_bounds"]:
-        assert not entry["valid"] or entry["epsilon"] <= results["epsilon_theory"]
+    assert set(outcome.attacks) == set(ATTACKS)
+    for name, attack in outcome.attacks.items():
+        assert attack.advantage_dp_bound == pytest.approx(bound)
+        lo, hi = attack.advantage_ci
+        assert lo <= attack.advantage <= hi
+        assert lo <= bound and attack.extra["advantage_ci_low_vs_dp_bound"] == "below", name
+    for entry in outcome.lower_bounds:
+        assert not entry.valid or entry.epsilon <= outcome.epsilon_theory
     assert (run_dir / "report.html").is_file()

@@ -105,6 +105,8 @@ def test_few_runs_still_give_a_separating_test():
 
 
 def test_summary_names_each_bounds_assumption(tmp_path):
+    from helpers import typed_outcome
+
     from audit.dp.runner import summary_lines
     from audit.stats.lower_bound import LowerBound
 
@@ -113,8 +115,8 @@ def test_summary_names_each_bounds_assumption(tmp_path):
             ("per-step-composed", False, {"assumption": "step model"})]
     bounds = [LowerBound(method=method, epsilon=1.0, confidence=0.95, n=10, valid=valid, details=details).to_dict()
               for method, valid, details in rows]
-    lines = summary_lines(tmp_path, {"epsilon_theory": 2.0, "delta": 1e-5, "lower_bounds": bounds,
-                                     "verdict": {"status": "consistent", "text": "ok"}})
+    lines = summary_lines(tmp_path, typed_outcome({"epsilon_theory": 2.0, "delta": 1e-5, "lower_bounds": bounds,
+                                                   "verdict": {"status": "consistent", "text": "ok"}}))
     assert "valid bound on epsilon, no assumption" in lines[2]
     assert "bound on mu (valid) with epsilon read as Gaussian — estimate (Gaussian tradeoff)" in lines[3]
     assert "estimate of epsilon (Gaussian scores)" in lines[4] and "estimate of epsilon (step model)" in lines[5]
