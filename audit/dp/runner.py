@@ -35,7 +35,7 @@ from audit.plugins.accounting import check_lines
 from audit.quiet import quiet_libraries
 from audit.results_header import ResultsHeader, accountant
 from audit.run_context import RunContext
-from audit.stats.outcome import Outcome
+from audit.stats.outcome import Game, Outcome, Table
 from targets.catalogue import is_plugin
 from targets.plugins.rng import reproducibility_lines
 
@@ -96,16 +96,15 @@ def _play(ctx: RunContext, setup: DPAuditSetup, included: np.ndarray, confidence
                            params=setup.params).to_dict()
     results = header | judged | {
         "attacks": {attack: game["attack_metrics"]},
-        "game": {"runs": runs, "included": int(included.sum()), "canary_kind": setup.canary.get("kind"),
-                 "canary": setup.canary, "threat": setup.threat, "threshold_strategy": game["threshold_strategy"],
-                 "inclusion": "independent fair coin per run", "observation": obs.info},
-        "tables": [{"title": "Epsilon lower bounds of this audit", "columns": ["method", "epsilon", "role",
-                                                                             "confidence", "mu bound", "observations"],
-                    "rows": rows,
-                    "caption": "role verdict = statistically valid and competing for the best bound (each at the "
-                               "family's per-member confidence); estimate = rests on the stated assumption "
-                               "(GDP of a non-Gaussian pair, per-step model, Gaussian fit), never decides the "
-                               "verdict."}],
+        "game": Game(runs=runs, canary_kind=setup.canary.get("kind"), canary=setup.canary, threat=setup.threat,
+                     threshold_strategy=game["threshold_strategy"], observation=obs.info,
+                     extra={"included": int(included.sum()), "inclusion": "independent fair coin per run"}),
+        "tables": [Table(title="Epsilon lower bounds of this audit",
+                         columns=["method", "epsilon", "role", "confidence", "mu bound", "observations"], rows=rows,
+                         caption="role verdict = statistically valid and competing for the best bound (each at the "
+                                 "family's per-member confidence); estimate = rests on the stated assumption "
+                                 "(GDP of a non-Gaussian pair, per-step model, Gaussian fit), never decides the "
+                                 "verdict.")],
     }
     extra = dict(obs.results)
     results["tables"] += extra.pop("tables", [])

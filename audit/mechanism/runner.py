@@ -35,7 +35,7 @@ from audit.results_header import ResultsHeader, accountant
 from audit.run_context import RunContext
 from audit.stats.judgement import judge
 from audit.stats.metrics import attack_metrics
-from audit.stats.outcome import Outcome
+from audit.stats.outcome import Game, Outcome
 from audit.stats.rates import operating_point
 from audit.stats.thresholds import choose_strategy, threshold_bounds
 from audit.stats.verdict import Family
@@ -221,11 +221,11 @@ def _audit(ctx: RunContext, opts: MechanismOptions, mech: Mechanism, delta: floa
                            params=mech.params() | {"sensitivity": mech.sensitivity}).to_dict()
     results = header | judged | {
         "attacks": {ATTACK_NAME: metrics},
-        "game": {"draws_per_world": opts.draws, "confidence": opts.confidence,
-                 "threshold_strategy": found[0].details["strategy"], "threshold_choice": found[0].details["choice"],
-                 "pair_epsilon": pair_epsilon, "pair_claim": None if pair is None else pair.description,
-                 "test_fitted_on": f"{fit_draws} separate draws per world" if fit_draws else "known statistic",
-                 "nominal_claim": nominal.description, "nominal_epsilon": float(nominal.epsilon(delta))},
+        "game": Game(draws_per_world=opts.draws, threshold_strategy=found[0].details["strategy"], extra={
+            "confidence": opts.confidence, "threshold_choice": found[0].details["choice"],
+            "pair_epsilon": pair_epsilon, "pair_claim": None if pair is None else pair.description,
+            "test_fitted_on": f"{fit_draws} separate draws per world" if fit_draws else "known statistic",
+            "nominal_claim": nominal.description, "nominal_epsilon": float(nominal.epsilon(delta))}),
         "quick": opts.quick,
     } | plugin_notes
     return ctx.finish(results, config)

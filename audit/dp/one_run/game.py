@@ -38,7 +38,7 @@ from audit.stats.one_run.design import (
     default_canary_count,
     dpsgd_canary_llr,
 )
-from audit.stats.outcome import Outcome
+from audit.stats.outcome import Game, Outcome
 from audit.theory.dpsgd import calibrate_noise_multiplier
 from targets.catalogue import trained_target
 from targets.datasets import load_dataset
@@ -232,7 +232,7 @@ class TrainedOneRun:
                                  else "chosen for the perfect attack of this threat")}
 
 
-def _results(opts: DPOptions, trained: TrainedOneRun, stats: dict) -> dict:
+def _results(opts: DPOptions, trained: TrainedOneRun, stats: dict) -> dict[str, object]:
     """results.json of a one-run audit (kind dp, ``game.one_run``)."""
     target, config, canaries = trained.target, trained.config, trained.canaries
     attack = f"{trained.threat}/one-run-{canaries.kind}"
@@ -248,14 +248,16 @@ def _results(opts: DPOptions, trained: TrainedOneRun, stats: dict) -> dict:
                    "expected_batch_size": config.expected_batch_size, "n_train": target.n_train,
                    "sampling": target.sampling},
         "attacks": {attack: attack_metrics(trained.scores, inc, opts.confidence)}, "one_run": one,
-        "game": {"one_run": True, "runs": 1, "trainings": 1, "canaries": canaries.count, "included": int(inc.sum()),
-                 "canary_kind": canaries.kind, "canary": trained.canary_info, "threat": trained.threat,
-                 "threshold_strategy": "one-run guesses: 'in' for the k_pos highest scores, 'out' for the k_neg "
-                                       "lowest (0: one-sided), both fixed by simulating "
-                                       "the claimed mechanism",
-                 "inclusion": "independent fair coin per canary; each included canary joins every step by its own "
-                              "Poisson coin at the target's sampling rate, clipped to C like any record",
-                 "observation": trained.observation()},
+        "game": Game(one_run=True, runs=1, canaries=canaries.count, canary_kind=canaries.kind,
+                     canary=trained.canary_info, threat=trained.threat,
+                     threshold_strategy="one-run guesses: 'in' for the k_pos highest scores, 'out' for the k_neg "
+                                        "lowest (0: one-sided), both fixed by simulating "
+                                        "the claimed mechanism",
+                     observation=trained.observation(),
+                     extra={"trainings": 1, "included": int(inc.sum()),
+                            "inclusion": "independent fair coin per canary; each included canary joins every step "
+                                         "by its own Poisson coin at the target's sampling rate, clipped to C like "
+                                         "any record"}),
         "tables": [one_run_table(one, judged["lower_bounds"])],
     }
 

@@ -67,7 +67,7 @@ from audit.stats.one_run.design import (
     CanaryMechanism,
     dpsgd_canary_llr,
 )
-from audit.stats.outcome import Outcome
+from audit.stats.outcome import Game, Outcome
 from targets.audit_hooks import CanaryRecorder
 from targets.gradient_canaries import crosstalk_variance, spread_coordinates
 from targets.plugins.loading import TrainerPlugin, load_plugin, plugin_config
@@ -220,7 +220,7 @@ def run_plugin_one_run(opts: DPOptions, plugin: TrainerPlugin | None = None) -> 
         if not opts.quiet:
             print(f"one run: {design.canaries} canaries, {design.k_pos + design.k_neg} guesses, "
                   f"{stats['one_run']['correct']} right; "
-                  f"{results['game']['trainings']} trainings", file=sys.stderr)
+                  f"{results['game'].extra['trainings']} trainings", file=sys.stderr)
         return ctx.run_dir, ctx.finish(results, config)
 
 
@@ -311,7 +311,7 @@ def _family(opts: DPOptions, judgement: Judgement) -> Judgement:
     return replace(judgement, family=family)
 
 
-def _results(opts: DPOptions, audited: AuditedPluginRun, stats: dict) -> dict:
+def _results(opts: DPOptions, audited: AuditedPluginRun, stats: dict) -> dict[str, object]:
     """results.json of a plugin's one-run audit (kind dp, ``game.one_run``, ``config_check``)."""
     plugin, block, threat = audited.plugin, audited.block, audited.threat
     found, claim, data = audited.probed["probe"], audited.probed["claim"], audited.probed["data"]
@@ -330,18 +330,18 @@ def _results(opts: DPOptions, audited: AuditedPluginRun, stats: dict) -> dict:
         "one_run": one, "config_check": block,
         "threat_coverage": [dict(zip(("mistake", "updates", "white-box", "config_check"), row, strict=True))
                             for row in THREAT_COVERAGE],
-        "game": {"one_run": True, "runs": 1, "trainings": trainings,
-                 "trainings_text": f"{trainings} calls of the code's training: the probe, the first steps of its "
-                                   f"repeat (stopped once the reproducibility check is decided), the dataset plus one "
-                                   f"record and less one record (accounting check), and the one audited run",
-                 "canaries": int(inc.size), "included": int(inc.sum()), "canary_kind": audited.canary_info["kind"],
-                 "canary": audited.canary_info, "threat": threat, "n_train": int(len(data)),
-                 "threshold_strategy": "one-run guesses: 'in' for the k_pos highest scores, 'out' for the k_neg "
-                                       "lowest (0: one-sided), both fixed by simulating "
-                                       "the mechanism the probe read",
-                 "inclusion": "independent fair coin per canary; each included canary joins every real step by its "
-                              "own Poisson coin at the code's sampling rate, C times its unit direction",
-                 "observation": audited.observation()},
+        "game": Game(one_run=True, runs=1, canaries=int(inc.size), canary_kind=audited.canary_info["kind"],
+                     canary=audited.canary_info, threat=threat, observation=audited.observation(),
+                     trainings_text=f"{trainings} calls of the code's training: the probe, the first steps of its "
+                                    f"repeat (stopped once the reproducibility check is decided), the dataset plus "
+                                    f"one record and less one record (accounting check), and the one audited run",
+                     threshold_strategy="one-run guesses: 'in' for the k_pos highest scores, 'out' for the k_neg "
+                                        "lowest (0: one-sided), both fixed by simulating "
+                                        "the mechanism the probe read",
+                     extra={"trainings": trainings, "included": int(inc.sum()), "n_train": int(len(data)),
+                            "inclusion": "independent fair coin per canary; each included canary joins every real "
+                                         "step by its own Poisson coin at the code's sampling rate, C times its unit "
+                                         "direction"}),
         "tables": [config_table(block), one_run_table(one, judged["lower_bounds"]), coverage_table()],
     }
 
