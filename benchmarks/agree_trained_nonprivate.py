@@ -36,6 +36,7 @@ from audit.membership.game import build_canary_game  # noqa: E402
 from audit.membership.runner import MembershipOptions, run_membership, run_trained_membership  # noqa: E402
 from audit.membership.subjects import registry_subject  # noqa: E402
 from audit.run_context import RunPaths, cache_dir_of  # noqa: E402
+from audit.stats.outcome import Game, Outcome  # noqa: E402
 from audit.stats.split_check import auc_score_interval  # noqa: E402
 from audit.trained_targets import quick_target  # noqa: E402
 from targets.catalogue import trained_target  # noqa: E402
@@ -50,10 +51,10 @@ QUICK_TARGET = "nonprivate_digits"
 REFERENCES = (0, 2, 4)
 
 
-def handed_over(opts: MembershipOptions, run_dir: Path, played: dict) -> dict:
+def handed_over(opts: MembershipOptions, run_dir: Path, played: Game) -> dict:
     """The built-in run's target model as a ``{"kind": "model"}`` dict (module docstring, step 2); ``played``
-    is that run's ``results["game"]``."""
-    m, shadows, references = played["canaries"], played["shadow_models"], played["reference_models"]
+    is that run's ``outcome.game``."""
+    m, shadows, references = played.canaries, played.extra["shadow_models"], played.extra["reference_models"]
     target = registry_subject(opts)
     game = build_canary_game(target.data, target.n_train, m, shadows, opts.canary, opts.seed, references=references)
     seeds = np.random.SeedSequence(opts.seed).generate_state(1 + shadows + references).tolist()
@@ -85,18 +86,19 @@ def handed_over(opts: MembershipOptions, run_dir: Path, played: dict) -> dict:
             "training_size": int(game.target_mask.sum())}
 
 
-def compare(builtin: dict, trained: dict, confidence: float) -> list[dict]:
+def compare(builtin: Outcome, trained: Outcome, confidence: float) -> list[dict]:
     z = float(stats.norm.ppf(0.5 + confidence / 2))
     rows = []
-    for name, a in trained["attacks"].items():
-        b = builtin["attacks"].get(name)
+    for name, a in (trained.attacks or {}).items():
+        b = (builtin.attacks or {}).get(name)
         if b is None:
             continue
-        ci_b = auc_score_interval(b["auc"], b["n_members"], b["n_nonmembers"], z)
-        rows.append({"attack": name, "auc_builtin": b["auc"], "auc_builtin_ci": list(ci_b), "auc_trained": a["auc"],
-                     "auc_trained_ci": a["auc_ci"], "tpr_0.001_builtin": b["tpr_at_fpr"]["0.001"],
-                     "tpr_0.001_trained": a["tpr_at_fpr"]["0.001"],
-                     "agree": ci_b[0] <= a["auc"] <= ci_b[1] and a["auc_ci"][0] <= b["auc"] <= a["auc_ci"][1]})
+        ci_b = auc_score_interval(b.auc, b.n_members, b.n_nonmembers, z)
+        auc_ci = a.extra["auc_ci"]
+        rows.append({"attack": name, "auc_builtin": b.auc, "auc_builtin_ci": list(ci_b), "auc_trained": a.auc,
+                     "auc_trained_ci": auc_ci, "tpr_0.001_builtin": b.tpr_at_fpr["0.001"],
+                     "tpr_0.001_trained": a.tpr_at_fpr["0.001"],
+                     "agree": ci_b[0] <= a.auc <= ci_b[1] and auc_ci[0] <= b.auc <= auc_ci[1]})
     return rows
 
 
@@ -111,14 +113,14 @@ def main() -> int:
     target = QUICK_TARGET if args.quick else TARGET
     opts = MembershipOptions(target=target, out=str(args.out), quiet=True, seed=0, canary=args.canary, quick=args.quick)
     run_dir, builtin = run_membership(opts)
-    opts = replace(opts, canary=builtin["game"]["canary_kind"])
-    made = handed_over(opts, run_dir, builtin["game"])
+    opts = replace(opts, canary=builtin.game.canary_kind)
+    made = handed_over(opts, run_dir, builtin.game)
     out = {"target": target, "quick": args.quick, "builtin_run": str(run_dir),
            "population": len(made["population"][1]), "comparisons": {}}
     for refs in REFERENCES:
         t_opts = MembershipOptions(target="handed:over", out=str(args.out), quiet=True, seed=0, references=refs)
         t_dir, trained = run_trained_membership(t_opts, ModelPlugin("handed:over", made))
-        out["comparisons"][f"references_{refs}"] = {"run": str(t_dir), "blind_auc": trained["split_check"]["blind_auc"],
+        out["comparisons"][f"references_{refs}"] = {"run": str(t_dir), "blind_auc": trained.split_check.blind_auc,
                                                     "rows": compare(builtin, trained, 0.95)}
     out["all_agree"] = all(row["agree"] for block in out["comparisons"].values() for row in block["rows"])
     write_json(args.json, out)
