@@ -1,5 +1,6 @@
-"""RunContext.finish writes results.json only through the typed outcome (audit.results_file): results that
-follow the schema are read back into the same types (a kind without blocks of its own, as a new kind starts);
+"""RunContext.finish writes results.json only through the typed outcome (audit.results_file) and returns that
+outcome: results that follow the schema (plain objects or typed blocks) are read back into the same types (a
+kind without blocks of its own, as a new kind starts);
 results that do not are a runner's bug, an audit that could not complete, and no results.json is written."""
 
 from __future__ import annotations
@@ -7,8 +8,10 @@ from __future__ import annotations
 import pytest
 
 from audit.errors import AuditIncomplete
+from audit.io import read_json
 from audit.results_file import load_outcome
 from audit.run_context import RunContext
+from audit.stats.outcome import Outcome, Table, Verdict
 
 ENVELOPE = {"verdict": {"status": "no-claim", "text": "no claim tested"}, "lower_bounds": [],
             "best_lower_bound": None, "epsilon_theory": None, "delta": None, "confidence": 0.95}
@@ -17,9 +20,24 @@ ENVELOPE = {"verdict": {"status": "no-claim", "text": "no claim tested"}, "lower
 def test_results_are_written_as_the_typed_outcome(tmp_path) -> None:
     ctx = RunContext(tmp_path, "example", "laplace_count", seed=3, quiet=True)
     with ctx:
-        ctx.finish(ENVELOPE, {"command": "test"}, report=False)
+        returned = ctx.finish(ENVELOPE, {"command": "test"}, report=False)
     outcome = load_outcome(ctx.run_dir)
     assert outcome.kind == "example" and outcome.seed == 3 and outcome.verdict.status == "no-claim"
+    assert isinstance(returned, Outcome) and returned == outcome  # what the runner returns is what the file holds
+
+
+def test_typed_blocks_are_written_as_their_objects(tmp_path) -> None:
+    plain, typed = RunContext(tmp_path / "a", "example", "x", seed=3, quiet=True), \
+        RunContext(tmp_path / "b", "example", "x", seed=3, quiet=True)
+    table = {"title": "T", "columns": ["c"], "rows": [[1]], "caption": "a table"}
+    with plain:
+        a = plain.finish(ENVELOPE | {"tables": [table]}, {"command": "test"}, report=False)
+    with typed:
+        b = typed.finish(ENVELOPE | {"verdict": Verdict(status="no-claim", text="no claim tested"),
+                                     "tables": [Table(title="T", columns=["c"], rows=[[1]], caption="a table")]},
+                         {"command": "test"}, report=False)
+    assert a.tables == b.tables and a.verdict == b.verdict
+    assert read_json(plain.run_dir / "results.json")["tables"] == read_json(typed.run_dir / "results.json")["tables"]
 
 
 def test_results_that_do_not_follow_the_schema_are_an_incomplete_audit(tmp_path) -> None:
