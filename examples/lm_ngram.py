@@ -86,8 +86,9 @@ def _speeches(genre: str) -> list[str]:
 
 def model() -> dict:
     rng = np.random.default_rng(0)
-    comedies = [_speeches("comedies")[i] for i in rng.permutation(len(_speeches("comedies")))]
-    base = NGram(_speeches("tragedies")[:3000])
+    pool = _speeches("comedies")
+    comedies = [pool[i] for i in rng.permutation(len(pool))]
+    base = NGram(_speeches("tragedies")[:2000])
     shift = os.environ.get("AUDIT_SHIFT") == "1"
     coins = rng.random(CANDIDATES) < 0.5
     if shift:  # members from the histories: not a random split

@@ -161,8 +161,7 @@ def run_lm_membership(opts: MembershipOptions, plugin: ModelPlugin | None = None
         if lm.prepare is not None:
             with ctx.stage("target", f"target: fine-tuning {lm.name} on its {len(lm.members)} members"), \
                     thread_limit(1):
-                lm.prepare()
-            stages.set_training_time(ctx.timing["target_s"])
+                stages.set_training_time(lm.prepare())
         texts = lm.members + lm.nonmembers
         member = np.r_[np.ones(len(lm.members), bool), np.zeros(len(lm.nonmembers), bool)]
         scores = _scores(ctx, lm, texts, references, opts.quiet)

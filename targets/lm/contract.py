@@ -116,7 +116,8 @@ class TrainedLM:
     ``logprobs``, ``moments``, ``base_logprobs`` are the raw functions (None when not given); call them through
     :meth:`token_logprobs` and friends, which batch and check them. ``train(texts, *rng)`` (or None) fits
     reference models (:meth:`fit_reference`) on ``population`` texts. ``prepare`` (None for a plugin, whose
-    model exists) trains a built-in target before it is queried. The other fields as for
+    model exists) trains a built-in target before it is queried and returns the seconds one training like
+    those of the reference models took (for progress estimates). The other fields as for
     :class:`targets.trained_model.TrainedModel`.
     """
 
@@ -141,7 +142,7 @@ class TrainedLM:
     packages: dict = field(default_factory=dict)
     model_kind: str = "language model (per-token log-probabilities)"
     source: str = "texts given by the plugin"
-    prepare: Callable[[], None] | None = None
+    prepare: Callable[[], float] | None = None
 
     @property
     def allows_epsilon_bound(self) -> bool:
