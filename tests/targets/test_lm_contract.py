@@ -9,7 +9,7 @@ import pytest
 
 from audit.errors import TargetCodeError, UserError
 from targets.lm.contract import MIN_TEXTS, check_logprobs, lm_from_dict
-from targets.plugins import ModelPlugin, plugin_from_dict
+from targets.plugins.loading import ModelPlugin, plugin_from_dict
 
 MEMBERS = [f"member text number {i}" for i in range(MIN_TEXTS)]
 NONMEMBERS = [f"another text, {i}" for i in range(MIN_TEXTS)]
