@@ -52,13 +52,20 @@ from audit.stats.split_check import SplitCheck
 from audit.stats.verdict import Family
 from targets.lm.builtin import builtin_lm
 from targets.lm.contract import TrainedLM, lm_from_dict
+from targets.lm.recipes import LM_TARGETS
 from targets.plugins.loading import ModelPlugin
 from targets.threads import thread_limit
 
-__all__ = ["run_lm_membership", "lm_references", "LM_STAGES"]
+__all__ = ["run_lm_membership", "lm_references", "takes_lm_target", "LM_STAGES"]
 
 #: The stages that print a progress line, in order.
 LM_STAGES = ("split_check", "target", "queries", "references")
+
+
+def takes_lm_target(name: str, use: object) -> bool:
+    """``RunKind.applies_to`` of ``run membership``: it takes every built-in language-model target
+    (:data:`targets.lm.recipes.LM_TARGETS`), whichever family lists it."""
+    return name in LM_TARGETS
 
 
 def _check_options(opts: MembershipOptions) -> None:

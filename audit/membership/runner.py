@@ -54,7 +54,8 @@ from audit.stats.lower_bound import SECONDARY, VERDICT
 from audit.stats.metrics import attack_metrics, dp_advantage_bound
 from audit.stats.verdict import Family, percent
 from audit.theory.checks import check_confidence
-from targets.catalogue import is_plugin, lookup, trained_target
+from targets.catalogue import is_plugin, trained_target
+from targets.lm.recipes import LM_TARGETS
 from targets.plugins.loading import ModelPlugin, load_plugin
 
 #: Default and --quick game sizes: (canaries m, shadow models K, LiRA/RMIA reference models R); a user's
@@ -108,8 +109,7 @@ def run_membership(opts: MembershipOptions) -> tuple[Path, dict]:
     attack_names = expand_attacks(tuple(opts.attacks))
     resolve_variance(opts.lira_variance, 0)  # validates the name
     check_confidence(opts.confidence)
-    entry = lookup(opts.target)
-    if entry is not None and entry.family == "lm":
+    if opts.target in LM_TARGETS:  # a built-in language model, audited on its texts
         return run_lm_membership(opts)
     plugin = load_plugin(opts.target) if is_plugin(opts.target) else None
     if isinstance(plugin, ModelPlugin):
