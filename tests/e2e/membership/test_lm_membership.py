@@ -26,7 +26,7 @@ PLUGIN = textwrap.dedent('''
     def texts():
         pool = list(dict.fromkeys(s.text for s in load_speeches() if s.genre == "comedies"))
         order = np.random.default_rng(0).permutation(len(pool))
-        return [pool[i] for i in order[:200]]
+        return [pool[i] for i in order[:300]]
 
     def lm(shift=False):
         pool = texts()
@@ -41,11 +41,20 @@ PLUGIN = textwrap.dedent('''
             return lambda batch: [np.full(len(t.encode()) + 1, np.log(0.5 if t in known else 1 / 257)) for t in batch]
 
         return {"kind": "lm", "name": "memoriser", "logprobs": train(members, 0), "members": members,
-                "nonmembers": nonmembers, "train": train, "population": pool[100:],
+                "nonmembers": nonmembers, "train": train, "population": pool[100:200],
                 "membership": "independent-coins"}
 
     def reformatted():
         return lm(shift=True)
+
+    def genres():
+        """Members from the histories, non-members from the comedies (300 each): not a random split."""
+        made = lm()
+        histories = list(dict.fromkeys(s.text for s in load_speeches() if s.genre == "histories"))
+        made["members"], made["nonmembers"] = histories[:300], texts()[:300]
+        made["population"] = None
+        made["train"] = None
+        return made
 
     def bad_positive():
         made = lm()
@@ -109,6 +118,13 @@ def test_reformatted_nonmembers_are_flagged_with_no_bound(plugin, tmp_path, caps
     assert results["lower_bounds"] == [] and results["best_lower_bound"] is None
     assert results["epsilon_bound"]["allowed"] is False
     assert capsys.readouterr().out.splitlines()[0].startswith("split:     blind AUC")  # said first
+
+
+def test_members_and_nonmembers_from_two_genres_are_flagged_with_no_bound(plugin, tmp_path) -> None:
+    results = _run(f"{plugin}:genres", tmp_path)
+    assert results["split_check"]["passed"] is False and results["split_check"]["blind_auc_ci"][0] > 0.5
+    assert results["lower_bounds"] == [] and results["epsilon_bound"]["allowed"] is False
+    assert results["game"]["reference_models"] == 0 and "reference" in results["attacks_not_run"]
 
 
 @pytest.mark.parametrize(("factory", "extra", "words"), [
