@@ -1,15 +1,16 @@
 """Benchmark: ``python -m audit run membership --target nonprivate_tinygpt`` (issue 35's first acceptance
-line) and, with ``--dp``, the two DP targets, as a user runs them: the command line in a subprocess, seed 0.
+line) and the two DP targets, as a user runs them: the command line in a subprocess, seed 0.
 
 For each target: the wall time of the command, its CPU time (children's user + system), the machine's
 load average before and after (``os.getloadavg``; the 2-core machine is shared with other work, so wall
 time depends on it), whether the base model came from the cache (``--out``'s ``cache/``: pass a folder
 that holds one for a warm run), and from results.json: the text blind split check, each attack's AUC and
 TPR at 1% and 0.1% FPR, the best one-run epsilon lower bound and the stage timings. Checks the acceptance
-line: blind check passed; loss AUC >= 0.9; the best calibrated attack (``reference``, ``reference_base``)
+line on ``nonprivate_tinygpt``: blind check passed; loss AUC >= 0.9; the best calibrated attack (``reference``, ``reference_base``)
 AUC >= 0.98 with TPR >= 0.85 at 1% FPR; at most 15 minutes.
 
-Usage: ``python benchmarks/bench_lm_membership.py --json OUT [--out RUNS] [--dp]``.
+Usage: ``python benchmarks/bench_lm_membership.py --json OUT [--out RUNS] [--targets NAME,...]`` (default
+``nonprivate_tinygpt``; ``all``: the three).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from bench_training import machine_info  # noqa: E402
 
 from audit.io import write_json  # noqa: E402
 from audit.run_context import utc_now  # noqa: E402
+from targets.lm.recipes import LM_TARGETS  # noqa: E402
 
 CALIBRATED = ("reference", "reference_base")
 LIMIT_S = 15 * 60
@@ -81,11 +83,13 @@ def main() -> None:
     parser.add_argument("--json", required=True)
     parser.add_argument("--out", default="/tmp/bench-lm-membership")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--dp", action="store_true", help="also dpsgd_tinygpt and dpsgd_tinygpt_lora")
+    parser.add_argument("--targets", default="nonprivate_tinygpt",
+                        help="comma-separated LM targets, or all (nonprivate_tinygpt, dpsgd_tinygpt, dpsgd_tinygpt_lora)")
     args = parser.parse_args()
     out = Path(args.out)
     result = {"machine": machine_info(torch.device("cpu")), "date": utc_now(), "runs": []}
-    for target in ("nonprivate_tinygpt",) + (("dpsgd_tinygpt", "dpsgd_tinygpt_lora") if args.dp else ()):
+    targets = LM_TARGETS if args.targets == "all" else tuple(args.targets.split(","))
+    for target in targets:
         row = audit(target, out, args.seed)
         if target == "nonprivate_tinygpt":
             row["acceptance"] = acceptance(row)
