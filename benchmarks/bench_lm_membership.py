@@ -6,8 +6,8 @@ load average before and after (``os.getloadavg``; the 2-core machine is shared w
 time depends on it), whether the base model came from the cache (``--out``'s ``cache/``: pass a folder
 that holds one for a warm run), and from results.json: the text blind split check, each attack's AUC and
 TPR at 1% and 0.1% FPR, the best one-run epsilon lower bound and the stage timings. Checks the acceptance
-line on ``nonprivate_tinygpt``: blind check passed; loss AUC >= 0.9; the best calibrated attack (``reference``, ``reference_base``)
-AUC >= 0.98 with TPR >= 0.85 at 1% FPR; at most 15 minutes.
+line on ``nonprivate_tinygpt``: blind check passed; loss AUC >= 0.9; the best calibrated attack
+(``reference``, ``reference_base``) AUC >= 0.98 with TPR >= 0.85 at 1% FPR; at most 15 minutes.
 
 Usage: ``python benchmarks/bench_lm_membership.py --json OUT [--out RUNS] [--targets NAME,...]`` (default
 ``nonprivate_tinygpt``; ``all``: the three).
@@ -84,7 +84,7 @@ def main() -> None:
     parser.add_argument("--out", default="/tmp/bench-lm-membership")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--targets", default="nonprivate_tinygpt",
-                        help="comma-separated LM targets, or all (nonprivate_tinygpt, dpsgd_tinygpt, dpsgd_tinygpt_lora)")
+                        help="comma-separated LM targets, or all (the three of targets.lm.recipes.LM_TARGETS)")
     args = parser.parse_args()
     out = Path(args.out)
     result = {"machine": machine_info(torch.device("cpu")), "date": utc_now(), "runs": []}
