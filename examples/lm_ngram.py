@@ -92,7 +92,8 @@ def model() -> dict:
     shift = os.environ.get("AUDIT_SHIFT") == "1"
     coins = rng.random(CANDIDATES) < 0.5
     if shift:  # members from the histories: not a random split
-        histories = _speeches("histories")
+        seen = set(comedies)
+        histories = [t for t in _speeches("histories") if t not in seen]  # short lines ("What then?") recur
         members, nonmembers = histories[: int(coins.sum())], comedies[: int((~coins).sum())]
     else:
         candidates = comedies[:CANDIDATES]
