@@ -138,3 +138,9 @@ def test_bad_input_is_one_line_exit_2(plugin, factory, extra, words, tmp_path, c
     code = main(["run", "membership", "--target", f"{plugin}:{factory}", "--out", str(tmp_path), "--quiet", *extra])
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and words in err, err
+
+
+def test_run_dp_on_an_lm_plugin_points_to_run_membership(plugin, tmp_path, capsys) -> None:
+    code = main(["run", "dp", "--target", f"{plugin}:lm", "--out", str(tmp_path), "--quiet"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and "audit it with `python -m audit run membership" in err, err
