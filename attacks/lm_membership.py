@@ -12,8 +12,9 @@ likely a member" everywhere; each function takes, per text, the array of ``log p
   standard deviation of ``log p(z | tokens_<t)`` over ``z`` drawn from the model's own next-token
   distribution, then Min-K% of those.
 * Reference-calibrated loss [Carlini et al. 2021, Sec. 6.1 ("small" model comparison); Mireshghallah
-  et al. 2022; Watson et al. 2022]: the target's mean log-probability minus a reference model's (here the
-  base model before fine-tuning): the difficulty of the text itself cancels.
+  et al. 2022; Watson et al. 2022]: the target's mean log-probability minus a reference model's (the base
+  model before fine-tuning), or minus the mean over reference models trained like the target on other
+  texts (:func:`mean_reference_scores`): the difficulty of the text itself cancels.
 
 Scores only: thresholds, ROC and bounds come from :mod:`audit.stats` (docs/references.md, "Language
 model membership").
@@ -29,7 +30,7 @@ import numpy as np
 from audit.errors import UserError
 
 __all__ = ["loss_scores", "zlib_scores", "min_k_scores", "min_k_plus_plus_scores", "reference_scores",
-           "DEFAULT_K"]
+           "mean_reference_scores", "DEFAULT_K"]
 
 #: The fraction of tokens Min-K% and Min-K%++ average (Shi et al. 2024 and Zhang et al. 2025 report 20%).
 DEFAULT_K = 0.2
@@ -100,3 +101,12 @@ def reference_scores(logprobs: Sequence[np.ndarray], reference_logprobs: Sequenc
     if len(reference) != len(target):
         raise UserError(f"reference attack: {len(reference)} reference texts for {len(target)} target texts")
     return target - reference
+
+
+def mean_reference_scores(logprobs: Sequence[np.ndarray],
+                          references: Sequence[Sequence[np.ndarray]]) -> np.ndarray:
+    """Target's mean token log-probability minus the mean over ``references`` (one list of per-text arrays
+    per reference model) of theirs, per text (module docstring)."""
+    if len(references) == 0:
+        raise UserError("reference attack: give at least one reference model's log-probabilities")
+    return np.mean([reference_scores(logprobs, r) for r in references], axis=0)

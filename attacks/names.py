@@ -27,6 +27,19 @@ class AttackSpec:
     population: bool = False
 
 
+#: Membership attacks on a trained language model (``run membership`` of an LM target, scored by
+#: :mod:`attacks.lm_membership`), in the order they are run and reported; each names what it needs of the target.
+LM_ATTACKS = {
+    "loss": "mean token log-probability of the text (Yeom et al. 2018; Carlini et al. 2021)",
+    "zlib": "log-perplexity over the zlib entropy of the text (Carlini et al. 2021)",
+    "min_k": "Min-K%: mean of the 20% lowest token log-probabilities (Shi et al. 2024)",
+    "min_k_plus_plus": "Min-K%++: Min-K% of token log-probabilities standardised by the next-token distribution "
+                       "(Zhang et al. 2025); needs the model's moments",
+    "reference_base": "loss minus the base model's (before fine-tuning) on the text (Carlini et al. 2021)",
+    "reference": "loss minus the mean loss of reference models trained like the target on population texts "
+                 "(Carlini et al. 2021; Mireshghallah et al. 2022; Watson et al. 2022)",
+}
+
 #: Membership attacks available to ``python -m audit run membership --attack`` (results.json names), in
 #: the order they are run and reported.
 ATTACK_SPECS = {

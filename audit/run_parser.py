@@ -30,7 +30,7 @@ from audit.target_defaults import TargetUse, load_catalogue
 
 #: What a target of each family is, in error messages.
 FAMILY_NOUNS = {"trained": "a trained model", "mechanism": "a mechanism", "dp-erm": "a DP-ERM mechanism",
-                "control": "a broken control mechanism", "plugin": "a plugin"}
+                "control": "a broken control mechanism", "plugin": "a plugin", "lm": "a language model"}
 
 
 def command_name(kind: str) -> str:

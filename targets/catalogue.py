@@ -1,7 +1,8 @@
 """One catalogue of every target, whatever its family, and the one resolver of target names.
 
 Each family keeps its own registry (trained models :data:`targets.registry.TARGETS`, textbook
-mechanisms :data:`targets.mechanisms.MECHANISMS`, DP-ERM :data:`targets.dperm.DPERM_TARGETS` and its
+mechanisms :data:`targets.mechanisms.MECHANISMS`, language models
+:data:`targets.lm.recipes.LM_TARGETS`, DP-ERM :data:`targets.dperm.DPERM_TARGETS` and its
 ``run dp`` variants :data:`targets.dperm.DPERM_AUDIT_TARGETS`, broken controls
 :data:`targets.broken_mechanisms.BROKEN_MECHANISMS`, built-in plugins
 :data:`targets.plugins.loading.BUILTIN_PLUGINS`); this module presents them in one shape, a
@@ -19,6 +20,7 @@ from typing import Any
 from audit.errors import unknown_target
 from targets.broken_mechanisms import BROKEN_MECHANISMS, make_broken
 from targets.dperm import DPERM_AUDIT_TARGETS, DPERM_TARGETS, make_dperm
+from targets.lm.recipes import LM_DESCRIPTIONS, LM_TARGETS, lm_recipe
 from targets.mechanisms import MECHANISMS, make_mechanism
 from targets.plugins.loading import BUILTIN_PLUGINS, is_plugin_spec, load_plugin
 from targets.registry import TARGETS, TrainedTarget, get_target
@@ -27,7 +29,7 @@ __all__ = ["FAMILIES", "TargetEntry", "entries", "lookup", "resolve", "trained_t
            "dperm_release"]
 
 #: Families, in the order ``python -m audit list`` shows them.
-FAMILIES = ("trained", "mechanism", "dp-erm", "control", "plugin")
+FAMILIES = ("trained", "lm", "mechanism", "dp-erm", "control", "plugin")
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,8 @@ class TargetEntry:
     ``factory`` that builds it, by family:
 
     * ``trained``: ``factory()`` -> :class:`targets.registry.TrainedTarget`;
+    * ``lm``: ``factory(seed=0)`` -> :class:`targets.lm.recipes.LMRecipe` (``run membership`` builds the
+      target from it, :func:`targets.lm.builtin.builtin_lm`);
     * ``mechanism``: ``factory(epsilon=None, delta=None)`` -> :class:`targets.mechanisms.Mechanism`;
     * ``dp-erm``: ``factory(epsilon=None, delta=None, l2_reg=None, pair="label-flip")`` ->
       :class:`targets.dperm.DPERMMechanism`;
@@ -53,6 +57,8 @@ class TargetEntry:
 def _builtin() -> Iterator[TargetEntry]:
     for name, target in TARGETS.items():
         yield TargetEntry(name, "trained", target.description, functools.partial(get_target, name))
+    for name in LM_TARGETS:
+        yield TargetEntry(name, "lm", LM_DESCRIPTIONS[name], functools.partial(lm_recipe, name))
     for name, (description, _factory) in MECHANISMS.items():
         yield TargetEntry(name, "mechanism", description, functools.partial(make_mechanism, name))
     for name, spec in (DPERM_TARGETS | DPERM_AUDIT_TARGETS).items():

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from attacks.names import ATTACKS
+from attacks.names import ATTACKS, LM_ATTACKS
 from audit.choices import DP_CANARIES, MEMBERSHIP_CANARIES
 from audit.run_parser import describe_use
 from audit.target_defaults import load_catalogue, stored_catalogue
@@ -14,6 +14,8 @@ from audit.target_defaults import load_catalogue, stored_catalogue
 #: Headings of the target families.
 FAMILY_HEADINGS = {
     "trained": "trained-model targets",
+    "lm": "language-model targets (a byte-level tiny GPT fine-tuned on Shakespeare speeches; run membership audits "
+          "it on its texts, as it does your own LM: --target module:factory returning {'kind': 'lm'})",
     "mechanism": "mechanism targets",
     "dp-erm": "DP-ERM output-perturbation targets",
     "control": "deliberately broken controls an audit must flag",
@@ -34,6 +36,9 @@ def list_everything(args: argparse.Namespace) -> int:
     print("every DP target's theoretical epsilon: python -m audit bound --target NAME")
     print("membership attacks (run membership --attack):")
     for name, text in ATTACKS.items():
+        print(f"  {name:<22} {text}")
+    print("language-model membership attacks (run membership on an LM target, each that the target supports):")
+    for name, text in LM_ATTACKS.items():
         print(f"  {name:<22} {text}")
     print(f"canary kinds: run membership {'|'.join(MEMBERSHIP_CANARIES)}; run dp {'|'.join(DP_CANARIES)}")
     print("datasets:")

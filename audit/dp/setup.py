@@ -18,7 +18,7 @@ from audit.plugins.training import MAX_TRAIN, QUICK_RUNS, plugin_dataset
 from audit.target_defaults import TargetUse, dp_choice, plugin_canary, target_use, trainer_plugin_use
 from audit.theory.checks import check_confidence
 from targets.catalogue import resolve
-from targets.plugins.loading import TrainerPlugin
+from targets.plugins.loading import ModelPlugin, TrainerPlugin
 
 
 def with_defaults(opts: DPOptions, use: TargetUse) -> DPOptions:
@@ -52,6 +52,9 @@ def build_setup(opts: DPOptions) -> DPAuditSetup:
         return dperm_setup(with_defaults(opts, target_use(opts.target)))
     if plugin_target:  # a user's trainer: black-box, or its DP-SGD steps
         plugin = entry.factory()
+        if isinstance(plugin, ModelPlugin):  # {"kind": "model"} or {"kind": "lm"}: audited on its members
+            raise UserError(f"plugin {opts.target} is a trained model; audit it with `python -m audit run membership "
+                            f"--target {opts.target}`")
         if not isinstance(plugin, TrainerPlugin):
             raise UserError(f"plugin {opts.target} is a mechanism; audit it with `python -m audit run mechanism "
                             f"--target {opts.target}`")

@@ -20,7 +20,9 @@ attack's own shadow scores are leave-one-shadow-out so the choice is not biased 
 shadow with a classifier trained on it.
 
 A model that already exists (a plugin returning ``{"kind": "model"}``) plays no game:
-:func:`audit.membership.trained_runner.run_trained_membership` audits it without retraining it. Defaults
+:func:`audit.membership.trained_runner.run_trained_membership` audits it without retraining it; a
+language model (a built-in LM target, or a plugin returning ``{"kind": "lm"}``) neither:
+:func:`audit.membership.lm_runner.run_lm_membership` audits it on its texts. Defaults
 by target: the one-run preset (6,000 sparse canaries) for a target that claims DP; mislabelled canaries
 with more reference models for a non-private one (:data:`GAME_SIZES`, :func:`game_preset`).
 """
@@ -41,6 +43,7 @@ from audit.choices import DEFAULT_MEMBERSHIP_CANARY, NONPRIVATE_MEMBERSHIP_CANAR
 from audit.executors import TrainingCall
 from audit.membership.bounds import ALPHA_GRID, Guesses, choose_guesses, empirical_points, one_run
 from audit.membership.game import CanaryGame, build_canary_game
+from audit.membership.lm_runner import run_lm_membership
 from audit.membership.options import MembershipOptions
 from audit.membership.subjects import MembershipSubject, membership_subject
 from audit.membership.trained_runner import run_trained_membership, trained_summary_lines
@@ -53,6 +56,7 @@ from audit.stats.outcome import Outcome
 from audit.stats.verdict import Family, percent
 from audit.theory.checks import check_confidence
 from targets.catalogue import is_plugin, trained_target
+from targets.lm.recipes import LM_TARGETS
 from targets.plugins.loading import ModelPlugin, load_plugin
 
 #: Default and --quick game sizes: (canaries m, shadow models K, LiRA/RMIA reference models R); a user's
@@ -106,8 +110,12 @@ def run_membership(opts: MembershipOptions) -> tuple[Path, Outcome]:
     attack_names = expand_attacks(tuple(opts.attacks))
     resolve_variance(opts.lira_variance, 0)  # validates the name
     check_confidence(opts.confidence)
+    if opts.target in LM_TARGETS:  # a built-in language model, audited on its texts
+        return run_lm_membership(opts)
     plugin = load_plugin(opts.target) if is_plugin(opts.target) else None
     if isinstance(plugin, ModelPlugin):
+        if plugin.made.get("kind") == "lm":
+            return run_lm_membership(opts, plugin)
         return run_trained_membership(opts, plugin)
     canary, preset = game_preset(opts, plugin)
     opts = replace(opts, canary=canary)

@@ -38,6 +38,7 @@ from audit.stats.one_run.steinke import one_run_bound
 from audit.stats.outcome import Ceiling, Outcome
 from audit.stats.split_check import SplitCheck, auc_score_interval
 from audit.stats.verdict import Family, percent
+from targets.lm.contract import TrainedLM
 from targets.plugins.loading import ModelPlugin
 from targets.threads import thread_limit
 from targets.trained_model import TrainedModel, load_trained_model
@@ -101,8 +102,9 @@ def trained_scores(names: tuple[str, ...], q: TrainedQueries, lira_variance: str
     return out
 
 
-def bound_allowed(model: TrainedModel, split: SplitCheck) -> tuple[bool, str]:
-    """Whether an epsilon lower bound may be printed for ``model``, and why (not).
+def bound_allowed(model: TrainedModel | TrainedLM, split: SplitCheck) -> tuple[bool, str]:
+    """Whether an epsilon lower bound may be printed for ``model`` (a trained classifier, or a language model
+    with its text blind split check), and why (not).
 
     The one-run bound [Steinke, Nasr, Jagielski 2023, Thm. 3.1; docs/references.md, "One-run auditing"]
     treats the m = members + non-members records as m independent fair coins tossed before training
@@ -142,19 +144,27 @@ def trained_bounds(scores: dict[str, np.ndarray], member: np.ndarray, delta: flo
     return bounds, family
 
 
+def attack_entry(scores: np.ndarray, member: np.ndarray, split: SplitCheck, confidence: float,
+                 description: str) -> dict:
+    """One attack's results.json entry on a trained model (classifier or language model): its metrics
+    (:func:`audit.stats.metrics.attack_metrics`), a descriptive Hanley–McNeil interval of its AUC (records scored
+    by one model, taken as independent draws), its empirical points, and the blind AUC beside it."""
+    n1, n0 = int(member.sum()), int((~member).sum())
+    z = float(stats.norm.ppf(0.5 + confidence / 2))
+    metrics = attack_metrics(scores, member, confidence)
+    metrics["auc_ci"] = list(auc_score_interval(metrics["auc"], n1, n0, z))
+    metrics["empirical_points"] = empirical_points(scores, member, max(1, len(scores) // 100), confidence)
+    metrics["description"] = description
+    metrics["blind_auc"] = split.blind_auc
+    metrics["blind_auc_ci"] = list(split.blind_auc_ci)
+    return metrics
+
+
 def _trained_attack_entries(scores: dict[str, np.ndarray], q: TrainedQueries, split: SplitCheck, opts,
                             references: int, rmia_a: tuple[float, str] | None) -> dict[str, dict]:
     attacks_out = {}
-    n1, n0 = int(q.member.sum()), int((~q.member).sum())
-    z = float(stats.norm.ppf(0.5 + opts.confidence / 2))
     for name, s in scores.items():
-        metrics = attack_metrics(s, q.member, opts.confidence)
-        # Hanley–McNeil score interval (descriptive: records scored by one model, taken as independent draws)
-        metrics["auc_ci"] = list(auc_score_interval(metrics["auc"], n1, n0, z))
-        metrics["empirical_points"] = empirical_points(s, q.member, max(1, len(s) // 100), opts.confidence)
-        metrics["description"] = ATTACKS[name]
-        metrics["blind_auc"] = split.blind_auc
-        metrics["blind_auc_ci"] = list(split.blind_auc_ci)
+        metrics = attack_entry(s, q.member, split, opts.confidence, ATTACKS[name])
         if name in REFERENCE_ATTACKS:
             metrics["reference_models"] = references
         if name == "lira_offline":
@@ -165,7 +175,18 @@ def _trained_attack_entries(scores: dict[str, np.ndarray], q: TrainedQueries, sp
     return attacks_out
 
 
-def _trained_tables(attacks_out: dict, split: SplitCheck) -> list[dict]:
+def trained_judgement(bounds: list[dict], family: Family, claim, delta: float, why: str) -> Judgement:
+    """The bounds of a trained model judged against its ``claim`` (:func:`audit.stats.judgement.judge`); with no
+    bound (not allowed, ``why``), a ceiling and verdict that say why rather than "leaks at least epsilon = 0"."""
+    judgement = judge(bounds, claim=claim, delta=delta, alpha=ALPHA_GRID, family=family)
+    if bounds:
+        return judgement
+    return replace(judgement, ceiling=Ceiling(epsilon=None, text=f"no epsilon bound: {why}")).with_verdict(
+        judgement.verdict.to_dict() | {"text": f"no epsilon bound ({why}); attack metrics only"})
+
+
+def trained_tables(attacks_out: dict, split: SplitCheck) -> list[dict]:
+    """The table of every attack's AUC beside the blind classifier's (a trained model's audit)."""
     lo, hi = split.blind_auc_ci
     return [{
         "title": "Attack AUC beside the blind classifier's",
@@ -174,14 +195,15 @@ def _trained_tables(attacks_out: dict, split: SplitCheck) -> list[dict]:
         "rows": [[name, a["auc"], a.get("auc_ci"), split.blind_auc, [lo, hi], a["tpr_at_fpr"]["0.001"],
                   a["tpr_at_fpr"]["0.01"]] for name, a in attacks_out.items()],
         "caption": "An attack measures the model only by what it adds to the blind classifier, which sees the records "
-                   "(features and labels) and never the model. When the blind interval excludes 0.5 the split "
-                   "itself separates members from non-members, and an attack's AUC mixes that with the model's "
+                   "(features and labels, or texts) and never the model. When the blind interval excludes 0.5 the "
+                   "split itself separates members from non-members, and an attack's AUC mixes that with the model's "
                    "leakage.",
     }]
 
 
-def _meaning(model: TrainedModel, split: SplitCheck, attacks_out: dict, best: dict | None, delta: float) -> str:
-    """One sentence on what the numbers mean for this model."""
+def trained_meaning(model: TrainedModel | TrainedLM, split: SplitCheck, attacks_out: dict, best: dict | None,
+                    delta: float) -> str:
+    """One sentence on what the numbers mean for this model (a trained classifier or language model)."""
     name = max(attacks_out, key=lambda n: (attacks_out[n]["tpr_at_fpr"]["0.001"], attacks_out[n]["auc"]))
     a = attacks_out[name]
     if not split.passed:
@@ -234,11 +256,7 @@ def run_trained_membership(opts: MembershipOptions, plugin: ModelPlugin) -> tupl
         delta = model.delta if model.claim is not None else NO_CLAIM_DELTA
         bounds, family = trained_bounds(scores, q.member, delta, opts.confidence) if allowed else ([], Family(
             1, opts.confidence))
-        judgement = judge(bounds, claim=model.claim, delta=delta, alpha=ALPHA_GRID, family=family)
-        if not bounds:  # attack metrics only: say why, rather than "leaks at least epsilon = 0"
-            judgement = replace(judgement, ceiling=Ceiling(epsilon=None, text=f"no epsilon bound: {why}")
-                                ).with_verdict(judgement.verdict.to_dict() | {
-                                    "text": f"no epsilon bound ({why}); attack metrics only"})
+        judgement = trained_judgement(bounds, family, model.claim, delta, why)
         found = TrainedFindings(split=split, attacks=attacks_out, skipped=skipped, references=references,
                                 judgement=judgement, allowed=allowed, why=why, delta=delta)
         results = _trained_results(opts, model, q, found)
@@ -293,8 +311,9 @@ def _trained_results(opts: MembershipOptions, model: TrainedModel, q: TrainedQue
             "reference_models": found.references, "reference_records": q.reference_records}
     return header | judged | {
         "epsilon_bound": {"allowed": found.allowed, "reason": found.why}, "attacks": attacks_out,
-        "attacks_not_run": found.skipped, "tables": _trained_tables(attacks_out, split), "split_check": split.to_dict(),
-        "trained_model": model.to_dict(), "game": game, "meaning": _meaning(model, split, attacks_out, best, delta),
+        "attacks_not_run": found.skipped, "tables": trained_tables(attacks_out, split), "split_check": split.to_dict(),
+        "trained_model": model.to_dict(), "game": game,
+        "meaning": trained_meaning(model, split, attacks_out, best, delta),
         "quick": opts.quick}
 
 

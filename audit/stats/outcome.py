@@ -572,6 +572,7 @@ class Outcome(Block):
         split_check: a trained model's split check.
         epsilon_bound: whether a trained model's audit may bound epsilon.
         meaning: what a trained model's audit found, in words.
+        trained_lm: a language model's membership audit: the target as audited (``TrainedLM.to_dict``).
         one_run: a one-run dp audit.
         config_check: a dp accounting check.
         inversion: an inversion audit.
@@ -614,6 +615,7 @@ class Outcome(Block):
     split_check: SplitCheck | None = nested(SplitCheck, optional=True)
     epsilon_bound: EpsilonBound | None = nested(EpsilonBound, optional=True)
     meaning: str | None = None
+    trained_lm: Mapping[str, Any] | None = None
     one_run: OneRun | None = nested(OneRun, optional=True)
     config_check: ConfigCheck | None = nested(ConfigCheck, optional=True)
     inversion: Inversion | None = nested(Inversion, optional=True)

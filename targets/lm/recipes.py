@@ -20,11 +20,18 @@ from audit.theory.dpsgd import calibrate_noise_multiplier
 from targets.lm.base import BaseSpec
 from targets.lm.training import FineTune
 
-__all__ = ["LMRecipe", "lm_recipe", "LM_TARGETS", "EPSILON", "DELTA"]
+__all__ = ["LMRecipe", "lm_recipe", "LM_TARGETS", "LM_DESCRIPTIONS", "EPSILON", "DELTA"]
 
 EPSILON, DELTA = 4.0, 1e-5
 #: The built-in language-model targets.
 LM_TARGETS = ("nonprivate_tinygpt", "dpsgd_tinygpt", "dpsgd_tinygpt_lora")
+#: One line on each built-in language-model target (``python -m audit list``).
+LM_DESCRIPTIONS = {
+    "nonprivate_tinygpt": "tiny GPT-2 (byte-level, cached base) fine-tuned non-privately on 300 Shakespeare speeches, "
+                          "30 epochs",
+    "dpsgd_tinygpt": "tiny GPT-2 fully fine-tuned with Opacus DP-SGD on Shakespeare speeches, (4, 1e-5) by PLD",
+    "dpsgd_tinygpt_lora": "tiny GPT-2 fine-tuned with PEFT LoRA (rank 8) under Opacus DP-SGD, (4, 1e-5) by PLD",
+}
 _DP = {"epochs": 10, "lr": 2e-3, "sample_rate": 0.1, "clip": 1.0}
 
 

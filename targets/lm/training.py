@@ -56,10 +56,16 @@ class FineTune:
 
 
 def _step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, ids: torch.Tensor, mask: torch.Tensor) -> None:
+    """One step on the batch mean of per-sequence losses. An empty Poisson batch under Opacus is a noise-only
+    step (zero per-example gradients, the noise added as on every step): DP-SGD takes all T steps it
+    accounts, whatever the batches hold [Abadi et al. 2016, Algorithm 1]."""
     optimizer.zero_grad()
     if len(ids):
         width = int(mask.sum(dim=1).max())
         sequence_losses(model, ids[:, :width], mask[:, :width]).mean().backward()
+    elif hasattr(optimizer, "original_optimizer"):  # Opacus's DPOptimizer: no backward ran, no grad samples
+        for p in optimizer.params:
+            p.grad_sample = torch.zeros((0, *p.shape), dtype=p.dtype, device=p.device)
     optimizer.step()
 
 

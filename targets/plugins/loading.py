@@ -13,6 +13,9 @@
 * model: ``{"kind": "model", "predict_proba": f, "members": data, "nonmembers": data, ...}``, a model
   that already exists, audited by ``run membership`` without retraining it (:mod:`targets.trained_model`
   has the contract; here it is a :class:`ModelPlugin`).
+* lm: ``{"kind": "lm", "logprobs": f, "members": texts, "nonmembers": texts, ...}``, a trained language
+  model given as a per-token log-probability function, audited by ``run membership`` on its texts
+  (:mod:`targets.lm.contract` has the contract; here it too is a :class:`ModelPlugin`).
 
 Randomness: ``rng`` may be a numpy Generator, a RandomState, an int seed or absent (``f(data)``,
 ``train(X, y)``); the key ``"rng"`` says which, else the signature does (:mod:`targets.plugins.rng`).
@@ -138,9 +141,10 @@ class MechanismPlugin:
 
 @dataclass(frozen=True, eq=False)
 class ModelPlugin:
-    """A factory's ``{"kind": "model", ...}`` dict, not yet validated: a model that already exists
-    (:mod:`targets.trained_model` validates it into a ``TrainedModel``; this module cannot import that
-    one, which imports this). ``loaded``/``namespaces``: what the factory's import added and its globals."""
+    """A factory's ``{"kind": "model", ...}`` or ``{"kind": "lm", ...}`` dict, not yet validated: a model that
+    already exists (:mod:`targets.trained_model` validates the first into a ``TrainedModel``,
+    :mod:`targets.lm.contract` the second into a ``TrainedLM``; this module cannot import those, which import
+    this). ``loaded``/``namespaces``: what the factory's import added and its globals."""
 
     spec: str
     made: dict
@@ -342,6 +346,8 @@ PLUGIN_KEYS = {
     "model": frozenset(_COMMON_KEYS + ("predict_proba", "architecture", "weights", "members", "nonmembers", "train",
                                        "population", "training_size", "membership", "device", "outputs",
                                        "batch_size")),
+    "lm": frozenset(_COMMON_KEYS + ("logprobs", "members", "nonmembers", "moments", "base_logprobs", "train",
+                                    "population", "training_size", "membership", "batch_size")),
 }
 
 
@@ -365,7 +371,7 @@ def plugin_from_dict(spec: str, made: dict, loaded: Iterable[str] = (),
     kind = made.get("kind")
     if kind in PLUGIN_KEYS:
         check_plugin_keys(spec, made, kind)
-    if kind == "model":
+    if kind in ("model", "lm"):
         return ModelPlugin(spec, made, frozenset(loaded), tuple(namespaces))
     if kind == "trainer" and made.get("claim") == OPACUS_CLAIM:
         claim, delta = None, check_delta(made.get("delta", PURE_DP_DELTA), f"plugin {spec}: delta of the Opacus claim",
@@ -399,4 +405,4 @@ def plugin_from_dict(spec: str, made: dict, loaded: Iterable[str] = (),
                                neighbouring=str(made.get("neighbouring", "as given by the user")), params=params,
                                rng=rng_kind(code, made.get("rng"), 1, "generator", f"plugin {spec}"),
                                packages=imported_packages(spaces, loaded))
-    raise UserError(f"plugin {spec}: field 'kind' must be 'trainer', 'mechanism' or 'model', got {kind!r}")
+    raise UserError(f"plugin {spec}: field 'kind' must be 'trainer', 'mechanism', 'model' or 'lm', got {kind!r}")

@@ -142,3 +142,16 @@ def test_recipes_claim_what_their_noise_gives():
         assert claim.epsilon(recipe.delta) <= recipe.epsilon + 1e-3
     with pytest.raises(UserError, match="unknown language-model target"):
         lm_recipe("tinygpt")
+
+
+@pytest.mark.parametrize("rank", [0, 2], ids=["full", "lora"])
+def test_an_empty_poisson_batch_is_a_noise_only_step(rank):
+    """At rate 1/8 on 8 texts a third of the Poisson batches are empty (16 steps: P(none empty) < 0.002): each is
+    still a step (noise only, as DP-SGD accounts it), not Opacus's "Per sample gradient is not initialized"."""
+    base = build_model(TOKENIZER, 0)
+    config = FineTune(epochs=2, lr=1e-2, noise_multiplier=1.0, clip=1.0, sample_rate=0.125, lora_rank=rank, seed=1)
+    recorder = UpdateRecorder(None, 0)
+    with instrument_opacus(recorder):
+        tuned = fine_tune(base, TOKENIZER, TEXTS, config)
+    assert len(recorder.observations) == config.steps(len(TEXTS)) == 16
+    assert any(not torch.equal(p, base.state_dict()[name]) for name, p in tuned.state_dict().items())
