@@ -48,6 +48,7 @@ from audit.membership.trained_runner import (
 )
 from audit.results_header import ADD_REMOVE_RECORD, ResultsHeader, accountant
 from audit.run_context import RunContext, Stages, cache_dir_of
+from audit.stats.outcome import EpsilonBound, Game, Outcome
 from audit.stats.split_check import SplitCheck
 from audit.stats.verdict import Family
 from targets.lm.builtin import builtin_lm
@@ -149,9 +150,9 @@ def _not_run(lm: TrainedLM, references: int) -> dict[str, str]:
     return skipped
 
 
-def run_lm_membership(opts: MembershipOptions, plugin: ModelPlugin | None = None) -> tuple[Path, dict]:
+def run_lm_membership(opts: MembershipOptions, plugin: ModelPlugin | None = None) -> tuple[Path, Outcome]:
     """The membership audit of a language model (module docstring): ``plugin`` a ``{"kind": "lm"}`` factory's
-    dict, or None for the built-in target ``opts.target``."""
+    dict, or None for the built-in target ``opts.target``; returns (run directory, outcome)."""
     _check_options(opts)
     stages = Stages.for_command(LM_STAGES, {"target": 1.0})
     lm = _load(opts, plugin, cache_dir_of(opts.out))
@@ -182,12 +183,12 @@ def run_lm_membership(opts: MembershipOptions, plugin: ModelPlugin | None = None
         judged = trained_judgement(bounds, family, lm.claim, delta, why).blocks()
         results = _results(opts, lm, split, attacks_out, references, judged, (allowed, why))
         config_json = {"command": "run membership", "options": asdict(opts), "target": lm.to_dict()}
-        results = ctx.finish(results, config_json)
-    return ctx.run_dir, results
+        outcome = ctx.finish(results, config_json)
+    return ctx.run_dir, outcome
 
 
 def _results(opts: MembershipOptions, lm: TrainedLM, split: SplitCheck, attacks_out: dict, references: int,
-             judged: dict, bound_permission: tuple[bool, str]) -> dict:
+             judged: dict, bound_permission: tuple[bool, str]) -> dict[str, object]:
     """results.json of a language model's membership audit, in the blocks of a trained model's
     (:func:`audit.membership.trained_runner.run_trained_membership`), its target under ``trained_lm``."""
     allowed, why = bound_permission
@@ -201,14 +202,15 @@ def _results(opts: MembershipOptions, lm: TrainedLM, split: SplitCheck, attacks_
         primary_attack=best["attack"] if best else None, epsilon_theory=judged["epsilon_theory"],
         accountant=accountant(lm.claim), params=lm.params).to_dict()
     population = len(lm.population or [])
-    game = {"kind": "trained language model", "members": len(lm.members), "nonmembers": len(lm.nonmembers),
-            "records": f"the {len(lm.members)} member and {len(lm.nonmembers)} non-member texts ({lm.source})",
-            "membership": lm.membership, "membership_note": lm.membership_note, "reference_models": references,
-            "reference_records": (f"{references} reference model(s), each trained like the target on its own random "
-                                  f"texts of {population} population texts (none a member or non-member)"
-                                  if references else "no reference models")}
+    game = Game(members=len(lm.members), nonmembers=len(lm.nonmembers), membership=lm.membership,
+                reference_records=(f"{references} reference model(s), each trained like the target on its own "
+                                   f"random texts of {population} population texts (none a member or non-member)"
+                                   if references else "no reference models"),
+                extra={"kind": "trained language model", "membership_note": lm.membership_note,
+                       "records": f"the {len(lm.members)} member and {len(lm.nonmembers)} non-member texts "
+                                  f"({lm.source})", "reference_models": references})
     return header | judged | {
-        "epsilon_bound": {"allowed": allowed, "reason": why}, "attacks": attacks_out,
+        "epsilon_bound": EpsilonBound(allowed=allowed, reason=why), "attacks": attacks_out,
         "attacks_not_run": _not_run(lm, references), "tables": trained_tables(attacks_out, split),
         "split_check": split.to_dict(), "trained_lm": lm.to_dict(), "game": game,
         "meaning": trained_meaning(lm, split, attacks_out, best, delta), "quick": opts.quick}
