@@ -1,0 +1,70 @@
+"""The language-model trainer contract (targets.lm_plugin): a well-formed dict becomes a trainer plugin over
+texts; each malformed field is one line naming it (exit status 2 through the CLI)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from audit.errors import UserError
+from targets.plugins import TrainerPlugin, plugin_from_dict
+
+TEXTS = [f"speech number {i}" for i in range(12)]
+
+
+def _train(texts, seed):
+    return lambda batch: [np.zeros(len(t)) for t in batch]
+
+
+def _made(**changes):
+    made = {"kind": "lm_trainer", "texts": TEXTS, "train": _train, "claim": {"epsilon": 4.0, "delta": 1e-5},
+            "canary_tokens": ["<|r0|>", "<|r1|>"]}
+    made.update(changes)
+    return {k: v for k, v in made.items() if v is not None}
+
+
+def test_well_formed_lm_trainer_is_a_trainer_plugin_over_texts():
+    plugin = plugin_from_dict("m:f", _made())
+    assert isinstance(plugin, TrainerPlugin) and plugin.lm.claimed and plugin.rng == "seed"
+    X, y = plugin.dataset
+    assert X.dtype == object and list(X) == TEXTS and not y.any()
+    # the accounting check's other worlds: one text more, one less
+    assert len(np.concatenate([X, X[:1]])) == 13 and list(X[1:]) == TEXTS[1:]
+    model = plugin.train(X, y, 0)
+    assert [len(a) for a in model(["ab"])] == [2]
+
+
+def test_lm_trainer_without_claim_is_non_private():
+    plugin = plugin_from_dict("m:f", _made(claim=None))
+    assert plugin.claim is None and not plugin.lm.claimed
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"texts": None}, "needs field 'texts'"),
+    ({"texts": "one long text"}, "field 'texts' must be a list of str"),
+    ({"texts": TEXTS[:3]}, "needs at least 10 texts"),
+    ({"texts": TEXTS[:11] + [7]}, "item 11"),
+    ({"train": "not callable"}, "field 'train' must be a function train(texts, seed)"),
+    ({"canary_tokens": ["speech"]}, "canary token 'speech' occurs in the texts"),
+    ({"prompts": TEXTS}, "unknown key 'prompts'"),
+    ({"claim": {"epsilon": -1}}, "epsilon"),
+])
+def test_malformed_lm_trainer_is_one_line(changes, message):
+    with pytest.raises(UserError, match=None) as err:
+        plugin_from_dict("m:f", _made(**changes))
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.slow
+def test_malformed_lm_plugin_exits_2(tmp_path):
+    (tmp_path / "bad_lm.py").write_text("def lm():\n    return {'kind': 'lm_trainer', 'texts': ['a'] * 12}\n")
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-m", "audit", "run", "dp", "--target", "bad_lm:lm", "--one-run",
+                           "--out", str(tmp_path / "runs")], capture_output=True, text=True,
+                          env={"PYTHONPATH": f"{tmp_path}:{root}", "PATH": "/usr/bin:/bin"}, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "field 'train' must be a function" in done.stderr
