@@ -93,7 +93,7 @@ def test_black_box_flags_a_small_claim_on_the_non_private_model(tmp_path, capsys
                  str(tmp_path)])
     assert code == 1, capsys.readouterr()
     res = _results(tmp_path)
-    assert res["attacks"]["black-box/one-run-new-token"]["auc"] > 0.9
+    assert res["attacks"]["black-box/one-run-new-token"]["auc"] > 0.8
     assert res["best_lower_bound"]["epsilon"] > 0.25 and res["params"]["claim_source"] == "--epsilon/--delta"
 
 
