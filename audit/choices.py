@@ -12,7 +12,7 @@ INPUT_CANARIES = ("natural", "mislabelled", "crafted", "blank")
 #: DP-SGD gradient canaries (:func:`audit.dp.canaries.gradient_canary`).
 GRADIENT_CANARIES = ("gradient", "dirac", "dirac-replace")
 #: Canary texts of a language-model trainer's black-box one-run audit (:mod:`audit.dp.plugin_lm_blackbox`).
-TEXT_CANARIES = ("new-token", "random-suffix")
+TEXT_CANARIES = ("new-token", "rare-unigram", "random-suffix")
 #: Every canary of ``run dp`` and ``sweep dp``.
 DP_CANARIES = INPUT_CANARIES + GRADIENT_CANARIES + TEXT_CANARIES
 #: Initial parameters of ``run dp``'s DP-SGD runs: each run's own random start, or one model pre-trained

@@ -5,6 +5,9 @@ M canary texts, each a prefix cut from a held-out text followed by a secret (``-
 
 * ``new-token`` (default): the secret is one of the plugin's ``canary_tokens``, each a token no record
   contains (Panda et al. 2025, new-token canaries: nothing but the canary teaches the model that token);
+* ``rare-unigram``: the secret is a seeded random string of :data:`SUFFIX_CHARS` characters drawn from the
+  :data:`RARE_CHARACTERS` rarest characters of the records (rare unigrams, Panda et al. 2025: the model has
+  seen them too little to predict them without the canary);
 * ``random-suffix``: the secret is a seeded random string of :data:`SUFFIX_CHARS` lowercase letters (any
   tokenizer; weaker: its tokens also occur elsewhere).
 
@@ -47,7 +50,7 @@ from targets.lm_plugin import texts_of
 from targets.plugins import TrainerPlugin, plugin_config
 
 __all__ = ["run_lm_blackbox", "LM_CANARY_KINDS", "DEFAULT_LM_CANARIES", "canary_texts", "secret_scores",
-           "PREFIX_CHARS", "SUFFIX_CHARS"]
+           "rare_characters", "PREFIX_CHARS", "SUFFIX_CHARS", "RARE_CHARACTERS"]
 
 #: Input-space canaries of the black-box threat (module docstring).
 LM_CANARY_KINDS = TEXT_CANARIES
@@ -55,6 +58,8 @@ LM_CANARY_KINDS = TEXT_CANARIES
 DEFAULT_LM_CANARIES = 1000
 #: Characters of a held-out text a canary's prefix keeps; letters of a random suffix.
 PREFIX_CHARS, SUFFIX_CHARS = 32, 12
+#: How many of the records' rarest characters a rare-unigram secret draws from.
+RARE_CHARACTERS = 16
 _STAGES = ("design", "audited_run", "scoring")
 
 
@@ -97,8 +102,20 @@ def canary_texts(plugin: TrainerPlugin, kind: str, m: int, seed: int) -> tuple[l
             raise UserError(f"plugin {plugin.spec} gives {len(tokens)} canary tokens; new-token canaries need one per "
                             f"canary: --canaries {len(tokens)} at most, or --canary random-suffix")
         return prefixes, list(tokens[:m])
-    letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
+    letters = np.array(rare_characters(texts_of(plugin.dataset[0])) if kind == "rare-unigram" else
+                       list("abcdefghijklmnopqrstuvwxyz"))
     return prefixes, [" " + "".join(rng.choice(letters, SUFFIX_CHARS)) for _ in range(m)]
+
+
+def rare_characters(texts: list[str]) -> list[str]:
+    """The :data:`RARE_CHARACTERS` least frequent printable, non-space characters of ``texts`` (ties by code
+    point), rarest first."""
+    counts: dict[str, int] = {}
+    for text in texts:
+        for char in text:
+            if char.isprintable() and not char.isspace():
+                counts[char] = counts.get(char, 0) + 1
+    return sorted(counts, key=lambda c: (counts[c], c))[:RARE_CHARACTERS]
 
 
 def _sums(plugin: TrainerPlugin, logprobs: Callable, texts: list[str]) -> np.ndarray:
@@ -193,7 +210,8 @@ def _results(plugin: TrainerPlugin, opts: DPOptions, audited: tuple[str, Privacy
                  "included": int(included.sum()), "canary_kind": kind, "threat": "black-box", "n_train": n_texts,
                  "canary": {"kind": kind, "prefix_chars": PREFIX_CHARS,
                             "secret": "one of the plugin's canary tokens (a token no record contains)"
-                            if kind == "new-token" else f"{SUFFIX_CHARS} seeded random lowercase letters"},
+                            if kind == "new-token" else f"{SUFFIX_CHARS} seeded random characters ("
+                            + ("the records' rarest" if kind == "rare-unigram" else "lowercase letters") + ")"},
                  "inclusion": "independent fair coin per canary text; the included ones join the training texts",
                  "observation": {"score": "log p(secret | prefix) = sum logprobs(prefix + secret) - sum "
                                           "logprobs(prefix)"},

@@ -68,3 +68,20 @@ def test_malformed_lm_plugin_exits_2(tmp_path):
                           env={"PYTHONPATH": f"{tmp_path}:{root}", "PATH": "/usr/bin:/bin"}, cwd=tmp_path)
     assert done.returncode == 2, done.stderr
     assert "field 'train' must be a function" in done.stderr
+
+
+def test_canary_texts_of_each_kind_are_seeded_and_fit_the_contract():
+    from audit.dp.plugin_lm_blackbox import PREFIX_CHARS, SUFFIX_CHARS, canary_texts, rare_characters
+
+    held_out = "a held-out prefix that is longer than the prefix the canary keeps"
+    plugin = plugin_from_dict("m:f", _made(canary_prefixes=[held_out] * 3))
+    prefixes, secrets = canary_texts(plugin, "new-token", 2, seed=0)
+    assert secrets == ["<|r0|>", "<|r1|>"] and prefixes == [held_out[:PREFIX_CHARS]] * 2
+    assert canary_texts(plugin, "rare-unigram", 5, seed=3) == canary_texts(plugin, "rare-unigram", 5, seed=3)
+    rare = set(rare_characters(TEXTS))
+    for kind, allowed in (("rare-unigram", rare), ("random-suffix", set("abcdefghijklmnopqrstuvwxyz"))):
+        _, secrets = canary_texts(plugin, kind, 5, seed=0)
+        assert all(len(s) == SUFFIX_CHARS + 1 and set(s[1:]) <= allowed for s in secrets)
+    assert rare_characters(["aab", "b!c"])[:2] == ["!", "c"]
+    with pytest.raises(UserError, match="gives 2 canary tokens"):
+        canary_texts(plugin, "new-token", 3, seed=0)
