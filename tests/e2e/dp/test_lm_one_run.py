@@ -101,3 +101,9 @@ def test_updates_threat_of_a_non_private_lm_trainer_is_one_line_exit_2(tmp_path,
     code = main(["run", "dp", "--target", f"{MODULE}:tiny_nonprivate", "--one-run", "-q", "--out", str(tmp_path)])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "--threat black-box --epsilon" in err[0]
+
+
+def test_many_run_game_of_an_lm_trainer_is_one_line_exit_2(tmp_path, capsys):
+    code = main(["run", "dp", "--target", f"{MODULE}:tiny_dp", "-q", "--out", str(tmp_path)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "--one-run" in err[0]
