@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from audit.arguments import positive_int
-from audit.choices import DP_CANARIES, THREATS
+from audit.choices import DP_CANARIES, TEXT_CANARIES, THREATS
 from audit.kinds import RunKind
 from audit.run_parser import add_kind, dpsgd_start_options
 
@@ -21,7 +21,7 @@ def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser)
                         help="training runs R (default: 4000 for DP-SGD updates/white-box, 1000 black-box, "
                              "2000000 noise draws for DP-ERM; trainer plugins: 200 black-box, 1000 updates/white-box, "
                              "each on at most 1000 rows of the plugin's data; --quick: 400 / 20000 / 50 for plugins)")
-    parser.add_argument("--canary", default=None, choices=DP_CANARIES,
+    parser.add_argument("--canary", default=None, choices=DP_CANARIES + TEXT_CANARIES,
                         help="canary: dirac/gradient (gradient canaries, DP-SGD), dirac-replace (replace-one pair "
                              "on a crafted dataset: catches shuffled batches accounted as Poisson), natural, "
                              "mislabelled, crafted, blank (input canaries; crafted = low-variance direction, or the "

@@ -1,5 +1,5 @@
 """The built-in language-model targets written as language-model trainer plugins (the contract of
-:mod:`targets.lm_plugin`): ``nonprivate_tinygpt``, ``dpsgd_tinygpt`` and ``dpsgd_tinygpt_lora``, the recipes
+:mod:`targets.plugins.lm`): ``nonprivate_tinygpt``, ``dpsgd_tinygpt`` and ``dpsgd_tinygpt_lora``, the recipes
 of :mod:`targets.lm.recipes` on their members, so the code ``run dp --one-run`` audits on them is the code a
 user's plugin goes through.
 

@@ -18,7 +18,7 @@
   (:mod:`targets.lm.contract` has the contract; here it too is a :class:`ModelPlugin`).
 * lm_trainer: ``{"kind": "lm_trainer", "texts": [str, ...], "train": train, "claim": {...}}`` with
   ``train(texts, seed) -> logprobs`` fine-tuning a language model and ``logprobs(texts)`` the per-token
-  log-probabilities of each text (:mod:`targets.lm_plugin` has the contract); a :class:`TrainerPlugin` over
+  log-probabilities of each text (:mod:`targets.plugins.lm` has the contract); a :class:`TrainerPlugin` over
   texts (``lm`` set), audited by ``run dp --one-run``.
 
 Randomness: ``rng`` may be a numpy Generator, a RandomState, an int seed or absent (``f(data)``,
@@ -63,7 +63,7 @@ from audit.theory.claims import PURE_DP_DELTA, ApproxDPClaim, GaussianClaim, Pri
 from audit.theory.dpsgd import DPSGDClaim
 from audit.theory.rdp import ZCDPClaim
 from targets.datasets import DATA_FILE_SUFFIXES, DATASETS
-from targets.lm_plugin import LMTexts, lm_trainer_fields
+from targets.plugins.lm import LMTexts, lm_trainer_fields
 from targets.plugins.rng import rng_kind
 from targets.threads import thread_limit
 
@@ -423,7 +423,7 @@ def plugin_from_dict(spec: str, made: dict, loaded: Iterable[str] = (),
 
 
 def _lm_trainer(spec: str, made: dict, loaded: Iterable[str], namespaces: Iterable[dict]) -> TrainerPlugin:
-    """A ``{"kind": "lm_trainer", ...}`` dict as a trainer plugin over texts (:mod:`targets.lm_plugin`); no
+    """A ``{"kind": "lm_trainer", ...}`` dict as a trainer plugin over texts (:mod:`targets.plugins.lm`); no
     ``"claim"``: non-private training, audited black-box against ``--epsilon``/``--delta``."""
     fields = lm_trainer_fields(spec, made)
     if "claim" not in made:

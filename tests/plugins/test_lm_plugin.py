@@ -1,4 +1,4 @@
-"""The language-model trainer contract (targets.lm_plugin): a well-formed dict becomes a trainer plugin over
+"""The language-model trainer contract (targets.plugins.lm): a well-formed dict becomes a trainer plugin over
 texts; each malformed field is one line naming it (exit status 2 through the CLI)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from audit.errors import UserError
-from targets.plugins import TrainerPlugin, plugin_from_dict
+from targets.plugins.loading import TrainerPlugin, plugin_from_dict
 
 TEXTS = [f"speech number {i}" for i in range(12)]
 
@@ -71,7 +71,7 @@ def test_malformed_lm_plugin_exits_2(tmp_path):
 
 
 def test_canary_texts_of_each_kind_are_seeded_and_fit_the_contract():
-    from audit.dp.plugin_lm_blackbox import PREFIX_CHARS, SUFFIX_CHARS, canary_texts, rare_characters
+    from audit.dp.plugins.lm_blackbox import PREFIX_CHARS, SUFFIX_CHARS, canary_texts, rare_characters
 
     held_out = "a held-out prefix that is longer than the prefix the canary keeps"
     plugin = plugin_from_dict("m:f", _made(canary_prefixes=[held_out] * 3))

@@ -58,7 +58,7 @@ from audit.dp.one_run.game import (
 )
 from audit.dp.options import DPOptions
 from audit.dp.plugins.config import config_verdict, plugin_accounting, plugin_probe
-from audit.dp.plugin_lm_blackbox import run_lm_blackbox
+from audit.dp.plugins.lm_blackbox import run_lm_blackbox
 from audit.errors import UserError
 from audit.plugins.accounting import ONE_RUN_SHARE, config_table
 from audit.plugins.probe import require_steps, run_once
@@ -76,7 +76,7 @@ from targets.plugins.loading import TrainerPlugin, load_plugin, plugin_config
 __all__ = ["run_plugin_one_run", "THREAT_COVERAGE", "PLUGIN_ONE_RUN_THREATS"]
 
 #: The threats a one-run audit of a trainer plugin gives (black-box one-run: ``run membership``; for a
-#: language-model trainer, canary texts: :mod:`audit.dp.plugin_lm_blackbox`).
+#: language-model trainer, canary texts: :mod:`audit.dp.plugins.lm_blackbox`).
 PLUGIN_ONE_RUN_THREATS = ("updates", "white-box")
 
 #: The stages of a plugin's one-run audit that print a line, and what each costs in trainings of the code.
@@ -125,7 +125,7 @@ def _plugin(opts: DPOptions, plugin: TrainerPlugin | None) -> TrainerPlugin:
     if not isinstance(plugin, TrainerPlugin):
         raise UserError(f"plugin {opts.target} is a mechanism; --one-run audits DP-SGD trainers "
                         f"(python -m audit run mechanism --target {opts.target})")
-    if plugin.lm is not None and opts.threat == "black-box":  # canary texts (audit.dp.plugin_lm_blackbox)
+    if plugin.lm is not None and opts.threat == "black-box":  # canary texts (audit.dp.plugins.lm_blackbox)
         return plugin
     if opts.epsilon is not None or opts.delta is not None:
         raise UserError("--epsilon/--delta do not apply to a plugin: its factory states the claim")

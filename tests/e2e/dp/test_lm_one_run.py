@@ -1,4 +1,4 @@
-"""The one-run audit of language-model fine-tuning through the lm_trainer contract (targets.lm_plugin), on the
+"""The one-run audit of language-model fine-tuning through the lm_trainer contract (targets.plugins.lm), on the
 built-in tiny GPT's code at a tiny size: a 64-text base (cached per session), 40 member speeches, 2 epochs of
 DP-SGD at Poisson rate 0.25 (8 steps), sequences of at most 48 bytes.
 

@@ -1,5 +1,5 @@
 """``run dp --target <lm trainer> --one-run --threat black-box``: the one-run audit of a language-model
-trainer (:mod:`targets.lm_plugin`) from its outputs alone, with input-space canaries.
+trainer (:mod:`targets.plugins.lm`) from its outputs alone, with input-space canaries.
 
 M canary texts, each a prefix cut from a held-out text followed by a secret (``--canary``):
 
@@ -15,9 +15,9 @@ Each canary joins the training texts by its own fair coin (the texts and the inc
 random order), the code trains ONCE, and each canary is scored by the log-probability of its secret given its
 prefix, ``sum logprobs(prefix + secret) - sum logprobs(prefix)`` (with a tokenizer that appends an end token,
 the end token's change is part of it; the score is any fixed function of the outputs, so the bound is valid
-whatever it is). Bounds: :func:`audit.dp.one_run.one_run_results` (f-DP verdict row, Steinke's test), with
+whatever it is). Bounds: :func:`audit.dp.one_run.bounds.one_run_results` (f-DP verdict row, Steinke's test), with
 guess counts fixed before the training by simulating the claimed mechanism
-(:func:`audit.dp.one_run_game.design_canaries`): a DP-SGD claim's own (q, sigma, T); another claim (a
+(:func:`audit.dp.one_run.game.design_canaries`): a DP-SGD claim's own (q, sigma, T); another claim (a
 non-private trainer audited against ``--epsilon``/``--delta``) as the Gaussian mechanism at that (epsilon,
 delta), one step at rate 1. The design's perfect-attack expectation is that of the updates threat: what a
 black-box attack on canary texts reaches is below it. Sources: docs/references.md, "One-run auditing" and
@@ -35,19 +35,19 @@ from typing import Any
 import numpy as np
 
 from audit.choices import TEXT_CANARIES
-from audit.dp.one_run import one_run_results
-from audit.dp.one_run_game import design_canaries, design_games, one_run_table
+from audit.dp.one_run.bounds import one_run_results
+from audit.dp.one_run.game import design_canaries, design_games, one_run_table
 from audit.dp.options import DPOptions
 from audit.errors import TargetCodeError, UserError
 from audit.plugins.training import train_once
 from audit.run_context import RunContext, Stages
 from audit.stats.metrics import attack_metrics
-from audit.stats.one_run_design import CanaryMechanism
+from audit.stats.one_run.design import CanaryMechanism
 from audit.theory.checks import check_delta, check_epsilon
 from audit.theory.claims import ApproxDPClaim, PrivacyClaim
 from audit.theory.dpsgd import DPSGDClaim, calibrate_noise_multiplier
-from targets.lm_plugin import texts_of
-from targets.plugins import TrainerPlugin, plugin_config
+from targets.plugins.lm import texts_of
+from targets.plugins.loading import TrainerPlugin, plugin_config
 
 __all__ = ["run_lm_blackbox", "LM_CANARY_KINDS", "DEFAULT_LM_CANARIES", "canary_texts", "secret_scores",
            "rare_characters", "PREFIX_CHARS", "SUFFIX_CHARS", "RARE_CHARACTERS"]

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from audit.errors import UserError
-from targets.plugin_rng import rng_kind
+from targets.plugins.rng import rng_kind
 
 __all__ = ["LMTexts", "LM_TRAINER_KEYS", "lm_trainer_fields", "texts_of", "MIN_TEXTS"]
 
