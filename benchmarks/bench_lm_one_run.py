@@ -8,8 +8,9 @@ figures): each audit is the command a user runs, in this process, and its result
   parameter); ``lora``: the same on ``dpsgd_tinygpt_lora`` (canaries in the LoRA adapters). Acceptance: the
   valid bound <= the claim and >= 0.8 x the perfect-attack expectation it prints, <= 15 minutes each.
 * ``nonprivate``: ``run dp --target nonprivate_tinygpt --one-run --threat black-box --canaries 1000
-  --epsilon 4 --delta 1e-5`` (1,000 new-token canaries, about 500 in): AUC >= 0.99, epsilon >= 3.0 at the
-  guess counts fixed in advance, the claim of epsilon 4 flagged.
+  --epsilon 4 --delta 1e-5`` (1,000 new-token canaries, about 500 in; guess counts designed under the claim);
+  ``nonprivate_k200``: the same with ``--guesses 200`` fixed in advance. Acceptance: AUC >= 0.99, epsilon >=
+  3.0 at a guess count fixed in advance, the claim of epsilon 4 flagged.
 * ``blackbox``: the black-box new-token audit of ``dpsgd_tinygpt`` and ``dpsgd_tinygpt_lora`` (1,000
   canaries): what it reaches against the claim.
 
@@ -40,6 +41,8 @@ AUDITS = {
     "lora": ["--target", "dpsgd_tinygpt_lora", "--one-run"],
     "nonprivate": ["--target", "nonprivate_tinygpt", "--one-run", "--threat", "black-box", "--canaries", "1000",
                    "--epsilon", "4", "--delta", "1e-5"],
+    "nonprivate_k200": ["--target", "nonprivate_tinygpt", "--one-run", "--threat", "black-box", "--canaries", "1000",
+                        "--guesses", "200", "--epsilon", "4", "--delta", "1e-5"],
     "blackbox": ["--target", "dpsgd_tinygpt", "--one-run", "--threat", "black-box", "--canaries", "1000"],
     "blackbox_lora": ["--target", "dpsgd_tinygpt_lora", "--one-run", "--threat", "black-box", "--canaries", "1000"],
 }
@@ -87,7 +90,7 @@ def _cpu() -> str:
 def main_bench() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", required=True)
-    parser.add_argument("--audits", default="updates,lora,nonprivate,blackbox,blackbox_lora")
+    parser.add_argument("--audits", default="updates,lora,nonprivate,nonprivate_k200,blackbox,blackbox_lora")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="/tmp/bench-lm-one-run")
     args = parser.parse_args()

@@ -48,6 +48,10 @@ def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser)
                         help="--one-run: number of gradient canaries (default: chosen by simulating the claim — for "
                              "a trainer plugin the DP-SGD its probe read — at most 20000 and the model's parameter "
                              "count; --quick: at most 2000)")
+    parser.add_argument("--guesses", type=positive_int, default=None, metavar="K",
+                        help="--one-run --threat black-box of a language-model trainer: the guess count fixed in "
+                             "advance, 'in' for the K highest scores and 'out' for the K lowest where the claim's "
+                             "simulation prefers two-sided guesses (default: chosen by simulating the claim)")
     dpsgd_start_options(parser)
     parser.set_defaults(func=RUN_KIND.main)
 

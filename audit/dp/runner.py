@@ -120,6 +120,8 @@ def run_dp(opts: DPOptions) -> tuple[Path, dict]:
     ``opts.check_config``: the accounting check of a trainer plugin alone (:mod:`audit.dp.plugins.config`);
     ``opts.one_run``: one training with gradient canaries (:func:`audit.dp.one_run.game.run_one_run`)."""
     with quiet_libraries(opts.quiet):  # -q silences the warnings of the user's libraries (Opacus, torch) too
+        if opts.guesses is not None and not (opts.one_run and opts.threat == "black-box"):
+            raise UserError("--guesses K applies to --one-run --threat black-box of a language-model trainer")
         if opts.check_config:
             return run_check_config(opts)
         if opts.one_run:

@@ -15,13 +15,15 @@ Each canary joins the training texts by its own fair coin (the texts and the inc
 random order), the code trains ONCE, and each canary is scored by the log-probability of its secret given its
 prefix, ``sum logprobs(prefix + secret) - sum logprobs(prefix)`` (with a tokenizer that appends an end token,
 the end token's change is part of it; the score is any fixed function of the outputs, so the bound is valid
-whatever it is). Bounds: :func:`audit.dp.one_run.bounds.one_run_results` (f-DP verdict row, Steinke's test), with
-guess counts fixed before the training by simulating the claimed mechanism
-(:func:`audit.dp.one_run.game.design_canaries`): a DP-SGD claim's own (q, sigma, T); another claim (a
-non-private trainer audited against ``--epsilon``/``--delta``) as the Gaussian mechanism at that (epsilon,
-delta), one step at rate 1. The design's perfect-attack expectation is that of the updates threat: what a
-black-box attack on canary texts reaches is below it. Sources: docs/references.md, "One-run auditing" and
-"Language models".
+whatever it is). Bounds: :func:`audit.dp.one_run.bounds.one_run_results` (f-DP verdict row, Steinke's
+test), with guess counts fixed before the training by simulating the claimed mechanism (:func:`lm_design`;
+``--guesses K`` fixes the count): a DP-SGD claim's own (q, sigma, T); another claim (a non-private trainer
+audited against ``--epsilon``/``--delta``) as the Gaussian mechanism at that (epsilon, delta), one step at
+rate 1. The design under the claim favours few guesses (at epsilon 4 and 1,000 canaries, 36 + 36, whose
+ceiling 3.16 cannot reject the claim): to test whether a model leaks MORE than claimed, fix more guesses
+(``--guesses 200``: ceiling 4.89 with 1,000 canaries). The design's perfect-attack expectation is that of
+the updates threat: what a black-box attack on canary texts reaches is below it. Sources:
+docs/references.md, "One-run auditing" and "Language models".
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from audit.errors import TargetCodeError, UserError
 from audit.plugins.training import train_once
 from audit.run_context import RunContext, Stages
 from audit.stats.metrics import attack_metrics
-from audit.stats.one_run.design import CanaryMechanism
+from audit.stats.one_run.design import CanaryMechanism, DesignObjective, OneRunDesign, choose_one_run_design
 from audit.theory.checks import check_delta, check_epsilon
 from audit.theory.claims import ApproxDPClaim, PrivacyClaim
 from audit.theory.dpsgd import DPSGDClaim, calibrate_noise_multiplier
@@ -87,6 +89,20 @@ def design_mechanism(claim: PrivacyClaim, delta: float) -> CanaryMechanism:
     if isinstance(claim, DPSGDClaim):
         return CanaryMechanism(claim.sample_rate, claim.noise_multiplier, claim.steps)
     return CanaryMechanism(1.0, float(calibrate_noise_multiplier(claim.epsilon(delta), delta, 1.0, 1)), 1)
+
+
+def lm_design(opts: DPOptions, m: int, claim: PrivacyClaim, delta: float) -> OneRunDesign:
+    """The guess counts, fixed before the training by simulating the claim (:func:`design_mechanism`): chosen
+    over the design's grid, or ``--guesses K`` (the shape, one-sided or ``(K, K)``, still chosen by the claim's
+    simulation)."""
+    mech = design_mechanism(claim, delta)
+    if opts.guesses is None:
+        return design_canaries(replace(opts, canaries=m), mech, delta, m)
+    if 2 * opts.guesses > m:
+        raise UserError(f"--guesses {opts.guesses} needs at least {2 * opts.guesses} canaries (--canaries)")
+    return choose_one_run_design(mech, m, DesignObjective(delta=delta, confidence=opts.confidence),
+                                 np.random.default_rng([opts.seed, 61]), simulations=design_games(opts),
+                                 guess_counts=[opts.guesses])
 
 
 def canary_texts(plugin: TrainerPlugin, kind: str, m: int, seed: int) -> tuple[list[str], list[str]]:
@@ -157,7 +173,7 @@ def run_lm_blackbox(opts: DPOptions, plugin: TrainerPlugin) -> tuple[Path, dict]
     with ctx:
         with ctx.stage("design", f"design: the guess counts for {m} canaries, from {design_games(opts)} games "
                                  f"simulated under the claim"):
-            design = design_canaries(replace(opts, canaries=m), design_mechanism(claim, delta), delta, m)
+            design = lm_design(opts, m, claim, delta)
         included = np.random.default_rng([opts.seed, 11]).random(m) < 0.5
         train_texts = texts + [p + s for p, s, i in zip(prefixes, secrets, included, strict=True) if i]
         order = np.random.default_rng([opts.seed, 73]).permutation(len(train_texts))

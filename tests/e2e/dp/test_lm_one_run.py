@@ -89,12 +89,13 @@ def test_black_box_new_token_canaries_never_exceed_the_claim(tmp_path, capsys, s
 
 def test_black_box_flags_a_small_claim_on_the_non_private_model(tmp_path, capsys):
     code = main(["run", "dp", "--target", f"{MODULE}:tiny_nonprivate", "--one-run", "--threat", "black-box",
-                 "--canaries", "64", "--epsilon", "0.25", "--quick", "-q", "--fail-above-claim", "--out",
-                 str(tmp_path)])
+                 "--canaries", "64", "--guesses", "16", "--epsilon", "0.25", "--quick", "-q", "--fail-above-claim",
+                 "--out", str(tmp_path)])
     assert code == 1, capsys.readouterr()
     res = _results(tmp_path)
     assert res["attacks"]["black-box/one-run-new-token"]["auc"] > 0.8
     assert res["best_lower_bound"]["epsilon"] > 0.25 and res["params"]["claim_source"] == "--epsilon/--delta"
+    assert res["one_run"]["k_pos"] == 16  # the guess count fixed in advance
 
 
 def test_updates_threat_of_a_non_private_lm_trainer_is_one_line_exit_2(tmp_path, capsys):
@@ -107,3 +108,10 @@ def test_many_run_game_of_an_lm_trainer_is_one_line_exit_2(tmp_path, capsys):
     code = main(["run", "dp", "--target", f"{MODULE}:tiny_dp", "-q", "--out", str(tmp_path)])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "--one-run" in err[0]
+
+
+def test_guesses_outside_the_lm_black_box_game_is_one_line_exit_2(tmp_path, capsys):
+    code = main(["run", "dp", "--target", f"{MODULE}:tiny_dp", "--one-run", "--guesses", "10", "-q", "--out",
+                 str(tmp_path)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "--guesses K applies to" in err[0]
