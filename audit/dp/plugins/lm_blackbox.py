@@ -140,7 +140,7 @@ def _sums(plugin: TrainerPlugin, logprobs: Callable, texts: list[str]) -> np.nda
         out = logprobs(texts)
     except Exception as exc:
         raise TargetCodeError(f"logprobs of plugin {plugin.spec} raised {type(exc).__name__}: {exc}") from exc
-    if not isinstance(out, Sequence) and not isinstance(out, np.ndarray) or len(out) != len(texts):
+    if not isinstance(out, (Sequence, np.ndarray)) or len(out) != len(texts):
         raise UserError(f"logprobs of plugin {plugin.spec} must return one array of token log-probabilities per text "
                         f"({len(texts)} texts)")
     sums = np.array([float(np.sum(np.asarray(a, dtype=np.float64))) for a in out])
