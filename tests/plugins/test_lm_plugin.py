@@ -85,3 +85,18 @@ def test_canary_texts_of_each_kind_are_seeded_and_fit_the_contract():
     assert rare_characters(["aab", "b!c"])[:2] == ["!", "c"]
     with pytest.raises(UserError, match="gives 2 canary tokens"):
         canary_texts(plugin, "new-token", 3, seed=0)
+
+
+def test_logprobs_that_break_the_contract_are_one_line_exit_2(tmp_path, monkeypatch, capsys):
+    from audit.cli import main
+
+    (tmp_path / "short_lm.py").write_text(
+        "def lm():\n"
+        "    texts = [f'speech number {i}' for i in range(12)]\n"
+        "    return {'kind': 'lm_trainer', 'texts': texts, 'train': lambda texts, seed: (lambda batch: []),\n"
+        "            'canary_tokens': ['<|r0|>', '<|r1|>', '<|r2|>', '<|r3|>']}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    code = main(["run", "dp", "--target", "short_lm:lm", "--one-run", "--threat", "black-box", "--epsilon", "1",
+                 "--quick", "-q", "--out", str(tmp_path / "runs")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "must return one array of token log-probabilities per text" in err[0]
