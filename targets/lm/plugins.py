@@ -7,8 +7,9 @@ Each factory returns ``{"kind": "lm_trainer", "texts": members, "train": train, 
 the tokenizer's reserved markers, "canary_prefixes": held-out speeches}``: the members are ``n_members``
 speeches of the fine-tuning pool (:func:`targets.lm.base.finetune_pool`, a seeded draw), the prefixes the rest
 of the pool. ``train(texts, seed)`` fine-tunes the cached base (:func:`targets.lm.base.pretrained_base`, in
-:func:`lm_cache_dir`) on ``texts`` with the recipe at ``seed`` under one intra-op thread (faster on the shared
-2-core machine: :mod:`benchmarks.bench_lm`) and returns :func:`targets.lm.model.logprob_function`. The DP
+:func:`lm_cache_dir`, pretrained by the factory on first use) on ``texts`` with the recipe at ``seed`` and
+returns :func:`targets.lm.model.logprob_function`; pretraining and fine-tuning run under one intra-op thread
+(faster on the shared 2-core machine: ``benchmarks/bench_lm.py``). The DP
 claim states its DP-SGD accounting (noise multiplier, rate, steps), checked by the PLD accountant.
 """
 
@@ -51,7 +52,8 @@ def lm_trainer(recipe: LMRecipe, *, members: int | None = None, base: BaseSpec |
     order = np.random.default_rng([recipe.finetune.seed, 0x7E37]).permutation(len(pool))
     texts = [pool[i] for i in np.sort(order[:n])]
     prefixes = [pool[i] for i in order[n:]]
-    model, _ = pretrained_base(base, lm_cache_dir())
+    with thread_limit(1):
+        model, _ = pretrained_base(base, lm_cache_dir())
     tokenizer = base.tokenizer
 
     def train(texts: list[str], seed: int):
