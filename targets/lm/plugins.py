@@ -7,7 +7,8 @@ Each factory returns ``{"kind": "lm_trainer", "texts": members, "train": train, 
 the tokenizer's reserved markers, "canary_prefixes": held-out speeches}``: the members are ``n_members``
 speeches of the fine-tuning pool (:func:`targets.lm.base.finetune_pool`, a seeded draw), the prefixes the rest
 of the pool. ``train(texts, seed)`` fine-tunes the cached base (:func:`targets.lm.base.pretrained_base`, in
-:func:`lm_cache_dir`, pretrained by the factory on first use) on ``texts`` with the recipe at ``seed`` and
+:func:`lm_cache_dir`, pretrained by the first call of ``train`` when not cached: the factory itself is
+cheap, e.g. for ``bound``) on ``texts`` with the recipe at ``seed`` and
 returns :func:`targets.lm.model.logprob_function`; pretraining and fine-tuning run under one intra-op thread
 (faster on the shared 2-core machine: ``benchmarks/bench_lm.py``). The DP
 claim states its DP-SGD accounting (noise multiplier, rate, steps), checked by the PLD accountant.
@@ -16,11 +17,13 @@ claim states its DP-SGD accounting (noise multiplier, rate, steps), checked by t
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 from targets.lm.base import BaseSpec, finetune_pool, pretrained_base
 from targets.lm.model import logprob_function
@@ -52,13 +55,15 @@ def lm_trainer(recipe: LMRecipe, *, members: int | None = None, base: BaseSpec |
     order = np.random.default_rng([recipe.finetune.seed, 0x7E37]).permutation(len(pool))
     texts = [pool[i] for i in np.sort(order[:n])]
     prefixes = [pool[i] for i in order[n:]]
-    with thread_limit(1):
-        model, _ = pretrained_base(base, lm_cache_dir())
     tokenizer = base.tokenizer
+
+    @functools.cache
+    def base_model() -> torch.nn.Module:
+        return pretrained_base(base, lm_cache_dir())[0]
 
     def train(texts: list[str], seed: int):
         with thread_limit(1):
-            tuned = fine_tune(model, tokenizer, texts, dataclasses.replace(config, seed=int(seed)))
+            tuned = fine_tune(base_model(), tokenizer, texts, dataclasses.replace(config, seed=int(seed)))
         return logprob_function(tuned, tokenizer)
 
     made = {"kind": "lm_trainer", "name": recipe.name, "texts": texts, "train": train,
