@@ -32,7 +32,7 @@ from targets.lm.tokenizer import reserved_marker
 from targets.lm.training import FineTune, fine_tune
 from targets.threads import thread_limit
 
-__all__ = ["lm_cache_dir", "lm_trainer", "nonprivate_tinygpt", "dpsgd_tinygpt", "dpsgd_tinygpt_lora",
+__all__ = ["lm_cache_dir", "lm_trainer", "lm_trainer_spec", "nonprivate_tinygpt", "dpsgd_tinygpt", "dpsgd_tinygpt_lora",
            "CACHE_ENV"]
 
 #: Environment variable naming the folder the base model is cached in (default ``~/.cache/privacy-audit``).
@@ -77,6 +77,12 @@ def lm_trainer(recipe: LMRecipe, *, members: int | None = None, base: BaseSpec |
                          "dpsgd": {"noise_multiplier": config.noise_multiplier, "sample_rate": config.sample_rate,
                                    "steps": config.steps(n)}}
     return made
+
+
+def lm_trainer_spec(name: str) -> str:
+    """The plugin spec of built-in language-model target ``name`` as an lm_trainer (what ``run dp --one-run``
+    audits); a one-line error for another name."""
+    return f"{__name__}:{lm_recipe(name).name}"
 
 
 def nonprivate_tinygpt() -> dict[str, Any]:

@@ -89,10 +89,6 @@ BUILTIN_PLUGINS: dict[str, tuple[str, str]] = {
                                            "0.5; claims (2, 1e-5)"),
     "opacus_control_noise_for_larger_epsilon": ("targets.opacus_controls:noise_for_larger_epsilon",
                                                 "control: Opacus noise calibrated for epsilon 8; claims (2, 1e-5)"),
-    "nonprivate_tinygpt": ("targets.lm.plugins:nonprivate_tinygpt", "tiny GPT-2 fine-tuned on speeches, no privacy"),
-    "dpsgd_tinygpt": ("targets.lm.plugins:dpsgd_tinygpt", "tiny GPT-2 fine-tuned by Opacus DP-SGD, (4, 1e-5)"),
-    "dpsgd_tinygpt_lora": ("targets.lm.plugins:dpsgd_tinygpt_lora",
-                           "tiny GPT-2 LoRA-fine-tuned by PEFT under Opacus DP-SGD, (4, 1e-5)"),
 }
 
 

@@ -115,3 +115,9 @@ def test_guesses_outside_the_lm_black_box_game_is_one_line_exit_2(tmp_path, caps
                  str(tmp_path)])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "--guesses K applies to" in err[0]
+
+
+def test_builtin_lm_target_without_one_run_is_one_line_exit_2(tmp_path, capsys):
+    code = main(["run", "dp", "--target", "dpsgd_tinygpt", "-q", "--out", str(tmp_path)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "--target dpsgd_tinygpt --one-run" in err[0]
