@@ -15,9 +15,10 @@ returns are kept, and every ``DPOptimizer.step`` (and a subclass's own ``step``)
   not clipped to C alone and the accountant's sensitivity does not hold. The step is stopped when seen.
 * **loss-coupling** (violation), the *replay* call: the loop's loader is replaced by one yielding
   the first record alone, then with the next :data:`PARTNERS` records, then with the :data:`PARTNERS`
-  after those; dropout is switched off and every step is read and skipped (no update, no noise), so
-  the three steps see the same weights. The first record's per-sample gradient must be the same in the
-  three batches (relative difference at most :data:`COUPLING_TOL`). Hugging Face's ``labels=`` loss
+  after those; dropout is switched off, every step is read and skipped (no update, no noise) and the
+  weights are put back before every forward pass, so the three steps see the same weights. The first
+  record's per-sample gradient must be the same in the three batches (relative difference at most
+  :data:`COUPLING_TOL`). Hugging Face's ``labels=`` loss
   averages over every token of the batch (transformers #25303), so Opacus's per-sample gradient of an
   example is its token-sum gradient times ``B / N_tokens``: it scales with the other examples' lengths.
   Adding or removing one record then changes every other example's clipped gradient, and the noisy
@@ -67,7 +68,7 @@ PARTNERS = 7
 SHOWN = 4
 #: Canary tokens whose ids are read (at evenly spaced places of the plugin's list): each costs two calls of
 #: ``logprobs``, and a tokenizer that does not know the canary tokens splits them all.
-MAX_CANARY_TOKENS = 16
+MAX_CANARY_TOKENS = 8
 #: The checks of this module, in the order they decide a verdict (before the accounting check's).
 LM_CHECKS = ("position-ids", "loss-coupling", "non-dp-updates", "frozen-weights", "canary-ids")
 FIX_POSITIONS = ("pass position_ids of shape (B, L), one row per example, to every forward: "
@@ -104,6 +105,7 @@ class _Watch:
     rows: list[torch.Tensor] = field(default_factory=list)
     ids: Counter = field(default_factory=Counter)
     hook: Any = None
+    restore: Any = None
 
     def names(self) -> dict[int, str]:
         return {id(p): n.removeprefix("_module.") for n, p in self.module.named_parameters()}
@@ -176,6 +178,14 @@ def _attach(watch: _Watch, out: tuple) -> tuple:
         watch.hook = embedding.register_forward_pre_hook(count)
     if not watch.replay:
         return out
+    start = [(p, p.detach().clone()) for p in module.parameters()]
+
+    @torch.no_grad()
+    def restore(_module: Any, _args: tuple) -> None:  # every replayed step sees the same weights
+        for p, value in start:
+            p.copy_(value)
+
+    watch.restore = module.register_forward_pre_hook(restore)
     for sub in module.modules():
         if isinstance(sub, torch.nn.modules.dropout._DropoutNd):
             sub.p = 0.0
@@ -346,7 +356,8 @@ def lm_checks(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int) ->
         return LMChecks(findings, False)
     replay = _Watch(replay=True)
     _call(plugin, X, y, seed, replay)
-    if replay.hook is not None:
-        replay.hook.remove()
+    for handle in (replay.hook, replay.restore):
+        if handle is not None:
+            handle.remove()
     first = _position_finding(replay if replay.mismatch else watch)
     return LMChecks([first, _coupling_finding(replay), *findings], not replay.mismatch)

@@ -6,7 +6,7 @@ a ``DataLoader``, a ``GPT2LMHeadModel`` (the tiny GPT-2 of :mod:`targets.lm.mode
 no pretraining, so an audit takes seconds), optionally PEFT LoRA, AdamW, ``make_private`` with the noise
 multiplier Opacus calibrates for the claim (Poisson sampling at ``1/len(loader)``) and
 ``optimizer.step()`` per batch. :data:`N` = 37 speeches of the packaged corpus in batches of 8: rate
-0.2, 2 epochs = 10 steps, clip norm 1; at 37 texts neither the rate nor the expected batch size
+0.2, 1 epoch = 5 steps, clip norm 1; at 37 texts neither the rate nor the expected batch size
 ``int(n q)`` moves when one text is added or removed. Every plugin is a language-model trainer
 (``"kind": "lm_trainer"``) claiming (4, 1e-5)-DP, with 64 canary tokens (the tokenizer's reserved ids,
 written ``<|rK|>``). The mistakes (sources: docs/reference/bug-zoo.md and
@@ -36,7 +36,7 @@ import torch
 from targets.lm.model import build_model
 from targets.lm.tokenizer import ByteTokenizer, reserved_marker
 
-N, BATCH, EPOCHS, CLIP, LR = 37, 8, 2, 1.0, 1e-3
+N, BATCH, EPOCHS, CLIP, LR = 37, 8, 1, 1.0, 1e-3
 EPS, DELTA = 4.0, 1e-5
 #: The loops' tokenizer: bytes, BOS/EOS/PAD and 64 reserved ids for canaries; texts cut to 64 ids.
 TOKENIZER = ByteTokenizer(n_reserved=64, max_length=64)
