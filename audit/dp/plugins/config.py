@@ -123,18 +123,23 @@ def plugin_accounting(plugin: TrainerPlugin, data_dir: str | None, seed: int, al
     return probed | {"block": block}
 
 
-def run_check_config(opts: DPOptions) -> tuple[Path, dict]:
-    """The accounting check of ``opts.target`` (a trainer plugin) as a run of its own."""
-    if not is_plugin(opts.target):
-        raise UserError("--check-config reads the DP-SGD of a trainer plugin (--target module:factory or a built-in "
-                        "plugin such as opacus_mnist); the project's DP-SGD targets state their configuration")
-    plugin = load_plugin(opts.target)
-    if not isinstance(plugin, TrainerPlugin):
-        raise UserError(f"plugin {opts.target} is a mechanism; --check-config applies to DP-SGD trainers")
-    stages = Stages.for_command(CHECK_STAGES, {"other_world": 2.0})
+def run_check_config(opts: DPOptions, plugin: TrainerPlugin | None = None, probed: dict | None = None,
+                     stages: Stages | None = None) -> tuple[Path, dict]:
+    """The accounting check of ``opts.target`` (a trainer plugin) as a run of its own. ``plugin``, ``probed``
+    (:func:`plugin_probe`) and ``stages``: a one-run audit's whose training the language-model checks stopped
+    (no probe, so no canaries): the check is then its whole result."""
+    if plugin is None:
+        if not is_plugin(opts.target):
+            raise UserError("--check-config reads the DP-SGD of a trainer plugin (--target module:factory or a "
+                            "built-in plugin such as opacus_mnist); the project's DP-SGD targets state their "
+                            "configuration")
+        plugin = load_plugin(opts.target)
+        if not isinstance(plugin, TrainerPlugin):
+            raise UserError(f"plugin {opts.target} is a mechanism; --check-config applies to DP-SGD trainers")
+    stages = stages or Stages.for_command(CHECK_STAGES, {"other_world": 2.0})
     ctx = RunContext(opts.out, "dp", plugin.name, seed=opts.seed, quiet=opts.quiet, stages=stages)
     with ctx:
-        found = plugin_accounting(plugin, opts.data_dir, opts.seed, 1.0 - opts.confidence, stages=stages)
+        found = plugin_accounting(plugin, opts.data_dir, opts.seed, 1.0 - opts.confidence, probed, stages)
         block, claim = found["block"], found["claim"]
         results = {"target_description": plugin.description, "dataset": found["data"].name,
                    "model": {"name": f"user trainer {plugin.spec}"}, "delta": plugin.delta,
