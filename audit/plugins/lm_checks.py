@@ -98,6 +98,7 @@ class _Watch:
     module: Any = None
     optimizer: Any = None
     mismatch: dict[str, int] = field(default_factory=dict)
+    sampled: int = 0
     batch: int = 0
     before: dict[str, torch.Tensor] = field(default_factory=dict)
     in_dp: set[str] = field(default_factory=set)
@@ -125,6 +126,7 @@ def _read_step(watch: _Watch, optimizer: Any) -> None:
         raise _Stop
     names = watch.names()
     sizes = {names.get(id(p), "?"): gs.shape[0] for p in optimizer.params if (gs := _flat_samples(p)) is not None}
+    watch.sampled += bool(sizes)
     if sizes and len(set(sizes.values())) > 1:
         watch.batch = max(sizes.values())
         watch.mismatch = {n: s for n, s in sizes.items() if s != watch.batch}
@@ -248,7 +250,8 @@ def _shown(names: Sequence[str]) -> str:
 def _position_finding(watch: _Watch) -> dict[str, Any]:
     if not watch.mismatch:
         return finding("position-ids", False, True, "Every trained parameter's per-sample gradients hold one row per "
-                       "example of the batch.")
+                       f"example of the batch ({watch.sampled} steps)." if watch.sampled else "Not checked: no step "
+                       "held per-sample gradients (ghost clipping keeps only their norms).")
     rows = sorted(set(watch.mismatch.values()))
     text = (f"The per-sample gradients of {_shown(watch.mismatch)} hold {'/'.join(map(str, rows))} row(s) where "
             f"the batch holds {watch.batch} examples: an input broadcast across the batch, as position ids of shape "
@@ -264,6 +267,9 @@ def _coupling_finding(replay: _Watch) -> dict[str, Any]:
         return finding("loss-coupling", False, True, "Not checked: the replay did not reach three steps "
                        f"({len(replay.rows)}).")
     alone = replay.rows[0]
+    if not alone.numel():
+        return finding("loss-coupling", False, True, "Not checked: the replayed steps held no per-sample gradients "
+                       "(ghost clipping keeps only their norms).")
     scale = max(float(alone.norm()), float(np.finfo(float).tiny))
     changes = [float((row - alone).norm()) / scale for row in replay.rows[1:]]
     details = {"relative_change": changes, "tolerance": COUPLING_TOL, "partners": PARTNERS}
