@@ -56,7 +56,7 @@ import torch
 from audit.plugins.accounting import finding
 from audit.plugins.training import train_once
 from targets.opacus_hooks import classes_defining, require_opacus
-from targets.plugins import TrainerPlugin
+from targets.plugins.loading import TrainerPlugin
 
 #: Relative change of the first record's per-sample gradient above which the loss couples the batch's
 #: examples: float32 gradients of one example computed in batches of other shapes agree to about 1e-6;
