@@ -53,10 +53,12 @@ from typing import Any
 import numpy as np
 import torch
 
+from audit.errors import TargetCodeError
 from audit.plugins.accounting import finding
 from audit.plugins.training import train_once
 from targets.opacus_hooks import classes_defining, require_opacus
 from targets.plugins.loading import TrainerPlugin
+from targets.threads import thread_limit
 
 #: Relative change of the first record's per-sample gradient above which the loss couples the batch's
 #: examples: float32 gradients of one example computed in batches of other shapes agree to about 1e-6;
@@ -308,12 +310,19 @@ def _weight_findings(watch: _Watch) -> list[dict[str, Any]]:
     return [outside_found, frozen]
 
 
-def _canary_ids(logprobs: Callable, token: str, watch: _Watch) -> set[int]:
-    """The ids of canary token ``token``: those counted more on its text twice over than once."""
+def _canary_ids(plugin: TrainerPlugin, logprobs: Callable, token: str, watch: _Watch) -> set[int] | None:
+    """The ids of canary token ``token``: those counted more on its text twice over than once; None when the
+    trained model's input embedding saw no id while ``logprobs`` ran (it scores with another model)."""
     counts = []
     for text in (token, token + token):
         watch.ids = Counter()
-        logprobs([text])
+        try:
+            with thread_limit(plugin.threads), torch.no_grad():
+                logprobs([text])
+        except Exception as exc:
+            raise TargetCodeError(f"logprobs of plugin {plugin.spec} raised {type(exc).__name__}: {exc}") from exc
+        if not watch.ids:
+            return None
         counts.append(watch.ids)
     return {i for i, c in counts[1].items() if c > counts[0].get(i, 0)}
 
@@ -326,21 +335,24 @@ def _canary_finding(plugin: TrainerPlugin, logprobs: Callable | None, watch: _Wa
         return finding("canary-ids", False, False, f"Not checked: {why}.")
     seen, shared = watch.ids, {}
     chosen = [tokens[int(i)] for i in np.unique(np.linspace(0, len(tokens) - 1, MAX_CANARY_TOKENS).round())]
-    with torch.no_grad():
-        for token in chosen:
-            overlap = sorted(i for i in _canary_ids(logprobs, token, watch) if seen.get(i, 0) > 0)
-            if overlap:
-                shared[token] = overlap
+    for token in chosen:
+        ids = _canary_ids(plugin, logprobs, token, watch)
+        if ids is None:
+            return finding("canary-ids", False, False, "Not checked: the input embedding of the model trained saw "
+                           "no token while logprobs scored a canary token (logprobs scores with another model).")
+        overlap = sorted(i for i in ids if seen.get(i, 0) > 0)
+        if overlap:
+            shared[token] = overlap
     details = {"canary_tokens": len(tokens), "checked": len(chosen), "in_data": shared}
+    checked = f"{len(chosen)} canary tokens checked (of {len(tokens)}, evenly spaced)"
     if not shared:
-        return finding("canary-ids", False, False, f"None of {len(chosen)} of the {len(tokens)} canary tokens (evenly "
-                       "spaced) encodes to an id the training texts produce.", "", details)
+        return finding("canary-ids", False, False, f"None of the {checked} encodes to an id the training texts "
+                       "produce.", "", details)
     first, ids = next(iter(shared.items()))
-    return finding("canary-ids", True, False, f"{len(shared)} of {len(chosen)} of the {len(tokens)} canary tokens "
-                   "(evenly spaced) encode to ids the "
-                   f"training texts also produce (e.g. {first!r}: ids {ids[:SHOWN]}, seen {seen[ids[0]]} times in "
-                   "training): they are not new tokens, so their canaries lose their power (Panda et al. 2025); the "
-                   "bound they give stays sound.", FIX_CANARY, details)
+    text = (f"{len(shared)} of the {checked} encode to ids the training texts also produce (e.g. {first!r}: ids "
+            f"{ids[:SHOWN]}, seen {seen[ids[0]]} times in training): they are not new tokens, so their canaries lose "
+            "their power (Panda et al. 2025); the bound they give stays sound.")
+    return finding("canary-ids", True, False, text, FIX_CANARY, details)
 
 
 def lm_checks(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int) -> LMChecks:
