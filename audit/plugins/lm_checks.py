@@ -10,9 +10,10 @@ returns are kept, and every ``DPOptimizer.step`` (and a subclass's own ``step``)
   gradient (``p.grad_sample``) must hold one row per example of the batch. Position ids of shape
   ``(1, L)`` broadcast across the batch — Hugging Face's default when ``position_ids`` is not passed —
   reach the position embedding with a batch of one, so Opacus computes one gradient for the whole batch
-  there (Opacus #841): it fails ("stack expects each tensor to be equal size") or, for a batch of one
-  or under norm-only clipping, treats the batch's sum as one example's. An example's gradient is then
-  not clipped to C alone and the accountant's sensitivity does not hold. The step is stopped when seen.
+  there (Opacus #841). Opacus 1.6 then fails as soon as a batch holds two examples ("stack expects
+  each tensor to be equal size"); code that ran past it would clip the batch's summed gradient as one
+  example's, so no example's gradient would be clipped to C alone and the accountant's sensitivity
+  would not hold. The call is stopped at the first step where it is seen.
 * **loss-coupling** (violation), the *replay* call: the loop's loader is replaced by one yielding
   the first record alone, then with the next :data:`PARTNERS` records, then with the :data:`PARTNERS`
   after those; dropout is switched off, every step is read and skipped (no update, no noise) and the
@@ -258,9 +259,9 @@ def _position_finding(watch: _Watch) -> dict[str, Any]:
     text = (f"The per-sample gradients of {_shown(watch.mismatch)} hold {'/'.join(map(str, rows))} row(s) where "
             f"the batch holds {watch.batch} examples: an input broadcast across the batch, as position ids of shape "
             "(1, L) (Hugging Face's default when position_ids is not passed), gives that embedding one gradient for "
-            "the whole batch, so no example's gradient is clipped to C alone and the accountant's sensitivity does "
-            "not hold (Opacus fails with 'stack expects each tensor to be equal size' or clips the batch's sum as "
-            "one example's).")
+            "the whole batch: Opacus fails with 'stack expects each tensor to be equal size', and code that ran "
+            "past it would clip the batch's summed gradient as one example's, so the accountant's per-example "
+            "sensitivity C would not hold.")
     return finding("position-ids", True, True, text, FIX_POSITIONS, {"rows": watch.mismatch, "batch": watch.batch})
 
 
