@@ -1,7 +1,9 @@
 """The checks of a language-model trainer's DP fine-tuning that the noisy sums cannot show (issue 35,
 item 3): four pitfalls of Opacus on Hugging Face / PEFT models, each read from the code's own Opacus
-objects in two extra calls of its ``train`` (sources: docs/references.md, "Language model training
+objects in two calls of its ``train`` (sources: docs/references.md, "Language model training
 checks"). Each is a finding with its fix; those that void the accounting are violations.
+The *watched* call is the accounting check's probe (:func:`watched_training` around it), so the checks
+add only the replay's three steps and the canary tokens' ``logprobs`` calls to the audit.
 
 While a call runs, ``PrivacyEngine.make_private`` is wrapped: the module, optimizer and data loader it
 returns are kept, and every ``DPOptimizer.step`` (and a subclass's own ``step``) is wrapped too.
@@ -125,6 +127,8 @@ def _flat_samples(p: torch.Tensor) -> torch.Tensor | None:
 
 def _read_step(watch: _Watch, optimizer: Any) -> None:
     """Before a DP step: per-sample gradient rows per parameter (position-ids), moves outside DP-SGD."""
+    if optimizer is not watch.optimizer:  # another training in the same block (the probe's repeat)
+        return
     if not optimizer.params and watch.before:  # nothing to clip or noise: no step trains anything
         raise _Stop
     names = watch.names()
@@ -226,13 +230,32 @@ def _watching(watch: _Watch) -> Iterator[_Watch]:
             setattr(cls, name, original)
 
 
-def _call(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int, watch: _Watch) -> Any:
-    """One call of ``train`` under :func:`_watching`; its ``logprobs``, or None when stopped."""
-    with _watching(watch):
-        try:
-            return train_once(plugin, X, y, seed)
-        except _Stop:
-            return None
+@contextmanager
+def watched_training() -> Iterator[_Watch]:
+    """The *watched* call: the training inside the block (one call of ``train``; the first ``make_private``
+    is the one watched) under :func:`_watching`; a stop of the checks ends the block quietly. The model's
+    embedding stays watched until :func:`lm_checks` has read the canary tokens' ids."""
+    watch = _Watch()
+    try:
+        with _watching(watch):
+            yield watch
+    except _Stop:
+        pass
+
+
+def _replay_call(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int) -> _Watch:
+    """The *replay* call of ``train`` (module docstring), its hooks removed."""
+    replay = _Watch(replay=True)
+    try:
+        with _watching(replay):
+            train_once(plugin, X, y, seed)
+    except _Stop:
+        pass
+    finally:
+        for handle in (replay.hook, replay.restore):
+            if handle is not None:
+                handle.remove()
+    return replay
 
 
 @dataclass(frozen=True)
@@ -356,27 +379,23 @@ def _canary_finding(plugin: TrainerPlugin, logprobs: Callable | None, watch: _Wa
     return finding("canary-ids", True, False, text, FIX_CANARY, details)
 
 
-def lm_checks(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int) -> LMChecks:
-    """The checks of the module docstring on the plugin's data ``(X, y)``: the watched call, then (when it
-    ran) the replay; the findings in :data:`LM_CHECKS` order."""
-    watch = _Watch()
-    logprobs = _call(plugin, X, y, seed, watch)
+def lm_checks(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int, watch: _Watch,
+              trained: Callable | None) -> LMChecks:
+    """The checks of the module docstring on the plugin's data ``(X, y)``: ``watch`` and ``trained`` (its
+    ``logprobs``, None when stopped) from a call of ``train`` inside :func:`watched_training` (the accounting
+    check's probe), then, when it ran, the replay; the findings in :data:`LM_CHECKS` order."""
     try:
         if watch.module is None:
             return LMChecks([finding("position-ids", False, True, "Not checked: the loop made no Opacus "
                                      "PrivacyEngine (the language-model checks read Opacus's objects).")], True)
         if watch.mismatch:
             return LMChecks([_position_finding(watch)], False)
-        findings = _weight_findings(watch) + [_canary_finding(plugin, logprobs, watch)]
+        findings = _weight_findings(watch) + [_canary_finding(plugin, trained, watch)]
     finally:
         if watch.hook is not None:
             watch.hook.remove()
     if not watch.in_dp:  # stopped at its first step: the DP optimizer holds no parameter
         return LMChecks(findings, False)
-    replay = _Watch(replay=True)
-    _call(plugin, X, y, seed, replay)
-    for handle in (replay.hook, replay.restore):
-        if handle is not None:
-            handle.remove()
+    replay = _replay_call(plugin, X, y, seed)
     first = _position_finding(replay if replay.mismatch else watch)
     return LMChecks([first, _coupling_finding(replay), *findings], not replay.mismatch)

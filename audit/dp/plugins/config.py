@@ -26,7 +26,7 @@ from audit.dp.game import ALPHA_GRID
 from audit.dp.options import DPOptions
 from audit.errors import UserError
 from audit.plugins.accounting import accounting_check, block_status, config_table, deciding_findings
-from audit.plugins.lm_checks import LMChecks, lm_checks
+from audit.plugins.lm_checks import LMChecks, lm_checks, watched_training
 from audit.plugins.probe import claim_and_mechanism, probe
 from audit.plugins.training import plugin_dataset
 from audit.run_context import RunContext, Stages
@@ -63,28 +63,28 @@ def config_verdict(block: dict) -> dict:
 CHECK_STAGES = ("probe", "repeat", "other_world")
 
 
-def _lm_checks(plugin: TrainerPlugin, data: Any, seed: int, stages: Stages | None) -> LMChecks | None:
-    """The checks of :mod:`audit.plugins.lm_checks` for a language-model trainer (``plugin.lm`` set), else None."""
-    if getattr(plugin, "lm", None) is None:
-        return None
-    with (stages or Stages()).stage("lm_checks", f"language-model checks: the code trained once watched and its "
-                                                 f"first steps replayed on chosen batches of its {len(data.X)} texts"):
-        return lm_checks(plugin, data.X, data.y, seed)
-
-
 def plugin_probe(plugin: TrainerPlugin, data_dir: str | None, seed: int, stages: Stages | None = None) -> dict:
     """The probe on the plugin's whole dataset (a training and the first steps of its repeat): ``probe``,
-    ``claim``, ``mechanism``, ``data``, ``lm``; ``stages`` times and announces them. A language-model trainer
-    is first checked by :mod:`audit.plugins.lm_checks` (``lm``); when those checks stop its training (it
+    ``claim``, ``mechanism``, ``data``, ``lm``; ``stages`` times and announces them. For a language-model
+    trainer (``plugin.lm`` set) the probe's training is also the watched call of
+    :mod:`audit.plugins.lm_checks`, whose checks follow (``lm``; else None); when they stop the training (it
     cannot run under Opacus as written) there is no probe: ``probe`` and ``mechanism`` are None."""
     data = plugin_dataset(plugin, data_dir)
-    lm = _lm_checks(plugin, data, seed, stages)
-    if lm is not None and not lm.runs:
+    if getattr(plugin, "lm", None) is None:
+        found = probe(plugin, data.X, data.y, seed, plugin.delta, stages)
+        claim, mech = claim_and_mechanism(plugin, found)
+        return {"claim": claim, "mechanism": mech, "probe": found, "data": data, "lm": None}
+    found = None
+    with watched_training() as watch:
+        found = probe(plugin, data.X, data.y, seed, plugin.delta, stages)
+    with (stages or Stages()).stage("lm_checks", f"language-model checks: the probe's training read, its first "
+                                                 f"steps replayed on chosen batches of its {len(data.X)} texts"):
+        lm = lm_checks(plugin, data.X, data.y, seed, watch, None if found is None else found.trained)
+    if not lm.runs:
         if plugin.claim is None:
             raise UserError(f"plugin {plugin.spec} claims what Opacus reports, but its training stops under Opacus: "
                             + " ".join(f"{f['message']} Fix: {f['fix']}." for f in lm.findings if f["problem"]))
         return {"claim": plugin.claim, "mechanism": None, "probe": None, "data": data, "lm": lm}
-    found = probe(plugin, data.X, data.y, seed, plugin.delta, stages)
     claim, mech = claim_and_mechanism(plugin, found)
     return {"claim": claim, "mechanism": mech, "probe": found, "data": data, "lm": lm}
 
@@ -115,7 +115,7 @@ def plugin_accounting(plugin: TrainerPlugin, data_dir: str | None, seed: int, al
     if lm is not None:  # the language-model checks first (audit.plugins.accounting.DECIDING_ORDER)
         block["findings"] = lm.findings + block["findings"]
         block["status"] = block_status(block["findings"])
-        block["trainings"] += 2
+        block["trainings"] += 1  # the replay (its three steps)
     block["driver"] = found.source.kind
     block["n_train"] = int(len(X))
     if found.opacus is not None:
