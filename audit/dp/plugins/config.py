@@ -44,7 +44,7 @@ def config_verdict(block: dict) -> dict:
     then, as a sentence of its own, what else was found; otherwise consistent, naming any notes."""
     violations = deciding_findings(block)
     notes = [f for f in block["findings"] if f["problem"] and not f["violation"]]
-    if block.get("config") is None and not violations:  # the language-model checks stopped the training
+    if "config" not in block and not violations:  # the language-model checks stopped the training
         text = ("accounting check: the DP-SGD the code runs could not be read, its training stops under Opacus as "
                 f"written; nothing shows the claim violated. Notes: {' | '.join(_sentence(f) for f in notes)}")
         return {"status": "consistent", "text": text, "source": "config_check"}
@@ -91,8 +91,8 @@ def plugin_probe(plugin: TrainerPlugin, data_dir: str | None, seed: int, stages:
 
 def lm_only_block(lm: LMChecks, claim: Any, delta: float, alpha: float) -> dict:
     """The ``config_check`` block when the language-model checks stopped the training: their findings alone
-    (``config`` None: the DP-SGD was not read)."""
-    return {"status": block_status(lm.findings), "findings": lm.findings, "config": None,
+    (no ``config``: the DP-SGD was not read)."""
+    return {"status": block_status(lm.findings), "findings": lm.findings,
             "claimed_epsilon": float(claim.epsilon(delta)), "delta": delta, "alpha": alpha, "alpha_split": {},
             "trainings": 1}
 
