@@ -74,8 +74,6 @@ SHOWN = 4
 #: Canary tokens whose ids are read (at evenly spaced places of the plugin's list): each costs two calls of
 #: ``logprobs``, and a tokenizer that does not know the canary tokens splits them all.
 MAX_CANARY_TOKENS = 8
-#: The checks of this module, in the order they decide a verdict (before the accounting check's).
-LM_CHECKS = ("position-ids", "loss-coupling", "non-dp-updates", "frozen-weights", "canary-ids")
 FIX_POSITIONS = ("pass position_ids of shape (B, L), one row per example, to every forward: "
                  "torch.arange(L).expand(B, -1), or attention_mask.cumsum(1) - 1 with left padding")
 FIX_LOSS = ("compute each sequence's own loss and reduce over the batch: nll = cross_entropy(logits, targets, "
@@ -96,7 +94,7 @@ class _Stop(BaseException):
 
 
 @dataclass
-class _Watch:
+class Watch:
     """What one call showed: the Opacus objects, the per-sample gradient mismatch, the parameters."""
 
     replay: bool = False
@@ -125,7 +123,7 @@ def _flat_samples(p: torch.Tensor) -> torch.Tensor | None:
     return gs
 
 
-def _read_step(watch: _Watch, optimizer: Any) -> None:
+def _read_step(watch: Watch, optimizer: Any) -> None:
     """Before a DP step: per-sample gradient rows per parameter (position-ids), moves outside DP-SGD."""
     if optimizer is not watch.optimizer:  # another training in the same block (the probe's repeat)
         return
@@ -169,7 +167,7 @@ def _replay_loader(loader: Any) -> Any:
     return torch.utils.data.DataLoader(loader.dataset, batch_sampler=batches, collate_fn=loader.collate_fn)
 
 
-def _attach(watch: _Watch, out: tuple) -> tuple:
+def _attach(watch: Watch, out: tuple) -> tuple:
     """Keep what ``make_private`` returned; the replay also gets its own loader and no dropout."""
     module, optimizer = out[0], out[1]
     if watch.module is not None:
@@ -202,7 +200,7 @@ def _attach(watch: _Watch, out: tuple) -> tuple:
 
 
 @contextmanager
-def _watching(watch: _Watch) -> Iterator[_Watch]:
+def _watching(watch: Watch) -> Iterator[Watch]:
     """Wrap ``make_private`` and every ``DPOptimizer`` ``step`` while the block runs (restored on exit)."""
     require_opacus()
     # optional dependency (the opacus extra)
@@ -231,11 +229,11 @@ def _watching(watch: _Watch) -> Iterator[_Watch]:
 
 
 @contextmanager
-def watched_training() -> Iterator[_Watch]:
+def watched_training() -> Iterator[Watch]:
     """The *watched* call: the training inside the block (one call of ``train``; the first ``make_private``
     is the one watched) under :func:`_watching`; a stop of the checks ends the block quietly. The model's
     embedding stays watched until :func:`lm_checks` has read the canary tokens' ids."""
-    watch = _Watch()
+    watch = Watch()
     try:
         with _watching(watch):
             yield watch
@@ -243,9 +241,9 @@ def watched_training() -> Iterator[_Watch]:
         pass
 
 
-def _replay_call(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int) -> _Watch:
+def _replay_call(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int) -> Watch:
     """The *replay* call of ``train`` (module docstring), its hooks removed."""
-    replay = _Watch(replay=True)
+    replay = Watch(replay=True)
     try:
         with _watching(replay):
             train_once(plugin, X, y, seed)
@@ -273,7 +271,7 @@ def _shown(names: Sequence[str]) -> str:
     return ", ".join(names[:SHOWN]) + (f" and {len(names) - SHOWN} more" if len(names) > SHOWN else "")
 
 
-def _position_finding(watch: _Watch) -> dict[str, Any]:
+def _position_finding(watch: Watch) -> dict[str, Any]:
     if not watch.mismatch:
         return finding("position-ids", False, True, "Every trained parameter's per-sample gradients hold one row per "
                        f"example of the batch ({watch.sampled} steps)." if watch.sampled else "Not checked: no step "
@@ -288,7 +286,7 @@ def _position_finding(watch: _Watch) -> dict[str, Any]:
     return finding("position-ids", True, True, text, FIX_POSITIONS, {"rows": watch.mismatch, "batch": watch.batch})
 
 
-def _coupling_finding(replay: _Watch) -> dict[str, Any]:
+def _coupling_finding(replay: Watch) -> dict[str, Any]:
     if len(replay.rows) < 3:
         return finding("loss-coupling", False, True, "Not checked: the replay did not reach three steps "
                        f"({len(replay.rows)}).")
@@ -311,7 +309,7 @@ def _coupling_finding(replay: _Watch) -> dict[str, Any]:
                    "C the accountant assumes.", FIX_LOSS, details)
 
 
-def _weight_findings(watch: _Watch) -> list[dict[str, Any]]:
+def _weight_findings(watch: Watch) -> list[dict[str, Any]]:
     now = {n.removeprefix("_module."): p.detach() for n, p in watch.module.named_parameters()}
     still = [n for n, p in watch.before.items() if n in now and torch.equal(now[n], p)]
     outside = sorted(watch.outside_moved | {n for n in watch.before if n not in watch.in_dp and n not in still})
@@ -334,7 +332,7 @@ def _weight_findings(watch: _Watch) -> list[dict[str, Any]]:
     return [outside_found, frozen]
 
 
-def _canary_ids(plugin: TrainerPlugin, logprobs: Callable, token: str, watch: _Watch) -> set[int] | None:
+def _canary_ids(plugin: TrainerPlugin, logprobs: Callable, token: str, watch: Watch) -> set[int] | None:
     """The ids of canary token ``token``: those counted more on its text twice over than once; None when the
     trained model's input embedding saw no id while ``logprobs`` ran (it scores with another model)."""
     counts = []
@@ -351,7 +349,7 @@ def _canary_ids(plugin: TrainerPlugin, logprobs: Callable, token: str, watch: _W
     return {i for i, c in counts[1].items() if c > counts[0].get(i, 0)}
 
 
-def _canary_finding(plugin: TrainerPlugin, logprobs: Callable | None, watch: _Watch) -> dict[str, Any]:
+def _canary_finding(plugin: TrainerPlugin, logprobs: Callable | None, watch: Watch) -> dict[str, Any]:
     tokens = plugin.lm.canary_tokens if plugin.lm is not None else ()
     if not tokens or logprobs is None or watch.hook is None:
         why = ("the plugin names no canary tokens" if not tokens else "the model's input embedding was not found"
@@ -379,11 +377,13 @@ def _canary_finding(plugin: TrainerPlugin, logprobs: Callable | None, watch: _Wa
     return finding("canary-ids", True, False, text, FIX_CANARY, details)
 
 
-def lm_checks(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int, watch: _Watch,
+def lm_checks(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int, watch: Watch,
               trained: Callable | None) -> LMChecks:
     """The checks of the module docstring on the plugin's data ``(X, y)``: ``watch`` and ``trained`` (its
     ``logprobs``, None when stopped) from a call of ``train`` inside :func:`watched_training` (the accounting
-    check's probe), then, when it ran, the replay; the findings in :data:`LM_CHECKS` order."""
+    check's probe), then, when it ran, the replay; the findings in the order position-ids, loss-coupling,
+    non-dp-updates, frozen-weights, canary-ids (the violations rank first in
+    :data:`audit.plugins.accounting.DECIDING_ORDER`)."""
     try:
         if watch.module is None:
             return LMChecks([finding("position-ids", False, True, "Not checked: the loop made no Opacus "
