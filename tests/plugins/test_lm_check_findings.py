@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from audit.plugins.lm_checks import COUPLING_TOL, _coupling_finding, _position_finding, Watch, _weight_findings
+from audit.plugins.lm_checks import COUPLING_TOL, Watch, _coupling_finding, _position_finding, _weight_findings
 
 
 def _replay(*rows: list[float]) -> Watch:
