@@ -57,7 +57,7 @@ from audit.dp.one_run.game import (
     random_canary_directions,
 )
 from audit.dp.options import DPOptions
-from audit.dp.plugins.config import config_verdict, plugin_accounting, plugin_probe
+from audit.dp.plugins.config import config_verdict, plugin_accounting, plugin_probe, run_check_config
 from audit.dp.plugins.lm_blackbox import run_lm_blackbox
 from audit.errors import UserError
 from audit.plugins.accounting import ONE_RUN_SHARE, config_table
@@ -195,6 +195,8 @@ def run_plugin_one_run(opts: DPOptions, plugin: TrainerPlugin | None = None) -> 
         return run_lm_blackbox(opts, plugin)
     stages = Stages.for_command(ONE_RUN_STAGES, ONE_RUN_TRAININGS)
     probed = plugin_probe(plugin, opts.data_dir, opts.seed, stages)
+    if probed["probe"] is None:  # the language-model checks stopped the training (audit.plugins.lm_checks)
+        return run_check_config(opts, plugin, probed, stages)
     n_params, capacity = _check_probe(opts, plugin, probed, threat)
     found, step_mech, data = probed["probe"], probed["mechanism"], probed["data"]
     mech = CanaryMechanism(step_mech.sample_rate, step_mech.noise_multiplier, step_mech.steps)
