@@ -11,7 +11,10 @@ THREATS = ("black-box", "white-box", "updates")
 INPUT_CANARIES = ("natural", "mislabelled", "crafted", "blank")
 #: DP-SGD gradient canaries (:func:`audit.dp.canaries.gradient_canary`).
 GRADIENT_CANARIES = ("gradient", "dirac", "dirac-replace")
-#: Every canary of ``run dp`` and ``sweep dp``.
+#: Canary texts of a language-model trainer's black-box one-run audit (:mod:`audit.dp.plugins.lm_blackbox`).
+TEXT_CANARIES = ("new-token", "rare-unigram", "random-suffix")
+#: Every canary of ``run dp`` and ``sweep dp`` on a classifier (``run dp --one-run`` of a language-model trainer
+#: also takes :data:`TEXT_CANARIES`).
 DP_CANARIES = INPUT_CANARIES + GRADIENT_CANARIES
 #: Initial parameters of ``run dp``'s DP-SGD runs: each run's own random start, or one model pre-trained
 #: without privacy on a disjoint half of the data.

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from audit.choices import DP_CANARIES, INPUT_CANARIES, THREATS
+from audit.choices import DP_CANARIES, INPUT_CANARIES, TEXT_CANARIES, THREATS
 
 if TYPE_CHECKING:  # annotations only: importing the registries would slow down list and --help
     from targets.catalogue import TargetEntry
@@ -101,7 +101,8 @@ def target_use(name: str) -> TargetUse:
     if entry.family == "trained":
         return _trained_use(entry.factory())
     if entry.family == "lm":
-        return TargetUse(family="lm", description=entry.description, run_kinds=())
+        return TargetUse(family="lm", description=entry.description, run_kinds=("dp",), threats=THREATS,  # --one-run
+                         canaries=("dirac",) + TEXT_CANARIES, default_threat="updates", default_canary="dirac")
     if entry.family == "plugin":  # the built-in plugins are trainers
         return trainer_plugin_use(entry.description)
     if entry.family == "dp-erm":  # its run dp variants (no intercept) take only the multi-run audits

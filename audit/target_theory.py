@@ -122,6 +122,9 @@ def theory_for(name: str, epsilon: float | None = None, delta: float | None = No
         if epsilon is not None:
             raise UserError("--epsilon does not apply to a plugin: its factory states the claim")
         plugin = entry.factory()
+        if getattr(plugin, "lm", None) is not None and not plugin.lm.claimed:  # a non-private LM trainer
+            return TargetTheory(name=name, family="plugin", description=plugin.description, claim=None,
+                                delta=delta or plugin.delta, params=plugin.params, neighbouring=None)
         if plugin.claim is None:
             raise UserError(f"plugin {name} claims what Opacus's accountant reports after training ('claim': "
                             f"'opacus'); audit it with `python -m audit run dp --target {name}` to see that claim")

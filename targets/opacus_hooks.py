@@ -66,15 +66,15 @@ def require_opacus() -> Any:
     return opacus
 
 
-def _noise_classes(base: type) -> list[type]:
-    """``base`` and its subclasses that define their own ``add_noise``."""
+def classes_defining(base: type, name: str) -> list[type]:
+    """``base`` and its subclasses that define their own method ``name`` (what a patch of it must cover)."""
     seen, todo = [], [base]
     while todo:
         cls = todo.pop()
         if cls not in seen:
             seen.append(cls)
             todo.extend(cls.__subclasses__())
-    return [cls for cls in seen if "add_noise" in cls.__dict__]
+    return [cls for cls in seen if name in cls.__dict__]
 
 
 def _flat_params(params: list[Any]) -> Any:
@@ -140,7 +140,7 @@ def instrument_opacus(recorder: UpdateRecorder) -> Iterator[UpdateRecorder]:
     from opacus.optimizers import DPOptimizer
 
     saved: list[tuple[type, str, Any]] = [(cls, "add_noise", cls.__dict__["add_noise"])
-                                          for cls in _noise_classes(DPOptimizer)]
+                                          for cls in classes_defining(DPOptimizer, "add_noise")]
     saved.append((PrivacyEngine, "make_private", PrivacyEngine.__dict__["make_private"]))
     with recording(recorder):
         try:

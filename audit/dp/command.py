@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from audit.arguments import positive_int
-from audit.choices import DP_CANARIES, THREATS
+from audit.choices import DP_CANARIES, TEXT_CANARIES, THREATS
 from audit.kinds import RunKind
 from audit.run_parser import add_kind, dpsgd_start_options
 
@@ -21,12 +21,13 @@ def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser)
                         help="training runs R (default: 4000 for DP-SGD updates/white-box, 1000 black-box, "
                              "2000000 noise draws for DP-ERM; trainer plugins: 200 black-box, 1000 updates/white-box, "
                              "each on at most 1000 rows of the plugin's data; --quick: 400 / 20000 / 50 for plugins)")
-    parser.add_argument("--canary", default=None, choices=DP_CANARIES,
+    parser.add_argument("--canary", default=None, choices=DP_CANARIES + TEXT_CANARIES,
                         help="canary: dirac/gradient (gradient canaries, DP-SGD), dirac-replace (replace-one pair "
                              "on a crafted dataset: catches shuffled batches accounted as Poisson), natural, "
                              "mislabelled, crafted, blank (input canaries; crafted = low-variance direction, or the "
-                             "crafted pair for DP-ERM; blank = all-zero input, last class); default: the target's "
-                             "(below)")
+                             "crafted pair for DP-ERM; blank = all-zero input, last class), new-token, rare-unigram, "
+                             "random-suffix (canary texts of a language-model trainer, --one-run --threat black-box); "
+                             "default: the target's (below)")
     parser.add_argument("--threat", default=None, choices=THREATS,
                         help="what the adversary sees: black-box (final model's loss), white-box (final "
                              "parameters), updates (every intermediate update); default: the target's (below)")
@@ -47,6 +48,10 @@ def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser)
                         help="--one-run: number of gradient canaries (default: chosen by simulating the claim — for "
                              "a trainer plugin the DP-SGD its probe read — at most 20000 and the model's parameter "
                              "count; --quick: at most 2000)")
+    parser.add_argument("--guesses", type=positive_int, default=None, metavar="K",
+                        help="--one-run --threat black-box of a language-model trainer: the guess count fixed in "
+                             "advance, 'in' for the K highest scores and 'out' for the K lowest where the claim's "
+                             "simulation prefers two-sided guesses (default: chosen by simulating the claim)")
     dpsgd_start_options(parser)
     parser.set_defaults(func=RUN_KIND.main)
 

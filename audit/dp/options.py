@@ -19,6 +19,7 @@ class DPOptions(CommonRunOptions):
     check_config: bool = False  # the accounting check of a trainer plugin alone (audit.dp.plugins.config)
     one_run: bool = False  # one training with M gradient canaries (audit.dp.one_run.game)
     canaries: int | None = None  # None: by simulating the claim (audit.stats.one_run.design.default_canary_count)
+    guesses: int | None = None  # language-model black-box one-run: K "in" and K "out" guesses fixed in advance
 
 
 @dataclass(frozen=True, kw_only=True)

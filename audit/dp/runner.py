@@ -36,7 +36,8 @@ from audit.quiet import quiet_libraries
 from audit.results_header import ResultsHeader, accountant
 from audit.run_context import RunContext
 from audit.stats.outcome import Game, Outcome, Table
-from targets.catalogue import is_plugin
+from targets.catalogue import is_plugin, resolve
+from targets.plugins.loading import TrainerPlugin, load_plugin
 from targets.plugins.rng import reproducibility_lines
 
 
@@ -115,13 +116,30 @@ def _play(ctx: RunContext, setup: DPAuditSetup, included: np.ndarray, confidence
     return ctx.run_dir, ctx.finish(results, config, report=options.write_report)
 
 
+def lm_builtin_trainer(opts: DPOptions) -> TrainerPlugin:
+    """The lm_trainer plugin of a built-in language-model target (:func:`targets.lm.plugins.lm_trainer_spec`);
+    a one-line error without ``--one-run`` (one training: the many-run games would fine-tune it hundreds of
+    times)."""
+    if not opts.one_run:
+        raise UserError(f"{opts.target} is a language model: audit its fine-tuning in one run, python -m audit run dp "
+                        f"--target {opts.target} --one-run [--threat updates | white-box | black-box]")
+    # the LM targets' code (transformers, peft): only when one is audited
+    from targets.lm.plugins import lm_trainer_spec
+
+    return load_plugin(lm_trainer_spec(opts.target))
+
+
 def run_dp(opts: DPOptions) -> tuple[Path, Outcome]:
     """Build the setup for ``opts.target`` and play the game; returns (run directory, outcome).
     ``opts.check_config``: the accounting check of a trainer plugin alone (:mod:`audit.dp.plugins.config`);
     ``opts.one_run``: one training with gradient canaries (:func:`audit.dp.one_run.game.run_one_run`)."""
     with quiet_libraries(opts.quiet):  # -q silences the warnings of the user's libraries (Opacus, torch) too
+        if opts.guesses is not None and not (opts.one_run and opts.threat == "black-box"):
+            raise UserError("--guesses K applies to --one-run --threat black-box of a language-model trainer")
         if opts.check_config:
             return run_check_config(opts)
+        if resolve(opts.target).family == "lm":  # a built-in LM target: its lm_trainer (targets.lm.plugins)
+            return run_plugin_one_run(opts, lm_builtin_trainer(opts))
         if opts.one_run:
             return run_plugin_one_run(opts) if is_plugin(opts.target) else run_one_run(opts)
         if opts.canaries is not None:

@@ -58,6 +58,9 @@ def build_setup(opts: DPOptions) -> DPAuditSetup:
         if not isinstance(plugin, TrainerPlugin):
             raise UserError(f"plugin {opts.target} is a mechanism; audit it with `python -m audit run mechanism "
                             f"--target {opts.target}`")
+        if plugin.lm is not None:
+            raise UserError(f"{opts.target} is a language-model trainer: audit it in one run, python -m audit run dp "
+                            f"--target {opts.target} --one-run [--threat updates | white-box | black-box]")
         if opts.epsilon is not None or opts.delta is not None:
             raise UserError("--epsilon/--delta do not apply to a plugin: its factory states the claim")
         threat = opts.threat or trainer_plugin_use(plugin.description).default_threat

@@ -77,7 +77,10 @@ SAMPLING_TAILS = 4
 #: The accounting check's part of the audit's alpha when the one-run test shares the family.
 ONE_RUN_SHARE = 0.5
 #: The order in which violations decide the verdict: facts read from the code first, then the tests.
-DECIDING_ORDER = ("clipping", "world-dependence", "sampling", "rate", "noise", "epsilon")
+#: The language-model checks (:mod:`audit.plugins.lm_checks`) come first: what voids per-example clipping
+#: before what the noisy sums show.
+DECIDING_ORDER = ("position-ids", "loss-coupling", "non-dp-updates", "clipping", "world-dependence", "sampling",
+                  "rate", "noise", "epsilon")
 FIX_SAMPLING = ("sample each record by its own coin with rate q at every step, as accounted (with Opacus, iterate "
                 "the data loader make_private returns, with poisson_sampling=True)")
 
@@ -122,13 +125,16 @@ def clipping_check(recorder: UpdateRecorder) -> dict[str, Any]:
     return out
 
 
-def _finding(check: str, problem: bool, violation: bool, message: str, fix: str = "", details: dict | None = None):
+def finding(check: str, problem: bool, violation: bool, message: str, fix: str = "",
+            details: dict | None = None) -> dict[str, Any]:
+    """One finding of the ``config_check`` block: a ``problem`` is a ``violation`` when ``violation`` (it voids the
+    accounting), else a note; ``fix``: what to change."""
     return {"check": check, "problem": bool(problem), "violation": bool(problem and violation), "message": message,
             "fix": fix, "details": details or {}}
 
 
-def _from(finding: ConfigFinding, violation: bool) -> dict[str, Any]:
-    return _finding(finding.check, finding.problem, violation, finding.message, finding.fix, finding.details)
+def _from(found: ConfigFinding, violation: bool) -> dict[str, Any]:
+    return finding(found.check, found.problem, violation, found.message, found.fix, found.details)
 
 
 def sampling_findings(recorder: UpdateRecorder, n: int, rate: float, alphas: dict[str, float]) -> list[dict]:
@@ -138,13 +144,13 @@ def sampling_findings(recorder: UpdateRecorder, n: int, rate: float, alphas: dic
     if len(batches) != recorder.steps:
         unseen = ("The records of each step were not seen (pass batch= to add_canary, or iterate a torch DataLoader "
                   "over the training set): {} not checked.")
-        return [_finding("sampling", False, False, unseen.format("sampling")),
-                _finding("rate", False, False, unseen.format("the sampling rate"))]
+        return [finding("sampling", False, False, unseen.format("sampling")),
+                finding("rate", False, False, unseen.format("the sampling rate"))]
     out = []
     if recorder.steps >= 2:
         sampling = sampling_from_batches(batches, n, significance=alphas["sampling"] / SAMPLING_TAILS).to_dict()
         problem = sampling["verdict"] not in ("poisson", "inconclusive", "full-batch")
-        out.append(_finding("sampling", problem, True, f"Sampling read from the records each step held: "
+        out.append(finding("sampling", problem, True, f"Sampling read from the records each step held: "
                             f"{sampling['verdict']}. {sampling['message']}", FIX_SAMPLING if problem else "",
                             sampling))
     test = rate_test(batches, n, rate, alphas["rate"])
@@ -158,7 +164,7 @@ def sampling_findings(recorder: UpdateRecorder, n: int, rate: float, alphas: dic
         message = (f"The batches held {test['observed']:.4g} of the records per step, consistent with the accounted "
                    f"rate {rate:.4g} (two-sided binomial p = {test['p_value']:.2g}).")
         fix = ""
-    return out + [_finding("rate", test["rejected"], True, message, fix, test)]
+    return out + [finding("rate", test["rejected"], True, message, fix, test)]
 
 
 def _epsilon_finding(config: DPSGDConfig, claim: Any, delta: float, sigma: float, needed: float) -> dict:
@@ -167,7 +173,7 @@ def _epsilon_finding(config: DPSGDConfig, claim: Any, delta: float, sigma: float
     float)."""
     claimed = float(claim.epsilon(delta))
     if sigma < MIN_SIGMA * needed:
-        return _finding("epsilon", True, True, f"The loop adds noise of multiplier at most {sigma:.3g}, where "
+        return finding("epsilon", True, True, f"The loop adds noise of multiplier at most {sigma:.3g}, where "
                         f"{config.rate:.4g} sampling and {config.steps} steps need at least {needed:.4g} for the "
                         f"claimed epsilon {claimed:.3g}.", f"raise the noise multiplier to at least {needed:.4g}",
                         {"config": config.to_dict(), "noise_multiplier_needed": needed})
@@ -198,11 +204,11 @@ def world_finding(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int
     details = {word: f.details for word, f in pairs}
     moved = [(word, f) for word, f in pairs if f.problem]
     if not moved:
-        return _finding("world-dependence", False, False, "The DP-SGD configuration is the same with one record added "
+        return finding("world-dependence", False, False, "The DP-SGD configuration is the same with one record added "
                         "and with one removed, as the accounting assumes.", "", details)
     message = " ".join(f"{'Adding' if word == 'adding' else 'Removing'} one record: {f.message}" for word, f in moved)
     fixes = dict.fromkeys(part for _, f in moved for part in f.fix.split("; ") if part)
-    return _finding("world-dependence", True, True, message, "; ".join(fixes), details)
+    return finding("world-dependence", True, True, message, "; ".join(fixes), details)
 
 
 def accounting_check(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int, found: Probe, claim: Any,
@@ -230,7 +236,7 @@ def accounting_check(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: 
     findings += noise.findings
     findings += sampling_findings(recorder, len(X), config.rate, alphas)
     clipping = clipping_check(recorder)
-    findings.append(_finding("clipping", clipping["problem"], True, clipping["message"],
+    findings.append(finding("clipping", clipping["problem"], True, clipping["message"],
                              "clip each example's gradient to C before summing" if clipping["problem"] else "",
                              clipping))
     noisy_enough = sigma >= MIN_SIGMA * needed
@@ -238,8 +244,7 @@ def accounting_check(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: 
         return sigma if sigma_code is None else max(measured_sigma(noise, run.source.noise_multiplier), tiny)
 
     findings.append(world_finding(plugin, X, y, seed, config, added_run, sigma_of, delta if noisy_enough else None))
-    status = ("violation" if any(f["violation"] for f in findings) else
-              "finding" if any(f["problem"] for f in findings) else "ok")
+    status = block_status(findings)
     sampling = next((f["details"] for f in findings if f["check"] == "sampling" and f["details"]), None)
     epsilon = findings[0]["details"].get("epsilon")  # None: far too little noise for a PLD (_epsilon_finding)
     return {"status": status, "findings": findings, "config": config.to_dict() | {"epsilon": epsilon},
@@ -247,6 +252,12 @@ def accounting_check(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: 
             "sampling": sampling,
             "clipping": clipping, "alpha": alpha, "alpha_split": alphas | {"sampling_per_tail": alphas["sampling"] /
                                                                            SAMPLING_TAILS}, "trainings": 4}
+
+
+def block_status(findings: list[dict[str, Any]]) -> str:
+    """The block's status: "violation" when a finding voids the accounting, "finding" for notes, else "ok"."""
+    return ("violation" if any(f["violation"] for f in findings) else
+            "finding" if any(f["problem"] for f in findings) else "ok")
 
 
 def deciding_findings(block: dict[str, Any]) -> list[dict[str, Any]]:

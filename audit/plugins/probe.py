@@ -92,7 +92,7 @@ def run_once(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int, rec
 
 @dataclass(frozen=True, kw_only=True)
 class Probe:
-    """What the probe run showed (module docstring, step 1)."""
+    """What the probe run showed (module docstring, step 1); ``trained``: what its ``train`` returned."""
 
     steps: int
     source: StepSource
@@ -103,6 +103,7 @@ class Probe:
     opacus: dict | None
     check: dict = field(default_factory=dict)
     recorder: UpdateRecorder | None = None
+    trained: Any = None
 
 
 def require_steps(plugin: TrainerPlugin, recorder: UpdateRecorder) -> None:
@@ -163,7 +164,7 @@ def probe(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int, delta:
     probe_seed = int(np.random.SeedSequence([seed, 29]).generate_state(1)[0])
     first = UpdateRecorder(None, 0)
     with _stage(stages, "probe", f"probe: training the code once on its {len(X)} rows, reading the DP-SGD it runs"):
-        run_once(plugin, X, y, probe_seed, first)
+        trained = run_once(plugin, X, y, probe_seed, first)
     require_steps(plugin, first)
     if stages is not None:
         stages.set_training_time(stages.timing["probe_s"])
@@ -176,7 +177,7 @@ def probe(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int, delta:
     coordinate = int(np.argmin(first.touched))
     return Probe(steps=first.steps, source=first.source, clip_norm=float(first.clip_norm),
                  n_params=int(first.touched.size), coordinate=coordinate, touched=float(first.touched[coordinate]),
-                 opacus=_opacus_report(first, delta), check=check, recorder=first)
+                 opacus=_opacus_report(first, delta), check=check, recorder=first, trained=trained)
 
 
 def _stage(stages: Stages | None, name: str, text: str) -> AbstractContextManager[None]:

@@ -81,6 +81,9 @@ def trainer_plugin(opts: Any) -> TrainerPlugin:
     plugin = load_plugin(opts.target)
     if not isinstance(plugin, TrainerPlugin):
         raise UserError(f"plugin {opts.target} is a mechanism; this attack needs a trainer plugin")
+    if plugin.lm is not None:
+        raise UserError(f"plugin {opts.target} is a language-model trainer: this attack needs class probabilities; "
+                        f"audit it with python -m audit run dp --target {opts.target} --one-run")
     return plugin
 
 

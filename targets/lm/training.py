@@ -2,8 +2,12 @@
 under Opacus (full fine-tuning) or with PEFT LoRA under Opacus.
 
 DP fine-tuning is Opacus's own DP-SGD [Abadi et al. 2016, Algorithm 1]: ``PrivacyEngine.make_private``
-with Poisson sampling at rate ``sample_rate``, per-example clipping to ``clip``, Gaussian noise of standard
-deviation ``noise_multiplier * clip``, Adam on the noisy mean. Nothing here instruments it: an audit wraps
+with Poisson sampling at rate ``sample_rate`` (a ``DPDataLoader`` built at that rate, ``1 / sample_rate``
+steps an epoch), per-example clipping to ``clip``, Gaussian noise of standard deviation
+``noise_multiplier * clip``, Adam on the noisy sum of the per-sequence losses' gradients (Adam is invariant
+to the scale of its gradient but for its epsilon, so no normaliser is needed): rate, steps and the update's
+scale never move with the number of texts, as the accounting check of a one-run audit requires of a
+neighbouring dataset. Nothing here instruments it: an audit wraps
 the call in :func:`targets.opacus_hooks.instrument_opacus`, which patches ``make_private`` and
 ``add_noise``, so the DP-SGD that is audited is the one that trains (docs/references.md, "Language
 models"). HF's ``Conv1D`` has no Opacus grad sampler and goes through Opacus's functorch fallback; LoRA's
@@ -55,14 +59,16 @@ class FineTune:
         return self.epochs * -(-n_records // self.batch_size)
 
 
-def _step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, ids: torch.Tensor, mask: torch.Tensor) -> None:
-    """One step on the batch mean of per-sequence losses. An empty Poisson batch under Opacus is a noise-only
-    step (zero per-example gradients, the noise added as on every step): DP-SGD takes all T steps it
-    accounts, whatever the batches hold [Abadi et al. 2016, Algorithm 1]."""
+def _step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, ids: torch.Tensor, mask: torch.Tensor,
+          summed: bool = False) -> None:
+    """One step on the batch mean (``summed``: the sum) of per-sequence losses. An empty Poisson batch under
+    Opacus is a noise-only step (zero per-example gradients, the noise added as on every step): DP-SGD takes
+    all T steps it accounts, whatever the batches hold [Abadi et al. 2016, Algorithm 1]."""
     optimizer.zero_grad()
     if len(ids):
         width = int(mask.sum(dim=1).max())
-        sequence_losses(model, ids[:, :width], mask[:, :width]).mean().backward()
+        losses = sequence_losses(model, ids[:, :width], mask[:, :width])
+        (losses.sum() if summed else losses.mean()).backward()
     elif hasattr(optimizer, "original_optimizer"):  # Opacus's DPOptimizer: no backward ran, no grad samples
         for p in optimizer.params:
             p.grad_sample = torch.zeros((0, *p.shape), dtype=p.dtype, device=p.device)
@@ -105,18 +111,21 @@ def _train_private(model: torch.nn.Module, tokenizer: ByteTokenizer, texts: Sequ
     from targets.opacus_hooks import require_opacus
 
     opacus = require_opacus()
+    # optional dependency (the opacus extra)
+    from opacus.data_loader import DPDataLoader
+
     ids, mask = padded_batch(tokenizer, texts)
-    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(ids, mask),
-                                         batch_size=max(1, int(round(config.sample_rate * len(ids)))))
+    loader = DPDataLoader(torch.utils.data.TensorDataset(ids, mask), sample_rate=config.sample_rate)
     optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=config.lr)
     engine = opacus.PrivacyEngine(accountant="rdp")
     private, optimizer, loader = engine.make_private(module=model, optimizer=optimizer, data_loader=loader,
                                                      noise_multiplier=config.noise_multiplier,
-                                                     max_grad_norm=config.clip, poisson_sampling=True)
+                                                     max_grad_norm=config.clip, poisson_sampling=True,
+                                                     loss_reduction="sum")
     private.train()
     for _ in range(config.epochs):
         for batch_ids, batch_mask in loader:
-            _step(private, optimizer, batch_ids, batch_mask)
+            _step(private, optimizer, batch_ids, batch_mask, summed=True)
     private.remove_hooks()
     return private._module
 

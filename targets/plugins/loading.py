@@ -1,6 +1,6 @@
 """User plugin targets: ``--target some.module:factory`` audits the user's own code.
 
-``factory()`` returns a plain dict — no import of this project needed — in one of three forms:
+``factory()`` returns a plain dict — no import of this project needed — in one of four forms:
 
 * trainer: ``{"kind": "trainer", "dataset": "mnist" | "data.npz" | "data.csv" | (X, y), "train": train,
   "claim": {"epsilon": E, "delta": D}}`` with ``train(X, y, seed) -> predict_proba`` and
@@ -16,6 +16,10 @@
 * lm: ``{"kind": "lm", "logprobs": f, "members": texts, "nonmembers": texts, ...}``, a trained language
   model given as a per-token log-probability function, audited by ``run membership`` on its texts
   (:mod:`targets.lm.contract` has the contract; here it too is a :class:`ModelPlugin`).
+* lm_trainer: ``{"kind": "lm_trainer", "texts": [str, ...], "train": train, "claim": {...}}`` with
+  ``train(texts, seed) -> logprobs`` fine-tuning a language model and ``logprobs(texts)`` the per-token
+  log-probabilities of each text (:mod:`targets.plugins.lm` has the contract); a :class:`TrainerPlugin` over
+  texts (``lm`` set), audited by ``run dp --one-run``.
 
 Randomness: ``rng`` may be a numpy Generator, a RandomState, an int seed or absent (``f(data)``,
 ``train(X, y)``); the key ``"rng"`` says which, else the signature does (:mod:`targets.plugins.rng`).
@@ -59,6 +63,7 @@ from audit.theory.claims import PURE_DP_DELTA, ApproxDPClaim, GaussianClaim, Pri
 from audit.theory.dpsgd import DPSGDClaim
 from audit.theory.rdp import ZCDPClaim
 from targets.datasets import DATA_FILE_SUFFIXES, DATASETS
+from targets.plugins.lm import LMTexts, lm_trainer_fields
 from targets.plugins.rng import rng_kind
 from targets.threads import thread_limit
 
@@ -119,6 +124,7 @@ class TrainerPlugin:
     rng: str = "seed"
     packages: dict = field(default_factory=dict)
     threads: int | None = None
+    lm: LMTexts | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -373,6 +379,8 @@ def plugin_from_dict(spec: str, made: dict, loaded: Iterable[str] = (),
         check_plugin_keys(spec, made, kind)
     if kind in ("model", "lm"):
         return ModelPlugin(spec, made, frozenset(loaded), tuple(namespaces))
+    if kind == "lm_trainer":
+        return _lm_trainer(spec, made, loaded, namespaces)
     if kind == "trainer" and made.get("claim") == OPACUS_CLAIM:
         claim, delta = None, check_delta(made.get("delta", PURE_DP_DELTA), f"plugin {spec}: delta of the Opacus claim",
                                          positive=True)
@@ -406,3 +414,24 @@ def plugin_from_dict(spec: str, made: dict, loaded: Iterable[str] = (),
                                rng=rng_kind(code, made.get("rng"), 1, "generator", f"plugin {spec}"),
                                packages=imported_packages(spaces, loaded))
     raise UserError(f"plugin {spec}: field 'kind' must be 'trainer', 'mechanism', 'model' or 'lm', got {kind!r}")
+    raise UserError(f"plugin {spec}: field 'kind' must be 'trainer', 'lm_trainer', 'mechanism' or 'model', got "
+                    f"{kind!r}")
+
+
+def _lm_trainer(spec: str, made: dict, loaded: Iterable[str], namespaces: Iterable[dict]) -> TrainerPlugin:
+    """A ``{"kind": "lm_trainer", ...}`` dict as a trainer plugin over texts (:mod:`targets.plugins.lm`); no
+    ``"claim"``: non-private training, audited black-box against ``--epsilon``/``--delta``."""
+    fields = lm_trainer_fields(spec, made)
+    if "claim" not in made:
+        claim, delta = None, check_delta(made.get("delta", PURE_DP_DELTA), f"plugin {spec}: delta", positive=True)
+    elif made["claim"] == OPACUS_CLAIM:
+        claim, delta = None, check_delta(made.get("delta", PURE_DP_DELTA), f"plugin {spec}: delta of the Opacus claim",
+                                         positive=True)
+    else:
+        claim, delta = claim_from_plugin(spec, made["claim"])
+    params = made.get("params", {})
+    if not isinstance(params, dict):
+        raise UserError(f"plugin {spec}: field 'params' must be a dict")
+    return TrainerPlugin(spec=spec, name=str(made.get("name", spec)), claim=claim, delta=delta, params=params,
+                         packages=imported_packages([made, *namespaces, getattr(made["train"], "__globals__", {})],
+                                                    loaded), **fields)

@@ -20,11 +20,13 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 from audit.dp.game import ALPHA_GRID
 from audit.dp.options import DPOptions
 from audit.errors import UserError
-from audit.plugins.accounting import accounting_check, config_table, deciding_findings
+from audit.plugins.accounting import accounting_check, block_status, config_table, deciding_findings
+from audit.plugins.lm_checks import LMChecks, lm_checks, watched_training
 from audit.plugins.probe import claim_and_mechanism, probe
 from audit.plugins.training import plugin_dataset
 from audit.run_context import RunContext, Stages
@@ -43,6 +45,10 @@ def config_verdict(block: dict) -> dict:
     then, as a sentence of its own, what else was found; otherwise consistent, naming any notes."""
     violations = deciding_findings(block)
     notes = [f for f in block["findings"] if f["problem"] and not f["violation"]]
+    if "config" not in block and not violations:  # the language-model checks stopped the training
+        text = ("accounting check: the DP-SGD the code runs could not be read, its training stops under Opacus as "
+                f"written; nothing shows the claim violated. Notes: {' | '.join(_sentence(f) for f in notes)}")
+        return {"status": "consistent", "text": text, "source": "config_check"}
     if violations:
         first, *others = violations
         also = others + notes
@@ -60,11 +66,36 @@ CHECK_STAGES = ("probe", "repeat", "other_world")
 
 def plugin_probe(plugin: TrainerPlugin, data_dir: str | None, seed: int, stages: Stages | None = None) -> dict:
     """The probe on the plugin's whole dataset (a training and the first steps of its repeat): ``probe``,
-    ``claim``, ``mechanism``, ``data``; ``stages`` times and announces them."""
+    ``claim``, ``mechanism``, ``data``, ``lm``; ``stages`` times and announces them. For a language-model
+    trainer (``plugin.lm`` set) the probe's training is also the watched call of
+    :mod:`audit.plugins.lm_checks`, whose checks follow (``lm``; else None); when they stop the training (it
+    cannot run under Opacus as written) there is no probe: ``probe`` and ``mechanism`` are None."""
     data = plugin_dataset(plugin, data_dir)
-    found = probe(plugin, data.X, data.y, seed, plugin.delta, stages)
+    if plugin.lm is None:
+        found = probe(plugin, data.X, data.y, seed, plugin.delta, stages)
+        claim, mech = claim_and_mechanism(plugin, found)
+        return {"claim": claim, "mechanism": mech, "probe": found, "data": data, "lm": None}
+    found = None
+    with watched_training() as watch:
+        found = probe(plugin, data.X, data.y, seed, plugin.delta, stages)
+    with (stages or Stages()).stage("lm_checks", f"language-model checks: the probe's training read, its first "
+                                                 f"steps replayed on chosen batches of its {len(data.X)} texts"):
+        lm = lm_checks(plugin, data.X, data.y, seed, watch, None if found is None else found.trained)
+    if not lm.runs:
+        if plugin.claim is None:
+            raise UserError(f"plugin {plugin.spec} claims what Opacus reports, but its training stops under Opacus: "
+                            + " ".join(f"{f['message']} Fix: {f['fix']}." for f in lm.findings if f["problem"]))
+        return {"claim": plugin.claim, "mechanism": None, "probe": None, "data": data, "lm": lm}
     claim, mech = claim_and_mechanism(plugin, found)
-    return {"claim": claim, "mechanism": mech, "probe": found, "data": data}
+    return {"claim": claim, "mechanism": mech, "probe": found, "data": data, "lm": lm}
+
+
+def lm_only_block(lm: LMChecks, claim: Any, delta: float, alpha: float) -> dict:
+    """The ``config_check`` block when the language-model checks stopped the training: their findings alone
+    (no ``config``: the DP-SGD was not read)."""
+    return {"status": block_status(lm.findings), "findings": lm.findings,
+            "claimed_epsilon": float(claim.epsilon(delta)), "delta": delta, "alpha": alpha, "alpha_split": {},
+            "trainings": 1}
 
 
 def plugin_accounting(plugin: TrainerPlugin, data_dir: str | None, seed: int, alpha: float,
@@ -75,11 +106,17 @@ def plugin_accounting(plugin: TrainerPlugin, data_dir: str | None, seed: int, al
     (default: a fresh one) times and announces the stages."""
     stages = stages or Stages()
     probed = probed or plugin_probe(plugin, data_dir, seed, stages)
-    found, claim, data = probed["probe"], probed["claim"], probed["data"]
+    found, claim, data, lm = probed["probe"], probed["claim"], probed["data"], probed.get("lm")
     X, y = data.X, data.y
+    if found is None:
+        return probed | {"block": lm_only_block(lm, claim, plugin.delta, alpha) | {"n_train": int(len(X))}}
     with stages.stage("other_world", f"other worlds: training the code on its {len(X)} rows plus one record and "
                                      f"less one record, the configuration read again (accounting check)"):
         block = accounting_check(plugin, X, y, seed, found, claim, plugin.delta, alpha)
+    if lm is not None:  # the language-model checks first (audit.plugins.accounting.DECIDING_ORDER)
+        block["findings"] = lm.findings + block["findings"]
+        block["status"] = block_status(block["findings"])
+        block["trainings"] += 1  # the replay (its three steps)
     block["driver"] = found.source.kind
     block["n_train"] = int(len(X))
     if found.opacus is not None:
@@ -87,18 +124,23 @@ def plugin_accounting(plugin: TrainerPlugin, data_dir: str | None, seed: int, al
     return probed | {"block": block}
 
 
-def run_check_config(opts: DPOptions) -> tuple[Path, Outcome]:
-    """The accounting check of ``opts.target`` (a trainer plugin) as a run of its own."""
-    if not is_plugin(opts.target):
-        raise UserError("--check-config reads the DP-SGD of a trainer plugin (--target module:factory or a built-in "
-                        "plugin such as opacus_mnist); the project's DP-SGD targets state their configuration")
-    plugin = load_plugin(opts.target)
-    if not isinstance(plugin, TrainerPlugin):
-        raise UserError(f"plugin {opts.target} is a mechanism; --check-config applies to DP-SGD trainers")
-    stages = Stages.for_command(CHECK_STAGES, {"other_world": 2.0})
+def run_check_config(opts: DPOptions, plugin: TrainerPlugin | None = None, probed: dict | None = None,
+                     stages: Stages | None = None) -> tuple[Path, Outcome]:
+    """The accounting check of ``opts.target`` (a trainer plugin) as a run of its own. ``plugin``, ``probed``
+    (:func:`plugin_probe`) and ``stages``: a one-run audit's whose training the language-model checks stopped
+    (no probe, so no canaries): the check is then its whole result."""
+    if plugin is None:
+        if not is_plugin(opts.target):
+            raise UserError("--check-config reads the DP-SGD of a trainer plugin (--target module:factory or a "
+                            "built-in plugin such as opacus_mnist); the project's DP-SGD targets state their "
+                            "configuration")
+        plugin = load_plugin(opts.target)
+        if not isinstance(plugin, TrainerPlugin):
+            raise UserError(f"plugin {opts.target} is a mechanism; --check-config applies to DP-SGD trainers")
+    stages = stages or Stages.for_command(CHECK_STAGES, {"other_world": 2.0})
     ctx = RunContext(opts.out, "dp", plugin.name, seed=opts.seed, quiet=opts.quiet, stages=stages)
     with ctx:
-        found = plugin_accounting(plugin, opts.data_dir, opts.seed, 1.0 - opts.confidence, stages=stages)
+        found = plugin_accounting(plugin, opts.data_dir, opts.seed, 1.0 - opts.confidence, probed, stages)
         block, claim = found["block"], found["claim"]
         check = ConfigCheck.from_dict(block)
         results = {"target_description": plugin.description, "dataset": found["data"].name,

