@@ -411,8 +411,19 @@ def shared_rows(members: np.ndarray, nonmembers: np.ndarray) -> list[tuple[int, 
     return [(i, where[d]) for i, d in enumerate(_row_digests(members)) if d in where]
 
 
-def _membership(value: Any, spec: str) -> tuple[str, str]:
-    """(kind, note) of the ``"membership"`` statement."""
+def membership_statement(value: Any, spec: str) -> tuple[str, str]:
+    """(kind, note) of a model plugin's ``"membership"`` statement (``spec`` names the plugin in errors).
+
+    Args:
+        value: the statement: None, ``"independent-coins"`` or ``"seeded-split:<how>"``.
+        spec: the plugin, for the error message.
+
+    Returns:
+        The kind of membership and a note saying how members were chosen.
+
+    Raises:
+        UserError: for any other statement.
+    """
     if value is None:
         return "unstated", "how members were chosen is not stated; only the blind split check speaks to the split"
     if value == "independent-coins":
@@ -522,7 +533,7 @@ def model_from_dict(spec: str, made: Any, data_dir: str | os.PathLike | None = N
         raise UserError(f"model target {spec}: field 'train' must be a function train(X, y, seed) -> predict_proba")
     rng = rng_kind(train, made.get("rng"), 2, "seed", f"model target {spec}") if train is not None else "seed"
     claim, delta = claim_from_plugin(spec, made["claim"]) if made.get("claim") is not None else (None, 0.0)
-    membership, note = _membership(made.get("membership"), spec)
+    membership, note = membership_statement(made.get("membership"), spec)
     params = made.get("params", {})
     if not isinstance(params, dict):
         raise UserError(f"model target {spec}: field 'params' must be a dict")

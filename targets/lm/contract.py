@@ -48,7 +48,7 @@ from audit.theory.claims import PrivacyClaim
 from targets.plugins.loading import PLUGIN_KEYS, check_plugin_keys, claim_from_plugin, imported_packages
 from targets.plugins.rng import rng_kind, trainer_args
 from targets.threads import thread_limit
-from targets.trained_model import _membership
+from targets.trained_model import membership_statement
 
 __all__ = ["TrainedLM", "lm_from_dict", "check_logprobs", "LM_KEYS", "MIN_TEXTS", "DEFAULT_LM_BATCH", "PROBE_TEXTS"]
 
@@ -253,7 +253,7 @@ def lm_from_dict(spec: str, made: dict, loaded: Sequence[str] = (), namespaces: 
         raise UserError(f"LM target {spec}: field 'train' needs 'population' (texts drawn like the members, in "
                         f"neither set) to train reference models on")
     claim, delta = claim_from_plugin(spec, made["claim"]) if made.get("claim") is not None else (None, 0.0)
-    membership, note = _membership(made.get("membership"), spec)
+    membership, note = membership_statement(made.get("membership"), spec)
     params = made.get("params", {})
     if not isinstance(params, dict):
         raise UserError(f"LM target {spec}: field 'params' must be a dict")
