@@ -322,8 +322,10 @@ def _trained_sentences(outcome: Outcome) -> list[str]:
     """A trained model's audit: the split check (first when it failed), what was audited, what it means."""
     game = outcome.game or Game()
     split = outcome.split_check
-    audited = (f"What was audited: {outcome.target} ({outcome.target_description}), a model that already exists, "
-               f"queried without retraining on {format_value(game.members)} members and "
+    how = ("a language model fine-tuned in this run, then queried" if game.extra.get("fine_tuned_in_run")
+           else "a model that already exists, queried without retraining")
+    audited = (f"What was audited: {outcome.target} ({outcome.target_description}), {how} on "
+               f"{format_value(game.members)} members and "
                f"{format_value(game.nonmembers)} non-members (membership: {game.membership}); "
                f"{game.reference_records}.")
     found = str(outcome.meaning or "")

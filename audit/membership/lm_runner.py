@@ -207,6 +207,7 @@ def _results(opts: MembershipOptions, lm: TrainedLM, split: SplitCheck, attacks_
                                    f"random texts of {population} population texts (none a member or non-member)"
                                    if references else "no reference models"),
                 extra={"kind": "trained language model", "membership_note": lm.membership_note,
+                       "fine_tuned_in_run": lm.prepare is not None,
                        "records": f"the {len(lm.members)} member and {len(lm.nonmembers)} non-member texts "
                                   f"({lm.source})", "reference_models": references})
     return header | judged | {

@@ -159,3 +159,13 @@ def test_a_trained_model_with_a_claim_says_how_its_bound_compares():
     found = headline_sentences(typed(results))[-1]
     assert "Against its claim (ε = 0.100): the audit certifies ε ≥ 0.457" in found
     assert "above the claimed ε = 0.100" in found
+
+
+def test_a_built_in_language_model_is_said_to_be_fine_tuned_in_the_run():
+    base = {"kind": "membership", "target": "nonprivate_tinygpt", "target_description": "a tiny GPT",
+            "delta": 1e-5, "split_check": {"passed": True, "blind_auc": 0.51, "blind_auc_ci": [0.44, 0.59]},
+            "meaning": "", "verdict": {"status": "no-claim", "text": ""}}
+    built_in = headline_sentences(typed(base | {"game": {"members": 3, "fine_tuned_in_run": True}}))[0]
+    given = headline_sentences(typed(base | {"game": {"members": 3}}))[0]
+    assert "fine-tuned in this run" in built_in and "already exists" not in built_in
+    assert "a model that already exists, queried without retraining on 3 members" in given
