@@ -51,6 +51,8 @@ def test_lm_trainer_without_claim_is_non_private():
     ({"train": "not callable"}, "field 'train' must be a function train(texts, seed)"),
     ({"canary_tokens": ["speech"]}, "canary token 'speech' occurs in the texts"),
     ({"prompts": TEXTS}, "unknown key 'prompts'"),
+    ({"claims": {"epsilon": 4.0}}, "unknown key 'claims'; did you mean 'claim'?"),
+    ({"texts": [t.encode() for t in TEXTS]}, "field 'texts' must hold non-empty str; item 0 is b'speech"),
     ({"claim": {"epsilon": -1}}, "epsilon"),
 ])
 def test_malformed_lm_trainer_is_one_line(changes, message):
