@@ -343,8 +343,11 @@ def _results(opts: DPOptions, audited: AuditedPluginRun, stats: dict) -> dict:
                             for row in THREAT_COVERAGE],
         "game": {"one_run": True, "runs": 1, "trainings": trainings,
                  "trainings_text": f"{trainings} calls of the code's training: the probe, the first steps of its "
-                                   f"repeat (stopped once the reproducibility check is decided), the dataset plus one "
-                                   f"record and less one record (accounting check), and the one audited run",
+                                   f"repeat (stopped once the reproducibility check is decided), "
+                                   + ("three steps replayed on chosen batches (language-model checks), "
+                                      if plugin.lm is not None else "")
+                                   + "the dataset plus one record and less one record (accounting check), and the "
+                                     "one audited run",
                  "canaries": int(inc.size), "included": int(inc.sum()), "canary_kind": audited.canary_info["kind"],
                  "canary": audited.canary_info, "threat": threat, "n_train": int(len(data)),
                  "threshold_strategy": "one-run guesses: 'in' for the k_pos highest scores, 'out' for the k_neg "
@@ -360,6 +363,7 @@ def _results(opts: DPOptions, audited: AuditedPluginRun, stats: dict) -> dict:
 def plugin_one_run_summary(results: dict[str, Any]) -> list[str]:
     """Extra summary lines of a plugin's one-run audit (after the accounting check's)."""
     game = results["game"]
+    replay = "the language-model checks' replay, " if "language-model checks" in game["trainings_text"] else ""
     return [f"training:  the audited run on all {game['n_train']} rows; {game['trainings']} calls of the code's "
-            f"training "
-            f"in all (probe, the first steps of its repeat, the dataset plus and less one record, the audited run)"]
+            f"training in all (probe, the first steps of its repeat, {replay}the dataset plus and less one record, "
+            f"the audited run)"]
