@@ -101,4 +101,4 @@ def test_logprobs_that_break_the_contract_are_one_line_exit_2(tmp_path, monkeypa
     code = main(["run", "dp", "--target", "short_lm:lm", "--one-run", "--threat", "black-box", "--epsilon", "1",
                  "--quick", "-q", "--out", str(tmp_path / "runs")])
     err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and len(err) == 1 and "must return one array of token log-probabilities per text" in err[0]
+    assert code == 2 and len(err) == 1 and "must return one 1-D array of token log-probabilities per text" in err[0]
