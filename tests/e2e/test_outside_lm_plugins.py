@@ -36,10 +36,10 @@ def test_opacus_lora_gpt2_one_run_is_consistent_with_its_claim(tmp_path):
                   "--fail-above-claim")
     assert done.returncode == 0, done.stderr[-2000:]
     assert "verdict:   consistent" in done.stdout and "as claimed" in done.stdout
-    assert "[5/5] audited run" in done.stderr and "Traceback" not in done.stderr
+    assert "[5/5] audited run: the training on all 24 texts" in done.stderr and "Traceback" not in done.stderr
     # the probe, its repeat, the language-model checks' replay, one text more and one less, the audited run
-    assert "6 calls of the code's training in all (probe, the first steps of its repeat, the language-model " \
-           "checks' replay, " in done.stdout
+    assert "on all 24 texts; 6 calls of the code's training in all (probe, the first steps of its repeat, the " \
+           "language-model checks' replay, " in done.stdout
     assert _results(tmp_path)["verdict"]["status"] == "consistent"
 
 

@@ -209,7 +209,8 @@ def run_plugin_one_run(opts: DPOptions, plugin: TrainerPlugin | None = None) -> 
                                  f"simulated under the DP-SGD the probe read"):
             design = design_canaries(replace(opts, confidence=bound_confidence), mech, plugin.delta, n_params)
         recorder, cinfo = _recorder(opts, found.recorder.touched, found.recorder.sizes, design.canaries)
-        with ctx.stage("audited_run", f"audited run: the training on all {len(data)} rows with {design.canaries} "
+        records = "texts" if plugin.lm is not None else "rows"
+        with ctx.stage("audited_run", f"audited run: the training on all {len(data)} {records} with {design.canaries} "
                                       f"{cinfo['kind']} gradient canaries ({int(recorder.included.sum())} in), "
                                       f"threat {threat}"):
             run_once(plugin, data.X, data.y, int(np.random.SeedSequence([opts.seed, 37]).generate_state(1)[0]),
@@ -363,7 +364,8 @@ def _results(opts: DPOptions, audited: AuditedPluginRun, stats: dict) -> dict:
 def plugin_one_run_summary(results: dict[str, Any]) -> list[str]:
     """Extra summary lines of a plugin's one-run audit (after the accounting check's)."""
     game = results["game"]
-    replay = "the language-model checks' replay, " if "language-model checks" in game["trainings_text"] else ""
-    return [f"training:  the audited run on all {game['n_train']} rows; {game['trainings']} calls of the code's "
-            f"training in all (probe, the first steps of its repeat, {replay}the dataset plus and less one record, "
-            f"the audited run)"]
+    lm = "language-model checks" in game["trainings_text"]
+    replay = "the language-model checks' replay, " if lm else ""
+    return [f"training:  the audited run on all {game['n_train']} {'texts' if lm else 'rows'}; "
+            f"{game['trainings']} calls of the code's training in all (probe, the first steps of its repeat, "
+            f"{replay}the dataset plus and less one record, the audited run)"]
