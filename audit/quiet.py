@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import warnings
 from collections.abc import Iterator
 
@@ -19,6 +20,9 @@ __all__ = ["LIBRARY_LOGGERS", "quiet_libraries"]
 
 #: Loggers of the libraries user code trains with, set to ERROR while quiet even where a handler exists.
 LIBRARY_LOGGERS = ("opacus", "torch", "transformers", "peft", "absl")
+#: transformers sets its logger's level from this variable when it is first imported: a level set before
+#: that import (a plugin module imported inside the block) would be overwritten.
+TRANSFORMERS_VERBOSITY = "TRANSFORMERS_VERBOSITY"
 
 
 @contextlib.contextmanager
@@ -31,12 +35,18 @@ def quiet_libraries(quiet: bool) -> Iterator[None]:
     targets = {own: own.getEffectiveLevel(), logging.getLogger(): logging.ERROR,
                **{logging.getLogger(name): logging.ERROR for name in LIBRARY_LOGGERS}}
     levels = {logger: logger.level for logger in targets}
+    verbosity = os.environ.get(TRANSFORMERS_VERBOSITY)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for logger, level in targets.items():
             logger.setLevel(level)
+        os.environ[TRANSFORMERS_VERBOSITY] = "error"  # read when transformers is first imported, inside the block
         try:
             yield
         finally:
             for logger, level in levels.items():
                 logger.setLevel(level)
+            if verbosity is None:
+                os.environ.pop(TRANSFORMERS_VERBOSITY, None)
+            else:
+                os.environ[TRANSFORMERS_VERBOSITY] = verbosity

@@ -158,6 +158,8 @@ def run_lm_membership(opts: MembershipOptions, plugin: ModelPlugin | None = None
     lm = _load(opts, plugin, cache_dir_of(opts.out))
     references = lm_references(lm, opts.references)
     stages.expect("references", references)
+    stages.planned = [s for s in LM_STAGES if (s != "target" or lm.prepare is not None)
+                      and (s != "references" or references)]   # "[i/n]" counts the stages that run
     ctx = RunContext(opts.out, "membership", lm.name, seed=opts.seed, quiet=opts.quiet, device=opts.device,
                      stages=stages)
     with ctx:

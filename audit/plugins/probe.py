@@ -163,7 +163,9 @@ def probe(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int, delta:
     DP-SGD. ``stages``: an :class:`audit.run_context.Stages` that times and announces the two stages."""
     probe_seed = int(np.random.SeedSequence([seed, 29]).generate_state(1)[0])
     first = UpdateRecorder(None, 0)
-    with _stage(stages, "probe", f"probe: training the code once on its {len(X)} rows, reading the DP-SGD it runs"):
+    records = "texts" if plugin.lm is not None else "rows"
+    with _stage(stages, "probe", f"probe: training the code once on its {len(X)} {records}, reading the DP-SGD "
+                                 f"it runs"):
         trained = run_once(plugin, X, y, probe_seed, first)
     require_steps(plugin, first)
     if stages is not None:

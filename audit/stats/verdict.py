@@ -107,9 +107,11 @@ def claim_verdict(best: dict | None, theory: float | None, delta: float, ceiling
                   if best else "")
     possible = f" of a possible {ceiling:.3g}" if ceiling is not None else ""
     if theory is None:
+        found = (f"the audit proves it leaks at least epsilon = {lb:.3f}{possible}" if lb > 0 else
+                 f"the attacks certify no leakage (epsilon >= 0{possible}; weak attacks, not a proof of privacy)")
         return {"status": "no-claim",
-                "text": f"non-private target: the audit proves it leaks at least epsilon = {lb:.3f}{possible} "
-                        f"(delta = {delta:g}{', ' + confidence if best else ''}) about the audited records"}
+                "text": f"non-private target: {found} (delta = {delta:g}{', ' + confidence if best else ''}) about "
+                        f"the audited records"}
     if claim_rejected is not None and not (best and lb > theory * (1 + TOLERANCE) + TOLERANCE):
         return {"status": "violation",
                 "text": f"the {claim_rejected['method']} test rejects the claim's own tradeoff curve ({confidence}; "

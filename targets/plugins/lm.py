@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from audit.errors import UserError
+from audit.errors import UserError, did_you_mean
 from targets.plugins.rng import rng_kind
 
 __all__ = ["LMTexts", "LM_TRAINER_KEYS", "lm_trainer_fields", "texts_of", "MIN_TEXTS"]
@@ -90,7 +90,8 @@ def lm_trainer_fields(spec: str, made: dict) -> dict[str, Any]:
     ``neighbouring``; one-line errors for a malformed field."""
     unknown = sorted(str(k) for k in made if k not in LM_TRAINER_KEYS)
     if unknown:
-        raise UserError(f"plugin {spec}: unknown key {unknown[0]!r} (an lm_trainer takes "
+        raise UserError(f"plugin {spec}: unknown key {unknown[0]!r}{did_you_mean(unknown[0], LM_TRAINER_KEYS)} "
+                        f"(an lm_trainer takes "
                         f"{', '.join(sorted(LM_TRAINER_KEYS))})")
     if "texts" not in made:
         raise UserError(f"plugin {spec}: an lm_trainer needs field 'texts', the list of training texts")

@@ -363,7 +363,7 @@ def check_plugin_keys(spec: str, made: dict, kind: str) -> None:
     unknown = sorted(str(k) for k in made if k not in PLUGIN_KEYS[kind])
     if unknown:
         raise UserError(f"plugin {spec}: unknown key {unknown[0]!r}{did_you_mean(unknown[0], PLUGIN_KEYS[kind])} "
-                        f"(a {kind} plugin takes {', '.join(sorted(PLUGIN_KEYS[kind]))})")
+                        f"({'an' if kind == 'lm' else 'a'} {kind} plugin takes {', '.join(sorted(PLUGIN_KEYS[kind]))})")
 
 
 def plugin_from_dict(spec: str, made: dict, loaded: Iterable[str] = (),

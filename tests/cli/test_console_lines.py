@@ -78,6 +78,24 @@ def test_quiet_libraries_restores_everything():
     assert logging.getLogger("audit").getEffectiveLevel() == audit_level
 
 
+@pytest.mark.slow
+def test_quiet_silences_transformers_imported_inside_the_block():
+    """transformers sets its logger's level when first imported: a plugin module importing it under -q must not
+    undo the quiet level (its config warnings printed under -q before)."""
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("transformers")
+    code = ("import os\nfrom audit.quiet import quiet_libraries\nwith quiet_libraries(True):\n"
+            "    from transformers import GPT2Config\n    GPT2Config(vocab_size=10)\n"
+            "assert 'TRANSFORMERS_VERBOSITY' not in os.environ\n")
+    env = {k: v for k, v in os.environ.items() if k != "TRANSFORMERS_VERBOSITY"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0 and "bos_token_id" not in done.stderr, done.stderr
+
+
 def _run(tmp_path, quiet: bool, caplog) -> tuple[int, list[str], list[str]]:
     import logging
     import warnings

@@ -51,6 +51,8 @@ def test_lm_trainer_without_claim_is_non_private():
     ({"train": "not callable"}, "field 'train' must be a function train(texts, seed)"),
     ({"canary_tokens": ["speech"]}, "canary token 'speech' occurs in the texts"),
     ({"prompts": TEXTS}, "unknown key 'prompts'"),
+    ({"claims": {"epsilon": 4.0}}, "unknown key 'claims'; did you mean 'claim'?"),
+    ({"texts": [t.encode() for t in TEXTS]}, "field 'texts' must hold non-empty str; item 0 is b'speech"),
     ({"claim": {"epsilon": -1}}, "epsilon"),
 ])
 def test_malformed_lm_trainer_is_one_line(changes, message):
@@ -99,4 +101,4 @@ def test_logprobs_that_break_the_contract_are_one_line_exit_2(tmp_path, monkeypa
     code = main(["run", "dp", "--target", "short_lm:lm", "--one-run", "--threat", "black-box", "--epsilon", "1",
                  "--quick", "-q", "--out", str(tmp_path / "runs")])
     err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and len(err) == 1 and "must return one array of token log-probabilities per text" in err[0]
+    assert code == 2 and len(err) == 1 and "must return one 1-D array of token log-probabilities per text" in err[0]

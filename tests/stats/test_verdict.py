@@ -79,3 +79,11 @@ def test_claim_verdict_prints_the_family() -> None:
     assert verdict["status"] == "violation" and "95% confidence, family of 5" in verdict["text"]
     assert claim_verdict(None, 1.0, 1e-5)["status"] == "consistent"
     assert math.isfinite(float(best["epsilon"]))
+
+
+def test_no_claim_verdict_never_says_a_zero_bound_proves_a_leak() -> None:
+    zero = _row(0.0, 0.95) | {"family_size": 12, "family_confidence": 0.95}
+    text = claim_verdict(zero, None, 1e-5, ceiling=2.31)["text"]
+    assert "certify no leakage" in text and "proves" not in text and "of a possible 2.31" in text
+    leak = _row(1.5, 0.95) | {"family_size": 12, "family_confidence": 0.95}
+    assert "proves it leaks at least epsilon = 1.500" in claim_verdict(leak, None, 1e-5)["text"]

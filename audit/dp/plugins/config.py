@@ -110,7 +110,8 @@ def plugin_accounting(plugin: TrainerPlugin, data_dir: str | None, seed: int, al
     X, y = data.X, data.y
     if found is None:
         return probed | {"block": lm_only_block(lm, claim, plugin.delta, alpha) | {"n_train": int(len(X))}}
-    with stages.stage("other_world", f"other worlds: training the code on its {len(X)} rows plus one record and "
+    records = "texts" if plugin.lm is not None else "rows"
+    with stages.stage("other_world", f"other worlds: training the code on its {len(X)} {records} plus one record and "
                                      f"less one record, the configuration read again (accounting check)"):
         block = accounting_check(plugin, X, y, seed, found, claim, plugin.delta, alpha)
     if lm is not None:  # the language-model checks first (audit.plugins.accounting.DECIDING_ORDER)

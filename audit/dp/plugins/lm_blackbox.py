@@ -29,7 +29,7 @@ docs/references.md, "One-run auditing" and "Language models".
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -49,6 +49,7 @@ from audit.stats.outcome import Game, Outcome
 from audit.theory.checks import check_delta, check_epsilon
 from audit.theory.claims import ApproxDPClaim, PrivacyClaim
 from audit.theory.dpsgd import DPSGDClaim, calibrate_noise_multiplier
+from targets.lm.contract import check_logprobs
 from targets.plugins.lm import texts_of
 from targets.plugins.loading import TrainerPlugin, plugin_config
 
@@ -141,13 +142,8 @@ def _sums(plugin: TrainerPlugin, logprobs: Callable, texts: list[str]) -> np.nda
         out = logprobs(texts)
     except Exception as exc:
         raise TargetCodeError(f"logprobs of plugin {plugin.spec} raised {type(exc).__name__}: {exc}") from exc
-    if not isinstance(out, (Sequence, np.ndarray)) or len(out) != len(texts):
-        raise UserError(f"logprobs of plugin {plugin.spec} must return one array of token log-probabilities per text "
-                        f"({len(texts)} texts)")
-    sums = np.array([float(np.sum(np.asarray(a, dtype=np.float64))) for a in out])
-    if not np.all(np.isfinite(sums)):
-        raise UserError(f"logprobs of plugin {plugin.spec} returned log-probabilities that are not finite")
-    return sums
+    arrays = check_logprobs(out, texts, f"logprobs of plugin {plugin.spec}")  # the lm contract's one-line errors
+    return np.array([float(a.sum()) for a in arrays])
 
 
 def secret_scores(plugin: TrainerPlugin, logprobs: Callable, prefixes: list[str], secrets: list[str]) -> np.ndarray:

@@ -209,7 +209,8 @@ def run_plugin_one_run(opts: DPOptions, plugin: TrainerPlugin | None = None) -> 
                                  f"simulated under the DP-SGD the probe read"):
             design = design_canaries(replace(opts, confidence=bound_confidence), mech, plugin.delta, n_params)
         recorder, cinfo = _recorder(opts, found.recorder.touched, found.recorder.sizes, design.canaries)
-        with ctx.stage("audited_run", f"audited run: the training on all {len(data)} rows with {design.canaries} "
+        records = "texts" if plugin.lm is not None else "rows"
+        with ctx.stage("audited_run", f"audited run: the training on all {len(data)} {records} with {design.canaries} "
                                       f"{cinfo['kind']} gradient canaries ({int(recorder.included.sum())} in), "
                                       f"threat {threat}"):
             run_once(plugin, data.X, data.y, int(np.random.SeedSequence([opts.seed, 37]).generate_state(1)[0]),
@@ -344,8 +345,11 @@ def _results(opts: DPOptions, audited: AuditedPluginRun, stats: dict) -> dict[st
         "game": Game(one_run=True, runs=1, canaries=int(inc.size), canary_kind=audited.canary_info["kind"],
                      canary=audited.canary_info, threat=threat, observation=audited.observation(),
                      trainings_text=f"{trainings} calls of the code's training: the probe, the first steps of its "
-                                    f"repeat (stopped once the reproducibility check is decided), the dataset plus "
-                                    f"one record and less one record (accounting check), and the one audited run",
+                                    f"repeat (stopped once the reproducibility check is decided), "
+                                    + ("three steps replayed on chosen batches (language-model checks), "
+                                       if plugin.lm is not None else "")
+                                    + "the dataset plus one record and less one record (accounting check), and the "
+                                      "one audited run",
                      threshold_strategy="one-run guesses: 'in' for the k_pos highest scores, 'out' for the k_neg "
                                         "lowest (0: one-sided), both fixed by simulating "
                                         "the mechanism the probe read",
@@ -366,7 +370,10 @@ def plugin_one_run_summary(outcome: Outcome) -> list[str]:
     Returns:
         The lines.
     """
-    game = outcome.game.extra if outcome.game else {}
-    return [f"training:  the audited run on all {game['n_train']} rows; {game['trainings']} calls of the code's "
-            f"training "
-            f"in all (probe, the first steps of its repeat, the dataset plus and less one record, the audited run)"]
+    game = outcome.game
+    extra = game.extra if game else {}
+    lm = game is not None and "language-model checks" in (game.trainings_text or "")
+    replay = "the language-model checks' replay, " if lm else ""
+    return [f"training:  the audited run on all {extra['n_train']} {'texts' if lm else 'rows'}; "
+            f"{extra['trainings']} calls of the code's training in all (probe, the first steps of its repeat, "
+            f"{replay}the dataset plus and less one record, the audited run)"]
