@@ -1,7 +1,8 @@
 """The language-model loops of the bug zoo (examples/zoo/lm_loops.py, docs/reference/bug-zoo.md) through
 ``run dp --check-config --fail-above-claim``: a pitfall that voids the accounting exits 1 with its check
-deciding the verdict, one that does not exits 0 carrying its finding, and the correct loops exit 0 with
-the check "ok".
+deciding the verdict, one that does not exits 0 carrying its finding, one whose training stops under Opacus
+without a finding that voids the accounting exits 2 with the finding and its fix in one line (nothing was read,
+so the gate must not pass), and the correct loops exit 0 with the check "ok".
 
 Each audit is the language-model checks (a watched training and a three-step replay) and the accounting
 check (probe, repeat, the texts plus one and less one) of a 5-step Opacus fine-tuning of a tiny GPT-2 on
@@ -23,7 +24,7 @@ pytest.importorskip("targets.plugins.lm")  # the lm_trainer contract
 
 #: Each mistake of examples/zoo/lm_loops.py: its exit code and the check that carries it.
 EXPECTED = {"default_position_ids": (1, "position-ids"), "labels_loss": (1, "loss-coupling"),
-            "optimizer_before_peft": (0, "frozen-weights"), "canaries_not_in_tokenizer": (0, "canary-ids")}
+            "optimizer_before_peft": (2, "frozen-weights"), "canaries_not_in_tokenizer": (0, "canary-ids")}
 
 
 def _audit(name: str, out) -> tuple[int, dict]:
@@ -34,9 +35,16 @@ def _audit(name: str, out) -> tuple[int, dict]:
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_each_pitfall_exits_1_or_carries_its_finding(name, tmp_path):
-    code, results = _audit(name, tmp_path)
+def test_each_pitfall_exits_1_or_carries_its_finding(name, tmp_path, capsys):
     expected_code, check = EXPECTED[name]
+    if expected_code == 2:  # the training stops under Opacus: one line with the finding and its fix, no run
+        code = main(["run", "dp", "--target", f"examples.zoo.lm_loops:{name}", "--check-config",
+                     "--fail-above-claim", "-q", "--out", str(tmp_path)])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 2 and len(err) == 1 and "cannot be read" in err[0] and "Fix:" in err[0], err
+        assert not list(tmp_path.glob("*/results.json"))
+        return
+    code, results = _audit(name, tmp_path)
     problems = [f for f in results["config_check"]["findings"] if f["problem"]]
     assert code == expected_code, (results["verdict"]["text"], problems)
     assert [f["check"] for f in problems] == [check]

@@ -45,10 +45,6 @@ def config_verdict(block: dict) -> dict:
     then, as a sentence of its own, what else was found; otherwise consistent, naming any notes."""
     violations = deciding_findings(block)
     notes = [f for f in block["findings"] if f["problem"] and not f["violation"]]
-    if "config" not in block and not violations:  # the language-model checks stopped the training
-        text = ("accounting check: the DP-SGD the code runs could not be read, its training stops under Opacus as "
-                f"written; nothing shows the claim violated. Notes: {' | '.join(_sentence(f) for f in notes)}")
-        return {"status": "consistent", "text": text, "source": "config_check"}
     if violations:
         first, *others = violations
         also = others + notes
@@ -69,7 +65,9 @@ def plugin_probe(plugin: TrainerPlugin, data_dir: str | None, seed: int, stages:
     ``claim``, ``mechanism``, ``data``, ``lm``; ``stages`` times and announces them. For a language-model
     trainer (``plugin.lm`` set) the probe's training is also the watched call of
     :mod:`audit.plugins.lm_checks`, whose checks follow (``lm``; else None); when they stop the training (it
-    cannot run under Opacus as written) there is no probe: ``probe`` and ``mechanism`` are None."""
+    cannot run under Opacus as written) there is no probe: ``probe`` and ``mechanism`` are None when a
+    finding voids the accounting (a violation); otherwise nothing was read and it is a UserError (exit 2), never
+    a pass."""
     data = plugin_dataset(plugin, data_dir)
     if plugin.lm is None:
         found = probe(plugin, data.X, data.y, seed, plugin.delta, stages)
@@ -82,9 +80,12 @@ def plugin_probe(plugin: TrainerPlugin, data_dir: str | None, seed: int, stages:
                                                  f"steps replayed on chosen batches of its {len(data.X)} texts"):
         lm = lm_checks(plugin, data.X, data.y, seed, watch, None if found is None else found.trained)
     if not lm.runs:
-        if plugin.claim is None:
-            raise UserError(f"plugin {plugin.spec} claims what Opacus reports, but its training stops under Opacus: "
-                            + " ".join(f"{f['message']} Fix: {f['fix']}." for f in lm.findings if f["problem"]))
+        if plugin.claim is None or not any(f["violation"] for f in lm.findings):
+            # nothing read and nothing that voids the accounting: a gate must not pass it, the user must fix it
+            what = "claims what Opacus reports, but" if plugin.claim is None else "states its claim, but"
+            raise UserError(f"plugin {plugin.spec} {what} its training stops under Opacus, so its DP-SGD cannot be "
+                            "read: " + " ".join(f"{f['message']} Fix: {f['fix']}." for f in lm.findings
+                                                if f["problem"]))
         return {"claim": plugin.claim, "mechanism": None, "probe": None, "data": data, "lm": lm}
     claim, mech = claim_and_mechanism(plugin, found)
     return {"claim": claim, "mechanism": mech, "probe": found, "data": data, "lm": lm}
