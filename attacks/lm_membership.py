@@ -15,6 +15,13 @@ likely a member" everywhere; each function takes, per text, the array of ``log p
   et al. 2022; Watson et al. 2022]: the target's mean log-probability minus a reference model's (the base
   model before fine-tuning), or minus the mean over reference models trained like the target on other
   texts (:func:`mean_reference_scores`): the difficulty of the text itself cancels.
+* Text log-likelihood ratio [Carlini et al. 2022, Sec. III-B and IV-C ("offline"); Neyman and Pearson
+  1933]: ``log p_target(text) - log p_reference(text)``, the SUM of the per-token log-ratios
+  (:func:`likelihood_ratio_scores`), against the base model or the mean over reference models. The
+  reference-calibrated loss above is this divided by the text's token count (a perplexity ratio): it
+  weighs every text's fine-tuning noise by ``1 / T``, so short non-members with a noisy per-token gain
+  fill the low-FPR tail; the whole text's log-likelihood ratio is the Neyman-Pearson statistic for "the
+  model that saw the text against one that did not" and keeps every token's evidence.
 
 Scores only: thresholds, ROC and bounds come from :mod:`audit.stats` (docs/references.md, "Language
 model membership").
@@ -30,7 +37,7 @@ import numpy as np
 from audit.errors import UserError
 
 __all__ = ["loss_scores", "zlib_scores", "min_k_scores", "min_k_plus_plus_scores", "reference_scores",
-           "mean_reference_scores", "DEFAULT_K"]
+           "mean_reference_scores", "likelihood_ratio_scores", "DEFAULT_K"]
 
 #: The fraction of tokens Min-K% and Min-K%++ average (Shi et al. 2024 and Zhang et al. 2025 report 20%).
 DEFAULT_K = 0.2
@@ -110,3 +117,20 @@ def mean_reference_scores(logprobs: Sequence[np.ndarray],
     if len(references) == 0:
         raise UserError("reference attack: give at least one reference model's log-probabilities")
     return np.mean([reference_scores(logprobs, r) for r in references], axis=0)
+
+
+def likelihood_ratio_scores(logprobs: Sequence[np.ndarray],
+                            references: Sequence[Sequence[np.ndarray]]) -> np.ndarray:
+    """Text log-likelihood ratio (module docstring): ``sum_t log p(x_t)`` of the target minus the mean over
+    ``references`` (one list of per-text arrays per reference model: the base model alone, or reference
+    models trained like the target) of theirs, per text."""
+    if len(references) == 0:
+        raise UserError("likelihood-ratio attack: give at least one reference model's log-probabilities")
+    target = np.array([x.sum() for x in _checked(logprobs, "likelihood-ratio attack")])
+    totals = []
+    for r in references:
+        values = _checked(r, "likelihood-ratio attack (reference)")
+        if len(values) != len(target):
+            raise UserError(f"likelihood-ratio attack: {len(values)} reference texts for {len(target)} target texts")
+        totals.append([x.sum() for x in values])
+    return target - np.mean(totals, axis=0)

@@ -38,6 +38,10 @@ LM_ATTACKS = {
     "reference_base": "loss minus the base model's (before fine-tuning) on the text (Carlini et al. 2021)",
     "reference": "loss minus the mean loss of reference models trained like the target on population texts "
                  "(Carlini et al. 2021; Mireshghallah et al. 2022; Watson et al. 2022)",
+    "llr_base": "text log-likelihood ratio: the text's summed token log-probability minus the base model's "
+                "(Carlini et al. 2022, LiRA offline; Neyman-Pearson)",
+    "llr_reference": "text log-likelihood ratio against the mean of reference models trained like the target on "
+                     "population texts (Carlini et al. 2022, LiRA offline)",
 }
 
 #: Membership attacks available to ``python -m audit run membership --attack`` (results.json names), in

@@ -6,8 +6,9 @@ load average before and after (``os.getloadavg``; the 2-core machine is shared w
 time depends on it), whether the base model came from the cache (``--out``'s ``cache/``: pass a folder
 that holds one for a warm run), and from results.json: the text blind split check, each attack's AUC and
 TPR at 1% and 0.1% FPR, the best one-run epsilon lower bound and the stage timings. Checks the acceptance
-line on ``nonprivate_tinygpt``: blind check passed; loss AUC >= 0.9; the best calibrated attack
-(``reference``, ``reference_base``) AUC >= 0.98 with TPR >= 0.85 at 1% FPR; at most 15 minutes.
+line on ``nonprivate_tinygpt``: blind check passed; loss AUC >= 0.9; the best calibrated attack (``reference``,
+``reference_base``, ``llr_reference``, ``llr_base``) AUC >= 0.98 with TPR >= 0.85 at 1% FPR (Clopper-Pearson
+interval beside it); at most 15 minutes.
 
 Usage: ``python benchmarks/bench_lm_membership.py --json OUT [--out RUNS] [--targets NAME,...]`` (default
 ``nonprivate_tinygpt``; ``all``: the three).
@@ -34,7 +35,7 @@ from audit.io import write_json  # noqa: E402
 from audit.run_context import utc_now  # noqa: E402
 from targets.lm.recipes import LM_TARGETS  # noqa: E402
 
-CALIBRATED = ("reference", "reference_base")
+CALIBRATED = ("reference", "reference_base", "llr_reference", "llr_base")
 LIMIT_S = 15 * 60
 
 
@@ -53,6 +54,7 @@ def audit(target: str, out: Path, seed: int) -> dict:
         raise SystemExit(f"{target}: exit {done.returncode}: {done.stderr.strip()[-400:]}")
     results = json.loads(max(out.glob(f"*-membership-{target}/results.json"), key=os.path.getmtime).read_text())
     attacks = {name: {"auc": a["auc"], "tpr_at_1pct": a["tpr_at_fpr"]["0.01"],
+                      "tpr_at_1pct_ci": a["tpr_at_fpr_ci"]["0.01"],
                       "tpr_at_0.1pct": a["tpr_at_fpr"]["0.001"]} for name, a in results["attacks"].items()}
     split = results["split_check"]
     best = results["best_lower_bound"]

@@ -26,6 +26,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from attacks.lm_membership import (
+    likelihood_ratio_scores,
     loss_scores,
     mean_reference_scores,
     min_k_plus_plus_scores,
@@ -126,6 +127,7 @@ def _scores(ctx: RunContext, lm: TrainedLM, texts: list[str], references: int, q
         if lm.base_logprobs is not None:
             base = _query(lambda t, p: lm.token_logprobs(t, p, base=True), texts, "querying the base model", quiet)
             scores["reference_base"] = reference_scores(logp, base)
+            scores["llr_base"] = likelihood_ratio_scores(logp, [base])
     if references:
         parts = _reference_texts(lm, references, ctx.seed)
         seeds = np.random.SeedSequence([ctx.seed, 22]).generate_state(references).tolist()
@@ -136,6 +138,7 @@ def _scores(ctx: RunContext, lm: TrainedLM, texts: list[str], references: int, q
                 fn = lm.fit_reference(part, int(s))
                 ref_logp.append(_query(fn, texts, f"querying reference model {r + 1}", quiet))
         scores["reference"] = mean_reference_scores(logp, ref_logp)
+        scores["llr_reference"] = likelihood_ratio_scores(logp, ref_logp)
     return scores
 
 
@@ -144,9 +147,11 @@ def _not_run(lm: TrainedLM, references: int) -> dict[str, str]:
     if lm.moments is None:
         skipped["min_k_plus_plus"] = "needs 'moments' (mean and std of the next-token log-probability) in the plugin"
     if lm.base_logprobs is None:
-        skipped["reference_base"] = "needs 'base_logprobs' (the model before fine-tuning) in the plugin"
+        skipped["reference_base"] = skipped["llr_base"] = ("needs 'base_logprobs' (the model before fine-tuning) in "
+                                                           "the plugin")
     if not references:
-        skipped["reference"] = "needs reference models: 'train' and 'population' in the plugin, --references >= 1"
+        skipped["reference"] = skipped["llr_reference"] = ("needs reference models: 'train' and 'population' in the "
+                                                           "plugin, --references >= 1")
     return skipped
 
 
@@ -176,7 +181,7 @@ def run_lm_membership(opts: MembershipOptions, plugin: ModelPlugin | None = None
         member = np.r_[np.ones(len(lm.members), bool), np.zeros(len(lm.nonmembers), bool)]
         scores = _scores(ctx, lm, texts, references, opts.quiet)
         attacks_out = {name: attack_entry(scores[name], member, split, opts.confidence, LM_ATTACKS[name])
-                       | ({"reference_models": references} if name == "reference" else {})
+                       | ({"reference_models": references} if name in ("reference", "llr_reference") else {})
                        for name in LM_ATTACKS if name in scores}
         allowed, why = bound_allowed(lm, split)
         delta = lm.delta if lm.claim is not None else NO_CLAIM_DELTA

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from attacks.lm_membership import (
+    likelihood_ratio_scores,
     loss_scores,
     min_k_plus_plus_scores,
     min_k_scores,
@@ -27,6 +28,18 @@ def test_loss_min_k_and_reference():
     assert np.allclose(min_k_scores(LOGP, k=0.2), [np.log(0.125), np.log(0.8)])
     assert np.allclose(min_k_scores(LOGP, k=0.4), [np.log([0.125, 0.25]).mean(), np.log(0.8)])
     assert np.allclose(reference_scores(LOGP, [x - 1.0 for x in LOGP]), [1.0, 1.0])
+
+
+def test_likelihood_ratio_sums_tokens_and_averages_references():
+    # target minus base: each token 1 nat better, so the text's log-likelihood ratio is its token count
+    assert np.allclose(likelihood_ratio_scores(LOGP, [[x - 1.0 for x in LOGP]]), [5.0, 2.0])
+    # two references 1 and 3 nats lower per token: their mean total is 2 nats per token lower
+    refs = [[x - 1.0 for x in LOGP], [x - 3.0 for x in LOGP]]
+    assert np.allclose(likelihood_ratio_scores(LOGP, refs), [10.0, 4.0])
+    with pytest.raises(UserError, match="reference texts"):
+        likelihood_ratio_scores(LOGP, [LOGP[:1]])
+    with pytest.raises(UserError, match="at least one"):
+        likelihood_ratio_scores(LOGP, [])
 
 
 def test_zlib_ratio():

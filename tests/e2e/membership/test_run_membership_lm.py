@@ -90,13 +90,14 @@ def test_the_builtin_tinygpt_is_audited_on_its_texts(tmp_path, capsys) -> None:
     results = _run("nonprivate_tinygpt", tmp_path, "--quick", "--references", "1")
     split = results["split_check"]
     assert split["passed"] is True and split["uses_labels"] is False and "char_wb" in split["method"]
-    assert set(results["attacks"]) == {"loss", "zlib", "min_k", "min_k_plus_plus", "reference_base", "reference"}
+    assert set(results["attacks"]) == {"loss", "zlib", "min_k", "min_k_plus_plus", "reference_base", "reference",
+                                       "llr_base", "llr_reference"}
     assert all(a["blind_auc"] == split["blind_auc"] for a in results["attacks"].values())
     assert results["game"]["members"] + results["game"]["nonmembers"] == 80  # 2 x 40 candidates, fair coins
     assert results["trained_lm"]["membership"] == "independent-coins" and results["attacks_not_run"] == {}
     # fair coins and a passed check: one-run bounds over a Bonferroni family of every attack and fraction
-    assert results["epsilon_bound"]["allowed"] is True and len(results["lower_bounds"]) == 6 * 3
-    assert results["best_lower_bound"]["family_size"] == 18 and results["epsilon_theory"] is None
+    assert results["epsilon_bound"]["allowed"] is True and len(results["lower_bounds"]) == 8 * 3
+    assert results["best_lower_bound"]["family_size"] == 24 and results["epsilon_theory"] is None
     assert list(tmp_path.glob("cache/lm-base-*.safetensors"))  # the base is cached for the next run
     assert set(results["timing"]) >= {"split_check_s", "target_s", "queries_s", "references_s"}
     assert capsys.readouterr().out.splitlines()[0].startswith("report:")
@@ -105,8 +106,8 @@ def test_the_builtin_tinygpt_is_audited_on_its_texts(tmp_path, capsys) -> None:
 def test_a_plugin_lm_is_audited_and_a_memoriser_found(plugin, tmp_path) -> None:
     results = _run(f"{plugin}:lm", tmp_path)
     assert results["split_check"]["passed"] is True and results["game"]["reference_models"] == 2
-    assert set(results["attacks"]) == {"loss", "zlib", "min_k", "reference"}
-    assert set(results["attacks_not_run"]) == {"min_k_plus_plus", "reference_base"}
+    assert set(results["attacks"]) == {"loss", "zlib", "min_k", "reference", "llr_reference"}
+    assert set(results["attacks_not_run"]) == {"min_k_plus_plus", "reference_base", "llr_base"}
     assert results["attacks"]["loss"]["auc"] == 1.0 and results["attacks"]["reference"]["auc"] == 1.0
     assert results["best_lower_bound"]["epsilon"] > 0
 
