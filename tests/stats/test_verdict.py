@@ -10,8 +10,6 @@ import pytest
 from audit.stats.lower_bound import ESTIMATE, SECONDARY, LowerBound
 from audit.stats.verdict import Family, best_valid_bound, claim_verdict
 
-ALPHA = 0.05
-
 
 def _row(eps: float, confidence: float, role: str = "", method: str = "one-run") -> dict:
     return LowerBound(method=method, epsilon=eps, confidence=confidence, n=100, valid=role != ESTIMATE, details={},
