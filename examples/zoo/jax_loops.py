@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from examples.zoo.hooked import C, DELTA, EPS, LR, N, Q, STEPS, sigma_for
+from examples.zoo.hooked import DELTA, EPS, LR, STEPS, C, N, Q, sigma_for
 from targets import jax_hooks
 from targets.datasets import load_digits
 

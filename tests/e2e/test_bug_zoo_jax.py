@@ -44,3 +44,13 @@ def test_the_jax_twin_passes(target, tmp_path):
     code, results = _audit(target, tmp_path, "--check-config", "--fail-above-claim")
     assert code == 0, (results["verdict"]["text"], _problems(results))
     assert results["config_check"]["status"] == "ok", _problems(results)
+
+
+@pytest.mark.parametrize("threat", ["updates", "white-box"])
+def test_the_correct_jax_loop_passes_the_one_run_audit(threat, tmp_path):
+    code, results = _audit("examples.zoo.jax_loops:ok", tmp_path, "--one-run", "--threat", threat)
+    assert code == 0, results["verdict"]["text"]
+    best = results["best_lower_bound"]
+    assert best["valid"] and 0.0 <= best["epsilon"] <= results["epsilon_theory"] == pytest.approx(2.0)
+    assert results["game"]["threat"] == threat and results["params"]["code"]["driver"] == "jax"
+    assert results["config_check"]["status"] == "ok"
