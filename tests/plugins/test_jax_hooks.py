@@ -82,7 +82,8 @@ def test_a_probe_reads_the_same_noisy_sums_with_and_without_jit():
     with recording(probe_jit):
         _train(JITTED)
     np.testing.assert_allclose(probe_jit.observations, probe_eager.observations, rtol=1e-5)
-    assert probe_jit.noise is not None and probe_jit.touched.tolist() == [3.0] * 3 + [1.5] * 4  # |data sum| over 3 steps
+    assert probe_jit.noise is not None
+    assert probe_jit.touched.tolist() == [3.0] * 3 + [1.5] * 4  # |data sum| summed over the 3 steps
     assert [b.tolist() for b in probe_jit.batches] == [[0, 2]] * 3
 
 
