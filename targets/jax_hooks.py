@@ -36,11 +36,16 @@ audit is recording (:func:`targets.audit_hooks.active`), so the decision never h
   on the host what the recorder raised inside a callback (an error of the loop, or the probe's repeat
   stopping the training), which JAX would otherwise turn into a runtime error.
 
-The hooks called under a plain ``jax.jit`` (not :func:`jit`) raise a one-line error when traced, audit or
-not: such a trace would silently keep whichever behaviour it was first traced with. Called outside any
-jit (between a jitted clipped-sum and a jitted noise-and-update, say) they work eagerly. The hooks must
-be called in the function :func:`jit` decorates or in plain Python, not in a function with a
-``jax.jit`` of its own nested inside it.
+JAX also caches the traces of functions the step calls (a ``lax.scan`` body, an inner ``jax.jit``) apart
+from the step's own, so a trace made outside an audit could reach an audited step without its hooks. When an
+audit starts after such a trace, the hooks drop every JAX trace and compilation (``jax.clear_caches``,
+through :data:`targets.audit_hooks.RECORDING_STARTS`), and the first call of a step outside an audit after
+audited traces does the same: each state then traces afresh. An audit that runs in its own process (the
+command line) never clears: all its calls are audited.
+
+Hooks traced by a plain ``jax.jit`` with no :func:`jit` around it raise a one-line error, audit or not: the
+wrapper is what raises the recorder's errors on the host. Called outside any jit (between a jitted clipped
+sum and a jitted noise-and-update, say) they work eagerly.
 """
 
 from __future__ import annotations
@@ -57,7 +62,7 @@ import numpy as np
 from jax.experimental import io_callback
 
 from audit.errors import UserError
-from targets.audit_hooks import StepSource, UpdateRecorder, active
+from targets.audit_hooks import RECORDING_STARTS, StepSource, UpdateRecorder, active
 
 __all__ = ["add_canary", "report_update", "jit", "DRIVER"]
 
@@ -66,6 +71,24 @@ DRIVER = "jax"
 
 #: While :func:`jit` traces a step: whether that trace is the audited version (``audit``), else unset.
 _TRACE = threading.local()
+#: Whether a plain (False) or an audited (True) trace was made since JAX's caches were last cleared.
+_TRACED = {False: False, True: False}
+
+
+def _clear_traces() -> None:
+    """Drop every JAX trace and compilation (``jax.clear_caches``): a function the step calls whose trace JAX
+    caches apart (a ``lax.scan`` body, an inner ``jax.jit``) is traced again in the new audit state."""
+    jax.clear_caches()
+    _TRACED[False] = _TRACED[True] = False
+
+
+def _on_recording(recorder: UpdateRecorder) -> None:
+    """An audit starts: traces made outside an audit would skip the hooks, so drop them (module docstring)."""
+    if _TRACED[False]:
+        _clear_traces()
+
+
+RECORDING_STARTS.append(_on_recording)
 
 
 class _Deferred:
@@ -95,6 +118,7 @@ class _Deferred:
 def _tracing(audited: bool) -> Iterator[None]:
     previous = getattr(_TRACE, "audit", None)
     _TRACE.audit = audited
+    _TRACED[audited] = True
     try:
         yield
     finally:
@@ -129,6 +153,8 @@ def jit(fun: Callable | None = None, **jit_kwargs: Any) -> Callable:
     def step(*args: Any, **kwargs: Any) -> Any:
         recorder = active()
         if recorder is None:
+            if _TRACED[True]:  # an audit ran in this process: its traces hold the hooks' callbacks
+                _clear_traces()
             return plain(*args, **kwargs)
         out = audited(*args, **kwargs)
         jax.effects_barrier()

@@ -123,3 +123,21 @@ def test_the_recorders_errors_leave_the_jitted_step_as_they_were_raised():
     with recording(recorder), pytest.raises(Stop):
         _train(JITTED, steps=5)
     assert recorder.steps == 2
+
+
+def _scan_body(params: dict, key):
+    return _step(params, key, jnp.array([0, 1])), None
+
+
+@jax_hooks.jit
+def _scanned(params: dict, keys):
+    return jax.lax.scan(_scan_body, params, keys)[0]
+
+
+def test_a_lax_scan_body_traced_outside_an_audit_is_traced_again_in_the_audit():
+    keys = jax.random.split(jax.random.key(0), 4)
+    _scanned(PARAMS, keys)  # JAX caches the scan body's trace, made here without the hooks
+    recorder = UpdateRecorder(None, 0)
+    with recording(recorder):
+        _scanned(PARAMS, keys)
+    assert recorder.steps == 4 and [b.tolist() for b in recorder.batches] == [[0, 1]] * 4
