@@ -252,8 +252,10 @@ def add_canary(grads: Any, clip_norm: Any, sample_rate: Any, batch: Any = None, 
         _Deferred.raise_held(recorder)
         host = [np.array(leaf) for leaf in leaves]
         _record_add(recorder, host, clip_norm, sample_rate, batch, param_leaves)
-        return treedef.unflatten([jnp.asarray(h, dtype=leaf.dtype) for h, leaf in zip(host, leaves, strict=True)])
-    return treedef.unflatten(_callback_add(leaves, clip_norm, sample_rate, batch, param_leaves))
+        return treedef.unflatten([h if isinstance(leaf, np.ndarray) else jnp.asarray(h, dtype=leaf.dtype)
+                                  for h, leaf in zip(host, leaves, strict=True)])
+    rows = None if batch is None else jnp.asarray(batch)
+    return treedef.unflatten(_callback_add(leaves, clip_norm, sample_rate, rows, param_leaves))
 
 
 def report_update(noisy: Any, params: Any = None) -> Any:

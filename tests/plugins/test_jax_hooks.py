@@ -141,3 +141,13 @@ def test_a_lax_scan_body_traced_outside_an_audit_is_traced_again_in_the_audit():
     with recording(recorder):
         _scanned(PARAMS, keys)
     assert recorder.steps == 4 and [b.tolist() for b in recorder.batches] == [[0, 1]] * 4
+
+
+def test_numpy_arrays_come_back_as_numpy_and_a_list_is_a_batch():
+    recorder = UpdateRecorder(0, 0, include=True)
+    grads = {"w": np.zeros(3, dtype=np.float32)}
+    with recording(recorder):
+        out = jax_hooks.add_canary(grads, clip_norm=1.0, sample_rate=1.0, batch=[2, 0])
+        jax_hooks.report_update(out)
+    assert isinstance(out["w"], np.ndarray) and out["w"].tolist() == [1.0, 0.0, 0.0] and grads["w"][0] == 0.0
+    assert recorder.batches[0].tolist() == [2, 0] and recorder.observations == [1.0]
