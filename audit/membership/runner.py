@@ -55,6 +55,7 @@ from audit.stats.metrics import attack_metrics, dp_advantage_bound
 from audit.stats.outcome import Outcome
 from audit.stats.verdict import Family, percent
 from audit.theory.checks import check_confidence
+from audit.theory.last_iterate import last_iterate_reference
 from targets.catalogue import is_plugin, trained_target
 from targets.lm.recipes import LM_TARGETS
 from targets.plugins.loading import ModelPlugin, load_plugin
@@ -219,8 +220,10 @@ def membership_results(opts: MembershipOptions, target: MembershipSubject, game:
         description=target.description, dataset=data.name, dataset_source=data.source, model=model_info,
         neighbouring=ADD_REMOVE_RECORD, delta=delta, confidence=opts.confidence, primary_attack=primary,
         epsilon_theory=judged["epsilon_theory"], accountant=accountant(claim), params=target.params).to_dict()
-    return header | judged | {"attacks": attacks_out, "tables": [advantage_table(attacks_out, adv_bound)],
-                              "game": game.summary(), "quick": opts.quick}
+    reference = last_iterate_reference(target.params, delta, ADD_REMOVE_RECORD) if claim is not None else None
+    return header | judged | ({"last_iterate": reference} if reference else {}) | {
+        "attacks": attacks_out, "tables": [advantage_table(attacks_out, adv_bound)], "game": game.summary(),
+        "quick": opts.quick}
 
 
 def attack_bound(name: str, scores: AttackScores, game: CanaryGame, chosen: dict, claim, delta: float,
@@ -309,4 +312,5 @@ def summary_lines(run_dir: Path, outcome: Outcome) -> list[str]:
     parts = [f"{name} AUC {a.auc:.3f}, TPR@1%FPR {a.tpr_at_fpr['0.01']:.3f}, "
              f"TPR@0.1%FPR {a.tpr_at_fpr['0.001']:.3f}" for name, a in (outcome.attacks or {}).items()]
     line3 = "attacks:   " + "; ".join(parts)
-    return [f"report:    {run_dir / 'report.html'}", line1, line2, line3]
+    reference = [outcome.last_iterate.console_line()] if outcome.last_iterate is not None else []
+    return [f"report:    {run_dir / 'report.html'}", line1, line2, *reference, line3]
