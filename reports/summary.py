@@ -364,7 +364,9 @@ def _trained_sentences(outcome: Outcome) -> list[str]:
         found += (" Against its claim (ε = " + _eps(outcome.epsilon_theory) + "): "
                   + _strength(outcome).removeprefix("What was found: "))
     first = _split_sentence(split)
-    return [first, audited, found] if not split.passed else [audited, first, found]
+    reference = last_iterate_sentence(outcome)
+    return ([first, audited, found] if not split.passed else [audited, first, found]) + ([reference] if reference
+                                                                                       else [])
 
 
 def headline_sentences(outcome: Outcome) -> list[str]:
