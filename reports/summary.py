@@ -165,6 +165,10 @@ def last_iterate_sentence(outcome: Outcome) -> str | None:
     expected = perfect_attack_expectation(outcome)
     if expected is not None:
         beside.append(f"the {EXPECTATION_NAME} {_eps(expected)}")
+    final = ref.expected_bound or {}
+    if final.get("mean") is not None:
+        beside.append(f"what a perfect attack on a linear model's final iterate expects with these guesses, ε ≥ "
+                      f"{_eps(final['mean'])} (5–95% {format_interval(final.get('range_5_95'))})")
     return (f"Last-iterate reference: ε ≈ {_eps(ref.epsilon)} at δ = {format_value(ref.delta)} for this training "
             f"(σ = {format_value(ref.noise_multiplier)}, q = {format_value(ref.sample_rate)}, "
             f"T = {format_value(ref.steps)}), beside {', '.join(beside)} and the claimed ε = "

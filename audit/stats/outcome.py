@@ -313,6 +313,8 @@ class LastIterate(Block):
         sample_rate: its Poisson rate q.
         steps: its steps T.
         text: what it means, in one sentence.
+        expected_bound: what a perfect attack on a linear model's final iterate expects with this game's
+            canaries and guesses (membership's one-run game; ``mean``, ``sd``, ``range_5_95``, ``games``, ...).
     """
 
     epsilon: float
@@ -321,6 +323,7 @@ class LastIterate(Block):
     sample_rate: float
     steps: int
     text: str
+    expected_bound: Mapping[str, Any] | None = None
 
     def console_line(self) -> str:
         """The line printed after a run."""

@@ -180,3 +180,6 @@ def test_a_final_model_audit_of_dpsgd_shows_the_last_iterate_reference_as_a_refe
     assert "the bound ε ≥ 0.554" in sentences[2] and f"{CEILING_NAME} 3.78" in sentences[2]
     assert f"{EXPECTATION_NAME} 1.06" in sentences[2] and "not a bound" in sentences[2]
     assert len(headline_sentences(typed(_one_run(0.554)))) == 2  # no DP-SGD training, no reference
+    final = reference | {"expected_bound": {"mean": 2.76, "range_5_95": [2.32, 3.1], "games": 100}}
+    assert "linear model's final iterate expects with these guesses, ε ≥ 2.76 (5" in headline_sentences(
+        typed(_one_run(0.554) | {"last_iterate": final}))[2]
