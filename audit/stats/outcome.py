@@ -327,8 +327,11 @@ class LastIterate(Block):
 
     def console_line(self) -> str:
         """The line printed after a run."""
+        final = (self.expected_bound or {}).get("mean")
+        expected = ("" if final is None else f"; a perfect attack on a linear final model expects epsilon >= "
+                                             f"{final:.3f} with these guesses")
         return (f"reference: last-iterate heuristic epsilon ~ {self.epsilon:.3f} at delta = {self.delta:g} (Steinke "
-                f"et al. 2025: what an audit of the final model can expect; a reference, not a bound)")
+                f"et al. 2025: what an audit of the final model can expect; a reference, not a bound){expected}")
 
 
 @dataclass(frozen=True, kw_only=True)
