@@ -129,7 +129,7 @@ def last_iterate_reference(params: dict | None, delta: float | None, neighbourin
     """results.json's ``last_iterate`` block for a DP-SGD training with ``params`` (``noise_multiplier``,
     ``sample_rate``, ``steps``; where they lack them, those of ``claim`` when it is a
     :class:`audit.theory.dpsgd.DPSGDClaim`), or None where the heuristic does not apply: no DP-SGD
-    parameters, no delta, replace-one neighbours (the heuristic's pair is add/remove).
+    parameters (or ones it cannot read), no delta, replace-one neighbours (the heuristic's pair is add/remove).
 
     Args:
         params: the run's parameters.
@@ -144,10 +144,14 @@ def last_iterate_reference(params: dict | None, delta: float | None, neighbourin
     if isinstance(claim, DPSGDClaim) and claim.neighbouring is Neighbouring.ADD_REMOVE:
         p = {"noise_multiplier": claim.noise_multiplier, "sample_rate": claim.sample_rate, "steps": claim.steps} | p
     sigma, q, steps = p.get("noise_multiplier"), p.get("sample_rate"), p.get("steps")
-    if None in (sigma, q, steps, delta) or not delta > 0 or not sigma > 0:
+    try:  # a reference never stops a run: parameters it cannot read give none
+        sigma, q, steps, delta = float(sigma), float(q), float(steps), float(delta)
+    except (TypeError, ValueError):
+        return None
+    if not (delta > 0 and 0 < sigma < math.inf and 0 < q <= 1 and steps >= 1 and steps == int(steps)):
         return None
     if neighbouring is not None and not neighbouring.lower().startswith("add"):
         return None
-    eps = last_iterate_epsilon(delta, float(sigma), float(q), int(steps))
-    return {"epsilon": eps, "delta": float(delta), "noise_multiplier": float(sigma), "sample_rate": float(q),
-            "steps": int(steps), "text": LAST_ITERATE_MEANING}
+    eps = last_iterate_epsilon(delta, sigma, q, int(steps))
+    return {"epsilon": eps, "delta": delta, "noise_multiplier": sigma, "sample_rate": q, "steps": int(steps),
+            "text": LAST_ITERATE_MEANING}

@@ -43,6 +43,8 @@ def test_the_reference_applies_to_add_remove_dpsgd_only():
     assert last_iterate_reference(params, 1e-5, "replace one record") is None
     assert last_iterate_reference({"epsilon": 1.0}, 1e-5) is None
     assert last_iterate_reference(params, None) is None
+    assert last_iterate_reference(params | {"sample_rate": 1.5}, 1e-5) is None  # unreadable: none, no error
+    assert last_iterate_reference(params | {"steps": "many"}, 1e-5) is None
 
 
 def test_a_bad_configuration_is_the_users_error():
