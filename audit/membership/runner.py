@@ -237,7 +237,7 @@ def final_model_reference(target: MembershipSubject, m: int, chosen: dict, opts:
     (:func:`audit.theory.last_iterate.last_iterate_reference`) and, as ``expected_bound``, what a perfect attack
     on a linear model's final iterate expects with this game's M canaries and the primary attack's guesses
     (:func:`audit.stats.one_run.final_model.last_iterate_expectation`); None for other targets."""
-    reference = last_iterate_reference(target.params, target.delta, ADD_REMOVE_RECORD)
+    reference = last_iterate_reference(target.params, target.delta, ADD_REMOVE_RECORD, target.claim)
     if reference is None:
         return None
     mech = CanaryMechanism(reference["sample_rate"], reference["noise_multiplier"], reference["steps"])
