@@ -32,7 +32,8 @@ class Verdict(Block):
     """``verdict`` (``$defs/verdict``): how the best bound compares with the claim.
 
     Attributes:
-        status: ``consistent``, ``violation`` or ``no-claim``.
+        status: ``consistent``, ``violation``, ``no-claim`` or ``could-not-read`` (a check that could void the
+            accounting was not read).
         text: the verdict in words.
         source: what decided it when not the bounds (``config_check``).
     """
