@@ -124,10 +124,11 @@ def clipping_check(recorder: UpdateRecorder) -> dict[str, Any]:
     """Whether every step's clipped data sum has norm <= C x its batch size (module docstring)."""
     pairs = [(norm, b.size) for norm, b in zip(recorder.data_norms, recorder.batches, strict=True) if b is not None]
     if not pairs:
+        why = ("they came from examples that are not the records (the records finding)" if recorder.foreign else
+               "pass batch= to add_canary, or iterate a torch DataLoader over the training set")
         return {"checked": False, "problem": False,
-                "message": "Could not read: the records of each step were not seen (pass batch= to add_canary, or "
-                           "iterate a torch DataLoader over the training set), so per-example clipping was not "
-                           "checked."}
+                "message": f"Could not read: the records of each step were not seen ({why}), so per-example "
+                           "clipping was not checked."}
     c = float(recorder.clip_norm)
     ratio = max(norm / (c * max(size, 1)) if norm > 0 else 0.0 for norm, size in pairs)
     worst = max(range(len(pairs)), key=lambda i: pairs[i][0] - c * pairs[i][1])
