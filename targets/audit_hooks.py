@@ -322,12 +322,15 @@ class UpdateRecorder:
 
         def reached(grad: Any) -> None:
             for b in claimed:
-                if not b.reached:
-                    b.reached = True
+                b.reached = True
+                if all(x is not b for x in self._yielded):
                     self._yielded.append(b)
 
-        for tensor in tensors:
-            tensor.register_hook(reached)
+        try:
+            for tensor in tensors:
+                tensor.register_hook(reached)
+        except RuntimeError:  # a tensor that takes no hook (a torch.func transform): read as a functional loop
+            self._yielded.extend(claimed)
 
     def _step_batch(self, batch: Any) -> np.ndarray | None:
         """The record indices of this step: ``batch`` as passed to ``add_canary``, else the examples whose
