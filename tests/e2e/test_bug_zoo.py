@@ -1,5 +1,6 @@
 """The bug zoo (examples/zoo, docs/reference/bug-zoo.md): every DP-SGD mistake fails the audit in one
-run (``run dp --check-config --fail-above-claim``: exit 1) and its correct twin passes (exit 0).
+run (``run dp --check-config --fail-above-claim``: exit 1) and its correct twin passes (exit 0); the loops the
+Opacus docs recommend (``opacus_loops.CORRECT``) pass in ``--check-config`` and ``--one-run``.
 
 Each audit is four calls of the training of softmax regression on 300 digits (the probe, the first
 steps of its repeat, the dataset plus one record and less one record) and the accounting check's PLD

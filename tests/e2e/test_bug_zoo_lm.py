@@ -2,7 +2,8 @@
 ``run dp --check-config --fail-above-claim``: a pitfall that voids the accounting exits 1 with its check
 deciding the verdict, one that does not exits 0 carrying its finding, one whose training stops under Opacus
 without a finding that voids the accounting exits 2 with the finding and its fix in one line (nothing was read,
-so the gate must not pass), and the correct loops exit 0 with the check "ok".
+so the gate must not pass), packed blocks exit 1 with the records check deciding (in both modes), and the correct
+loops (BatchMemoryManager and a no-grad evaluation over the training texts included) exit 0 with the check "ok".
 
 Each audit is the language-model checks (a watched training and a three-step replay) and the accounting
 check (probe, repeat, the texts plus one and less one) of a 5-step Opacus fine-tuning of a tiny GPT-2 on
@@ -86,3 +87,16 @@ def test_the_correct_loops_pass(name, tmp_path):
     checks = {f["check"] for f in block["findings"]}
     assert {"position-ids", "loss-coupling", "non-dp-updates", "frozen-weights", "canary-ids"} <= checks
     assert all(f.get("read", True) for f in block["findings"] if f["check"] != "canary-ids")
+
+
+@pytest.mark.parametrize(("name", "expected"), [("batch_memory_manager", 0), ("evaluation_first", 0),
+                                                ("packed_blocks", 1)])
+def test_one_run_agrees(name, expected, tmp_path):
+    """The same loops under ``--one-run``: the correct ones pass, packed blocks never exit 0."""
+    code = main(["run", "dp", "--target", f"examples.zoo.lm_loops:{name}", "--one-run", "--fail-above-claim", "-q",
+                 "--out", str(tmp_path)])
+    (path,) = tmp_path.glob("*/results.json")
+    results = json.loads(path.read_text())
+    assert code == expected, results["verdict"]["text"]
+    if expected:
+        assert results["verdict"]["text"].startswith("accounting check violation, records")
