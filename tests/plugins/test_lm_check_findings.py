@@ -1,6 +1,7 @@
 """The findings of the language-model training checks (audit/plugins/lm_checks.py) from what a watched
 call recorded, without training: the coupling tolerance, the ghost-clipping case (no per-sample
-gradients: could not read), the replay under BatchMemoryManager, and weights that did not move or moved outside the DP optimizer."""
+gradients: could not read), the replay under BatchMemoryManager, and weights that did not move or moved
+outside the DP optimizer."""
 
 from __future__ import annotations
 
