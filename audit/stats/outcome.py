@@ -337,12 +337,14 @@ class Finding(Block):
         message: what it found.
         problem: whether it is a problem.
         violation: whether it breaks the claim.
+        read: False when the check could not read what it needs (``message`` says why; older files: None).
     """
 
     check: str
     message: str
     problem: bool
     violation: bool | None = None
+    read: bool | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
