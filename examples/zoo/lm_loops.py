@@ -138,14 +138,18 @@ def train(batch_texts: list[str], seed: int, *, positions: bool = True, loss: st
     """The loop (module docstring); the keywords are its pitfalls, ``pattern`` how it is written: ``"plain"``,
     ``"memory-manager"`` (each logical batch through Opacus's ``BatchMemoryManager`` in physical batches of at
     most 3), ``"evaluation"`` (a no-grad evaluation loss over the training texts before training) or
-    ``"packed"`` (the texts packed into blocks by :func:`group_texts`). Returns ``logprobs``."""
+    ``"packed"`` (the texts packed into blocks by :func:`group_texts`, in a ``DPDataLoader`` at the rate 1/5 of
+    the other loops: the rate and divisor Opacus derives do not move with one text). Returns ``logprobs``."""
     from opacus import PrivacyEngine  # optional dependency (the opacus extra)
+    from opacus.data_loader import DPDataLoader
     from opacus.utils.batch_memory_manager import BatchMemoryManager
 
     torch.manual_seed(seed)
     encoded = [encode(t) for t in batch_texts]
     ids, mask = group_texts(encoded) if pattern == "packed" else _padded(encoded)
-    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(ids, mask), batch_size=BATCH)
+    dataset = torch.utils.data.TensorDataset(ids, mask)
+    loader = (DPDataLoader(dataset, sample_rate=1 / 5) if pattern == "packed" else
+              torch.utils.data.DataLoader(dataset, batch_size=BATCH))
     model = build_model(TOKENIZER, 0)
     if pattern == "evaluation":
         _evaluate(model, loader, loss, positions)
