@@ -89,14 +89,14 @@ def test_the_correct_loops_pass(name, tmp_path):
     assert all(f.get("read", True) for f in block["findings"] if f["check"] != "canary-ids")
 
 
-@pytest.mark.parametrize(("name", "expected"), [("batch_memory_manager", 0), ("evaluation_first", 0),
-                                                ("packed_blocks", 1)])
-def test_one_run_agrees(name, expected, tmp_path):
-    """The same loops under ``--one-run``: the correct ones pass, packed blocks never exit 0."""
-    code = main(["run", "dp", "--target", f"examples.zoo.lm_loops:{name}", "--one-run", "--fail-above-claim", "-q",
-                 "--out", str(tmp_path)])
+def test_batch_memory_manager_passes_the_one_run_audit(tmp_path):
+    """``--one-run`` of the BatchMemoryManager loop (the loss-coupling replay's batches split into physical batches,
+    canaries joining each logical step): exit 0. The one-run path shares the probe and the accounting check with
+    ``--check-config``, so the other loops (evaluation first: 0; packed blocks: 1) are measured there alone, to keep
+    this file fast (docs/reference/bug-zoo.md gives their one-run exit codes)."""
+    code = main(["run", "dp", "--target", "examples.zoo.lm_loops:batch_memory_manager", "--one-run",
+                 "--fail-above-claim", "-q", "--out", str(tmp_path)])
     (path,) = tmp_path.glob("*/results.json")
     results = json.loads(path.read_text())
-    assert code == expected, results["verdict"]["text"]
-    if expected:
-        assert results["verdict"]["text"].startswith("accounting check violation, records")
+    assert code == 0, results["verdict"]["text"]
+    assert results["config_check"]["status"] == "ok"
