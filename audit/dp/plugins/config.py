@@ -61,7 +61,7 @@ def config_verdict(block: dict) -> dict:
                 + (f" Could not read: {' | '.join(_sentence(f) for f in unread)}" if unread else ""))
         return {"status": "violation", "text": text, "source": "config_check"}
     if unread:  # nothing unread passes: exit 2 under --fail-above-claim (audit.run_parser.gated_results)
-        text = ("accounting check could not read what it needs, so it cannot say the configuration is as claimed: "
+        text = ("accounting check could not read what it needs, so nothing shows the code private: "
                 + " | ".join(_sentence(f) for f in unread)
                 + (f" Notes: {' | '.join(_sentence(f) for f in notes)}" if notes else ""))
         return {"status": "could-not-read", "text": text, "source": "config_check"}
