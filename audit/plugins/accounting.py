@@ -157,14 +157,15 @@ def unread_findings(block: dict[str, Any]) -> list[dict[str, Any]]:
     return [f for f in block["findings"] if f.get("read", True) is False and f.get("decides", True)]
 
 
-def records_finding(runs: Sequence[tuple[str, UpdateRecorder, int]]) -> dict[str, Any] | None:
+def records_finding(runs: Sequence[tuple[str, UpdateRecorder, int]]) -> dict[str, Any]:
     """The **records** finding (module docstring): a violation when a step's per-sample gradients were computed
     on examples that are not the records given (:attr:`targets.audit_hooks.UpdateRecorder.foreign`) in any of
-    ``runs`` (its name, its recorder, the records it was given); None when every step's examples were the
-    records or unseen."""
+    ``runs`` (its name, its recorder, the records it was given); ok otherwise (steps whose records were not seen
+    at all leave sampling, rate and clipping unread, which say so)."""
     seen = [(name, run, n) for name, run, n in runs if run.foreign]
     if not seen:
-        return None
+        return finding("records", False, True, "No noisy step's per-sample gradients came from examples other than "
+                       f"the records given ({', '.join(name for name, _, _ in runs)}).")
     name, run, n = seen[0]
     count, size = run.foreign[0]
     message = (f"The per-sample gradients of {len(run.foreign)} of the {run.steps} noisy steps ({name}) were computed "
@@ -293,9 +294,8 @@ def accounting_check(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: 
     removed_run = world_run(plugin, X[1:], y[1:], seed, 43)
     findings.append(world_finding(config, added_run, removed_run, len(X), sigma_of,
                                   delta if noisy_enough else None))
-    records = records_finding([("the probe", recorder, len(X)), ("one record added", added_run, len(X) + 1),
-                               ("one record removed", removed_run, len(X) - 1)])
-    findings += [records] if records else []
+    findings.append(records_finding([("the probe", recorder, len(X)), ("one record added", added_run, len(X) + 1),
+                                     ("one record removed", removed_run, len(X) - 1)]))
     status = block_status(findings)
     sampling = next((f["details"] for f in findings if f["check"] == "sampling" and f["details"]), None)
     epsilon = findings[0]["details"].get("epsilon")  # None: far too little noise for a PLD (_epsilon_finding)

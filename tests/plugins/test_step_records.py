@@ -100,7 +100,8 @@ def test_examples_of_another_dataset_are_not_the_records():
     assert rec.batches == [None] * rec.steps and rec.foreign[0] == (8, N + 7) and len(rec.foreign) == rec.steps
     found = records_finding([("the probe", rec, N)])
     assert found["violation"] and found["fix"] == FIX_RECORDS and f"{N + 7} items" in found["message"]
-    assert records_finding([("the probe", _run(lambda: None), N)]) is None
+    clean = records_finding([("the probe", _run(lambda: None), N)])
+    assert clean["check"] == "records" and not clean["problem"] and clean["read"]
     unseen = sampling_findings(rec, N, 0.2, {"sampling": 0.01, "rate": 0.01})
     assert all(f["read"] is False and not f["problem"] and "not the records" in f["message"] for f in unseen)
 
