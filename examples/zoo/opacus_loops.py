@@ -54,6 +54,60 @@ def train(X: np.ndarray, y: np.ndarray, seed: int, *, noise: float | None, epoch
     return lambda Z: torch.softmax(model(torch.as_tensor(Z, dtype=torch.float32)), 1).detach().numpy()
 
 
+def _epoch(model: torch.nn.Module, optimizer: torch.optim.Optimizer, loader) -> None:
+    """One epoch of DP-SGD steps over ``loader``."""
+    for xb, yb in loader:
+        optimizer.zero_grad()
+        if len(xb):
+            torch.nn.functional.cross_entropy(model(xb), yb).backward()
+        optimizer.step()
+
+
+@torch.no_grad()
+def _mean_loss(model: torch.nn.Module, loader) -> float:
+    """A no-grad pass over ``loader`` (validation or evaluation): the mean loss of its batches."""
+    losses = [float(torch.nn.functional.cross_entropy(model(xb), yb)) for xb, yb in loader]
+    return float(np.mean(losses))
+
+
+def train_pattern(X: np.ndarray, y: np.ndarray, seed: int, *, pattern: str, held_out: tuple | None = None):
+    """The Opacus loop of :func:`train` (noise for the rate and steps it runs) written one of the ways the Opacus
+    docs show: ``"memory-manager"``, each logical batch through ``BatchMemoryManager`` in physical batches of at
+    most 8; ``"validation"``, a no-grad validation loss after every epoch over ``held_out`` (rows, labels) in a
+    ``DataLoader`` of the same size as the training set; ``"evaluation"``, a no-grad evaluation over the
+    training rows before training; ``"fixed-rate"``, a ``DPDataLoader`` at rate :data:`RATE` handed to
+    ``make_private`` with its default ``loss_reduction='mean'`` (the normaliser is ``int(N q)``, Opacus #571).
+    Returns ``predict_proba``."""
+    from opacus import PrivacyEngine  # optional dependency (the opacus extra)
+    from opacus.data_loader import DPDataLoader
+    from opacus.utils.batch_memory_manager import BatchMemoryManager
+
+    torch.manual_seed(seed)
+    data = torch.utils.data.TensorDataset(torch.as_tensor(X, dtype=torch.float32), torch.as_tensor(y))
+    loader = (DPDataLoader(data, sample_rate=RATE) if pattern == "fixed-rate" else
+              torch.utils.data.DataLoader(data, batch_size=BATCH, shuffle=True))
+    model = torch.nn.Linear(X.shape[1], 10)
+    if pattern == "evaluation":
+        _mean_loss(model, torch.utils.data.DataLoader(data, batch_size=BATCH))
+    model, optimizer, private_loader = PrivacyEngine(accountant="rdp").make_private(
+        module=model, optimizer=torch.optim.SGD(model.parameters(), lr=LR), data_loader=loader,
+        noise_multiplier=sigma_for(RATE, STEPS), max_grad_norm=CLIP)
+    if held_out is not None:
+        held = torch.utils.data.TensorDataset(torch.as_tensor(held_out[0], dtype=torch.float32),
+                                              torch.as_tensor(held_out[1]))
+        validation = torch.utils.data.DataLoader(held, batch_size=BATCH)
+    for _ in range(EPOCHS):
+        if pattern == "memory-manager":
+            with BatchMemoryManager(data_loader=private_loader, max_physical_batch_size=8,
+                                    optimizer=optimizer) as physical:
+                _epoch(model, optimizer, physical)
+        else:
+            _epoch(model, optimizer, private_loader)
+        if held_out is not None:
+            _mean_loss(model, validation)
+    return lambda Z: torch.softmax(model(torch.as_tensor(Z, dtype=torch.float32)), 1).detach().numpy()
+
+
 def opacus_noise(*, delta: float = DELTA, sample_rate: float = RATE, steps: int = STEPS) -> float:
     """The noise multiplier Opacus's own ``get_noise_multiplier`` (RDP) gives for EPS at these values."""
     from opacus.accountants.utils import get_noise_multiplier  # optional dependency (the opacus extra)
@@ -122,5 +176,51 @@ def extra_epochs_twin() -> dict:
     return plugin("extra_epochs_twin", f"noise calibrated for the {EPOCHS} epochs it trains", noise=None)
 
 
+def pattern_plugin(name: str, description: str, pattern: str, rows: int = N, validation: bool = False) -> dict:
+    """The trainer plugin of :func:`train_pattern`: the first ``rows`` digits (``validation``: the next ``rows``
+    held out for a validation loss), claiming (EPS, DELTA)."""
+    digits = load_digits()
+    held = (digits.X[rows:2 * rows], digits.y[rows:2 * rows]) if validation else None
+    return {"kind": "trainer", "name": f"zoo_opacus_{name}", "dataset": (digits.X[:rows], digits.y[:rows]),
+            "train": lambda X, y, seed: train_pattern(X, y, seed, pattern=pattern, held_out=held),
+            "description": description, "claim": {"epsilon": EPS, "delta": DELTA}}
+
+
+def batch_memory_manager() -> dict:
+    """Correct: each logical (Poisson) batch split by ``BatchMemoryManager`` into physical batches of at most 8,
+    one noisy step per logical batch (what Opacus recommends for large logical batches)."""
+    return pattern_plugin("batch_memory_manager", "BatchMemoryManager: logical batches of ~30 in physical "
+                          "batches of 8", "memory-manager")
+
+
+def validation_loader() -> dict:
+    """Correct: a no-grad validation loss after every epoch over held-out rows in a DataLoader of the training
+    set's size (its batches reach no gradient, so they are no step's records)."""
+    return pattern_plugin("validation_loader", f"a no-grad validation loss over {N} held-out rows every epoch",
+                          "validation", validation=True)
+
+
+def evaluation_first() -> dict:
+    """Correct: a no-grad evaluation over the training rows before training."""
+    return pattern_plugin("evaluation_first", "a no-grad evaluation over the training rows before training",
+                          "evaluation")
+
+
+def mean_reduction_boundary() -> dict:
+    """300 rows at rate 0.1 with Opacus's default ``loss_reduction='mean'``: the noisy sum is divided by
+    ``expected_batch_size = int(N q)``, 30 at 300 rows and 29 at 299 (Opacus #571), so the normaliser moves
+    with one record while the rate and steps (a DPDataLoader at a fixed rate) do not."""
+    return pattern_plugin("mean_reduction_boundary", "loss_reduction='mean' at 300 rows, q 0.1: int(N q) moves "
+                          "with one record", "fixed-rate", rows=300)
+
+
+def mean_reduction_boundary_twin() -> dict:
+    return pattern_plugin("mean_reduction_boundary_twin", f"loss_reduction='mean' at {N} rows, q 0.1: int(N q) "
+                          "is the same with one record more or less", "fixed-rate")
+
+
 #: Every mistake of this module (its twin is ``NAME + "_twin"``).
-MISTAKES = ("original_loader", "batch_boundary", "wrong_delta", "wrong_dataset_size", "extra_epochs")
+MISTAKES = ("original_loader", "batch_boundary", "wrong_delta", "wrong_dataset_size", "extra_epochs",
+            "mean_reduction_boundary")
+#: Correct loops written as the Opacus docs show them, with no twin: each must pass.
+CORRECT = ("batch_memory_manager", "validation_loader", "evaluation_first")

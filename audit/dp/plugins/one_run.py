@@ -240,9 +240,10 @@ def run_plugin_one_run(opts: DPOptions, plugin: TrainerPlugin | None = None) -> 
 def combined_verdict(block: dict, verdict: dict) -> dict:
     """The one-run verdict with the accounting check's, one verdict line: a violation of the check decides (a
     finding that voids the accounting, named first with its fix), the one-run bound's verdict follows as a
-    sentence of its own; else the one-run bound's verdict, then the check's notes."""
+    sentence of its own; a check not read decides next (could-not-read) unless the bound is a violation; else
+    the one-run bound's verdict, then the check's notes."""
     checked = config_verdict(block)
-    if checked["status"] == "violation":
+    if checked["status"] == "violation" or (checked["status"] == "could-not-read" and verdict["status"] != "violation"):
         return checked | {"text": f"{checked['text']} One-run bound (alone): {verdict['text']}.", "one_run": verdict}
     notes = [f"{f['check']}: {f['message']}" for f in block["findings"] if f["problem"]]
     return verdict | ({"text": f"{verdict['text']}. Accounting check notes: {' | '.join(notes)}"} if notes else {})
