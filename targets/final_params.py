@@ -26,8 +26,8 @@ module records; here only the recording:
   to float64 rounding. Above :data:`MAX_SKETCH_FLOATS` the sketch is not kept and the check says it could
   not read the model (:attr:`IterateSketch.unreadable`).
 * **The returned model** (:func:`returned_parameters`): the torch modules (else bare tensors) that the
-  object ``train`` returns is, holds or closes over (``predict_proba`` / ``logprobs`` closures, bound
-  methods, ``functools.partial``, decorated functions), matched to the DP optimizer's parameters by
+  object ``train`` returns is, holds or closes over (``predict_proba`` / ``logprobs`` closures and
+  default arguments, bound methods, ``functools.partial``, decorated functions), matched to the DP optimizer's parameters by
   name (wrappers' ``_module.`` / ``module.`` segments dropped: Opacus's ``GradSampleModule``,
   ``torch.optim.swa_utils.AveragedModel``), else by the sequence of shapes of bare tensors. What cannot
   be matched is reported as unread, never as a pass.
@@ -157,7 +157,8 @@ def _children(obj: Any) -> list[Any]:
                 cells.append(cell.cell_contents)
             except ValueError:  # an empty cell
                 continue
-        return cells + ([obj.__wrapped__] if hasattr(obj, "__wrapped__") else [])
+        defaults = [*(obj.__defaults__ or ()), *(obj.__kwdefaults__ or {}).values()]
+        return cells + defaults + ([obj.__wrapped__] if hasattr(obj, "__wrapped__") else [])
     return list(vars(obj).values()) if hasattr(obj, "__dict__") else []
 
 
