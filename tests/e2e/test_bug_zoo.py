@@ -19,6 +19,10 @@ from examples.zoo import hooked, opacus_loops
 
 HOOKED = [f"examples.zoo.hooked:{name}" for name in hooked.MISTAKES]
 OPACUS = [f"examples.zoo.opacus_loops:{name}" for name in opacus_loops.MISTAKES]
+#: Correct loops that are no mistake's twin (an EMA of the DP iterates returned).
+CORRECT = [f"examples.zoo.opacus_loops:{name}" for name in opacus_loops.CORRECT]
+#: Mistakes only ``--one-run`` can see: their twins must pass the check too.
+ONE_RUN_TWINS = [f"examples.zoo.opacus_loops:{name}_twin" for name in opacus_loops.ONE_RUN_MISTAKES]
 
 
 def _audit(target: str, out) -> tuple[int, dict]:
@@ -41,7 +45,7 @@ def test_the_mistake_fails_the_audit(target, tmp_path):
     assert any(f["violation"] and f["fix"] for f in results["config_check"]["findings"])
 
 
-@pytest.mark.parametrize("target", [f"{t}_twin" for t in HOOKED + OPACUS])
+@pytest.mark.parametrize("target", [f"{t}_twin" for t in HOOKED + OPACUS] + ONE_RUN_TWINS + CORRECT)
 def test_the_twin_passes(target, tmp_path):
     if target.startswith("examples.zoo.opacus_loops"):
         pytest.importorskip("opacus")
