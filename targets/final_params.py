@@ -27,8 +27,8 @@ module records; here only the recording:
   not read the model (:attr:`IterateSketch.unreadable`).
 * **The returned model** (:func:`returned_parameters`): the torch modules (else bare tensors) that the
   object ``train`` returns is, holds or closes over (``predict_proba`` / ``logprobs`` closures and
-  default arguments, bound methods, ``functools.partial``, decorated functions), matched to the DP optimizer's parameters by
-  name (wrappers' ``_module.`` / ``module.`` segments dropped: Opacus's ``GradSampleModule``,
+  default arguments, bound methods, ``functools.partial``, decorated functions), matched to the DP
+  optimizer's parameters by name (wrappers' ``_module.`` / ``module.`` segments dropped: Opacus's ``GradSampleModule``,
   ``torch.optim.swa_utils.AveragedModel``), else by the sequence of shapes of bare tensors. What cannot
   be matched is reported as unread, never as a pass.
 

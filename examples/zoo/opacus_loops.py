@@ -89,7 +89,8 @@ def train(X: np.ndarray, y: np.ndarray, seed: int, *, noise: float | None, epoch
                     for a, p in zip(averaged.parameters(), model.parameters(), strict=True):
                         a.mul_(extra.ema).add_(p, alpha=1 - extra.ema)
     if extra.polish:  # on the module without Opacus's hooks (to_standard_module): ordinary training
-        _plain_epoch(model.to_standard_module(), Xt, yt, torch.randperm(len(Xt))[: int(extra.polish * len(Xt))].split(BATCH))
+        chosen = torch.randperm(len(Xt))[: int(extra.polish * len(Xt))]
+        _plain_epoch(model.to_standard_module(), Xt, yt, chosen.split(BATCH))
     return lambda Z: torch.softmax(averaged(torch.as_tensor(Z, dtype=torch.float32)), 1).detach().numpy()
 
 

@@ -264,8 +264,11 @@ class OneRunDesign:
                 "mechanism": self.mechanism.to_dict(), "simulations": self.simulations,
                 "evaluations": self.evaluations, "grid": [list(g) for g in self.grid],
                 "grid_value": list(self.grid_value),
-                "rule": ("guess counts maximising the " + self.criterion + " bound over games simulated under the "
-                         "claimed mechanism (never the audited coins); expected bound on separate simulations")}
+                "rule": ("the guess count and shape that reject the claim when the smallest fraction of the included "
+                         "canaries leak (audit.stats.one_run.leak; grid_value: each shape's fraction)"
+                         if self.criterion == "leak" else
+                         "guess counts maximising the " + self.criterion + " bound over games simulated under the "
+                         "claimed mechanism (never the audited coins)") + "; expected bound on separate simulations"}
 
 
 def guess_shapes(canaries: int, method: str, guess_counts: ArrayLike | None) -> list[tuple[int, int]]:
