@@ -122,8 +122,8 @@ def guess_spec(value: str | int) -> tuple[int, str] | None:
     ("one": 'in' for the K highest scores only) or ``K:K`` ("two": also 'out' for the K lowest); None when it is
     none of these."""
     text = str(value).strip()
-    k_text, _, out = text.partition(":")
-    if not k_text.isdigit() or int(k_text) < 1 or (out and out not in ("0", k_text)):
+    k_text, sep, out = text.partition(":")
+    if not k_text.isdigit() or int(k_text) < 1 or (sep and out not in ("0", k_text)):
         return None
     return int(k_text), ("both" if not out else "one" if out == "0" else "two")
 
