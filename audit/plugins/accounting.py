@@ -82,6 +82,10 @@ ALPHA_SHARES = {"rate": 1 / 3, "sampling": 1 / 3, "noise": 1 / 3}
 SAMPLING_TAILS = 4
 #: The accounting check's part of the audit's alpha when the one-run test shares the family.
 ONE_RUN_SHARE = 0.5
+#: The input canaries' part of it in a plugin's one-run audit (:mod:`audit.dp.plugins.input_canaries`): the
+#: family is then the check (1/2), the gradient canaries' bound (1/4) and the input canaries' bound (1/4); without
+#: input canaries the gradient canaries' bound has the other half.
+INPUT_CANARY_SHARE = 0.25
 #: The order in which violations decide the verdict: facts read from the code first, then the tests.
 #: The language-model checks (:mod:`audit.plugins.lm_checks`) come first: what voids per-example clipping
 #: before what the noisy sums show.
