@@ -41,7 +41,7 @@ import numpy as np
 from audit.dp.plugins.lm_blackbox import canary_texts, secret_scores
 from audit.plugins.training import predictions
 from audit.stats.one_run.design import CanaryMechanism, DesignObjective, OneRunDesign
-from audit.stats.one_run.leak import choose_leak_design
+from audit.stats.one_run.leak import Leak, choose_leak_design
 from targets.datasets import Dataset
 from targets.plugins.loading import TrainerPlugin
 
@@ -54,6 +54,11 @@ MAX_INPUT_CANARIES, COST_SHARE = 1000, 0.4
 MIN_INPUT_CANARIES = 64
 #: Simulated games of the claim for the perfect-attack figure of the design.
 DESIGN_GAMES = 10
+#: The share of the leaked canaries' top places the design expects other canaries to take
+#: (:func:`audit.stats.one_run.leak.choose_leak_design`): a canary imprinted by an ordinary pass can still be
+#: outscored (1 of the 40 top scores of the zoo's wide warm-up was an excluded canary); the design then needs no
+#: perfect run of right guesses, at the price of missing leaks confined to fewer canaries.
+LEAK_ERRORS = 0.02
 
 
 @dataclass(frozen=True)
@@ -131,7 +136,7 @@ def input_canaries(plugin: TrainerPlugin, data: Dataset, requested: int | None, 
         X, y, query, labels = record_canaries(data, m, seed)
         kind = "records"
     mech, claimed, objective = design
-    chosen = choose_leak_design(mech, m, claimed, objective, np.random.default_rng([seed, 89]),
+    chosen = choose_leak_design(mech, m, Leak(claimed, LEAK_ERRORS), objective, np.random.default_rng([seed, 89]),
                                 simulations=DESIGN_GAMES)
     included = np.random.default_rng([seed, 13]).random(m) < 0.5
     return InputCanaries(kind, included, X, y, query, labels, chosen)

@@ -49,7 +49,7 @@ from audit.plugins.training import train_once
 from audit.run_context import RunContext, Stages
 from audit.stats.metrics import attack_metrics
 from audit.stats.one_run.design import CanaryMechanism, DesignObjective, OneRunDesign
-from audit.stats.one_run.leak import choose_leak_design
+from audit.stats.one_run.leak import Leak, choose_leak_design
 from audit.stats.outcome import Game, Outcome
 from audit.theory.checks import check_delta, check_epsilon
 from audit.theory.claims import ApproxDPClaim, PrivacyClaim
@@ -117,7 +117,7 @@ def lm_design(opts: DPOptions, m: int, claim: PrivacyClaim, delta: float) -> One
         if (2 if sides == "two" else 1) * k > m:
             raise UserError(f"--guesses {opts.guesses} needs at least {(2 if sides == 'two' else 1) * k} canaries "
                             f"(--canaries)")
-    design = choose_leak_design(mech, m, float(claim.epsilon(delta)), objective,
+    design = choose_leak_design(mech, m, Leak(float(claim.epsilon(delta))), objective,
                                 np.random.default_rng([opts.seed, 61]), simulations=design_games(opts),
                                 guess_counts=counts, sides=sides)
     if math.isfinite(min(design.grid_value)) or opts.guesses is not None:

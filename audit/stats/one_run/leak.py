@@ -17,8 +17,11 @@ indistinguishable from the excluded ones. With ``L = f m/2`` leaked canaries, a 
   scores come from a pool of ``m/2`` excluded and ``(1 - f) m/2`` non-leaked included canaries);
 * right "out" guesses: ``k_neg / (2 - f)`` (the bottom scores come from the same pool).
 
-The shape's *reach* is the smallest ``f`` at which that number of right guesses (rounded down) makes the
-one-run bound exceed the claimed epsilon (the bound is increasing in ``f``: bisection). The design takes
+With ``errors`` e, a share e of the leaked canaries' top places go to the others (the in-guesses right:
+``(1 - e) min(k_pos, L) + (k_pos - (1 - e) min(k_pos, L)) (1 - f)/(2 - f)``): a design for e = 0 needs every
+top guess right, one for e > 0 gives up the smallest leaks to tolerate imperfect ones. The shape's *reach* is
+the smallest ``f`` at which that number of right guesses (rounded down) makes the one-run bound exceed the
+claimed epsilon (the bound is increasing in ``f``: bisection). The design takes
 the shape of the smallest reach — one- and two-sided shapes weighed on the same scale — ties to the fewest
 guesses; ``sides`` restricts the candidates (the ``--guesses K:0`` one-sided and ``K:K`` two-sided forms).
 Its perfect-attack expectation and ceiling are then those of :func:`audit.stats.one_run.design`'s
@@ -31,7 +34,7 @@ coins or scores, and both one-run tests are valid for any shape fixed in advance
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -55,23 +58,37 @@ Sides = Literal["both", "one", "two"]
 _STEPS = 14
 
 
-def expected_right(shape: tuple[int, int], canaries: int, fraction: float) -> int:
-    """Right guesses of ``shape`` when ``fraction`` of the included canaries leak (module docstring), rounded down."""
+def expected_right(shape: tuple[int, int], canaries: int, fraction: float, errors: float = 0.0) -> int:
+    """Right guesses of ``shape`` when ``fraction`` of the included canaries leak, ``errors`` of the leaked ones
+    falling back among the others (module docstring), rounded down."""
     k_pos, k_neg = shape
-    leaked = fraction * canaries / 2
+    top = min(k_pos, fraction * canaries / 2)
     rest = (1 - fraction) / (2 - fraction)
-    right = min(k_pos, leaked) + max(0.0, k_pos - leaked) * rest + k_neg / (2 - fraction)
+    right = top * (1 - errors) + (k_pos - top + top * errors) * rest + k_neg / (2 - fraction)
     return int(math.floor(right + 1e-9))
 
 
-def reach(shape: tuple[int, int], canaries: int, claimed_epsilon: float, objective: DesignObjective) -> float:
-    """The smallest leaked fraction at which ``shape`` rejects ``claimed_epsilon`` (inf: not even at 1)."""
+@dataclass(frozen=True)
+class Leak:
+    """The leak a design must catch: the claim it must reject (``claimed_epsilon``) and the share of the leaked
+    canaries' top places it expects others to take (``errors``, :func:`expected_right`)."""
+
+    claimed_epsilon: float
+    errors: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.errors < 1.0:
+            raise UserError(f"the leak design's errors must lie in [0, 1) (got {self.errors!r})")
+
+
+def reach(shape: tuple[int, int], canaries: int, leak: Leak, objective: DesignObjective) -> float:
+    """The smallest leaked fraction at which ``shape`` rejects ``leak.claimed_epsilon`` (inf: not even at 1)."""
     guesses = sum(shape)
 
     def caught(f: float) -> bool:
-        right = expected_right(shape, canaries, f)
+        right = expected_right(shape, canaries, f, leak.errors)
         return _cached_bound(objective.method, guesses, right, canaries, objective.delta,
-                             objective.confidence) > claimed_epsilon
+                             objective.confidence) > leak.claimed_epsilon
 
     if not caught(1.0):
         return math.inf
@@ -93,15 +110,15 @@ def shapes_for(canaries: int, method: str, guess_counts: ArrayLike | None, sides
     return shapes
 
 
-def choose_leak_design(mechanism: CanaryMechanism, canaries: int, claimed_epsilon: float,
-                       objective: DesignObjective, rng: np.random.Generator | int | None, *, simulations: int = 20,
+def choose_leak_design(mechanism: CanaryMechanism, canaries: int, leak: Leak, objective: DesignObjective,
+                       rng: np.random.Generator | int | None, *, simulations: int = 20,
                        guess_counts: ArrayLike | None = None, sides: Sides = "both") -> OneRunDesign:
-    """The guess shape of the smallest reach (module docstring) among ``guess_counts`` (default the design's
-    grid) on ``sides``, with the perfect-attack expectation of ``mechanism`` (the claim's) at that shape from
-    ``2 x simulations`` simulated games; ``grid`` and ``grid_value`` hold every shape and its reach."""
+    """The guess shape of the smallest reach for ``leak`` (module docstring) among ``guess_counts`` (default the
+    design's grid) on ``sides``, with the perfect-attack expectation of ``mechanism`` (the claim's) at that shape
+    from ``2 x simulations`` simulated games; ``grid`` and ``grid_value`` hold every shape and its reach."""
     m = _check_count(canaries, "canaries", 2)
     shapes = shapes_for(m, objective.method, guess_counts, sides)
-    reaches = np.array([reach(s, m, claimed_epsilon, objective) for s in shapes])
+    reaches = np.array([reach(s, m, leak, objective) for s in shapes])
     j = int(np.argmin(reaches))  # ties: the first, i.e. the fewest guesses, one-sided before two-sided
     games = simulated_games(mechanism, m, 2 * simulations, np.random.default_rng(rng))
     chosen = _design_from_games(games[:simulations], games[simulations:], mechanism, [shapes[j]],
