@@ -44,3 +44,21 @@ def test_an_ema_of_the_dp_iterates_passes(mode, tmp_path):
     found = _final(results)
     assert not found["problem"] and found["details"]["read"]
     assert found["details"]["weights_sum"] == pytest.approx(1.0, abs=1e-4)
+
+
+@pytest.mark.parametrize("target", ["warmup_sliced", "warmup_loader"])
+def test_a_warmup_before_make_private_fails_the_one_run(target, tmp_path):
+    """A non-private epoch before ``make_private`` leaves the DP steps and the model returned consistent; the
+    input canaries that took part in it decide (590 rows of 256 features: 236 record canaries)."""
+    code, results = _audit(target, "one-run", tmp_path)
+    assert code == 1, results["verdict"]["text"]
+    assert results["verdict"]["source"] == "input_canaries"
+    assert results["config_check"]["status"] == "ok"
+    summary = results["game"]["extra"]["input_canaries"]
+    assert summary["claim_rejected"] and summary["epsilon_lower_bound"] > 2.0
+
+
+def test_the_warmup_twin_passes_the_one_run(tmp_path):
+    code, results = _audit("warmup_sliced_twin", "one-run", tmp_path)
+    assert code == 0, results["verdict"]["text"]
+    assert results["game"]["extra"]["input_canaries"]["verdict"] != "violation"
