@@ -52,13 +52,14 @@ def test_a_warmup_before_make_private_fails_the_one_run(target, tmp_path):
     input canaries that took part in it decide (590 rows of 256 features: 236 record canaries)."""
     code, results = _audit(target, "one-run", tmp_path)
     assert code == 1, results["verdict"]["text"]
-    assert results["verdict"]["source"] == "input_canaries"
-    assert results["config_check"]["status"] == "ok"
-    summary = results["game"]["extra"]["input_canaries"]
-    assert summary["claim_rejected"] and summary["epsilon_lower_bound"] > 2.0
+    summary = results["game"]["input_canaries"]
+    assert summary["claim_rejected"] and summary["epsilon_lower_bound"] > 2.0, summary
+    if target == "warmup_sliced":  # the accounting check sees nothing of it: the input canaries decide
+        assert results["config_check"]["status"] == "ok"
+        assert results["verdict"]["source"] == "input_canaries"
 
 
 def test_the_warmup_twin_passes_the_one_run(tmp_path):
     code, results = _audit("warmup_sliced_twin", "one-run", tmp_path)
     assert code == 0, results["verdict"]["text"]
-    assert results["game"]["extra"]["input_canaries"]["verdict"] != "violation"
+    assert results["game"]["input_canaries"]["verdict"] != "violation"

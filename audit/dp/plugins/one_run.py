@@ -452,6 +452,15 @@ def plugin_one_run_summary(outcome: Outcome) -> list[str]:
     extra = game.extra if game else {}
     lm = game is not None and "language-model checks" in (game.trainings_text or "")
     replay = "the language-model checks' replay, " if lm else ""
-    return [f"training:  the audited run on all {extra['n_train']} {'texts' if lm else 'rows'}; "
-            f"{extra['trainings']} calls of the code's training in all (probe, the first steps of its repeat, "
-            f"{replay}the dataset plus and less one record, the audited run)"]
+    lines = [f"training:  the audited run on all {extra['n_train']} {'texts' if lm else 'rows'}; "
+             f"{extra['trainings']} calls of the code's training in all (probe, the first steps of its repeat, "
+             f"{replay}the dataset plus and less one record, the audited run)"]
+    inputs = extra.get("input_canaries")
+    if inputs:
+        bound = inputs["epsilon_lower_bound"]
+        lines.append(f"inputs:    {inputs['canaries']} input canaries ({inputs['kind']}, {inputs['included']} in) in "
+                     f"the same training, {inputs['k_pos']} 'in' and {inputs['k_neg']} 'out' guesses, "
+                     f"{inputs['correct']} right; epsilon >= {0.0 if bound is None else bound:.3g} at "
+                     f"{inputs['confidence']:.2%}"
+                     + (": the claim is rejected" if inputs["claim_rejected"] else ""))
+    return lines

@@ -148,7 +148,7 @@ def test_opacus_loop_iterating_the_original_loader_fails_and_its_twin_passes(tmp
     assert family["one_run_confidence"] == pytest.approx(0.9875)
     assert res["config_check"]["alpha"] == pytest.approx(0.025)
     assert res["best_lower_bound"]["family_confidence"] == pytest.approx(0.9875)
-    assert res["game"]["extra"]["input_canaries"]["canaries"] == 120
+    assert res["game"]["input_canaries"]["canaries"] == 120
     for flags in (("--check-config",), ("--one-run", "--quick")):
         code, out, res = _cli(tmp_path, capsys, "opacus_returned_loader", *flags)
         assert code == 0 and res["config_check"]["status"] == "ok", out
