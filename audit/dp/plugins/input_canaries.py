@@ -124,8 +124,10 @@ def text_canaries(plugin: TrainerPlugin, m: int, seed: int) -> tuple[np.ndarray,
 
 def input_canaries(plugin: TrainerPlugin, data: Dataset, requested: int | None, seed: int,
                    design: tuple[CanaryMechanism, float, DesignObjective]) -> InputCanaries | None:
-    """The input canaries of a plugin's audited run (None: none, :func:`canary_count`); ``design``: the mechanism
-    the probe read, the claimed epsilon and the objective (delta, the input canaries' confidence)."""
+    """The input canaries of a plugin's audited run; ``design``: the mechanism the probe read, the claimed epsilon
+    and the objective (delta, the input canaries' confidence). None: none (:func:`canary_count`), or so few
+    that no guess shape could reject the claim (:func:`audit.stats.one_run.leak.choose_leak_design` with
+    :data:`LEAK_ERRORS`, else with none)."""
     m = canary_count(len(data.X), requested)
     if m < 2:
         return None
@@ -136,8 +138,14 @@ def input_canaries(plugin: TrainerPlugin, data: Dataset, requested: int | None, 
         X, y, query, labels = record_canaries(data, m, seed)
         kind = "records"
     mech, claimed, objective = design
-    chosen = choose_leak_design(mech, m, Leak(claimed, LEAK_ERRORS), objective, np.random.default_rng([seed, 89]),
-                                simulations=DESIGN_GAMES)
+    chosen = None
+    for errors in (LEAK_ERRORS, 0.0):  # no tolerance where a tolerant run cannot reject the claim (large epsilon)
+        chosen = choose_leak_design(mech, m, Leak(claimed, errors), objective, np.random.default_rng([seed, 89]),
+                                    simulations=DESIGN_GAMES)
+        if np.isfinite(min(chosen.grid_value)):
+            break
+    else:
+        return None  # even every guess right would not reject the claim: their alpha goes to the gradient canaries
     included = np.random.default_rng([seed, 13]).random(m) < 0.5
     return InputCanaries(kind, included, X, y, query, labels, chosen)
 

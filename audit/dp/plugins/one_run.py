@@ -57,7 +57,7 @@ from audit.dp.one_run.game import (
 )
 from audit.dp.options import DPOptions
 from audit.dp.plugins.config import config_verdict, plugin_accounting, plugin_probe, run_check_config
-from audit.dp.plugins.input_canaries import InputCanaries, canary_count, canary_scores, input_canaries, with_canaries
+from audit.dp.plugins.input_canaries import InputCanaries, canary_scores, input_canaries, with_canaries
 from audit.dp.plugins.lm_blackbox import run_lm_blackbox
 from audit.errors import UserError
 from audit.plugins.accounting import INPUT_CANARY_SHARE, ONE_RUN_SHARE, config_table
@@ -202,7 +202,11 @@ def run_plugin_one_run(opts: DPOptions, plugin: TrainerPlugin | None = None) -> 
     n_params, capacity = _check_probe(opts, plugin, probed, threat)
     found, step_mech, data = probed["probe"], probed["mechanism"], probed["data"]
     mech = CanaryMechanism(step_mech.sample_rate, step_mech.noise_multiplier, step_mech.steps)
-    shares = family_shares(opts, len(data))
+    alpha = 1.0 - opts.confidence
+    inputs = input_canaries(plugin, data, opts.input_canaries, opts.seed,
+                            (mech, float(probed["claim"].epsilon(plugin.delta)),
+                             DesignObjective(delta=plugin.delta, confidence=1.0 - alpha * INPUT_CANARY_SHARE)))
+    shares = family_shares(opts, inputs is not None)
     ctx = RunContext(opts.out, "dp", plugin.name, seed=opts.seed, quiet=opts.quiet, stages=stages)
     with ctx:
         block = plugin_accounting(plugin, opts.data_dir, opts.seed, shares["config_check"], probed, stages)["block"]
@@ -210,9 +214,6 @@ def run_plugin_one_run(opts: DPOptions, plugin: TrainerPlugin | None = None) -> 
         with ctx.stage("design", f"design: the number of canaries and guesses, from {design_games(opts)} games "
                                  f"simulated under the DP-SGD the probe read"):
             design = design_canaries(replace(opts, confidence=bound_confidence), mech, plugin.delta, n_params)
-            inputs = None if "input_canaries" not in shares else input_canaries(
-                plugin, data, opts.input_canaries, opts.seed, (mech, float(probed["claim"].epsilon(plugin.delta)),
-                DesignObjective(delta=plugin.delta, confidence=1.0 - shares["input_canaries"])))
         recorder, cinfo = _recorder(opts, found.recorder.touched, found.recorder.sizes, design.canaries)
         X, y = with_canaries(data.X, data.y, inputs, opts.seed)
         records = "texts" if plugin.lm is not None else "rows"
@@ -355,22 +356,22 @@ class AuditedPluginRun:
                 "opacus_reported": found.opacus} | plugin.params
 
 
-def family_shares(opts: DPOptions, n: int) -> dict[str, float]:
+def family_shares(opts: DPOptions, with_inputs: bool) -> dict[str, float]:
     """The alpha of each member of a plugin's one-run family (module docstring): the accounting check
     (:data:`audit.plugins.accounting.ONE_RUN_SHARE`), the input canaries when the audited run carries them
-    (:data:`audit.plugins.accounting.INPUT_CANARY_SHARE`, :func:`audit.dp.plugins.input_canaries.canary_count`)
+    (:data:`audit.plugins.accounting.INPUT_CANARY_SHARE`, :func:`audit.dp.plugins.input_canaries.input_canaries`)
     and the gradient canaries' one-run bound (the rest)."""
     alpha = 1.0 - opts.confidence
     shares = {"config_check": alpha * ONE_RUN_SHARE}
-    if canary_count(n, opts.input_canaries) >= 2:
+    if with_inputs:
         shares["input_canaries"] = alpha * INPUT_CANARY_SHARE
     return shares | {"one_run": alpha - sum(shares.values())}
 
 
-def _family(opts: DPOptions, judgement: Judgement, n: int) -> Judgement:
+def _family(opts: DPOptions, judgement: Judgement, with_inputs: bool) -> Judgement:
     """One family: the shares of :func:`family_shares`."""
     bound_confidence = judgement.family.confidence
-    split = family_shares(opts, n)
+    split = family_shares(opts, with_inputs)
     inputs = (f", the input canaries' bound at {1.0 - split['input_canaries']:.2%}" if "input_canaries" in split
               else "")
     family = replace(judgement.family, confidence=opts.confidence, split=split,
@@ -402,7 +403,7 @@ def _results(opts: DPOptions, audited: AuditedPluginRun, stats: dict) -> dict[st
     plugin, block, threat = audited.plugin, audited.block, audited.threat
     found, claim, data = audited.probed["probe"], audited.probed["claim"], audited.probed["data"]
     attack = f"{threat}/one-run-{audited.canary_info['kind']}"
-    judgement = _family(opts, stats["judgement"].for_attack(attack), len(data))
+    judgement = _family(opts, stats["judgement"].for_attack(attack), audited.inputs is not None)
     verdict = input_verdict(judgement.verdict.to_dict(), audited.inputs)
     judgement = judgement.with_verdict(combined_verdict(block, verdict))
     judged = judgement.blocks(estimate=True, family=True)
