@@ -19,7 +19,9 @@ docs/references.md, "Language model training checks"):
 * :func:`optimizer_before_peft`: the optimizer built before ``get_peft_model``, so it holds none of the
   LoRA adapters (Opacus #820: LoRA weights that do not update);
 * :func:`canaries_not_in_tokenizer`: the texts encoded as plain UTF-8 bytes by a tokenizer never told about
-  the canary tokens, so each canary is a string of ordinary byte ids.
+  the canary tokens, so each canary is a string of ordinary byte ids;
+* :func:`polish`: the DP fine-tuning done right, then one ordinary AdamW epoch on a quarter of the texts
+  (issue 39: the model returned is not the DP training's).
 
 The correct loops are :func:`correct` (full fine-tuning) and :func:`correct_lora`; :data:`TWINS` pairs each
 mistake with the one it departs from.
@@ -107,8 +109,10 @@ def _logprobs(model: torch.nn.Module, encode: Callable[[str], list[int]]) -> Cal
 
 
 def train(batch_texts: list[str], seed: int, *, positions: bool = True, loss: str = "per-sequence",
-          lora: bool = False, optimizer_first: bool = False, encode: Callable[[str], list[int]] = TOKENIZER.encode):
-    """The loop (module docstring); the keywords are its pitfalls. Returns ``logprobs``."""
+          lora: bool = False, optimizer_first: bool = False, encode: Callable[[str], list[int]] = TOKENIZER.encode,
+          polish: float = 0.0):
+    """The loop (module docstring); the keywords are its pitfalls (``polish``: the fraction of the texts one
+    ordinary AdamW epoch covers after the DP epoch, on ``to_standard_module()``). Returns ``logprobs``."""
     from opacus import PrivacyEngine  # optional dependency (the opacus extra)
 
     torch.manual_seed(seed)
@@ -134,7 +138,19 @@ def train(batch_texts: list[str], seed: int, *, positions: bool = True, loss: st
             if len(batch_ids):
                 _loss(model, batch_ids, batch_mask, loss, positions).backward()
             optimizer.step()
+    if polish:
+        _polish(model.to_standard_module(), ids, mask, int(polish * len(ids)), loss, positions)
     return _logprobs(model, encode)
+
+
+def _polish(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, rows: int, loss: str,
+            positions: bool) -> None:
+    """One ordinary (non-private) AdamW epoch over ``rows`` texts drawn at random: no clipping, no noise."""
+    plain = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=LR)
+    for chosen in torch.randperm(len(ids))[:rows].split(BATCH):
+        plain.zero_grad()
+        _loss(model, ids[chosen], mask[chosen], loss, positions).backward()
+        plain.step()
 
 
 def plugin(name: str, description: str, **loop) -> dict:
@@ -166,6 +182,11 @@ def canaries_not_in_tokenizer() -> dict:
                   encode=bytes_only)
 
 
+def polish() -> dict:
+    """DP fine-tuning done right, then one ordinary AdamW epoch on 25% of the texts (a non-private "polish")."""
+    return plugin("polish", "DP fine-tuning, then one non-private epoch on 25% of the texts", polish=0.25)
+
+
 def correct() -> dict:
     return plugin("correct", "per-example position ids, per-sequence loss, reserved canary ids")
 
@@ -176,5 +197,5 @@ def correct_lora() -> dict:
 
 #: Every mistake of this module and the correct loop it departs from.
 TWINS = {"default_position_ids": "correct", "labels_loss": "correct", "optimizer_before_peft": "correct_lora",
-         "canaries_not_in_tokenizer": "correct"}
+         "canaries_not_in_tokenizer": "correct", "polish": "correct"}
 MISTAKES = tuple(TWINS)

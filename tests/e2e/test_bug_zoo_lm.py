@@ -24,7 +24,8 @@ pytest.importorskip("targets.plugins.lm")  # the lm_trainer contract
 
 #: Each mistake of examples/zoo/lm_loops.py: its exit code and the check that carries it.
 EXPECTED = {"default_position_ids": (1, "position-ids"), "labels_loss": (1, "loss-coupling"),
-            "optimizer_before_peft": (2, "frozen-weights"), "canaries_not_in_tokenizer": (0, "canary-ids")}
+            "optimizer_before_peft": (2, "frozen-weights"), "canaries_not_in_tokenizer": (0, "canary-ids"),
+            "polish": (1, "final-model")}
 
 
 def _audit(name: str, out) -> tuple[int, dict]:

@@ -28,11 +28,17 @@ stage prints one line when it starts, with an estimate from the probe's time, an
    directions read as extra noise). ``white-box`` (Opacus only): the total change of the parameters
    ``theta_0 - theta_T`` projected on each direction.
 
+The audited run also carries **input canaries** (:mod:`audit.dp.plugins.input_canaries`: records, or texts for a
+language-model trainer, each joining the data by its own fair coin), scored from what ``train`` returns, for
+what happens to the data outside the DP steps; a claim their bound rejects is a violation (:func:`input_verdict`).
+
 Bounds: :func:`audit.dp.one_run.bounds.one_run_results`. **One family.** The accounting check's statistical tests
-and the one-run bound share the audit's alpha ``1 - confidence``: the check gets
-:data:`audit.plugins.accounting.ONE_RUN_SHARE` of it (split among its tests as that module says), the
-one-run bound the rest (computed, and its guess counts designed, at ``1 - alpha/2``), so the verdict holds at
-the confidence the audit prints; results.json records the split (``family.split``, ``config_check.alpha``).
+and the one-run bounds share the audit's alpha ``1 - confidence`` (:func:`family_shares`): the check gets
+:data:`audit.plugins.accounting.ONE_RUN_SHARE` of it (split among its tests as that module says), the input
+canaries' bound :data:`audit.plugins.accounting.INPUT_CANARY_SHARE` when the run carries them, the gradient
+canaries' bound the rest (computed, and its guess counts designed, at ``1 - alpha/4``, or ``1 - alpha/2``
+without input canaries), so the verdict holds at the confidence the audit prints; results.json records the
+split (``family.split``, ``config_check.alpha``).
 What each threat can and cannot see:
 :data:`THREAT_COVERAGE`. Sources: docs/references.md, "One-run auditing" and "Configuration checks".
 """
@@ -117,6 +123,11 @@ THREAT_COVERAGE = (
     ("a configuration that moves with one record (rate, steps or normaliser from len(data))",
      "no: one dataset, one run", "no: one dataset, one run",
      "yes, a violation: the configuration read with one record added and with one removed"),
+    ("passes over the data outside the DP steps (a non-private warm-up before make_private, a polish epoch after)",
+     "no: the canaries join the DP steps only", "a polish: partly (the final parameters move); a warm-up: no",
+     "a pass after the DP steps: yes, the final-model check (Opacus: the model returned must be a combination of "
+     "the DP iterates); a warm-up before them: no — the input canaries of the same run test it, with their own "
+     "share of alpha (audit.dp.plugins.input_canaries)"),
 )
 
 
