@@ -63,7 +63,8 @@ def explained(sketches: np.ndarray, target: np.ndarray, steps: int) -> dict[str,
     scale = max(float(np.linalg.norm(target)), float(np.linalg.norm(sketches, axis=0).max()),
                 float(np.finfo(float).tiny))
     residual = float(np.linalg.norm(sketches @ weights - target)) / scale
-    return {"relative_residual": residual, "tolerance": tolerance(steps), "weights_sum": float(weights.sum())}
+    return {"relative_residual": residual, "tolerance": tolerance(steps), "weights_sum": float(weights.sum()),
+            "relative_distance_to_last": float(np.linalg.norm(target - sketches[:, -1])) / scale}
 
 
 def final_model_check(iterates: IterateSketch | None, trained: Any, driver: str) -> ConfigFinding:
@@ -93,14 +94,15 @@ def final_model_check(iterates: IterateSketch | None, trained: Any, driver: str)
         return _unread(f"its {steps + 1} iterates span every direction of the {sketches.shape[0]} the audit "
                        "kept, so any model would be a combination of them")
     fit = explained(sketches, iterates.sketch(torch.from_numpy(theta)), steps)
-    details |= fit | {"relative_gap_to_last": gap}
+    details |= fit | {"relative_gap_to_last": gap}  # the largest coordinate's change, over the largest coordinate
     if fit["relative_residual"] <= fit["tolerance"]:
         return ConfigFinding("final-model", False, f"The model the code returns is a linear combination of its "
                              f"{steps + 1} DP iterates (weights summing to {fit['weights_sum']:.3g}: an average or "
                              "EMA of them is post-processing, covered by the guarantee).", "", details)
     return ConfigFinding("final-model", True, f"The model changed outside DP-SGD: the parameters the code returns are "
                          f"at relative distance {fit['relative_residual']:.3g} from every linear combination of its "
-                         f"{steps + 1} DP iterates (tolerance {fit['tolerance']:.2g}; {gap:.3g} from the last "
-                         "iterate), so some update after or outside the noisy steps (a non-private pass over the "
-                         "data) reached the model, and the accountant's epsilon does not cover it.",
+                         f"{steps + 1} DP iterates (tolerance {fit['tolerance']:.2g}; "
+                         f"{fit['relative_distance_to_last']:.3g} from the last iterate), so some update after or "
+                         "outside the noisy steps (a non-private pass over the data) reached the model, and the "
+                         "accountant's epsilon does not cover it.",
                          FIX_FINAL, details)

@@ -45,9 +45,9 @@ from audit.stats.one_run.design import (
     CanaryMechanism,
     DesignObjective,
     OneRunDesign,
-    _cached_bound,
-    _check_count,
-    _design_from_games,
+    cached_bound,
+    check_count,
+    design_from_games,
     guess_shapes,
     simulated_games,
 )
@@ -87,7 +87,7 @@ def reach(shape: tuple[int, int], canaries: int, leak: Leak, objective: DesignOb
 
     def caught(f: float) -> bool:
         right = expected_right(shape, canaries, f, leak.errors)
-        return _cached_bound(objective.method, guesses, right, canaries, objective.delta,
+        return cached_bound(objective.method, guesses, right, canaries, objective.delta,
                              objective.confidence) > leak.claimed_epsilon
 
     if not caught(1.0):
@@ -116,11 +116,11 @@ def choose_leak_design(mechanism: CanaryMechanism, canaries: int, leak: Leak, ob
     """The guess shape of the smallest reach for ``leak`` (module docstring) among ``guess_counts`` (default the
     design's grid) on ``sides``, with the perfect-attack expectation of ``mechanism`` (the claim's) at that shape
     from ``2 x simulations`` simulated games; ``grid`` and ``grid_value`` hold every shape and its reach."""
-    m = _check_count(canaries, "canaries", 2)
+    m = check_count(canaries, "canaries", 2)
     shapes = shapes_for(m, objective.method, guess_counts, sides)
     reaches = np.array([reach(s, m, leak, objective) for s in shapes])
     j = int(np.argmin(reaches))  # ties: the first, i.e. the fewest guesses, one-sided before two-sided
     games = simulated_games(mechanism, m, 2 * simulations, np.random.default_rng(rng))
-    chosen = _design_from_games(games[:simulations], games[simulations:], mechanism, [shapes[j]],
+    chosen = design_from_games(games[:simulations], games[simulations:], mechanism, [shapes[j]],
                                 objective.method, objective.delta, objective.confidence, objective.criterion)
     return replace(chosen, criterion="leak", grid=tuple(shapes), grid_value=tuple(float(r) for r in reaches))
