@@ -1,5 +1,7 @@
 """The bug zoo (examples/zoo, docs/reference/bug-zoo.md): every DP-SGD mistake fails the audit in one
-run (``run dp --check-config --fail-above-claim``: exit 1) and its correct twin passes (exit 0).
+run (``run dp --check-config --fail-above-claim``: exit 1) and its correct twin passes (exit 0), as do the
+twins of the mistakes only ``--one-run`` sees and the correct loops that are no twin (tests/e2e/
+test_whole_training.py runs those in ``--one-run``).
 
 Each audit is four calls of the training of softmax regression on 300 digits (the probe, the first
 steps of its repeat, the dataset plus one record and less one record) and the accounting check's PLD
