@@ -75,7 +75,8 @@ class IterateSketch:
 
     After the training: ``names`` and ``shapes`` of the DP optimizer's parameters, ``sketches`` (one row
     per iterate, ``theta_0`` first), ``last`` (the last iterate, float64), ``steps`` (iterates after
-    ``theta_0``), ``unreadable`` (why the iterates could not be kept; None when they were).
+    ``theta_0``), ``eps`` (the largest machine epsilon of their dtypes), ``unreadable`` (why the iterates could not
+    be kept; None when they were).
     """
 
     def __init__(self, expected_steps: int, seed: int, budget: int = MAX_SKETCH_FLOATS) -> None:
@@ -87,6 +88,7 @@ class IterateSketch:
         self.sketches: list[np.ndarray] = []
         self.last: np.ndarray | None = None
         self.unreadable: str | None = None
+        self.eps = float(torch.finfo(torch.float32).eps)
         self.handle: Any = None
 
     @property
@@ -107,6 +109,8 @@ class IterateSketch:
         self.params = [p for group in optimizer.param_groups for p in group["params"]]
         self.names = [names.get(id(p), f"#{i}") for i, p in enumerate(self.params)]
         self.shapes = [tuple(p.shape) for p in self.params]
+        self.eps = max((float(torch.finfo(p.dtype).eps) for p in self.params if p.is_floating_point()),
+                       default=float(torch.finfo(torch.float32).eps))
         d = self.dimension
         if self.rows < d and self.rows * d > self.budget:
             self.unreadable = (f"the sketch of the iterates would hold {self.rows} x {d} floats, above the "

@@ -14,7 +14,8 @@ iterates and :func:`targets.final_params.returned_parameters` reading the model 
 1. the returned parameters equal the last iterate (to float32 rounding): **ok**;
 2. else they are a linear combination of the iterates: the least-squares residual of the sketch of
    ``theta*`` on the sketches of the iterates, relative to the largest of their norms, is at most
-   :data:`RELATIVE_TOLERANCE_PER_STEP` x (T + 1) (the rounding a float32 average over T + 1 iterates can
+   :data:`ROUNDINGS_PER_STEP` x the parameters' machine epsilon x (T + 1) (the rounding a float32 — or
+   half-precision — average over T + 1 iterates can
    accumulate; no smaller than :data:`MIN_TOLERANCE`): **ok**, with the weights' sum (1 for an average or
    an EMA that starts from ``theta_0``);
 3. else: a **violation**, "the model changed outside DP-SGD", with its fix. The sketch is exact with
@@ -37,8 +38,8 @@ import torch
 from audit.theory.config_check import ConfigFinding
 from targets.final_params import IterateSketch, returned_parameters
 
-#: Float32 rounding a weighted sum of float32 iterates may carry, per iterate summed (relative).
-RELATIVE_TOLERANCE_PER_STEP = 8 * float(np.finfo(np.float32).eps)
+#: Roundings (in machine epsilons of the parameters' dtype) a weighted sum of the iterates may carry per iterate.
+ROUNDINGS_PER_STEP = 8
 #: The smallest relative tolerance.
 MIN_TOLERANCE = 1e-6
 FIX_FINAL = ("return the model after the last DP step, or a post-processing of the DP iterates alone (an average "
@@ -51,19 +52,20 @@ def _unread(reason: str) -> ConfigFinding:
                          "is the DP training's is not checked.", "", {"read": False, "reason": reason})
 
 
-def tolerance(steps: int) -> float:
-    """The relative tolerance over ``steps + 1`` iterates (module docstring, step 2)."""
-    return max(MIN_TOLERANCE, RELATIVE_TOLERANCE_PER_STEP * (steps + 1))
+def tolerance(steps: int, eps: float = float(np.finfo(np.float32).eps)) -> float:
+    """The relative tolerance over ``steps + 1`` iterates of parameters of machine epsilon ``eps`` (module
+    docstring, step 2)."""
+    return max(MIN_TOLERANCE, ROUNDINGS_PER_STEP * eps * (steps + 1))
 
 
-def explained(sketches: np.ndarray, target: np.ndarray, steps: int) -> dict[str, float]:
+def explained(sketches: np.ndarray, target: np.ndarray, tol: float) -> dict[str, float]:
     """How well ``target`` (the sketch of the returned parameters) is a linear combination of the columns of
-    ``sketches`` (one per iterate): the relative residual, the tolerance and the weights' sum."""
+    ``sketches`` (one per iterate): the relative residual, the tolerance ``tol`` and the weights' sum."""
     weights, *_ = np.linalg.lstsq(sketches, target, rcond=None)
     scale = max(float(np.linalg.norm(target)), float(np.linalg.norm(sketches, axis=0).max()),
                 float(np.finfo(float).tiny))
     residual = float(np.linalg.norm(sketches @ weights - target)) / scale
-    return {"relative_residual": residual, "tolerance": tolerance(steps), "weights_sum": float(weights.sum()),
+    return {"relative_residual": residual, "tolerance": tol, "weights_sum": float(weights.sum()),
             "relative_distance_to_last": float(np.linalg.norm(target - sketches[:, -1])) / scale}
 
 
@@ -85,7 +87,7 @@ def final_model_check(iterates: IterateSketch | None, trained: Any, driver: str)
     details: dict[str, Any] = {"read": True, "how": how, "steps": steps, "parameters": iterates.dimension,
                                "sketch_rows": int(sketches.shape[0])}
     last = iterates.last
-    tol = tolerance(steps)
+    tol = tolerance(steps, iterates.eps)
     gap = float(np.abs(theta - last).max()) / max(float(np.abs(last).max()), float(np.finfo(float).tiny))
     if gap <= tol:
         return ConfigFinding("final-model", False, f"The model the code returns is the last of its {steps} DP "
@@ -93,7 +95,7 @@ def final_model_check(iterates: IterateSketch | None, trained: Any, driver: str)
     if sketches.shape[0] <= sketches.shape[1]:
         return _unread(f"its {steps + 1} iterates span every direction of the {sketches.shape[0]} the audit "
                        "kept, so any model would be a combination of them")
-    fit = explained(sketches, iterates.sketch(torch.from_numpy(theta)), steps)
+    fit = explained(sketches, iterates.sketch(torch.from_numpy(theta)), tol)
     details |= fit | {"relative_gap_to_last": gap}  # the largest coordinate's change, over the largest coordinate
     if fit["relative_residual"] <= fit["tolerance"]:
         return ConfigFinding("final-model", False, f"The model the code returns is a linear combination of its "
