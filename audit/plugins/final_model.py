@@ -25,7 +25,8 @@ iterates and :func:`targets.final_params.returned_parameters` reading the model 
 Where the model cannot be read — a hooked loop (its hooks carry gradients, not parameters), a returned
 object that holds no torch module or tensor the audit can reach, parameters that do not line up with the
 DP optimizer's, a sketch above its memory budget, iterates that span every direction — the finding says
-it could not read the model (``details.read`` False), never that the model passed.
+it could not read the model (``details.read`` False), never that the model passed; for a hooked loop
+``details.applies`` is False too (the hooks' contract carries gradients, never parameters).
 """
 
 from __future__ import annotations
@@ -47,9 +48,11 @@ FIX_FINAL = ("return the model after the last DP step, or a post-processing of t
              "ordinary (non-private) pass over the data after, between or outside the noisy steps")
 
 
-def _unread(reason: str) -> ConfigFinding:
+def _unread(reason: str, applies: bool = True) -> ConfigFinding:
+    """A finding that says the model was not read (``applies`` False: the hooks' contract carries no parameters)."""
     return ConfigFinding("final-model", False, f"Could not read the model the code returns: {reason}; whether it "
-                         "is the DP training's is not checked.", "", {"read": False, "reason": reason})
+                         "is the DP training's is not checked.", "", {"read": False, "reason": reason,
+                                                                      "applies": applies})
 
 
 def tolerance(steps: int, eps: float = float(np.finfo(np.float32).eps)) -> float:
@@ -74,7 +77,7 @@ def final_model_check(iterates: IterateSketch | None, trained: Any, driver: str)
     not recorded), ``trained`` what its ``train`` returned, ``driver`` its steps' source ("opacus" or "hooks")."""
     if driver != "opacus" or iterates is None:
         return _unread("a hooked loop reports its noisy gradient sums, not its parameters, so its DP iterates are "
-                       "not seen (Opacus's are)")
+                       "not seen (Opacus's are)", applies=False)
     if iterates.unreadable is not None:
         return _unread(iterates.unreadable)
     if not iterates.sketches:
