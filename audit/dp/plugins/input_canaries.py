@@ -28,6 +28,11 @@ canary and any guess count fixed in advance keep the bound valid; they only deci
 softmax regression (650 parameters, 64 inputs) that power is low: a linear model holds too little of each
 canary (docs/reference/bug-zoo.md).
 
+One caveat of the records' validity: the one-run theorem needs the training DP with respect to each canary's
+coin. A loop whose rate or step count follows its dataset's size (Opacus's ``1/len(loader)``) changes them
+with the number of included canaries; the accounting check's world-dependence finding says whether one
+record moves them at the dataset's own size, not at the audited run's.
+
 Cost: no training of its own; the audited run trains on up to ``M/2`` more rows (:func:`canary_count`).
 """
 
