@@ -215,7 +215,8 @@ class UpdateRecorder:
     :class:`audit.stats.noise_check.NoiseRecorder` of the
     noise the code added (the noisy sum minus the clipped sum) per parameter tensor and step, in memory
     bounded whatever the model's size (its module docstring). For Opacus ``normalisation`` /
-    ``normaliser``: how the noisy sum is divided.
+    ``normaliser``: how the noisy sum is divided. ``iterates``: a :class:`targets.final_params.IterateSketch`
+    that Opacus's instrumentation attaches to the DP optimizer (None: the iterates are not recorded).
     """
 
     def __init__(self, coordinate: int | None, coin_seed: Sequence[int] | int, include: bool = True) -> None:
@@ -242,6 +243,7 @@ class UpdateRecorder:
         self._claim: tuple[Any, list[LoaderBatch]] | None = None
         self._data: np.ndarray | None = None
         self.noise: NoiseRecorder | None = None
+        self.iterates: Any = None
         self._pending = False
 
     # --- the two hook calls -------------------------------------------------------------------

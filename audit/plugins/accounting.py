@@ -31,6 +31,10 @@ with its fix); what leaves the accounting intact is a note:
   tests): noise below the multiplier the claim needs in any tensor or step, noise not drawn afresh at
   every step, noise that is not Gaussian, and noise that does not change with the seed (the probe
   against the run on the dataset plus one record, from another seed): each a violation.
+* **final-model** (:mod:`audit.plugins.final_model`), from the run on the dataset plus one record: the
+  parameters the code returns must be its last DP iterate or a linear combination of its iterates (an
+  average or EMA); a model changed outside DP-SGD (a non-private pass after the noisy steps) is a
+  violation; a model the audit cannot read (a hooked loop, a returned object it cannot reach) is said so.
 * **epsilon**: the configuration the code runs — noise multiplier (measured from the noise the probe
   added, per parameter tensor: the largest value consistent with the least noisy tensor,
   :func:`measured_sigma`; Opacus: its optimizer's figure when smaller, reported beside it), the
@@ -62,6 +66,7 @@ from typing import Any
 
 import numpy as np
 
+from audit.plugins.final_model import final_model_check
 from audit.plugins.probe import Probe, require_steps, run_once
 from audit.stats.noise_check import NoiseCheck, check_noise
 from audit.stats.sampling_check import rate_test, sampling_from_batches
@@ -73,6 +78,7 @@ from audit.theory.config_check import (
 )
 from audit.theory.dpsgd import calibrate_noise_multiplier
 from targets.audit_hooks import UpdateRecorder
+from targets.final_params import IterateSketch
 from targets.plugins.loading import TrainerPlugin
 
 #: Relative slack of the clipping check (float32 sums).
@@ -86,11 +92,15 @@ ALPHA_SHARES = {"rate": 1 / 3, "sampling": 1 / 3, "noise": 1 / 3}
 SAMPLING_TAILS = 4
 #: The accounting check's part of the audit's alpha when the one-run test shares the family.
 ONE_RUN_SHARE = 0.5
+#: The input canaries' part of it in a plugin's one-run audit (:mod:`audit.dp.plugins.input_canaries`): the
+#: family is then the check (1/2), the gradient canaries' bound (1/4) and the input canaries' bound (1/4); without
+#: input canaries the gradient canaries' bound has the other half.
+INPUT_CANARY_SHARE = 0.25
 #: The order in which violations decide the verdict: facts read from the code first, then the tests.
 #: The language-model checks (:mod:`audit.plugins.lm_checks`) come first: what voids per-example clipping
 #: before what the noisy sums show.
-DECIDING_ORDER = ("position-ids", "loss-coupling", "non-dp-updates", "records", "clipping", "world-dependence",
-                  "sampling", "rate", "noise", "epsilon")
+DECIDING_ORDER = ("position-ids", "loss-coupling", "non-dp-updates", "records", "final-model", "clipping",
+                  "world-dependence", "sampling", "rate", "noise", "epsilon")
 FIX_RECORDS = ("give the training one example per record (pad or truncate each text to its own sequence; never join "
                "records and cut them into blocks, as group_texts does), or account for the unit really protected: "
                "give the plugin those examples as its records and claim privacy per example")
@@ -230,11 +240,19 @@ def _epsilon_finding(config: DPSGDConfig, claim: Any, delta: float, sigma: float
     return _from(check_config_against_claim(config, claim, delta), True)
 
 
+def world_training(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int, salt: int,
+                   recorder: UpdateRecorder) -> Any:
+    """One instrumented call of ``train`` on ``(X, y)`` into ``recorder``, from a seed of its own (``salt``), no
+    canary; returns what ``train`` returned."""
+    trained = run_once(plugin, X, y, int(np.random.SeedSequence([seed, salt]).generate_state(1)[0]), recorder)
+    require_steps(plugin, recorder)
+    return trained
+
+
 def world_run(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int, salt: int) -> UpdateRecorder:
-    """One instrumented call of ``train`` on ``(X, y)``, from a seed of its own (``salt``), no canary."""
+    """:func:`world_training` into a fresh recorder, returned."""
     other = UpdateRecorder(None, 0)
-    run_once(plugin, X, y, int(np.random.SeedSequence([seed, salt]).generate_state(1)[0]), other)
-    require_steps(plugin, other)
+    world_training(plugin, X, y, seed, salt, other)
     return other
 
 
@@ -267,7 +285,9 @@ def accounting_check(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: 
     recorder, alphas, sigma_code = found.recorder, alpha_split(alpha), found.source.noise_multiplier
     claimed = float(claim.epsilon(delta))
     needed = float(calibrate_noise_multiplier(claimed, delta, recorder.source.sample_rate, recorder.steps))
-    added_run = world_run(plugin, np.concatenate([X, X[:1]]), np.concatenate([y, y[:1]]), seed, 31)
+    added_run = UpdateRecorder(None, 0)
+    added_run.iterates = IterateSketch(recorder.steps, seed)  # the final-model check reads this run
+    trained = world_training(plugin, np.concatenate([X, X[:1]]), np.concatenate([y, y[:1]]), seed, 31, added_run)
     noise = check_noise(recorder.noise, added_run.noise, recorder.clip_norm, needed, alphas["noise"])
     shown = measured_sigma(noise, sigma_code)
     tiny = float(np.finfo(float).tiny)
@@ -296,6 +316,10 @@ def accounting_check(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: 
                                   delta if noisy_enough else None))
     findings.append(records_finding([("the probe", recorder, len(X)), ("one record added", added_run, len(X) + 1),
                                      ("one record removed", removed_run, len(X) - 1)]))
+    final = final_model_check(added_run.iterates, trained, added_run.source.kind)
+    # not read where it applies (an Opacus model the audit could not find): could-not-read, never a pass
+    findings.append(finding(final.check, final.problem, True, final.message, final.fix, final.details,
+                            read=final.details.get("read", True) or not final.details.get("applies", True)))
     status = block_status(findings)
     sampling = next((f["details"] for f in findings if f["check"] == "sampling" and f["details"]), None)
     epsilon = findings[0]["details"].get("epsilon")  # None: far too little noise for a PLD (_epsilon_finding)

@@ -22,6 +22,8 @@ docs/references.md, "Language model training checks"):
   the canary tokens, so each canary is a string of ordinary byte ids;
 * :func:`packed_blocks`: the texts joined and cut into blocks (``group_texts`` of Hugging Face's
   ``run_clm.py``), so the training's examples are not the records.
+* :func:`polish`: the DP fine-tuning done right, then one ordinary AdamW epoch on a quarter of the texts
+  (issue 39: the model returned is not the DP training's).
 
 The correct loops are :func:`correct` (full fine-tuning), :func:`correct_lora`, :func:`batch_memory_manager`
 and :func:`evaluation_first` (:data:`CORRECT`); :data:`TWINS` pairs each mistake with the one it departs from.
@@ -41,6 +43,8 @@ from targets.lm.tokenizer import ByteTokenizer, reserved_marker
 N, BATCH, EPOCHS, CLIP, LR = 37, 8, 1, 1.0, 1e-3
 #: The block length of :func:`group_texts` (the mistake of :func:`packed_blocks`).
 BLOCK = 32
+#: The fraction of the texts the ordinary epoch of :func:`polish` covers after the DP fine-tuning.
+POLISH = 0.25
 EPS, DELTA = 4.0, 1e-5
 #: The loops' tokenizer: bytes, BOS/EOS/PAD and 64 reserved ids for canaries; texts cut to 64 ids.
 TOKENIZER = ByteTokenizer(n_reserved=64, max_length=64)
@@ -137,9 +141,11 @@ def train(batch_texts: list[str], seed: int, *, positions: bool = True, loss: st
           pattern: str = "plain"):
     """The loop (module docstring); the keywords are its pitfalls, ``pattern`` how it is written: ``"plain"``,
     ``"memory-manager"`` (each logical batch through Opacus's ``BatchMemoryManager`` in physical batches of at
-    most 3), ``"evaluation"`` (a no-grad evaluation loss over the training texts before training) or
+    most 3), ``"evaluation"`` (a no-grad evaluation loss over the training texts before training),
     ``"packed"`` (the texts packed into blocks by :func:`group_texts`, in a ``DPDataLoader`` at the rate 1/5 of
-    the other loops: the rate and divisor Opacus derives do not move with one text). Returns ``logprobs``."""
+    the other loops: the rate and divisor Opacus derives do not move with one text) or ``"polish"`` (after the DP
+    epochs, one ordinary AdamW epoch over :data:`POLISH` of the texts on ``to_standard_module()``). Returns
+    ``logprobs``."""
     from opacus import PrivacyEngine  # optional dependency (the opacus extra)
     from opacus.data_loader import DPDataLoader
     from opacus.utils.batch_memory_manager import BatchMemoryManager
@@ -172,7 +178,19 @@ def train(batch_texts: list[str], seed: int, *, positions: bool = True, loss: st
                 _epoch(model, optimizer, physical, loss, positions)
         else:
             _epoch(model, optimizer, loader, loss, positions)
+    if pattern == "polish":
+        _polish(model.to_standard_module(), ids, mask, int(POLISH * len(ids)), loss, positions)
     return _logprobs(model, encode)
+
+
+def _polish(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, rows: int, loss: str,
+            positions: bool) -> None:
+    """One ordinary (non-private) AdamW epoch over ``rows`` texts drawn at random: no clipping, no noise."""
+    plain = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=LR)
+    for chosen in torch.randperm(len(ids))[:rows].split(BATCH):
+        plain.zero_grad()
+        _loss(model, ids[chosen], mask[chosen], loss, positions).backward()
+        plain.step()
 
 
 def plugin(name: str, description: str, **loop) -> dict:
@@ -223,6 +241,11 @@ def evaluation_first() -> dict:
                   pattern="evaluation")
 
 
+def polish() -> dict:
+    """DP fine-tuning done right, then one ordinary AdamW epoch on 25% of the texts (a non-private "polish")."""
+    return plugin("polish", "DP fine-tuning, then one non-private epoch on 25% of the texts", pattern="polish")
+
+
 def correct() -> dict:
     return plugin("correct", "per-example position ids, per-sequence loss, reserved canary ids")
 
@@ -233,7 +256,8 @@ def correct_lora() -> dict:
 
 #: Every mistake of this module and the correct loop it departs from.
 TWINS = {"default_position_ids": "correct", "labels_loss": "correct", "optimizer_before_peft": "correct_lora",
-         "canaries_not_in_tokenizer": "correct", "packed_blocks": "correct"}
+         "canaries_not_in_tokenizer": "correct", "packed_blocks": "correct",
+         "polish": "correct"}
 MISTAKES = tuple(TWINS)
 #: Correct loops written as the Opacus and Hugging Face docs show them: each must pass.
 CORRECT = ("correct", "correct_lora", "batch_memory_manager", "evaluation_first")

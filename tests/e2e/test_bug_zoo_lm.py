@@ -27,7 +27,8 @@ from examples.zoo import lm_loops  # noqa: E402  (needs the lm extra)
 
 #: Each mistake of examples/zoo/lm_loops.py: its exit code and the check that carries it.
 EXPECTED = {"default_position_ids": (1, "position-ids"), "labels_loss": (1, "loss-coupling"),
-            "optimizer_before_peft": (2, "frozen-weights"), "canaries_not_in_tokenizer": (0, "canary-ids")}
+            "optimizer_before_peft": (2, "frozen-weights"), "canaries_not_in_tokenizer": (0, "canary-ids"),
+            "polish": (1, "final-model")}
 #: Mistakes that void per-record accounting with several findings: the exit code and the deciding check.
 DECIDED = {"packed_blocks": (1, "records")}
 

@@ -148,9 +148,12 @@ def test_opacus_loop_iterating_the_original_loader_fails_and_its_twin_passes(tmp
     assert _verdict_line(out).startswith("verdict:   violation: accounting check violation, sampling: ")
     assert "One-run bound (alone): " in _verdict_line(out)
     family = res["family"]
-    assert family["split"] == pytest.approx({"config_check": 0.025, "one_run": 0.025})
-    assert family["one_run_confidence"] == pytest.approx(0.975) and res["config_check"]["alpha"] == pytest.approx(0.025)
-    assert res["best_lower_bound"]["family_confidence"] == pytest.approx(0.975)
+    # 302 rows: 120 input canaries (audit.dp.plugins.input_canaries), a quarter of alpha each to both bounds
+    assert family["split"] == pytest.approx({"config_check": 0.025, "input_canaries": 0.0125, "one_run": 0.0125})
+    assert family["one_run_confidence"] == pytest.approx(0.9875)
+    assert res["config_check"]["alpha"] == pytest.approx(0.025)
+    assert res["best_lower_bound"]["family_confidence"] == pytest.approx(0.9875)
+    assert res["game"]["input_canaries"]["canaries"] == 120
     for flags in (("--check-config",), ("--one-run", "--quick")):
         code, out, res = _cli(tmp_path, capsys, "opacus_returned_loader", *flags)
         assert code == 0 and res["config_check"]["status"] == "ok", out
