@@ -36,7 +36,8 @@ with its fix); what leaves the accounting intact is a note:
 accounting check's part of the audit's family: all of ``1 - confidence`` with ``--check-config``,
 half of it with ``--one-run``, :data:`ONE_RUN_SHARE`), split before any data is seen by
 :data:`ALPHA_SHARES`: a third to the rate test, a third to the sampling test (its four dispersion
-tails at a twelfth of alpha each, each exact or a Monte-Carlo p-value of the law given the total) and a third to the noise (one alpha for the tests of
+tails at a twelfth of alpha each, each exact or a Monte-Carlo p-value of the law given the total) and a
+third to the noise (one alpha for the tests of
 :func:`audit.stats.noise_check.check_noise`, split among them there). A loop that runs exactly as it
 is accounted is flagged with probability at most ``alpha`` (Bonferroni); the clipping and
 world-dependence checks are facts read from the code, not tests, and use none of it.

@@ -139,7 +139,8 @@ class NoiseRecorder:
         self.pairs_low = np.zeros(k, dtype=np.int64)
         self._prev: np.ndarray | None = None
         self.coordinate_squares = np.zeros(int(self.bounds[-1]))
-        self.prefix_lengths = np.minimum(np.minimum.outer(self.sizes, self.sizes), CROSS_PREFIX) if k else np.zeros((0, 0))
+        self.prefix_lengths = (np.minimum(np.minimum.outer(self.sizes, self.sizes), CROSS_PREFIX) if k
+                               else np.zeros((0, 0), dtype=np.int64))
         self.cross_z = np.zeros((k, k))
         self.cross_steps = np.zeros((k, k), dtype=np.int64)
 

@@ -21,7 +21,8 @@ from B draws of the conditional law otherwise, as ``(1 + #{draws at least as ext
 a valid p-value for any B (Davison & Hinkley 1997, Sec. 4.2.5; Phipson & Smyth 2010), with ties
 counted as extreme. ``B = MC_PER_LEVEL / significance``, so the smallest p-value is a tenth of the
 significance; the draws cost about ``B (n + T)`` hypergeometric variates (0.5 us each: 0.3 s at n 300,
-T 20 and the accounting check's 2,400 draws; about a minute at n 60,000). The generator is seeded by the caller's ``seed`` (independent of the records drawn), so
+T 20 and the accounting check's 2,400 draws; about a minute at n 60,000). The generator is seeded by
+the caller's ``seed`` (independent of the records drawn), so
 the test is deterministic and, over seeds, rejects a Poisson loop with probability at most its
 significance per tail at every n, T >= 2 and q: the chi-square laws of the index of dispersion
 (Cochran 1954) that this test replaces are large-sample approximations that fail on the lattice of

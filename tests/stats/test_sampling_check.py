@@ -10,11 +10,11 @@ import json
 
 import numpy as np
 import pytest
+from helpers import max_exceedances
 from scipy import stats
 
 from audit.errors import UserError
 from audit.stats.sampling_check import rate_test, sampling_from_batches
-from helpers import max_exceedances
 
 #: The accounting check's share per tail with --check-config (alpha 0.05: a third to sampling, four tails).
 CHECK_TAIL = 0.05 / 12
