@@ -39,7 +39,7 @@ EDGES = [(37, 0.2, 2), (300, 0.1, 2), (100, 0.99, 4)]
 MODES = {"check-config": 0.05, "one-run": 0.05 * ONE_RUN_SHARE}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _sigma(q: float, steps: int) -> float:
     """The noise multiplier the claim needs at rate q over ``steps`` steps (PLD; seconds, so once per edge)."""
     return float(calibrate_noise_multiplier(EPS, DELTA, q, steps))
