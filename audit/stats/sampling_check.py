@@ -20,10 +20,11 @@ at T = 2 (the batch sizes: ``B_1 ~ Hypergeom(2n, n, S)``; the counts: ``m_2`` re
 from B draws of the conditional law otherwise, as ``(1 + #{draws at least as extreme}) / (B + 1)``,
 a valid p-value for any B (Davison & Hinkley 1997, Sec. 4.2.5; Phipson & Smyth 2010), with ties
 counted as extreme. ``B = MC_PER_LEVEL / significance``, so the smallest p-value is a tenth of the
-significance; the draws cost about ``B (n + T)`` hypergeometric variates (0.5 us each: 0.3 s at n 300,
-T 20 and the accounting check's 2,400 draws; about a minute at n 60,000). The generator is seeded by
-the caller's ``seed`` (independent of the records drawn), so
-the test is deterministic and, over seeds, rejects a Poisson loop with probability at most its
+significance. Each draw is i.i.d. binomial counts brought to the total S by removing (or adding)
+uniformly random cells, which is exact (:func:`conditional_counts`): about ``B (n + T)`` binomial
+variates, 0.3 s at n 300, T 20 and the accounting check's 2,400 draws, about 12 s at n 60,000, T 500.
+The generator is seeded by the caller's ``seed`` (independent of the records drawn), so the test is
+deterministic and, over seeds, rejects a Poisson loop with probability at most its
 significance per tail at every n, T >= 2 and q: the chi-square laws of the index of dispersion
 (Cochran 1954) that this test replaces are large-sample approximations that fail on the lattice of
 two steps (two equal Poisson batches read as fixed-size with probability ``sum_k Bin(n, q; k)^2``).
@@ -50,16 +51,14 @@ from scipy import special, stats
 
 from audit.errors import UserError
 
-__all__ = ["SAMPLING_VERDICTS", "SamplingEvidence", "sampling_from_batches", "rate_test", "MC_PER_LEVEL"]
+__all__ = ["SAMPLING_VERDICTS", "SamplingEvidence", "sampling_from_batches", "rate_test", "MC_PER_LEVEL",
+           "conditional_counts"]
 
 SAMPLING_VERDICTS = ("poisson", "shuffled", "fixed-size", "full-batch", "other", "inconclusive")
 #: Draws of the conditional law per unit of ``1 / significance`` (module docstring).
 MC_PER_LEVEL = 10
 #: Cells (draws x urns) of the conditional law drawn at once (memory: 8 bytes each).
 _CHUNK_CELLS = 1 << 21
-#: Up to this many cells per urn numpy's "count" method (time ~ urns x cells per draw) is faster than its
-#: "marginals" method (one hypergeometric variate per urn, about 0.5 us each).
-_COUNT_METHOD_CELLS = 32
 
 _MESSAGES = {
     "poisson": "The batches are consistent with Poisson sampling (batch sizes and per-record counts vary "
@@ -133,16 +132,38 @@ def _exact_record_p(counts: np.ndarray, n: int, total: int) -> tuple[float, floa
     return float(min(1.0, pmf[m2 <= obs].sum())), float(min(1.0, pmf[m2 >= obs].sum()))
 
 
+def _move(counts: np.ndarray, room: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
+    """Per urn, how many of ``k`` cells drawn uniformly without replacement from the ``room.sum()`` cells
+    (``room[i]`` in urn i) fall in each urn."""
+    picked = rng.choice(int(room.sum()), size=k, replace=False)
+    return np.bincount(np.searchsorted(np.cumsum(room), picked, side="right"), minlength=counts.size)
+
+
+def conditional_counts(urns: int, cells: int, total: int, size: int, rng: np.random.Generator) -> np.ndarray:
+    """``size`` draws of the occupancy counts of ``urns`` urns of ``cells`` cells each when a uniformly random
+    ``total``-subset of the cells is drawn (multivariate hypergeometric): i.i.d. Bernoulli(p) cells given their
+    total S' are a uniform S'-subset, and a uniform subset of it (or of its complement) of the right size is a
+    uniform ``total``-subset, so each draw is i.i.d. Bin(cells, total / (urns cells)) counts with the difference
+    to ``total`` removed from (or added to) uniformly random occupied (empty) cells. Exact, and about ten times
+    faster than one hypergeometric variate per urn."""
+    out = rng.binomial(cells, total / (urns * cells), size=(size, urns)).astype(np.int64)
+    for row in out:
+        extra = int(row.sum()) - total
+        if extra > 0:
+            row -= _move(row, row, extra, rng)
+        elif extra < 0:
+            row += _move(row, cells - row, -extra, rng)
+    return out
+
+
 def _mc_p(observed: int, urns: int, cells: int, total: int, draws: int,
           rng: np.random.Generator) -> tuple[float, float]:
     """Monte-Carlo p-values ``(1 + #{sim <= obs}) / (B + 1)``, ``(1 + #{sim >= obs}) / (B + 1)`` of the sum of
     squares of ``urns`` multivariate hypergeometric counts (``cells`` per urn, ``total`` drawn)."""
-    colors = np.full(urns, cells, dtype=np.int64)
     low = high = 0
     per = max(1, _CHUNK_CELLS // urns)
     for start in range(0, draws, per):
-        sims = rng.multivariate_hypergeometric(colors, total, size=min(per, draws - start),
-                                                 method="count" if cells <= _COUNT_METHOD_CELLS else "marginals")
+        sims = conditional_counts(urns, cells, total, min(per, draws - start), rng)
         sq = np.einsum("ij,ij->i", sims, sims)
         low += int(np.count_nonzero(sq <= observed))
         high += int(np.count_nonzero(sq >= observed))

@@ -14,7 +14,7 @@ from helpers import max_exceedances
 from scipy import stats
 
 from audit.errors import UserError
-from audit.stats.sampling_check import rate_test, sampling_from_batches
+from audit.stats.sampling_check import conditional_counts, rate_test, sampling_from_batches
 
 #: The accounting check's share per tail with --check-config (alpha 0.05: a third to sampling, four tails).
 CHECK_TAIL = 0.05 / 12
@@ -101,6 +101,26 @@ def test_shuffled_fixed_size_and_repeated_logs_are_caught():
     assert with_replacement.verdict == "other" and with_replacement.duplicates > 0
     assert sampling_from_batches([np.arange(n)] * 5, n).verdict == "full-batch"
     assert sampling_from_batches([np.arange(10)], n).verdict == "inconclusive"
+
+
+@pytest.mark.parametrize(("urns", "cells", "total"), [(3, 3, 4), (4, 2, 3), (2, 5, 6)])
+def test_the_conditional_draws_follow_the_enumerated_law(urns, cells, total):
+    """The Monte-Carlo draws of the counts given their total (binomial counts, then uniformly random cells
+    removed or added) against the law of sum c_i^2 enumerated over every total-subset of the grid: a
+    chi-square goodness-of-fit test on 20,000 draws does not reject at 1e-4, and every draw has the total."""
+    law: dict[int, int] = {}
+    for cells_drawn in itertools.combinations(range(urns * cells), total):
+        counts = np.bincount([c // cells for c in cells_drawn], minlength=urns)
+        key = int(np.sum(counts**2))
+        law[key] = law.get(key, 0) + 1
+    sims = conditional_counts(urns, cells, total, 20_000, np.random.default_rng([urns, cells, total]))
+    assert np.all(sims.sum(axis=1) == total) and sims.min() >= 0 and sims.max() <= cells
+    squares = np.sum(sims**2, axis=1)
+    keys = sorted(law)
+    observed = [int(np.count_nonzero(squares == k)) for k in keys]
+    expected = [law[k] / sum(law.values()) * 20_000 for k in keys]
+    assert sum(observed) == 20_000
+    assert stats.chisquare(observed, expected).pvalue > 1e-4
 
 
 def test_the_monte_carlo_p_values_are_seeded_and_valid():
