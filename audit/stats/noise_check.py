@@ -40,8 +40,9 @@ tensor) in memory that does not grow with the parameter count; :func:`check_nois
   ``pi/8`` with probability exactly 1/2 for Gaussian noise of any scale, 0.586 for Laplace noise and
   0.414 for uniform noise (``min(|x|, |y|) < tan(pi/8) max(|x|, |y|)``): the count over the pairs of
   coordinates ``(2i, 2i+1)`` of each tensor and step (the first :data:`SHAPE_PAIRS` of each) is
-  Binomial(n, 1/2), tested exactly (two-sided; only when the coverage, independence and cross-tensor tests
-  pass, since coordinates that repeat, or are never noised, are not independent draws of one law).
+  Binomial(n, 1/2), tested exactly (two-sided; only when the independence and cross-tensor tests pass and
+  no coordinate is without noise, since coordinates that repeat, or are never noised, are not independent
+  draws of one law).
   Why a violation: the accountant's epsilon is the Gaussian's. At a given variance the Gaussian has the
   smallest Fisher information of any location family (``J >= 1 / Var``, equality only for the Gaussian;
   Stam 1959), so a step's shift of C is more distinguishable under any other noise of the claimed
@@ -445,10 +446,11 @@ def _binomial_two_sided(low: int, n: int) -> float:
 def _distribution(rec: NoiseRecorder, alpha: float, independent: bool) -> dict[str, Any]:
     """The distribution finding: the folded pair angles below pi/8, pooled over the tensors and per tensor
     (not tested when the coordinates are not ``independent`` draws of one law -- repeated across steps or
-    tensors, or some never noised: the counts are then not binomial)."""
+    tensors, or some never noised, whose pairs fall below pi/8 every time: the counts are then not binomial)."""
     if not independent:
         return _finding("noise-distribution", False, "The noise's distribution was not tested: its coordinates are "
-                        "not independent draws (noise-coverage, noise-independence or noise-cross-tensor).", "",
+                        "not independent draws (coordinates without noise, noise-independence or noise-cross-tensor).",
+                        "",
                         {"tested": False})
     k, share = len(rec.sizes), alpha * ALPHA_SHARES["distribution"]
     pooled_p = _binomial_two_sided(int(rec.pairs_low.sum()), int(rec.pairs.sum()))
@@ -506,8 +508,9 @@ def check_noise(rec: NoiseRecorder, other: NoiseRecorder | None, clip: float, si
     level, upper, tensors = _level(rec, clip, sigma_needed, alpha)
     coverage, independence, cross = (_coverage(rec, clip, sigma_needed, alpha), _independence(rec, alpha),
                                       _cross_tensor(rec, alpha))
+    never_noised = bool(np.any(rec.coordinate_squares == 0))
     findings = [level, coverage, independence, cross,
-                _distribution(rec, alpha, not any(f["problem"] for f in (coverage, independence, cross)))]
+                _distribution(rec, alpha, not (never_noised or independence["problem"] or cross["problem"]))]
     seed = _seed(rec, other, alpha)
     if seed is not None:
         findings.append(seed)
