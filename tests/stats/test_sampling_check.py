@@ -14,6 +14,7 @@ from helpers import max_exceedances
 from scipy import stats
 
 from audit.errors import UserError
+from audit.stats import sampling_check
 from audit.stats.sampling_check import conditional_counts, rate_test, sampling_from_batches
 
 #: The accounting check's share per tail with --check-config (alpha 0.05: a third to sampling, four tails).
@@ -103,11 +104,14 @@ def test_shuffled_fixed_size_and_repeated_logs_are_caught():
     assert sampling_from_batches([np.arange(10)], n).verdict == "inconclusive"
 
 
+@pytest.mark.parametrize("count_cells", [0, sampling_check.COUNT_METHOD_CELLS])
 @pytest.mark.parametrize(("urns", "cells", "total"), [(3, 3, 4), (4, 2, 3), (2, 5, 6)])
-def test_the_conditional_draws_follow_the_enumerated_law(urns, cells, total):
+def test_the_conditional_draws_follow_the_enumerated_law(urns, cells, total, count_cells, monkeypatch):
     """The Monte-Carlo draws of the counts given their total (binomial counts, then uniformly random cells
-    removed or added) against the law of sum c_i^2 enumerated over every total-subset of the grid: a
-    chi-square goodness-of-fit test on 20,000 draws does not reject at 1e-4, and every draw has the total."""
+    removed or added; and numpy's "count" method for small grids) against the law of sum c_i^2 enumerated
+    over every total-subset of the grid: a chi-square goodness-of-fit test on 20,000 draws does not reject
+    at 1e-4, and every draw has the total."""
+    monkeypatch.setattr(sampling_check, "COUNT_METHOD_CELLS", count_cells)
     law: dict[int, int] = {}
     for cells_drawn in itertools.combinations(range(urns * cells), total):
         counts = np.bincount([c // cells for c in cells_drawn], minlength=urns)
