@@ -45,7 +45,8 @@ with its fix); what leaves the accounting intact is a note:
 accounting check's part of the audit's family: all of ``1 - confidence`` with ``--check-config``,
 half of it with ``--one-run``, :data:`ONE_RUN_SHARE`), split before any data is seen by
 :data:`ALPHA_SHARES`: a third to the rate test, a third to the sampling test (its four dispersion
-tails at a twelfth of alpha each) and a third to the noise (one alpha for the tests of
+tails at a twelfth of alpha each, each exact or a Monte-Carlo p-value of the law given the total) and a
+third to the noise (one alpha for the tests of
 :func:`audit.stats.noise_check.check_noise`, split among them there). A loop that runs exactly as it
 is accounted is flagged with probability at most ``alpha`` (Bonferroni); the clipping and
 world-dependence checks are facts read from the code, not tests, and use none of it.
@@ -195,9 +196,11 @@ def _from(found: ConfigFinding, violation: bool) -> dict[str, Any]:
     return finding(found.check, found.problem, violation, found.message, found.fix, found.details)
 
 
-def sampling_findings(recorder: UpdateRecorder, n: int, rate: float, alphas: dict[str, float]) -> list[dict]:
+def sampling_findings(recorder: UpdateRecorder, n: int, rate: float, alphas: dict[str, float],
+                      seed: int = 0) -> list[dict]:
     """The sampling and rate findings (module docstring) from the records each step held; not checked (no
-    problem) when the steps' records were not seen."""
+    problem) when the steps' records were not seen. ``seed`` seeds the sampling test's draws of its
+    conditional law (:func:`audit.stats.sampling_check.sampling_from_batches`)."""
     batches = [b for b in recorder.batches if b is not None]
     if len(batches) != recorder.steps:
         why = ("they came from examples that are not the records (the records finding)" if recorder.foreign else
@@ -208,7 +211,8 @@ def sampling_findings(recorder: UpdateRecorder, n: int, rate: float, alphas: dic
                 finding("rate", False, True, unseen.format("the sampling rate"), read=False)]
     out = []
     if recorder.steps >= 2:
-        sampling = sampling_from_batches(batches, n, significance=alphas["sampling"] / SAMPLING_TAILS).to_dict()
+        sampling = sampling_from_batches(batches, n, significance=alphas["sampling"] / SAMPLING_TAILS,
+                                         seed=seed).to_dict()
         problem = sampling["verdict"] not in ("poisson", "inconclusive", "full-batch")
         out.append(finding("sampling", problem, True, f"Sampling read from the records each step held: "
                             f"{sampling['verdict']}. {sampling['message']}", FIX_SAMPLING if problem else "",
@@ -302,7 +306,7 @@ def accounting_check(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: 
         f"{measured['coordinates_x_steps']} coordinate-steps, level {alphas['noise']:.3g} split among the noise "
         f"tests)")
     findings += noise.findings
-    findings += sampling_findings(recorder, len(X), config.rate, alphas)
+    findings += sampling_findings(recorder, len(X), config.rate, alphas, seed)
     clipping = clipping_check(recorder)
     findings.append(finding("clipping", clipping["problem"], True, clipping["message"],
                              "clip each example's gradient to C before summing" if clipping["problem"] else "",
