@@ -395,9 +395,15 @@ class RunContext:
         return outcome
 
     def __enter__(self) -> RunContext:
+        # run_context is on the --help path (configure_console): imported only when a run needs it
+        from targets.lm.device import using_lm_device
+
+        self._device_scope = using_lm_device(self.device)  # the language-model code trains on the run's device
+        self._device_scope.__enter__()
         return self
 
     def __exit__(self, kind, exc, tb) -> bool:
+        self._device_scope.__exit__(kind, exc, tb)
         if exc is not None and not isinstance(exc, (UserError, KeyboardInterrupt)):
             self.paths.logger.error("the audit could not complete:\n%s",
                                     "".join(traceback.format_exception(kind, exc, tb)).rstrip(), extra=FILE_ONLY)

@@ -143,7 +143,8 @@ def run_check_config(opts: DPOptions, plugin: TrainerPlugin | None = None, probe
         if not isinstance(plugin, TrainerPlugin):
             raise UserError(f"plugin {opts.target} is a mechanism; --check-config applies to DP-SGD trainers")
     stages = stages or Stages.for_command(CHECK_STAGES, {"other_world": 2.0})
-    ctx = RunContext(opts.out, "dp", plugin.name, seed=opts.seed, quiet=opts.quiet, stages=stages)
+    ctx = RunContext(opts.out, "dp", plugin.name, seed=opts.seed, quiet=opts.quiet, stages=stages,
+                     device=opts.device)
     with ctx:
         found = plugin_accounting(plugin, opts.data_dir, opts.seed, 1.0 - opts.confidence, probed, stages)
         block, claim = found["block"], found["claim"]
