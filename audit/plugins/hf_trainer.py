@@ -182,8 +182,8 @@ def _sampler_of(loader: Any) -> tuple[bool, str]:
     batches = getattr(batches, "batch_sampler", batches)  # accelerate's BatchSamplerShard
     sampler = getattr(batches, "sampler", getattr(inner, "sampler", None))
     size = getattr(batches, "batch_size", None)
-    return False, (f"a {type(sampler).__name__}" + (f" in batches of {size}" if size else "")
-                   + f" ({type(loader).__name__})")
+    over = f"accelerate's {type(loader).__name__} over " if inner is not loader else ""
+    return False, f"{over}a {type(sampler).__name__}" + (f" in batches of {size}" if size else "")
 
 
 @dataclass(frozen=True)
