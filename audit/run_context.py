@@ -398,7 +398,11 @@ class RunContext:
         # run_context is on the --help path (configure_console): imported only when a run needs it
         from targets.lm.device import using_lm_device
 
-        self._device_scope = using_lm_device(self.device)  # the language-model code trains on the run's device
+        try:
+            self._device_scope = using_lm_device(self.device)  # the language-model code trains on the run's device
+        except BaseException:  # --device cuda without a GPU: a one-line error, the log closed
+            self.paths.close_log()
+            raise
         self._device_scope.__enter__()
         return self
 
