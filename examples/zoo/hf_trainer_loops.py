@@ -13,7 +13,8 @@ accumulation — written here for Opacus's ``make_private``:
 * :meth:`OpacusTrainer.get_train_dataloader` returns the Poisson loader ``make_private`` returned; the
   ``Trainer``'s own loader shuffles the texts into fixed-size batches (a ``RandomSampler``);
 * :meth:`OpacusTrainer.compute_loss` is each text's mean token loss, averaged over the batch, with position
-  ids of shape ``(B, L)``; an empty Poisson batch is a noise-only step (:meth:`OpacusTrainer.training_step`);
+  ids of shape ``(B, L)``, and not divided by the accumulation steps (``loss_is_scaled_for_ga``: Opacus
+  normalises the noisy sum); an empty Poisson batch is a noise-only step (:meth:`OpacusTrainer.training_step`);
 * :class:`OpacusCallback` clears the DP optimizer after each step (the ``Trainer`` only clears the model's
   gradients, and Opacus would carry the clipped sums into the next step) and, between the micro-batches of a
   gradient-accumulation window, takes Opacus's virtual step (clip and accumulate, no noise).
@@ -27,7 +28,8 @@ docs/references.md, "Loops people really write", and docs/reference/bug-zoo.md):
 * :func:`shuffled_sampler`: the ``Trainer`` keeps its default shuffled sampler (``get_train_dataloader`` not
   overridden), while Opacus accounts Poisson sampling (Chua et al. 2024);
 * :func:`gradient_accumulation`: ``gradient_accumulation_steps=2`` over Poisson batches of rate ``q``, each
-  noisy step holding two of them, while the claim accounts one batch of rate ``q`` per noisy step;
+  noisy step holding two of them (the callback's virtual steps clip and accumulate the first), while Opacus and
+  the claim account one batch of rate ``q`` per noisy step;
 * :func:`labels_loss`: Hugging Face's ``labels=`` loss, a mean over every token of the batch (what the
   ``Trainer`` computes by default; transformers #25303).
 
@@ -140,6 +142,7 @@ def trainer_classes() -> tuple[type, type]:
             super().__init__(model=private, args=args, train_dataset=train_dataset, data_collator=collate,
                              optimizers=(optimizer, None), callbacks=[OpacusCallback()])
             self.remove_callback(PrinterCallback)  # no metrics printed
+            self.loss_is_scaled_for_ga = True  # Opacus scales the noisy sum; the Trainer must not divide the loss
 
         def get_train_dataloader(self) -> torch.utils.data.DataLoader:
             return self.dp_loader if self.poisson else super().get_train_dataloader()
@@ -171,7 +174,7 @@ def train(batch_texts: list[str], seed: int, *, poisson: bool = True, accumulati
     opacus_trainer, _ = trainer_classes()
     torch.manual_seed(seed)
     with tempfile.TemporaryDirectory(prefix="hf-trainer-") as out:
-        args = TrainingArguments(output_dir=out, per_device_train_batch_size=BATCH // accumulation,
+        args = TrainingArguments(output_dir=out, per_device_train_batch_size=BATCH,
                                  gradient_accumulation_steps=accumulation, num_train_epochs=EPOCHS,
                                  learning_rate=LR, lr_scheduler_type="constant", max_grad_norm=0.0,
                                  seed=int(seed), data_seed=int(seed), use_cpu=True, report_to="none",
