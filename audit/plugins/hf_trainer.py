@@ -7,7 +7,7 @@ The accounting check (:mod:`audit.plugins.accounting`) and the language-model ch
 step held (sampling, rate) and whether one record's per-sample gradient depends on the others of its batch
 (loss-coupling). They cannot say that the cause is the ``Trainer``, nor give the ``Trainer``'s fix. While the
 probe's training runs inside :func:`watched_trainer`, every ``Trainer`` built is kept with the training loader
-its loop asked for (``get_train_dataloader``, the outermost call per ``Trainer``, whichever class defines it).
+its loop asked for first (its ``get_train_dataloader``, wrapped on the instance: whichever class defines it).
 The ``Trainer`` fetches batches before it trains on them (accelerate's loader reads one batch ahead, and
 ``get_batch_samples`` a whole accumulation window), so the record indices its loaders yield
 (:func:`targets.audit_hooks.loader_indices`) are held back while ``Trainer.train`` runs and handed to the
@@ -43,7 +43,6 @@ from typing import Any
 
 from audit.plugins.accounting import finding
 from targets.audit_hooks import UpdateRecorder
-from targets.opacus_hooks import classes_defining
 
 FIX_SAMPLER = ("return the data loader make_private returns (Poisson sampling at the accounted rate) from your "
                "Trainer subclass's get_train_dataloader: the Trainer's own loader shuffles the records into batches "
@@ -65,38 +64,38 @@ class TrainerWatch:
     loaders: dict[int, Any] = field(default_factory=dict)
     training: int = 0
     fetched: list[tuple[Any, Any, int]] = field(default_factory=list)
-    stepping: set[int] = field(default_factory=set)
 
 
 def _wrap_init(watch: TrainerWatch, original: Callable) -> Callable:
+    """``Trainer.__init__`` keeping the ``Trainer`` and wrapping its own ``get_train_dataloader``, ``train`` and
+    ``training_step`` (on the instance: whichever class defines them, even one made while the block runs)."""
     @functools.wraps(original)
     def init(self: Any, *args: Any, **kwargs: Any) -> None:
         original(self, *args, **kwargs)
         watch.trainers.append(self)
+        self.get_train_dataloader = _kept_loader(watch, self, self.get_train_dataloader)
+        self.train = _counted_training(watch, self.train)
+        self.training_step = _released_step(watch, self.training_step)
 
     return init
 
 
-def _wrap_loader(watch: TrainerWatch, original: Callable) -> Callable:
-    @functools.wraps(original)
-    def get_train_dataloader(self: Any, *args: Any, **kwargs: Any) -> Any:
-        outermost = id(self) not in watch.loaders
-        if outermost:
-            watch.loaders[id(self)] = None  # a subclass calling super() is not the loader the loop iterates
-        loader = original(self, *args, **kwargs)
-        if outermost:
-            watch.loaders[id(self)] = loader
+def _kept_loader(watch: TrainerWatch, trainer: Any, method: Callable) -> Callable:
+    @functools.wraps(method)
+    def get_train_dataloader(*args: Any, **kwargs: Any) -> Any:
+        loader = method(*args, **kwargs)
+        watch.loaders.setdefault(id(trainer), loader)  # the loader the training loop asked for first
         return loader
 
     return get_train_dataloader
 
 
-def _wrap_train(watch: TrainerWatch, original: Callable) -> Callable:
-    @functools.wraps(original)
-    def train(self: Any, *args: Any, **kwargs: Any) -> Any:
+def _counted_training(watch: TrainerWatch, method: Callable) -> Callable:
+    @functools.wraps(method)
+    def train(*args: Any, **kwargs: Any) -> Any:
         watch.training += 1
         try:
-            return original(self, *args, **kwargs)
+            return method(*args, **kwargs)
         finally:
             watch.training -= 1
             if not watch.training:
@@ -105,17 +104,11 @@ def _wrap_train(watch: TrainerWatch, original: Callable) -> Callable:
     return train
 
 
-def _wrap_step(watch: TrainerWatch, original: Callable) -> Callable:
-    @functools.wraps(original)
-    def training_step(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if id(self) in watch.stepping:  # a subclass calling super()
-            return original(self, *args, **kwargs)
-        watch.stepping.add(id(self))
+def _released_step(watch: TrainerWatch, method: Callable) -> Callable:
+    @functools.wraps(method)
+    def training_step(*args: Any, **kwargs: Any) -> Any:
         _release(watch, 1)
-        try:
-            return original(self, *args, **kwargs)
-        finally:
-            watch.stepping.discard(id(self))
+        return method(*args, **kwargs)
 
     return training_step
 
@@ -153,20 +146,14 @@ def watched_trainer() -> Iterator[TrainerWatch]:
     # optional dependency (the lm extra)
     from transformers import Trainer
 
-    wraps = {"__init__": _wrap_init, "get_train_dataloader": _wrap_loader, "train": _wrap_train,
-             "training_step": _wrap_step}
-    saved = [(Trainer, "__init__", Trainer.__dict__["__init__"])]
-    saved += [(cls, name, cls.__dict__[name]) for name in ("get_train_dataloader", "train", "training_step")
-              for cls in classes_defining(Trainer, name)]
+    original = Trainer.__dict__["__init__"]
     try:
-        for cls, name, original in saved:
-            setattr(cls, name, wraps[name](watch, original))
+        Trainer.__init__ = _wrap_init(watch, original)
         UpdateRecorder.note_loader_indices = _wrap_note(watch)
         yield watch
     finally:
         UpdateRecorder.note_loader_indices = _NOTE
-        for cls, name, original in saved:
-            setattr(cls, name, original)
+        Trainer.__init__ = original
 
 
 def _sampler_of(loader: Any) -> tuple[bool, str]:
