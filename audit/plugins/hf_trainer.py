@@ -140,11 +140,12 @@ def watched_trainer() -> Iterator[TrainerWatch]:
     the records its batches hold to the recorder as it trains on them (module docstring), while the block runs
     (the patches are undone on exit); without transformers, an empty watch."""
     watch = TrainerWatch()
-    if importlib.util.find_spec("transformers") is None:
+    try:
+        # optional dependency (the lm extra; the Trainer needs accelerate)
+        from transformers import Trainer
+    except ImportError:
         yield watch
         return
-    # optional dependency (the lm extra)
-    from transformers import Trainer
 
     original = Trainer.__dict__["__init__"]
     try:
