@@ -52,8 +52,8 @@ FIX_ACCUMULATION = ("set gradient_accumulation_steps=1 and let each noisy step h
                     "logical batch), or account the rate and steps the accumulated batches really have")
 FIX_TRAINER_LOSS = ("override compute_loss in your Trainer subclass with a per-sequence loss: nll = "
                     "cross_entropy(logits, targets, reduction='none'), loss_i = (nll * mask).sum(1) / mask.sum(1), "
-                    "then loss_i.mean(); the Trainer's own compute_loss returns the model's labels= loss, a mean over "
-                    "every token of the batch (of the accumulation window, with num_items_in_batch)")
+                    "then loss_i.mean(), never the model's labels= loss (a mean over every token of the batch, and of "
+                    "the accumulation window with num_items_in_batch)")
 
 
 @dataclass

@@ -30,8 +30,9 @@ docs/references.md, "Loops people really write", and docs/reference/bug-zoo.md):
 * :func:`gradient_accumulation`: ``gradient_accumulation_steps=2`` over Poisson batches of rate ``q``, each
   noisy step holding two of them (the callback's virtual steps clip and accumulate the first), while Opacus and
   the claim account one batch of rate ``q`` per noisy step;
-* :func:`labels_loss`: Hugging Face's ``labels=`` loss, a mean over every token of the batch (what the
-  ``Trainer`` computes by default; transformers #25303).
+* :func:`labels_loss`: the ``Trainer``'s own ``compute_loss`` (a collator adding ``labels``, as Hugging Face's
+  causal-LM collator does), i.e. the model's ``labels=`` loss, a mean over every token of the batch
+  (transformers #25303).
 
 The correct loop is :func:`correct`; :data:`TWINS` pairs each mistake with it.
 """
@@ -97,6 +98,15 @@ def collate(rows: list[tuple[torch.Tensor, torch.Tensor]]) -> dict[str, torch.Te
     return {"input_ids": torch.stack([r[0] for r in rows]), "attention_mask": torch.stack([r[1] for r in rows])}
 
 
+def labelled(rows: list[tuple[torch.Tensor, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """:func:`collate` with what the ``Trainer``'s own ``compute_loss`` needs: ``labels`` (padding -100) and
+    position ids of shape ``(B, L)`` (dp-transformers' collator adds them the same way)."""
+    batch = collate(rows)
+    ids, mask = batch["input_ids"], batch["attention_mask"]
+    return batch | {"labels": ids.masked_fill(~mask.bool(), -100),
+                    "position_ids": torch.arange(ids.shape[1]).expand(len(ids), -1)}
+
+
 def _rows(inputs: Any) -> tuple[torch.Tensor, torch.Tensor]:
     """``(ids, mask)`` of a batch (Opacus's empty batch keeps the first batch's structure)."""
     if isinstance(inputs, dict):
@@ -106,8 +116,8 @@ def _rows(inputs: Any) -> tuple[torch.Tensor, torch.Tensor]:
 
 @functools.cache
 def trainer_classes() -> tuple[type, type]:
-    """:class:`OpacusTrainer` and :class:`OpacusCallback`, built on first use (transformers and Opacus are the
-    lm and opacus extras)."""
+    """:class:`OpacusTrainer` and ``TrainerLossTrainer`` (its twin with the ``Trainer``'s own ``compute_loss``),
+    built on first use (transformers and Opacus are the lm and opacus extras)."""
     from opacus import PrivacyEngine  # optional dependency (the opacus extra)
     from transformers import PrinterCallback, Trainer, TrainerCallback  # optional dependency (the lm extra)
 
@@ -128,18 +138,19 @@ def trainer_classes() -> tuple[type, type]:
         """``Trainer`` with Opacus DP-SGD (module docstring). ``poisson``: iterate the loader ``make_private``
         returns (else the ``Trainer``'s own); ``loss``: ``"per-sequence"`` or ``"labels"``."""
 
-        def __init__(self, *, model: torch.nn.Module, args: Any, train_dataset: TextRows, poisson: bool = True,
-                     loss: str = "per-sequence") -> None:
+        collator = staticmethod(collate)
+
+        def __init__(self, *, model: torch.nn.Module, args: Any, train_dataset: TextRows, poisson: bool = True) -> None:
             optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad],
                                           lr=args.learning_rate)
             loader = torch.utils.data.DataLoader(train_dataset, batch_size=args.per_device_train_batch_size,
-                                                 collate_fn=collate)
+                                                 collate_fn=self.collator)
             self.engine = PrivacyEngine(accountant="rdp")
             private, optimizer, self.dp_loader = self.engine.make_private(
                 module=model, optimizer=optimizer, data_loader=loader, noise_multiplier=noise_multiplier(),
                 max_grad_norm=CLIP, poisson_sampling=True)
-            self.poisson, self.loss_kind = poisson, loss
-            super().__init__(model=private, args=args, train_dataset=train_dataset, data_collator=collate,
+            self.poisson = poisson
+            super().__init__(model=private, args=args, train_dataset=train_dataset, data_collator=self.collator,
                              optimizers=(optimizer, None), callbacks=[OpacusCallback()])
             self.remove_callback(PrinterCallback)  # no metrics printed
             self.loss_is_scaled_for_ga = True  # Opacus scales the noisy sum; the Trainer must not divide the loss
@@ -150,7 +161,7 @@ def trainer_classes() -> tuple[type, type]:
         def compute_loss(self, model: torch.nn.Module, inputs: Any, return_outputs: bool = False,
                          num_items_in_batch: Any = None) -> torch.Tensor:
             ids, mask = _rows(inputs)
-            return _loss(model, ids, mask.bool(), "labels" if self.loss_kind == "labels" else "per-sequence", True)
+            return _loss(model, ids, mask.bool(), "per-sequence", True)
 
         def training_step(self, model: torch.nn.Module, inputs: Any, num_items_in_batch: Any = None) -> torch.Tensor:
             if len(_rows(inputs)[0]):
@@ -162,7 +173,13 @@ def trainer_classes() -> tuple[type, type]:
         def floating_point_ops(self, inputs: Any) -> int:
             return 0  # not counted (an empty batch has no dict of inputs to count)
 
-    return OpacusTrainer, OpacusCallback
+    class TrainerLossTrainer(OpacusTrainer):
+        """:class:`OpacusTrainer` with the ``Trainer``'s own ``compute_loss``: the model's ``labels=`` loss."""
+
+        collator = staticmethod(labelled)
+        compute_loss = Trainer.compute_loss
+
+    return OpacusTrainer, TrainerLossTrainer
 
 
 def train(batch_texts: list[str], seed: int, *, poisson: bool = True, accumulation: int = 1,
@@ -171,7 +188,7 @@ def train(batch_texts: list[str], seed: int, *, poisson: bool = True, accumulati
     are the mistakes. Returns ``logprobs``."""
     from transformers import TrainingArguments  # optional dependency (the lm extra)
 
-    opacus_trainer, _ = trainer_classes()
+    opacus_trainer, trainer_loss = trainer_classes()
     torch.manual_seed(seed)
     with tempfile.TemporaryDirectory(prefix="hf-trainer-") as out:
         args = TrainingArguments(output_dir=out, per_device_train_batch_size=BATCH,
@@ -180,8 +197,8 @@ def train(batch_texts: list[str], seed: int, *, poisson: bool = True, accumulati
                                  seed=int(seed), data_seed=int(seed), use_cpu=True, report_to="none",
                                  save_strategy="no", logging_strategy="no", disable_tqdm=True,
                                  dataloader_num_workers=0, remove_unused_columns=False)
-        trainer = opacus_trainer(model=base_model(), args=args, train_dataset=TextRows(batch_texts),
-                                 poisson=poisson, loss=loss)
+        cls = trainer_loss if loss == "trainer" else opacus_trainer
+        trainer = cls(model=base_model(), args=args, train_dataset=TextRows(batch_texts), poisson=poisson)
         trainer.train()
     return _logprobs(trainer.model, base_spec().tokenizer.encode)
 
@@ -209,8 +226,9 @@ def gradient_accumulation() -> dict:
 
 
 def labels_loss() -> dict:
-    """The ``Trainer``'s default loss: ``labels=``, a mean over every token of the batch."""
-    return plugin("labels_loss", "transformers.Trainer with Hugging Face's labels= loss", loss="labels")
+    """The ``Trainer``'s own ``compute_loss``: the model's ``labels=`` loss, a mean over every token of the batch."""
+    return plugin("labels_loss", "transformers.Trainer's own compute_loss (Hugging Face's labels= loss)",
+                  loss="trainer")
 
 
 def correct() -> dict:

