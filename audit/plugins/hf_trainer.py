@@ -1,6 +1,6 @@
 """What Hugging Face's ``transformers.Trainer`` does that breaks DP, named in the accounting check's findings:
 the ``Trainer``'s own shuffled sampler, its gradient accumulation and its token-averaged loss (docs/references.md,
-"Loops people really write"; dp-transformers replaces all three).
+"Language model training checks"; Microsoft's dp-transformers replaces all three).
 
 The accounting check (:mod:`audit.plugins.accounting`) and the language-model checks
 (:mod:`audit.plugins.lm_checks`) find what these do to the DP-SGD from the steps themselves: which records each

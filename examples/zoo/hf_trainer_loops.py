@@ -23,7 +23,7 @@ The fine-tuned model is the cached quick base of the language-model targets (the
 :mod:`targets.lm.model` pretrained on 200 speeches, :func:`targets.lm.base.pretrained_base`, in
 :func:`targets.lm.plugins.lm_cache_dir`), on the 37 short speeches of :mod:`examples.zoo.lm_loops` in
 batches of 8 (rate 0.2, one epoch = 5 steps), claiming (4, 1e-5)-DP. The mistakes (sources:
-docs/references.md, "Loops people really write", and docs/reference/bug-zoo.md):
+docs/references.md, "Language model training checks", and docs/reference/bug-zoo.md):
 
 * :func:`shuffled_sampler`: the ``Trainer`` keeps its default shuffled sampler (``get_train_dataloader`` not
   overridden), while Opacus accounts Poisson sampling (Chua et al. 2024);
