@@ -63,9 +63,17 @@ def test_cuda_run_pretrains_fine_tunes_and_scores_on_the_gpu(tmp_path):
 
 
 @CUDA
-def test_lm_one_run_audit_runs_on_cuda(tmp_path):
-    from audit.cli import main
+def test_builtin_lm_plugin_trains_on_cuda_under_the_audits_instrumentation(tmp_path, monkeypatch):
+    from targets.audit_hooks import UpdateRecorder
+    from targets.lm.plugins import CACHE_ENV, lm_trainer
+    from targets.lm.recipes import lm_recipe
+    from targets.opacus_hooks import instrument_opacus
 
-    code = main(["run", "dp", "--target", "examples.zoo.lm_loops:correct", "--check-config", "--device", "cuda",
-                 "-q", "--out", str(tmp_path)])
-    assert code == 0
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))
+    made = lm_trainer(lm_recipe("dpsgd_tinygpt"), members=12, base=SPEC,
+                      finetune=FineTune(epochs=1, noise_multiplier=1.0, sample_rate=0.25, seed=0))
+    recorder = UpdateRecorder(None, 0)
+    with using_lm_device("cuda"), instrument_opacus(recorder):
+        logprobs = made["train"](made["texts"], 0)
+    assert recorder.steps == 4 and recorder.noise is not None  # every DP step seen, its noise read off the GPU
+    assert all(np.all(np.isfinite(a)) for a in logprobs(made["texts"][:3]))
