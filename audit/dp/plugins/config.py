@@ -33,6 +33,7 @@ from audit.plugins.accounting import (
     deciding_findings,
     unread_findings,
 )
+from audit.plugins.hf_trainer import trainer_findings, watched_trainer
 from audit.plugins.lm_checks import LMChecks, lm_checks, watched_training
 from audit.plugins.probe import claim_and_mechanism, probe
 from audit.plugins.training import plugin_dataset
@@ -88,11 +89,12 @@ def plugin_probe(plugin: TrainerPlugin, data_dir: str | None, seed: int, stages:
         claim, mech = claim_and_mechanism(plugin, found)
         return {"claim": claim, "mechanism": mech, "probe": found, "data": data, "lm": None}
     found = None
-    with watched_training() as watch:
+    with watched_training() as watch, watched_trainer() as trainer:
         found = probe(plugin, data.X, data.y, seed, plugin.delta, stages)
     with (stages or Stages()).stage("lm_checks", f"language-model checks: the probe's training read, its first "
                                                  f"steps replayed on chosen batches of its {len(data.X)} texts"):
         lm = lm_checks(plugin, data.X, data.y, seed, watch, None if found is None else found.trained)
+    lm = LMChecks(trainer_findings(lm.findings, trainer), lm.runs)  # a Hugging Face Trainer's causes named
     if not lm.runs:
         if plugin.claim is None or not any(f["violation"] for f in lm.findings):
             # nothing read and nothing that voids the accounting: a gate must not pass it, the user must fix it
@@ -102,7 +104,7 @@ def plugin_probe(plugin: TrainerPlugin, data_dir: str | None, seed: int, stages:
                                                 if f["problem"]))
         return {"claim": plugin.claim, "mechanism": None, "probe": None, "data": data, "lm": lm}
     claim, mech = claim_and_mechanism(plugin, found)
-    return {"claim": claim, "mechanism": mech, "probe": found, "data": data, "lm": lm}
+    return {"claim": claim, "mechanism": mech, "probe": found, "data": data, "lm": lm, "trainer": trainer}
 
 
 def lm_only_block(lm: LMChecks, claim: Any, delta: float, alpha: float) -> dict:
@@ -128,9 +130,10 @@ def plugin_accounting(plugin: TrainerPlugin, data_dir: str | None, seed: int, al
     records = "texts" if plugin.lm is not None else "rows"
     with stages.stage("other_world", f"other worlds: training the code on its {len(X)} {records} plus one record and "
                                      f"less one record, the configuration read again (accounting check)"):
-        block = accounting_check(plugin, X, y, seed, found, claim, plugin.delta, alpha)
+        with watched_trainer():  # a Hugging Face Trainer's batches given to the steps that train on them
+            block = accounting_check(plugin, X, y, seed, found, claim, plugin.delta, alpha)
     if lm is not None:  # the language-model checks first (audit.plugins.accounting.DECIDING_ORDER)
-        block["findings"] = lm.findings + block["findings"]
+        block["findings"] = lm.findings + trainer_findings(block["findings"], probed.get("trainer"))
         block["status"] = block_status(block["findings"])
         block["trainings"] += 1  # the replay (its three steps)
     block["driver"] = found.source.kind
@@ -154,7 +157,8 @@ def run_check_config(opts: DPOptions, plugin: TrainerPlugin | None = None, probe
         if not isinstance(plugin, TrainerPlugin):
             raise UserError(f"plugin {opts.target} is a mechanism; --check-config applies to DP-SGD trainers")
     stages = stages or Stages.for_command(CHECK_STAGES, {"other_world": 2.0})
-    ctx = RunContext(opts.out, "dp", plugin.name, seed=opts.seed, quiet=opts.quiet, stages=stages)
+    ctx = RunContext(opts.out, "dp", plugin.name, seed=opts.seed, quiet=opts.quiet, stages=stages,
+                     device=opts.device)
     with ctx:
         found = plugin_accounting(plugin, opts.data_dir, opts.seed, 1.0 - opts.confidence, probed, stages)
         block, claim = found["block"], found["claim"]

@@ -185,7 +185,7 @@ def run_lm_blackbox(opts: DPOptions, plugin: TrainerPlugin) -> tuple[Path, Outco
         raise UserError("--canaries must be at least 2 (and the plugin must give canary tokens for new-token)")
     prefixes, secrets = canary_texts(plugin, kind, m, opts.seed)
     texts = texts_of(plugin.dataset[0])
-    ctx = RunContext(opts.out, "dp", plugin.name, seed=opts.seed, quiet=opts.quiet,
+    ctx = RunContext(opts.out, "dp", plugin.name, seed=opts.seed, quiet=opts.quiet, device=opts.device,
                      stages=Stages.for_command(_STAGES, {"audited_run": 1.0}))
     with ctx:
         with ctx.stage("design", f"design: the guess counts for {m} canaries, from {design_games(opts)} games "

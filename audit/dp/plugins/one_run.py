@@ -79,7 +79,9 @@ from audit.stats.one_run.design import (
 from audit.stats.outcome import Game, Outcome
 from targets.audit_hooks import CanaryRecorder
 from targets.gradient_canaries import crosstalk_variance, spread_coordinates
+from targets.lm.device import using_lm_device
 from targets.plugins.loading import TrainerPlugin, load_plugin, plugin_config
+from targets.training import resolve_device
 
 __all__ = ["run_plugin_one_run", "THREAT_COVERAGE", "PLUGIN_ONE_RUN_THREATS"]
 
@@ -208,7 +210,8 @@ def run_plugin_one_run(opts: DPOptions, plugin: TrainerPlugin | None = None) -> 
     if threat == "black-box":
         return run_lm_blackbox(opts, plugin)
     stages = Stages.for_command(ONE_RUN_STAGES, ONE_RUN_TRAININGS)
-    probed = plugin_probe(plugin, opts.data_dir, opts.seed, stages)
+    with using_lm_device(resolve_device(opts.device)):  # as in the run's context below
+        probed = plugin_probe(plugin, opts.data_dir, opts.seed, stages)
     if probed["probe"] is None:  # the language-model checks stopped the training (audit.plugins.lm_checks)
         return run_check_config(opts, plugin, probed, stages)
     n_params, capacity = _check_probe(opts, plugin, probed, threat)
@@ -219,7 +222,8 @@ def run_plugin_one_run(opts: DPOptions, plugin: TrainerPlugin | None = None) -> 
                             (mech, float(probed["claim"].epsilon(plugin.delta)),
                              DesignObjective(delta=plugin.delta, confidence=1.0 - alpha * INPUT_CANARY_SHARE)))
     shares = family_shares(opts, inputs is not None)
-    ctx = RunContext(opts.out, "dp", plugin.name, seed=opts.seed, quiet=opts.quiet, stages=stages)
+    ctx = RunContext(opts.out, "dp", plugin.name, seed=opts.seed, quiet=opts.quiet, stages=stages,
+                     device=opts.device)
     with ctx:
         block = plugin_accounting(plugin, opts.data_dir, opts.seed, shares["config_check"], probed, stages)["block"]
         bound_confidence = 1.0 - shares["one_run"]
