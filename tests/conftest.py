@@ -7,12 +7,26 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
+import progress
 import pytest
 from helpers import FIXTURES, KIND_RUNS
 from hypothesis import settings
 
 settings.register_profile("deterministic", derandomize=True)
 settings.load_profile("deterministic")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Name a long test on the terminal while it runs (tests/progress.py)."""
+    progress.register(config)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slow tests first, each lane in file order (a stable sort): with ``-n 2`` (pytest-xdist, ``--dist
+    loadfile``) the workers start on the long end-to-end files and the many short unit files fill the gaps at
+    the end, instead of one worker finishing a long file alone. No test depends on the order (tests/README.md)."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 @pytest.fixture(scope="module")
