@@ -3,13 +3,16 @@
 Property-based tests draw their examples deterministically (a fixed seed derived from each test), so
 every run of the suite checks the same cases."""
 
+import contextlib
+import io
+import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import progress
 import pytest
-from helpers import FIXTURES, KIND_RUNS
+from helpers import FIXTURES, KIND_RUNS, TINYGPT_QUICK
 from hypothesis import settings
 
 settings.register_profile("deterministic", derandomize=True)
@@ -62,6 +65,58 @@ def kind_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     assert main(["compare", str(dirs["membership"]), "--out", str(out)]) == 0
     (dirs["compare"],) = [p for p in set(out.iterdir()) - before if p.is_dir()]
     return dirs
+
+
+def built_once(tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[[Path], None]) -> Path:
+    """The folder ``name`` that ``build(folder)`` fills, made once per test session and shared by the pytest-xdist
+    workers: the first worker to ask builds it under a file lock, the others wait for it and read it (the pattern
+    of pytest-xdist's documentation, "Making session-scoped fixtures execute only once"). Without xdist it is a
+    folder of the session's own base temp."""
+    from filelock import FileLock
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the workers' base temps are folders of one session folder
+    folder = root / name
+    with FileLock(f"{folder}.lock"):
+        if not (folder / ".built").exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            build(folder)
+            (folder / ".built").touch()
+    return folder
+
+
+@pytest.fixture()
+def lm_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The language-model cache (``PRIVACY_AUDIT_CACHE``, targets.lm.plugins.lm_cache_dir) set, for one test, to a
+    folder of the session (one per pytest-xdist worker), never the user's ``~/.cache``: a base that one test
+    pretrains (targets.lm.base.pretrained_base) the next test of the session loads. A module asks for it with
+    ``pytestmark = pytest.mark.usefixtures("lm_cache")``."""
+    from targets.lm.plugins import CACHE_ENV
+
+    folder = tmp_path_factory.getbasetemp() / "lm-cache"
+    monkeypatch.setenv(CACHE_ENV, str(folder))
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tinygpt_quick_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """``run membership --target nonprivate_tinygpt --quick --references 1`` (helpers.TINYGPT_QUICK), run once per
+    session for every pytest-xdist worker: (its run directory, what it printed). Its ``--out`` folder holds the
+    cache of the quick base (``cache/lm-base-*.safetensors``): an LM test or tutorial that runs the quick tiny GPT
+    copies that ``cache`` folder into its own ``--out`` instead of pretraining the same base again."""
+    from audit.cli import main
+
+    def build(out: Path) -> None:
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            assert main([*TINYGPT_QUICK, "--quiet", "--out", str(out)]) == 0
+        (out / "stdout.txt").write_text(printed.getvalue())
+
+    out = built_once(tmp_path_factory, "tinygpt-quick", build)
+    (run_dir,) = (path.parent for path in out.glob("*/results.json"))
+    return run_dir, (out / "stdout.txt").read_text()
 
 
 @pytest.fixture(scope="session")

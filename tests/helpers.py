@@ -26,6 +26,10 @@ KIND_RUNS = {
               "--device", "cpu"],
 }
 
+#: The quick run of the built-in tiny GPT (argv after ``python -m audit``, without --out), made once per session by
+#: the fixture ``tinygpt_quick_run`` (tests/conftest.py); the LM membership tutorial runs the same command.
+TINYGPT_QUICK = ["run", "membership", "--target", "nonprivate_tinygpt", "--quick", "--references", "1"]
+
 
 def docs_hooks() -> ModuleType:
     """The documentation site's build hooks (``docs/hooks.py``: the generated CLI reference, schema page and
