@@ -10,8 +10,8 @@ import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import progress
 import pytest
+import running_notice
 from helpers import FIXTURES, KIND_RUNS, TINYGPT_QUICK
 from hypothesis import settings
 
@@ -20,8 +20,8 @@ settings.load_profile("deterministic")
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Name a long test on the terminal while it runs (tests/progress.py)."""
-    progress.register(config)
+    """Name a long test on the terminal while it runs (tests/running_notice.py)."""
+    running_notice.register(config)
 
 
 @pytest.hookimpl(trylast=True)

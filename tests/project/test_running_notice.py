@@ -1,7 +1,7 @@
-"""The suite's own progress lines (tests/progress.py): a test running long is named once it passes the first
+"""The suite's own progress lines (tests/running_notice.py): a test running long is named once it passes the first
 notice, again every interval after, and never once it has finished."""
 
-from progress import LongTestNotice
+from running_notice import LongTestNotice
 
 
 class _Reporter:
@@ -15,7 +15,7 @@ class _Reporter:
 def test_a_long_test_is_named_after_the_first_notice_then_every_interval(monkeypatch) -> None:
     notice = LongTestNotice(_Reporter(), first_s=60, every_s=30)
     clock = iter([100.0])
-    monkeypatch.setattr("progress.time.monotonic", lambda: next(clock))
+    monkeypatch.setattr("running_notice.time.monotonic", lambda: next(clock))
     notice.pytest_runtest_logstart("tests/e2e/test_a.py::test_slow")
     assert notice.due(159.0) == []
     assert notice.due(160.0) == [("tests/e2e/test_a.py::test_slow", 60.0)]
