@@ -5,14 +5,13 @@ every run of the suite checks the same cases."""
 
 import contextlib
 import io
-import os
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import running_notice
-from helpers import FIXTURES, KIND_RUNS, TINYGPT_QUICK
+from helpers import FIXTURES, KIND_RUNS, TINYGPT_QUICK, built_once
 from hypothesis import settings
 
 settings.register_profile("deterministic", derandomize=True)
@@ -65,26 +64,6 @@ def kind_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     assert main(["compare", str(dirs["membership"]), "--out", str(out)]) == 0
     (dirs["compare"],) = [p for p in set(out.iterdir()) - before if p.is_dir()]
     return dirs
-
-
-def built_once(tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[[Path], None]) -> Path:
-    """The folder ``name`` that ``build(folder)`` fills, made once per test session and shared by the pytest-xdist
-    workers: the first worker to ask builds it under a file lock, the others wait for it and read it (the pattern
-    of pytest-xdist's documentation, "Making session-scoped fixtures execute only once"). Without xdist it is a
-    folder of the session's own base temp."""
-    from filelock import FileLock
-
-    root = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        root = root.parent  # the workers' base temps are folders of one session folder
-    folder = root / name
-    with FileLock(f"{folder}.lock"):
-        if not (folder / ".built").exists():
-            shutil.rmtree(folder, ignore_errors=True)
-            folder.mkdir()
-            build(folder)
-            (folder / ".built").touch()
-    return folder
 
 
 @pytest.fixture()
