@@ -18,6 +18,7 @@ settings.register_profile("deterministic", derandomize=True)
 settings.load_profile("deterministic")
 
 
+@pytest.hookimpl(trylast=True)  # after the terminal reporter is registered
 def pytest_configure(config: pytest.Config) -> None:
     """Name a long test on the terminal while it runs (tests/running_notice.py)."""
     running_notice.register(config)

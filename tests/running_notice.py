@@ -1,8 +1,10 @@
 """Progress of a long test on the terminal: a test that has run for :data:`FIRST_NOTICE_S` seconds is named
 (``... still running after 60 s: tests/e2e/...::test_x``) and named again every :data:`EVERY_S` seconds until it
-ends, so a slow end-to-end run is never mistaken for a hang. Registered by ``tests/conftest.py`` in the process
-that writes the terminal: the only one without pytest-xdist, the controller with it (xdist relays each worker's
-``pytest_runtest_logstart``/``logfinish`` there, so a worker's long test is named by the controller)."""
+ends, so a slow end-to-end run is never mistaken for a hang. Registered by ``tests/conftest.py`` in the
+pytest-xdist controller (``make test``), which writes the terminal and to which xdist relays each worker's
+``pytest_runtest_logstart``/``logfinish``. In one process the notice would be captured with the test's own
+output, so it is registered there only with ``-s``; without it, pytest's line already names the running test's
+file (and with ``-v`` the test, before it runs)."""
 
 from __future__ import annotations
 
@@ -59,8 +61,10 @@ class LongTestNotice:
 
 
 def register(config: pytest.Config) -> None:
-    """Register :class:`LongTestNotice` where the terminal is written (not in an xdist worker, nor with ``-p
-    no:terminal``)."""
+    """Register :class:`LongTestNotice` in the xdist controller, or in a single process run with ``-s`` (never in
+    an xdist worker, nor with ``-p no:terminal``)."""
     reporter = config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None and not hasattr(config, "workerinput"):
+    controller = config.pluginmanager.has_plugin("dsession")  # xdist's distributed session: -n N with N > 0
+    uncaptured = config.getoption("capture") == "no"
+    if reporter is not None and not hasattr(config, "workerinput") and (controller or uncaptured):
         config.pluginmanager.register(LongTestNotice(reporter), "long-test-notice")
