@@ -33,7 +33,7 @@ of user code goes through :class:`UpdateRecorder`.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -46,13 +46,16 @@ from audit.errors import TargetCodeError, UserError
 from audit.stats.noise_check import NoiseRecorder
 
 __all__ = ["add_canary", "report_update", "UpdateRecorder", "CanaryRecorder", "recording", "active",
-           "loader_indices", "MAX_RANDOM_CANARY_ENTRIES"]
+           "loader_indices", "MAX_RANDOM_CANARY_ENTRIES", "RECORDING_STARTS"]
 
 #: Largest canaries x parameters matrix of random canary directions held in memory (float32, 800 MB).
 MAX_RANDOM_CANARY_ENTRIES = 200_000_000
 
 _ACTIVE: UpdateRecorder | None = None
 _LOCK = threading.Lock()
+#: Called with the recorder when a recording starts (:func:`recording`); :mod:`targets.jax_hooks` adds one that
+#: drops JAX traces made outside an audit, so no cached trace skips the hooks.
+RECORDING_STARTS: list[Callable[[UpdateRecorder], None]] = []
 
 
 def add_canary(grad_sum: Any, clip_norm: float, sample_rate: float, batch: Any = None) -> Any:
@@ -112,6 +115,8 @@ def recording(recorder: UpdateRecorder) -> Iterator[UpdateRecorder]:
             raise RuntimeError("an update-level audit is already recording in this process")
         _ACTIVE = recorder
     try:
+        for listener in RECORDING_STARTS:
+            listener(recorder)
         yield recorder
     finally:
         with _LOCK:

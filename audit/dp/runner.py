@@ -36,6 +36,7 @@ from audit.quiet import quiet_libraries
 from audit.results_header import ResultsHeader, accountant
 from audit.run_context import RunContext
 from audit.stats.outcome import Game, Outcome, Table
+from audit.theory.last_iterate import last_iterate_reference
 from targets.catalogue import is_plugin, resolve
 from targets.plugins.loading import TrainerPlugin, load_plugin
 from targets.plugins.rng import reproducibility_lines
@@ -107,6 +108,10 @@ def _play(ctx: RunContext, setup: DPAuditSetup, included: np.ndarray, confidence
                                  "(GDP of a non-Gaussian pair, per-step model, Gaussian fit), never decides the "
                                  "verdict.")],
     }
+    reference = (last_iterate_reference(setup.params, setup.delta, setup.neighbouring, setup.claim)
+                 if setup.threat == "black-box" else None)  # the adversary sees the final model only
+    if reference:
+        results["last_iterate"] = reference
     extra = dict(obs.results)
     results["tables"] += extra.pop("tables", [])
     results |= extra
@@ -180,5 +185,7 @@ def summary_lines(run_dir: Path, outcome: Outcome) -> list[str]:
                      f"one training, {one.k_pos} 'in' and {one.k_neg} 'out' guesses, {one.correct} right; "
                      f"perfect-attack expectation epsilon >= {expected:.3f} with this M; "
                      f"ceiling (every guess right) {one.ceiling:.3f}")
+    if outcome.last_iterate is not None:
+        lines.append(outcome.last_iterate.console_line())
     lines.append(f"verdict:   {outcome.verdict.status}: {outcome.verdict.text}")
     return lines + reproducibility_lines(outcome.extra)

@@ -21,7 +21,7 @@ from audit.stats.blocks import LIST, MAP, Block, nested, number_or_inf
 
 __all__ = [
     "Verdict", "Ceiling", "Curve", "Bound", "BestBound", "ErrorPoint", "Roc", "AttackMetrics", "Table",
-    "Family", "SplitCheck", "Figure", "Game", "ExpectedPerfect", "OneRun", "Finding", "ConfigCheck",
+    "Family", "SplitCheck", "Figure", "Game", "ExpectedPerfect", "LastIterate", "OneRun", "Finding", "ConfigCheck",
     "EpsilonBound", "Inversion", "ExtractionMethod", "Extraction", "ReconstructionPoint", "Reconstruction",
     "SweepPoint", "SweepRow", "Outcome", "CompareRow", "Comparison",
 ]
@@ -301,6 +301,40 @@ class ExpectedPerfect(Block):
 
 
 @dataclass(frozen=True, kw_only=True)
+class LastIterate(Block):
+    """``last_iterate``: the last-iterate heuristic [Steinke et al. 2025] of the DP-SGD training the code ran
+    (:func:`audit.theory.last_iterate.last_iterate_reference`), what an audit of the final model can expect
+    at all; a reference beside the bound, never a bound and never the verdict.
+
+    Attributes:
+        epsilon: the heuristic epsilon at ``delta``.
+        delta: the run's delta.
+        noise_multiplier: sigma of the training.
+        sample_rate: its Poisson rate q.
+        steps: its steps T.
+        text: what it means, in one sentence.
+        expected_bound: what a perfect attack on a linear model's final iterate expects with this game's
+            canaries and guesses (membership's one-run game; ``mean``, ``sd``, ``range_5_95``, ``games``, ...).
+    """
+
+    epsilon: float
+    delta: float
+    noise_multiplier: float
+    sample_rate: float
+    steps: int
+    text: str
+    expected_bound: Mapping[str, Any] | None = None
+
+    def console_line(self) -> str:
+        """The line printed after a run."""
+        final = (self.expected_bound or {}).get("mean")
+        expected = ("" if final is None else f"; a perfect attack on a linear final model expects epsilon >= "
+                                             f"{final:.3f} with these guesses")
+        return (f"reference: last-iterate heuristic epsilon ~ {self.epsilon:.3f} at delta = {self.delta:g} (Steinke "
+                f"et al. 2025: what an audit of the final model can expect; a reference, not a bound){expected}")
+
+
+@dataclass(frozen=True, kw_only=True)
 class OneRun(Block):
     """``one_run``: the one-run f-DP audit of one training (Mahloujifar, Melis, Chaudhuri 2025).
 
@@ -562,6 +596,7 @@ class Outcome(Block):
         primary_attack: the attack whose bound decides the verdict.
         attacks: each attack's figures.
         ceiling: the ceiling.
+        last_iterate: the last-iterate heuristic of a DP-SGD training (a reference, not a bound).
         tradeoff: the claim's tradeoff curve.
         lower_bound_tradeoff: the best bound's tradeoff curve.
         best_estimate: the best estimate (dp).
@@ -605,6 +640,7 @@ class Outcome(Block):
     primary_attack: str | None = None
     attacks: Mapping[str, AttackMetrics] | None = nested(AttackMetrics, MAP, optional=True)
     ceiling: Ceiling | None = nested(Ceiling, optional=True)
+    last_iterate: LastIterate | None = nested(LastIterate, optional=True)
     tradeoff: Curve | None = nested(Curve, optional=True)
     lower_bound_tradeoff: Curve | None = nested(Curve, optional=True)
     best_estimate: Bound | None = nested(Bound, optional=True)

@@ -30,6 +30,7 @@ LOCATIONS: dict[type, tuple[list[tuple], list[tuple] | None]] = {
     o.Game: ([("audit", "properties", "game"), ("dp", "allOf", 1, "properties", "game"),
               ("mechanism", "allOf", 1, "properties", "game")], []),
     o.ExpectedPerfect: ([("expected_perfect",)], None),
+    o.LastIterate: ([("last_iterate",)], None),
     o.OneRun: ([("one_run",)], None),
     o.Finding: ([("finding",)], None),
     o.ConfigCheck: ([("config_check",)], None),

@@ -49,6 +49,7 @@ from audit.stats.outcome import Game, Outcome
 from audit.theory.checks import check_delta, check_epsilon
 from audit.theory.claims import ApproxDPClaim, PrivacyClaim
 from audit.theory.dpsgd import DPSGDClaim, calibrate_noise_multiplier
+from audit.theory.last_iterate import last_iterate_reference
 from targets.lm.contract import check_logprobs
 from targets.plugins.lm import texts_of
 from targets.plugins.loading import TrainerPlugin, plugin_config
@@ -195,6 +196,13 @@ def run_lm_blackbox(opts: DPOptions, plugin: TrainerPlugin) -> tuple[Path, Outco
         return ctx.run_dir, ctx.finish(results, config)
 
 
+def _last_iterate(params: dict, delta: float, claim: PrivacyClaim) -> dict:
+    """``{"last_iterate": ...}`` when the training is add/remove DP-SGD (the final model is all the black box
+    sees: :func:`audit.theory.last_iterate.last_iterate_reference`), else nothing."""
+    reference = last_iterate_reference(params, delta, "add/remove one text", claim)
+    return {"last_iterate": reference} if reference else {}
+
+
 def _results(plugin: TrainerPlugin, opts: DPOptions, audited: tuple[str, PrivacyClaim, float], stats: dict,
              scores: np.ndarray, included: np.ndarray, n_texts: int) -> dict[str, Any]:
     """results.json of the black-box one-run audit of an LM trainer (kind dp, ``game.one_run``); ``audited``:
@@ -220,6 +228,7 @@ def _results(plugin: TrainerPlugin, opts: DPOptions, audited: tuple[str, Privacy
         "best_estimate": stats["best_estimate"], "lower_bound_tradeoff": stats["lower_bound_tradeoff"],
         "ceiling": stats["ceiling"], "attacks": {attack: attack_metrics(scores, included, opts.confidence)},
         "verdict": stats["verdict"], "family": stats["family"], "one_run": one,
+        **_last_iterate(plugin.params, delta, claim),
         "game": Game(one_run=True, runs=1, canaries=int(included.size), canary_kind=kind, threat="black-box",
                      canary={"kind": kind, "prefix_chars": PREFIX_CHARS,
                              "secret": "one of the plugin's canary tokens (a token no record contains)"

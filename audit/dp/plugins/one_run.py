@@ -148,9 +148,10 @@ def _check_probe(opts: DPOptions, plugin: TrainerPlugin, probed: dict, threat: s
     """(parameters, canary capacity) of the probed code; one-line errors for a threat it cannot give or more
     canaries than it holds."""
     found, mech = probed["probe"], probed["mechanism"]
-    if threat == "white-box" and found.source.kind != "opacus":
+    if threat == "white-box" and found.recorder.initial is None:
         raise UserError(f"plugin {plugin.spec} is a hooked loop: it reports its updates, not its parameters; audit it "
-                        f"with --threat updates (white-box needs Opacus, whose parameters the audit reads)")
+                        f"with --threat updates (white-box needs Opacus, whose parameters the audit reads, or a JAX "
+                        f"loop passing params= to both hooks of targets.jax_hooks)")
     n_params = found.n_params
     capacity = canary_capacity(n_params, mech.sample_rate, mech.noise_multiplier)
     check_canary_count(opts, capacity, n_params, f"plugin {plugin.name}'s model holds")
