@@ -384,11 +384,9 @@ class RunContext:
         self.paths.log(f"wrote config.json and results.json (schema version {SCHEMA_VERSION})", logging.DEBUG)
         if report:
             # run_context is on the --help path (configure_console): imported only when a run needs it
-            from audit.kinds import register_presentations
             from reports.html import render_report
             from reports.index import write_index
 
-            register_presentations()
             render_report(self.run_dir, outcome, config)
             self.say(f"report written: {self.run_dir / 'report.html'}")
             self.paths.log(f"index refreshed: {write_index(self.paths.root)}", logging.DEBUG)

@@ -1,6 +1,7 @@
 """Every run kind's real output: results.json (and compare.json) follow the shipped JSON Schema; every
 report opens with its headline figure above the first table and nothing overflows a laptop-wide page
-(headless Chromium); the index of runs lists them all; plots leave matplotlib's backend alone."""
+(headless Chromium); a library caller of ``render_report`` draws the report ``audit report`` draws; the
+index of runs lists them all; plots leave matplotlib's backend alone."""
 
 from __future__ import annotations
 
@@ -107,6 +108,25 @@ def test_index_lists_every_run_and_fits_the_page(kind_runs, tmp_path):
     assert "http://" not in text and "https://" not in text and "<script>" in text
     page = _measure(index, tmp_path)
     assert page["scrollWidth"] <= page["innerWidth"] and page["tableTop"] is not None
+
+
+def test_a_library_caller_renders_the_report_the_command_renders(kind_runs, tmp_path):
+    """A fresh interpreter that imports ``reports.html`` alone (no kind, no command line) renders every
+    kind's run byte for byte as ``audit report`` does: the kinds' looks are read on demand."""
+    pairs = []
+    for kind in KIND_RUNS:
+        command, library = tmp_path / "command" / kind, tmp_path / "library" / kind
+        for copy in (command, library):
+            shutil.copytree(kind_runs[kind], copy, ignore=shutil.ignore_patterns("*.png", "report.html"))
+        assert main(["report", str(command)]) == 0
+        pairs.append((command, library))
+    script = ("import sys; from pathlib import Path; from reports.html import render_report\n"
+              "for run_dir in sys.argv[1:]: render_report(Path(run_dir))")
+    done = subprocess.run([sys.executable, "-c", script, *(str(library) for _, library in pairs)],
+                          env=os.environ | {"PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    for command, library in pairs:
+        assert (library / "report.html").read_bytes() == (command / "report.html").read_bytes(), command.name
 
 
 def test_report_command_on_a_folder_writes_the_index(kind_runs):

@@ -2,8 +2,10 @@
 
 * each report shows its compact table once, whatever its kind (a reconstruction report showed its
   first table twice while the headline table and the sections listed different kinds);
+* a kind's look is read on demand, never registered by importing the kinds: a fresh interpreter that
+  imports only the reports draws a kind's report as the command does;
 * the recipe of ``docs/contributing.md`` works: its toy kind, written from the page into a copy of the
-  repository plus one line in ``audit/kinds.py``, answers ``run toy --help``, ``list``, joins the
+  repository plus one line in ``audit/kind_table.py``, answers ``run toy --help``, ``list``, joins the
   regenerated catalogue and renders a report.
 """
 
@@ -18,9 +20,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, typed_outcome
+from helpers import ENVELOPE, ROOT, typed_outcome
 
-from audit.kinds import register_presentations, run_kinds
+from audit.kinds import run_kinds
 from reports.html import build_context
 from reports.presentation import DEFAULT, presentation_of
 
@@ -44,7 +46,6 @@ def _titles(context: dict) -> list[str]:
 
 @pytest.mark.parametrize("kind", [k.name for k in run_kinds()])
 def test_each_runner_table_shows_once(kind: str) -> None:
-    register_presentations()
     titles = _titles(build_context(typed_outcome(_results(kind)), None, []))
     for table in _results(kind)["tables"]:
         assert titles.count(table["title"]) == 1, (kind, titles)
@@ -54,7 +55,6 @@ def test_each_runner_table_shows_once(kind: str) -> None:
 
 
 def test_reconstruction_leads_with_its_first_table() -> None:
-    register_presentations()
     assert presentation_of("reconstruction").tables_lead
     assert presentation_of("reconstruction").headline == "reconstruction.png"
     assert presentation_of("no such kind") is DEFAULT
@@ -63,6 +63,25 @@ def test_reconstruction_leads_with_its_first_table() -> None:
 def _python(copy: Path, *argv: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(copy)}
     return subprocess.run([sys.executable, *argv], cwd=copy, env=env, capture_output=True, text=True, timeout=300)
+
+
+#: A library caller: a fresh interpreter that imports the reports only (no kind, no command line) and
+#: draws a hand-built reconstruction outcome, whose kind leads with its first table.
+LIBRARY_CALLER = """
+import json, sys
+from reports.html import build_context
+from audit.stats.outcome import Outcome
+outcome = Outcome.from_dict(json.loads(sys.argv[1]))
+assert "audit.kinds" not in sys.modules
+print(build_context(outcome, None, [])["attack_table"]["title"])
+"""
+
+
+def test_a_library_caller_gets_the_kinds_look() -> None:
+    results = ENVELOPE | _results("reconstruction")
+    drawn = _python(ROOT, "-c", LIBRARY_CALLER, json.dumps(results))
+    assert drawn.returncode == 0, drawn.stderr
+    assert drawn.stdout.strip() == "first table of reconstruction"
 
 
 @pytest.mark.slow
@@ -75,7 +94,7 @@ def test_a_toy_kind_is_its_package_plus_one_line(tmp_path: Path) -> None:
     for path, body in blocks.items():
         (copy / path).parent.mkdir(exist_ok=True)
         (copy / path).write_text(body, encoding="utf-8")
-    kinds = copy / "audit" / "kinds.py"
+    kinds = copy / "audit" / "kind_table.py"
     text = kinds.read_text(encoding="utf-8")
     assert text.count('"audit.commands.sweep")') == 1
     kinds.write_text(text.replace('"audit.commands.sweep")', '"audit.commands.sweep", "audit.toy.command")'))
