@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,6 +45,10 @@ class RunKind:
         target_details: Its ``--help`` epilog lists each target's threats and canaries.
         plugin_help: What ``--target module:factory`` is to it, lines of its ``--help`` epilog (empty: it
             takes no plugin).
+        results: What every results.json of the kind holds beyond the envelope, as JSON Schema applied when
+            ``kind`` is its name (the keys of :class:`audit.stats.outcome.Outcome` it requires, constraints
+            on its blocks); part of the generated schema (:mod:`audit.schemas.generate`). None: the
+            envelope only.
     """
 
     name: str
@@ -58,6 +62,7 @@ class RunKind:
     target_noun: str = "target"
     target_details: bool = False
     plugin_help: tuple[str, ...] = ()
+    results: Mapping[str, Any] | None = None
 
     def load(self, what: str) -> Any:
         """The options class, runner, summary or ``applies_to`` function (``what`` one of the field names)."""
@@ -76,6 +81,13 @@ class RunKind:
         run_dir, outcome, lines = self.execute(options_from_args(self.load("options"), args))
         print("\n".join(lines))
         return outcome
+
+
+#: What every run of a kind that tests a claim with attacks (dp, membership, mechanism) writes beyond the
+#: envelope: its attacks (one at least), ceiling, tradeoff curves, game and target (a :attr:`RunKind.results`).
+CLAIM_AUDIT = {"required": ["attacks", "ceiling", "tradeoff", "lower_bound_tradeoff", "game", "params",
+                            "neighbouring", "accountant"],
+               "properties": {"attacks": {"minProperties": 1}}}
 
 
 def run_kinds() -> list[RunKind]:

@@ -42,7 +42,7 @@ def results_path(run_dir: str | os.PathLike) -> Path:
 
 def _schema_error(where: str, data: Mapping[str, Any]) -> UserError:
     # the first mismatch within the branch the object means (a run or a comparison), not "matches neither"
-    branch = "#/$defs/run" if "kind" in data or "schema_version" in data else "#/$defs/compare"
+    branch = "#/$defs/run" if "kind" in data or "schema_version" in data else "#/$defs/comparison"
     validator = jsonschema.Draft202012Validator(results_schema() | {"oneOf": [{"$ref": branch}]})
     best = jsonschema.exceptions.best_match(validator.iter_errors(data))
     at = "/".join(str(p) for p in best.absolute_path) or "the top level"
@@ -53,26 +53,30 @@ def _schema_error(where: str, data: Mapping[str, Any]) -> UserError:
                      f"regenerate it")
 
 
-def outcome_of(results: Mapping[str, Any], where: str = "the results") -> Outcome | Comparison:
+def outcome_of(results: Mapping[str, Any], where: str = "the results", *,
+               strict: bool = False) -> Outcome | Comparison:
     """The typed outcome of a results object (as a runner builds it or ``json.load`` reads it), validated
     against the schema first.
 
     Args:
         results: the object (numpy values and infinities are converted as ``results.json`` writes them).
         where: what to call it in an error message (e.g. its path).
+        strict: refuse a key no block names (a run's results, :meth:`audit.run_context.RunContext.finish`);
+            else such keys of a file written by an older version are kept in the blocks' ``extra``.
 
     Returns:
         An :class:`Outcome` for a run, a :class:`Comparison` for ``compare.json``.
 
     Raises:
         UserError: the object does not follow the schema (one line: where, and the first mismatch).
+        audit.stats.blocks.UnnamedKey: ``strict`` and a key no block names.
     """
     data = to_jsonable(results)
     try:
         validate_results(data)
     except jsonschema.ValidationError:
         raise _schema_error(where, data) from None
-    return Outcome.from_dict(data) if "kind" in data else Comparison.from_dict(data)
+    return (Outcome if "kind" in data else Comparison).from_dict(data, strict=strict)
 
 
 def load_outcome(path: str | os.PathLike) -> Outcome | Comparison:

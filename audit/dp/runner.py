@@ -99,7 +99,7 @@ def _play(ctx: RunContext, setup: DPAuditSetup, included: np.ndarray, confidence
         "attacks": {attack: game["attack_metrics"]},
         "game": Game(runs=runs, canary_kind=setup.canary.get("kind"), canary=setup.canary, threat=setup.threat,
                      threshold_strategy=game["threshold_strategy"], observation=obs.info,
-                     extra={"included": int(included.sum()), "inclusion": "independent fair coin per run"}),
+                     included=int(included.sum()), inclusion="independent fair coin per run"),
         "tables": [Table(title="Epsilon lower bounds of this audit",
                          columns=["method", "epsilon", "role", "confidence", "mu bound", "observations"], rows=rows,
                          caption="role verdict = statistically valid and competing for the best bound (each at the "
@@ -181,4 +181,4 @@ def summary_lines(run_dir: Path, outcome: Outcome) -> list[str]:
                      f"perfect-attack expectation epsilon >= {expected:.3f} with this M; "
                      f"ceiling (every guess right) {one.ceiling:.3f}")
     lines.append(f"verdict:   {outcome.verdict.status}: {outcome.verdict.text}")
-    return lines + reproducibility_lines(outcome.extra)
+    return lines + reproducibility_lines(outcome.reproducible, outcome.reproducibility_note)

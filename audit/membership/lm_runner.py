@@ -213,10 +213,10 @@ def _results(opts: MembershipOptions, lm: TrainedLM, split: SplitCheck, attacks_
                 reference_records=(f"{references} reference model(s), each trained like the target on its own "
                                    f"random texts of {population} population texts (none a member or non-member)"
                                    if references else "no reference models"),
-                extra={"kind": "trained language model", "membership_note": lm.membership_note,
-                       "fine_tuned_in_run": lm.prepare is not None,
-                       "records": f"the {len(lm.members)} member and {len(lm.nonmembers)} non-member texts "
-                                  f"({lm.source})", "reference_models": references})
+                kind="trained language model", membership_note=lm.membership_note,
+                fine_tuned_in_run=lm.prepare is not None,
+                records=f"the {len(lm.members)} member and {len(lm.nonmembers)} non-member texts ({lm.source})",
+                reference_models=references)
     return header | judged | {
         "epsilon_bound": EpsilonBound(allowed=allowed, reason=why), "attacks": attacks_out,
         "attacks_not_run": _not_run(lm, references), "tables": trained_tables(attacks_out, split),

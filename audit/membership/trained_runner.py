@@ -346,7 +346,7 @@ def trained_summary_lines(run_dir: Path, outcome: Outcome) -> list[str]:
         line2 = (f"empirical: epsilon >= {best.epsilon:.3f} (one-run bound, attack {best.attack}, "
                  f"{percent(best.family_confidence)} confidence over {best.family_size} bounds, "
                  f"{d['v']}/{d.get('r', d.get('k'))} correct guesses on {best.n} records)")
-    parts = [f"{name} AUC {a.auc:.3f} (blind {a.extra['blind_auc']:.3f}), TPR@0.1%FPR {a.tpr_at_fpr['0.001']:.3f}"
+    parts = [f"{name} AUC {a.auc:.3f} (blind {a.blind_auc:.3f}), TPR@0.1%FPR {a.tpr_at_fpr['0.001']:.3f}"
              for name, a in (outcome.attacks or {}).items()]
     report = f"report:    {run_dir / 'report.html'}"
     return [head if not split.passed else report, report if not split.passed else head,

@@ -232,7 +232,7 @@ def run_plugin_one_run(opts: DPOptions, plugin: TrainerPlugin | None = None) -> 
         if not opts.quiet:
             print(f"one run: {design.canaries} canaries, {design.k_pos + design.k_neg} guesses, "
                   f"{stats['one_run']['correct']} right; "
-                  f"{results['game'].extra['trainings']} trainings", file=sys.stderr)
+                  f"{results['game'].trainings} trainings", file=sys.stderr)
         return ctx.run_dir, ctx.finish(results, config)
 
 
@@ -319,7 +319,7 @@ def _family(opts: DPOptions, judgement: Judgement) -> Judgement:
                      split={"config_check": check_alpha, "one_run": alpha - check_alpha},
                      text=f"one family at {opts.confidence:.0%}: the accounting check's tests share alpha "
                           f"{check_alpha:.3g}, the one-run bound holds at {bound_confidence:.2%}",
-                     extra={"one_run_confidence": bound_confidence})
+                     one_run_confidence=bound_confidence)
     return replace(judgement, family=family)
 
 
@@ -353,10 +353,9 @@ def _results(opts: DPOptions, audited: AuditedPluginRun, stats: dict) -> dict[st
                      threshold_strategy="one-run guesses: 'in' for the k_pos highest scores, 'out' for the k_neg "
                                         "lowest (0: one-sided), both fixed by simulating "
                                         "the mechanism the probe read",
-                     extra={"trainings": trainings, "included": int(inc.sum()), "n_train": int(len(data)),
-                            "inclusion": "independent fair coin per canary; each included canary joins every real "
-                                         "step by its own Poisson coin at the code's sampling rate, C times its unit "
-                                         "direction"}),
+                     trainings=trainings, included=int(inc.sum()), n_train=int(len(data)),
+                     inclusion="independent fair coin per canary; each included canary joins every real step by "
+                               "its own Poisson coin at the code's sampling rate, C times its unit direction"),
         "tables": [config_table(block), one_run_table(one, judged["lower_bounds"]), coverage_table()],
     }
 
@@ -370,10 +369,9 @@ def plugin_one_run_summary(outcome: Outcome) -> list[str]:
     Returns:
         The lines.
     """
-    game = outcome.game
-    extra = game.extra if game else {}
-    lm = game is not None and "language-model checks" in (game.trainings_text or "")
+    game = outcome.game or Game()
+    lm = "language-model checks" in (game.trainings_text or "")
     replay = "the language-model checks' replay, " if lm else ""
-    return [f"training:  the audited run on all {extra['n_train']} {'texts' if lm else 'rows'}; "
-            f"{extra['trainings']} calls of the code's training in all (probe, the first steps of its repeat, "
+    return [f"training:  the audited run on all {game.n_train} {'texts' if lm else 'rows'}; "
+            f"{game.trainings} calls of the code's training in all (probe, the first steps of its repeat, "
             f"{replay}the dataset plus and less one record, the audited run)"]
