@@ -789,6 +789,7 @@ class Outcome(Block):
         attacks_not_run: the attacks left out, and why (a trained model).
         reproducible: whether a plugin gave the same first outputs twice from one seed.
         reproducibility_note: that check in words.
+        threat_coverage: which mistakes each threat and the accounting check can catch (a plugin's one-run dp).
     """
 
     schema_version: int
@@ -838,6 +839,7 @@ class Outcome(Block):
     attacks_not_run: Mapping[str, Any] | None = None
     reproducible: bool | None = None
     reproducibility_note: str | None = None
+    threat_coverage: Sequence[Mapping[str, Any]] | None = None
 
     def claim_rejecting_bound(self) -> Bound | None:
         """The first bound whose test rejected the claim's own tradeoff curve (``details.claim_rejected``).
