@@ -145,7 +145,7 @@ def mechanism_bounds(mech: Mechanism, scores_out: np.ndarray, scores_in: np.ndar
     GDP row is valid when the mechanism's output is Gaussian) as results rows with the claim's mu
     attached; the Clopper–Pearson row also tests the claim's own tradeoff curve. Returns (the
     LowerBound pair, the rows, the verdict's family)."""
-    family = Family(1, confidence)
+    family = Family(size=1, confidence=confidence)
     strategy = choose_strategy(scores_in.size, scores_out.size)
     scores = np.concatenate([scores_out, scores_in])
     members = np.concatenate([np.zeros(scores_out.size, bool), np.ones(scores_in.size, bool)])

@@ -186,7 +186,7 @@ def run_lm_membership(opts: MembershipOptions, plugin: ModelPlugin | None = None
         allowed, why = bound_allowed(lm, split)
         delta = lm.delta if lm.claim is not None else NO_CLAIM_DELTA
         bounds, family = (trained_bounds(scores, member, delta, opts.confidence) if allowed
-                          else ([], Family(1, opts.confidence)))
+                          else ([], Family(size=1, confidence=opts.confidence)))
         judged = trained_judgement(bounds, family, lm.claim, delta, why).blocks()
         results = _results(opts, lm, split, attacks_out, references, judged, (allowed, why))
         config_json = {"command": "run membership", "options": asdict(opts), "target": lm.to_dict()}

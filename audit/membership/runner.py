@@ -214,7 +214,8 @@ def membership_results(opts: MembershipOptions, target: MembershipSubject, game:
         sc, chosen, is_primary = scored[name], guesses[name], name == primary
         bounds.append(attack_bound(name, sc, game, chosen, claim, delta, opts.confidence, is_primary))
         attacks_out[name] = attack_entry(name, sc, game, chosen, opts, adv_bound, references, is_primary)
-    judged = judge(bounds, claim=claim, delta=delta, alpha=ALPHA_GRID, family=Family(1, opts.confidence)).blocks()
+    judged = judge(bounds, claim=claim, delta=delta, alpha=ALPHA_GRID,
+                   family=Family(size=1, confidence=opts.confidence)).blocks()
     header = ResultsHeader(
         description=target.description, dataset=data.name, dataset_source=data.source, model=model_info,
         neighbouring=ADD_REMOVE_RECORD, delta=delta, confidence=opts.confidence, primary_attack=primary,

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from audit.stats.blocks import INTERVAL, LIST, MAP, Block, constrained, nested, number_or_inf
+from audit.theory.checks import check_confidence
 
 __all__ = [
     "Verdict", "Ceiling", "Curve", "Bound", "BestBound", "ErrorPoint", "Roc", "AttackMetrics", "Table",
@@ -225,7 +226,10 @@ class Table(Block):
 
 @dataclass(frozen=True, kw_only=True)
 class Family(Block):
-    """``family``: the bounds that competed for the verdict and their confidence split (Bonferroni).
+    """``family``: the bounds that compete for an audit's best bound and their confidence split (Bonferroni):
+    ``size`` members, fixed before the target's data is seen, family-wise ``confidence`` (each member's is
+    :attr:`member_confidence`). One class: the audits build it to compute their bounds
+    (:func:`audit.stats.judgement.judge`) and it is the results block.
 
     Attributes:
         confidence: the family's confidence.
@@ -242,11 +246,30 @@ class Family(Block):
     text: str | None = None
     one_run_confidence: float | None = None
 
+    def __post_init__(self) -> None:
+        check_confidence(self.confidence)
+        if self.size is not None and (int(self.size) != self.size or self.size < 1):
+            raise ValueError(f"a family has at least one member (got {self.size})")
+
+    @property
+    def member_confidence(self) -> float:
+        """The confidence each competing bound is computed at: ``1 - (1 - confidence)/size``.
+
+        Returns:
+            The confidence.
+        """
+        if self.size is None:
+            raise ValueError("a family without a size has no member confidence")
+        return 1.0 - (1.0 - self.confidence) / self.size
+
 
 @dataclass(frozen=True, kw_only=True)
 class SplitCheck(Block):
-    """``split_check``: a trained model's blind check that its members and non-members were split at random
-    (:mod:`audit.stats.split_check`).
+    """``split_check``: a trained model's blind check that its members and non-members were split at random,
+    as :func:`audit.stats.split_check.blind_split_check` and :func:`audit.stats.text_split_check.text_split_check`
+    return it (one class: the check's result is the block). ``blind_auc`` and ``blind_auc_ci`` are the
+    pair-weighted mean of the folds' held-out AUCs and its interval at ``confidence``; ``passed`` is True when
+    the interval holds 0.5. The check fills every field; a file of an older version may lack the optional ones.
 
     Attributes:
         blind_auc: the AUC of a classifier that sees the records only.
