@@ -45,6 +45,9 @@ class RunKind:
         target_details: Its ``--help`` epilog lists each target's threats and canaries.
         plugin_help: What ``--target module:factory`` is to it, lines of its ``--help`` epilog (empty: it
             takes no plugin).
+        detail: ``module:attribute`` of its own result block (an :class:`audit.stats.blocks.Block`), the
+            ``detail`` of its outcome: typed when a results.json is read and part of the generated schema
+            (required in its runs). None: it has none (the built-in kinds' blocks are fields of the outcome).
         results: What every results.json of the kind holds beyond the envelope, as JSON Schema applied when
             ``kind`` is its name (the keys of :class:`audit.stats.outcome.Outcome` it requires, constraints
             on its blocks); part of the generated schema (:mod:`audit.schemas.generate`). None: the
@@ -62,10 +65,12 @@ class RunKind:
     target_noun: str = "target"
     target_details: bool = False
     plugin_help: tuple[str, ...] = ()
+    detail: str | None = None
     results: Mapping[str, Any] | None = None
 
     def load(self, what: str) -> Any:
-        """The options class, runner, summary or ``applies_to`` function (``what`` one of the field names)."""
+        """The options class, runner, summary, ``applies_to`` function or ``detail`` block (``what`` one of the
+        field names)."""
         module, _, attribute = getattr(self, what).partition(":")
         return getattr(importlib.import_module(module), attribute)
 

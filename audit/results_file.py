@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,9 @@ import jsonschema
 
 from audit.errors import UserError
 from audit.io import to_jsonable, write_json
+from audit.kind_table import kind_records
 from audit.schemas import results_schema, validate_results
+from audit.stats.blocks import Block, UnnamedKey
 from audit.stats.outcome import Comparison, Outcome
 
 __all__ = ["load_outcome", "outcome_of", "write_outcome", "results_path"]
@@ -76,7 +79,36 @@ def outcome_of(results: Mapping[str, Any], where: str = "the results", *,
         validate_results(data)
     except jsonschema.ValidationError:
         raise _schema_error(where, data) from None
-    return (Outcome if "kind" in data else Comparison).from_dict(data, strict=strict)
+    if "kind" not in data:
+        return Comparison.from_dict(data, strict=strict)
+    return _with_detail(Outcome.from_dict(data, strict=strict), strict)
+
+
+def detail_block(kind: str) -> type[Block] | None:
+    """The result block the record of ``kind`` names (:attr:`audit.kinds.RunKind.detail`), read from the
+    table of kinds; None for a kind that names none or that the table does not hold.
+
+    Args:
+        kind: the run kind.
+
+    Returns:
+        The block type, or None.
+    """
+    record = next((r for r in kind_records() if r.name == kind), None)
+    return record.load("detail") if record is not None and record.detail else None
+
+
+def _with_detail(outcome: Outcome, strict: bool) -> Outcome:
+    """``outcome`` with its ``detail`` typed as its kind's block; a detail no kind types is a key no block
+    names (refused when ``strict``, else kept in ``extra`` as an older file's key)."""
+    if outcome.detail is None:
+        return outcome
+    block = detail_block(outcome.kind)
+    if block is not None:
+        return replace(outcome, detail=block.from_dict(outcome.detail, strict=strict))
+    if strict:
+        raise UnnamedKey(f"kind {outcome.kind!r} names no detail block: name it on its RunKind (detail=)")
+    return replace(outcome, detail=None, extra={**outcome.extra, "detail": outcome.detail})
 
 
 def load_outcome(path: str | os.PathLike) -> Outcome | Comparison:

@@ -107,7 +107,7 @@ def run_reconstruction(opts: ReconstructionOptions) -> tuple[Path, Outcome]:
         rero_success_plot(section["points"], curve, ctx.run_dir / FIGURE,
                           f"Reconstruction of one record among n candidates: {opts.target} ({threat})")
         rows = [[p["n_candidates"], p["kappa"], p["successes"], p["runs"], p["success"],
-                 f"[{p['success_ci'][0]:.3f}, {p['success_ci'][1]:.3f}]", p["rero_bound"],
+                 p["success_ci"], p["rero_bound"],
                  p.get("twin_success", "")] for p in section["points"]]
         results = {
             "target_description": description, "dataset": dataset,

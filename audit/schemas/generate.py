@@ -55,6 +55,8 @@ def _type_schema(hint: Any) -> dict:
     """The JSON Schema of a field's annotation (``None`` allowed where the annotation allows it)."""
     if hint is Any:
         return {}
+    if hint is Block:  # a block whose type the kind chooses (Outcome.detail): checked by the kind's part
+        return {"type": "object"}
     if hint in _SCALARS:
         return {"type": _SCALARS[hint]}
     if isinstance(hint, type) and issubclass(hint, Block):
@@ -102,13 +104,41 @@ def block_schema(block: type[Block]) -> dict:
 
 
 def _blocks() -> list[type[Block]]:
-    return [getattr(outcome, name) for name in outcome.__all__]
+    """The blocks of :mod:`audit.stats.outcome`, then each kind's own (``RunKind.detail``) and the blocks it
+    holds."""
+    found = [getattr(outcome, name) for name in outcome.__all__]
+    todo = [record.load("detail") for record in kind_records() if record.detail]
+    while todo:
+        block = todo.pop(0)
+        if block not in found:
+            found.append(block)
+            todo += [h for h in _nested(typing.get_type_hints(block).values()) if h not in found]
+    return found
+
+
+def _nested(hints: Any) -> list[type[Block]]:
+    """The block types an annotation names (``X``, ``X | None``, ``tuple[X, ...]``, ``Mapping[str, X]``)."""
+    out = []
+    for hint in hints:
+        if isinstance(hint, type) and issubclass(hint, Block) and hint is not Block:
+            out.append(hint)
+        else:
+            out += _nested(typing.get_args(hint))
+    return out
+
+
+def _kind_part(record: Any) -> dict:
+    """What a kind requires: its record's ``results`` and, when it names a detail block, that block."""
+    parts = [record.results] if record.results else []
+    if record.detail:
+        parts.append({"required": ["detail"], "properties": {"detail": _ref(record.load("detail"))}})
+    return parts[0] if len(parts) == 1 else {"allOf": parts}
 
 
 def _run() -> dict:
     """``$defs/run``: the outcome, then what each kind requires when ``kind`` is its name."""
-    rules = [{"if": {"properties": {"kind": {"const": record.name}}}, "then": record.results}
-             for record in kind_records() if record.results]
+    rules = [{"if": {"properties": {"kind": {"const": record.name}}}, "then": _kind_part(record)}
+             for record in kind_records() if record.results or record.detail]
     return {"description": "a run of any kind: the outcome, and the keys every run of its kind writes",
             "allOf": [_ref(outcome.Outcome), *rules]}
 

@@ -116,6 +116,8 @@ def _read(f: Field, value: Any, strict: bool) -> Any:
 def _write(f: Field, value: Any) -> Any:
     if value is None:
         return None
+    if isinstance(value, Block):  # a block whose type the field leaves open (Outcome.detail)
+        return value.to_dict()
     shape = f.metadata.get("shape")
     if f.metadata.get("block") is None:
         return value

@@ -813,6 +813,8 @@ class Outcome(Block):
         reproducible: whether a plugin gave the same first outputs twice from one seed.
         reproducibility_note: that check in words.
         threat_coverage: which mistakes each threat and the accounting check can catch (a plugin's one-run dp).
+        detail: the kind's own result block, of the type its record names (``RunKind.detail``; read by
+            :func:`audit.results_file.outcome_of`): a kind added since keeps its results here.
     """
 
     schema_version: int
@@ -863,6 +865,7 @@ class Outcome(Block):
     reproducible: bool | None = None
     reproducibility_note: str | None = None
     threat_coverage: Sequence[Mapping[str, Any]] | None = None
+    detail: Block | None = None
 
     def claim_rejecting_bound(self) -> Bound | None:
         """The first bound whose test rejected the claim's own tradeoff curve (``details.claim_rejected``).

@@ -6,7 +6,8 @@
   imports only the reports draws a kind's report as the command does;
 * the recipe of ``docs/contributing.md`` works: its toy kind, written from the page into a copy of the
   repository plus one line in ``audit/kind_table.py``, answers ``run toy --help``, ``list``, joins the
-  regenerated catalogue and renders a report.
+  regenerated catalogue, adds its own result block to the regenerated schema, writes it in its
+  results.json (typed back as its block) and renders a report from it.
 """
 
 from __future__ import annotations
@@ -100,6 +101,16 @@ def test_a_toy_kind_is_its_package_plus_one_line(tmp_path: Path) -> None:
     kinds.write_text(text.replace('"audit.commands.sweep")', '"audit.commands.sweep", "audit.toy.command")'))
 
     assert _python(copy, "-m", "audit.target_defaults").returncode == 0
+    schema = _python(copy, "-m", "audit", "schema")
+    assert schema.returncode == 0, schema.stderr
+    (copy / "audit" / "schemas" / "results.schema.json").write_text(schema.stdout, encoding="utf-8")
+    definitions = json.loads(schema.stdout)["$defs"]
+    assert definitions["letters"]["required"] == ["letters", "length"]
+    assert definitions["letters"]["properties"]["length"] == {"description": "how many characters the name has.",
+                                                              "type": "integer"}
+    (toy_part,) = [rule["then"] for rule in definitions["run"]["allOf"][1:]
+                   if rule["if"]["properties"]["kind"]["const"] == "toy"]
+    assert toy_part == {"required": ["detail"], "properties": {"detail": {"$ref": "#/$defs/letters"}}}
     catalogue = json.loads((copy / "audit" / "catalogue.json").read_text(encoding="utf-8"))["targets"]
     toy_targets = [name for name, use in catalogue.items() if "toy" in use["run_kinds"]]
     assert "laplace_count" in toy_targets
@@ -121,8 +132,18 @@ def test_a_toy_kind_is_its_package_plus_one_line(tmp_path: Path) -> None:
     (run_dir,) = [p for p in (tmp_path / "runs").iterdir() if p.is_dir() and p.name != "cache"]
     results = json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
     assert results["kind"] == "toy" and results["tables"][0]["rows"] == [["l"], ["a"], ["p"], ["l"]]
+    assert results["detail"] == {"letters": ["l", "a", "p", "l"], "length": 13}
+    del results["detail"]["length"]  # the regenerated schema checks the toy's block: typed, every key named
+    (tmp_path / "broken.json").write_text(json.dumps(results), encoding="utf-8")
+    typed = _python(copy, "-c", "import sys; from audit.results_file import load_outcome; "
+                                "print(type(load_outcome(sys.argv[1]).detail).__name__)", str(run_dir))
+    assert typed.returncode == 0 and typed.stdout.strip() == "Letters", typed.stderr
+    broken = _python(copy, "-c", "import sys; from audit.results_file import load_outcome; load_outcome(sys.argv[1])",
+                     str(tmp_path / "broken.json"))
+    assert broken.returncode != 0 and "does not follow the results schema" in broken.stderr
     html = (run_dir / "report.html").read_text(encoding="utf-8")
     assert "What was audited: the name of laplace_count." in html
+    assert "What was found: lapl, 4 of its 13 letters" in html
     assert html.count("Letters") == 1 and html.count("Length") == 1
     (run_dir / "report.html").unlink()
     assert _python(copy, "-m", "audit", "report", str(run_dir)).returncode == 0  # `report` finds the toy's look
