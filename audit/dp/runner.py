@@ -36,7 +36,7 @@ from audit.quiet import quiet_libraries
 from audit.results_header import ResultsHeader, accountant
 from audit.run_context import RunContext
 from audit.stats.outcome import Game, Outcome, Table
-from targets.catalogue import is_plugin, resolve
+from targets.catalogue import is_language_model, is_plugin, resolve
 from targets.plugins.loading import TrainerPlugin, load_plugin
 from targets.plugins.rng import reproducibility_lines
 
@@ -138,7 +138,7 @@ def run_dp(opts: DPOptions) -> tuple[Path, Outcome]:
             raise UserError("--guesses K applies to --one-run --threat black-box of a language-model trainer")
         if opts.check_config:
             return run_check_config(opts)
-        if resolve(opts.target).family == "lm":  # a built-in LM target: its lm_trainer (targets.lm.plugins)
+        if is_language_model(resolve(opts.target)):  # a built-in LM target: its lm_trainer (targets.lm.plugins)
             return run_plugin_one_run(opts, lm_builtin_trainer(opts))
         if opts.one_run:
             return run_plugin_one_run(opts) if is_plugin(opts.target) else run_one_run(opts)

@@ -52,9 +52,9 @@ from audit.run_context import RunContext, Stages, cache_dir_of
 from audit.stats.outcome import EpsilonBound, Game, Outcome
 from audit.stats.split_check import SplitCheck
 from audit.stats.verdict import Family
+from targets.catalogue import is_language_model
 from targets.lm.builtin import builtin_lm
 from targets.lm.contract import TrainedLM, lm_from_dict
-from targets.lm.recipes import LM_TARGETS
 from targets.plugins.loading import ModelPlugin
 from targets.threads import thread_limit
 
@@ -66,8 +66,8 @@ LM_STAGES = ("split_check", "target", "queries", "references")
 
 def takes_lm_target(name: str, use: object) -> bool:
     """``RunKind.applies_to`` of ``run membership``: it takes every built-in language-model target
-    (:data:`targets.lm.recipes.LM_TARGETS`), whichever family lists it."""
-    return name in LM_TARGETS
+    (:func:`targets.catalogue.is_language_model`)."""
+    return is_language_model(name)
 
 
 def _check_options(opts: MembershipOptions) -> None:

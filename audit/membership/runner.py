@@ -55,8 +55,7 @@ from audit.stats.metrics import attack_metrics, dp_advantage_bound
 from audit.stats.outcome import Outcome
 from audit.stats.verdict import Family, percent
 from audit.theory.checks import check_confidence
-from targets.catalogue import is_plugin, trained_target
-from targets.lm.recipes import LM_TARGETS
+from targets.catalogue import is_language_model, is_plugin, trained_target
 from targets.plugins.loading import ModelPlugin, load_plugin
 
 #: Default and --quick game sizes: (canaries m, shadow models K, LiRA/RMIA reference models R); a user's
@@ -110,11 +109,11 @@ def run_membership(opts: MembershipOptions) -> tuple[Path, Outcome]:
     attack_names = expand_attacks(tuple(opts.attacks))
     resolve_variance(opts.lira_variance, 0)  # validates the name
     check_confidence(opts.confidence)
-    if opts.target in LM_TARGETS:  # a built-in language model, audited on its texts
+    if is_language_model(opts.target):  # a built-in language model, audited on its texts
         return run_lm_membership(opts)
     plugin = load_plugin(opts.target) if is_plugin(opts.target) else None
     if isinstance(plugin, ModelPlugin):
-        if plugin.made.get("kind") == "lm":
+        if is_language_model(opts.target, plugin.made):
             return run_lm_membership(opts, plugin)
         return run_trained_membership(opts, plugin)
     canary, preset = game_preset(opts, plugin)

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from audit.stats.blocks import INTERVAL, LIST, MAP, Block, constrained, nested, number_or_inf
-from audit.theory.checks import check_confidence
 
 __all__ = [
     "Verdict", "Ceiling", "Curve", "Bound", "BestBound", "ErrorPoint", "Roc", "AttackMetrics", "Table",
@@ -247,6 +246,8 @@ class Family(Block):
     one_run_confidence: float | None = None
 
     def __post_init__(self) -> None:
+        from audit.theory.checks import check_confidence  # numpy: not on the --help path, which reads the types
+
         check_confidence(self.confidence)
         if self.size is not None and (int(self.size) != self.size or self.size < 1):
             raise ValueError(f"a family has at least one member (got {self.size})")
