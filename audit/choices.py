@@ -22,7 +22,7 @@ INITS = ("random", "pretrained")
 #: Membership canaries taken from the data pool (held-out examples with a wrong / their true label).
 POOL_CANARIES = ("mislabelled", "natural")
 #: Synthetic membership canaries appended to the data (:func:`audit.membership.game.synthetic_canaries`).
-SYNTHETIC_CANARIES = ("sparse", "blank")
+SYNTHETIC_CANARIES = ("sparse", "blank", "quiet")
 #: Canaries of the membership game (:func:`audit.membership.game.build_canary_game`).
 MEMBERSHIP_CANARIES = POOL_CANARIES + SYNTHETIC_CANARIES
 #: The flagship's membership canary kind (targets that claim DP: the one-run preset).

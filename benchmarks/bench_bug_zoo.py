@@ -6,13 +6,16 @@ whether it is a violation, its message and its fix) and the wall time; with the 
 average (``os.getloadavg``) before and after. Rerun after a change to the checks to refresh the
 table's "caught" and "fix printed" columns.
 
-Usage: ``python benchmarks/bench_bug_zoo.py --json OUT [--out RUNS_DIR]``.
+Usage: ``python benchmarks/bench_bug_zoo.py --json OUT [--out RUNS_DIR] [--zoo hooked,opacus_loops,jax_loops]``
+(default: every zoo module whose libraries import; ``jax_loops`` needs the ``jax`` extra).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
+import importlib.util
 import io
 import json
 import os
@@ -27,7 +30,9 @@ if str(ROOT) not in sys.path:
 
 from audit.cli import main  # noqa: E402
 from audit.io import write_json  # noqa: E402
-from examples.zoo import hooked, opacus_loops  # noqa: E402
+
+#: The zoo modules and the library each needs beyond the core ones.
+ZOO = {"hooked": "torch", "opacus_loops": "opacus", "jax_loops": "jax"}
 
 
 def audit_one(target: str, runs: Path) -> dict:
@@ -49,14 +54,18 @@ def main_bench(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", required=True, help="where to write the results")
     parser.add_argument("--out", default=None, help="directory for the audits' run directories (default: a temp dir)")
+    parser.add_argument("--zoo", default=",".join(name for name, library in ZOO.items()
+                                                  if importlib.util.find_spec(library) is not None),
+                        help="comma-separated zoo modules of examples/zoo (default: those whose library imports)")
     args = parser.parse_args(argv)
+    modules = [importlib.import_module(f"examples.zoo.{name}") for name in args.zoo.split(",")]
     runs = Path(args.out or tempfile.mkdtemp(prefix="bug-zoo-"))
     runs.mkdir(parents=True, exist_ok=True)
     targets = [f"examples.zoo.{module.__name__.rsplit('.', 1)[1]}:{name}{suffix}"
-               for module in (hooked, opacus_loops) for name in module.MISTAKES for suffix in ("", "_twin")]
+               for module in modules for name in module.MISTAKES for suffix in ("", "_twin")]
     load_before, start = os.getloadavg(), time.perf_counter()
     rows = [audit_one(target, runs) for target in targets]
-    result = {"audits": rows, "total_wall_s": round(time.perf_counter() - start, 1),
+    result = {"zoo": args.zoo.split(","), "audits": rows, "total_wall_s": round(time.perf_counter() - start, 1),
               "load_average_before": load_before, "load_average_after": os.getloadavg(),
               "cpu_count": os.cpu_count(),
               "mistakes_caught": sum(r["exit"] == 1 for r in rows if not r["target"].endswith("_twin")),

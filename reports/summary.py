@@ -1,5 +1,6 @@
 """What a report says first: two plain sentences (what was audited; what was found and how strong the
-audit could have been) and one compact table of attacks, for every run kind.
+audit could have been), a third for an audit of a DP-SGD training through its final model (the last-iterate
+reference, :func:`last_iterate_sentence`), and one compact table of attacks, for every run kind.
 
 Reads the run's typed outcome (:class:`audit.stats.outcome.Outcome`) only and returns text and table cells
 already formatted (:func:`reports.formatting.format_value`: 3 significant digits; intervals as ``0.000–0.220``).
@@ -144,6 +145,36 @@ def _strength(outcome: Outcome) -> str:
             f"found; {reach}, but a bound below the claim does not show the target leaks less than claimed.")
 
 
+def last_iterate_sentence(outcome: Outcome) -> str | None:
+    """The last-iterate reference of a DP-SGD training audited through its final model, beside the bound,
+    the ceiling and the perfect-attack expectation, with what it means (``last_iterate``; None without it).
+
+    Args:
+        outcome: the run's outcome.
+
+    Returns:
+        The sentence, or None.
+    """
+    ref = outcome.last_iterate
+    if ref is None:
+        return None
+    best = outcome.best_lower_bound
+    beside = [f"the bound ε ≥ {_eps(best.epsilon if best else None)}"]
+    if outcome.ceiling is not None and outcome.ceiling.epsilon is not None:
+        beside.append(f"the {CEILING_NAME} {_eps(outcome.ceiling.epsilon)}")
+    expected = perfect_attack_expectation(outcome)
+    if expected is not None:
+        beside.append(f"the {EXPECTATION_NAME} {_eps(expected)}")
+    final = ref.expected_bound or {}
+    if final.get("mean") is not None:
+        beside.append(f"what a perfect attack on a linear model's final iterate expects with these guesses, ε ≥ "
+                      f"{_eps(final['mean'])} (5–95% {format_interval(final.get('range_5_95'))})")
+    return (f"Last-iterate reference: ε ≈ {_eps(ref.epsilon)} at δ = {format_value(ref.delta)} for this training "
+            f"(σ = {format_value(ref.noise_multiplier)}, q = {format_value(ref.sample_rate)}, "
+            f"T = {format_value(ref.steps)}), beside {', '.join(beside)} and the claimed ε = "
+            f"{_eps(outcome.epsilon_theory)}. {ref.text}")
+
+
 def _claim_sentences(outcome: Outcome) -> list[str]:
     description = outcome.target_description
     who = f"{outcome.target} ({description})" if description else str(outcome.target)
@@ -157,7 +188,8 @@ def _claim_sentences(outcome: Outcome) -> list[str]:
         return [audited, found]
     audited = (f"What was audited: {who}, which claims ε = {_eps(theory)} at δ = {format_value(outcome.delta)}, "
                f"with {_game_phrase(outcome)}.")
-    return [audited, _strength(outcome)]
+    reference = last_iterate_sentence(outcome)
+    return [audited, _strength(outcome)] + ([reference] if reference else [])
 
 
 def _strongest_attack(outcome: Outcome) -> str | None:
@@ -336,7 +368,9 @@ def _trained_sentences(outcome: Outcome) -> list[str]:
         found += (" Against its claim (ε = " + _eps(outcome.epsilon_theory) + "): "
                   + _strength(outcome).removeprefix("What was found: "))
     first = _split_sentence(split)
-    return [first, audited, found] if not split.passed else [audited, first, found]
+    reference = last_iterate_sentence(outcome)
+    return ([first, audited, found] if not split.passed else [audited, first, found]) + ([reference] if reference
+                                                                                       else [])
 
 
 def headline_sentences(outcome: Outcome) -> list[str]:

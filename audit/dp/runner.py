@@ -36,6 +36,7 @@ from audit.quiet import quiet_libraries
 from audit.results_header import ResultsHeader, accountant
 from audit.run_context import RunContext
 from audit.stats.outcome import Game, Outcome, Table
+from audit.theory.last_iterate import last_iterate_reference
 from targets.catalogue import is_language_model, is_plugin, resolve
 from targets.plugins.loading import TrainerPlugin, load_plugin
 from targets.plugins.rng import reproducibility_lines
@@ -107,6 +108,10 @@ def _play(ctx: RunContext, setup: DPAuditSetup, included: np.ndarray, confidence
                                  "(GDP of a non-Gaussian pair, per-step model, Gaussian fit), never decides the "
                                  "verdict.")],
     }
+    reference = (last_iterate_reference(setup.params, setup.delta, setup.neighbouring, setup.claim)
+                 if setup.threat == "black-box" else None)  # the adversary sees the final model only
+    if reference:
+        results["last_iterate"] = reference
     extra = dict(obs.results)
     results["tables"] += extra.pop("tables", [])
     results |= extra
@@ -136,6 +141,8 @@ def run_dp(opts: DPOptions) -> tuple[Path, Outcome]:
     with quiet_libraries(opts.quiet):  # -q silences the warnings of the user's libraries (Opacus, torch) too
         if opts.guesses is not None and not (opts.one_run and opts.threat == "black-box"):
             raise UserError("--guesses K applies to --one-run --threat black-box of a language-model trainer")
+        if opts.input_canaries is not None and not (opts.one_run and opts.threat != "black-box"):
+            raise UserError("--input-canaries M applies to --one-run of a trainer plugin (threat updates or white-box)")
         if opts.check_config:
             return run_check_config(opts)
         if is_language_model(resolve(opts.target)):  # a built-in LM target: its lm_trainer (targets.lm.plugins)
@@ -180,5 +187,7 @@ def summary_lines(run_dir: Path, outcome: Outcome) -> list[str]:
                      f"one training, {one.k_pos} 'in' and {one.k_neg} 'out' guesses, {one.correct} right; "
                      f"perfect-attack expectation epsilon >= {expected:.3f} with this M; "
                      f"ceiling (every guess right) {one.ceiling:.3f}")
+    if outcome.last_iterate is not None:
+        lines.append(outcome.last_iterate.console_line())
     lines.append(f"verdict:   {outcome.verdict.status}: {outcome.verdict.text}")
     return lines + reproducibility_lines(outcome.reproducible, outcome.reproducibility_note)

@@ -22,7 +22,11 @@ Sec. 4 "crafted input canaries"; Steinke, Nasr, Jagielski 2023, Sec. 7 and Mahlo
 Chaudhuri 2025, Sec. 6 audit with such canaries], each with a uniformly random label and appended
 to the data rather than taken from it, so that they also leave the whole pool to the shadows:
 ``sparse`` (:data:`SPARSE_PIXELS` random pixels at full intensity on a blank image, a different
-pattern per canary) or ``blank`` (a constant image, intensities evenly spaced over [0, 1] in a
+pattern per canary), ``quiet`` (crafted for the final model: the same patterns drawn only on the
+:data:`QUIET_FRACTION` of the pixels that vary least over public data, the shadow pool, which the target never
+trains on; the clipping-aware idea of Jagielski, Ullman, Oprea 2020 (ClipBKD: the data's direction of least
+variance) per pixel, so that the canary's gradient falls where the data's gradients barely reach and its clipped
+step stands out of the noise) or ``blank`` (a constant image, intensities evenly spaced over [0, 1] in a
 random order). The model has nothing in the data to explain a random label on such an input but
 the canary itself. RMIA's population samples are made like the canaries and trained on by no model:
 fresh synthetic canaries (:data:`SYNTHETIC_POPULATION`), or copies of the test images labelled as the
@@ -43,6 +47,8 @@ from targets.datasets import Dataset
 SYNTHETIC_POPULATION = 1000
 #: Pixels switched on in a ``sparse`` canary (of 784 for MNIST: two patterns share ~0.5 pixel on average).
 SPARSE_PIXELS = 20
+#: The fraction of the pixels, those of least variance over the public data, a ``quiet`` canary draws from.
+QUIET_FRACTION = 0.5
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)
@@ -107,16 +113,28 @@ def mislabel(y: np.ndarray, n_classes: int, rng: np.random.Generator) -> np.ndar
     return (y + rng.integers(1, n_classes, size=y.shape[0])) % n_classes
 
 
+def quiet_pixels(public: np.ndarray) -> np.ndarray:
+    """The :data:`QUIET_FRACTION` of the pixels (flat indices) of least variance over ``public`` inputs
+    (ties broken by index), where a ``quiet`` canary draws its pattern."""
+    flat = np.asarray(public, dtype=np.float64).reshape(len(public), -1)
+    keep = max(SPARSE_PIXELS, int(round(QUIET_FRACTION * flat.shape[1])))
+    return np.sort(np.argsort(flat.var(axis=0), kind="stable")[:keep])
+
+
 def synthetic_canaries(kind: str, count: int, shape: tuple[int, ...], n_classes: int,
-                       rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+                       rng: np.random.Generator, public: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``count`` synthetic canaries of ``kind`` (:data:`SYNTHETIC_CANARIES`): inputs (count, *shape)
-    float32 in [0, 1] and independent uniformly random labels (count,)."""
+    float32 in [0, 1] and independent uniformly random labels (count,); ``quiet`` canaries need the
+    ``public`` inputs their pixels are chosen on (:func:`quiet_pixels`)."""
     d = int(np.prod(shape))
     X = np.zeros((count, d), dtype=np.float32)
-    if kind == "sparse":
-        on = min(SPARSE_PIXELS, d)
+    if kind in ("sparse", "quiet"):
+        if kind == "quiet" and public is None:
+            raise UserError("quiet canaries need public data to choose their pixels on")
+        pixels = np.arange(d) if kind == "sparse" else quiet_pixels(public)
+        on = min(SPARSE_PIXELS, pixels.size)
         for i in range(count):
-            X[i, rng.choice(d, size=on, replace=False)] = 1.0
+            X[i, rng.choice(pixels, size=on, replace=False)] = 1.0
     elif kind == "blank":
         X[:] = rng.permutation(np.linspace(0.0, 1.0, count, dtype=np.float32))[:, None]
     else:
@@ -137,7 +155,7 @@ def build_canary_game(data: Dataset, n_train: int, m: int, shadows: int, canary_
     rng = np.random.default_rng([seed, 7])  # one stream, in this order: split, labels, coins, shadow sets
     game_data, (test_index, target_natural, target_canaries, shadow_canaries, shadow_pool) = _place_canaries(
         data, n_train, m, n_test, canary_kind, seed, rng)
-    game_data, population = _with_population(game_data, data, test_index, canary_kind, seed)
+    game_data, population = _with_population(game_data, data, (test_index, shadow_pool), canary_kind, seed)
     n = len(game_data)
 
     target_in = rng.random(m) < 0.5
@@ -201,7 +219,8 @@ def _place_canaries(data: Dataset, n_train: int, m: int, n_test: int, canary_kin
     if canary_kind in SYNTHETIC_CANARIES:
         test_index, target_natural, shadow_pool = np.split(order, np.cumsum([n_test, n_train]))
         target_canaries, shadow_canaries = n + np.arange(m), n + m + np.arange(m)
-        cX, cy = synthetic_canaries(canary_kind, 2 * m, data.shape, data.n_classes, np.random.default_rng([seed, 9]))
+        cX, cy = synthetic_canaries(canary_kind, 2 * m, data.shape, data.n_classes, np.random.default_rng([seed, 9]),
+                                    public=data.X[shadow_pool])
         game_data = Dataset(np.concatenate([data.X, cX]), np.concatenate([data.y, cy]).astype(data.y.dtype),
                             data.name, data.n_classes, data.shape, data.source)
         return game_data, [test_index, target_natural, target_canaries, shadow_canaries, shadow_pool]
@@ -215,14 +234,17 @@ def _place_canaries(data: Dataset, n_train: int, m: int, n_test: int, canary_kin
     return game_data, [test_index, target_natural, target_canaries, shadow_canaries, shadow_pool]
 
 
-def _with_population(game_data: Dataset, data: Dataset, test_index: np.ndarray, canary_kind: str,
+def _with_population(game_data: Dataset, data: Dataset, held_out: tuple[np.ndarray, np.ndarray], canary_kind: str,
                      seed: int) -> tuple[Dataset, np.ndarray]:
     """``game_data`` with RMIA's population appended, and its rows: made like the canaries and trained on
-    by no model (its own random stream): fresh synthetic canaries, or copies of the test images labelled
-    as the canaries are."""
+    by no model (its own random stream): fresh synthetic canaries (``quiet`` ones on the pixels chosen on the
+    same shadow pool), or copies of the test images labelled as the canaries are. ``held_out``: the test
+    records and the shadow pool."""
+    test_index, shadow_pool = held_out
     pop_rng = np.random.default_rng([seed, 10])
     if canary_kind in SYNTHETIC_CANARIES:
-        pX, py = synthetic_canaries(canary_kind, SYNTHETIC_POPULATION, data.shape, data.n_classes, pop_rng)
+        pX, py = synthetic_canaries(canary_kind, SYNTHETIC_POPULATION, data.shape, data.n_classes, pop_rng,
+                                    public=data.X[shadow_pool])
     else:
         pX, py = data.X[test_index], data.y[test_index]
         if canary_kind == "mislabelled":

@@ -52,9 +52,12 @@ from audit.run_context import RunContext
 from audit.stats.judgement import judge
 from audit.stats.lower_bound import SECONDARY, VERDICT
 from audit.stats.metrics import attack_metrics, dp_advantage_bound
+from audit.stats.one_run.design import CanaryMechanism
+from audit.stats.one_run.final_model import last_iterate_expectation
 from audit.stats.outcome import Outcome
 from audit.stats.verdict import Family, percent
 from audit.theory.checks import check_confidence
+from audit.theory.last_iterate import last_iterate_reference
 from targets.catalogue import is_language_model, is_plugin, trained_target
 from targets.plugins.loading import ModelPlugin, load_plugin
 
@@ -219,8 +222,31 @@ def membership_results(opts: MembershipOptions, target: MembershipSubject, game:
         description=target.description, dataset=data.name, dataset_source=data.source, model=model_info,
         neighbouring=ADD_REMOVE_RECORD, delta=delta, confidence=opts.confidence, primary_attack=primary,
         epsilon_theory=judged["epsilon_theory"], accountant=accountant(claim), params=target.params).to_dict()
-    return header | judged | {"attacks": attacks_out, "tables": [advantage_table(attacks_out, adv_bound)],
-                              "game": game.summary(), "quick": opts.quick}
+    reference = final_model_reference(target, game.m, guesses[primary], opts) if claim is not None else None
+    return header | judged | ({"last_iterate": reference} if reference else {}) | {
+        "attacks": attacks_out, "tables": [advantage_table(attacks_out, adv_bound)], "game": game.summary(),
+        "quick": opts.quick}
+
+
+#: Games simulated for the final-model perfect-attack expectation (about 1 s for 6,000 canaries).
+FINAL_MODEL_GAMES = 100
+
+
+def final_model_reference(target: MembershipSubject, m: int, chosen: dict, opts: MembershipOptions) -> dict | None:
+    """results.json's ``last_iterate`` of a DP-SGD target: the last-iterate heuristic of its training
+    (:func:`audit.theory.last_iterate.last_iterate_reference`) and, as ``expected_bound``, what a perfect attack
+    on a linear model's final iterate expects with this game's M canaries and the primary attack's guesses
+    (:func:`audit.stats.one_run.final_model.last_iterate_expectation`); None for other targets."""
+    reference = last_iterate_reference(target.params, target.delta, ADD_REMOVE_RECORD, target.claim)
+    if reference is None:
+        return None
+    mech = CanaryMechanism(reference["sample_rate"], reference["noise_multiplier"], reference["steps"])
+    method = "fdp" if chosen["method"] == "one-run-fdp" else "steinke"
+    expected = last_iterate_expectation(mech, m, (chosen["k_pos"], chosen["k_neg"]), method, target.delta,
+                                        opts.confidence, FINAL_MODEL_GAMES, opts.seed)
+    return reference | {"expected_bound": expected | {
+        "text": f"a perfect attack on a linear model's final iterate, with these {m} canaries and the primary "
+                f"attack's guesses, over {FINAL_MODEL_GAMES} simulated games"}}
 
 
 def attack_bound(name: str, scores: AttackScores, game: CanaryGame, chosen: dict, claim, delta: float,
@@ -309,4 +335,5 @@ def summary_lines(run_dir: Path, outcome: Outcome) -> list[str]:
     parts = [f"{name} AUC {a.auc:.3f}, TPR@1%FPR {a.tpr_at_fpr['0.01']:.3f}, "
              f"TPR@0.1%FPR {a.tpr_at_fpr['0.001']:.3f}" for name, a in (outcome.attacks or {}).items()]
     line3 = "attacks:   " + "; ".join(parts)
-    return [f"report:    {run_dir / 'report.html'}", line1, line2, line3]
+    reference = [outcome.last_iterate.console_line()] if outcome.last_iterate is not None else []
+    return [f"report:    {run_dir / 'report.html'}", line1, line2, *reference, line3]

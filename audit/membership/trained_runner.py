@@ -38,6 +38,7 @@ from audit.stats.one_run.steinke import one_run_bound
 from audit.stats.outcome import Ceiling, Outcome
 from audit.stats.split_check import SplitCheck, auc_score_interval
 from audit.stats.verdict import Family, percent
+from audit.theory.last_iterate import last_iterate_reference
 from targets.lm.contract import TrainedLM
 from targets.plugins.loading import ModelPlugin
 from targets.threads import thread_limit
@@ -309,7 +310,8 @@ def _trained_results(opts: MembershipOptions, model: TrainedModel, q: TrainedQue
                        f"({model.members.source}; {model.nonmembers.source})",
             "membership": model.membership, "membership_note": model.membership_note,
             "reference_models": found.references, "reference_records": q.reference_records}
-    return header | judged | {
+    reference = last_iterate_reference(model.params, delta, ADD_REMOVE_RECORD, model.claim)
+    return header | judged | ({"last_iterate": reference} if reference else {}) | {
         "epsilon_bound": {"allowed": found.allowed, "reason": found.why}, "attacks": attacks_out,
         "attacks_not_run": found.skipped, "tables": trained_tables(attacks_out, split), "split_check": split.to_dict(),
         "trained_model": model.to_dict(), "game": game,

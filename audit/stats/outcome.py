@@ -24,7 +24,7 @@ from audit.stats.blocks import INTERVAL, LIST, MAP, Block, constrained, nested, 
 
 __all__ = [
     "Verdict", "Ceiling", "Curve", "Bound", "BestBound", "ErrorPoint", "Roc", "AttackMetrics", "Table",
-    "Family", "SplitCheck", "Figure", "Game", "ExpectedPerfect", "OneRun", "Finding", "ConfigCheck",
+    "Family", "SplitCheck", "Figure", "Game", "ExpectedPerfect", "LastIterate", "OneRun", "Finding", "ConfigCheck",
     "EpsilonBound", "Inversion", "ExtractionMethod", "Extraction", "ReconstructionPoint", "Reconstruction",
     "SweepPoint", "SweepRow", "Outcome", "CompareRow", "Comparison",
 ]
@@ -35,12 +35,13 @@ class Verdict(Block):
     """``verdict``: how the best bound compares with the claim.
 
     Attributes:
-        status: ``consistent``, ``violation`` or ``no-claim``.
+        status: ``consistent``, ``violation``, ``no-claim`` or ``could-not-read`` (a check that could void the
+            accounting was not read).
         text: the verdict in words.
         source: what decided it when not the bounds (``config_check``).
     """
 
-    status: str = constrained({"enum": ["consistent", "violation", "no-claim"]})
+    status: str = constrained({"enum": ["consistent", "violation", "no-claim", "could-not-read"]})
     text: str
     source: str | None = None
 
@@ -369,6 +370,8 @@ class Game(Block):
         test_fitted_on: what the test statistic was fitted on (mechanism).
         nominal_claim: the target's nominal claim in words (mechanism).
         nominal_epsilon: its epsilon at ``delta`` (mechanism).
+        input_canaries: the input canaries audited in the same training, what they were and what their bound
+            found (a plugin's one-run dp with ``--input-canaries``).
     """
 
     runs: int | None = None
@@ -407,6 +410,7 @@ class Game(Block):
     test_fitted_on: str | None = None
     nominal_claim: str | None = None
     nominal_epsilon: float | None = number_or_inf(optional=True)
+    input_canaries: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -429,6 +433,40 @@ class ExpectedPerfect(Block):
     games: int | None = None
     range_5_95: Sequence[float] | None = None
     median: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class LastIterate(Block):
+    """``last_iterate``: the last-iterate heuristic [Steinke et al. 2025] of the DP-SGD training the code ran
+    (:func:`audit.theory.last_iterate.last_iterate_reference`), what an audit of the final model can expect
+    at all; a reference beside the bound, never a bound and never the verdict.
+
+    Attributes:
+        epsilon: the heuristic epsilon at ``delta``.
+        delta: the run's delta.
+        noise_multiplier: sigma of the training.
+        sample_rate: its Poisson rate q.
+        steps: its steps T.
+        text: what it means, in one sentence.
+        expected_bound: what a perfect attack on a linear model's final iterate expects with this game's
+            canaries and guesses (membership's one-run game; ``mean``, ``sd``, ``range_5_95``, ``games``, ...).
+    """
+
+    epsilon: float
+    delta: float
+    noise_multiplier: float
+    sample_rate: float
+    steps: int
+    text: str
+    expected_bound: Mapping[str, Any] | None = None
+
+    def console_line(self) -> str:
+        """The line printed after a run."""
+        final = (self.expected_bound or {}).get("mean")
+        expected = ("" if final is None else f"; a perfect attack on a linear final model expects epsilon >= "
+                                             f"{final:.3f} with these guesses")
+        return (f"reference: last-iterate heuristic epsilon ~ {self.epsilon:.3f} at delta = {self.delta:g} (Steinke "
+                f"et al. 2025: what an audit of the final model can expect; a reference, not a bound){expected}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -471,6 +509,7 @@ class Finding(Block):
         violation: whether it breaks the claim.
         fix: what to change (empty: nothing).
         details: the check's own numbers.
+        read: False when the check could not read what it needs (``message`` says why; older files: None).
     """
 
     check: str
@@ -479,6 +518,7 @@ class Finding(Block):
     violation: bool | None = None
     fix: str | None = None
     details: Mapping[str, Any] | None = None
+    read: bool | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -789,6 +829,7 @@ class Outcome(Block):
         primary_attack: the attack whose bound decides the verdict.
         attacks: each attack's figures.
         ceiling: the ceiling.
+        last_iterate: the last-iterate heuristic of a DP-SGD training (a reference, not a bound).
         tradeoff: the claim's tradeoff curve.
         lower_bound_tradeoff: the best bound's tradeoff curve.
         best_estimate: the best estimate (dp).
@@ -841,6 +882,7 @@ class Outcome(Block):
     primary_attack: str | None = None
     attacks: Mapping[str, AttackMetrics] | None = nested(AttackMetrics, MAP, optional=True)
     ceiling: Ceiling | None = nested(Ceiling, optional=True)
+    last_iterate: LastIterate | None = nested(LastIterate, optional=True)
     tradeoff: Curve | None = nested(Curve, optional=True)
     lower_bound_tradeoff: Curve | None = nested(Curve, optional=True)
     best_estimate: Bound | None = nested(Bound, optional=True)

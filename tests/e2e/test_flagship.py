@@ -43,6 +43,13 @@ def test_flagship_quick_writes_report_and_bound_below_theory(tmp_path, target):
         assert attack["advantage_ci"][0] <= bound
     assert results["game"]["reference_models"] == 4
     assert results["verdict"]["status"] == "consistent"
+    # beside the bound: the last-iterate reference of the training it ran and the final-model expectation
+    reference, guesses = results["last_iterate"], results["best_lower_bound"]["details"]
+    assert reference["steps"] == results["params"]["steps"] and 0 < reference["epsilon"] < results["epsilon_theory"]
+    expected = reference["expected_bound"]
+    assert (expected["k_pos"], expected["k_neg"]) == (guesses["k_pos"], guesses["k_neg"])
+    assert 0 <= expected["mean"] <= results["ceiling"]["epsilon"]
+    assert any(line.startswith("reference: last-iterate heuristic epsilon ~ ") for line in lines)
 
 
 def test_unknown_target_is_one_line_error(tmp_path):

@@ -169,3 +169,17 @@ def test_a_built_in_language_model_is_said_to_be_fine_tuned_in_the_run():
     given = headline_sentences(typed(base | {"game": {"members": 3}}))[0]
     assert "fine-tuned in this run" in built_in and "already exists" not in built_in
     assert "a model that already exists, queried without retraining on 3 members" in given
+
+
+def test_a_final_model_audit_of_dpsgd_shows_the_last_iterate_reference_as_a_reference():
+    from audit.theory.last_iterate import last_iterate_reference
+
+    reference = last_iterate_reference({"noise_multiplier": 1.0, "sample_rate": 0.05, "steps": 200}, 1e-5)
+    sentences = headline_sentences(typed(_one_run(0.554) | {"last_iterate": reference}))
+    assert len(sentences) == 3 and sentences[2].startswith(f"Last-iterate reference: ε ≈ {reference['epsilon']:.3g}")
+    assert "the bound ε ≥ 0.554" in sentences[2] and f"{CEILING_NAME} 3.78" in sentences[2]
+    assert f"{EXPECTATION_NAME} 1.06" in sentences[2] and "not a bound" in sentences[2]
+    assert len(headline_sentences(typed(_one_run(0.554)))) == 2  # no DP-SGD training, no reference
+    final = reference | {"expected_bound": {"mean": 2.76, "range_5_95": [2.32, 3.1], "games": 100}}
+    assert "linear model's final iterate expects with these guesses, ε ≥ 2.76 (5" in headline_sentences(
+        typed(_one_run(0.554) | {"last_iterate": final}))[2]

@@ -13,6 +13,7 @@ from audit.errors import UserError
 from audit.stats.sampling_check import rate_test, sampling_from_batches
 from audit.theory.claims import ApproxDPClaim
 from audit.theory.config_check import (
+    FIX_EXPECTED_BATCH,
     FIX_NOISE_CLIP,
     FIX_NORMALISATION,
     FIX_RATE_STEPS,
@@ -95,6 +96,26 @@ def test_normalising_by_actual_batch_size() -> None:
     assert same_reading.problem and same_reading.fix == FIX_NORMALISATION  # the divisor counts the record
     noise = compare_world_configs(DPSGDConfig(**base, clip=1.0), DPSGDConfig(**base, clip=1.2))
     assert noise.problem and noise.fix == FIX_NOISE_CLIP
+
+
+@pytest.mark.parametrize(("n", "moves"), [(190, True), (189, True), (191, False), (195, False)])
+def test_a_normaliser_int_n_q_is_named_as_opacus_expected_batch_size(n: int, moves: bool) -> None:
+    """Opacus #571: loss_reduction='mean' divides by int(N q), which moves with one record added or removed only
+    where (N - 1) q, N q or (N + 1) q crosses an integer (N 189 and 190 at q 0.1); the fix names the arithmetic."""
+    def read(size: int) -> DPSGDConfig:
+        return DPSGDConfig(noise_multiplier=1.0, steps=20, sample_rate=0.1, dataset_size=size,
+                           normaliser=float(int(size * 0.1)))
+
+    findings = [compare_world_configs(read(n - 1), read(n)), compare_world_configs(read(n), read(n + 1))]
+    assert any(f.problem for f in findings) == moves
+    for f in (f for f in findings if f.problem):
+        assert f.fix == FIX_EXPECTED_BATCH and "int(N q)" in f.message and "#571" in f.message
+    assert "loss_reduction='sum'" in FIX_EXPECTED_BATCH and "#571" in FIX_EXPECTED_BATCH
+    other = compare_world_configs(DPSGDConfig(noise_multiplier=1.0, steps=20, sample_rate=0.1, dataset_size=190,
+                                              normaliser=25.0),
+                                  DPSGDConfig(noise_multiplier=1.0, steps=20, sample_rate=0.1, dataset_size=191,
+                                              normaliser=26.0))
+    assert other.fix == FIX_NORMALISATION  # a normaliser that is not int(N q): not named as Opacus's
 
 
 # --- sampling from batch logs -------------------------------------------------------------------

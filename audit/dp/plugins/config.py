@@ -8,9 +8,10 @@ and goes to log.txt.
 What each stage needs of the code: the probe, a whole training (the steps it takes are only known at
 its end); the repeat, a few steps (:data:`audit.plugins.probe.REPEAT_STEPS`); the other worlds, whole
 trainings again (their step count, rate and normaliser against the probe's: the steps only show at the
-end of a run). The verdict is the check's (:func:`config_verdict`): a violation (exit 1 with
-``--fail-above-claim``) for every finding that means the accountant's epsilon does not cover the
-training — the code's configuration less private than its claim, noise below the claim's or not fresh,
+end of a run). The verdict is the check's (:func:`config_verdict`): could-not-read (exit 2 with
+``--fail-above-claim``) when a check that could void the accounting was not read and nothing is a violation;
+a violation (exit 1 with ``--fail-above-claim``) for every finding that means the accountant's epsilon does
+not cover the training — the code's configuration less private than its claim, noise below the claim's or not fresh,
 Gaussian and seed-dependent, no per-example clipping, sampling other than accounted (not Poisson, or at
 another rate), a configuration that moves with one record added or removed. Alone, the check's
 statistical tests get the whole alpha ``1 - confidence``.
@@ -25,7 +26,13 @@ from typing import Any
 from audit.dp.game import ALPHA_GRID
 from audit.dp.options import DPOptions
 from audit.errors import UserError
-from audit.plugins.accounting import accounting_check, block_status, config_table, deciding_findings
+from audit.plugins.accounting import (
+    accounting_check,
+    block_status,
+    config_table,
+    deciding_findings,
+    unread_findings,
+)
 from audit.plugins.lm_checks import LMChecks, lm_checks, watched_training
 from audit.plugins.probe import claim_and_mechanism, probe
 from audit.plugins.training import plugin_dataset
@@ -45,12 +52,19 @@ def config_verdict(block: dict) -> dict:
     then, as a sentence of its own, what else was found; otherwise consistent, naming any notes."""
     violations = deciding_findings(block)
     notes = [f for f in block["findings"] if f["problem"] and not f["violation"]]
+    unread = unread_findings(block)
     if violations:
         first, *others = violations
         also = others + notes
         text = (f"accounting check violation, {_sentence(first)}"
-                + (f" Also found: {' | '.join(_sentence(f) for f in also)}" if also else ""))
+                + (f" Also found: {' | '.join(_sentence(f) for f in also)}" if also else "")
+                + (f" Could not read: {' | '.join(_sentence(f) for f in unread)}" if unread else ""))
         return {"status": "violation", "text": text, "source": "config_check"}
+    if unread:  # nothing unread passes: exit 2 under --fail-above-claim (audit.run_parser.gated_results)
+        text = ("accounting check could not read what it needs, so nothing shows the code private: "
+                + " | ".join(_sentence(f) for f in unread)
+                + (f" Notes: {' | '.join(_sentence(f) for f in notes)}" if notes else ""))
+        return {"status": "could-not-read", "text": text, "source": "config_check"}
     text = ("accounting check: the configuration the code runs is as private as claimed" if not notes else
             f"accounting check: within the claim. Notes: {' | '.join(_sentence(f) for f in notes)}")
     return {"status": "consistent", "text": text, "source": "config_check"}

@@ -72,8 +72,9 @@ def update_setup(plugin: TrainerPlugin, canary: str, threat: str, seed: int, dat
     X, y = data.X[perm[:n_train]], data.y[perm[:n_train]]
     found = probe(plugin, X, y, seed, plugin.delta)
     claim, mech = claim_and_mechanism(plugin, found)
-    if threat == "white-box" and found.source.kind != "opacus":
-        raise UserError("a hooked loop reports its updates, not its parameters: audit it with --threat updates")
+    if threat == "white-box" and found.recorder.initial is None:
+        raise UserError("a hooked loop reports its updates, not its parameters: audit it with --threat updates (a JAX "
+                        "loop: pass params= to both hooks of targets.jax_hooks)")
 
     def observe(included: np.ndarray, run_seed: int) -> Observation:
         seeds = np.random.SeedSequence([run_seed, 23]).generate_state(included.size).tolist()

@@ -63,6 +63,10 @@ def test_black_box_audit_from_pretrained_init_with_calibrated_threshold(tmp_path
     audited = headline_sentences(outcome)[0]
     assert "pre-trained without privacy" in audited and "fixed on 40 separate calibration runs" in audited
     assert len(outcome.attacks["black-box/blank"].advantage_ci) == 2
+    # the black box sees the final model only: the last-iterate reference, which for full-batch DP-GD is the
+    # Gaussian mechanism of sqrt(T) / sigma, the claim's own epsilon
+    reference = outcome.last_iterate
+    assert reference.sample_rate == 1.0 and reference.epsilon == pytest.approx(outcome.epsilon_theory, rel=1e-3)
 
 
 def test_init_and_calibration_options_are_checked(tmp_path):

@@ -85,6 +85,9 @@ def test_black_box_new_token_canaries_never_exceed_the_claim(tmp_path, capsys, s
     res = _results(tmp_path)
     assert res["game"]["canary_kind"] == "new-token" and res["game"]["canaries"] == 64
     assert res["best_lower_bound"]["epsilon"] <= EPS and res["verdict"]["status"] == "consistent"
+    # the black box sees the final fine-tuned model: the last-iterate reference of the DP-SGD it ran
+    reference = res["last_iterate"]
+    assert reference["steps"] == int(round(EPOCHS / Q)) and 0 < reference["epsilon"] <= EPS
 
 
 def test_black_box_flags_a_small_claim_on_the_non_private_model(tmp_path, capsys):
@@ -96,6 +99,7 @@ def test_black_box_flags_a_small_claim_on_the_non_private_model(tmp_path, capsys
     assert res["attacks"]["black-box/one-run-new-token"]["auc"] > 0.8
     assert res["best_lower_bound"]["epsilon"] > 0.25 and res["params"]["claim_source"] == "--epsilon/--delta"
     assert res["one_run"]["k_pos"] == 16  # the guess count fixed in advance
+    assert "last_iterate" not in res  # a claim given as (epsilon, delta): no DP-SGD to take the heuristic of
 
 
 def test_updates_threat_of_a_non_private_lm_trainer_is_one_line_exit_2(tmp_path, capsys):

@@ -37,6 +37,7 @@ from audit.stats.verdict import Family, compare_with_claim, epsilon_value
 from audit.theory.claims import ApproxDPClaim, GaussianClaim, LaplaceClaim, PureDPClaim, RandomizedResponseClaim
 from audit.theory.dpsgd import DPSGDClaim
 from audit.theory.gaussian import gaussian_epsilon
+from audit.theory.last_iterate import last_iterate_epsilon
 from audit.theory.rdp import ZCDPClaim
 
 
@@ -223,28 +224,44 @@ GDP_CLAIM = GaussianClaim(2.0)
 
 
 @pytest.mark.parametrize("method, sides", [("one-run", 2), ("one-run-fdp", 1), ("one-run-fdp", 2)])
-@pytest.mark.parametrize("claim_form", ["dpsgd accounting", "approx dp", "mu-GDP"])
+@pytest.mark.parametrize("claim_form", ["dpsgd accounting", "approx dp", "mu-GDP", "dpsgd final model"])
 def test_one_run_statistics_at_the_claim(method, sides, claim_form):
     """The one-run game of run membership (and of run dp's one-run audits): m canaries by fair coins,
     each observed exactly as the claimed mechanism allows; guesses fixed in advance, "in" for the top
     k and, two-sided, "out" for the bottom k (valid for the f-DP recursion too: audit.stats.one_run.fdp).
     The mu-GDP form is the sharpest: the Gaussian mechanism is exactly its claimed G_mu, so the claim's
-    own curve, tested by the same guesses, sits on the null's boundary."""
+    own curve, tested by the same guesses, sits on the null's boundary. The final-model form is the
+    released-model canary of a linear model (the last iterate: the canary's sampled count plus the summed
+    noise, Steinke et al. 2025), judged against its own, smaller, epsilon: the last-iterate heuristic's."""
     m, k = 1000, 100
     counts = Counts()
     for rep in range(REPS):
         rng = np.random.default_rng([27, rep])
         inc = rng.random(m) < 0.5
+        truth = None
         if claim_form == "dpsgd accounting":
             scores, claim = dpsgd_step_scores(rng, m, inc, **DPSGD), DPSGD_CLAIM
+        elif claim_form == "dpsgd final model":
+            scores, claim, truth = final_model_scores(rng, inc), DPSGD_CLAIM, FINAL_MODEL_EPSILON
         else:
             claim = APPROX_CLAIM if claim_form == "approx dp" else GDP_CLAIM
             scores = rng.normal(0.0, 1.0, m) + 2.0 * inc
         guesses = Guesses(method=method, k_pos=k, k_neg=k if sides == 2 else 0)
         bound = one_run(guesses, scores, inc, DELTA, CONFIDENCE, claim.tradeoff, VERDICT).to_dict()
         comparison = compare_with_claim([bound], claim, DELTA, ALPHA_GRID, Family(size=1, confidence=CONFIDENCE))
-        counts.add(comparison, [bound], claim.epsilon(DELTA))
+        counts.add(comparison, [bound], claim.epsilon(DELTA) if truth is None else truth)
     counts.check()
+
+
+#: The true epsilon of a linear model's final iterate under DPSGD (the pair of audit.theory.last_iterate).
+FINAL_MODEL_EPSILON = last_iterate_epsilon(DELTA, DPSGD["sigma"], DPSGD["q"], DPSGD["steps"])
+
+
+def final_model_scores(rng, inside):
+    """A final-model canary of a linear model trained by DPSGD: its coordinate of the last iterate, the steps
+    that sampled it (when in) plus the noise summed over the steps; increasing in its likelihood ratio."""
+    noise = rng.normal(0.0, DPSGD["sigma"] * math.sqrt(DPSGD["steps"]), inside.size)
+    return noise + inside * rng.binomial(DPSGD["steps"], DPSGD["q"], inside.size)
 
 
 # --- the accounting check of a user's DP-SGD code (audit.plugins.accounting) ---------------------------------

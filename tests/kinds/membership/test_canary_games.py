@@ -12,6 +12,7 @@ from audit.membership.game import (
     SYNTHETIC_CANARIES,
     SYNTHETIC_POPULATION,
     build_canary_game,
+    quiet_pixels,
     synthetic_canaries,
 )
 from targets.datasets import load_dataset, load_synthetic
@@ -32,7 +33,7 @@ def test_synthetic_canaries_are_new_rows_with_random_labels(kind):
     masks = np.concatenate([game.target_mask[None], game.shadow_masks, game.reference_masks])
     assert not masks[:, game.population].any()
     X = game.data.X[n:n + 2 * m].reshape(2 * m, -1)
-    if kind == "sparse":
+    if kind in ("sparse", "quiet"):
         assert ((X == 1.0).sum(axis=1) == SPARSE_PIXELS).all() and ((X == 0) | (X == 1)).all()
         assert len({row.tobytes() for row in X}) == 2 * m
     else:  # distinct constant images
@@ -64,3 +65,17 @@ def test_synthetic_canaries_do_not_need_a_large_pool():
     assert game.m == 100
     with pytest.raises(UserError, match="unknown synthetic"):
         synthetic_canaries("natural", 3, (4,), 2, np.random.default_rng(0))
+
+
+def test_quiet_canaries_light_only_the_pixels_the_public_data_leaves_still():
+    data = load_dataset("digits")
+    game = build_canary_game(data, n_train=500, m=100, shadows=2, canary_kind="quiet", seed=0, references=1)
+    n = len(data)
+    shadow_pool = np.setdiff1d(np.flatnonzero(~game.target_mask[:n]), game.test_index)
+    pixels = quiet_pixels(data.X[shadow_pool])  # chosen on data the target never trains on
+    lit = np.flatnonzero(game.data.X[n:].reshape(len(game.data) - n, -1).any(axis=0))
+    assert np.isin(lit, pixels).all() and pixels.size == data.X[0].size // 2
+    variance = data.X.reshape(n, -1).var(axis=0)
+    assert variance[pixels].max() <= np.median(variance)  # the stillest half of the pixels
+    with pytest.raises(UserError, match="public data"):
+        synthetic_canaries("quiet", 3, (4,), 2, np.random.default_rng(0))
