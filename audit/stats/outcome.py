@@ -39,11 +39,14 @@ class Verdict(Block):
             accounting was not read).
         text: the verdict in words.
         source: what decided it when not the bounds (``config_check``).
+        one_run: the one-run bound's own verdict (``status``, ``text``) where the accounting check decided
+            (a plugin's one-run dp).
     """
 
     status: str = constrained({"enum": ["consistent", "violation", "no-claim", "could-not-read"]})
     text: str
     source: str | None = None
+    one_run: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -510,6 +513,7 @@ class Finding(Block):
         fix: what to change (empty: nothing).
         details: the check's own numbers.
         read: False when the check could not read what it needs (``message`` says why; older files: None).
+        decides: whether the check can void the accounting (unread and deciding: a could-not-read verdict).
     """
 
     check: str
@@ -519,6 +523,7 @@ class Finding(Block):
     fix: str | None = None
     details: Mapping[str, Any] | None = None
     read: bool | None = None
+    decides: bool | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
