@@ -1,9 +1,9 @@
 """One record per audit kind (:class:`RunKind`), read by the command line (:mod:`audit.run_parser`),
-``rerun`` and the catalogue (:func:`audit.target_defaults.build_catalogue`); the reports get its look
-through :mod:`reports.presentation`, where each record registers it. A kind lives in its own package
-(``audit/<kind>/``: its game, its runner, its plugin adapter, its options) whose ``command`` module
-holds its record and its command-line options; adding a kind is that package plus one line in
-:data:`KIND_COMMANDS` (``docs/contributing.md``). The records name their runners as
+``rerun`` and the catalogue (:func:`audit.target_defaults.build_catalogue`); the reports read its look
+from it when they draw a run of the kind (:func:`reports.presentation.presentation_of`). A kind lives in
+its own package (``audit/<kind>/``: its game, its runner, its plugin adapter, its options) whose
+``command`` module holds its record and its command-line options; adding a kind is that package plus one
+line in :data:`audit.kind_table.KIND_COMMANDS` (``docs/contributing.md``). The records name their runners as
 ``module:attribute`` strings, imported when a run starts (:meth:`RunKind.load`), so that ``--help``,
 ``list`` and bad input answer without importing numpy or torch.
 """
@@ -12,21 +12,16 @@ from __future__ import annotations
 
 import argparse
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from reports.presentation import DEFAULT, Presentation, register_presentation
+from audit.kind_table import kind_records
+from reports.presentation import DEFAULT, Presentation
 
 if TYPE_CHECKING:  # the kinds answer --help without importing a runner
     from audit.stats.outcome import Outcome
-
-#: The command modules of every audit kind, each exposing ``RUN_KIND``.
-KIND_COMMANDS = ("audit.dp.command", "audit.extraction.command", "audit.inversion.command",
-                 "audit.mechanism.command", "audit.membership.command", "audit.reconstruction.command",
-                 "audit.commands.sweep")
-
 
 @dataclass(frozen=True, kw_only=True)
 class RunKind:
@@ -40,8 +35,8 @@ class RunKind:
             :class:`audit.stats.outcome.Outcome` its results.json holds).
         summary: ``module:attribute`` of its console lines, ``summary(run_dir, outcome) -> lines``.
         register: Adds its options to the command line, ``register(kind_subparsers, common)``.
-        report: How its report is drawn (headline figure, sentences, compact table); registered with
-            :func:`reports.presentation.register_presentation` when the record is created.
+        report: How its report is drawn (headline figure, sentences, compact table); the reports read it
+            by the outcome's ``kind`` (:func:`reports.presentation.presentation_of`).
         applies_to: ``module:attribute`` of ``applies(name, use) -> bool``, which built-in targets it takes
             beyond those :func:`audit.target_defaults.target_use` names for the built-in kinds (``use``: the
             target's :class:`audit.target_defaults.TargetUse`); read only when the stored catalogue is
@@ -50,6 +45,13 @@ class RunKind:
         target_details: Its ``--help`` epilog lists each target's threats and canaries.
         plugin_help: What ``--target module:factory`` is to it, lines of its ``--help`` epilog (empty: it
             takes no plugin).
+        detail: ``module:attribute`` of its own result block (an :class:`audit.stats.blocks.Block`), the
+            ``detail`` of its outcome: typed when a results.json is read and part of the generated schema
+            (required in its runs). None: it has none (the built-in kinds' blocks are fields of the outcome).
+        results: What every results.json of the kind holds beyond the envelope, as JSON Schema applied when
+            ``kind`` is its name (the keys of :class:`audit.stats.outcome.Outcome` it requires, constraints
+            on its blocks); part of the generated schema (:mod:`audit.schemas.generate`). None: the
+            envelope only.
     """
 
     name: str
@@ -63,12 +65,12 @@ class RunKind:
     target_noun: str = "target"
     target_details: bool = False
     plugin_help: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        register_presentation(self.name, self.report)
+    detail: str | None = None
+    results: Mapping[str, Any] | None = None
 
     def load(self, what: str) -> Any:
-        """The options class, runner, summary or ``applies_to`` function (``what`` one of the field names)."""
+        """The options class, runner, summary, ``applies_to`` function or ``detail`` block (``what`` one of the
+        field names)."""
         module, _, attribute = getattr(self, what).partition(":")
         return getattr(importlib.import_module(module), attribute)
 
@@ -86,15 +88,16 @@ class RunKind:
         return outcome
 
 
+#: What every run of a kind that tests a claim with attacks (dp, membership, mechanism) writes beyond the
+#: envelope: its attacks (one at least), ceiling, tradeoff curves, game and target (a :attr:`RunKind.results`).
+CLAIM_AUDIT = {"required": ["attacks", "ceiling", "tradeoff", "lower_bound_tradeoff", "game", "params",
+                            "neighbouring", "accountant"],
+               "properties": {"attacks": {"minProperties": 1}}}
+
+
 def run_kinds() -> list[RunKind]:
-    """Every kind's record, in :data:`KIND_COMMANDS` order."""
-    return [importlib.import_module(name).RUN_KIND for name in KIND_COMMANDS]
-
-
-def register_presentations() -> None:
-    """Create every kind's record, so that each has registered how its report is drawn
-    (:mod:`reports.presentation`); called before a report is rendered."""
-    run_kinds()
+    """Every kind's record, in :data:`audit.kind_table.KIND_COMMANDS` order."""
+    return kind_records()
 
 
 def kind_of(*, name: str | None = None, command: str | None = None) -> RunKind | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,9 @@ import jsonschema
 
 from audit.errors import UserError
 from audit.io import to_jsonable, write_json
+from audit.kind_table import kind_records
 from audit.schemas import results_schema, validate_results
+from audit.stats.blocks import Block, UnnamedKey
 from audit.stats.outcome import Comparison, Outcome
 
 __all__ = ["load_outcome", "outcome_of", "write_outcome", "results_path"]
@@ -42,7 +45,7 @@ def results_path(run_dir: str | os.PathLike) -> Path:
 
 def _schema_error(where: str, data: Mapping[str, Any]) -> UserError:
     # the first mismatch within the branch the object means (a run or a comparison), not "matches neither"
-    branch = "#/$defs/run" if "kind" in data or "schema_version" in data else "#/$defs/compare"
+    branch = "#/$defs/run" if "kind" in data or "schema_version" in data else "#/$defs/comparison"
     validator = jsonschema.Draft202012Validator(results_schema() | {"oneOf": [{"$ref": branch}]})
     best = jsonschema.exceptions.best_match(validator.iter_errors(data))
     at = "/".join(str(p) for p in best.absolute_path) or "the top level"
@@ -53,26 +56,59 @@ def _schema_error(where: str, data: Mapping[str, Any]) -> UserError:
                      f"regenerate it")
 
 
-def outcome_of(results: Mapping[str, Any], where: str = "the results") -> Outcome | Comparison:
+def outcome_of(results: Mapping[str, Any], where: str = "the results", *,
+               strict: bool = False) -> Outcome | Comparison:
     """The typed outcome of a results object (as a runner builds it or ``json.load`` reads it), validated
     against the schema first.
 
     Args:
         results: the object (numpy values and infinities are converted as ``results.json`` writes them).
         where: what to call it in an error message (e.g. its path).
+        strict: refuse a key no block names (a run's results, :meth:`audit.run_context.RunContext.finish`);
+            else such keys of a file written by an older version are kept in the blocks' ``extra``.
 
     Returns:
         An :class:`Outcome` for a run, a :class:`Comparison` for ``compare.json``.
 
     Raises:
         UserError: the object does not follow the schema (one line: where, and the first mismatch).
+        audit.stats.blocks.UnnamedKey: ``strict`` and a key no block names.
     """
     data = to_jsonable(results)
     try:
         validate_results(data)
     except jsonschema.ValidationError:
         raise _schema_error(where, data) from None
-    return Outcome.from_dict(data) if "kind" in data else Comparison.from_dict(data)
+    if "kind" not in data:
+        return Comparison.from_dict(data, strict=strict)
+    return _with_detail(Outcome.from_dict(data, strict=strict), strict)
+
+
+def detail_block(kind: str) -> type[Block] | None:
+    """The result block the record of ``kind`` names (:attr:`audit.kinds.RunKind.detail`), read from the
+    table of kinds; None for a kind that names none or that the table does not hold.
+
+    Args:
+        kind: the run kind.
+
+    Returns:
+        The block type, or None.
+    """
+    record = next((r for r in kind_records() if r.name == kind), None)
+    return record.load("detail") if record is not None and record.detail else None
+
+
+def _with_detail(outcome: Outcome, strict: bool) -> Outcome:
+    """``outcome`` with its ``detail`` typed as its kind's block; a detail no kind types is a key no block
+    names (refused when ``strict``, else kept in ``extra`` as an older file's key)."""
+    if outcome.detail is None:
+        return outcome
+    block = detail_block(outcome.kind)
+    if block is not None:
+        return replace(outcome, detail=block.from_dict(outcome.detail, strict=strict))
+    if strict:
+        raise UnnamedKey(f"kind {outcome.kind!r} names no detail block: name it on its RunKind (detail=)")
+    return replace(outcome, detail=None, extra={**outcome.extra, "detail": outcome.detail})
 
 
 def load_outcome(path: str | os.PathLike) -> Outcome | Comparison:

@@ -370,6 +370,7 @@ class RunContext:
             The run's :class:`audit.stats.outcome.Outcome`, as results.json holds it; every runner returns it.
         """
         from audit.results_file import outcome_of, write_outcome  # jsonschema: only when a run is written
+        from audit.stats.blocks import UnnamedKey
         from audit.stats.outcome import Outcome
 
         results = {"schema_version": SCHEMA_VERSION, "kind": self.kind, "target": self.target, "seed": self.seed} \
@@ -378,19 +379,17 @@ class RunContext:
         self.timing["total_s"] = time.perf_counter() - self.started
         results["timing"] = dict(self.timing)
         try:
-            outcome = outcome_of(results, "the results of this run")
+            outcome = outcome_of(results, "the results of this run", strict=True)
             assert isinstance(outcome, Outcome)  # a run's results (they carry "kind")
-        except UserError as exc:  # a runner's bug, not the user's: the audit could not complete (exit 3)
+        except (UserError, UnnamedKey) as exc:  # a runner's bug, not the user's: the audit could not complete (exit 3)
             raise RuntimeError(f"{exc} (a workbench bug: its runner built them)") from None
         write_outcome(self.run_dir / "results.json", outcome)
         self.paths.log(f"wrote config.json and results.json (schema version {SCHEMA_VERSION})", logging.DEBUG)
         if report:
             # run_context is on the --help path (configure_console): imported only when a run needs it
-            from audit.kinds import register_presentations
             from reports.html import render_report
             from reports.index import write_index
 
-            register_presentations()
             render_report(self.run_dir, outcome, config)
             self.say(f"report written: {self.run_dir / 'report.html'}")
             self.paths.log(f"index refreshed: {write_index(self.paths.root)}", logging.DEBUG)

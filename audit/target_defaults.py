@@ -93,14 +93,14 @@ def plugin_canary(threat: str, canary: str | None) -> str:
 
 def target_use(name: str) -> TargetUse:
     """What can be run against target ``name`` (a built-in name or ``module:factory``)."""
-    from targets.catalogue import dperm_release, lookup, resolve  # the registries: not for list and --help
+    from targets.catalogue import dperm_release, is_language_model, lookup, resolve  # registries: not for --help
 
     entry = lookup(name)
     if entry is None:  # a user's plugin (the only thing resolve accepts beyond the built-in names)
         return _plugin_use(resolve(name))
     if entry.family == "trained":
         return _trained_use(entry.factory())
-    if entry.family == "lm":
+    if is_language_model(entry):
         return TargetUse(family="lm", description=entry.description, run_kinds=("dp",), threats=THREATS,  # --one-run
                          canaries=("dirac",) + TEXT_CANARIES, default_threat="updates", default_canary="dirac")
     if entry.family == "plugin":  # the built-in plugins are trainers

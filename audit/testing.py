@@ -170,7 +170,7 @@ def _violation_message(outcome: Outcome, run_dir: Path) -> str:
                      f"{test['fpr_ub']:.3f}); {bound}, {claim}")
     else:
         parts.append(f"{bound}, {claim}")
-    trainings = outcome.game.extra.get("trainings") if outcome.game else None
+    trainings = outcome.game.trainings if outcome.game else None
     where = f"{trainings} trainings; " if trainings else ""
     return (f"{outcome.target}: {'; '.join(parts)} ({outcome.accountant}); {where}run directory: {run_dir}; "
             f"report: {run_dir / 'report.html'}")

@@ -54,7 +54,7 @@ REFERENCES = (0, 2, 4)
 def handed_over(opts: MembershipOptions, run_dir: Path, played: Game) -> dict:
     """The built-in run's target model as a ``{"kind": "model"}`` dict (module docstring, step 2); ``played``
     is that run's ``outcome.game``."""
-    m, shadows, references = played.canaries, played.extra["shadow_models"], played.extra["reference_models"]
+    m, shadows, references = played.canaries, played.shadow_models, played.reference_models
     target = registry_subject(opts)
     game = build_canary_game(target.data, target.n_train, m, shadows, opts.canary, opts.seed, references=references)
     seeds = np.random.SeedSequence(opts.seed).generate_state(1 + shadows + references).tolist()
@@ -94,7 +94,7 @@ def compare(builtin: Outcome, trained: Outcome, confidence: float) -> list[dict]
         if b is None:
             continue
         ci_b = auc_score_interval(b.auc, b.n_members, b.n_nonmembers, z)
-        auc_ci = a.extra["auc_ci"]
+        auc_ci = a.auc_ci
         rows.append({"attack": name, "auc_builtin": b.auc, "auc_builtin_ci": list(ci_b), "auc_trained": a.auc,
                      "auc_trained_ci": auc_ci, "tpr_0.001_builtin": b.tpr_at_fpr["0.001"],
                      "tpr_0.001_trained": a.tpr_at_fpr["0.001"],

@@ -42,7 +42,7 @@ def rows_for(target: str, references: int, canary: str, canaries: int, out: Path
         a = results.attacks[name]
         rows.append({"target": target, "canary": canary, "references": references, "attack": name, "auc": a.auc,
                      "tpr_at_1pct": a.tpr_at_fpr["0.01"], "tpr_at_0.1pct": a.tpr_at_fpr["0.001"],
-                     "tpr_ci": a.tpr_at_fpr_ci, "rmia_a": a.extra.get("a"), "run_wall_s": wall,
+                     "tpr_ci": a.tpr_at_fpr_ci, "rmia_a": a.a, "run_wall_s": wall,
                      "canaries": results.game.canaries})
         print(f"R={references} {name:<13} AUC {a.auc:.3f}  TPR@1%FPR {a.tpr_at_fpr['0.01']:.3f}  "
               f"TPR@0.1%FPR {a.tpr_at_fpr['0.001']:.3f}  ({wall:.0f} s)", flush=True)

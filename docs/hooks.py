@@ -76,37 +76,44 @@ def cli_reference() -> str:
     return "\n".join(parts)
 
 
-def _keys(node: dict[str, Any]) -> tuple[list[str], list[str], list[str]]:
-    """(required keys, optional keys, referenced parts) of one schema definition, through allOf."""
+def _keys(node: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """(required keys, optional keys) of one schema definition or a kind's part of it, through allOf and
+    if/then/else (a key required in one branch only is optional)."""
     required: list[str] = []
     optional: list[str] = []
-    refs: list[str] = []
     for part in node.get("allOf", [node]):
         if "$ref" in part:
-            refs.append(part["$ref"].rsplit("/", 1)[-1])
+            continue
+        if "then" in part:
+            branches = [_keys(part[key]) for key in ("then", "else") if key in part]
+            both = [k for k in branches[0][0] if all(k in b[0] for b in branches)]
+            required += [k for k in both if k not in required]
+            optional += [k for b in branches for k in b[0] + b[1] if k not in both and k not in optional]
             continue
         req = part.get("required", [])
         required += [k for k in req if k not in required]
         optional += [k for k in part.get("properties", {}) if k not in req and k not in optional]
-        if "then" in part:
-            when = json.dumps(part["if"]["properties"]) + "".join(
-                f", {key} {json.dumps(part['if'][key])}" for key in ("required", "not") if key in part["if"])
-            refs.append(part["then"]["$ref"].rsplit("/", 1)[-1] + f" (when {when})")
-    return required, [k for k in optional if k not in required], refs
+    return required, [k for k in optional if k not in required]
 
 
 def schema_reference() -> str:
-    """Every definition of the results schema with its required and optional keys, then the schema."""
+    """Every definition of the results schema with its required and optional keys, what each kind requires,
+    then the schema."""
     schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
-    rows = ["| part | required keys | optional keys | includes |", "|---|---|---|---|"]
+    cell = lambda keys: ", ".join(f"`{k}`" for k in keys) or "—"  # noqa: E731
+    rows = ["| part | required keys | optional keys |", "|---|---|---|"]
     for name, node in schema["$defs"].items():
-        required, optional, refs = _keys(node)
-        cell = lambda keys: ", ".join(f"`{k}`" for k in keys) or "—"  # noqa: E731
-        rows.append(f"| `{name}` | {cell(required)} | {cell(optional)} | "
-                    f"{', '.join(refs) or '—'} |")
+        if name != "run":
+            rows.append(f"| `{name}` | {cell(_keys(node)[0])} | {cell(_keys(node)[1])} |")
+    kinds = ["| kind | it requires too | in some of its runs |", "|---|---|---|"]
+    for rule in schema["$defs"]["run"]["allOf"][1:]:
+        required, optional = _keys(rule["then"])
+        kinds.append(f"| `{rule['if']['properties']['kind']['const']}` | {cell(required)} | {cell(optional)} |")
     top = " or ".join(f"`{ref['$ref'].rsplit('/', 1)[-1]}`" for ref in schema["oneOf"])
     return (f"Schema `{schema['$id']}` ({schema['$schema']}). {schema['description']}\n\n"
-            f"A document is {top}.\n\n" + "\n".join(rows) +
+            f"A document is {top}: a `run` is an `outcome` whose kind's part holds too.\n\n" + "\n".join(rows) +
+            "\n\nWhat each kind requires beyond the `outcome` (its record's `results`, `audit/<kind>/command.py`):"
+            "\n\n" + "\n".join(kinds) +
             f"\n\n??? note \"The schema itself ({SCHEMA.name})\"\n\n    ```json\n" +
             "\n".join("    " + line for line in json.dumps(schema, indent=2).splitlines()) + "\n    ```\n")
 

@@ -1,11 +1,13 @@
-"""How a report of each audit kind is drawn, registered by the kinds themselves: the figure it opens
+"""How a report of each audit kind is drawn, declared by the kinds themselves: the figure it opens
 with, the sentences under it and where its compact table comes from (:class:`Presentation`).
 
-The reports list no kinds and import nothing of the kinds: each kind's record
-(:class:`audit.kinds.RunKind`, in ``audit/<kind>/command.py``) registers its presentation here when it is
-created (:func:`register_presentation`), and :mod:`reports.html` and :mod:`reports.summary` look up the
-one of the outcome's ``kind`` (:func:`presentation_of`); a kind that registered none is drawn as a claim
-audit (:data:`DEFAULT`). Standard library only at run time: the kinds' records are read by ``--help``.
+The reports list no kinds: each kind's record (:class:`audit.kinds.RunKind`, in
+``audit/<kind>/command.py``) names its presentation, and :mod:`reports.html` and :mod:`reports.summary`
+read the one of the outcome's ``kind`` when they draw it (:func:`presentation_of`), from the table of
+kinds (:mod:`audit.kind_table`), as pip reads its table of commands: nothing is registered when a module
+is imported, so a library caller of :func:`reports.html.render_report` gets the report the command
+writes. A kind that names none is drawn as a claim audit (:data:`DEFAULT`). Standard library only at run
+time: the kinds' records are read by ``--help``.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from audit.kind_table import kind_records
 
 if TYPE_CHECKING:  # the annotation only: --help reads the records without the outcome's types
     from audit.stats.outcome import Outcome
@@ -49,23 +53,13 @@ class Presentation:
         return getattr(importlib.import_module(module), attribute)
 
 
-#: The presentation of a kind that registered none: a claim audit opening with its tradeoff curve.
+#: The presentation of a kind that names none: a claim audit opening with its tradeoff curve.
 DEFAULT = Presentation()
-_REGISTERED: dict[str, Presentation] = {}
-
-
-def register_presentation(kind: str, presentation: Presentation) -> None:
-    """Record how reports of ``kind`` (the outcome's ``kind``) are drawn; registering again replaces it.
-
-    Args:
-        kind: the run kind.
-        presentation: how its reports are drawn.
-    """
-    _REGISTERED[kind] = presentation
 
 
 def presentation_of(kind: object) -> Presentation:
-    """The registered presentation of ``kind``, else :data:`DEFAULT`.
+    """The presentation the record of ``kind`` names (read from the table of kinds now), else
+    :data:`DEFAULT` (a kind the table does not hold, or not a kind's name).
 
     Args:
         kind: a run kind (the outcome's ``kind``).
@@ -73,4 +67,4 @@ def presentation_of(kind: object) -> Presentation:
     Returns:
         The presentation.
     """
-    return _REGISTERED.get(kind, DEFAULT) if isinstance(kind, str) else DEFAULT
+    return next((record.report for record in kind_records() if record.name == kind), DEFAULT)

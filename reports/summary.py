@@ -354,7 +354,7 @@ def _trained_sentences(outcome: Outcome) -> list[str]:
     """A trained model's audit: the split check (first when it failed), what was audited, what it means."""
     game = outcome.game or Game()
     split = outcome.split_check
-    how = ("a language model fine-tuned in this run, then queried" if game.extra.get("fine_tuned_in_run")
+    how = ("a language model fine-tuned in this run, then queried" if game.fine_tuned_in_run
            else "a model that already exists, queried without retraining")
     audited = (f"What was audited: {outcome.target} ({outcome.target_description}), {how} on "
                f"{format_value(game.members)} members and "

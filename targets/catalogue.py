@@ -13,7 +13,7 @@ to one (:func:`resolve`). It is the only place that tells a plugin spec from a b
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +26,7 @@ from targets.plugins.loading import BUILTIN_PLUGINS, is_plugin_spec, load_plugin
 from targets.registry import TARGETS, TrainedTarget, get_target
 
 __all__ = ["FAMILIES", "TargetEntry", "entries", "lookup", "resolve", "trained_target", "trained_targets",
-           "dperm_release"]
+           "dperm_release", "is_language_model"]
 
 #: Families, in the order ``python -m audit list`` shows them.
 FAMILIES = ("trained", "lm", "mechanism", "dp-erm", "control", "plugin")
@@ -99,6 +99,22 @@ def resolve(name: str) -> TargetEntry:
     if is_plugin(name):
         return TargetEntry(name, "plugin", f"user plugin {name}", functools.partial(load_plugin, name))
     raise unknown_target(name, _entries())
+
+
+def is_language_model(target: str | TargetEntry, made: Mapping[str, Any] | None = None) -> bool:
+    """Whether a target is a language model, the one place that asks: a built-in target of the ``lm``
+    family (:data:`targets.lm.recipes.LM_TARGETS`), or a plugin whose factory ``made`` one (its dict's
+    ``kind`` is ``"lm"``).
+
+    Args:
+        target: a target name (a plugin spec is none of the built-in ones) or its entry.
+        made: what a plugin's factory returned, when the target is a plugin.
+
+    Returns:
+        True for a language model.
+    """
+    entry = lookup(target) if isinstance(target, str) else target
+    return (entry is not None and entry.family == "lm") or (made is not None and made.get("kind") == "lm")
 
 
 def trained_target(name: str) -> TrainedTarget:

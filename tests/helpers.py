@@ -25,6 +25,8 @@ KIND_RUNS = {
     "inversion": ["run", "inversion", "--target", "nonprivate_logreg_digits", "--quick", "--steps", "30",
                   "--black-box-steps", "2"],
     "extraction": ["run", "extraction", "--target", "dperm_digits", "--quick"],
+    "reconstruction": ["run", "reconstruction", "--target", "dperm_breast_cancer", "--candidates", "10", "--runs",
+                       "60"],
     "sweep": ["sweep", "dp", "--target", "dpgd_logreg_digits", "--epsilons", "1,2", "--runs", "40", "--quick",
               "--device", "cpu"],
 }

@@ -12,7 +12,6 @@ import argparse
 from pathlib import Path
 
 from audit.errors import UserError
-from audit.kinds import register_presentations
 
 
 def run_report(args: argparse.Namespace) -> int:
@@ -32,7 +31,6 @@ def run_report(args: argparse.Namespace) -> int:
     # heavy (matplotlib, jinja2): imported when the command runs, so --help stays fast
     from reports.html import render_report
 
-    register_presentations()
     path = render_report(run_dir)
     print(f"report: {path}")
     return 0

@@ -58,4 +58,6 @@ RUN_KIND = RunKind(name="sweep", command="sweep dp", options="audit.dp.options:S
                    run="audit.dp.sweep:run_sweep", summary="audit.dp.sweep:sweep_summary",
                    register=register,
                    report=Presentation(headline="epsilon.png", sentences="reports.summary:sweep_sentences",
-                                       tables_lead=True))
+                                       tables_lead=True),
+                   results={"required": ["sweep", "rows", "family", "tables"],
+                            "properties": {"family": {"required": ["size", "confidence"]}}})

@@ -6,7 +6,7 @@ import argparse
 
 from audit.arguments import guess_form, non_negative_int, positive_int
 from audit.choices import DP_CANARIES, TEXT_CANARIES, THREATS
-from audit.kinds import RunKind
+from audit.kinds import CLAIM_AUDIT, RunKind
 from audit.run_parser import add_kind, dpsgd_start_options
 
 
@@ -75,4 +75,13 @@ RUN_KIND = RunKind(name="dp", command="run dp", options="audit.dp.options:DPOpti
                        "canaries (default M",
                        "by simulating the DP-SGD the code runs, at most 20000 and the parameter count; --quick: at "
                        "most 2000).",
-                       "--check-config: the accounting check alone."))
+                       "--check-config: the accounting check alone."),
+                   results={
+                       # a run of the accounting check alone (--check-config): no bounds, no game
+                       "if": {"properties": {"lower_bounds": {"maxItems": 0}}, "required": ["config_check"]},
+                       "then": {"required": ["config_check", "family", "model", "dataset", "params", "accountant",
+                                             "tradeoff"]},
+                       "else": {"allOf": [CLAIM_AUDIT, {
+                           "required": ["best_estimate", "model", "dataset"],
+                           "properties": {"game": {"required": ["runs", "threat", "canary_kind",
+                                                                "threshold_strategy"]}}}]}})

@@ -133,7 +133,7 @@ def audit_runs(scores: ArrayLike, included: ArrayLike, claim: PrivacyClaim | Non
     s, inc = as_scores_members(scores, included)
     confidence = check_confidence(confidence)
     rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
-    family = Family(1, confidence)
+    family = Family(size=1, confidence=confidence)
     strategy = choose_strategy(int(inc.sum()), int((~inc).sum()), model.strategy)
     bounds = [b.to_dict() for b in threshold_bounds(s, inc, delta, family.member_confidence, strategy, rng,
                                                     gaussian_pair=model.gaussian_pair,

@@ -37,7 +37,7 @@ from audit.results_header import ResultsHeader, accountant
 from audit.run_context import RunContext
 from audit.stats.outcome import Game, Outcome, Table
 from audit.theory.last_iterate import last_iterate_reference
-from targets.catalogue import is_plugin, resolve
+from targets.catalogue import is_language_model, is_plugin, resolve
 from targets.plugins.loading import TrainerPlugin, load_plugin
 from targets.plugins.rng import reproducibility_lines
 
@@ -100,7 +100,7 @@ def _play(ctx: RunContext, setup: DPAuditSetup, included: np.ndarray, confidence
         "attacks": {attack: game["attack_metrics"]},
         "game": Game(runs=runs, canary_kind=setup.canary.get("kind"), canary=setup.canary, threat=setup.threat,
                      threshold_strategy=game["threshold_strategy"], observation=obs.info,
-                     extra={"included": int(included.sum()), "inclusion": "independent fair coin per run"}),
+                     included=int(included.sum()), inclusion="independent fair coin per run"),
         "tables": [Table(title="Epsilon lower bounds of this audit",
                          columns=["method", "epsilon", "role", "confidence", "mu bound", "observations"], rows=rows,
                          caption="role verdict = statistically valid and competing for the best bound (each at the "
@@ -145,7 +145,7 @@ def run_dp(opts: DPOptions) -> tuple[Path, Outcome]:
             raise UserError("--input-canaries M applies to --one-run of a trainer plugin (threat updates or white-box)")
         if opts.check_config:
             return run_check_config(opts)
-        if resolve(opts.target).family == "lm":  # a built-in LM target: its lm_trainer (targets.lm.plugins)
+        if is_language_model(resolve(opts.target)):  # a built-in LM target: its lm_trainer (targets.lm.plugins)
             return run_plugin_one_run(opts, lm_builtin_trainer(opts))
         if opts.one_run:
             return run_plugin_one_run(opts) if is_plugin(opts.target) else run_one_run(opts)
@@ -190,4 +190,4 @@ def summary_lines(run_dir: Path, outcome: Outcome) -> list[str]:
     if outcome.last_iterate is not None:
         lines.append(outcome.last_iterate.console_line())
     lines.append(f"verdict:   {outcome.verdict.status}: {outcome.verdict.text}")
-    return lines + reproducibility_lines(outcome.extra)
+    return lines + reproducibility_lines(outcome.reproducible, outcome.reproducibility_note)

@@ -23,7 +23,7 @@ def sweep_family(opts: SweepOptions) -> Family:
     """The sweep's verdict is "violation" if any of its audits is one, so its audits form one family:
     each audit's verdict is computed at the family's member confidence (Bonferroni over the audits)."""
     threats, _ = _sweep_grid(opts)
-    return Family(len(threats) * len(opts.epsilons), opts.confidence)
+    return Family(size=len(threats) * len(opts.epsilons), confidence=opts.confidence)
 
 
 def _sweep_grid(opts: SweepOptions) -> tuple[tuple[str, ...], str]:

@@ -35,4 +35,5 @@ RUN_KIND = RunKind(name="extraction", command="run extraction", options="audit.e
                                        tables_lead=True),
                    plugin_help=(
                        "your own training code, a trainer plugin; stolen through predict_proba assuming a logistic "
-                       "regression (no parameter error: your parameters are not visible)",))
+                       "regression (no parameter error: your parameters are not visible)",),
+                   results={"required": ["extraction", "tables", "model", "params"]})

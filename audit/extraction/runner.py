@@ -210,15 +210,14 @@ def summary_lines(run_dir: Path, outcome: Outcome) -> list[str]:
     e = outcome.extraction
     lines = [f"report:     {run_dir / 'report.html'}"]
     for r in e.methods:
-        x = r.extra  # a failed attack's reason, its rounding and convergence, its TV distance
-        if "failed" in x:
-            lines.append(f"{r.method}: failed after {r.queries} queries ({x['failed']})")
+        if r.failed is not None:
+            lines.append(f"{r.method}: failed after {r.queries} queries ({r.failed})")
             continue
         error = "" if r.param_rel_error is None else f", param error {r.param_rel_error:.3g}"
-        stable = ("" if x.get("round_decimals") is None else
-                  ", stable" if x["details"]["converged"] else ", not stable at the query cap")
+        stable = ("" if r.round_decimals is None else
+                  ", stable" if r.details["converged"] else ", not stable at the query cap")
         lines.append(f"{r.method}: {r.queries} queries{stable}{error}, agreement test "
-                     f"{r.agreement_test:.4f} / uniform {r.agreement_uniform:.4f}, TV {x['tv_distance']:.3g}")
+                     f"{r.agreement_test:.4f} / uniform {r.agreement_uniform:.4f}, TV {r.tv_distance:.3g}")
     if e.post_processing is not None:
         lines.append("post-processing: " + e.post_processing["text"])
     return lines

@@ -46,4 +46,5 @@ RUN_KIND = RunKind(name="inversion", command="run inversion", options="audit.inv
                    plugin_help=(
                        "your own training code, a trainer plugin; only predict_proba is seen, so MI-FACE runs "
                        "black-box (finite differences) against a reference model your train fits to the "
-                       "non-members",))
+                       "non-members",),
+                   results={"required": ["inversion", "figures", "tables", "model", "params"]})

@@ -7,7 +7,7 @@ import argparse
 from audit.arguments import positive_int
 from audit.choices import MECHANISM_DRAWS
 from audit.errors import UserError
-from audit.kinds import RunKind
+from audit.kinds import CLAIM_AUDIT, RunKind
 from audit.run_parser import add_kind
 from audit.stats.outcome import Outcome
 
@@ -35,4 +35,6 @@ RUN_KIND = RunKind(name="mechanism", command="run mechanism", options="audit.mec
                    run="audit.mechanism.runner:run_mechanism", summary="audit.mechanism.runner:summary_lines",
                    register=register, target_noun="mechanism target", plugin_help=(
                        "your own mechanism, a mechanism plugin (its dict: kind 'mechanism', mechanism, neighbours, "
-                       "claim); the test statistic is learned on 20,000 separate draws per world first",))
+                       "claim); the test statistic is learned on 20,000 separate draws per world first",),
+                   results={"allOf": [CLAIM_AUDIT, {
+                       "properties": {"game": {"required": ["draws_per_world", "threshold_strategy"]}}}]})

@@ -145,7 +145,7 @@ def mechanism_bounds(mech: Mechanism, scores_out: np.ndarray, scores_in: np.ndar
     GDP row is valid when the mechanism's output is Gaussian) as results rows with the claim's mu
     attached; the Clopper–Pearson row also tests the claim's own tradeoff curve. Returns (the
     LowerBound pair, the rows, the verdict's family)."""
-    family = Family(1, confidence)
+    family = Family(size=1, confidence=confidence)
     strategy = choose_strategy(scores_in.size, scores_out.size)
     scores = np.concatenate([scores_out, scores_in])
     members = np.concatenate([np.zeros(scores_out.size, bool), np.ones(scores_in.size, bool)])
@@ -221,11 +221,12 @@ def _audit(ctx: RunContext, opts: MechanismOptions, mech: Mechanism, delta: floa
                            params=mech.params() | {"sensitivity": mech.sensitivity}).to_dict()
     results = header | judged | {
         "attacks": {ATTACK_NAME: metrics},
-        "game": Game(draws_per_world=opts.draws, threshold_strategy=found[0].details["strategy"], extra={
-            "confidence": opts.confidence, "threshold_choice": found[0].details["choice"],
-            "pair_epsilon": pair_epsilon, "pair_claim": None if pair is None else pair.description,
-            "test_fitted_on": f"{fit_draws} separate draws per world" if fit_draws else "known statistic",
-            "nominal_claim": nominal.description, "nominal_epsilon": float(nominal.epsilon(delta))}),
+        "game": Game(draws_per_world=opts.draws, threshold_strategy=found[0].details["strategy"],
+                     confidence=opts.confidence, threshold_choice=found[0].details["choice"],
+                     pair_epsilon=pair_epsilon, pair_claim=None if pair is None else pair.description,
+                     test_fitted_on=f"{fit_draws} separate draws per world" if fit_draws else "known statistic",
+                     nominal_claim=nominal.description, nominal_epsilon=float(nominal.epsilon(delta)),
+                     nulls=frozenset({"pair_epsilon", "pair_claim"} if pair is None else ())),
         "quick": opts.quick,
     } | plugin_notes
     return ctx.finish(results, config)
@@ -242,7 +243,7 @@ def summary_lines(run_dir: Path, outcome: Outcome) -> list[str]:
         The lines.
     """
     game = outcome.game
-    pair_epsilon = game.extra.get("pair_epsilon")
+    pair_epsilon = game.pair_epsilon
     pair = "" if pair_epsilon is None else f"; the pair itself allows {float(pair_epsilon):.4f}"
     lines = [f"theory:    epsilon = {outcome.epsilon_theory:.4f} at delta = {outcome.delta:g} "
              f"({outcome.accountant}){pair}"]
@@ -264,7 +265,7 @@ def summary_lines(run_dir: Path, outcome: Outcome) -> list[str]:
                      f"{d['fp']}/{d['n_neg']}, FNR {d['fn']}/{d['n_pos']} of {game.draws_per_world} draws "
                      f"per world, {d['strategy']})")
     lines.append(f"verdict:   {outcome.verdict.status}: {outcome.verdict.text}")
-    lines += reproducibility_lines(outcome.extra)
+    lines += reproducibility_lines(outcome.reproducible, outcome.reproducibility_note)
     lines.append(f"report:    {run_dir / 'report.html'}")
     if outcome.best_lower_bound is None:
         lines.insert(1, "empirical: no valid lower bound")

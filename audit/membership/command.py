@@ -8,7 +8,7 @@ from attacks.names import ATTACK_GROUPS, ATTACKS, VARIANCES, expand_attacks
 from audit.arguments import non_negative_int, number, positive_int
 from audit.choices import DEFAULT_MEMBERSHIP_CANARY, MEMBERSHIP_CANARIES, NONPRIVATE_MEMBERSHIP_CANARY
 from audit.errors import UserError
-from audit.kinds import RunKind
+from audit.kinds import CLAIM_AUDIT, RunKind
 from audit.run_parser import add_kind
 
 
@@ -72,4 +72,8 @@ RUN_KIND = RunKind(name="membership", command="run membership", options="audit.m
                        "your own training code, a trainer plugin; trained on up to 1,000 rows of its dataset, game "
                        "defaults for plugins: 500 canaries, 2 shadow and 4 reference models (not 6000/2/4); or a "
                        "trained model ({'kind': 'model'}) or language model ({'kind': 'lm'}), audited on its own "
-                       "members and non-members, an LM's texts after the text blind split check",))
+                       "members and non-members, an LM's texts after the text blind split check",),
+                   results={"allOf": [CLAIM_AUDIT, {
+                       "required": ["primary_attack", "model", "dataset"],
+                       "properties": {"trained_lm": {"required": ["spec", "n_members", "n_nonmembers",
+                                                                  "membership"]}}}]})

@@ -52,9 +52,9 @@ from audit.run_context import RunContext, Stages, cache_dir_of
 from audit.stats.outcome import EpsilonBound, Game, Outcome
 from audit.stats.split_check import SplitCheck
 from audit.stats.verdict import Family
+from targets.catalogue import is_language_model
 from targets.lm.builtin import builtin_lm
 from targets.lm.contract import TrainedLM, lm_from_dict
-from targets.lm.recipes import LM_TARGETS
 from targets.plugins.loading import ModelPlugin
 from targets.threads import thread_limit
 
@@ -66,8 +66,8 @@ LM_STAGES = ("split_check", "target", "queries", "references")
 
 def takes_lm_target(name: str, use: object) -> bool:
     """``RunKind.applies_to`` of ``run membership``: it takes every built-in language-model target
-    (:data:`targets.lm.recipes.LM_TARGETS`), whichever family lists it."""
-    return name in LM_TARGETS
+    (:func:`targets.catalogue.is_language_model`)."""
+    return is_language_model(name)
 
 
 def _check_options(opts: MembershipOptions) -> None:
@@ -186,7 +186,7 @@ def run_lm_membership(opts: MembershipOptions, plugin: ModelPlugin | None = None
         allowed, why = bound_allowed(lm, split)
         delta = lm.delta if lm.claim is not None else NO_CLAIM_DELTA
         bounds, family = (trained_bounds(scores, member, delta, opts.confidence) if allowed
-                          else ([], Family(1, opts.confidence)))
+                          else ([], Family(size=1, confidence=opts.confidence)))
         judged = trained_judgement(bounds, family, lm.claim, delta, why).blocks()
         results = _results(opts, lm, split, attacks_out, references, judged, (allowed, why))
         config_json = {"command": "run membership", "options": asdict(opts), "target": lm.to_dict()}
@@ -213,10 +213,10 @@ def _results(opts: MembershipOptions, lm: TrainedLM, split: SplitCheck, attacks_
                 reference_records=(f"{references} reference model(s), each trained like the target on its own "
                                    f"random texts of {population} population texts (none a member or non-member)"
                                    if references else "no reference models"),
-                extra={"kind": "trained language model", "membership_note": lm.membership_note,
-                       "fine_tuned_in_run": lm.prepare is not None,
-                       "records": f"the {len(lm.members)} member and {len(lm.nonmembers)} non-member texts "
-                                  f"({lm.source})", "reference_models": references})
+                kind="trained language model", membership_note=lm.membership_note,
+                fine_tuned_in_run=lm.prepare is not None,
+                records=f"the {len(lm.members)} member and {len(lm.nonmembers)} non-member texts ({lm.source})",
+                reference_models=references)
     return header | judged | {
         "epsilon_bound": EpsilonBound(allowed=allowed, reason=why), "attacks": attacks_out,
         "attacks_not_run": _not_run(lm, references), "tables": trained_tables(attacks_out, split),

@@ -58,8 +58,7 @@ from audit.stats.outcome import Outcome
 from audit.stats.verdict import Family, percent
 from audit.theory.checks import check_confidence
 from audit.theory.last_iterate import last_iterate_reference
-from targets.catalogue import is_plugin, trained_target
-from targets.lm.recipes import LM_TARGETS
+from targets.catalogue import is_language_model, is_plugin, trained_target
 from targets.plugins.loading import ModelPlugin, load_plugin
 
 #: Default and --quick game sizes: (canaries m, shadow models K, LiRA/RMIA reference models R); a user's
@@ -113,11 +112,11 @@ def run_membership(opts: MembershipOptions) -> tuple[Path, Outcome]:
     attack_names = expand_attacks(tuple(opts.attacks))
     resolve_variance(opts.lira_variance, 0)  # validates the name
     check_confidence(opts.confidence)
-    if opts.target in LM_TARGETS:  # a built-in language model, audited on its texts
+    if is_language_model(opts.target):  # a built-in language model, audited on its texts
         return run_lm_membership(opts)
     plugin = load_plugin(opts.target) if is_plugin(opts.target) else None
     if isinstance(plugin, ModelPlugin):
-        if plugin.made.get("kind") == "lm":
+        if is_language_model(opts.target, plugin.made):
             return run_lm_membership(opts, plugin)
         return run_trained_membership(opts, plugin)
     canary, preset = game_preset(opts, plugin)
@@ -217,7 +216,8 @@ def membership_results(opts: MembershipOptions, target: MembershipSubject, game:
         sc, chosen, is_primary = scored[name], guesses[name], name == primary
         bounds.append(attack_bound(name, sc, game, chosen, claim, delta, opts.confidence, is_primary))
         attacks_out[name] = attack_entry(name, sc, game, chosen, opts, adv_bound, references, is_primary)
-    judged = judge(bounds, claim=claim, delta=delta, alpha=ALPHA_GRID, family=Family(1, opts.confidence)).blocks()
+    judged = judge(bounds, claim=claim, delta=delta, alpha=ALPHA_GRID,
+                   family=Family(size=1, confidence=opts.confidence)).blocks()
     header = ResultsHeader(
         description=target.description, dataset=data.name, dataset_source=data.source, model=model_info,
         neighbouring=ADD_REMOVE_RECORD, delta=delta, confidence=opts.confidence, primary_attack=primary,

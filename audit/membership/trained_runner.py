@@ -136,7 +136,7 @@ def trained_bounds(scores: dict[str, np.ndarray], member: np.ndarray, delta: flo
     """One-run bounds of every attack at every fraction of :data:`TRAINED_GUESS_FRACTIONS` ("in" guesses only),
     each at the Bonferroni-corrected confidence of their family (:class:`audit.stats.verdict.Family`)."""
     m = member.shape[0]
-    family = Family(len(scores) * len(TRAINED_GUESS_FRACTIONS), confidence)
+    family = Family(size=len(scores) * len(TRAINED_GUESS_FRACTIONS), confidence=confidence)
     bounds = []
     for name, s in scores.items():
         for frac in TRAINED_GUESS_FRACTIONS:
@@ -256,7 +256,7 @@ def run_trained_membership(opts: MembershipOptions, plugin: ModelPlugin) -> tupl
         allowed, why = bound_allowed(model, split)
         delta = model.delta if model.claim is not None else NO_CLAIM_DELTA
         bounds, family = trained_bounds(scores, q.member, delta, opts.confidence) if allowed else ([], Family(
-            1, opts.confidence))
+            size=1, confidence=opts.confidence))
         judgement = trained_judgement(bounds, family, model.claim, delta, why)
         found = TrainedFindings(split=split, attacks=attacks_out, skipped=skipped, references=references,
                                 judgement=judgement, allowed=allowed, why=why, delta=delta)
@@ -348,7 +348,7 @@ def trained_summary_lines(run_dir: Path, outcome: Outcome) -> list[str]:
         line2 = (f"empirical: epsilon >= {best.epsilon:.3f} (one-run bound, attack {best.attack}, "
                  f"{percent(best.family_confidence)} confidence over {best.family_size} bounds, "
                  f"{d['v']}/{d.get('r', d.get('k'))} correct guesses on {best.n} records)")
-    parts = [f"{name} AUC {a.auc:.3f} (blind {a.extra['blind_auc']:.3f}), TPR@0.1%FPR {a.tpr_at_fpr['0.001']:.3f}"
+    parts = [f"{name} AUC {a.auc:.3f} (blind {a.blind_auc:.3f}), TPR@0.1%FPR {a.tpr_at_fpr['0.001']:.3f}"
              for name, a in (outcome.attacks or {}).items()]
     report = f"report:    {run_dir / 'report.html'}"
     return [head if not split.passed else report, report if not split.passed else head,

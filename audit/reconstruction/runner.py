@@ -107,7 +107,7 @@ def run_reconstruction(opts: ReconstructionOptions) -> tuple[Path, Outcome]:
         rero_success_plot(section["points"], curve, ctx.run_dir / FIGURE,
                           f"Reconstruction of one record among n candidates: {opts.target} ({threat})")
         rows = [[p["n_candidates"], p["kappa"], p["successes"], p["runs"], p["success"],
-                 f"[{p['success_ci'][0]:.3f}, {p['success_ci'][1]:.3f}]", p["rero_bound"],
+                 p["success_ci"], p["rero_bound"],
                  p.get("twin_success", "")] for p in section["points"]]
         results = {
             "target_description": description, "dataset": dataset,
@@ -145,7 +145,7 @@ def summary_lines(run_dir: Path, outcome: Outcome) -> list[str]:
     lines = [f"report:    {run_dir / 'report.html'}", f"threat:    {sec.threat}; {sec.family}"]
     for p in sec.points:
         bound = "no claim" if p.rero_bound is None else f"ReRo bound {p.rero_bound:.3f}"
-        twin = f", non-private twin {p.extra['twin_success']:.3f}" if "twin_success" in p.extra else ""
+        twin = f", non-private twin {p.twin_success:.3f}" if p.twin_success is not None else ""
         lines.append(f"kappa 1/{p.n_candidates}: success {p.success:.3f} [{p.success_ci[0]:.3f}, "
                      f"{p.success_ci[1]:.3f}] over {p.runs} runs, {bound}{twin}")
     lines.append(f"verdict:   {outcome.verdict.status}: {outcome.verdict.text}")

@@ -4,8 +4,11 @@ converts to the JSON object ``results.json`` holds and back, losslessly.
 A block's fields are the keys its schema definition names (``audit/schemas/results.schema.json``). A field
 without a default is a key every block of that sort writes; a field that defaults to ``None`` is written
 only when set. A field that holds other blocks says so with :func:`nested` (one block, a list of blocks, or
-a mapping of names to blocks). Every key a file holds beyond the named ones, and an optional named key
-written as ``null``, goes into ``extra`` on reading and comes back from it on writing, so that reading a
+a mapping of names to blocks). An optional named key written as ``null`` is recorded in ``nulls`` and
+written back as ``null``. Every key a run writes is a named field: a runner's results with a key no block
+names fail when they are typed (``strict``, :class:`UnnamedKey`, in
+:meth:`audit.run_context.RunContext.finish`). Only a file written by an older version may hold keys beyond
+the named ones: they go into ``extra`` on reading and come back from it on writing, so that reading a
 ``results.json`` and writing it again gives the same bytes (``audit.io.write_json`` sorts the keys).
 Numbers that may be infinite are written as the strings ``"inf"``/``"-inf"`` (the schema's
 ``number_or_inf``); the fields marked :func:`number_or_inf` hold them as floats.
@@ -18,25 +21,42 @@ from collections.abc import Mapping
 from dataclasses import MISSING, Field, dataclass, field, fields
 from typing import Any, Self
 
-__all__ = ["Block", "nested", "number_or_inf", "ONE", "LIST", "MAP"]
+__all__ = ["Block", "UnnamedKey", "nested", "number_or_inf", "constrained", "ONE", "LIST", "MAP", "META_FIELDS",
+           "INTERVAL"]
 
 #: Shapes of a nested field: one block, a list of blocks, a mapping of names to blocks.
 ONE, LIST, MAP = "one", "list", "map"
+#: The fields of every block that are not keys of its JSON object.
+META_FIELDS = ("extra", "nulls")
 
 
-def nested(block: type[Block], shape: str = ONE, *, optional: bool = False) -> Any:
+class UnnamedKey(ValueError):
+    """A results object holds a key that no field of its block names (a runner's mistake: name the key in
+    :mod:`audit.stats.outcome`, then regenerate the schema, ``python -m audit schema``)."""
+
+
+#: The JSON Schema constraint of an interval: two numbers.
+INTERVAL = {"minItems": 2, "maxItems": 2}
+
+
+def _field(metadata: dict, optional: bool, schema: dict | None) -> Any:
+    metadata = metadata | ({"schema": schema} if schema else {})
+    return field(default=None, metadata=metadata) if optional else field(metadata=metadata)
+
+
+def nested(block: type[Block], shape: str = ONE, *, optional: bool = False, schema: dict | None = None) -> Any:
     """A field that holds blocks of type ``block`` in ``shape`` (:data:`ONE`, :data:`LIST`, :data:`MAP`).
 
     Args:
         block: the block type.
         shape: how the field holds it.
         optional: whether the key may be absent (the field then defaults to None).
+        schema: JSON Schema constraints beyond the type (e.g. ``{"minItems": 1}``), see :func:`constrained`.
 
     Returns:
         The dataclass field.
     """
-    metadata = {"block": block, "shape": shape}
-    return field(default=None, metadata=metadata) if optional else field(metadata=metadata)
+    return _field({"block": block, "shape": shape}, optional, schema)
 
 
 def number_or_inf(*, optional: bool = False) -> Any:
@@ -48,8 +68,22 @@ def number_or_inf(*, optional: bool = False) -> Any:
     Returns:
         The dataclass field.
     """
-    metadata = {"number_or_inf": True}
-    return field(default=None, metadata=metadata) if optional else field(metadata=metadata)
+    return _field({"number_or_inf": True}, optional, None)
+
+
+def constrained(schema: dict, *, optional: bool = False) -> Any:
+    """A field whose JSON Schema adds ``schema`` to what its type gives (an ``enum``, a ``pattern``, a
+    ``minimum``, the ``required`` keys of a mapping): the generated schema
+    (:func:`audit.schemas.generate.generated_schema`) holds it.
+
+    Args:
+        schema: the constraints.
+        optional: whether the key may be absent (the field then defaults to None).
+
+    Returns:
+        The dataclass field.
+    """
+    return _field({}, optional, schema)
 
 
 def _optional(f: Field) -> bool:
@@ -64,7 +98,7 @@ def _read_number(value: Any) -> Any:
     return value
 
 
-def _read(f: Field, value: Any) -> Any:
+def _read(f: Field, value: Any, strict: bool) -> Any:
     if value is None:
         return None
     if f.metadata.get("number_or_inf"):
@@ -73,15 +107,17 @@ def _read(f: Field, value: Any) -> Any:
     if block is None:
         return value
     if shape == LIST:
-        return tuple(block.from_dict(item) for item in value)
+        return tuple(block.from_dict(item, strict=strict) for item in value)
     if shape == MAP:
-        return {name: block.from_dict(item) for name, item in value.items()}
-    return block.from_dict(value)
+        return {name: block.from_dict(item, strict=strict) for name, item in value.items()}
+    return block.from_dict(value, strict=strict)
 
 
 def _write(f: Field, value: Any) -> Any:
     if value is None:
         return None
+    if isinstance(value, Block):  # a block whose type the field leaves open (Outcome.detail)
+        return value.to_dict()
     shape = f.metadata.get("shape")
     if f.metadata.get("block") is None:
         return value
@@ -97,20 +133,22 @@ class Block:
     """A typed JSON object of ``results.json``.
 
     Attributes:
-        extra: the keys beyond the named fields (and optional named keys written as ``null``), as read;
-            written back unchanged.
+        extra: the keys beyond the named fields of a file written by an older version, as read; written
+            back unchanged. Never set by a run (a test checks every kind's outcome).
+        nulls: the optional named keys the object holds as ``null`` (written back as ``null``).
     """
 
     extra: Mapping[str, Any] = field(default_factory=dict)
+    nulls: frozenset[str] = frozenset()
 
     @classmethod
     def keys(cls) -> tuple[str, ...]:
-        """The JSON keys this block names (its fields less ``extra``).
+        """The JSON keys this block names (its fields less :data:`META_FIELDS`).
 
         Returns:
             The keys, in field order.
         """
-        return tuple(f.name for f in fields(cls) if f.name != "extra")
+        return tuple(f.name for f in fields(cls) if f.name not in META_FIELDS)
 
     @classmethod
     def required_keys(cls) -> tuple[str, ...]:
@@ -119,46 +157,55 @@ class Block:
         Returns:
             The keys, in field order.
         """
-        return tuple(f.name for f in fields(cls) if f.name != "extra" and f.default is MISSING
+        return tuple(f.name for f in fields(cls) if f.name not in META_FIELDS and f.default is MISSING
                      and f.default_factory is MISSING)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Self:
+    def from_dict(cls, data: Mapping[str, Any], *, strict: bool = False) -> Self:
         """The block of a JSON object (as ``json.load`` or a runner gives it).
 
         Args:
-            data: the object; its keys beyond the named ones go into ``extra``.
+            data: the object.
+            strict: refuse a key no field names (a run's results); else it goes into ``extra`` (a file
+                written by an older version).
 
         Returns:
             The block.
 
         Raises:
             TypeError: a required key is missing (the schema check runs first where a file is read).
+            UnnamedKey: ``strict`` and a key no field names.
         """
-        named = {f.name: f for f in fields(cls) if f.name != "extra"}
+        named = {f.name: f for f in fields(cls) if f.name not in META_FIELDS}
         kwargs: dict[str, Any] = {}
         extra: dict[str, Any] = {}
+        nulls = set()
         for key, value in data.items():
             f = named.get(key)
-            if f is None or (value is None and _optional(f)):
+            if f is None:
+                if strict:
+                    raise UnnamedKey(f"{cls.__name__} has no field {key!r}: name it in audit/stats/outcome.py, "
+                                     f"then regenerate the schema (python -m audit schema)")
                 extra[key] = value
+            elif value is None and _optional(f):
+                nulls.add(key)
             else:
-                kwargs[key] = _read(f, value)
-        return cls(**kwargs, extra=extra)
+                kwargs[key] = _read(f, value, strict)
+        return cls(**kwargs, extra=extra, nulls=frozenset(nulls))
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object of this block: the exact dict ``results.json`` holds (numpy values and
         infinities as given; :func:`audit.io.write_json` converts them).
 
         Returns:
-            The named keys (an optional one only when set), then ``extra``.
+            The named keys (an optional one when set or in ``nulls``), then ``extra``.
         """
         out: dict[str, Any] = {}
         for f in fields(self):
-            if f.name == "extra":
+            if f.name in META_FIELDS:
                 continue
             value = getattr(self, f.name)
-            if value is None and _optional(f):
+            if value is None and _optional(f) and f.name not in self.nulls:
                 continue
             out[f.name] = _write(f, value)
         return out | dict(self.extra)

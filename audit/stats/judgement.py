@@ -17,7 +17,6 @@ from typing import Any
 import numpy as np
 
 from audit.stats.outcome import BestBound, Bound, Ceiling, Curve, Family, Verdict
-from audit.stats.verdict import Family as Competition
 from audit.stats.verdict import compare_with_claim, epsilon_value
 from audit.theory.claims import PrivacyClaim
 
@@ -104,7 +103,7 @@ class Judgement:
 
 
 def judge(bounds: Sequence[Mapping[str, Any]], *, claim: PrivacyClaim | None, delta: float, alpha: np.ndarray,
-          family: Competition) -> Judgement:
+          family: Family) -> Judgement:
     """The judgement of an audit's bounds against its claim (:func:`audit.stats.verdict.compare_with_claim`:
     best valid bound of the family, ceiling, verdict, tradeoff curves).
 
@@ -131,4 +130,4 @@ def judge(bounds: Sequence[Mapping[str, Any]], *, claim: PrivacyClaim | None, de
         ceiling=None if ceiling is None else Ceiling.from_dict(ceiling),
         verdict=Verdict.from_dict(comparison["verdict"]),
         best_estimate=None if estimate is None else Bound.from_dict(estimate),
-        family=Family(size=family.size, confidence=family.confidence))
+        family=family)

@@ -1,14 +1,17 @@
-"""What an audit found, typed: the blocks of ``results.json`` (``audit/schemas/results.schema.json``) as
-frozen, keyword-only dataclasses (:class:`audit.stats.blocks.Block`), from a bound to the whole run
-(:class:`Outcome`) and a comparison of runs (:class:`Comparison`).
+"""What an audit found, typed: the blocks of ``results.json`` as frozen, keyword-only dataclasses
+(:class:`audit.stats.blocks.Block`), from a bound to the whole run (:class:`Outcome`) and a comparison of
+runs (:class:`Comparison`). They are the one source of the file format: the schema
+``audit/schemas/results.schema.json`` is generated from them (:mod:`audit.schemas.generate`,
+``python -m audit schema``; a test checks the shipped file is that output).
 
-Each block's fields are the keys its schema definition names (a test checks the two against each other,
-both ways); a field is required exactly where every file of that kind writes the key, and the schema's
-open objects (a bound's ``details``, a run's ``params``, ``model``, ``host``, ``timing``) are named
-``Mapping`` fields. :meth:`Block.to_dict` writes the object ``results.json`` holds,
-:meth:`Block.from_dict` reads it back (``audit.results_file`` validates a file against the schema first);
-a read and a write give the same bytes. The verdict, the roles of the bounds and the family's confidence
-split are those of :mod:`audit.stats.verdict` and :mod:`audit.stats.lower_bound` (``docs/references.md``).
+Each block's fields are the keys its schema definition names, typed, with the descriptions of its
+docstring; a field is required exactly where every file of that kind writes the key, and the open objects
+(a bound's ``details``, a run's ``params``, ``model``, ``host``, ``timing``) are ``Mapping`` fields. Every
+key a run writes is a named field (:class:`audit.stats.blocks.UnnamedKey` otherwise).
+:meth:`Block.to_dict` writes the object ``results.json`` holds, :meth:`Block.from_dict` reads it back
+(``audit.results_file`` validates a file against the schema first); a read and a write give the same bytes.
+The verdict, the roles of the bounds and the family's confidence split are those of
+:mod:`audit.stats.verdict` and :mod:`audit.stats.lower_bound` (``docs/references.md``).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from audit.stats.blocks import LIST, MAP, Block, nested, number_or_inf
+from audit.stats.blocks import INTERVAL, LIST, MAP, Block, constrained, nested, number_or_inf
 
 __all__ = [
     "Verdict", "Ceiling", "Curve", "Bound", "BestBound", "ErrorPoint", "Roc", "AttackMetrics", "Table",
@@ -29,23 +32,26 @@ __all__ = [
 
 @dataclass(frozen=True, kw_only=True)
 class Verdict(Block):
-    """``verdict`` (``$defs/verdict``): how the best bound compares with the claim.
+    """``verdict``: how the best bound compares with the claim.
 
     Attributes:
         status: ``consistent``, ``violation``, ``no-claim`` or ``could-not-read`` (a check that could void the
             accounting was not read).
         text: the verdict in words.
         source: what decided it when not the bounds (``config_check``).
+        one_run: the one-run bound's own verdict (``status``, ``text``) where the accounting check decided
+            (a plugin's one-run dp).
     """
 
-    status: str
+    status: str = constrained({"enum": ["consistent", "violation", "no-claim", "could-not-read"]})
     text: str
     source: str | None = None
+    one_run: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
 class Ceiling(Block):
-    """``ceiling`` (``$defs/ceiling``): what a perfect attack in the same game could certify.
+    """``ceiling``: what a perfect attack in the same game could certify.
 
     Attributes:
         epsilon: the ceiling's epsilon (None when no bound has one).
@@ -58,7 +64,7 @@ class Ceiling(Block):
 
 @dataclass(frozen=True, kw_only=True)
 class Curve(Block):
-    """A tradeoff curve (``$defs/curve``): beta(alpha) on an FPR grid.
+    """A tradeoff curve: beta(alpha) on an FPR grid.
 
     Attributes:
         alpha: the FPR grid.
@@ -75,7 +81,7 @@ class Curve(Block):
 
 @dataclass(frozen=True, kw_only=True)
 class Bound(Block):
-    """One empirical lower bound (``$defs/bound``, one row of ``lower_bounds``; built by
+    """One empirical lower bound (one row of ``lower_bounds``; built by
     :class:`audit.stats.lower_bound.LowerBound`).
 
     Attributes:
@@ -95,7 +101,7 @@ class Bound(Block):
     confidence: float
     n: int
     valid: bool
-    role: str
+    role: str = constrained({"enum": ["verdict", "secondary", "estimate"]})
     statement: str
     attack: str | None = None
     details: Mapping[str, Any] | None = None
@@ -103,20 +109,20 @@ class Bound(Block):
 
 @dataclass(frozen=True, kw_only=True)
 class BestBound(Bound):
-    """``best_lower_bound`` (``$defs/best_bound``): the best valid bound of the verdict's family.
+    """``best_lower_bound``: the best valid bound of the verdict's family.
 
     Attributes:
         family_size: how many bounds competed.
         family_confidence: the confidence the best one holds at across the family.
     """
 
-    family_size: int
+    family_size: int = constrained({"minimum": 1})
     family_confidence: float
 
 
 @dataclass(frozen=True, kw_only=True)
 class ErrorPoint(Block):
-    """An attack's operating point with its confidence box (``$defs/point``).
+    """An attack's operating point with its confidence box.
 
     Attributes:
         fpr: false-positive rate.
@@ -124,18 +130,20 @@ class ErrorPoint(Block):
         fpr_ci: its interval.
         fnr_ci: its interval.
         label: the point's name in a figure.
+        threshold: the score threshold of the point.
     """
 
     fpr: float
     fnr: float
-    fpr_ci: Sequence[float]
-    fnr_ci: Sequence[float]
+    fpr_ci: Sequence[float] = constrained(INTERVAL)
+    fnr_ci: Sequence[float] = constrained(INTERVAL)
     label: str | None = None
+    threshold: float | None = number_or_inf(optional=True)
 
 
 @dataclass(frozen=True, kw_only=True)
 class Roc(Block):
-    """An attack's ROC curve (``$defs/attack`` ``roc``).
+    """An attack's ROC curve (``roc`` of an attack).
 
     Attributes:
         fpr: false-positive rates.
@@ -148,7 +156,7 @@ class Roc(Block):
 
 @dataclass(frozen=True, kw_only=True)
 class AttackMetrics(Block):
-    """One attack's figures (``$defs/attack``, a value of ``attacks``).
+    """One attack's figures (a value of ``attacks``).
 
     Attributes:
         auc: area under the ROC (None when undefined).
@@ -162,24 +170,49 @@ class AttackMetrics(Block):
         empirical_points: operating points with confidence boxes.
         n_members: members scored.
         n_nonmembers: non-members scored.
+        description: the attack in words.
+        primary: whether its bound decides the verdict (membership).
+        calibrated_on: the models its guesses were calibrated on (membership).
+        advantage_ci_low_vs_dp_bound: ``below`` or ``above``: the advantage's lower end against the DP bound
+            on it (membership; null without a claim).
+        lira_variance: the LiRA variance estimate used (``global`` or ``per-example``).
+        reference_models: the reference models it used.
+        population: the population records it used (RMIA).
+        a: RMIA's mixing parameter for the offline OUT probability.
+        a_chosen_on: how ``a`` was chosen.
+        auc_ci: a descriptive interval of the AUC (a trained model: Hanley–McNeil).
+        blind_auc: the blind split check's AUC beside it (a trained model).
+        blind_auc_ci: its interval.
     """
 
     auc: float | None
     tpr_at_fpr: Mapping[str, float | None]
-    tpr_at_fpr_ci: Mapping[str, Sequence[float]]
+    tpr_at_fpr_ci: Mapping[str, Sequence[float]] = constrained({"additionalProperties": INTERVAL})
     roc: Roc = nested(Roc)
     advantage: float | None = None
     balanced_accuracy: float | None = None
-    advantage_ci: Sequence[float] | None = None
+    advantage_ci: Sequence[float] | None = constrained(INTERVAL, optional=True)
     advantage_dp_bound: float | None = None
     empirical_points: tuple[ErrorPoint, ...] | None = nested(ErrorPoint, LIST, optional=True)
     n_members: int | None = None
     n_nonmembers: int | None = None
+    description: str | None = None
+    primary: bool | None = None
+    calibrated_on: str | None = None
+    advantage_ci_low_vs_dp_bound: str | None = None
+    lira_variance: str | None = None
+    reference_models: int | None = None
+    population: int | None = None
+    a: float | None = None
+    a_chosen_on: str | None = None
+    auc_ci: Sequence[float] | None = None
+    blind_auc: float | None = None
+    blind_auc_ci: Sequence[float] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
 class Table(Block):
-    """A table a runner wrote for its report (``$defs/table``).
+    """A table a runner wrote for its report.
 
     Attributes:
         title: its title.
@@ -196,37 +229,92 @@ class Table(Block):
 
 @dataclass(frozen=True, kw_only=True)
 class Family(Block):
-    """``family``: the bounds that competed for the verdict and their confidence split (Bonferroni).
+    """``family``: the bounds that compete for an audit's best bound and their confidence split (Bonferroni):
+    ``size`` members, fixed before the target's data is seen, family-wise ``confidence`` (each member's is
+    :attr:`member_confidence`). One class: the audits build it to compute their bounds
+    (:func:`audit.stats.judgement.judge`) and it is the results block.
 
     Attributes:
         confidence: the family's confidence.
         size: how many bounds competed.
         split: each member's share of the error, by name.
         text: the split in words.
+        one_run_confidence: the confidence the one-run bound holds at within the family (a plugin's one-run
+            audit, which shares the family with the accounting check).
     """
 
     confidence: float
-    size: int | None = None
+    size: int | None = constrained({"minimum": 1}, optional=True)
     split: Mapping[str, float] | None = None
     text: str | None = None
+    one_run_confidence: float | None = None
+
+    def __post_init__(self) -> None:
+        from audit.theory.checks import check_confidence  # numpy: not on the --help path, which reads the types
+
+        check_confidence(self.confidence)
+        if self.size is not None and (int(self.size) != self.size or self.size < 1):
+            raise ValueError(f"a family has at least one member (got {self.size})")
+
+    @property
+    def member_confidence(self) -> float:
+        """The confidence each competing bound is computed at: ``1 - (1 - confidence)/size``.
+
+        Returns:
+            The confidence.
+        """
+        if self.size is None:
+            raise ValueError("a family without a size has no member confidence")
+        return 1.0 - (1.0 - self.confidence) / self.size
 
 
 @dataclass(frozen=True, kw_only=True)
 class SplitCheck(Block):
-    """``split_check``: a trained model's blind check that its members and non-members were split at random
-    (:mod:`audit.stats.split_check`).
+    """``split_check``: a trained model's blind check that its members and non-members were split at random,
+    as :func:`audit.stats.split_check.blind_split_check` and :func:`audit.stats.text_split_check.text_split_check`
+    return it (one class: the check's result is the block). ``blind_auc`` and ``blind_auc_ci`` are the
+    pair-weighted mean of the folds' held-out AUCs and its interval at ``confidence``; ``passed`` is True when
+    the interval holds 0.5. The check fills every field; a file of an older version may lack the optional ones.
 
     Attributes:
         blind_auc: the AUC of a classifier that sees the records only.
         blind_auc_ci: its interval.
         passed: whether the split looks random.
         confidence: the interval's confidence.
+        p_value: the p-value of the blind AUC against 0.5.
+        n_members: the members given.
+        n_nonmembers: the non-members given.
+        n_members_used: the members the classifier saw.
+        n_nonmembers_used: the non-members it saw.
+        subsampled: whether it saw fewer than given.
+        folds: cross-validation folds.
+        fold_aucs: each fold's held-out AUC.
+        pooled_auc: the AUC of the pooled out-of-fold scores (descriptive).
+        n_features: the features the classifier saw.
+        uses_labels: whether it saw the labels.
+        seed: the seed of the folds.
+        method: the classifier.
+        summary: the check in one line.
     """
 
     blind_auc: float
-    blind_auc_ci: Sequence[float]
+    blind_auc_ci: Sequence[float] = constrained(INTERVAL)
     passed: bool
     confidence: float | None = None
+    p_value: float | None = None
+    n_members: int | None = None
+    n_nonmembers: int | None = None
+    n_members_used: int | None = None
+    n_nonmembers_used: int | None = None
+    subsampled: bool | None = None
+    folds: int | None = None
+    fold_aucs: Sequence[float] | None = None
+    pooled_auc: float | None = None
+    n_features: int | None = None
+    uses_labels: bool | None = None
+    seed: int | None = None
+    method: str | None = None
+    summary: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -263,6 +351,30 @@ class Game(Block):
         nonmembers: non-members (a trained model).
         membership: how the members were chosen (a trained model).
         reference_records: the records the reference models train on (a trained model).
+        included: canaries (or runs) included by their coins.
+        inclusion: how they were included.
+        trainings: the trainings the audit ran (one-run dp).
+        n_train: the training records or texts (a plugin's one-run dp).
+        kind: the target's kind (a trained model).
+        membership_note: how the members were chosen, in more words (a trained model).
+        fine_tuned_in_run: whether the language model was fine-tuned in this run.
+        records: the records scored (a trained model).
+        reference_models: the reference models (membership).
+        population: the population records (membership).
+        reference_inclusion: how the canaries join the reference models (membership; null without any).
+        shadow_models: the shadow models (membership).
+        shadow_train_sizes: their training sizes (membership).
+        target_train_size: the target's training size (membership).
+        test_size: the held-out records (membership).
+        confidence: the confidence of the game's test (mechanism).
+        threshold_choice: how the threshold was chosen, in words (mechanism).
+        pair_epsilon: the epsilon of the neighbouring pair's own claim (mechanism; null without one).
+        pair_claim: that claim in words (mechanism; null without one).
+        test_fitted_on: what the test statistic was fitted on (mechanism).
+        nominal_claim: the target's nominal claim in words (mechanism).
+        nominal_epsilon: its epsilon at ``delta`` (mechanism).
+        input_canaries: the input canaries audited in the same training, what they were and what their bound
+            found (a plugin's one-run dp with ``--input-canaries``).
     """
 
     runs: int | None = None
@@ -279,6 +391,29 @@ class Game(Block):
     nonmembers: int | None = None
     membership: str | None = None
     reference_records: str | None = None
+    included: int | None = None
+    inclusion: str | None = None
+    trainings: int | None = None
+    n_train: int | None = None
+    kind: str | None = None
+    membership_note: str | None = None
+    fine_tuned_in_run: bool | None = None
+    records: str | None = None
+    reference_models: int | None = None
+    population: int | None = None
+    reference_inclusion: str | None = None
+    shadow_models: int | None = None
+    shadow_train_sizes: Sequence[int] | None = None
+    target_train_size: int | None = None
+    test_size: int | None = None
+    confidence: float | None = None
+    threshold_choice: str | None = None
+    pair_epsilon: float | None = number_or_inf(optional=True)
+    pair_claim: str | None = None
+    test_fitted_on: str | None = None
+    nominal_claim: str | None = None
+    nominal_epsilon: float | None = number_or_inf(optional=True)
+    input_canaries: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -292,6 +427,7 @@ class ExpectedPerfect(Block):
         sd: its standard deviation.
         games: the simulated games.
         range_5_95: its 5% and 95% quantiles.
+        median: its median.
     """
 
     mean: float
@@ -299,6 +435,7 @@ class ExpectedPerfect(Block):
     sd: float | None = None
     games: int | None = None
     range_5_95: Sequence[float] | None = None
+    median: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -349,6 +486,7 @@ class OneRun(Block):
         claim_rejected: whether the test rejects the claim's own tradeoff curve.
         design: the design's search (:mod:`audit.stats.one_run_design`).
         expected_perfect: the perfect-attack expectation.
+        ceiling_text: the ceiling in words.
     """
 
     canaries: int
@@ -360,6 +498,7 @@ class OneRun(Block):
     claim_rejected: bool | None = None
     design: Mapping[str, Any] | None = None
     expected_perfect: ExpectedPerfect | None = nested(ExpectedPerfect, optional=True)
+    ceiling_text: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -371,14 +510,20 @@ class Finding(Block):
         message: what it found.
         problem: whether it is a problem.
         violation: whether it breaks the claim.
+        fix: what to change (empty: nothing).
+        details: the check's own numbers.
         read: False when the check could not read what it needs (``message`` says why; older files: None).
+        decides: whether the check can void the accounting (unread and deciding: a could-not-read verdict).
     """
 
     check: str
     message: str
     problem: bool
     violation: bool | None = None
+    fix: str | None = None
+    details: Mapping[str, Any] | None = None
     read: bool | None = None
+    decides: bool | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -390,12 +535,32 @@ class ConfigCheck(Block):
         trainings: instrumented calls of the training.
         config: the configuration the code runs (with the accountant's ``epsilon``).
         findings: what each check found.
+        claimed_epsilon: the claim's epsilon at ``delta``.
+        delta: the delta of the check.
+        alpha: the check's error budget (its share of the family's).
+        alpha_split: that budget's split among the checks' tests.
+        noise_measured: the noise read from the code's updates.
+        sampling: the sampling test's numbers (null when no test read it).
+        clipping: the clipping test's numbers.
+        driver: what drove the training (a hooked loop, Opacus).
+        n_train: the training records or texts.
+        opacus_reported_epsilon: the epsilon Opacus reported for the training, where it ran.
     """
 
     status: str
     trainings: int | None = None
     config: Mapping[str, Any] | None = None
     findings: tuple[Finding, ...] = nested(Finding, LIST)
+    claimed_epsilon: float | None = number_or_inf(optional=True)
+    delta: float | None = None
+    alpha: float | None = None
+    alpha_split: Mapping[str, float] | None = None
+    noise_measured: Mapping[str, Any] | None = None
+    sampling: Mapping[str, Any] | None = None
+    clipping: Mapping[str, Any] | None = None
+    driver: str | None = None
+    n_train: int | None = None
+    opacus_reported_epsilon: float | None = number_or_inf(optional=True)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -422,6 +587,15 @@ class Inversion(Block):
         reference: the same attack on a reference model.
         queries: the queries the attack made.
         black_box: the black-box attack's figures.
+        confidence: the confidence of its intervals.
+        config: the attack's settings.
+        evaluator: the evaluation model.
+        mse_member_mean: the mean squared error of the members' reconstructions.
+        mse_nonmember_mean: that of the non-members'.
+        ssim_member_mean: the mean SSIM of the members' reconstructions.
+        ssim_nonmember_mean: that of the non-members'.
+        per_class: each class's figures.
+        start_baseline: the same figures for the neutral start, before any step.
     """
 
     eval_accuracy: float
@@ -430,6 +604,15 @@ class Inversion(Block):
     reference: Mapping[str, Any]
     queries: Any
     black_box: Mapping[str, Any] | None = None
+    confidence: float | None = None
+    config: Mapping[str, Any] | None = None
+    evaluator: Mapping[str, Any] | None = None
+    mse_member_mean: float | None = None
+    mse_nonmember_mean: float | None = None
+    ssim_member_mean: float | None = None
+    ssim_nonmember_mean: float | None = None
+    per_class: Sequence[Any] | None = None
+    start_baseline: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -442,13 +625,23 @@ class ExtractionMethod(Block):
         param_rel_error: the stolen parameters' relative error.
         agreement_test: agreement with the target on test records.
         agreement_uniform: agreement on uniform inputs.
+        failed: why the attack failed (its row then holds no figures).
+        tv_distance: the total-variation distance of the stolen model's outputs from the target's on test records.
+        tv_distance_uniform: the same on uniform inputs.
+        round_decimals: the decimals the target's outputs were rounded to (null: not rounded).
+        details: the attack's own numbers.
     """
 
     method: str
     queries: Any
-    param_rel_error: Any
-    agreement_test: Any
-    agreement_uniform: Any
+    param_rel_error: Any = None
+    agreement_test: Any = None
+    agreement_uniform: Any = None
+    failed: str | None = None
+    tv_distance: float | None = None
+    tv_distance_uniform: float | None = None
+    round_decimals: int | None = None
+    details: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -464,16 +657,32 @@ class Extraction(Block):
         agreement_uniform: its agreement on uniform inputs.
         d: the input dimension.
         post_processing: what post-processing a DP model's release allows (``text``).
+        tv_distance: the main attack's total-variation distance on test records.
+        tv_distance_uniform: the same on uniform inputs.
+        round_decimals: the decimals the target's outputs were rounded to (null: not rounded).
+        rounded: the attacks run on rounded outputs.
+        label_only: the label-only attack's figures.
+        n_uniform: the uniform inputs of the agreement.
+        test_data: the test records of the agreement.
+        unknowns: the unknowns of the equations.
     """
 
     method: str
-    methods: tuple[ExtractionMethod, ...] = nested(ExtractionMethod, LIST)
+    methods: tuple[ExtractionMethod, ...] = nested(ExtractionMethod, LIST, schema={"minItems": 1})
     queries: Any
     param_rel_error: Any
     agreement_test: Any
     agreement_uniform: Any
     d: int
     post_processing: Mapping[str, Any] | None = None
+    tv_distance: float | None = None
+    tv_distance_uniform: float | None = None
+    round_decimals: int | None = None
+    rounded: Sequence[Any] | None = None
+    label_only: Mapping[str, Any] | None = None
+    n_uniform: int | None = None
+    test_data: str | None = None
+    unknowns: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -488,15 +697,23 @@ class ReconstructionPoint(Block):
         success: their rate.
         success_ci: its interval.
         rero_bound: the largest success the claim allows (None without a claim).
+        record_error_median: the median error of the reconstructed record.
+        twin_success: the success rate against the non-private twin.
+        twin_success_ci: its interval.
+        twin_record_error_median: the twin's median record error.
     """
 
     n_candidates: int
-    kappa: float
+    kappa: float = constrained({"exclusiveMinimum": 0, "maximum": 1})
     runs: int
     successes: int
-    success: float
-    success_ci: Sequence[float]
+    success: float = constrained({"minimum": 0, "maximum": 1})
+    success_ci: Sequence[float] = constrained(INTERVAL)
     rero_bound: float | None
+    record_error_median: float | None = None
+    twin_success: float | None = None
+    twin_success_ci: Sequence[float] | None = None
+    twin_record_error_median: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -511,15 +728,19 @@ class Reconstruction(Block):
         candidates: how the candidates were drawn.
         observation: what the attacker sees.
         meaning: what the result means, in words.
+        record_error: how the record error is measured, in words.
+        twin: what the non-private twin is, in words.
     """
 
-    threat: str
+    threat: str = constrained({"enum": ["updates", "white-box"]})
     confidence: float
     family: Any
-    points: tuple[ReconstructionPoint, ...] = nested(ReconstructionPoint, LIST)
+    points: tuple[ReconstructionPoint, ...] = nested(ReconstructionPoint, LIST, schema={"minItems": 1})
     candidates: Any
     observation: Any
     meaning: str | None = None
+    record_error: str | None = None
+    twin: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -555,6 +776,13 @@ class SweepRow(Block):
         run_dir: the run's directory.
         verdict: the audit's verdict status.
         valid_method: the method of its valid bound.
+        target: the audited target.
+        series: the series it belongs to.
+        init: the initialisation.
+        models: the models trained.
+        bounds: its bounds by method.
+        details: its best bound's numbers.
+        verdict_text: its verdict in words.
     """
 
     threat: str
@@ -568,11 +796,18 @@ class SweepRow(Block):
     run_dir: str
     verdict: str | None = None
     valid_method: str | None = None
+    target: str | None = None
+    series: str | None = None
+    init: str | None = None
+    models: int | None = None
+    bounds: Mapping[str, Any] | None = None
+    details: Mapping[str, Any] | None = None
+    verdict_text: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
 class Outcome(Block):
-    """A run's ``results.json``, every kind (``$defs/run``): the envelope, the claim and the bounds, the
+    """A run's ``results.json``, every kind: the envelope, the claim and the bounds, the
     verdict, and the kind's own blocks (None where the kind has none).
 
     Attributes:
@@ -618,15 +853,24 @@ class Outcome(Block):
         reconstruction: a reconstruction audit.
         sweep: a sweep's points.
         rows: a sweep's audited targets.
+        quick: whether the run used the ``--quick`` preset.
+        dataset_source: where the dataset came from.
+        trained_model: a trained model's own description (membership of a model that exists).
+        attacks_not_run: the attacks left out, and why (a trained model).
+        reproducible: whether a plugin gave the same first outputs twice from one seed.
+        reproducibility_note: that check in words.
+        threat_coverage: which mistakes each threat and the accounting check can catch (a plugin's one-run dp).
+        detail: the kind's own result block, of the type its record names (``RunKind.detail``; read by
+            :func:`audit.results_file.outcome_of`): a kind added since keeps its results here.
     """
 
     schema_version: int
     kind: str
     target: str
     seed: int
-    created: str
-    host: Mapping[str, Any]
-    timing: Mapping[str, float]
+    created: str = constrained({"pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}Z$"})
+    host: Mapping[str, Any] = constrained({"required": ["python", "platform"]})
+    timing: Mapping[str, float] = constrained({"required": ["total_s"]})
     volatile: Sequence[str]
     verdict: Verdict = nested(Verdict)
     lower_bounds: tuple[Bound, ...] = nested(Bound, LIST)
@@ -662,6 +906,14 @@ class Outcome(Block):
     reconstruction: Reconstruction | None = nested(Reconstruction, optional=True)
     sweep: tuple[SweepPoint, ...] | None = nested(SweepPoint, LIST, optional=True)
     rows: tuple[SweepRow, ...] | None = nested(SweepRow, LIST, optional=True)
+    quick: bool | None = None
+    dataset_source: str | None = None
+    trained_model: Mapping[str, Any] | None = None
+    attacks_not_run: Mapping[str, Any] | None = None
+    reproducible: bool | None = None
+    reproducibility_note: str | None = None
+    threat_coverage: Sequence[Mapping[str, Any]] | None = None
+    detail: Block | None = None
 
     def claim_rejecting_bound(self) -> Bound | None:
         """The first bound whose test rejected the claim's own tradeoff curve (``details.claim_rejected``).
@@ -713,7 +965,7 @@ class CompareRow(Block):
 
 @dataclass(frozen=True, kw_only=True)
 class Comparison(Block):
-    """``compare.json`` (``$defs/compare``): runs side by side.
+    """``compare.json``: runs side by side.
 
     Attributes:
         runs: the run directories.

@@ -53,7 +53,7 @@ limit set afterwards applies), which matters on a busy machine.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -64,10 +64,11 @@ from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import StratifiedKFold, cross_val_predict
 
 from audit.errors import UserError
+from audit.stats.outcome import SplitCheck  # the check's result is the results block (one class)
 
-__all__ = ["SplitCheck", "blind_split_check", "hanley_mcneil_variance", "auc_score_interval", "MAX_RECORDS",
-           "DEFAULT_FOLDS", "MIN_PER_FOLD", "CLASSIFIER_PARAMS", "combined_fold_interval", "fold_interval_p_value",
-           "fold_statistics", "proportional_subsample"]
+__all__ = ["SplitCheck", "blind_split_check", "summary_line", "hanley_mcneil_variance", "auc_score_interval",
+           "MAX_RECORDS", "DEFAULT_FOLDS", "MIN_PER_FOLD", "CLASSIFIER_PARAMS", "combined_fold_interval",
+           "fold_interval_p_value", "fold_statistics", "proportional_subsample"]
 
 #: Most records (members and non-members together) the check trains on; larger sets are subsampled.
 MAX_RECORDS = 5000
@@ -83,61 +84,25 @@ CLASSIFIER_PARAMS = {"max_iter": 100, "learning_rate": 0.1, "max_leaf_nodes": 31
 _MAX_CATEGORIES = 250
 
 
-@dataclass(frozen=True, kw_only=True)
-class SplitCheck:
-    """The outcome of :func:`blind_split_check` (module docstring for the method).
+def summary_line(blind_auc: float, blind_auc_ci: Sequence[float], confidence: float, passed: bool) -> str:
+    """The check in one line, for the console and reports (:attr:`SplitCheck.summary`).
 
-    ``blind_auc`` and ``blind_auc_ci`` are the pair-weighted mean of the folds' held-out AUCs and its
-    interval at ``confidence``; ``passed`` is True when the interval contains 0.5 (the split looks
-    random). ``pooled_auc`` is the AUC of all out-of-fold scores pooled (descriptive only: it carries
-    no valid interval). ``n_members``/``n_nonmembers`` are the sizes given, ``n_members_used``/
-    ``n_nonmembers_used`` those the classifier saw (fewer when ``subsampled``).
+    Args:
+        blind_auc: the blind AUC.
+        blind_auc_ci: its interval.
+        confidence: the interval's confidence.
+        passed: whether the interval holds 1/2.
+
+    Returns:
+        The line (blind AUC, its interval, passed or not).
     """
-
-    blind_auc: float
-    blind_auc_ci: tuple[float, float]
-    passed: bool
-    confidence: float
-    p_value: float
-    n_members: int
-    n_nonmembers: int
-    n_members_used: int
-    n_nonmembers_used: int
-    subsampled: bool
-    folds: int
-    fold_aucs: tuple[float, ...]
-    pooled_auc: float
-    n_features: int
-    uses_labels: bool
-    seed: int
-    method: str
-
-    @property
-    def summary(self) -> str:
-        """One line for the console and reports.
-
-        Returns:
-            The line (blind AUC, its interval, passed or not).
-        """
-        lo, hi = self.blind_auc_ci
-        head = (f"blind split check: a classifier that never sees the model gets AUC {self.blind_auc:.3f} "
-                f"[{lo:.3f}, {hi:.3f}] at {self.confidence:.0%}")
-        if self.passed:
-            return head + ": members and non-members look alike (consistent with a random split)"
-        return head + (": it tells members from non-members, so attack AUCs on this split measure the split, "
-                       "not the model; draw members and non-members from one source at random")
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-serialisable fields (tuples as lists) plus ``summary``, for results.json.
-
-        Returns:
-            The dict.
-        """
-        out = asdict(self)
-        out["blind_auc_ci"] = list(self.blind_auc_ci)
-        out["fold_aucs"] = list(self.fold_aucs)
-        out["summary"] = self.summary
-        return out
+    lo, hi = blind_auc_ci
+    head = (f"blind split check: a classifier that never sees the model gets AUC {blind_auc:.3f} "
+            f"[{lo:.3f}, {hi:.3f}] at {confidence:.0%}")
+    if passed:
+        return head + ": members and non-members look alike (consistent with a random split)"
+    return head + (": it tells members from non-members, so attack AUCs on this split measure the split, "
+                   "not the model; draw members and non-members from one source at random")
 
 
 def hanley_mcneil_variance(auc: ArrayLike, n_pos: ArrayLike, n_neg: ArrayLike) -> np.ndarray:
@@ -285,16 +250,18 @@ def fold_statistics(member: np.ndarray, scores: np.ndarray, held_out: list[np.nd
         confidence: the interval's confidence, across the folds.
 
     Returns:
-        ``blind_auc``, ``blind_auc_ci``, ``passed``, ``p_value``, ``fold_aucs``, ``pooled_auc``.
+        ``blind_auc``, ``blind_auc_ci``, ``passed``, ``p_value``, ``fold_aucs``, ``pooled_auc``, ``summary``.
     """
     aucs = np.array([roc_auc_score(member[idx], scores[idx]) for idx in held_out])
     n1 = np.array([member[idx].sum() for idx in held_out], dtype=float)
     n0 = np.array([len(idx) for idx in held_out], dtype=float) - n1
     lo, hi = combined_fold_interval(aucs, n1, n0, 1.0 - confidence)
     weights = n1 * n0 / np.sum(n1 * n0)
-    return {"blind_auc": float(weights @ aucs), "blind_auc_ci": (lo, hi), "passed": bool(lo <= 0.5 <= hi),
+    blind_auc, passed = float(weights @ aucs), bool(lo <= 0.5 <= hi)
+    return {"blind_auc": blind_auc, "blind_auc_ci": (lo, hi), "passed": passed,
             "p_value": fold_interval_p_value(aucs, n1, n0), "fold_aucs": tuple(float(a) for a in aucs),
-            "pooled_auc": float(roc_auc_score(member, scores))}
+            "pooled_auc": float(roc_auc_score(member, scores)),
+            "summary": summary_line(blind_auc, (lo, hi), confidence, passed)}
 
 
 def combined_fold_interval(aucs: np.ndarray, n1: np.ndarray, n0: np.ndarray, alpha: float) -> tuple[float, float]:

@@ -20,38 +20,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from audit.stats.lower_bound import ESTIMATE, VERDICT
-from audit.theory.checks import check_confidence
+from audit.stats.outcome import Family  # the family that competes is the results block (one class)
 from audit.theory.claims import ApproxDPClaim, PrivacyClaim
 
 __all__ = ["Family", "best_valid_bound", "audit_ceiling", "claim_verdict", "compare_with_claim", "epsilon_value"]
 
 #: Relative slack when comparing a bound with the theory (numerical noise of accountants).
 TOLERANCE = 1e-9
-
-
-@dataclass(frozen=True)
-class Family:
-    """The bounds that compete for an audit's best bound: ``size`` members (fixed before the
-    target's data is seen), family-wise ``confidence``."""
-
-    size: int
-    confidence: float
-
-    def __post_init__(self) -> None:
-        check_confidence(self.confidence)
-        if int(self.size) != self.size or self.size < 1:
-            raise ValueError(f"a family has at least one member (got {self.size})")
-
-    @property
-    def member_confidence(self) -> float:
-        """The confidence each competing bound is computed at: ``1 - (1 - confidence)/size``."""
-        return 1.0 - (1.0 - self.confidence) / self.size
 
 
 def percent(confidence: float) -> str:

@@ -109,8 +109,9 @@ def reproducibility_table(check: dict) -> dict:
                        "generator is audited all the same, but its run cannot be repeated exactly"}
 
 
-def reproducibility_lines(results: dict) -> list[str]:
-    """The summary line of a plugin run that is not reproducible (none otherwise)."""
-    if results.get("reproducible", True):
+def reproducibility_lines(reproducible: bool | None, note: str | None) -> list[str]:
+    """The summary line of a plugin run that is not reproducible (none otherwise): ``reproducible`` and
+    ``note`` are the run's ``reproducible`` and ``reproducibility_note`` (None: no plugin, no check)."""
+    if reproducible is None or reproducible:
         return []
-    return [f"warning:   not reproducible: {results['reproducibility_note']}"]
+    return [f"warning:   not reproducible: {note}"]

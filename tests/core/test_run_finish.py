@@ -1,7 +1,8 @@
 """RunContext.finish writes results.json only through the typed outcome (audit.results_file) and returns that
 outcome: results that follow the schema (plain objects or typed blocks) are read back into the same types (a
 kind without blocks of its own, as a new kind starts);
-results that do not are a runner's bug, an audit that could not complete, and no results.json is written."""
+results that do not, or that hold a key no block names, are a runner's bug, an audit that could not complete,
+and no results.json is written."""
 
 from __future__ import annotations
 
@@ -45,4 +46,12 @@ def test_results_that_do_not_follow_the_schema_are_an_incomplete_audit(tmp_path)
     with pytest.raises(AuditIncomplete, match="does not follow the results schema"):
         with ctx:
             ctx.finish({k: v for k, v in ENVELOPE.items() if k != "confidence"}, {"command": "test"}, report=False)
+    assert not (ctx.run_dir / "results.json").exists()
+
+
+def test_a_key_no_block_names_is_an_incomplete_audit(tmp_path) -> None:
+    ctx = RunContext(tmp_path, "example", "laplace_count", seed=3, quiet=True)
+    with pytest.raises(AuditIncomplete, match="Outcome has no field 'warnings'"):
+        with ctx:
+            ctx.finish(ENVELOPE | {"warnings": ["a key no block names"]}, {"command": "test"}, report=False)
     assert not (ctx.run_dir / "results.json").exists()

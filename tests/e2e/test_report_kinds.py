@@ -1,6 +1,7 @@
 """Every run kind's real output: results.json (and compare.json) follow the shipped JSON Schema; every
 report opens with its headline figure above the first table and nothing overflows a laptop-wide page
-(headless Chromium); the index of runs lists them all; plots leave matplotlib's backend alone."""
+(headless Chromium); a library caller of ``render_report`` draws the report ``audit report`` draws; the
+index of runs lists them all; plots leave matplotlib's backend alone."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import pytest
 from helpers import KIND_RUNS, ROOT, without_volatile
 
 from audit.cli import main
-from audit.results_file import load_outcome, results_path, write_outcome
+from audit.results_file import load_outcome, outcome_of, results_path, write_outcome
 from audit.schemas import SCHEMA_PATH, validate_results
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -55,9 +56,17 @@ def test_the_typed_outcome_writes_back_the_same_bytes(kind_runs, kind, tmp_path)
     assert (tmp_path / source.name).read_bytes() == source.read_bytes()
 
 
+@pytest.mark.parametrize("kind", [*KIND_RUNS, "compare"])
+def test_every_key_a_run_writes_is_a_named_field(kind_runs, kind):
+    """Nothing goes into ``extra``: typed strictly, the file holds no key that no block names (``extra`` is
+    for files of older versions only)."""
+    outcome_of(_results(kind_runs[kind]), strict=True)
+
+
 @pytest.mark.parametrize("kind, drop", [("membership", "primary_attack"), ("dp", "best_estimate"),
                                         ("mechanism", "ceiling"), ("inversion", "inversion"),
-                                        ("extraction", "extraction"), ("sweep", "rows"), ("dp", "verdict")])
+                                        ("extraction", "extraction"), ("sweep", "rows"), ("dp", "verdict"),
+                                        ("reconstruction", "reconstruction")])
 def test_schema_rejects_a_missing_key(kind_runs, kind, drop):
     results = _results(kind_runs[kind])
     results.pop(drop)
@@ -65,12 +74,8 @@ def test_schema_rejects_a_missing_key(kind_runs, kind, drop):
         validate_results(results)
 
 
-def test_schema_is_shipped_and_versioned():
-    schema = json.loads(SCHEMA_PATH.read_text())
-    jsonschema.Draft202012Validator.check_schema(schema)
-    from audit.run_context import SCHEMA_VERSION
-
-    assert schema["$defs"]["envelope"]["properties"]["schema_version"] == {"const": SCHEMA_VERSION}
+def test_schema_is_shipped():
+    jsonschema.Draft202012Validator.check_schema(json.loads(SCHEMA_PATH.read_text()))
     pyproject = (ROOT / "pyproject.toml").read_text()
     assert '"audit.schemas" = ["*.json"]' in pyproject and '"catalogue.json"' in pyproject
 
@@ -107,6 +112,25 @@ def test_index_lists_every_run_and_fits_the_page(kind_runs, tmp_path):
     assert "http://" not in text and "https://" not in text and "<script>" in text
     page = _measure(index, tmp_path)
     assert page["scrollWidth"] <= page["innerWidth"] and page["tableTop"] is not None
+
+
+def test_a_library_caller_renders_the_report_the_command_renders(kind_runs, tmp_path):
+    """A fresh interpreter that imports ``reports.html`` alone (no kind, no command line) renders every
+    kind's run byte for byte as ``audit report`` does: the kinds' looks are read on demand."""
+    pairs = []
+    for kind in KIND_RUNS:
+        command, library = tmp_path / "command" / kind, tmp_path / "library" / kind
+        for copy in (command, library):
+            shutil.copytree(kind_runs[kind], copy, ignore=shutil.ignore_patterns("*.png", "report.html"))
+        assert main(["report", str(command)]) == 0
+        pairs.append((command, library))
+    script = ("import sys; from pathlib import Path; from reports.html import render_report\n"
+              "for run_dir in sys.argv[1:]: render_report(Path(run_dir))")
+    done = subprocess.run([sys.executable, "-c", script, *(str(library) for _, library in pairs)],
+                          env=os.environ | {"PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    for command, library in pairs:
+        assert (library / "report.html").read_bytes() == (command / "report.html").read_bytes(), command.name
 
 
 def test_report_command_on_a_folder_writes_the_index(kind_runs):

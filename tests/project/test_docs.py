@@ -28,7 +28,9 @@ def test_results_schema_page_lists_every_part() -> None:
     schema = json.loads((ROOT / "audit" / "schemas" / "results.schema.json").read_text())
     page = docs_hooks().schema_reference()
     for name in schema["$defs"]:
-        assert f"| `{name}` |" in page
+        assert name == "run" or f"| `{name}` |" in page
+    for rule in schema["$defs"]["run"]["allOf"][1:]:  # what each kind requires
+        assert f"| `{rule['if']['properties']['kind']['const']}` |" in page
 
 
 DATASET_ROWS = {  # name -> (shape after n, low, high): the table of docs/reference/plugins.md

@@ -2,9 +2,12 @@
 
 * each report shows its compact table once, whatever its kind (a reconstruction report showed its
   first table twice while the headline table and the sections listed different kinds);
+* a kind's look is read on demand, never registered by importing the kinds: a fresh interpreter that
+  imports only the reports draws a kind's report as the command does;
 * the recipe of ``docs/contributing.md`` works: its toy kind, written from the page into a copy of the
-  repository plus one line in ``audit/kinds.py``, answers ``run toy --help``, ``list``, joins the
-  regenerated catalogue and renders a report.
+  repository plus one line in ``audit/kind_table.py``, answers ``run toy --help``, ``list``, joins the
+  regenerated catalogue, adds its own result block to the regenerated schema, writes it in its
+  results.json (typed back as its block) and renders a report from it.
 """
 
 from __future__ import annotations
@@ -18,9 +21,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, typed_outcome
+from helpers import ENVELOPE, ROOT, typed_outcome
 
-from audit.kinds import register_presentations, run_kinds
+from audit.kinds import run_kinds
 from reports.html import build_context
 from reports.presentation import DEFAULT, presentation_of
 
@@ -44,7 +47,6 @@ def _titles(context: dict) -> list[str]:
 
 @pytest.mark.parametrize("kind", [k.name for k in run_kinds()])
 def test_each_runner_table_shows_once(kind: str) -> None:
-    register_presentations()
     titles = _titles(build_context(typed_outcome(_results(kind)), None, []))
     for table in _results(kind)["tables"]:
         assert titles.count(table["title"]) == 1, (kind, titles)
@@ -54,7 +56,6 @@ def test_each_runner_table_shows_once(kind: str) -> None:
 
 
 def test_reconstruction_leads_with_its_first_table() -> None:
-    register_presentations()
     assert presentation_of("reconstruction").tables_lead
     assert presentation_of("reconstruction").headline == "reconstruction.png"
     assert presentation_of("no such kind") is DEFAULT
@@ -63,6 +64,25 @@ def test_reconstruction_leads_with_its_first_table() -> None:
 def _python(copy: Path, *argv: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(copy)}
     return subprocess.run([sys.executable, *argv], cwd=copy, env=env, capture_output=True, text=True, timeout=300)
+
+
+#: A library caller: a fresh interpreter that imports the reports only (no kind, no command line) and
+#: draws a hand-built reconstruction outcome, whose kind leads with its first table.
+LIBRARY_CALLER = """
+import json, sys
+from reports.html import build_context
+from audit.stats.outcome import Outcome
+outcome = Outcome.from_dict(json.loads(sys.argv[1]))
+assert "audit.kinds" not in sys.modules
+print(build_context(outcome, None, [])["attack_table"]["title"])
+"""
+
+
+def test_a_library_caller_gets_the_kinds_look() -> None:
+    results = ENVELOPE | _results("reconstruction")
+    drawn = _python(ROOT, "-c", LIBRARY_CALLER, json.dumps(results))
+    assert drawn.returncode == 0, drawn.stderr
+    assert drawn.stdout.strip() == "first table of reconstruction"
 
 
 @pytest.mark.slow
@@ -75,12 +95,22 @@ def test_a_toy_kind_is_its_package_plus_one_line(tmp_path: Path) -> None:
     for path, body in blocks.items():
         (copy / path).parent.mkdir(exist_ok=True)
         (copy / path).write_text(body, encoding="utf-8")
-    kinds = copy / "audit" / "kinds.py"
+    kinds = copy / "audit" / "kind_table.py"
     text = kinds.read_text(encoding="utf-8")
     assert text.count('"audit.commands.sweep")') == 1
     kinds.write_text(text.replace('"audit.commands.sweep")', '"audit.commands.sweep", "audit.toy.command")'))
 
     assert _python(copy, "-m", "audit.target_defaults").returncode == 0
+    schema = _python(copy, "-m", "audit", "schema")
+    assert schema.returncode == 0, schema.stderr
+    (copy / "audit" / "schemas" / "results.schema.json").write_text(schema.stdout, encoding="utf-8")
+    definitions = json.loads(schema.stdout)["$defs"]
+    assert definitions["letters"]["required"] == ["letters", "length"]
+    assert definitions["letters"]["properties"]["length"] == {"description": "how many characters the name has.",
+                                                              "type": "integer"}
+    (toy_part,) = [rule["then"] for rule in definitions["run"]["allOf"][1:]
+                   if rule["if"]["properties"]["kind"]["const"] == "toy"]
+    assert toy_part == {"required": ["detail"], "properties": {"detail": {"$ref": "#/$defs/letters"}}}
     catalogue = json.loads((copy / "audit" / "catalogue.json").read_text(encoding="utf-8"))["targets"]
     toy_targets = [name for name, use in catalogue.items() if "toy" in use["run_kinds"]]
     assert "laplace_count" in toy_targets
@@ -102,8 +132,18 @@ def test_a_toy_kind_is_its_package_plus_one_line(tmp_path: Path) -> None:
     (run_dir,) = [p for p in (tmp_path / "runs").iterdir() if p.is_dir() and p.name != "cache"]
     results = json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
     assert results["kind"] == "toy" and results["tables"][0]["rows"] == [["l"], ["a"], ["p"], ["l"]]
+    assert results["detail"] == {"letters": ["l", "a", "p", "l"], "length": 13}
+    del results["detail"]["length"]  # the regenerated schema checks the toy's block: typed, every key named
+    (tmp_path / "broken.json").write_text(json.dumps(results), encoding="utf-8")
+    typed = _python(copy, "-c", "import sys; from audit.results_file import load_outcome; "
+                                "print(type(load_outcome(sys.argv[1]).detail).__name__)", str(run_dir))
+    assert typed.returncode == 0 and typed.stdout.strip() == "Letters", typed.stderr
+    broken = _python(copy, "-c", "import sys; from audit.results_file import load_outcome; load_outcome(sys.argv[1])",
+                     str(tmp_path / "broken.json"))
+    assert broken.returncode != 0 and "does not follow the results schema" in broken.stderr
     html = (run_dir / "report.html").read_text(encoding="utf-8")
     assert "What was audited: the name of laplace_count." in html
+    assert "What was found: lapl, 4 of its 13 letters" in html
     assert html.count("Letters") == 1 and html.count("Length") == 1
     (run_dir / "report.html").unlink()
     assert _python(copy, "-m", "audit", "report", str(run_dir)).returncode == 0  # `report` finds the toy's look

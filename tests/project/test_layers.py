@@ -1,14 +1,16 @@
 """The layers of the package, enforced on the import graph (read with ast: every import statement,
 also those inside functions):
 
-* ``audit.errors`` imports nothing of the project;
+* ``audit.errors`` and ``audit.kind_table`` (the table of kinds, read on demand) import nothing of the
+  project;
 * ``audit.theory`` imports only ``audit.theory`` and ``audit.errors``;
 * ``audit.stats`` imports only ``audit.stats``, ``audit.theory`` and ``audit.errors``;
 * ``targets`` and ``attacks`` import from ``audit`` only ``audit.theory``, ``audit.stats`` and
   ``audit.errors``; neither imports the other;
 * ``reports`` imports nothing from ``targets`` or ``attacks``, and from ``audit`` only ``audit.errors``,
-  ``audit.io``, ``audit.theory``, ``audit.stats`` and ``audit.results_file`` (the one loader of the typed
-  outcome; never the kinds: they register how their reports are drawn, :mod:`reports.presentation`);
+  ``audit.io``, ``audit.theory``, ``audit.stats``, ``audit.results_file`` (the one loader of the typed
+  outcome) and ``audit.kind_table`` (where a kind's look is read on demand, :mod:`reports.presentation`;
+  never the kinds themselves);
 * only the command line (``audit.cli``, ``audit.commands``) imports ``audit.commands``: a kind's package
   never imports the command that loads it;
 * a name imported from another project module is public (no leading underscore);
@@ -28,6 +30,7 @@ PACKAGES = ("audit", "targets", "attacks", "reports")
 #: Each bottom layer and what it may import of the project.
 ALLOWED = {
     "audit.errors": (),
+    "audit.kind_table": (),
     "audit.theory": ("audit.theory", "audit.errors"),
     "audit.stats": ("audit.stats", "audit.theory", "audit.errors"),
 }
@@ -35,7 +38,8 @@ ALLOWED = {
 #: The longest a function may be, in lines from its ``def`` to its last line.
 MAX_FUNCTION_LINES = 80
 #: What ``reports`` may import of ``audit``.
-REPORTS_FROM_AUDIT = ("audit.errors", "audit.io", "audit.theory", "audit.stats", "audit.results_file")
+REPORTS_FROM_AUDIT = ("audit.errors", "audit.io", "audit.theory", "audit.stats", "audit.results_file",
+                      "audit.kind_table")
 
 Import = tuple[str, str, list[str], int]
 

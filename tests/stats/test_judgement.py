@@ -22,7 +22,7 @@ def _row(eps: float, role: str = "", method: str = "one-run", ceiling: float | N
 
 def test_the_blocks_are_those_of_the_verdict_functions() -> None:
     rows = [_row(0.4, ceiling=2.0), _row(3.0, SECONDARY), _row(9.0, ESTIMATE, "gdp")]
-    claim, family = PureDPClaim(1.0), Family(1, 0.95)
+    claim, family = PureDPClaim(1.0), Family(size=1, confidence=0.95)
     judged = judge(rows, claim=claim, delta=1e-5, alpha=ALPHA, family=family)
     blocks = judged.blocks(estimate=True, family=True)
     expected = compare_with_claim(rows, claim, 1e-5, ALPHA, family)
@@ -37,7 +37,7 @@ def test_the_blocks_are_those_of_the_verdict_functions() -> None:
 
 
 def test_the_attack_is_named_on_every_bound_and_the_best() -> None:
-    judged = judge([_row(0.4), _row(0.2)], claim=None, delta=1e-5, alpha=ALPHA, family=Family(1, 0.95))
+    judged = judge([_row(0.4), _row(0.2)], claim=None, delta=1e-5, alpha=ALPHA, family=Family(size=1, confidence=0.95))
     blocks = judged.for_attack("updates/dirac").blocks()
     assert [b["attack"] for b in blocks["lower_bounds"]] == ["updates/dirac"] * 2
     assert blocks["best_lower_bound"]["attack"] == "updates/dirac"
@@ -45,7 +45,7 @@ def test_the_attack_is_named_on_every_bound_and_the_best() -> None:
 
 
 def test_a_runner_may_replace_the_verdict() -> None:
-    judged = judge([_row(0.4)], claim=PureDPClaim(1.0), delta=1e-5, alpha=ALPHA, family=Family(1, 0.95))
+    judged = judge([_row(0.4)], claim=PureDPClaim(1.0), delta=1e-5, alpha=ALPHA, family=Family(size=1, confidence=0.95))
     replaced = judged.with_verdict({"status": "violation", "text": "the check decided", "source": "config_check"})
     assert replaced.verdict.source == "config_check" and judged.verdict.status == "consistent"
     assert replaced.blocks()["verdict"] == {"status": "violation", "text": "the check decided",

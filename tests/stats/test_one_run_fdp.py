@@ -133,7 +133,7 @@ def test_a_claim_whose_own_curve_is_rejected_is_a_violation() -> None:
     claim = GaussianClaim(0.5)
     bound = fdp_one_run_bound(scores, members, 200, 1e-5, 0.95, claim.tradeoff)
     assert bound.details["claim_rejected"] and bound.details["mu_lb"] > 0.5
-    comparison = compare_with_claim([bound.to_dict()], claim, 1e-5, np.array([0.5]), Family(1, 0.95))
+    comparison = compare_with_claim([bound.to_dict()], claim, 1e-5, np.array([0.5]), Family(size=1, confidence=0.95))
     assert comparison["verdict"]["status"] == "violation"
     loose = fdp_one_run_bound(scores, members, 200, 1e-5, 0.95, ApproxDPClaim(30.0, 1e-5).tradeoff)
     assert not loose.details["claim_rejected"]

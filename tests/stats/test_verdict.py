@@ -17,14 +17,14 @@ def _row(eps: float, confidence: float, role: str = "", method: str = "one-run")
 
 
 def test_family_member_confidence_is_bonferroni() -> None:
-    assert Family(1, 0.95).member_confidence == pytest.approx(0.95)
-    assert Family(5, 0.95).member_confidence == pytest.approx(0.99)
+    assert Family(size=1, confidence=0.95).member_confidence == pytest.approx(0.95)
+    assert Family(size=5, confidence=0.95).member_confidence == pytest.approx(0.99)
     with pytest.raises(ValueError):
-        Family(0, 0.95)
+        Family(size=0, confidence=0.95)
 
 
 def test_best_bound_ignores_secondary_and_estimates_and_states_the_family() -> None:
-    family = Family(2, 0.9)
+    family = Family(size=2, confidence=0.9)
     rows = [_row(0.4, 0.95), _row(0.7, 0.95), _row(3.0, 0.9, SECONDARY), _row(9.0, 0.9, ESTIMATE, "gdp")]
     best = best_valid_bound(rows, family)
     assert best["epsilon"] == 0.7 and best["family_size"] == 2 and best["family_confidence"] == 0.9
@@ -33,7 +33,7 @@ def test_best_bound_ignores_secondary_and_estimates_and_states_the_family() -> N
 
 def test_a_competing_bound_at_the_wrong_confidence_is_refused() -> None:
     with pytest.raises(ValueError, match="family of 5"):
-        best_valid_bound([_row(0.5, 0.95)], Family(5, 0.95))
+        best_valid_bound([_row(0.5, 0.95)], Family(size=5, confidence=0.95))
 
 
 def test_claim_verdict_prints_the_family() -> None:

@@ -94,7 +94,7 @@ def one_run_results(scores: np.ndarray, included: np.ndarray, claim: PrivacyClai
     ceiling (every guess right) with its ``ceiling_text``. Sources: docs/references.md, "One-run auditing".
     """
     s, inc = _check(scores, included, delta, confidence, design)
-    family = Family(1, confidence)
+    family = Family(size=1, confidence=confidence)
     rows = one_run_rows(s, inc, claim, delta, family, design)
     bounds = [b.to_dict() for b in rows]
     judgement = judge(bounds, claim=claim, delta=delta, alpha=ALPHA_GRID, family=family)

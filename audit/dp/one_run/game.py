@@ -254,10 +254,9 @@ def _results(opts: DPOptions, trained: TrainedOneRun, stats: dict) -> dict[str, 
                                         "lowest (0: one-sided), both fixed by simulating "
                                         "the claimed mechanism",
                      observation=trained.observation(),
-                     extra={"trainings": 1, "included": int(inc.sum()),
-                            "inclusion": "independent fair coin per canary; each included canary joins every step "
-                                         "by its own Poisson coin at the target's sampling rate, clipped to C like "
-                                         "any record"}),
+                     trainings=1, included=int(inc.sum()),
+                     inclusion="independent fair coin per canary; each included canary joins every step by its own "
+                               "Poisson coin at the target's sampling rate, clipped to C like any record"),
         "tables": [one_run_table(one, judged["lower_bounds"])],
     }
 

@@ -256,8 +256,7 @@ def _results(plugin: TrainerPlugin, opts: DPOptions, audited: tuple[str, Privacy
                                            "logprobs(prefix)"},
                      threshold_strategy="one-run guesses: 'in' for the k_pos highest scores, 'out' for the k_neg "
                                         "lowest, fixed by simulating the claimed mechanism",
-                     extra={"trainings": 1, "included": int(included.sum()), "n_train": n_texts,
-                            "inclusion": "independent fair coin per canary text; the included ones join the "
-                                         "training texts"}),
+                     trainings=1, included=int(included.sum()), n_train=n_texts,
+                     inclusion="independent fair coin per canary text; the included ones join the training texts"),
         "tables": [one_run_table(one, bounds)],
     }

@@ -262,7 +262,7 @@ def run_plugin_one_run(opts: DPOptions, plugin: TrainerPlugin | None = None) -> 
         if not opts.quiet:
             print(f"one run: {design.canaries} canaries, {design.k_pos + design.k_neg} guesses, "
                   f"{stats['one_run']['correct']} right; "
-                  f"{results['game'].extra['trainings']} trainings", file=sys.stderr)
+                  f"{results['game'].trainings} trainings", file=sys.stderr)
         return ctx.run_dir, ctx.finish(results, config)
 
 
@@ -339,7 +339,7 @@ class AuditedPluginRun:
         return {f"black-box/input-{canaries.kind}": attack_metrics(stats["scores"], canaries.included, confidence)}
 
     def input_summary(self) -> dict | None:
-        """``game.extra.input_canaries``: what the input canaries were and what their bound found."""
+        """``game.input_canaries``: what the input canaries were and what their bound found."""
         if self.inputs is None:
             return None
         canaries, stats = self.inputs
@@ -394,7 +394,7 @@ def _family(opts: DPOptions, judgement: Judgement, with_inputs: bool) -> Judgeme
     family = replace(judgement.family, confidence=opts.confidence, split=split,
                      text=f"one family at {opts.confidence:.0%}: the accounting check's tests share alpha "
                           f"{split['config_check']:.3g}, the one-run bound holds at {bound_confidence:.2%}{inputs}",
-                     extra={"one_run_confidence": bound_confidence})
+                     one_run_confidence=bound_confidence)
     return replace(judgement, family=family)
 
 
@@ -447,11 +447,10 @@ def _results(opts: DPOptions, audited: AuditedPluginRun, stats: dict) -> dict[st
                      threshold_strategy="one-run guesses: 'in' for the k_pos highest scores, 'out' for the k_neg "
                                         "lowest (0: one-sided), both fixed by simulating "
                                         "the mechanism the probe read",
-                     extra={"trainings": trainings, "included": int(inc.sum()), "n_train": int(len(data)),
-                            "input_canaries": audited.input_summary(),
-                            "inclusion": "independent fair coin per canary; each included canary joins every real "
-                                         "step by its own Poisson coin at the code's sampling rate, C times its unit "
-                                         "direction"}),
+                     trainings=trainings, included=int(inc.sum()), n_train=int(len(data)),
+                     input_canaries=audited.input_summary(),
+                     inclusion="independent fair coin per canary; each included canary joins every real step by "
+                               "its own Poisson coin at the code's sampling rate, C times its unit direction"),
         "tables": [config_table(block), one_run_table(one, judged["lower_bounds"]), *audited.input_tables(),
                    coverage_table()],
     }
@@ -466,14 +465,13 @@ def plugin_one_run_summary(outcome: Outcome) -> list[str]:
     Returns:
         The lines.
     """
-    game = outcome.game
-    extra = game.extra if game else {}
-    lm = game is not None and "language-model checks" in (game.trainings_text or "")
+    game = outcome.game or Game()
+    lm = "language-model checks" in (game.trainings_text or "")
     replay = "the language-model checks' replay, " if lm else ""
-    lines = [f"training:  the audited run on all {extra['n_train']} {'texts' if lm else 'rows'}; "
-             f"{extra['trainings']} calls of the code's training in all (probe, the first steps of its repeat, "
+    lines = [f"training:  the audited run on all {game.n_train} {'texts' if lm else 'rows'}; "
+             f"{game.trainings} calls of the code's training in all (probe, the first steps of its repeat, "
              f"{replay}the dataset plus and less one record, the audited run)"]
-    inputs = extra.get("input_canaries")
+    inputs = game.input_canaries
     if inputs:
         bound = inputs["epsilon_lower_bound"]
         lines.append(f"inputs:    {inputs['canaries']} input canaries ({inputs['kind']}, {inputs['included']} in) in "

@@ -99,7 +99,7 @@ def test_correct_loop_passes_the_same_audit(tmp_path):
     outcome = _audit("opacus_control_correct", max(RUNS.values()), tmp_path)
     assert outcome.verdict.status == "consistent"
     assert outcome.params["code"]["epsilon_pld"] == pytest.approx(outcome.epsilon_theory, rel=1e-6)
-    assert outcome.extra["reproducible"] is True
+    assert outcome.reproducible is True
 
 
 def test_opacus_claim_is_what_its_accountant_reports(tmp_path):

@@ -66,7 +66,7 @@ def test_white_box_of_a_hooked_loop_is_one_line_exit_2(tmp_path, capsys):
 
 def test_assert_private_one_run_passes_a_correct_loop(tmp_path):
     outcome = assert_private(hooked_plugin("one_run_correct"), one_run=True, out=tmp_path)
-    assert outcome.game.extra["trainings"] == 5 and outcome.verdict.status == "consistent"
+    assert outcome.game.trainings == 5 and outcome.verdict.status == "consistent"
 
 
 def test_assert_private_one_run_flags_a_loop_that_trains_three_times_the_epochs(tmp_path):

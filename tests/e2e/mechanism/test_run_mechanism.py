@@ -31,7 +31,7 @@ def test_every_mechanism_audited_at_its_claim_stays_below_it(name, tmp_path):
     gdp = [b for b in outcome.lower_bounds if b.method == "gdp"][0]
     # Each bound fails with probability <= 5% for a correct mechanism; seeds are fixed.
     assert cp.valid and 0 < cp.epsilon <= outcome.epsilon_theory
-    assert cp.epsilon <= outcome.game.extra["pair_epsilon"] + 1e-9
+    assert cp.epsilon <= outcome.game.pair_epsilon + 1e-9
     assert gdp.details["mu_lb"] <= gdp.details["mu_claim"] + 1e-9
     if gdp.valid:  # Gaussian output: the GDP bound is exact in shape, hence a valid epsilon bound
         assert gdp.epsilon <= outcome.epsilon_theory

@@ -119,7 +119,7 @@ def test_mechanism_gets_the_randomness_it_takes_and_is_reproducible(plugins, fac
     outcome = assert_private(f"{plugins}:{factory}", runs=5000, out=tmp_path)
     assert outcome.params["rng"] == kind
     assert outcome.verdict.status == "consistent"
-    assert outcome.extra["reproducible"] is True
+    assert outcome.reproducible is True
 
 
 # ---------------------------------------------------------------------------------------------- 2. ignored seeds
@@ -137,7 +137,7 @@ def test_a_plugin_ignoring_its_seed_is_flagged_and_still_audited(plugins, tmp_pa
 
 def test_a_trainer_ignoring_its_seed_is_flagged(plugins, tmp_path, capsys):
     honest = assert_private(f"{plugins}:trainer", attack="black-box/mislabelled", runs=20, out=tmp_path)
-    assert honest.extra["reproducible"] is True and honest.params["rng"] == "random_state"
+    assert honest.reproducible is True and honest.params["rng"] == "random_state"
     code, results, config, _ = _run(["run", "dp", "--target", f"{plugins}:trainer_ignoring_seed", "--threat",
                                      "black-box", "--canary", "mislabelled", "--runs", "20"], tmp_path / "b")
     assert code == 0 and results["reproducible"] is False
@@ -150,7 +150,7 @@ def test_a_trainer_ignoring_its_seed_is_flagged(plugins, tmp_path, capsys):
 
 def test_string_outputs_are_audited_as_categories(plugins, tmp_path):
     outcome = assert_private(f"{plugins}:exponential", runs=10_000, out=tmp_path / "a")
-    assert outcome.verdict.status == "consistent" and outcome.game.extra["test_fitted_on"].startswith("10000")
+    assert outcome.verdict.status == "consistent" and outcome.game.test_fitted_on.startswith("10000")
     with pytest.raises(AssertionError, match="exceeds the claimed epsilon 1.000"):
         assert_private(f"{plugins}:leaky_exponential", runs=10_000, out=tmp_path / "b")
 

@@ -35,7 +35,7 @@ def test_quick_dp_target_every_attack_within_advantage_bound(tmp_path):
         assert attack.advantage_dp_bound == pytest.approx(bound)
         lo, hi = attack.advantage_ci
         assert lo <= attack.advantage <= hi
-        assert lo <= bound and attack.extra["advantage_ci_low_vs_dp_bound"] == "below", name
+        assert lo <= bound and attack.advantage_ci_low_vs_dp_bound == "below", name
     for entry in outcome.lower_bounds:
         assert not entry.valid or entry.epsilon <= outcome.epsilon_theory
     assert (run_dir / "report.html").is_file()

@@ -24,6 +24,6 @@ def test_adding_an_attack_reuses_cached_models(tmp_path):
     assert trained(first) == {"target model": True, "2 shadow models": True}
     second, outcome = run_membership(replace(opts, attacks=("loss", "rmia"), references=2))
     assert trained(second) == {"target model": False, "2 shadow models": False, "2 reference models": True}
-    assert outcome.attacks["rmia_offline"].extra["reference_models"] == 2
+    assert outcome.attacks["rmia_offline"].reference_models == 2
     third, _ = run_membership(replace(opts, attacks=("rmia_online", "shadow", "confidence"), references=2))
     assert not any(trained(third).values())

@@ -184,7 +184,7 @@ def test_sweep_is_a_violation_when_an_audit_rejects_the_claims_curve():
     """Defect 3: the sweep's verdict came from epsilon bounds only. Noise a third of the claimed
     multiplier: the claim's curve is rejected while every valid epsilon bound stays below the claim."""
     claims = {eps: Memo(DPSGDClaim(DPSGD["sigma"] * f, DPSGD["q"], DPSGD["steps"])) for eps, f in ((1, 1.0), (2, 0.8))}
-    family = Family(len(claims), CONFIDENCE)
+    family = Family(size=len(claims), confidence=CONFIDENCE)
     rows = []
     for eps, claim in claims.items():
         rng = np.random.default_rng([25, eps])
@@ -203,7 +203,7 @@ def test_sweep_is_a_violation_when_an_audit_rejects_the_claims_curve():
 def test_sweep_at_the_claim():
     counts_violations, n = 0, REPS // 2
     claims = [DPSGD_CLAIM, Memo(DPSGDClaim(DPSGD["sigma"] * 1.5, DPSGD["q"], DPSGD["steps"]))]
-    family = Family(len(claims), CONFIDENCE)
+    family = Family(size=len(claims), confidence=CONFIDENCE)
     for rep in range(n):
         rows = []
         for i, claim in enumerate(claims):
@@ -248,7 +248,7 @@ def test_one_run_statistics_at_the_claim(method, sides, claim_form):
             scores = rng.normal(0.0, 1.0, m) + 2.0 * inc
         guesses = Guesses(method=method, k_pos=k, k_neg=k if sides == 2 else 0)
         bound = one_run(guesses, scores, inc, DELTA, CONFIDENCE, claim.tradeoff, VERDICT).to_dict()
-        comparison = compare_with_claim([bound], claim, DELTA, ALPHA_GRID, Family(1, CONFIDENCE))
+        comparison = compare_with_claim([bound], claim, DELTA, ALPHA_GRID, Family(size=1, confidence=CONFIDENCE))
         counts.add(comparison, [bound], claim.epsilon(DELTA) if truth is None else truth)
     counts.check()
 

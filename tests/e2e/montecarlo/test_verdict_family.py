@@ -31,7 +31,7 @@ def test_k_synthetic_attacks_at_the_boundary() -> None:
     rng = np.random.default_rng(2024)
     v = rng.binomial(r, q, size=(reps, k))
     corrected, uncorrected = 0, 0
-    family = Family(k, 1 - ALPHA)
+    family = Family(size=k, confidence=1 - ALPHA)
     for row in v:
         rows = [_row(one_run_epsilon_lb(r, int(x), r, 0.0, family.member_confidence), family.member_confidence)
                 for x in row]
