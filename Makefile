@@ -1,11 +1,14 @@
 # Two commands from a fresh clone (see README "Quick start"):
 #   make audit   creates .venv on first use and runs the flagship audit (report under runs/)
-#   make test    creates .venv on first use and runs the test-suite (what .ci/run runs)
+#   make test    creates .venv on first use and runs the test-suite (what .ci/run runs) on TEST_WORKERS
+#                processes (pytest-xdist, a test file per worker at a time; TEST_WORKERS=0: one process)
 #   make test-fast  the unit lane: every test not marked slow (tests/e2e/ and the few marked runs left out)
 #   make lint    ruff (E,F,I,W,B,UP, complexity C901 <= 15, PLR0913 <= 8 arguments; .ci/run runs it too)
 #   make docs    builds the documentation site into site/, warnings as errors (.ci/run builds it too)
 PYTHON ?= python3
 VENV := .venv
+# two workers: the machine README and CI assume has two cores (tests/README.md, "Time")
+TEST_WORKERS ?= 2
 
 .PHONY: audit test test-fast docs lint
 
@@ -18,7 +21,7 @@ audit: $(VENV)/.installed
 	$(VENV)/bin/python -m audit run membership --target dpsgd_mnist
 
 test: $(VENV)/.installed
-	$(VENV)/bin/python -m pytest
+	$(VENV)/bin/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 test-fast: $(VENV)/.installed
 	$(VENV)/bin/python -m pytest -m "not slow" -p no:cacheprovider -q

@@ -14,7 +14,7 @@ import math
 from collections.abc import Callable
 
 __all__ = ["number", "numbers", "positive_int", "non_negative_int", "seed_value", "confidence_level",
-           "epsilon_value", "delta_value"]
+           "epsilon_value", "delta_value", "guess_spec", "guess_form"]
 
 
 def _bound(value: float) -> str:
@@ -115,3 +115,22 @@ confidence_level = number(float, minimum=0, maximum=1, open_min=True, open_max=T
 epsilon_value = number(float, minimum=0, open_min=True, name="epsilon", example="1.0")
 #: A delta in (0, 1) (the runners check it again).
 delta_value = number(float, minimum=0, maximum=1, open_min=True, open_max=True, name="delta", example="1e-5")
+
+
+def guess_spec(value: str | int) -> tuple[int, str] | None:
+    """``--guesses`` read as (K, sides): ``K`` (one- or two-sided, the design weighs both: "both"), ``K:0``
+    ("one": 'in' for the K highest scores only) or ``K:K`` ("two": also 'out' for the K lowest); None when it is
+    none of these."""
+    text = str(value).strip()
+    k_text, sep, out = text.partition(":")
+    if not k_text.isdigit() or int(k_text) < 1 or (sep and out not in ("0", k_text)):
+        return None
+    return int(k_text), ("both" if not out else "one" if out == "0" else "two")
+
+
+def guess_form(text: str) -> str:
+    """The argparse type of ``--guesses`` (:func:`guess_spec`)."""
+    if guess_spec(text) is None:
+        raise argparse.ArgumentTypeError(f"guesses must be K, K:0 (one-sided) or K:K (two-sided), K a positive "
+                                         f"integer (got {text!r}); e.g. 35:0")
+    return text.strip()

@@ -307,8 +307,10 @@ class RunContext:
 
     def __init__(self, out: str | os.PathLike, kind: str, target: str, *, seed: int = 0, quiet: bool = False,
                  device: str = "cpu", name: str | None = None, stages: Stages | None = None) -> None:
-        self.paths = make_run_dir(out, kind, target, name)
         self.kind, self.target, self.seed, self.quiet, self.device_name = kind, target, int(seed), quiet, device
+        if device != "cpu":  # --device cuda without a GPU: a one-line error before the run directory exists
+            _ = self.device
+        self.paths = make_run_dir(out, kind, target, name)
         self.stages = stages or Stages()
         self.stages.attach(self.paths)
         self.started = self.stages.started
@@ -395,9 +397,17 @@ class RunContext:
         return outcome
 
     def __enter__(self) -> RunContext:
+        self._device_scope: contextlib.AbstractContextManager = contextlib.nullcontext()
+        if self.device_name != "cpu":
+            # run_context is on the --help path (configure_console): imported only when a run needs it
+            from targets.lm.device import using_lm_device
+
+            self._device_scope = using_lm_device(self.device)  # the language-model code trains on the run's device
+        self._device_scope.__enter__()
         return self
 
     def __exit__(self, kind, exc, tb) -> bool:
+        self._device_scope.__exit__(kind, exc, tb)
         if exc is not None and not isinstance(exc, (UserError, KeyboardInterrupt)):
             self.paths.logger.error("the audit could not complete:\n%s",
                                     "".join(traceback.format_exception(kind, exc, tb)).rstrip(), extra=FILE_ONLY)

@@ -157,14 +157,17 @@ def add_verbosity(group: Any) -> None:
 
 def gated_results(func: Callable[[argparse.Namespace], Any]) -> Callable[[argparse.Namespace], int]:
     """Wrap a function that returns its run's outcome (:class:`audit.stats.outcome.Outcome`, anything with
-    a ``verdict``) or an exit status: with ``--fail-above-claim`` a ``violation`` verdict becomes exit status 1."""
+    a ``verdict``) or an exit status: with ``--fail-above-claim`` a ``violation`` verdict becomes exit status 1 and
+    a ``could-not-read`` verdict (a check that could void the accounting was not read) exit status 2."""
 
     def run(args: argparse.Namespace) -> int:
         outcome = func(args)
         verdict = getattr(outcome, "verdict", None)
         if verdict is None:
             return int(outcome or 0)
-        violation = verdict.status == "violation"
-        return 1 if violation and getattr(args, "fail_above_claim", False) else 0
+        gate = getattr(args, "fail_above_claim", False)
+        if verdict.status == "could-not-read":  # a check was not read: never a pass under the gate
+            return 2 if gate else 0
+        return 1 if verdict.status == "violation" and gate else 0
 
     return run

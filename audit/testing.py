@@ -205,8 +205,9 @@ def assert_private(target: Any, *, attack: str | None = None, runs: int | None =
         ``outcome.epsilon_theory``, ``outcome.lower_bounds[0].method``.
 
     Raises:
-        AssertionError: the verdict is a violation; the message names the bound, its method, the claim
-            and the run directory.
+        AssertionError: the verdict is a violation (the message names the bound, its method, the claim
+            and the run directory) or could-not-read (a check that could void the accounting was not read:
+            never a pass).
         UserError: an option that does not apply (``runs`` or ``attack/canary`` with ``one_run=True``,
             ``canaries`` without it, an attack a mechanism does not take) or an unknown target.
     """
@@ -214,6 +215,8 @@ def assert_private(target: Any, *, attack: str | None = None, runs: int | None =
                                                          out=out, one_run=one_run, canaries=canaries))
     if outcome.verdict.status == "violation":
         raise AssertionError(_violation_message(outcome, run_dir))
+    if outcome.verdict.status == "could-not-read":  # nothing unread passes (exit 2 on the command line)
+        raise AssertionError(f"{outcome.target}: {outcome.verdict.text} (run directory: {run_dir})")
     return outcome
 
 

@@ -4,6 +4,7 @@
 
     python -m audit run dp --target examples.opacus_tutorial_cnn:trainer --one-run
 
+It trains on CUDA when a GPU is there, as Opacus's tutorial does (``benchmarks/gpu/run.sh`` times it on both).
 The audit runs this code unchanged: the accounting check reads the DP-SGD Opacus runs (noise multiplier,
 Poisson rate, steps) and the one audited training carries the gradient canaries
 (:mod:`audit.dp.plugins.one_run`). :func:`small_trainer` (500 rows, 1 epoch) is the configuration
@@ -42,9 +43,10 @@ def images(X) -> torch.Tensor:
 
 def train(X, y, seed, epochs=EPOCHS, accountant="prv", batch_size=BATCH_SIZE):
     torch.manual_seed(seed)                                   # the model, Opacus's batches and noise
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")   # as the Opacus tutorial does
     data = torch.utils.data.TensorDataset(images(X), torch.as_tensor(np.asarray(y, dtype=np.int64)))
     loader = torch.utils.data.DataLoader(data, batch_size=batch_size)
-    model = make_model()
+    model = make_model().to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=LR)
     model, optimizer, loader = PrivacyEngine(accountant=accountant).make_private_with_epsilon(
         module=model, optimizer=optimizer, data_loader=loader, epochs=epochs,
@@ -55,13 +57,13 @@ def train(X, y, seed, epochs=EPOCHS, accountant="prv", batch_size=BATCH_SIZE):
         for xb, yb in loader:
             optimizer.zero_grad()
             if len(xb):
-                criterion(model(xb), yb).backward()
+                criterion(model(xb.to(device)), yb.to(device)).backward()
             optimizer.step()
     model.eval()
 
     def predict_proba(Z):
         with torch.no_grad():
-            return torch.softmax(model(images(Z)), dim=1).numpy()
+            return torch.softmax(model(images(Z).to(device)), dim=1).cpu().numpy()
 
     return predict_proba
 

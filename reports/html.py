@@ -39,7 +39,7 @@ EXTRACTION_PNG = "extraction.png"
 REPORT_HTML = "report.html"
 
 _TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
-_VERDICT_COLOURS = {"consistent": "#d7f0d9", "violation": "#f8d3d3", "no-claim": "#e8e8e8"}
+_VERDICT_COLOURS = {"consistent": "#d7f0d9", "violation": "#f8d3d3", "no-claim": "#e8e8e8", "could-not-read": "#f6e7c1"}
 
 
 def load_run_json(run_dir: Path, name: str, required: bool) -> dict | None:

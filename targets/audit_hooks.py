@@ -125,25 +125,56 @@ def recording(recorder: UpdateRecorder) -> Iterator[UpdateRecorder]:
 
 @contextmanager
 def loader_indices(recorder: UpdateRecorder, dataset_size: int) -> Iterator[UpdateRecorder]:
-    """While the block runs, every torch ``DataLoader`` over a dataset of ``dataset_size`` records
-    tells ``recorder`` the indices it yields (single-process loading reads them in step order), so
-    the recorder knows which records each step held whatever loader the loop iterates."""
+    """While the block runs, ``recorder`` learns which examples each noisy step's per-sample gradients were
+    computed on: every torch ``DataLoader`` tells it the indices it yields and the size of its dataset
+    (single-process loading reads them in step order), and a global forward hook of ``torch.nn`` follows each
+    batch to the first module called on it: the batch counts for the next step when a gradient flows back
+    through that module's output (a tensor hook fires in the backward pass), and never when the module ran
+    without autograd (a no-grad validation or evaluation pass) or its output got no gradient. A batch no module
+    is called on (a functional loop) counts when it was yielded with autograd on. Examples from a loader over a
+    dataset of ``dataset_size`` items are the records given (their indices); from a dataset of another size
+    they are not (packed or split records: :attr:`UpdateRecorder.foreign`). An iterable dataset (no length)
+    yields no indices: those steps' records stay unseen."""
     original = dataloader._BaseDataLoaderIter._next_index
 
     def _next_index(self: Any) -> Any:
         index = original(self)
         dataset = getattr(self, "_dataset", None)
         size = len(dataset) if hasattr(dataset, "__len__") else None
-        if size == dataset_size:
-            recorder.note_loader_indices(index, size)
+        if size is not None:  # an iterable dataset yields no indices: its steps' records stay unseen
+            recorder.note_loader_indices(index, size, torch.is_grad_enabled())
         return index
 
     recorder.loader_size = int(dataset_size)
     dataloader._BaseDataLoaderIter._next_index = _next_index
+    handles = (torch.nn.modules.module.register_module_forward_pre_hook(recorder.module_called),
+               torch.nn.modules.module.register_module_forward_hook(recorder.module_returned))
     try:
         yield recorder
     finally:
         dataloader._BaseDataLoaderIter._next_index = original
+        for handle in handles:
+            handle.remove()
+
+
+@dataclass
+class LoaderBatch:
+    """The indices one data loader yielded, the size of its dataset and whether autograd was
+    on when it yielded them; ``reached``: a gradient flowed back through the module called on it."""
+
+    indices: np.ndarray
+    dataset_size: int
+    grad_enabled: bool
+    reached: bool = False
+
+
+def _grad_tensors(value: Any) -> list[Any]:
+    """The tensors of a module's output (a tensor, a sequence, a mapping such as Hugging Face's ModelOutput)
+    that require grad."""
+    if torch.is_tensor(value):
+        return [value] if value.requires_grad else []
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else ()
+    return [t for item in items for t in _grad_tensors(item)]
 
 
 def _tensors(value: Any, what: str) -> list[Any]:
@@ -178,11 +209,14 @@ class UpdateRecorder:
     ``source`` (:class:`StepSource`), and for Opacus ``initial`` / ``final`` parameters (white-box)
     and the privacy engines it made (``engines``). Per step also ``data_norms`` (the norm of the
     clipped data sum before any canary) and ``batches`` (the record indices the step held, from
-    ``add_canary(batch=...)`` or the training set's data loaders, :func:`loader_indices`; None when
-    not seen); a probe run also keeps ``noise``, a :class:`audit.stats.noise_check.NoiseRecorder` of the
+    ``add_canary(batch=...)`` or the examples of the data loaders whose gradients reached the step,
+    :func:`loader_indices`; None when not seen), ``foreign`` (per step whose examples came from a dataset
+    that is not the records given: their count and that dataset's size); a probe run also keeps ``noise``, a
+    :class:`audit.stats.noise_check.NoiseRecorder` of the
     noise the code added (the noisy sum minus the clipped sum) per parameter tensor and step, in memory
     bounded whatever the model's size (its module docstring). For Opacus ``normalisation`` /
-    ``normaliser``: how the noisy sum is divided.
+    ``normaliser``: how the noisy sum is divided. ``iterates``: a :class:`targets.final_params.IterateSketch`
+    that Opacus's instrumentation attaches to the DP optimizer (None: the iterates are not recorded).
     """
 
     def __init__(self, coordinate: int | None, coin_seed: Sequence[int] | int, include: bool = True) -> None:
@@ -204,9 +238,12 @@ class UpdateRecorder:
         self.normaliser: float | None = None
         self.normalisation: str | None = None
         self.loader_size: int | None = None
-        self._loader_indices: list[np.ndarray] = []
+        self.foreign: list[tuple[int, int]] = []
+        self._yielded: list[LoaderBatch] = []
+        self._claim: tuple[Any, list[LoaderBatch]] | None = None
         self._data: np.ndarray | None = None
         self.noise: NoiseRecorder | None = None
+        self.iterates: Any = None
         self._pending = False
 
     # --- the two hook calls -------------------------------------------------------------------
@@ -265,21 +302,60 @@ class UpdateRecorder:
 
     # --- which records each step held ---------------------------------------------------------
 
-    def note_loader_indices(self, indices: Any, dataset_size: int) -> None:
-        """A data loader over the training set yielded ``indices`` (:func:`loader_indices`)."""
-        if self.loader_size is None or self.loader_size == dataset_size:
-            self._loader_indices.append(np.asarray(indices, dtype=np.int64).reshape(-1))
+    def note_loader_indices(self, indices: Any, dataset_size: int, grad_enabled: bool = True) -> None:
+        """A data loader over a dataset of ``dataset_size`` items yielded ``indices`` (:func:`loader_indices`)."""
+        self._yielded.append(LoaderBatch(np.asarray(indices, dtype=np.int64).reshape(-1), dataset_size,
+                                         bool(grad_enabled)))
+
+    def module_called(self, module: Any, _args: Any) -> None:
+        """A module's forward starts (global hook): the first call after batches were yielded claims them."""
+        if self._claim is None and any(not b.reached for b in self._yielded):
+            claimed = [b for b in self._yielded if not b.reached]
+            self._yielded = [b for b in self._yielded if b.reached]
+            self._claim = (module, claimed)
+
+    def module_returned(self, module: Any, _args: Any, output: Any) -> None:
+        """The claiming module returned: its batches count once a gradient flows back through its output;
+        without autograd (no output requires grad) they are dropped, a no-grad pass."""
+        if self._claim is None or self._claim[0] is not module:
+            return
+        claimed, self._claim = self._claim[1], None
+        if not torch.is_grad_enabled():
+            return
+        tensors = _grad_tensors(output)
+        if not tensors:  # a module without parameters on the batch (a flatten, a transform): the next one decides
+            self._yielded.extend(claimed)
+            return
+
+        def reached(grad: Any) -> None:
+            for b in claimed:
+                b.reached = True
+                if all(x is not b for x in self._yielded):
+                    self._yielded.append(b)
+
+        try:
+            for tensor in tensors:
+                tensor.register_hook(reached)
+        except RuntimeError:  # a tensor that takes no hook (a torch.func transform): read as a functional loop
+            self._yielded.extend(claimed)
 
     def _step_batch(self, batch: Any) -> np.ndarray | None:
-        """The record indices of this step: ``batch`` as passed to ``add_canary``, else what the training
-        set's data loaders yielded since the last step, else None (not seen)."""
-        seen, self._loader_indices = self._loader_indices, []
+        """The record indices of this step: ``batch`` as passed to ``add_canary``, else the examples whose
+        gradients reached the step since the last one (:func:`loader_indices`), else None (not seen). Examples
+        from a dataset that is not the records given (another size) are noted in :attr:`foreign` and leave the
+        step's records unknown (None)."""
+        seen = [b for b in self._yielded if b.reached or b.grad_enabled]
+        self._yielded = []
         if batch is not None:
             array = np.asarray(_host(batch))
             return np.flatnonzero(array) if array.dtype == bool else array.astype(np.int64).reshape(-1)
+        others = [b for b in seen if b.dataset_size != self.loader_size]
+        if others:
+            self.foreign.append((int(sum(b.indices.size for b in others)), others[0].dataset_size))
+            return None
         if self.loader_size is None or (not seen and not any(b is not None for b in self.batches)):
             return None
-        return np.concatenate(seen) if seen else np.zeros(0, dtype=np.int64)
+        return np.concatenate([b.indices for b in seen]) if seen else np.zeros(0, dtype=np.int64)
 
     # --- bookkeeping --------------------------------------------------------------------------
 

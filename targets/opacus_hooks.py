@@ -125,6 +125,8 @@ def _wrap_make_private(original: Callable[..., Any]) -> Callable[..., Any]:
             poisson = isinstance(loader, DPDataLoader)
             rate = float(loader.sample_rate) if poisson else 1.0 / len(loader)
             recorder.register(optimizer, StepSource("opacus", rate, float(optimizer.noise_multiplier), poisson), self)
+            if recorder.iterates is not None:  # the final-model check (targets.final_params)
+                recorder.iterates.attach(out[0], optimizer)
         return out
 
     return make_private
@@ -152,4 +154,6 @@ def instrument_opacus(recorder: UpdateRecorder) -> Iterator[UpdateRecorder]:
                 setattr(cls, name, original)
             if recorder.final_params is not None:
                 recorder.final = _flat_params(recorder.final_params)
+            if recorder.iterates is not None:
+                recorder.iterates.detach()
 

@@ -3,16 +3,33 @@
 Property-based tests draw their examples deterministically (a fixed seed derived from each test), so
 every run of the suite checks the same cases."""
 
+import contextlib
+import io
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import FIXTURES, KIND_RUNS
+import running_notice
+from helpers import FIXTURES, KIND_RUNS, TINYGPT_QUICK, built_once
 from hypothesis import settings
 
 settings.register_profile("deterministic", derandomize=True)
 settings.load_profile("deterministic")
+
+
+@pytest.hookimpl(trylast=True)  # after the terminal reporter is registered
+def pytest_configure(config: pytest.Config) -> None:
+    """Name a long test on the terminal while it runs (tests/running_notice.py)."""
+    running_notice.register(config)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slow tests first, each lane in file order (a stable sort): with ``-n 2`` (pytest-xdist, ``--dist
+    loadfile``) the workers start on the long end-to-end files and the many short unit files fill the gaps at
+    the end, instead of one worker finishing a long file alone. No test depends on the order (tests/README.md)."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +65,38 @@ def kind_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     assert main(["compare", str(dirs["membership"]), "--out", str(out)]) == 0
     (dirs["compare"],) = [p for p in set(out.iterdir()) - before if p.is_dir()]
     return dirs
+
+
+@pytest.fixture()
+def lm_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The language-model cache (``PRIVACY_AUDIT_CACHE``, targets.lm.plugins.lm_cache_dir) set, for one test, to a
+    folder of the session (one per pytest-xdist worker), never the user's ``~/.cache``: a base that one test
+    pretrains (targets.lm.base.pretrained_base) the next test of the session loads. A module asks for it with
+    ``pytestmark = pytest.mark.usefixtures("lm_cache")``."""
+    from targets.lm.plugins import CACHE_ENV
+
+    folder = tmp_path_factory.getbasetemp() / "lm-cache"
+    monkeypatch.setenv(CACHE_ENV, str(folder))
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tinygpt_quick_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """``run membership --target nonprivate_tinygpt --quick --references 1`` (helpers.TINYGPT_QUICK), run once per
+    session for every pytest-xdist worker: (its run directory, what it printed). Its ``--out`` folder holds the
+    cache of the quick base (``cache/lm-base-*.safetensors``): an LM test or tutorial that runs the quick tiny GPT
+    copies that ``cache`` folder into its own ``--out`` instead of pretraining the same base again."""
+    from audit.cli import main
+
+    def build(out: Path) -> None:
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            assert main([*TINYGPT_QUICK, "--quiet", "--out", str(out)]) == 0
+        (out / "stdout.txt").write_text(printed.getvalue())
+
+    out = built_once(tmp_path_factory, "tinygpt-quick", build)
+    (run_dir,) = (path.parent for path in out.glob("*/results.json"))
+    return run_dir, (out / "stdout.txt").read_text()
 
 
 @pytest.fixture(scope="session")

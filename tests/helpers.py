@@ -3,6 +3,9 @@ repository's paths, which do not depend on how deep a test file lies under ``tes
 
 import importlib.util
 import json
+import os
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -25,6 +28,30 @@ KIND_RUNS = {
     "sweep": ["sweep", "dp", "--target", "dpgd_logreg_digits", "--epsilons", "1,2", "--runs", "40", "--quick",
               "--device", "cpu"],
 }
+
+#: The quick run of the built-in tiny GPT (argv after ``python -m audit``, without --out), made once per session by
+#: the fixture ``tinygpt_quick_run`` (tests/conftest.py); the LM membership tutorial runs the same command.
+TINYGPT_QUICK = ["run", "membership", "--target", "nonprivate_tinygpt", "--quick", "--references", "1"]
+
+
+def built_once(tmp_path_factory, name: str, build: Callable[[Path], None]) -> Path:
+    """The folder ``name`` that ``build(folder)`` fills, made once per test session and shared by the pytest-xdist
+    workers: the first worker to ask builds it under a file lock, the others wait for it and read it (the pattern
+    of pytest-xdist's documentation, "Making session-scoped fixtures execute only once"). Without xdist it is a
+    folder of the session's own base temp."""
+    from filelock import FileLock
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the workers' base temps are folders of one session folder
+    folder = root / name
+    with FileLock(f"{folder}.lock"):
+        if not (folder / ".built").exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            build(folder)
+            (folder / ".built").touch()
+    return folder
 
 
 def docs_hooks() -> ModuleType:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from audit.arguments import positive_int
+from audit.arguments import guess_form, non_negative_int, positive_int
 from audit.choices import DP_CANARIES, TEXT_CANARIES, THREATS
 from audit.kinds import RunKind
 from audit.run_parser import add_kind, dpsgd_start_options
@@ -48,10 +48,17 @@ def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser)
                         help="--one-run: number of gradient canaries (default: chosen by simulating the claim — for "
                              "a trainer plugin the DP-SGD its probe read — at most 20000 and the model's parameter "
                              "count; --quick: at most 2000)")
-    parser.add_argument("--guesses", type=positive_int, default=None, metavar="K",
-                        help="--one-run --threat black-box of a language-model trainer: the guess count fixed in "
-                             "advance, 'in' for the K highest scores and 'out' for the K lowest where the claim's "
-                             "simulation prefers two-sided guesses (default: chosen by simulating the claim)")
+    parser.add_argument("--input-canaries", type=non_negative_int, default=None, metavar="M",
+                        help="--one-run of a trainer plugin: input-space canaries (records, or texts for a "
+                             "language-model trainer) in the same training, each by a fair coin, to catch passes "
+                             "over the data outside the DP steps (default: 40%% of the dataset's size, at most 1000, "
+                             "none below 64; 0: none; audit.dp.plugins.input_canaries)")
+    parser.add_argument("--guesses", type=guess_form, default=None, metavar="K[:0|:K]",
+                        help="--one-run --threat black-box of a language-model trainer: the guesses fixed in "
+                             "advance: K:0 'in' for the K highest scores only (one-sided), K:K also 'out' for the K "
+                             "lowest, K either shape, whichever catches a leak confined to fewer canaries (default: "
+                             "the count and shape that catch the smallest leaked fraction, "
+                             "audit.stats.one_run.leak)")
     dpsgd_start_options(parser)
     parser.set_defaults(func=RUN_KIND.main)
 

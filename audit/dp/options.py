@@ -19,7 +19,8 @@ class DPOptions(CommonRunOptions):
     check_config: bool = False  # the accounting check of a trainer plugin alone (audit.dp.plugins.config)
     one_run: bool = False  # one training with M gradient canaries (audit.dp.one_run.game)
     canaries: int | None = None  # None: by simulating the claim (audit.stats.one_run.design.default_canary_count)
-    guesses: int | None = None  # language-model black-box one-run: K "in" and K "out" guesses fixed in advance
+    input_canaries: int | None = None  # plugin one-run: records/texts in the audited run (None: by its cost; 0: none)
+    guesses: str | int | None = None  # LM black-box one-run: "K", "K:0" or "K:K" (audit.arguments.guess_spec)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -141,6 +141,8 @@ def run_dp(opts: DPOptions) -> tuple[Path, Outcome]:
     with quiet_libraries(opts.quiet):  # -q silences the warnings of the user's libraries (Opacus, torch) too
         if opts.guesses is not None and not (opts.one_run and opts.threat == "black-box"):
             raise UserError("--guesses K applies to --one-run --threat black-box of a language-model trainer")
+        if opts.input_canaries is not None and not (opts.one_run and opts.threat != "black-box"):
+            raise UserError("--input-canaries M applies to --one-run of a trainer plugin (threat updates or white-box)")
         if opts.check_config:
             return run_check_config(opts)
         if resolve(opts.target).family == "lm":  # a built-in LM target: its lm_trainer (targets.lm.plugins)

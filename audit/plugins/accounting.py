@@ -19,6 +19,11 @@ with its fix); what leaves the accounting intact is a note:
   loaders, whatever loader the loop iterates) tested for Poisson sampling
   (:func:`audit.stats.sampling_check.sampling_from_batches`): shuffled, fixed-size or otherwise
   not Poisson while accounted as Poisson is a violation.
+* **records**: what each noisy step's per-sample gradients were computed on, in the probe and both other
+  worlds (:func:`targets.audit_hooks.loader_indices`: the batches of the data loaders whose gradients
+  reached the step; no-grad passes never count): examples from a dataset that is not the records given
+  (packed or split records, Hugging Face's ``group_texts`` blocks) void per-record accounting, a violation
+  (:func:`records_finding`).
 * **rate**: the records the batches held against the rate accounted (the rate passed to
   ``add_canary``; Opacus: its loader's), by the exact two-sided binomial test
   (:func:`audit.stats.sampling_check.rate_test`): a rejected rate is a violation.
@@ -26,6 +31,10 @@ with its fix); what leaves the accounting intact is a note:
   tests): noise below the multiplier the claim needs in any tensor or step, noise not drawn afresh at
   every step, noise that is not Gaussian, and noise that does not change with the seed (the probe
   against the run on the dataset plus one record, from another seed): each a violation.
+* **final-model** (:mod:`audit.plugins.final_model`), from the run on the dataset plus one record: the
+  parameters the code returns must be its last DP iterate or a linear combination of its iterates (an
+  average or EMA); a model changed outside DP-SGD (a non-private pass after the noisy steps) is a
+  violation; a model the audit cannot read (a hooked loop, a returned object it cannot reach) is said so.
 * **epsilon**: the configuration the code runs — noise multiplier (measured from the noise the probe
   added, per parameter tensor: the largest value consistent with the least noisy tensor,
   :func:`measured_sigma`; Opacus: its optimizer's figure when smaller, reported beside it), the
@@ -36,10 +45,16 @@ with its fix); what leaves the accounting intact is a note:
 accounting check's part of the audit's family: all of ``1 - confidence`` with ``--check-config``,
 half of it with ``--one-run``, :data:`ONE_RUN_SHARE`), split before any data is seen by
 :data:`ALPHA_SHARES`: a third to the rate test, a third to the sampling test (its four dispersion
-tails at a twelfth of alpha each) and a third to the noise (one alpha for the tests of
+tails at a twelfth of alpha each, each exact or a Monte-Carlo p-value of the law given the total) and a
+third to the noise (one alpha for the tests of
 :func:`audit.stats.noise_check.check_noise`, split among them there). A loop that runs exactly as it
 is accounted is flagged with probability at most ``alpha`` (Bonferroni); the clipping and
 world-dependence checks are facts read from the code, not tests, and use none of it.
+
+**Nothing unread passes.** Each check ends ok, violation, or *could not read* with its reason (a finding
+with ``read`` False: the records of the steps unseen, so sampling, rate and clipping untested): a check that
+could void the accounting and was not read makes the block "could-not-read", printed on the terminal and in
+the verdict, never "as claimed" (:func:`unread_findings`).
 
 :func:`accounting_check` returns the ``config_check`` block of results.json and the lines printed
 first on the command line.
@@ -47,11 +62,12 @@ first on the command line.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
+from audit.plugins.final_model import final_model_check
 from audit.plugins.probe import Probe, require_steps, run_once
 from audit.stats.noise_check import NoiseCheck, check_noise
 from audit.stats.sampling_check import rate_test, sampling_from_batches
@@ -63,6 +79,7 @@ from audit.theory.config_check import (
 )
 from audit.theory.dpsgd import calibrate_noise_multiplier
 from targets.audit_hooks import UpdateRecorder
+from targets.final_params import IterateSketch
 from targets.plugins.loading import TrainerPlugin
 
 #: Relative slack of the clipping check (float32 sums).
@@ -76,11 +93,18 @@ ALPHA_SHARES = {"rate": 1 / 3, "sampling": 1 / 3, "noise": 1 / 3}
 SAMPLING_TAILS = 4
 #: The accounting check's part of the audit's alpha when the one-run test shares the family.
 ONE_RUN_SHARE = 0.5
+#: The input canaries' part of it in a plugin's one-run audit (:mod:`audit.dp.plugins.input_canaries`): the
+#: family is then the check (1/2), the gradient canaries' bound (1/4) and the input canaries' bound (1/4); without
+#: input canaries the gradient canaries' bound has the other half.
+INPUT_CANARY_SHARE = 0.25
 #: The order in which violations decide the verdict: facts read from the code first, then the tests.
 #: The language-model checks (:mod:`audit.plugins.lm_checks`) come first: what voids per-example clipping
 #: before what the noisy sums show.
-DECIDING_ORDER = ("position-ids", "loss-coupling", "non-dp-updates", "clipping", "world-dependence", "sampling",
-                  "rate", "noise", "epsilon")
+DECIDING_ORDER = ("position-ids", "loss-coupling", "non-dp-updates", "records", "final-model", "clipping",
+                  "world-dependence", "sampling", "rate", "noise", "epsilon")
+FIX_RECORDS = ("give the training one example per record (pad or truncate each text to its own sequence; never join "
+               "records and cut them into blocks, as group_texts does), or account for the unit really protected: "
+               "give the plugin those examples as its records and claim privacy per example")
 FIX_SAMPLING = ("sample each record by its own coin with rate q at every step, as accounted (with Opacus, iterate "
                 "the data loader make_private returns, with poisson_sampling=True)")
 
@@ -111,8 +135,11 @@ def clipping_check(recorder: UpdateRecorder) -> dict[str, Any]:
     """Whether every step's clipped data sum has norm <= C x its batch size (module docstring)."""
     pairs = [(norm, b.size) for norm, b in zip(recorder.data_norms, recorder.batches, strict=True) if b is not None]
     if not pairs:
+        why = ("they came from examples that are not the records (the records finding)" if recorder.foreign else
+               "pass batch= to add_canary, or iterate a torch DataLoader over the training set")
         return {"checked": False, "problem": False,
-                "message": "The records of each step were not seen (pass batch= to add_canary): clipping not checked."}
+                "message": f"Could not read: the records of each step were not seen ({why}), so per-example "
+                           "clipping was not checked."}
     c = float(recorder.clip_norm)
     ratio = max(norm / (c * max(size, 1)) if norm > 0 else 0.0 for norm, size in pairs)
     worst = max(range(len(pairs)), key=lambda i: pairs[i][0] - c * pairs[i][1])
@@ -126,29 +153,66 @@ def clipping_check(recorder: UpdateRecorder) -> dict[str, Any]:
 
 
 def finding(check: str, problem: bool, violation: bool, message: str, fix: str = "",
-            details: dict | None = None) -> dict[str, Any]:
+            details: dict | None = None, *, read: bool = True) -> dict[str, Any]:
     """One finding of the ``config_check`` block: a ``problem`` is a ``violation`` when ``violation`` (it voids the
-    accounting), else a note; ``fix``: what to change."""
-    return {"check": check, "problem": bool(problem), "violation": bool(problem and violation), "message": message,
-            "fix": fix, "details": details or {}}
+    accounting), else a note; ``fix``: what to change. ``read`` False: the check could not read what it needs
+    (``message`` says why); a check that can void the accounting (``violation``) and was not read is
+    *could-not-read*, never a pass (:func:`unread_findings`)."""
+    return {"check": check, "problem": bool(problem and read), "violation": bool(problem and violation and read),
+            "message": message, "fix": fix, "details": details or {}, "read": bool(read), "decides": bool(violation)}
+
+
+def unread_findings(block: dict[str, Any]) -> list[dict[str, Any]]:
+    """The checks that could void the accounting and could not be read (a could-not-read verdict when nothing
+    else is a violation: exit 2 under ``--fail-above-claim``)."""
+    return [f for f in block["findings"] if f.get("read", True) is False and f.get("decides", True)]
+
+
+def records_finding(runs: Sequence[tuple[str, UpdateRecorder, int]]) -> dict[str, Any]:
+    """The **records** finding (module docstring): a violation when a step's per-sample gradients were computed
+    on examples that are not the records given (:attr:`targets.audit_hooks.UpdateRecorder.foreign`) in any of
+    ``runs`` (its name, its recorder, the records it was given); ok otherwise (steps whose records were not seen
+    at all leave sampling, rate and clipping unread, which say so)."""
+    seen = [(name, run, n) for name, run, n in runs if run.foreign]
+    if not seen:
+        return finding("records", False, True, "No noisy step's per-sample gradients came from examples other than "
+                       f"the records given ({', '.join(name for name, _, _ in runs)}).")
+    name, run, n = seen[0]
+    count, size = run.foreign[0]
+    message = (f"The per-sample gradients of {len(run.foreign)} of the {run.steps} noisy steps ({name}) were computed "
+               f"on examples of a dataset of {size} items where the plugin gave {n} records (e.g. {count} examples "
+               "in one step): the training's examples are not the records. Packed or split records (Hugging Face's "
+               "run_clm.py group_texts joins the texts and cuts them into blocks: one text spans several blocks "
+               "and adding one shifts every later block) put one record in several examples and several records "
+               "in one, so one record changes more than one clipped gradient and the accountant's per-record "
+               "epsilon does not hold; sampling, rate and clipping cannot be read per record.")
+    details = {"runs": {name: {"steps": run.steps, "foreign_steps": len(run.foreign),
+                               "dataset_sizes": sorted({s for _, s in run.foreign}), "records": n}
+                        for name, run, n in seen}}
+    return finding("records", True, True, message, FIX_RECORDS, details)
 
 
 def _from(found: ConfigFinding, violation: bool) -> dict[str, Any]:
     return finding(found.check, found.problem, violation, found.message, found.fix, found.details)
 
 
-def sampling_findings(recorder: UpdateRecorder, n: int, rate: float, alphas: dict[str, float]) -> list[dict]:
+def sampling_findings(recorder: UpdateRecorder, n: int, rate: float, alphas: dict[str, float],
+                      seed: int = 0) -> list[dict]:
     """The sampling and rate findings (module docstring) from the records each step held; not checked (no
-    problem) when the steps' records were not seen."""
+    problem) when the steps' records were not seen. ``seed`` seeds the sampling test's draws of its
+    conditional law (:func:`audit.stats.sampling_check.sampling_from_batches`)."""
     batches = [b for b in recorder.batches if b is not None]
     if len(batches) != recorder.steps:
-        unseen = ("The records of each step were not seen (pass batch= to add_canary, or iterate a torch DataLoader "
-                  "over the training set): {} not checked.")
-        return [finding("sampling", False, False, unseen.format("sampling")),
-                finding("rate", False, False, unseen.format("the sampling rate"))]
+        why = ("they came from examples that are not the records (the records finding)" if recorder.foreign else
+               "pass batch= to add_canary, or iterate a torch DataLoader over the training set")
+        unseen = (f"Could not read: the records of {recorder.steps - len(batches)} of the {recorder.steps} steps were "
+                  f"not seen ({why}), so {{}} was not tested.")
+        return [finding("sampling", False, True, unseen.format("the sampling"), read=False),
+                finding("rate", False, True, unseen.format("the sampling rate"), read=False)]
     out = []
     if recorder.steps >= 2:
-        sampling = sampling_from_batches(batches, n, significance=alphas["sampling"] / SAMPLING_TAILS).to_dict()
+        sampling = sampling_from_batches(batches, n, significance=alphas["sampling"] / SAMPLING_TAILS,
+                                         seed=seed).to_dict()
         problem = sampling["verdict"] not in ("poisson", "inconclusive", "full-batch")
         out.append(finding("sampling", problem, True, f"Sampling read from the records each step held: "
                             f"{sampling['verdict']}. {sampling['message']}", FIX_SAMPLING if problem else "",
@@ -180,23 +244,29 @@ def _epsilon_finding(config: DPSGDConfig, claim: Any, delta: float, sigma: float
     return _from(check_config_against_claim(config, claim, delta), True)
 
 
+def world_training(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int, salt: int,
+                   recorder: UpdateRecorder) -> Any:
+    """One instrumented call of ``train`` on ``(X, y)`` into ``recorder``, from a seed of its own (``salt``), no
+    canary; returns what ``train`` returned."""
+    trained = run_once(plugin, X, y, int(np.random.SeedSequence([seed, salt]).generate_state(1)[0]), recorder)
+    require_steps(plugin, recorder)
+    return trained
+
+
 def world_run(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int, salt: int) -> UpdateRecorder:
-    """One instrumented call of ``train`` on ``(X, y)``, from a seed of its own (``salt``), no canary."""
+    """:func:`world_training` into a fresh recorder, returned."""
     other = UpdateRecorder(None, 0)
-    run_once(plugin, X, y, int(np.random.SeedSequence([seed, salt]).generate_state(1)[0]), other)
-    require_steps(plugin, other)
+    world_training(plugin, X, y, seed, salt, other)
     return other
 
 
-def world_finding(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int, config: DPSGDConfig,
-                  added_run: UpdateRecorder, sigma_of: Callable[[UpdateRecorder], float],
-                  delta: float | None) -> dict[str, Any]:
-    """The configuration read with the first record duplicated (``added_run``, :func:`world_run`) and with it
-    removed (one more run), against ``config`` (module docstring): a move either way is a violation.
+def world_finding(config: DPSGDConfig, added_run: UpdateRecorder, removed_run: UpdateRecorder, n: int,
+                  sigma_of: Callable[[UpdateRecorder], float], delta: float | None) -> dict[str, Any]:
+    """The configuration read with the first of the ``n`` records duplicated (``added_run``, :func:`world_run`) and
+    with it removed (``removed_run``), against ``config`` (module docstring): a move either way is a violation.
     ``sigma_of``: the noise multiplier a world's run is read with; ``delta``: also each world's PLD epsilon."""
-    removed_run = world_run(plugin, X[1:], y[1:], seed, 43)
-    added = read_config(added_run, sigma_of(added_run), len(X) + 1)
-    removed = read_config(removed_run, sigma_of(removed_run), len(X) - 1)
+    added = read_config(added_run, sigma_of(added_run), n + 1)
+    removed = read_config(removed_run, sigma_of(removed_run), n - 1)
     worlds = {"adding": (config, added), "removing": (removed, config)}
     pairs = [(word, compare_world_configs(*pair)) for word, pair in worlds.items()]
     if delta is not None:  # each world's PLD epsilon, where the configuration moved
@@ -219,7 +289,9 @@ def accounting_check(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: 
     recorder, alphas, sigma_code = found.recorder, alpha_split(alpha), found.source.noise_multiplier
     claimed = float(claim.epsilon(delta))
     needed = float(calibrate_noise_multiplier(claimed, delta, recorder.source.sample_rate, recorder.steps))
-    added_run = world_run(plugin, np.concatenate([X, X[:1]]), np.concatenate([y, y[:1]]), seed, 31)
+    added_run = UpdateRecorder(None, 0)
+    added_run.iterates = IterateSketch(recorder.steps, seed)  # the final-model check reads this run
+    trained = world_training(plugin, np.concatenate([X, X[:1]]), np.concatenate([y, y[:1]]), seed, 31, added_run)
     noise = check_noise(recorder.noise, added_run.noise, recorder.clip_norm, needed, alphas["noise"])
     shown = measured_sigma(noise, sigma_code)
     tiny = float(np.finfo(float).tiny)
@@ -234,16 +306,24 @@ def accounting_check(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: 
         f"{measured['coordinates_x_steps']} coordinate-steps, level {alphas['noise']:.3g} split among the noise "
         f"tests)")
     findings += noise.findings
-    findings += sampling_findings(recorder, len(X), config.rate, alphas)
+    findings += sampling_findings(recorder, len(X), config.rate, alphas, seed)
     clipping = clipping_check(recorder)
     findings.append(finding("clipping", clipping["problem"], True, clipping["message"],
                              "clip each example's gradient to C before summing" if clipping["problem"] else "",
-                             clipping))
+                             clipping, read=clipping["checked"]))
     noisy_enough = sigma >= MIN_SIGMA * needed
     def sigma_of(run: UpdateRecorder) -> float:  # a hooked loop: the probe's measurement; Opacus: as for the probe
         return sigma if sigma_code is None else max(measured_sigma(noise, run.source.noise_multiplier), tiny)
 
-    findings.append(world_finding(plugin, X, y, seed, config, added_run, sigma_of, delta if noisy_enough else None))
+    removed_run = world_run(plugin, X[1:], y[1:], seed, 43)
+    findings.append(world_finding(config, added_run, removed_run, len(X), sigma_of,
+                                  delta if noisy_enough else None))
+    findings.append(records_finding([("the probe", recorder, len(X)), ("one record added", added_run, len(X) + 1),
+                                     ("one record removed", removed_run, len(X) - 1)]))
+    final = final_model_check(added_run.iterates, trained, added_run.source.kind)
+    # not read where it applies (an Opacus model the audit could not find): could-not-read, never a pass
+    findings.append(finding(final.check, final.problem, True, final.message, final.fix, final.details,
+                            read=final.details.get("read", True) or not final.details.get("applies", True)))
     status = block_status(findings)
     sampling = next((f["details"] for f in findings if f["check"] == "sampling" and f["details"]), None)
     epsilon = findings[0]["details"].get("epsilon")  # None: far too little noise for a PLD (_epsilon_finding)
@@ -255,8 +335,10 @@ def accounting_check(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: 
 
 
 def block_status(findings: list[dict[str, Any]]) -> str:
-    """The block's status: "violation" when a finding voids the accounting, "finding" for notes, else "ok"."""
+    """The block's status: "violation" when a finding voids the accounting, "could-not-read" when a check that
+    could void it was not read, "finding" for notes, else "ok"."""
     return ("violation" if any(f["violation"] for f in findings) else
+            "could-not-read" if unread_findings({"findings": findings}) else
             "finding" if any(f["problem"] for f in findings) else "ok")
 
 
@@ -271,20 +353,25 @@ def deciding_findings(block: dict[str, Any]) -> list[dict[str, Any]]:
 def check_lines(block: dict[str, Any]) -> list[str]:
     """The lines printed first: each finding with a problem, with its fix (the violations first, the deciding
     one first of all); else one line saying the configuration is as claimed."""
+    unread = unread_findings(block)
     problems = deciding_findings(block) + [f for f in block["findings"] if f["problem"] and not f["violation"]]
+    unread_lines = [f"CONFIG NOT READ ({f['check']}): {f['message']}" for f in unread]
+    if not problems and unread:
+        return unread_lines
     if not problems:
         cfg = block["config"]
         return [f"config:    as claimed: epsilon {cfg['epsilon']:.3g} by the PLD accountant for the DP-SGD the code "
                 f"runs (sigma {cfg['noise_multiplier']:.4g}, q {cfg['sample_rate']:.4g}, {cfg['steps']} steps) <= "
                 f"claimed {block['claimed_epsilon']:.3g}"]
     return [f"CONFIG {'VIOLATION' if f['violation'] else 'FINDING'} ({f['check']}): {f['message']}"
-            + (f" Fix: {f['fix']}." if f["fix"] else "") for f in problems]
+            + (f" Fix: {f['fix']}." if f["fix"] else "") for f in problems] + unread_lines
 
 
 def config_table(block: dict[str, Any]) -> dict[str, Any]:
     """Report table of the accounting check."""
-    rows = [[f["check"], "violation" if f["violation"] else "finding" if f["problem"] else "ok", f["message"],
-             f["fix"]] for f in block["findings"]]
+    rows = [[f["check"], "violation" if f["violation"] else "finding" if f["problem"] else
+             "could not read" if f.get("read", True) is False else "ok", f["message"], f["fix"]]
+            for f in block["findings"]]
     return {"title": "Accounting check: the DP-SGD the code runs", "columns": ["check", "status", "what", "fix"],
             "rows": rows, "caption": "Read from instrumented trainings of the code (probe, its repeat, the dataset "
                                       "plus one record and less one record); epsilon by our PLD accountant; the "

@@ -78,7 +78,9 @@ FIX_POSITIONS = ("pass position_ids of shape (B, L), one row per example, to eve
                  "torch.arange(L).expand(B, -1), or attention_mask.cumsum(1) - 1 with left padding")
 FIX_LOSS = ("compute each sequence's own loss and reduce over the batch: nll = cross_entropy(logits, targets, "
             "reduction='none'), loss_i = (nll * mask).sum(1) / mask.sum(1), then loss_i.mean() with Opacus's "
-            "loss_reduction='mean' (or .sum() with 'sum'); never labels= (a mean over every token of the batch)")
+            "loss_reduction='mean' where int(N q) does not move with one record (else .sum() with 'sum' and the "
+            "learning rate divided by a batch size fixed in advance: Opacus #571); never labels= (a mean over every "
+            "token of the batch)")
 FIX_FROZEN = ("build the optimizer after get_peft_model from the parameters that require grad, "
               "torch.optim.AdamW([p for p in model.parameters() if p.requires_grad]), and pass that model and "
               "optimizer to make_private")
@@ -107,6 +109,8 @@ class Watch:
     in_dp: set[str] = field(default_factory=set)
     outside_moved: set[str] = field(default_factory=set)
     rows: list[torch.Tensor] = field(default_factory=list)
+    fetched: list[int] = field(default_factory=list)
+    held: list[list[int]] = field(default_factory=list)
     ids: Counter = field(default_factory=Counter)
     hook: Any = None
     restore: Any = None
@@ -141,11 +145,22 @@ def _read_step(watch: Watch, optimizer: Any) -> None:
         if short in watch.before and short not in watch.in_dp and not torch.equal(p.detach(), watch.before[short]):
             watch.outside_moved.add(short)
     if watch.replay:
+        _replay_step(watch, optimizer)
+
+
+def _replay_step(watch: Watch, optimizer: Any) -> None:
+    """A step of the replay: the records its per-sample gradients hold (fetched from the replay's dataset since
+    the last step); the first record's row is kept when that record leads the batch (alone, then with partners),
+    so that the rows compared are those of the batches the replay chose, whatever wraps its loader (Opacus's
+    ``BatchMemoryManager`` splits them into physical batches)."""
+    held, watch.fetched = watch.fetched, []
+    if held and held[0] == 0 and (len(held) == 1) == (not watch.rows):
         rows = [gs.reshape(gs.shape[0], -1)[0] for p in optimizer.params if (gs := _flat_samples(p)) is not None]
         watch.rows.append(torch.cat(rows).double() if rows else torch.zeros(0, dtype=torch.float64))
-        optimizer.zero_grad(True)
-        if len(watch.rows) == 3:
-            raise _Stop
+        watch.held.append(held)
+    optimizer.zero_grad(True)
+    if len(watch.rows) == 3:
+        raise _Stop
 
 
 def _input_embedding(module: torch.nn.Module) -> torch.nn.Module | None:
@@ -159,12 +174,28 @@ def _input_embedding(module: torch.nn.Module) -> torch.nn.Module | None:
     return max(embeddings, key=lambda m: m.num_embeddings, default=None)
 
 
-def _replay_loader(loader: Any) -> Any:
-    """The replay's loader over the loop's dataset: record 0 alone, with records 1..m, with m+1..2m."""
+class _Fetched(torch.utils.data.Dataset):
+    """The loop's dataset, noting in ``watch.fetched`` every index read (which records a step's batch holds)."""
+
+    def __init__(self, dataset: Any, watch: Watch) -> None:
+        self.dataset, self.watch = dataset, watch
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, index: int) -> Any:
+        self.watch.fetched.append(int(index))
+        return self.dataset[index]
+
+
+def _replay_loader(loader: Any, watch: Watch) -> Any:
+    """The replay's loader over the loop's dataset: record 0 alone, with records 1..m, with m+1..2m (the records
+    each batch holds noted in ``watch``)."""
     n = len(loader.dataset)
     m = min(PARTNERS, (n - 1) // 2)
     batches = [[0], list(range(m + 1)), [0, *range(m + 1, 2 * m + 1)]]
-    return torch.utils.data.DataLoader(loader.dataset, batch_sampler=batches, collate_fn=loader.collate_fn)
+    return torch.utils.data.DataLoader(_Fetched(loader.dataset, watch), batch_sampler=batches,
+                                       collate_fn=loader.collate_fn)
 
 
 def _attach(watch: Watch, out: tuple) -> tuple:
@@ -196,7 +227,7 @@ def _attach(watch: Watch, out: tuple) -> tuple:
     for sub in module.modules():
         if isinstance(sub, torch.nn.modules.dropout._DropoutNd):
             sub.p = 0.0
-    return (*out[:-1], _replay_loader(out[-1]))
+    return (*out[:-1], _replay_loader(out[-1], watch))
 
 
 @contextmanager
@@ -274,8 +305,9 @@ def _shown(names: Sequence[str]) -> str:
 def _position_finding(watch: Watch) -> dict[str, Any]:
     if not watch.mismatch:
         return finding("position-ids", False, True, "Every trained parameter's per-sample gradients hold one row per "
-                       f"example of the batch ({watch.sampled} steps)." if watch.sampled else "Not checked: no step "
-                       "held per-sample gradients (ghost clipping keeps only their norms).")
+                       f"example of the batch ({watch.sampled} steps)." if watch.sampled else "Could not read: no "
+                       "step held per-sample gradients (ghost clipping keeps only their norms).",
+                       read=bool(watch.sampled))
     rows = sorted(set(watch.mismatch.values()))
     text = (f"The per-sample gradients of {_shown(watch.mismatch)} hold {'/'.join(map(str, rows))} row(s) where "
             f"the batch holds {watch.batch} examples: an input broadcast across the batch, as position ids of shape "
@@ -288,15 +320,18 @@ def _position_finding(watch: Watch) -> dict[str, Any]:
 
 def _coupling_finding(replay: Watch) -> dict[str, Any]:
     if len(replay.rows) < 3:
-        return finding("loss-coupling", False, True, "Not checked: the replay did not reach three steps "
-                       f"({len(replay.rows)}).")
+        return finding("loss-coupling", False, True, "Could not read: the replay's batches (the first record alone, "
+                       f"then with other records) reached {len(replay.rows)} of the 3 steps compared: the loop "
+                       "does not feed the batches of the data loader make_private returns to its steps (it "
+                       "iterates another loader, or splits them into batches of one).", read=False)
     alone = replay.rows[0]
     if not alone.numel():
-        return finding("loss-coupling", False, True, "Not checked: the replayed steps held no per-sample gradients "
-                       "(ghost clipping keeps only their norms).")
+        return finding("loss-coupling", False, True, "Could not read: the replayed steps held no per-sample gradients "
+                       "(ghost clipping keeps only their norms).", read=False)
     scale = max(float(alone.norm()), float(np.finfo(float).tiny))
     changes = [float((row - alone).norm()) / scale for row in replay.rows[1:]]
-    details = {"relative_change": changes, "tolerance": COUPLING_TOL, "partners": PARTNERS}
+    details = {"relative_change": changes, "tolerance": COUPLING_TOL, "partners": PARTNERS,
+               "batches_compared": replay.held}
     if max(changes) <= COUPLING_TOL:
         return finding("loss-coupling", False, True, f"The first record's per-sample gradient is the same alone and in "
                        f"two batches of other records (relative change at most {max(changes):.2g}): the loss is "

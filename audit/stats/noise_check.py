@@ -12,6 +12,12 @@ tensor) in memory that does not grow with the parameter count; :func:`check_nois
   ``sigma_0`` the claim needs. The pooled test is the one-sided upper confidence limit
   ``sigma_k^+ = sqrt(S_k / chi^2_{d_k T}(a)) / C`` compared with ``sigma_0``; the smallest ``sigma_k^+``
   (the least noisy tensor) is the noise multiplier the configuration's epsilon is computed with.
+* **coverage** (violation): per coordinate ``i`` over the steps, ``S_i / (sigma_0 C)^2`` is stochastically
+  larger than ``chi^2_T`` (each step adds ``N(0, sigma_t^2 C^2)`` with ``sigma_t >= sigma_0``); a coordinate
+  whose sum lies below the lower ``alpha / d`` quantile (union bound over the ``d`` coordinates of the
+  model) gets less noise than the claim needs. A coordinate that never gets noise (an input column of a
+  weight skipped, a slice left out) sums to exactly 0 and is caught at any ``T``, however small its
+  share of its tensor: the pooled level of its tensor barely moves, but its epsilon is infinite.
 * **independence** (violation): for independent isotropic Gaussian vectors the cosine ``r`` of two of
   them in ``n`` dimensions satisfies ``r sqrt(n - 1) / sqrt(1 - r^2) ~ t_{n-1}`` exactly (the projection
   of one on the other's direction against the ``chi^2_{n-1}`` rest), whatever their scale. Consecutive
@@ -20,14 +26,23 @@ tensor) in memory that does not grow with the parameter count; :func:`check_nois
   ``N(0, 1)`` and summed (Stouffer, two-sided). Every pair of steps (any lag, e.g. a generator reseeded
   every epoch): the cosines of a fixed subset of each tensor's coordinates (the *sketch*), the largest
   ``|r|`` against a union bound over the pairs. Noise reused gives ``r = 1``.
+* **cross-tensor** (violation): the same exact law within a step, across tensors: for every pair of
+  tensors ``(k, j)``, the cosine of their first ``m = min(d_k, d_j, CROSS_PREFIX)`` coordinates at each
+  step (independent under fresh noise), mapped to ``N(0, 1)`` and summed over the steps (Stouffer,
+  two-sided), union-bounded over the pairs. Noise reused across tensors in one step (the bias given the
+  weight's first noise values; a generator re-seeded with the same seed before each tensor, so every
+  tensor starts with the same draws; one flat noise buffer read from its start for every tensor) gives
+  ``r = +-1`` at every step: the released sum then carries noise that cancels between tensors, and
+  the step is not DP. Reuse at another offset is not what this test sees.
 * **distribution** (violation): the angle of a pair of i.i.d. coordinates ``(x, y)`` is uniform exactly
   when their law is rotation invariant, and independent coordinates with a rotation-invariant law are
   Gaussian (Maxwell's characterisation; Bryc 1995). Folded to ``[0, pi/4]`` the angle falls below
   ``pi/8`` with probability exactly 1/2 for Gaussian noise of any scale, 0.586 for Laplace noise and
   0.414 for uniform noise (``min(|x|, |y|) < tan(pi/8) max(|x|, |y|)``): the count over the pairs of
   coordinates ``(2i, 2i+1)`` of each tensor and step (the first :data:`SHAPE_PAIRS` of each) is
-  Binomial(n, 1/2), tested exactly (two-sided;
-  only when the independence test passes, since the pairs of steps that repeat are not independent).
+  Binomial(n, 1/2), tested exactly (two-sided; only when the independence and cross-tensor tests pass and
+  no coordinate is without noise, since coordinates that repeat, or are never noised, are not independent
+  draws of one law).
   Why a violation: the accountant's epsilon is the Gaussian's. At a given variance the Gaussian has the
   smallest Fisher information of any location family (``J >= 1 / Var``, equality only for the Gaussian;
   Stam 1959), so a step's shift of C is more distinguishable under any other noise of the claimed
@@ -39,20 +54,24 @@ tensor) in memory that does not grow with the parameter count; :func:`check_nois
 * **seed** (violation): the sketches of two runs from different seeds, every pair of their steps, as the
   repeat test: noise identical across seeds (a generator seeded by a constant) gives ``r = 1``.
 
-**Alpha split** (Bonferroni). The ``alpha`` the caller gives is split in six equal shares
-(:data:`ALPHA_SHARES`): the pooled level per tensor (``alpha/6/K`` each, ``K`` tensors), the per-step
-level (``alpha/6/(K T)`` each), the consecutive-steps test (``alpha/6/K`` per tensor), the any-lag repeat
-test (``alpha/6/K`` per tensor, its largest ``|r|`` union-bounded over the pairs), the distribution
-(``alpha/12`` pooled over every tensor and ``alpha/12/K`` per tensor) and the seed test (``alpha/6/K``
-per tensor, union over the pairs). A correct loop (Gaussian noise of multiplier at least ``sigma_0``,
-fresh and independent of the seed) is flagged with probability at most ``alpha``.
+**Alpha split** (Bonferroni). The ``alpha`` the caller gives is split in eight equal shares
+(:data:`ALPHA_SHARES`): the pooled level per tensor (``alpha/8/K`` each, ``K`` tensors), the per-step
+level (``alpha/8/(K T)`` each), the coverage (``alpha/8/d`` per coordinate), the consecutive-steps test
+(``alpha/8/K`` per tensor), the any-lag repeat test (``alpha/8/K`` per tensor, its largest ``|r|``
+union-bounded over the pairs), the cross-tensor test (``alpha/8/P`` per pair of tensors, ``P`` pairs), the
+distribution (``alpha/16`` pooled over every tensor and ``alpha/16/K`` per tensor) and the seed test
+(``alpha/8/K`` per tensor, union over the pairs). A correct loop (Gaussian noise of multiplier at least
+``sigma_0``, fresh, independent across tensors and of the seed) is flagged with probability at most
+``alpha``.
 
 **Memory** per run: ``K`` floats per step (sums of squares) and ``K`` per step (consecutive inner
 products), the sketch (``min(d_k, max(4, 256 // K))`` coordinates per tensor, float32 per step: at most
-``4 max(256, 4 K)`` bytes a step), the previous step's noise (``d`` floats) and ``3 K`` counters: 5,000
-steps of a 62-tensor model of 10^6 parameters hold about 18 MB (10 MB of per-step statistics, 8 MB the
-previous step's noise), whatever ``d``; :meth:`NoiseRecorder.nbytes`. Time: a few passes over the noise
-per step (27 ms for 10^6 parameters on a loaded 2-core machine).
+``4 max(256, 4 K)`` bytes a step), the previous step's noise and the per-coordinate sums of squares
+(``2 d`` floats), ``3 K`` counters and ``2 K^2`` for the cross-tensor sums: 5,000 steps of a 62-tensor model
+of 10^6 parameters hold about 26 MB (10 MB of per-step statistics, 16 MB the two ``d``-vectors), whatever
+``d``; :meth:`NoiseRecorder.nbytes`. Time: a few passes over the noise per step (about 30 ms for 10^6
+parameters on a loaded 2-core machine) and one ``K x K`` product of prefixes of at most
+:data:`CROSS_PREFIX` coordinates.
 """
 
 from __future__ import annotations
@@ -65,11 +84,13 @@ import numpy as np
 from scipy import stats
 
 __all__ = ["NoiseRecorder", "NoiseCheck", "check_noise", "ALPHA_SHARES", "SKETCH_TOTAL", "SHAPE_PAIRS", "cosine_z",
-           "cosine_tail"]
+           "cosine_tail", "CROSS_PREFIX"]
 
 #: The Bonferroni split of the caller's alpha across the sub-tests (module docstring).
-ALPHA_SHARES = {"level-pooled": 1 / 6, "level-step": 1 / 6, "consecutive": 1 / 6, "repeat": 1 / 6,
-                "distribution": 1 / 6, "seed": 1 / 6}
+ALPHA_SHARES = {"level-pooled": 1 / 8, "level-step": 1 / 8, "coverage": 1 / 8, "consecutive": 1 / 8,
+                "repeat": 1 / 8, "cross-tensor": 1 / 8, "distribution": 1 / 8, "seed": 1 / 8}
+#: Coordinates of each tensor's start compared across tensors within a step (the cross-tensor test).
+CROSS_PREFIX = 1024
 #: Sketch coordinates over all tensors (each tensor at least :data:`SKETCH_MIN`, at most its size).
 SKETCH_TOTAL, SKETCH_MIN = 256, 4
 #: Pairs of coordinates per tensor and step in the distribution test (the first ``2 x`` this many coordinates).
@@ -100,7 +121,9 @@ class NoiseRecorder:
     every tensor, concatenated in the order of ``sizes``). Per step: each tensor's sum of squares
     (``squares``, T x K), the inner product with the previous step's noise (``inner``, (T-1) x K) and the
     sketch (``sketch``, T x its coordinates); over all steps: per tensor ``fourth`` (sum of fourth powers),
-    ``pairs`` and ``pairs_low`` (pairs of coordinates with a folded angle below pi/8)."""
+    ``pairs`` and ``pairs_low`` (pairs of coordinates with a folded angle below pi/8), per coordinate
+    ``coordinate_squares`` (sum of squares), per pair of tensors ``cross_z`` and ``cross_steps`` (the sum of
+    the normal scores of their prefixes' cosines, and the steps it sums)."""
 
     def __init__(self, sizes: tuple[int, ...]) -> None:
         self.sizes = tuple(int(s) for s in sizes)
@@ -116,6 +139,11 @@ class NoiseRecorder:
         self.pairs = np.zeros(k, dtype=np.int64)
         self.pairs_low = np.zeros(k, dtype=np.int64)
         self._prev: np.ndarray | None = None
+        self.coordinate_squares = np.zeros(int(self.bounds[-1]))
+        self.prefix_lengths = (np.minimum(np.minimum.outer(self.sizes, self.sizes), CROSS_PREFIX) if k
+                               else np.zeros((0, 0), dtype=np.int64))
+        self.cross_z = np.zeros((k, k))
+        self.cross_steps = np.zeros((k, k), dtype=np.int64)
 
     def add(self, noise: np.ndarray) -> None:
         """Record one step's noise (flat, float64, the tensors concatenated)."""
@@ -123,7 +151,10 @@ class NoiseRecorder:
         if noise.size != self.bounds[-1]:
             raise ValueError(f"a step's noise has {noise.size} coordinates; the recorder expects {self.bounds[-1]}")
         parts = [noise[a:b] for a, b in zip(self.bounds[:-1], self.bounds[1:], strict=True)]
-        squares = [p * p for p in parts]
+        flat_squares = noise * noise
+        self.coordinate_squares += flat_squares
+        squares = [flat_squares[a:b] for a, b in zip(self.bounds[:-1], self.bounds[1:], strict=True)]
+        self._add_cross(parts)
         self._squares.append(np.array([float(q.sum()) for q in squares]))
         if self._prev is not None:
             self._inner.append(np.array([_dot(p, self._prev[a:b]) for p, a, b in
@@ -137,6 +168,25 @@ class NoiseRecorder:
             larger = np.maximum(x, y)
             self.pairs[k] += int(np.count_nonzero(larger))
             self.pairs_low[k] += int(np.count_nonzero(np.minimum(x, y) < _TAN_PI_8 * larger))  # never a (0, 0) pair
+
+    def _add_cross(self, parts: list[np.ndarray]) -> None:
+        """One step of the cross-tensor test: the cosine of every pair of tensors' aligned prefixes."""
+        k = len(parts)
+        if k < 2:
+            return
+        width = int(self.prefix_lengths.max())
+        prefix = np.zeros((k, width))
+        for i, p in enumerate(parts):
+            prefix[i, :min(p.size, width)] = p[:width]
+        cumulative = np.cumsum(prefix * prefix, axis=1)
+        m = self.prefix_lengths
+        norms = cumulative[np.arange(k)[:, None], m - 1] * cumulative[np.arange(k)[None, :], m - 1]
+        tested = np.triu((m >= 2) & (norms > 0), 1)
+        if not tested.any():
+            return
+        r = (prefix @ prefix.T)[tested] / np.sqrt(norms[tested])
+        self.cross_z[tested] += cosine_z(r, m[tested])
+        self.cross_steps[tested] += 1
 
     @property
     def steps(self) -> int:
@@ -159,19 +209,21 @@ class NoiseRecorder:
     def nbytes(self) -> int:
         """Bytes held (the memory bound of the module docstring)."""
         held = self.steps * (2 * len(self.sizes) * 8 + self.sketch_index.size * 4)
-        return held + (0 if self._prev is None else self._prev.nbytes) + 3 * 8 * len(self.sizes)
+        fixed = self.coordinate_squares.nbytes + self.cross_z.nbytes + self.cross_steps.nbytes + 3 * 8 * len(self.sizes)
+        return held + (0 if self._prev is None else self._prev.nbytes) + fixed
 
 
-def cosine_tail(r: np.ndarray | float, n: int) -> np.ndarray:
+def cosine_tail(r: np.ndarray | float, n: int | np.ndarray) -> np.ndarray:
     """``P(R >= r)`` for the cosine ``R`` of two independent isotropic Gaussian vectors in ``n >= 2``
-    dimensions (``R sqrt(n-1) / sqrt(1-R^2) ~ t_{n-1}``)."""
+    dimensions (``R sqrt(n-1) / sqrt(1-R^2) ~ t_{n-1}``; ``n`` may be an array beside ``r``)."""
     r = np.clip(np.asarray(r, dtype=np.float64), -1.0, 1.0)
-    with np.errstate(divide="ignore"):
-        t = r * math.sqrt(n - 1) / np.sqrt(np.maximum(1.0 - r * r, 0.0))
-    return stats.t.sf(t, n - 1)
+    dof = np.asarray(n, dtype=np.float64) - 1
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = r * np.sqrt(dof) / np.sqrt(np.maximum(1.0 - r * r, 0.0))
+    return stats.t.sf(t, dof)
 
 
-def cosine_z(r: np.ndarray, n: int) -> np.ndarray:
+def cosine_z(r: np.ndarray, n: int | np.ndarray) -> np.ndarray:
     """The cosines mapped to exact ``N(0, 1)`` values under independence (:func:`cosine_tail`)."""
     r = np.asarray(r, dtype=np.float64)
     return np.sign(r) * stats.norm.isf(cosine_tail(np.abs(r), n))
@@ -240,6 +292,59 @@ def _level(rec: NoiseRecorder, clip: float, sigma_needed: float, alpha: float) -
     details = {"noise_multiplier_needed": sigma_needed, "tensors_below": sorted(set(low_pool) | set(low_step)),
                "alpha_pooled_per_tensor": a_pool, "alpha_per_tensor_step": a_step}
     return _finding("noise-level", problem, message, fix, details), upper, tensors
+
+
+def _coverage(rec: NoiseRecorder, clip: float, sigma_needed: float, alpha: float) -> dict[str, Any]:
+    """The coverage finding: coordinates whose sum of squares over the steps lies below the lower
+    ``alpha/8/d`` quantile of ``(sigma_0 C)^2 chi^2_T`` (module docstring)."""
+    d = int(rec.bounds[-1])
+    level = alpha * ALPHA_SHARES["coverage"] / d
+    floor = float(stats.chi2.ppf(level, rec.steps)) * (sigma_needed * clip) ** 2
+    below = rec.coordinate_squares < floor
+    per = [int(np.count_nonzero(below[a:b])) for a, b in zip(rec.bounds[:-1], rec.bounds[1:], strict=True)]
+    zero = [int(np.count_nonzero(rec.coordinate_squares[a:b] == 0))
+            for a, b in zip(rec.bounds[:-1], rec.bounds[1:], strict=True)]
+    bad = [i for i, c in enumerate(per) if c]
+    if bad:
+        parts = [f"{_tensor_name(i, rec.sizes)}: {per[i]} coordinates ({zero[i]} with no noise at all, e.g. "
+                 f"coordinate {int(np.flatnonzero(below[rec.bounds[i]:rec.bounds[i + 1]])[0])})" for i in bad[:4]]
+        message = (f"{sum(per)} of {d} coordinates get less noise over the {rec.steps} steps than a multiplier of "
+                   f"{sigma_needed:.4g} allows: " + "; ".join(parts) + ("; ..." if len(bad) > 4 else "")
+                   + ". A coordinate without noise releases its gradient sum exactly: its epsilon is infinite.")
+    else:
+        message = f"Every one of the {d} coordinates gets noise at every step, as the claim needs."
+    details = {"coordinates_below": per, "coordinates_without_noise": zero, "floor": floor,
+               "alpha_per_coordinate": level}
+    return _finding("noise-coverage", bool(bad), message,
+                    f"add noise to every coordinate of every parameter tensor (sigma >= {sigma_needed:.4g}): "
+                    "draw it with the full shape of each gradient, never a slice of it", details)
+
+
+def _cross_tensor(rec: NoiseRecorder, alpha: float) -> dict[str, Any]:
+    """The cross-tensor finding: per pair of tensors, Stouffer's ``Z`` of their prefixes' cosines over the
+    steps, two-sided, each pair at ``alpha/8/P`` (module docstring)."""
+    tested = rec.cross_steps > 0
+    pairs = int(np.count_nonzero(tested))
+    level = alpha * ALPHA_SHARES["cross-tensor"] / max(pairs, 1)
+    rows = []
+    for i, j in zip(*np.nonzero(tested), strict=True):
+        z = float(rec.cross_z[i, j] / math.sqrt(rec.cross_steps[i, j]))
+        p = float(min(1.0, 2 * stats.norm.sf(abs(z)))) if np.isfinite(z) else 0.0
+        rows.append({"tensors": [int(i), int(j)], "coordinates": int(rec.prefix_lengths[i, j]), "z": z, "p": p,
+                     "rejected": p <= level})
+    bad = [r for r in rows if r["rejected"]]
+    if bad:
+        parts = [f"{_tensor_name(r['tensors'][0], rec.sizes)} and {_tensor_name(r['tensors'][1], rec.sizes)} "
+                 f"(first {r['coordinates']} coordinates, Z = {r['z']:.3g})" for r in bad[:4]]
+        message = ("The noise of different parameter tensors in one step is the same noise: " + "; ".join(parts)
+                   + ("; ..." if len(bad) > 4 else "") + ". DP-SGD adds independent noise to every coordinate; "
+                   "noise shared between tensors cancels between them and adds no privacy.")
+    else:
+        message = f"The noise of different parameter tensors is uncorrelated ({pairs} pairs of tensors)."
+    return _finding("noise-cross-tensor", bool(bad), message,
+                    "draw each tensor's noise separately from one generator that is not re-seeded between tensors "
+                    "(never copy one tensor's noise, or the start of a noise buffer, into another)",
+                    {"pairs": rows, "alpha_per_pair": level})
 
 
 def _gram_max(a: np.ndarray, b: np.ndarray | None) -> tuple[float, int, int]:
@@ -340,10 +445,13 @@ def _binomial_two_sided(low: int, n: int) -> float:
 
 def _distribution(rec: NoiseRecorder, alpha: float, independent: bool) -> dict[str, Any]:
     """The distribution finding: the folded pair angles below pi/8, pooled over the tensors and per tensor
-    (not tested when the steps' noise is not ``independent``: the counts are then not binomial)."""
+    (not tested when the coordinates are not ``independent`` draws of one law -- repeated across steps or
+    tensors, or some never noised, whose pairs fall below pi/8 every time: the counts are then not binomial)."""
     if not independent:
-        return _finding("noise-distribution", False, "The noise's distribution was not tested: its steps are not "
-                        "independent (noise-independence).", "", {"tested": False})
+        return _finding("noise-distribution", False, "The noise's distribution was not tested: its coordinates are "
+                        "not independent draws (coordinates without noise, noise-independence or noise-cross-tensor).",
+                        "",
+                        {"tested": False})
     k, share = len(rec.sizes), alpha * ALPHA_SHARES["distribution"]
     pooled_p = _binomial_two_sided(int(rec.pairs_low.sum()), int(rec.pairs.sum()))
     per = [{"tensor": i, "pairs": int(rec.pairs[i]),
@@ -398,8 +506,11 @@ def check_noise(rec: NoiseRecorder, other: NoiseRecorder | None, clip: float, si
     if rec.steps == 0:
         return NoiseCheck([], None, {})
     level, upper, tensors = _level(rec, clip, sigma_needed, alpha)
-    independence = _independence(rec, alpha)
-    findings = [level, independence, _distribution(rec, alpha, not independence["problem"])]
+    coverage, independence, cross = (_coverage(rec, clip, sigma_needed, alpha), _independence(rec, alpha),
+                                      _cross_tensor(rec, alpha))
+    never_noised = bool(np.any(rec.coordinate_squares == 0))
+    findings = [level, coverage, independence, cross,
+                _distribution(rec, alpha, not (never_noised or independence["problem"] or cross["problem"]))]
     seed = _seed(rec, other, alpha)
     if seed is not None:
         findings.append(seed)

@@ -32,7 +32,8 @@ class Verdict(Block):
     """``verdict`` (``$defs/verdict``): how the best bound compares with the claim.
 
     Attributes:
-        status: ``consistent``, ``violation`` or ``no-claim``.
+        status: ``consistent``, ``violation``, ``no-claim`` or ``could-not-read`` (a check that could void the
+            accounting was not read).
         text: the verdict in words.
         source: what decided it when not the bounds (``config_check``).
     """
@@ -370,12 +371,14 @@ class Finding(Block):
         message: what it found.
         problem: whether it is a problem.
         violation: whether it breaks the claim.
+        read: False when the check could not read what it needs (``message`` says why; older files: None).
     """
 
     check: str
     message: str
     problem: bool
     violation: bool | None = None
+    read: bool | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -27,7 +27,7 @@ from audit.theory.dpsgd import DPSGDClaim, calibrate_noise_multiplier
 
 __all__ = ["NORMALISATIONS", "CONFIG_TOLERANCE", "DPSGDConfig", "ConfigFinding", "config_epsilon",
            "check_config_against_claim", "compare_world_configs", "FIX_RATE_STEPS", "FIX_NORMALISATION",
-           "FIX_NOISE_CLIP"]
+           "FIX_EXPECTED_BATCH", "FIX_NOISE_CLIP"]
 
 #: How the noisy gradient sum is divided: by the expected batch size ``q n`` fixed in advance
 #: ("expected"), by the batch actually drawn ("actual"), not at all ("sum"), or something else.
@@ -42,6 +42,10 @@ FIX_RATE_STEPS = ("fix the sampling rate and the number of steps in advance, ind
 FIX_NORMALISATION = ("divide the noisy sum by a batch size fixed in advance (the rate times a size decided before "
                      "seeing the data), not by the actual batch size nor by int(q * len(dataset)) (with Opacus, "
                      "loss_reduction='sum' and that constant in the learning rate)")
+FIX_EXPECTED_BATCH = ("make the normaliser a constant fixed in advance: with Opacus, loss_reduction='sum' and the "
+                      "learning rate divided by an expected batch size decided before seeing the data (its default "
+                      "loss_reduction='mean' divides by expected_batch_size = int(N * q), Opacus #571), or train at "
+                      "a dataset size N where int((N - 1) q), int(N q) and int((N + 1) q) agree")
 FIX_NOISE_CLIP = "fix the noise multiplier and clipping norm in advance instead of deriving them from the data"
 
 
@@ -219,13 +223,25 @@ def _differs(a: Any, b: Any, rel_tol: float) -> bool:
     return not math.isclose(float(a), float(b), rel_tol=rel_tol, abs_tol=0.0)
 
 
+def _floor_of_nq(config: DPSGDConfig) -> bool:
+    """Whether ``config`` divides by ``int(N q)`` (Opacus's ``expected_batch_size`` of ``loss_reduction='mean'``):
+    its normaliser is the floor of its dataset size times its rate."""
+    if config.normalisation != "expected" or config.normaliser is None or not config.dataset_size:
+        return False
+    return float(config.normaliser) == math.floor(config.dataset_size * config.rate + 1e-9)
+
+
 def _world_differences(without: DPSGDConfig, with_: DPSGDConfig,
                        rel_tol: float) -> tuple[list[dict[str, Any]], list[str]]:
-    """(the differing fields, the fix sentences they call for, in order)."""
+    """(the differing fields, the fix sentences they call for, in order). A normaliser ``int(N q)`` that moves
+    with the record is named as Opacus's expected batch size (#571), with a fix that moves nothing else."""
+    floor_nq = _floor_of_nq(without) and _floor_of_nq(with_) and math.isclose(without.rate, with_.rate,
+                                                                               rel_tol=rel_tol)
     fields = (("sample rate", without.rate, with_.rate, FIX_RATE_STEPS),
               ("steps", without.steps, with_.steps, FIX_RATE_STEPS),
               ("normalisation", without.normalisation, with_.normalisation, FIX_NORMALISATION),
-              ("normaliser", without.normaliser, with_.normaliser, FIX_NORMALISATION),
+              ("normaliser" + (" int(N q) (Opacus's expected_batch_size, #571)" if floor_nq else ""),
+               without.normaliser, with_.normaliser, FIX_EXPECTED_BATCH if floor_nq else FIX_NORMALISATION),
               ("noise multiplier", without.noise_multiplier, with_.noise_multiplier, FIX_NOISE_CLIP),
               ("clip", without.clip, with_.clip, FIX_NOISE_CLIP))
     diffs = [{"field": name, "without": a, "with": b} for name, a, b, _ in fields if _differs(a, b, rel_tol)]

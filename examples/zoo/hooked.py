@@ -42,11 +42,12 @@ class Loop:
     permutation each epoch) or "shuffled-once" (one permutation for every epoch); ``clipping``:
     "per-example" or "none"; ``declared_clip``: the clip norm it tells ``add_canary`` and scales the
     noise by (None: ``clip``); ``noise``: "gaussian", "laplace", "uniform" (both of the Gaussian's
-    variance), "reused" (drawn at the first step, added again at every step) or "constant-seed" (a
-    generator seeded with 0, whatever the training's seed); ``scale``: the noise's standard deviation,
-    "sigma*C", "sigma" (the clip norm forgotten) or "sigma*C/qn" (scaled for the mean gradient, added to
-    the sum); ``unnoised``: parameter tensors left without noise; ``noiseless_steps``: warm-up steps
-    without noise.
+    variance), "reused" (drawn at the first step, added again at every step), "constant-seed" (a
+    generator seeded with 0, whatever the training's seed) or "cross-tensor" (the bias given the weight's
+    first noise values at every step); ``scale``: the noise's standard deviation, "sigma*C", "sigma" (the
+    clip norm forgotten) or "sigma*C/qn" (scaled for the mean gradient, added to the sum); ``unnoised``:
+    parameter tensors left without noise; ``unnoised_column``: an input column of the weight left without
+    noise (None: none); ``noiseless_steps``: warm-up steps without noise.
     """
 
     sigma: float
@@ -60,6 +61,7 @@ class Loop:
     noise: str = "gaussian"
     scale: str = "sigma*C"
     unnoised: tuple[str, ...] = ()
+    unnoised_column: int | None = None
     noiseless_steps: int = 0
 
 
@@ -116,6 +118,10 @@ def train(X: np.ndarray, y: np.ndarray, seed: int, loop: Loop):
         if loop.noise == "reused":
             first_noise = first_noise or noise
             noise = first_noise
+        if loop.noise == "cross-tensor":                       # the bias reuses the weight's first draws
+            noise[1] = noise[0].reshape(-1)[:noise[1].numel()].clone().reshape(noise[1].shape)
+        if loop.unnoised_column is not None:                   # one input column of the weight skipped
+            noise[0][:, loop.unnoised_column] = 0.0
         for name, z in zip(("weight", "bias"), noise, strict=True):
             if name in loop.unnoised or step < loop.noiseless_steps:
                 z.zero_()
@@ -126,10 +132,10 @@ def train(X: np.ndarray, y: np.ndarray, seed: int, loop: Loop):
     return lambda Z: torch.softmax(torch.as_tensor(Z, dtype=torch.float32) @ W.T + b, 1).numpy()
 
 
-def plugin(name: str, loop: Loop, description: str) -> dict:
-    """The trainer plugin of ``loop``: the first N digits, claiming (EPS, DELTA)."""
+def plugin(name: str, loop: Loop, description: str, rows: int = N) -> dict:
+    """The trainer plugin of ``loop``: the first ``rows`` digits, claiming (EPS, DELTA)."""
     digits = load_digits()
-    return {"kind": "trainer", "name": f"zoo_{name}", "dataset": (digits.X[:N], digits.y[:N]),
+    return {"kind": "trainer", "name": f"zoo_{name}", "dataset": (digits.X[:rows], digits.y[:rows]),
             "train": lambda X, y, seed: train(X, y, seed, loop), "description": description,
             "claim": {"epsilon": EPS, "delta": DELTA}}
 
@@ -235,6 +241,25 @@ def noise_reused_twin() -> dict:
     return plugin("noise_reused_twin", Loop(sigma_for()), "fresh noise at every step")
 
 
+def cross_tensor_noise() -> dict:
+    """The bias's noise is the weight's first 10 noise values at every step (noise reused across tensors)."""
+    return plugin("cross_tensor_noise", Loop(sigma_for(), noise="cross-tensor"),
+                  "the bias gets the weight tensor's first noise values")
+
+
+def cross_tensor_noise_twin() -> dict:
+    return plugin("cross_tensor_noise_twin", Loop(sigma_for()), "each tensor gets its own noise")
+
+
+def partly_noised() -> dict:
+    """One input column of the weight (10 of 650 coordinates) never gets noise."""
+    return plugin("partly_noised", Loop(sigma_for(), unnoised_column=3), "input column 3 of the weight gets no noise")
+
+
+def partly_noised_twin() -> dict:
+    return plugin("partly_noised_twin", Loop(sigma_for()), "every coordinate of the weight gets noise")
+
+
 def noise_constant_seed() -> dict:
     """The noise from a generator seeded with 0: the same noise whatever the training's seed."""
     return plugin("noise_constant_seed", Loop(sigma_for(), noise="constant-seed"),
@@ -284,10 +309,33 @@ def epochs_as_steps_twin() -> dict:
     return plugin("epochs_as_steps_twin", Loop(sigma_for(steps=STEPS)), f"noise calibrated for the {STEPS} steps")
 
 
+# --- correct trainings at the sampling test's edges (twins without a mistake) ---------------------------
+
+def two_steps_twin() -> dict:
+    """Two steps at rate 0.1 on 300 records: two Poisson batches, often of one size."""
+    return plugin("two_steps_twin", Loop(sigma_for(steps=2), steps=2), "two DP-SGD steps at rate 0.1, 300 records")
+
+
+def two_steps_small_twin() -> dict:
+    """Two steps at rate 0.2 on 37 records."""
+    return plugin("two_steps_small_twin", Loop(sigma_for(0.2, 2), rate=0.2, declared_rate=0.2, steps=2),
+                  "two DP-SGD steps at rate 0.2, 37 records", rows=37)
+
+
+def rate_near_one_twin() -> dict:
+    """Four steps at rate 0.99 on 100 records: nearly full batches."""
+    return plugin("rate_near_one_twin", Loop(sigma_for(0.99, 4), rate=0.99, declared_rate=0.99, steps=4),
+                  "four DP-SGD steps at rate 0.99, 100 records", rows=100)
+
+
+#: Correct trainings without a mistake beside them (each must pass, as a twin does).
+TWINS_ONLY = ("two_steps_twin", "two_steps_small_twin", "rate_near_one_twin")
+
 #: Every mistake of this module (its twin is ``NAME + "_twin"``).
 MISTAKES = ("declared_rate_too_small", "shuffled_batches", "shuffled_once", "no_clipping", "clip_norm_mismatch",
             "noise_without_clip_norm", "noise_for_the_mean", "bias_without_noise", "noise_reused",
-            "noise_constant_seed", "laplace_noise", "uniform_noise", "warmup_without_noise", "epochs_as_steps")
+            "cross_tensor_noise", "partly_noised", "noise_constant_seed", "laplace_noise", "uniform_noise",
+            "warmup_without_noise", "epochs_as_steps")
 
-__all__ = ["Loop", "train", "plugin", "sigma_for", "correct", "MISTAKES",
-           *MISTAKES, *(f"{m}_twin" for m in MISTAKES)]
+__all__ = ["Loop", "train", "plugin", "sigma_for", "correct", "MISTAKES", "TWINS_ONLY",
+           *MISTAKES, *(f"{m}_twin" for m in MISTAKES), *TWINS_ONLY]

@@ -19,10 +19,14 @@ docs/references.md, "Language model training checks"):
 * :func:`optimizer_before_peft`: the optimizer built before ``get_peft_model``, so it holds none of the
   LoRA adapters (Opacus #820: LoRA weights that do not update);
 * :func:`canaries_not_in_tokenizer`: the texts encoded as plain UTF-8 bytes by a tokenizer never told about
-  the canary tokens, so each canary is a string of ordinary byte ids.
+  the canary tokens, so each canary is a string of ordinary byte ids;
+* :func:`packed_blocks`: the texts joined and cut into blocks (``group_texts`` of Hugging Face's
+  ``run_clm.py``), so the training's examples are not the records.
+* :func:`polish`: the DP fine-tuning done right, then one ordinary AdamW epoch on a quarter of the texts
+  (issue 39: the model returned is not the DP training's).
 
-The correct loops are :func:`correct` (full fine-tuning) and :func:`correct_lora`; :data:`TWINS` pairs each
-mistake with the one it departs from.
+The correct loops are :func:`correct` (full fine-tuning), :func:`correct_lora`, :func:`batch_memory_manager`
+and :func:`evaluation_first` (:data:`CORRECT`); :data:`TWINS` pairs each mistake with the one it departs from.
 """
 
 from __future__ import annotations
@@ -37,6 +41,10 @@ from targets.lm.model import build_model
 from targets.lm.tokenizer import ByteTokenizer, reserved_marker
 
 N, BATCH, EPOCHS, CLIP, LR = 37, 8, 1, 1.0, 1e-3
+#: The block length of :func:`group_texts` (the mistake of :func:`packed_blocks`).
+BLOCK = 32
+#: The fraction of the texts the ordinary epoch of :func:`polish` covers after the DP fine-tuning.
+POLISH = 0.25
 EPS, DELTA = 4.0, 1e-5
 #: The loops' tokenizer: bytes, BOS/EOS/PAD and 64 reserved ids for canaries; texts cut to 64 ids.
 TOKENIZER = ByteTokenizer(n_reserved=64, max_length=64)
@@ -106,15 +114,51 @@ def _logprobs(model: torch.nn.Module, encode: Callable[[str], list[int]]) -> Cal
     return logprobs
 
 
+def group_texts(encoded: Sequence[list[int]], block: int = BLOCK) -> tuple[torch.Tensor, torch.Tensor]:
+    """Hugging Face ``run_clm.py``'s ``group_texts``: the encoded texts joined and cut into blocks of ``block``
+    ids, the remainder dropped (the mistake of :func:`packed_blocks`)."""
+    joined = [i for e in encoded for i in e]
+    ids = torch.tensor(joined[: len(joined) // block * block]).reshape(-1, block)
+    return ids, torch.ones_like(ids, dtype=torch.bool)
+
+
+def _epoch(model: torch.nn.Module, optimizer: torch.optim.Optimizer, loader, loss: str, positions: bool) -> None:
+    for batch_ids, batch_mask in loader:
+        optimizer.zero_grad()
+        if len(batch_ids):
+            _loss(model, batch_ids, batch_mask, loss, positions).backward()
+        optimizer.step()
+
+
+@torch.no_grad()
+def _evaluate(model: torch.nn.Module, loader, loss: str, positions: bool) -> float:
+    """A no-grad pass over ``loader``: the mean loss of its batches."""
+    return float(np.mean([float(_loss(model, i, m, loss, positions)) for i, m in loader]))
+
+
 def train(batch_texts: list[str], seed: int, *, positions: bool = True, loss: str = "per-sequence",
-          lora: bool = False, optimizer_first: bool = False, encode: Callable[[str], list[int]] = TOKENIZER.encode):
-    """The loop (module docstring); the keywords are its pitfalls. Returns ``logprobs``."""
+          lora: bool = False, optimizer_first: bool = False, encode: Callable[[str], list[int]] = TOKENIZER.encode,
+          pattern: str = "plain"):
+    """The loop (module docstring); the keywords are its pitfalls, ``pattern`` how it is written: ``"plain"``,
+    ``"memory-manager"`` (each logical batch through Opacus's ``BatchMemoryManager`` in physical batches of at
+    most 3), ``"evaluation"`` (a no-grad evaluation loss over the training texts before training),
+    ``"packed"`` (the texts packed into blocks by :func:`group_texts`, in a ``DPDataLoader`` at the rate 1/5 of
+    the other loops: the rate and divisor Opacus derives do not move with one text) or ``"polish"`` (after the DP
+    epochs, one ordinary AdamW epoch over :data:`POLISH` of the texts on ``to_standard_module()``). Returns
+    ``logprobs``."""
     from opacus import PrivacyEngine  # optional dependency (the opacus extra)
+    from opacus.data_loader import DPDataLoader
+    from opacus.utils.batch_memory_manager import BatchMemoryManager
 
     torch.manual_seed(seed)
-    ids, mask = _padded([encode(t) for t in batch_texts])
-    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(ids, mask), batch_size=BATCH)
+    encoded = [encode(t) for t in batch_texts]
+    ids, mask = group_texts(encoded) if pattern == "packed" else _padded(encoded)
+    dataset = torch.utils.data.TensorDataset(ids, mask)
+    loader = (DPDataLoader(dataset, sample_rate=1 / 5) if pattern == "packed" else
+              torch.utils.data.DataLoader(dataset, batch_size=BATCH))
     model = build_model(TOKENIZER, 0)
+    if pattern == "evaluation":
+        _evaluate(model, loader, loss, positions)
     if optimizer_first:
         optimizer = torch.optim.AdamW(model.parameters(), lr=LR)
     if lora:
@@ -129,12 +173,24 @@ def train(batch_texts: list[str], seed: int, *, positions: bool = True, loss: st
                                                    noise_multiplier=noise_multiplier(), max_grad_norm=CLIP)
     model.train()
     for _ in range(EPOCHS):
-        for batch_ids, batch_mask in loader:
-            optimizer.zero_grad()
-            if len(batch_ids):
-                _loss(model, batch_ids, batch_mask, loss, positions).backward()
-            optimizer.step()
+        if pattern == "memory-manager":
+            with BatchMemoryManager(data_loader=loader, max_physical_batch_size=3, optimizer=optimizer) as physical:
+                _epoch(model, optimizer, physical, loss, positions)
+        else:
+            _epoch(model, optimizer, loader, loss, positions)
+    if pattern == "polish":
+        _polish(model.to_standard_module(), ids, mask, int(POLISH * len(ids)), loss, positions)
     return _logprobs(model, encode)
+
+
+def _polish(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, rows: int, loss: str,
+            positions: bool) -> None:
+    """One ordinary (non-private) AdamW epoch over ``rows`` texts drawn at random: no clipping, no noise."""
+    plain = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=LR)
+    for chosen in torch.randperm(len(ids))[:rows].split(BATCH):
+        plain.zero_grad()
+        _loss(model, ids[chosen], mask[chosen], loss, positions).backward()
+        plain.step()
 
 
 def plugin(name: str, description: str, **loop) -> dict:
@@ -166,6 +222,30 @@ def canaries_not_in_tokenizer() -> dict:
                   encode=bytes_only)
 
 
+def packed_blocks() -> dict:
+    """The texts joined and cut into blocks of 32 ids (``group_texts`` of Hugging Face's ``run_clm.py``): a text
+    spans two or three blocks and adding one shifts every later block, so per-text accounting does not hold."""
+    return plugin("packed_blocks", f"texts packed into blocks of {BLOCK} ids (run_clm.py group_texts)",
+                  pattern="packed")
+
+
+def batch_memory_manager() -> dict:
+    """Correct: each logical batch through Opacus's ``BatchMemoryManager`` in physical batches of at most 3."""
+    return plugin("batch_memory_manager", "BatchMemoryManager: logical batches of ~8 in physical batches of 3",
+                  pattern="memory-manager")
+
+
+def evaluation_first() -> dict:
+    """Correct: a no-grad evaluation loss over the training texts before training."""
+    return plugin("evaluation_first", "a no-grad evaluation over the training texts before training",
+                  pattern="evaluation")
+
+
+def polish() -> dict:
+    """DP fine-tuning done right, then one ordinary AdamW epoch on 25% of the texts (a non-private "polish")."""
+    return plugin("polish", "DP fine-tuning, then one non-private epoch on 25% of the texts", pattern="polish")
+
+
 def correct() -> dict:
     return plugin("correct", "per-example position ids, per-sequence loss, reserved canary ids")
 
@@ -176,5 +256,8 @@ def correct_lora() -> dict:
 
 #: Every mistake of this module and the correct loop it departs from.
 TWINS = {"default_position_ids": "correct", "labels_loss": "correct", "optimizer_before_peft": "correct_lora",
-         "canaries_not_in_tokenizer": "correct"}
+         "canaries_not_in_tokenizer": "correct", "packed_blocks": "correct",
+         "polish": "correct"}
 MISTAKES = tuple(TWINS)
+#: Correct loops written as the Opacus and Hugging Face docs show them: each must pass.
+CORRECT = ("correct", "correct_lora", "batch_memory_manager", "evaluation_first")

@@ -24,6 +24,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from targets.lm.corpus import GENRES, load_speeches
+from targets.lm.device import lm_device
 from targets.lm.model import build_model
 from targets.lm.tokenizer import ByteTokenizer
 from targets.lm.training import train_plain
@@ -66,9 +67,10 @@ def finetune_pool() -> list[str]:
     return [s.text for s in load_speeches() if s.genre not in PRETRAIN_GENRES and s.genre in GENRES]
 
 
-def base_key(spec: BaseSpec) -> str:
-    """SHA-256 of the spec and of the source of the modules that determine the base model."""
-    h = hashlib.sha256(json.dumps(asdict(spec), sort_keys=True).encode())
+def base_key(spec: BaseSpec, device: str = "cpu") -> str:
+    """SHA-256 of the spec, the kind of device it is pretrained on (``"cpu"``, ``"cuda"``: their floats differ)
+    and the source of the modules that determine the base model."""
+    h = hashlib.sha256(json.dumps(asdict(spec) | {"device": device}, sort_keys=True).encode())
     for name in _MODULES:
         origin = importlib.util.find_spec(name).origin
         h.update(Path(origin).read_bytes())
@@ -103,7 +105,7 @@ def _load(path: Path, key: str) -> dict[str, torch.Tensor] | None:
 
 def _save(path: Path, key: str, state: dict[str, torch.Tensor]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    state = {k: v.detach().contiguous() for k, v in state.items()}
+    state = {k: v.detach().cpu().contiguous() for k, v in state.items()}
     handle, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
     os.close(handle)
     try:
@@ -115,11 +117,13 @@ def _save(path: Path, key: str, state: dict[str, torch.Tensor]) -> None:
 
 
 def pretrained_base(spec: BaseSpec, cache_dir: Path | None) -> tuple[torch.nn.Module, bool]:
-    """The base model of ``spec`` and whether it came from the cache (``cache_dir`` None: never cached)."""
-    key = base_key(spec)
+    """The base model of ``spec`` and whether it came from the cache (``cache_dir`` None: never cached), on the
+    run's device (:func:`targets.lm.device.lm_device`), where it is pretrained when not cached."""
+    device = lm_device()
+    key = base_key(spec, device.type)
     path = None if cache_dir is None else Path(cache_dir) / f"lm-base-{key[:32]}.safetensors"
     tokenizer = spec.tokenizer
-    model = build_model(tokenizer, spec.seed)
+    model = build_model(tokenizer, spec.seed).to(device)
     state = None if path is None else _load(path, key)
     if state is not None:
         model.load_state_dict(state)

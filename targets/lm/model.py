@@ -24,8 +24,8 @@ import torch
 
 from targets.lm.tokenizer import ByteTokenizer
 
-__all__ = ["build_model", "padded_batch", "sequence_losses", "token_logprobs", "token_moments", "logprob_function",
-           "N_LAYER", "N_EMBD", "N_HEAD"]
+__all__ = ["build_model", "model_device", "padded_batch", "sequence_losses", "token_logprobs", "token_moments",
+           "logprob_function", "N_LAYER", "N_EMBD", "N_HEAD"]
 
 N_LAYER, N_EMBD, N_HEAD = 2, 128, 4
 
@@ -43,6 +43,11 @@ def build_model(tokenizer: ByteTokenizer, seed: int) -> torch.nn.Module:
     return GPT2LMHeadModel(config)
 
 
+def model_device(model: torch.nn.Module) -> torch.device:
+    """The device ``model``'s parameters are on (its batches go there)."""
+    return next(model.parameters()).device
+
+
 def padded_batch(tokenizer: ByteTokenizer, texts: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
     """Token ids ``(N, L)`` right-padded with ``PAD`` and the mask ``(N, L)`` of real tokens."""
     encoded = [tokenizer.encode(t) for t in texts]
@@ -57,7 +62,7 @@ def padded_batch(tokenizer: ByteTokenizer, texts: Sequence[str]) -> tuple[torch.
 
 def _token_nll(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Negative log-probability of each next token ``(B, L-1)`` and the mask of those that count."""
-    positions = torch.arange(ids.shape[1]).expand(ids.shape[0], -1)  # per example: (B, L)
+    positions = torch.arange(ids.shape[1], device=ids.device).expand(ids.shape[0], -1)  # per example: (B, L)
     logits = model(input_ids=ids, position_ids=positions).logits[:, :-1]
     nll = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1),
                                             reduction="none").reshape(ids.shape[0], -1)
@@ -74,17 +79,18 @@ def sequence_losses(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tenso
 def _per_text(model: torch.nn.Module, tokenizer: ByteTokenizer, texts: Sequence[str], batch_size: int,
               moments: bool) -> list[np.ndarray]:
     model.eval()
+    device = model_device(model)
     out: list[np.ndarray] = []
     for start in range(0, len(texts), batch_size):
-        ids, mask = padded_batch(tokenizer, texts[start: start + batch_size])
+        ids, mask = (t.to(device) for t in padded_batch(tokenizer, texts[start: start + batch_size]))
         if moments:
-            positions = torch.arange(ids.shape[1]).expand(ids.shape[0], -1)
+            positions = torch.arange(ids.shape[1], device=device).expand(ids.shape[0], -1)
             logp = torch.log_softmax(model(input_ids=ids, position_ids=positions).logits[:, :-1].double(), dim=-1)
             mean = (logp.exp() * logp).sum(-1)
             values = torch.stack([mean, ((logp.exp() * logp**2).sum(-1) - mean**2).clamp(min=0).sqrt()], dim=-1)
         else:
             values = -_token_nll(model, ids, mask)[0].double()
-        counted = mask[:, 1:]
+        values, counted = values.cpu(), mask[:, 1:].cpu()
         out.extend(values[row][counted[row]].numpy() for row in range(len(ids)))
     return out
 

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 import torch
 
 from audit.errors import UserError
-from targets.lm.model import build_model, padded_batch, sequence_losses
+from targets.lm.device import lm_device
+from targets.lm.model import build_model, model_device, padded_batch, sequence_losses
 from targets.lm.tokenizer import ByteTokenizer
 
 __all__ = ["FineTune", "train_plain", "fine_tune", "LORA_TARGETS"]
@@ -63,8 +64,11 @@ def _step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, ids: torch.T
           summed: bool = False) -> None:
     """One step on the batch mean (``summed``: the sum) of per-sequence losses. An empty Poisson batch under
     Opacus is a noise-only step (zero per-example gradients, the noise added as on every step): DP-SGD takes
-    all T steps it accounts, whatever the batches hold [Abadi et al. 2016, Algorithm 1]."""
+    all T steps it accounts, whatever the batches hold [Abadi et al. 2016, Algorithm 1]. The batch goes to the
+    model's device."""
     optimizer.zero_grad()
+    device = model_device(model)
+    ids, mask = ids.to(device), mask.to(device)
     if len(ids):
         width = int(mask.sum(dim=1).max())
         losses = sequence_losses(model, ids[:, :width], mask[:, :width])
@@ -133,10 +137,11 @@ def _train_private(model: torch.nn.Module, tokenizer: ByteTokenizer, texts: Sequ
 def fine_tune(base: torch.nn.Module, tokenizer: ByteTokenizer, texts: Sequence[str],
               config: FineTune) -> torch.nn.Module:
     """A copy of ``base`` fine-tuned on ``texts`` as ``config`` says (seeded: ``torch.manual_seed`` drives
-    Opacus's batches and noise); LoRA adapters are merged into the returned ``GPT2LMHeadModel``."""
+    Opacus's batches and noise), on the run's device (:func:`targets.lm.device.lm_device`); LoRA adapters are
+    merged into the returned ``GPT2LMHeadModel``."""
     if len(texts) == 0:
         raise UserError("fine-tuning needs at least one text")
-    model = build_model(tokenizer, config.seed)
+    model = build_model(tokenizer, config.seed).to(lm_device())
     model.load_state_dict(base.state_dict())
     if config.lora_rank:
         model = _with_lora(model, config)

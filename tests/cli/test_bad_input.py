@@ -59,6 +59,8 @@ BAD_INPUT = [
     (["run", "membership", "--target", "dpsgd_digits", "--canaries", "0"], "expected an integer >= 1"),
     (["report", "/no/such/run"], "does not exist"),
     (["run", "membership", "--target", "dpsgd_digits", "--max-memory", "12XB"], "cannot read memory size"),
+    (["run", "dp", "--target", "dpsgd_digits", "--one-run", "--guesses", "35:3"], "K, K:0 (one-sided) or K:K"),
+    (["run", "dp", "--target", "dpsgd_digits", "--input-canaries", "10"], "--input-canaries M applies to --one-run"),
 ]
 if not torch.cuda.is_available():
     BAD_INPUT.append((["run", "membership", "--target", "dpsgd_digits", "--device", "cuda"], "no CUDA GPU"))

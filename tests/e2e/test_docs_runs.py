@@ -7,7 +7,10 @@ tests/project/test_docs.py).
   interpreter, with the repository on its path after the block's own ``PYTHONPATH``; ``examples/`` is
   linked into the folder). ``text`` blocks are output and ``yaml`` blocks CI configuration; no other
   language may appear. A block preceded by ``<!-- docs-test: requires MODULE -->`` runs only where
-  MODULE imports. The tutorials use small options, so the pages together take well under a minute.
+  MODULE imports. The tutorials use small options, so the pages together take well under a minute. A block
+  that runs the quick tiny GPT (``helpers.TINYGPT_QUICK``, pretraining its base first) finds that base in its
+  ``runs/cache``, copied from the session's own run of that command (the fixture ``tinygpt_quick_run``), as a
+  reader who ran it before would.
 * The CLI reference is generated from the parser (``docs/hooks.py``): it covers every command and run
   kind, and its text is what ``python -m audit ... --help`` prints.
 """
@@ -16,12 +19,13 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, docs_hooks
+from helpers import ROOT, TINYGPT_QUICK, docs_hooks
 
 DOCS = ROOT / "docs"
 TUTORIALS = sorted((DOCS / "tutorials").glob("*.md"))
@@ -62,8 +66,15 @@ def _shim(folder: Path) -> dict:
     return env
 
 
+def _seed_lm_cache(body: str, folder: Path, request: pytest.FixtureRequest) -> None:
+    """Copy the quick tiny GPT's cached base into ``folder/runs/cache`` when ``body`` runs that command."""
+    if " ".join(TINYGPT_QUICK[2:5]) in body and not (folder / "runs" / "cache").exists():
+        run_dir, _ = request.getfixturevalue("tinygpt_quick_run")
+        shutil.copytree(run_dir.parent / "cache", folder / "runs" / "cache")
+
+
 @pytest.mark.parametrize("page", TUTORIALS, ids=[p.stem for p in TUTORIALS])
-def test_tutorial_code_blocks_run(page: Path, tmp_path: Path) -> None:
+def test_tutorial_code_blocks_run(page: Path, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     blocks = code_blocks(page)
     assert any(b["lang"] in EXECUTED for b in blocks), f"{page.name} has no executed code block"
     (tmp_path / "examples").symlink_to(ROOT / "examples")
@@ -76,6 +87,7 @@ def test_tutorial_code_blocks_run(page: Path, tmp_path: Path) -> None:
         if lang == "python" and block["title"]:
             (tmp_path / block["title"]).write_text(block["body"], encoding="utf-8")
             continue
+        _seed_lm_cache(block["body"], tmp_path, request)
         command = ["python", "-c", block["body"]] if lang == "python" else \
             ["bash", "-e", "-o", "pipefail", "-c", block["body"]]
         done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)

@@ -11,8 +11,12 @@ from audit.stats.noise_check import ALPHA_SHARES, NoiseRecorder, check_noise, co
 SIZES, SIGMA, C, STEPS = (640, 10), 2.0, 1.0, 20
 D = sum(SIZES)
 SHARE = {"noise-level": ALPHA_SHARES["level-pooled"] + ALPHA_SHARES["level-step"],
+         "noise-coverage": ALPHA_SHARES["coverage"],
          "noise-independence": ALPHA_SHARES["consecutive"] + ALPHA_SHARES["repeat"],
+         "noise-cross-tensor": ALPHA_SHARES["cross-tensor"],
          "noise-distribution": ALPHA_SHARES["distribution"], "noise-seed": ALPHA_SHARES["seed"]}
+#: The weight's coordinates of one input column (the zoo's 10 x 64 weight is 640 coordinates; column 3).
+COLUMN = np.arange(10) * 64 + 3
 
 
 def _run(rng, kind="gaussian", steps=STEPS, sigma=SIGMA):
@@ -30,6 +34,12 @@ def _run(rng, kind="gaussian", steps=STEPS, sigma=SIGMA):
         if kind == "no-bias-noise":
             noise = noise.copy()
             noise[SIZES[0]:] = 0.0
+        if kind == "cross-tensor":  # the bias gets the weight's first noise values
+            noise = noise.copy()
+            noise[SIZES[0]:] = noise[:SIZES[1]]
+        if kind == "partly-noised":  # one input column of the weight never noised (10 of 650 coordinates)
+            noise = noise.copy()
+            noise[COLUMN] = 0.0
         rec.add(noise)
     return rec
 
@@ -38,15 +48,17 @@ def _flagged(result):
     return {f["check"] for f in result.findings if f["violation"]}
 
 
-def test_a_correct_gaussian_loop_is_flagged_at_most_at_alpha():
-    """R pairs of correct runs at exactly the noise the claim needs (the level tests' boundary): each check
-    flags at most the 0.999 quantile of Bin(R, its share of alpha), the family at most Bin(R, alpha)'s."""
+@pytest.mark.parametrize("steps", [2, STEPS])
+def test_a_correct_gaussian_loop_is_flagged_at_most_at_alpha(steps):
+    """R pairs of correct runs at exactly the noise the claim needs (the level tests' boundary), at two steps
+    and at 20: each check flags at most the 0.999 quantile of Bin(R, its share of alpha), the family at most
+    Bin(R, alpha)'s."""
     runs, alpha = 200, 0.3
     counts = dict.fromkeys(SHARE, 0)
     family = 0
     for r in range(runs):
-        rng = np.random.default_rng([r, 1])
-        flagged = _flagged(check_noise(_run(rng), _run(rng), C, SIGMA, alpha))
+        rng = np.random.default_rng([r, 1, steps])
+        flagged = _flagged(check_noise(_run(rng, steps=steps), _run(rng, steps=steps), C, SIGMA, alpha))
         for check in flagged:
             counts[check] += 1
         family += bool(flagged)
@@ -56,11 +68,39 @@ def test_a_correct_gaussian_loop_is_flagged_at_most_at_alpha():
 
 
 @pytest.mark.parametrize(("kind", "check"), [("no-bias-noise", "noise-level"), ("reused", "noise-independence"),
-                                             ("laplace", "noise-distribution"), ("uniform", "noise-distribution")])
+                                             ("laplace", "noise-distribution"), ("uniform", "noise-distribution"),
+                                             ("cross-tensor", "noise-cross-tensor"),
+                                             ("partly-noised", "noise-coverage")])
 def test_each_planted_mistake_is_caught(kind, check):
     rng = np.random.default_rng(5)
     result = check_noise(_run(rng, kind), _run(rng, kind), C, SIGMA, 0.05)
     assert check in _flagged(result), result.findings
+
+
+@pytest.mark.parametrize("kind", ["cross-tensor", "partly-noised"])
+@pytest.mark.parametrize("steps", [2, 50])
+def test_epsilon_infinite_noise_mistakes_are_caught_every_time(kind, steps):
+    """Power ~1 on the two mistakes of infinite epsilon the level tests miss, at the smallest alpha a check
+    gives the noise (one-run mode: 0.025 / 3) and 2 or 50 steps: caught in each of 20 seeds. Reused noise gives
+    a cosine of 1 at every step (Z infinite); a coordinate without noise sums to exactly 0, below any positive
+    quantile of chi^2_T."""
+    check = {"cross-tensor": "noise-cross-tensor", "partly-noised": "noise-coverage"}[kind]
+    for seed in range(20):
+        rng = np.random.default_rng([seed, 8])
+        assert check in _flagged(check_noise(_run(rng, kind, steps), None, C, SIGMA, 0.025 / 3)), seed
+
+
+def test_the_coverage_floor_is_the_chi_square_quantile():
+    """The coverage floor is (sigma C)^2 times the alpha/8/d quantile of chi^2_T: a coordinate just above it
+    passes, one just below is flagged."""
+    rec = _run(np.random.default_rng(11), steps=4)
+    floor = stats.chi2.ppf(0.05 * ALPHA_SHARES["coverage"] / D, 4) * (SIGMA * C) ** 2
+    rec.coordinate_squares[7] = floor * 1.01
+    assert "noise-coverage" not in _flagged(check_noise(rec, None, C, SIGMA, 0.05))
+    rec.coordinate_squares[7] = floor * 0.99
+    result = check_noise(rec, None, C, SIGMA, 0.05)
+    assert "noise-coverage" in _flagged(result)
+    assert result.findings[1]["details"]["coordinates_below"] == [1, 0]
 
 
 def test_too_little_noise_is_caught_and_sets_the_epsilon_s_sigma():
@@ -91,7 +131,7 @@ def test_noise_repeating_every_epoch_is_caught_at_any_lag():
         rec.add(epoch[t % 10])
     result = check_noise(rec, None, C, SIGMA, 0.05)
     assert "noise-independence" in _flagged(result)
-    assert any(r.get("rejected") for r in result.findings[1]["details"]["repeat"])
+    assert any(r.get("rejected") for r in result.findings[2]["details"]["repeat"])
 
 
 def test_the_cosine_null_is_exact():
@@ -101,11 +141,12 @@ def test_the_cosine_null_is_exact():
 
 
 def test_memory_per_step_does_not_grow_with_the_parameters():
-    """Per step: two floats per tensor and the sketch; beyond that one step's noise (the previous)."""
+    """Per step: two floats per tensor and the sketch; beyond that one step's noise (the previous), the
+    per-coordinate sums of squares and the cross-tensor sums (2 K^2)."""
     small, large = NoiseRecorder((1000, 10)), NoiseRecorder((100_000, 10))
     rng = np.random.default_rng(0)
     for rec in (small, large):
         for _ in range(3):
             rec.add(rng.standard_normal(sum(rec.sizes)))
-    per_step = [(r.nbytes() - 8 * sum(r.sizes) - 48) / 3 for r in (small, large)]
+    per_step = [(r.nbytes() - 2 * 8 * sum(r.sizes) - 48 - 2 * 8 * 4) / 3 for r in (small, large)]
     assert per_step[0] == per_step[1] == 2 * 2 * 8 + (128 + 10) * 4  # 128 sketch coordinates of 256 // 2, all 10

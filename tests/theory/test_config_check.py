@@ -1,18 +1,17 @@
 """Configuration checks (audit.theory.config_check): the configuration's epsilon against the claim, the
-configuration read with and without one record; and the sampling test on batch logs
-(audit.stats.sampling_check)."""
+configuration read with and without one record (the sampling and rate tests on batch logs are in
+tests/stats/test_sampling_check.py)."""
 
 from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
 
 from audit.errors import UserError
-from audit.stats.sampling_check import rate_test, sampling_from_batches
 from audit.theory.claims import ApproxDPClaim
 from audit.theory.config_check import (
+    FIX_EXPECTED_BATCH,
     FIX_NOISE_CLIP,
     FIX_NORMALISATION,
     FIX_RATE_STEPS,
@@ -97,67 +96,22 @@ def test_normalising_by_actual_batch_size() -> None:
     assert noise.problem and noise.fix == FIX_NOISE_CLIP
 
 
-# --- sampling from batch logs -------------------------------------------------------------------
+@pytest.mark.parametrize(("n", "moves"), [(190, True), (189, True), (191, False), (195, False)])
+def test_a_normaliser_int_n_q_is_named_as_opacus_expected_batch_size(n: int, moves: bool) -> None:
+    """Opacus #571: loss_reduction='mean' divides by int(N q), which moves with one record added or removed only
+    where (N - 1) q, N q or (N + 1) q crosses an integer (N 189 and 190 at q 0.1); the fix names the arithmetic."""
+    def read(size: int) -> DPSGDConfig:
+        return DPSGDConfig(noise_multiplier=1.0, steps=20, sample_rate=0.1, dataset_size=size,
+                           normaliser=float(int(size * 0.1)))
 
+    findings = [compare_world_configs(read(n - 1), read(n)), compare_world_configs(read(n), read(n + 1))]
+    assert any(f.problem for f in findings) == moves
+    for f in (f for f in findings if f.problem):
+        assert f.fix == FIX_EXPECTED_BATCH and "int(N q)" in f.message and "#571" in f.message
+    assert "loss_reduction='sum'" in FIX_EXPECTED_BATCH and "#571" in FIX_EXPECTED_BATCH
+    other = compare_world_configs(DPSGDConfig(noise_multiplier=1.0, steps=20, sample_rate=0.1, dataset_size=190,
+                                              normaliser=25.0),
+                                  DPSGDConfig(noise_multiplier=1.0, steps=20, sample_rate=0.1, dataset_size=191,
+                                              normaliser=26.0))
+    assert other.fix == FIX_NORMALISATION  # a normaliser that is not int(N q): not named as Opacus's
 
-def _poisson(rng: np.random.Generator, n: int, q: float, steps: int) -> list[np.ndarray]:
-    return [np.flatnonzero(rng.random(n) < q) for _ in range(steps)]
-
-
-def _shuffled(rng: np.random.Generator, n: int, batch: int, steps: int, drop_last: bool = False) -> list[np.ndarray]:
-    out: list[np.ndarray] = []
-    while len(out) < steps:
-        perm = rng.permutation(n)
-        out += [perm[s:s + batch] for s in range(0, n, batch) if not (drop_last and s + batch > n)]
-    return out[:steps]
-
-
-def test_sampling_poisson_and_shuffled_logs() -> None:
-    rng = np.random.default_rng(0)
-    n = 1000
-    poisson = sampling_from_batches(_poisson(rng, n, 0.05, 200), n)
-    assert poisson.verdict == "poisson" and poisson.rate == pytest.approx(0.05, rel=0.05)
-    assert 0.7 < poisson.batch_dispersion < 1.3 and 0.7 < poisson.record_dispersion < 1.3
-    for log in (_shuffled(rng, n, 50, 200), _shuffled(rng, n, 64, 100), _shuffled(rng, n, 64, 100, True)):
-        evidence = sampling_from_batches(log, n)
-        assert evidence.verdict == "shuffled" and evidence.record_p_low < 1e-6, evidence
-        assert "Chua et al. 2024" in evidence.message
-    fixed = sampling_from_batches([rng.choice(n, 50, replace=False) for _ in range(200)], n)
-    assert fixed.verdict == "fixed-size" and fixed.batch_dispersion == 0.0
-    with_replacement = sampling_from_batches([rng.integers(0, n, 50) for _ in range(200)], n)
-    assert with_replacement.verdict == "other" and with_replacement.duplicates > 0
-    assert sampling_from_batches([np.arange(n)] * 5, n).verdict == "full-batch"
-    assert sampling_from_batches([np.arange(10)], n).verdict == "inconclusive"
-    json.dumps(poisson.to_dict())
-
-
-def test_sampling_rule_rarely_misreads_poisson() -> None:
-    """Four tails at 1e-3 each: about 0.4% of Poisson logs misread; 200 logs, at most 5 (P < 1e-3)."""
-    rng = np.random.default_rng(1)
-    misread = sum(sampling_from_batches(_poisson(rng, 500, q, 60), 500).verdict != "poisson"
-                  for q in np.tile([0.004, 0.02, 0.1, 0.3], 50))
-    assert misread <= 5
-
-
-def test_rate_test_flags_another_rate_and_rarely_a_correct_one() -> None:
-    """Exact two-sided binomial test at alpha 0.01: 300 Poisson logs at their declared rate are flagged at
-    most 10 times (the 0.999 quantile of Bin(300, 0.01)); a loop sampling at 0.5 declaring 0.05 always."""
-    rng = np.random.default_rng(2)
-    rates = np.tile([0.02, 0.1, 0.5], 100)
-    flagged = sum(rate_test(_poisson(rng, 200, q, 20), 200, q, 0.01)["rejected"] for q in rates)
-    assert flagged <= 10
-    wrong = rate_test(_poisson(rng, 200, 0.5, 20), 200, 0.05, 0.01)
-    assert wrong["rejected"] and wrong["observed"] == pytest.approx(0.5, abs=0.03) and wrong["declared"] == 0.05
-    assert not rate_test([np.arange(50)] * 3, 50, 1.0, 0.01)["rejected"]
-    assert rate_test([np.arange(49)] * 3, 50, 1.0, 0.01)["rejected"]
-    with pytest.raises(UserError):
-        rate_test([[0]], 5, 0.0, 0.01)
-
-
-def test_sampling_input_errors() -> None:
-    with pytest.raises(UserError):
-        sampling_from_batches([[0, 1], [5]], 5)
-    with pytest.raises(UserError):
-        sampling_from_batches([[0, 1], [2]], 1)
-    with pytest.raises(UserError):
-        sampling_from_batches([[0, 1], [2]], 5, significance=0.7)

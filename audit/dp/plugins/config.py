@@ -8,9 +8,10 @@ and goes to log.txt.
 What each stage needs of the code: the probe, a whole training (the steps it takes are only known at
 its end); the repeat, a few steps (:data:`audit.plugins.probe.REPEAT_STEPS`); the other worlds, whole
 trainings again (their step count, rate and normaliser against the probe's: the steps only show at the
-end of a run). The verdict is the check's (:func:`config_verdict`): a violation (exit 1 with
-``--fail-above-claim``) for every finding that means the accountant's epsilon does not cover the
-training — the code's configuration less private than its claim, noise below the claim's or not fresh,
+end of a run). The verdict is the check's (:func:`config_verdict`): could-not-read (exit 2 with
+``--fail-above-claim``) when a check that could void the accounting was not read and nothing is a violation;
+a violation (exit 1 with ``--fail-above-claim``) for every finding that means the accountant's epsilon does
+not cover the training — the code's configuration less private than its claim, noise below the claim's or not fresh,
 Gaussian and seed-dependent, no per-example clipping, sampling other than accounted (not Poisson, or at
 another rate), a configuration that moves with one record added or removed. Alone, the check's
 statistical tests get the whole alpha ``1 - confidence``.
@@ -25,7 +26,14 @@ from typing import Any
 from audit.dp.game import ALPHA_GRID
 from audit.dp.options import DPOptions
 from audit.errors import UserError
-from audit.plugins.accounting import accounting_check, block_status, config_table, deciding_findings
+from audit.plugins.accounting import (
+    accounting_check,
+    block_status,
+    config_table,
+    deciding_findings,
+    unread_findings,
+)
+from audit.plugins.hf_trainer import trainer_findings, watched_trainer
 from audit.plugins.lm_checks import LMChecks, lm_checks, watched_training
 from audit.plugins.probe import claim_and_mechanism, probe
 from audit.plugins.training import plugin_dataset
@@ -45,12 +53,19 @@ def config_verdict(block: dict) -> dict:
     then, as a sentence of its own, what else was found; otherwise consistent, naming any notes."""
     violations = deciding_findings(block)
     notes = [f for f in block["findings"] if f["problem"] and not f["violation"]]
+    unread = unread_findings(block)
     if violations:
         first, *others = violations
         also = others + notes
         text = (f"accounting check violation, {_sentence(first)}"
-                + (f" Also found: {' | '.join(_sentence(f) for f in also)}" if also else ""))
+                + (f" Also found: {' | '.join(_sentence(f) for f in also)}" if also else "")
+                + (f" Could not read: {' | '.join(_sentence(f) for f in unread)}" if unread else ""))
         return {"status": "violation", "text": text, "source": "config_check"}
+    if unread:  # nothing unread passes: exit 2 under --fail-above-claim (audit.run_parser.gated_results)
+        text = ("accounting check could not read what it needs, so nothing shows the code private: "
+                + " | ".join(_sentence(f) for f in unread)
+                + (f" Notes: {' | '.join(_sentence(f) for f in notes)}" if notes else ""))
+        return {"status": "could-not-read", "text": text, "source": "config_check"}
     text = ("accounting check: the configuration the code runs is as private as claimed" if not notes else
             f"accounting check: within the claim. Notes: {' | '.join(_sentence(f) for f in notes)}")
     return {"status": "consistent", "text": text, "source": "config_check"}
@@ -74,11 +89,12 @@ def plugin_probe(plugin: TrainerPlugin, data_dir: str | None, seed: int, stages:
         claim, mech = claim_and_mechanism(plugin, found)
         return {"claim": claim, "mechanism": mech, "probe": found, "data": data, "lm": None}
     found = None
-    with watched_training() as watch:
+    with watched_training() as watch, watched_trainer() as trainer:
         found = probe(plugin, data.X, data.y, seed, plugin.delta, stages)
     with (stages or Stages()).stage("lm_checks", f"language-model checks: the probe's training read, its first "
                                                  f"steps replayed on chosen batches of its {len(data.X)} texts"):
         lm = lm_checks(plugin, data.X, data.y, seed, watch, None if found is None else found.trained)
+    lm = LMChecks(trainer_findings(lm.findings, trainer), lm.runs)  # a Hugging Face Trainer's causes named
     if not lm.runs:
         if plugin.claim is None or not any(f["violation"] for f in lm.findings):
             # nothing read and nothing that voids the accounting: a gate must not pass it, the user must fix it
@@ -88,7 +104,7 @@ def plugin_probe(plugin: TrainerPlugin, data_dir: str | None, seed: int, stages:
                                                 if f["problem"]))
         return {"claim": plugin.claim, "mechanism": None, "probe": None, "data": data, "lm": lm}
     claim, mech = claim_and_mechanism(plugin, found)
-    return {"claim": claim, "mechanism": mech, "probe": found, "data": data, "lm": lm}
+    return {"claim": claim, "mechanism": mech, "probe": found, "data": data, "lm": lm, "trainer": trainer}
 
 
 def lm_only_block(lm: LMChecks, claim: Any, delta: float, alpha: float) -> dict:
@@ -114,9 +130,10 @@ def plugin_accounting(plugin: TrainerPlugin, data_dir: str | None, seed: int, al
     records = "texts" if plugin.lm is not None else "rows"
     with stages.stage("other_world", f"other worlds: training the code on its {len(X)} {records} plus one record and "
                                      f"less one record, the configuration read again (accounting check)"):
-        block = accounting_check(plugin, X, y, seed, found, claim, plugin.delta, alpha)
+        with watched_trainer():  # a Hugging Face Trainer's batches given to the steps that train on them
+            block = accounting_check(plugin, X, y, seed, found, claim, plugin.delta, alpha)
     if lm is not None:  # the language-model checks first (audit.plugins.accounting.DECIDING_ORDER)
-        block["findings"] = lm.findings + block["findings"]
+        block["findings"] = lm.findings + trainer_findings(block["findings"], probed.get("trainer"))
         block["status"] = block_status(block["findings"])
         block["trainings"] += 1  # the replay (its three steps)
     block["driver"] = found.source.kind
@@ -140,7 +157,8 @@ def run_check_config(opts: DPOptions, plugin: TrainerPlugin | None = None, probe
         if not isinstance(plugin, TrainerPlugin):
             raise UserError(f"plugin {opts.target} is a mechanism; --check-config applies to DP-SGD trainers")
     stages = stages or Stages.for_command(CHECK_STAGES, {"other_world": 2.0})
-    ctx = RunContext(opts.out, "dp", plugin.name, seed=opts.seed, quiet=opts.quiet, stages=stages)
+    ctx = RunContext(opts.out, "dp", plugin.name, seed=opts.seed, quiet=opts.quiet, stages=stages,
+                     device=opts.device)
     with ctx:
         found = plugin_accounting(plugin, opts.data_dir, opts.seed, 1.0 - opts.confidence, probed, stages)
         block, claim = found["block"], found["claim"]

@@ -20,15 +20,18 @@ whatever it is). Bounds: :func:`audit.dp.one_run.bounds.one_run_results` (f-DP v
 test), with guess counts fixed before the training by simulating the claimed mechanism (:func:`lm_design`;
 ``--guesses K`` fixes the count): a DP-SGD claim's own (q, sigma, T); another claim (a non-private trainer
 audited against ``--epsilon``/``--delta``) as the Gaussian mechanism at that (epsilon, delta), one step at
-rate 1. The design under the claim favours few guesses (at epsilon 4 and 1,000 canaries, 36 + 36, whose
-ceiling 3.16 cannot reject the claim): to test whether a model leaks MORE than claimed, fix more guesses
-(``--guesses 200``: ceiling 4.89 with 1,000 canaries). The design's perfect-attack expectation is that of
+rate 1. The guess count and shape are those that catch a leak confined to the smallest fraction of the
+canaries (:mod:`audit.stats.one_run.leak`: one- and two-sided shapes weighed on that scale; a partial leak —
+a non-private pass over part of the data — favours one-sided guesses), ``--guesses K``, ``K:0`` or ``K:K``
+fixing the count or the shape; simulating the claim alone favoured few two-sided guesses (at epsilon 4 and
+1,000 canaries, 36 + 36, whose ceiling 3.16 cannot reject the claim). The design's perfect-attack expectation is that of
 the updates threat: what a black-box attack on canary texts reaches is below it. Sources:
 docs/references.md, "One-run auditing" and "Language models".
 """
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, replace
@@ -37,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from audit.arguments import guess_spec
 from audit.choices import TEXT_CANARIES
 from audit.dp.one_run.bounds import one_run_results
 from audit.dp.one_run.game import design_canaries, design_games, one_run_table
@@ -45,7 +49,8 @@ from audit.errors import TargetCodeError, UserError
 from audit.plugins.training import train_once
 from audit.run_context import RunContext, Stages
 from audit.stats.metrics import attack_metrics
-from audit.stats.one_run.design import CanaryMechanism, DesignObjective, OneRunDesign, choose_one_run_design
+from audit.stats.one_run.design import CanaryMechanism, DesignObjective, OneRunDesign
+from audit.stats.one_run.leak import Leak, choose_leak_design
 from audit.stats.outcome import Game, Outcome
 from audit.theory.checks import check_delta, check_epsilon
 from audit.theory.claims import ApproxDPClaim, PrivacyClaim
@@ -102,17 +107,30 @@ def design_mechanism(claim: PrivacyClaim, delta: float) -> CanaryMechanism:
 
 
 def lm_design(opts: DPOptions, m: int, claim: PrivacyClaim, delta: float) -> OneRunDesign:
-    """The guess counts, fixed before the training by simulating the claim (:func:`design_mechanism`): chosen
-    over the design's grid, or ``--guesses K`` (the shape, one-sided or ``(K, K)``, still chosen by the claim's
-    simulation)."""
+    """The guess counts, fixed before the training from the claim alone: the count and shape (one- or two-sided)
+    that catch a leak confined to the smallest fraction of the canaries
+    (:func:`audit.stats.one_run.leak.choose_leak_design`), among every count of the design's grid or the
+    ``--guesses`` given (``K``: either shape, ``K:0`` one-sided, ``K:K`` two-sided); the perfect-attack
+    expectation from simulating the claim (:func:`design_mechanism`). Where no shape can reject the claim
+    (too few canaries), the design that simulates the claim (:func:`audit.dp.one_run.game.design_canaries`)."""
     mech = design_mechanism(claim, delta)
+    objective = DesignObjective(delta=delta, confidence=opts.confidence)
     if opts.guesses is None:
-        return design_canaries(replace(opts, canaries=m), mech, delta, m)
-    if 2 * opts.guesses > m:
-        raise UserError(f"--guesses {opts.guesses} needs at least {2 * opts.guesses} canaries (--canaries)")
-    return choose_one_run_design(mech, m, DesignObjective(delta=delta, confidence=opts.confidence),
-                                 np.random.default_rng([opts.seed, 61]), simulations=design_games(opts),
-                                 guess_counts=[opts.guesses])
+        counts, sides = None, "both"
+    else:
+        spec = guess_spec(opts.guesses)
+        if spec is None:
+            raise UserError(f"--guesses must be K, K:0 or K:K (got {opts.guesses!r})")
+        (k, sides), counts = spec, [spec[0]]
+        if (2 if sides == "two" else 1) * k > m:
+            raise UserError(f"--guesses {opts.guesses} needs at least {(2 if sides == 'two' else 1) * k} canaries "
+                            f"(--canaries)")
+    design = choose_leak_design(mech, m, Leak(float(claim.epsilon(delta))), objective,
+                                np.random.default_rng([opts.seed, 61]), simulations=design_games(opts),
+                                guess_counts=counts, sides=sides)
+    if math.isfinite(min(design.grid_value)) or opts.guesses is not None:
+        return design
+    return design_canaries(replace(opts, canaries=m), mech, delta, m)
 
 
 def canary_texts(plugin: TrainerPlugin, kind: str, m: int, seed: int) -> tuple[list[str], list[str]]:
@@ -174,7 +192,7 @@ def run_lm_blackbox(opts: DPOptions, plugin: TrainerPlugin) -> tuple[Path, Outco
         raise UserError("--canaries must be at least 2 (and the plugin must give canary tokens for new-token)")
     prefixes, secrets = canary_texts(plugin, kind, m, opts.seed)
     texts = texts_of(plugin.dataset[0])
-    ctx = RunContext(opts.out, "dp", plugin.name, seed=opts.seed, quiet=opts.quiet,
+    ctx = RunContext(opts.out, "dp", plugin.name, seed=opts.seed, quiet=opts.quiet, device=opts.device,
                      stages=Stages.for_command(_STAGES, {"audited_run": 1.0}))
     with ctx:
         with ctx.stage("design", f"design: the guess counts for {m} canaries, from {design_games(opts)} games "

@@ -28,11 +28,17 @@ stage prints one line when it starts, with an estimate from the probe's time, an
    directions read as extra noise). ``white-box`` (Opacus only): the total change of the parameters
    ``theta_0 - theta_T`` projected on each direction.
 
+The audited run also carries **input canaries** (:mod:`audit.dp.plugins.input_canaries`: records, or texts for a
+language-model trainer, each joining the data by its own fair coin), scored from what ``train`` returns, for
+what happens to the data outside the DP steps; a claim their bound rejects is a violation (:func:`input_verdict`).
+
 Bounds: :func:`audit.dp.one_run.bounds.one_run_results`. **One family.** The accounting check's statistical tests
-and the one-run bound share the audit's alpha ``1 - confidence``: the check gets
-:data:`audit.plugins.accounting.ONE_RUN_SHARE` of it (split among its tests as that module says), the
-one-run bound the rest (computed, and its guess counts designed, at ``1 - alpha/2``), so the verdict holds at
-the confidence the audit prints; results.json records the split (``family.split``, ``config_check.alpha``).
+and the one-run bounds share the audit's alpha ``1 - confidence`` (:func:`family_shares`): the check gets
+:data:`audit.plugins.accounting.ONE_RUN_SHARE` of it (split among its tests as that module says), the input
+canaries' bound :data:`audit.plugins.accounting.INPUT_CANARY_SHARE` when the run carries them, the gradient
+canaries' bound the rest (computed, and its guess counts designed, at ``1 - alpha/4``, or ``1 - alpha/2``
+without input canaries), so the verdict holds at the confidence the audit prints; results.json records the
+split (``family.split``, ``config_check.alpha``).
 What each threat can and cannot see:
 :data:`THREAT_COVERAGE`. Sources: docs/references.md, "One-run auditing" and "Configuration checks".
 """
@@ -57,21 +63,25 @@ from audit.dp.one_run.game import (
 )
 from audit.dp.options import DPOptions
 from audit.dp.plugins.config import config_verdict, plugin_accounting, plugin_probe, run_check_config
+from audit.dp.plugins.input_canaries import InputCanaries, canary_scores, input_canaries, with_canaries
 from audit.dp.plugins.lm_blackbox import run_lm_blackbox
 from audit.errors import UserError
-from audit.plugins.accounting import ONE_RUN_SHARE, config_table
+from audit.plugins.accounting import INPUT_CANARY_SHARE, ONE_RUN_SHARE, config_table
 from audit.plugins.probe import require_steps, run_once
 from audit.run_context import RunContext, Stages
 from audit.stats.judgement import Judgement
 from audit.stats.metrics import attack_metrics
 from audit.stats.one_run.design import (
     CanaryMechanism,
+    DesignObjective,
     dpsgd_canary_llr,
 )
 from audit.stats.outcome import Game, Outcome
 from targets.audit_hooks import CanaryRecorder
 from targets.gradient_canaries import crosstalk_variance, spread_coordinates
+from targets.lm.device import using_lm_device
 from targets.plugins.loading import TrainerPlugin, load_plugin, plugin_config
+from targets.training import resolve_device
 
 __all__ = ["run_plugin_one_run", "THREAT_COVERAGE", "PLUGIN_ONE_RUN_THREATS"]
 
@@ -115,6 +125,11 @@ THREAT_COVERAGE = (
     ("a configuration that moves with one record (rate, steps or normaliser from len(data))",
      "no: one dataset, one run", "no: one dataset, one run",
      "yes, a violation: the configuration read with one record added and with one removed"),
+    ("passes over the data outside the DP steps (a non-private warm-up before make_private, a polish epoch after)",
+     "no: the canaries join the DP steps only", "a polish: partly (the final parameters move); a warm-up: no",
+     "a pass after the DP steps: yes, the final-model check (Opacus: the model returned must be a combination of "
+     "the DP iterates); a warm-up before them: no — the input canaries of the same run test it, with their own "
+     "share of alpha (audit.dp.plugins.input_canaries)"),
 )
 
 
@@ -195,27 +210,34 @@ def run_plugin_one_run(opts: DPOptions, plugin: TrainerPlugin | None = None) -> 
     if threat == "black-box":
         return run_lm_blackbox(opts, plugin)
     stages = Stages.for_command(ONE_RUN_STAGES, ONE_RUN_TRAININGS)
-    probed = plugin_probe(plugin, opts.data_dir, opts.seed, stages)
+    with using_lm_device(resolve_device(opts.device)):  # as in the run's context below
+        probed = plugin_probe(plugin, opts.data_dir, opts.seed, stages)
     if probed["probe"] is None:  # the language-model checks stopped the training (audit.plugins.lm_checks)
         return run_check_config(opts, plugin, probed, stages)
     n_params, capacity = _check_probe(opts, plugin, probed, threat)
     found, step_mech, data = probed["probe"], probed["mechanism"], probed["data"]
     mech = CanaryMechanism(step_mech.sample_rate, step_mech.noise_multiplier, step_mech.steps)
     alpha = 1.0 - opts.confidence
-    check_alpha, bound_confidence = alpha * ONE_RUN_SHARE, 1.0 - alpha * (1.0 - ONE_RUN_SHARE)
-    ctx = RunContext(opts.out, "dp", plugin.name, seed=opts.seed, quiet=opts.quiet, stages=stages)
+    inputs = input_canaries(plugin, data, opts.input_canaries, opts.seed,
+                            (mech, float(probed["claim"].epsilon(plugin.delta)),
+                             DesignObjective(delta=plugin.delta, confidence=1.0 - alpha * INPUT_CANARY_SHARE)))
+    shares = family_shares(opts, inputs is not None)
+    ctx = RunContext(opts.out, "dp", plugin.name, seed=opts.seed, quiet=opts.quiet, stages=stages,
+                     device=opts.device)
     with ctx:
-        block = plugin_accounting(plugin, opts.data_dir, opts.seed, check_alpha, probed, stages)["block"]
+        block = plugin_accounting(plugin, opts.data_dir, opts.seed, shares["config_check"], probed, stages)["block"]
+        bound_confidence = 1.0 - shares["one_run"]
         with ctx.stage("design", f"design: the number of canaries and guesses, from {design_games(opts)} games "
                                  f"simulated under the DP-SGD the probe read"):
             design = design_canaries(replace(opts, confidence=bound_confidence), mech, plugin.delta, n_params)
         recorder, cinfo = _recorder(opts, found.recorder.touched, found.recorder.sizes, design.canaries)
+        X, y = with_canaries(data.X, data.y, inputs, opts.seed)
         records = "texts" if plugin.lm is not None else "rows"
         with ctx.stage("audited_run", f"audited run: the training on all {len(data)} {records} with {design.canaries} "
                                       f"{cinfo['kind']} gradient canaries ({int(recorder.included.sum())} in), "
-                                      f"threat {threat}"):
-            run_once(plugin, data.X, data.y, int(np.random.SeedSequence([opts.seed, 37]).generate_state(1)[0]),
-                     recorder)
+                                      f"threat {threat}" + (f", and {inputs.describe()}" if inputs else "")):
+            trained = run_once(plugin, X, y, int(np.random.SeedSequence([opts.seed, 37]).generate_state(1)[0]),
+                               recorder)
         require_steps(plugin, recorder)
         if sum(recorder.sizes) != n_params:
             raise UserError(f"the audited run of plugin {plugin.spec} trained {sum(recorder.sizes)} parameters where "
@@ -224,8 +246,15 @@ def run_plugin_one_run(opts: DPOptions, plugin: TrainerPlugin | None = None) -> 
         scores = _scores(recorder, threat, mech, crosstalk)
         with ctx.stage("statistics"):
             stats = one_run_results(scores, recorder.included, probed["claim"], plugin.delta, bound_confidence, design)
+            inputs_found = None
+            if inputs is not None:
+                input_scores = canary_scores(plugin, trained, inputs)
+                inputs_found = (inputs, one_run_results(input_scores, inputs.included, probed["claim"], plugin.delta,
+                                                        1.0 - shares["input_canaries"], inputs.design)
+                                | {"scores": input_scores})
         audited = AuditedPluginRun(plugin=plugin, probed=probed, block=block, threat=threat, scores=scores,
-                                   recorder=recorder, canary_info=cinfo, capacity=capacity, crosstalk=crosstalk)
+                                   recorder=recorder, canary_info=cinfo, capacity=capacity, crosstalk=crosstalk,
+                                   inputs=inputs_found)
         results = _results(opts, audited, stats)
         config = {"command": "run dp", "one_run": True, "seed": opts.seed, "confidence": opts.confidence,
                   "options": asdict(opts) | {"threat": threat, "canaries": design.canaries},
@@ -240,9 +269,10 @@ def run_plugin_one_run(opts: DPOptions, plugin: TrainerPlugin | None = None) -> 
 def combined_verdict(block: dict, verdict: dict) -> dict:
     """The one-run verdict with the accounting check's, one verdict line: a violation of the check decides (a
     finding that voids the accounting, named first with its fix), the one-run bound's verdict follows as a
-    sentence of its own; else the one-run bound's verdict, then the check's notes."""
+    sentence of its own; a check not read decides next (could-not-read) unless the bound is a violation; else
+    the one-run bound's verdict, then the check's notes."""
     checked = config_verdict(block)
-    if checked["status"] == "violation":
+    if checked["status"] == "violation" or (checked["status"] == "could-not-read" and verdict["status"] != "violation"):
         return checked | {"text": f"{checked['text']} One-run bound (alone): {verdict['text']}.", "one_run": verdict}
     notes = [f"{f['check']}: {f['message']}" for f in block["findings"] if f["problem"]]
     return verdict | ({"text": f"{verdict['text']}. Accounting check notes: {' | '.join(notes)}"} if notes else {})
@@ -274,6 +304,7 @@ class AuditedPluginRun:
         canary_info: what the canaries are (``game.canary``).
         capacity: the most canaries the model holds.
         crosstalk: the random directions' cross-talk variance (0 for Dirac canaries).
+        inputs: the input canaries and their one-run statistics (None: the run carried none).
     """
 
     plugin: TrainerPlugin
@@ -285,6 +316,7 @@ class AuditedPluginRun:
     canary_info: dict
     capacity: int
     crosstalk: float
+    inputs: tuple[InputCanaries, dict] | None = None
 
     def observation(self) -> dict:
         """``game.observation``: the score, the canaries' joins and steps, how the guesses were chosen."""
@@ -299,6 +331,35 @@ class AuditedPluginRun:
                 "guess_counts": "chosen for the perfect attack of the updates threat, simulating the mechanism "
                                 "the probe read (noise multiplier, rate, steps)"}
 
+    def input_attack(self, confidence: float) -> dict:
+        """``attacks`` entry of the input canaries (none without them)."""
+        if self.inputs is None:
+            return {}
+        canaries, stats = self.inputs
+        return {f"black-box/input-{canaries.kind}": attack_metrics(stats["scores"], canaries.included, confidence)}
+
+    def input_summary(self) -> dict | None:
+        """``game.extra.input_canaries``: what the input canaries were and what their bound found."""
+        if self.inputs is None:
+            return None
+        canaries, stats = self.inputs
+        best = stats["best_lower_bound"]
+        return {"kind": canaries.kind, "canaries": canaries.canaries, "included": int(canaries.included.sum()),
+                "description": canaries.describe(), "design": canaries.design.to_dict(),
+                "k_pos": canaries.design.k_pos, "k_neg": canaries.design.k_neg,
+                "correct": stats["one_run"]["correct"], "claim_rejected": stats["one_run"]["claim_rejected"],
+                "epsilon_lower_bound": None if best is None else best["epsilon"],
+                "confidence": canaries.design.confidence, "verdict": stats["verdict"]["status"]}
+
+    def input_tables(self) -> list[dict]:
+        """The input canaries' bounds table (none without them)."""
+        if self.inputs is None:
+            return []
+        canaries, stats = self.inputs
+        table = one_run_table(stats["one_run"], stats["lower_bounds"])
+        return [table | {"title": f"Input canaries ({canaries.kind}) in the same training: bounds",
+                         "caption": f"{canaries.describe()}. {table['caption']}"}]
+
     def params(self) -> dict:
         """``params``: the plugin's claim, the DP-SGD the code runs and what Opacus reported."""
         plugin, found, mech = self.plugin, self.probed["probe"], self.probed["mechanism"]
@@ -312,16 +373,46 @@ class AuditedPluginRun:
                 "opacus_reported": found.opacus} | plugin.params
 
 
-def _family(opts: DPOptions, judgement: Judgement) -> Judgement:
-    """One family: the accounting check's share of alpha and the one-run bound's (module docstring)."""
-    alpha, bound_confidence = 1.0 - opts.confidence, judgement.family.confidence
-    check_alpha = alpha * ONE_RUN_SHARE
-    family = replace(judgement.family, confidence=opts.confidence,
-                     split={"config_check": check_alpha, "one_run": alpha - check_alpha},
+def family_shares(opts: DPOptions, with_inputs: bool) -> dict[str, float]:
+    """The alpha of each member of a plugin's one-run family (module docstring): the accounting check
+    (:data:`audit.plugins.accounting.ONE_RUN_SHARE`), the input canaries when the audited run carries them
+    (:data:`audit.plugins.accounting.INPUT_CANARY_SHARE`, :func:`audit.dp.plugins.input_canaries.input_canaries`)
+    and the gradient canaries' one-run bound (the rest)."""
+    alpha = 1.0 - opts.confidence
+    shares = {"config_check": alpha * ONE_RUN_SHARE}
+    if with_inputs:
+        shares["input_canaries"] = alpha * INPUT_CANARY_SHARE
+    return shares | {"one_run": alpha - sum(shares.values())}
+
+
+def _family(opts: DPOptions, judgement: Judgement, with_inputs: bool) -> Judgement:
+    """One family: the shares of :func:`family_shares`."""
+    bound_confidence = judgement.family.confidence
+    split = family_shares(opts, with_inputs)
+    inputs = (f", the input canaries' bound at {1.0 - split['input_canaries']:.2%}" if "input_canaries" in split
+              else "")
+    family = replace(judgement.family, confidence=opts.confidence, split=split,
                      text=f"one family at {opts.confidence:.0%}: the accounting check's tests share alpha "
-                          f"{check_alpha:.3g}, the one-run bound holds at {bound_confidence:.2%}",
+                          f"{split['config_check']:.3g}, the one-run bound holds at {bound_confidence:.2%}{inputs}",
                      extra={"one_run_confidence": bound_confidence})
     return replace(judgement, family=family)
+
+
+def input_verdict(verdict: dict, inputs: tuple[InputCanaries, dict] | None) -> dict:
+    """The gradient canaries' verdict, unless the input canaries' bound rejects the claim: then theirs, named as
+    a pass outside the DP steps (their own member of the family)."""
+    if inputs is None:
+        return verdict
+    canaries, stats = inputs
+    found = stats["verdict"]
+    if found["status"] != "violation":
+        return verdict | {"text": f"{verdict['text']}. Input canaries ({canaries.canaries}): "
+                                  f"{found['text']}"}
+    return found | {"text": f"input canaries: {found['text']}: the released model remembers more of its "
+                            f"{canaries.kind} than the claim allows, so some pass over the data outside the "
+                            "DP-SGD steps (a non-private warm-up or polish, batches sliced off tensors) reached "
+                            "them. Fix: train on the data only through the DP optimizer's steps, every epoch "
+                            f"accounted. Gradient canaries: {verdict['text']}", "source": "input_canaries"}
 
 
 def _results(opts: DPOptions, audited: AuditedPluginRun, stats: dict) -> dict[str, object]:
@@ -329,8 +420,9 @@ def _results(opts: DPOptions, audited: AuditedPluginRun, stats: dict) -> dict[st
     plugin, block, threat = audited.plugin, audited.block, audited.threat
     found, claim, data = audited.probed["probe"], audited.probed["claim"], audited.probed["data"]
     attack = f"{threat}/one-run-{audited.canary_info['kind']}"
-    judgement = _family(opts, stats["judgement"].for_attack(attack))
-    judgement = judgement.with_verdict(combined_verdict(block, judgement.verdict.to_dict()))
+    judgement = _family(opts, stats["judgement"].for_attack(attack), audited.inputs is not None)
+    verdict = input_verdict(judgement.verdict.to_dict(), audited.inputs)
+    judgement = judgement.with_verdict(combined_verdict(block, verdict))
     judged = judgement.blocks(estimate=True, family=True)
     one, inc = stats["one_run"], audited.recorder.included
     trainings = int(block["trainings"]) + 1
@@ -339,7 +431,8 @@ def _results(opts: DPOptions, audited: AuditedPluginRun, stats: dict) -> dict[st
         "model": {"name": f"user trainer {plugin.spec}", "parameters": found.n_params},
         "neighbouring": "add/remove one record (each canary)", "delta": plugin.delta,
         "confidence": opts.confidence, "accountant": getattr(claim, "description", None),
-        "params": audited.params(), "attacks": {attack: attack_metrics(audited.scores, inc, opts.confidence)},
+        "params": audited.params(), "attacks": {attack: attack_metrics(audited.scores, inc, opts.confidence)}
+                                               | audited.input_attack(opts.confidence),
         "one_run": one, "config_check": block,
         "threat_coverage": [dict(zip(("mistake", "updates", "white-box", "config_check"), row, strict=True))
                             for row in THREAT_COVERAGE],
@@ -355,10 +448,12 @@ def _results(opts: DPOptions, audited: AuditedPluginRun, stats: dict) -> dict[st
                                         "lowest (0: one-sided), both fixed by simulating "
                                         "the mechanism the probe read",
                      extra={"trainings": trainings, "included": int(inc.sum()), "n_train": int(len(data)),
+                            "input_canaries": audited.input_summary(),
                             "inclusion": "independent fair coin per canary; each included canary joins every real "
                                          "step by its own Poisson coin at the code's sampling rate, C times its unit "
                                          "direction"}),
-        "tables": [config_table(block), one_run_table(one, judged["lower_bounds"]), coverage_table()],
+        "tables": [config_table(block), one_run_table(one, judged["lower_bounds"]), *audited.input_tables(),
+                   coverage_table()],
     }
 
 
@@ -375,6 +470,15 @@ def plugin_one_run_summary(outcome: Outcome) -> list[str]:
     extra = game.extra if game else {}
     lm = game is not None and "language-model checks" in (game.trainings_text or "")
     replay = "the language-model checks' replay, " if lm else ""
-    return [f"training:  the audited run on all {extra['n_train']} {'texts' if lm else 'rows'}; "
-            f"{extra['trainings']} calls of the code's training in all (probe, the first steps of its repeat, "
-            f"{replay}the dataset plus and less one record, the audited run)"]
+    lines = [f"training:  the audited run on all {extra['n_train']} {'texts' if lm else 'rows'}; "
+             f"{extra['trainings']} calls of the code's training in all (probe, the first steps of its repeat, "
+             f"{replay}the dataset plus and less one record, the audited run)"]
+    inputs = extra.get("input_canaries")
+    if inputs:
+        bound = inputs["epsilon_lower_bound"]
+        lines.append(f"inputs:    {inputs['canaries']} input canaries ({inputs['kind']}, {inputs['included']} in) in "
+                     f"the same training, {inputs['k_pos']} 'in' and {inputs['k_neg']} 'out' guesses, "
+                     f"{inputs['correct']} right; epsilon >= {0.0 if bound is None else bound:.3g} at "
+                     f"{inputs['confidence']:.2%}"
+                     + (": the claim is rejected" if inputs["claim_rejected"] else ""))
+    return lines

@@ -26,7 +26,7 @@ audited coins or scores, so the one-run bounds computed with it stay valid whate
 The games are drawn from the score's law computed once per mechanism
 (:func:`audit.stats.canary_score_distribution.score_distribution`: M draws per game instead of M x T
 simulated observations, :func:`simulated_games`), each bound at a guess count and a number right is
-computed once (:func:`_cached_bound`), and only the guess shapes whose bound at their mean number right
+computed once (:func:`cached_bound`), and only the guess shapes whose bound at their mean number right
 is within :data:`SCREEN_FRACTION` of the best such bound are evaluated game by game (:func:`_criterion`:
 the others cannot be chosen, and the long recursions of many guesses are skipped), so a design from
 hundreds of games takes seconds.
@@ -139,7 +139,8 @@ def dpsgd_canary_llr(observations: ArrayLike, sample_rate: float, noise_multipli
     return np.nansum(z, axis=1)
 
 
-def _check_count(value: int, name: str, minimum: int = 1) -> int:
+def check_count(value: int, name: str, minimum: int = 1) -> int:
+    """``value`` as an int, or a one-line error when it is not an integer of at least ``minimum``."""
     if int(value) != value or value < minimum:
         raise UserError(f"{name} must be an integer >= {minimum} (got {value!r})")
     return int(value)
@@ -155,7 +156,7 @@ def simulate_dpsgd_canary_scores(canaries: int, sample_rate: float, noise_multip
     T = 88 is one chunk of 1.8 million). Deterministic given ``rng`` (a Generator or a seed).
     """
     mech = CanaryMechanism(sample_rate, noise_multiplier, steps)
-    m = _check_count(canaries, "canaries")
+    m = check_count(canaries, "canaries")
     gen = np.random.default_rng(rng)
     members = gen.random(m) < 0.5
     scores = np.empty(m)
@@ -178,14 +179,14 @@ def simulated_games(mech: CanaryMechanism, canaries: int, games: int,
 
 
 @functools.lru_cache(maxsize=1 << 16)
-def _cached_bound(method: str, guesses: int, v: int, m: int, delta: float, confidence: float) -> float:
+def cached_bound(method: str, guesses: int, v: int, m: int, delta: float, confidence: float) -> float:
     """:func:`guess_bound`, cached (the same pair recurs in many simulated games)."""
     return guess_bound(method, guesses, v, m, delta, confidence)
 
 
 def guess_count_grid(canaries: int, points: int = 48) -> np.ndarray:
     """The candidate guess counts: ``points`` geometrically spaced integers from 1 to M/2 (distinct)."""
-    m = _check_count(canaries, "canaries")
+    m = check_count(canaries, "canaries")
     return np.unique(np.round(np.geomspace(1, max(1, m // 2), points)).astype(int))
 
 
@@ -207,7 +208,7 @@ def grid_bounds(scores: np.ndarray, members: np.ndarray, guesses: list[tuple[int
                  delta: float, confidence: float) -> np.ndarray:
     """The bound of ``method`` at every (k_pos, k_neg) of ``guesses`` on one game."""
     right = _right_counts(scores, members, guesses)
-    return np.array([_cached_bound(method, k_pos + k_neg, int(v), scores.size, delta, confidence)
+    return np.array([cached_bound(method, k_pos + k_neg, int(v), scores.size, delta, confidence)
                      for (k_pos, k_neg), v in zip(guesses, right, strict=True)])
 
 
@@ -264,8 +265,11 @@ class OneRunDesign:
                 "mechanism": self.mechanism.to_dict(), "simulations": self.simulations,
                 "evaluations": self.evaluations, "grid": [list(g) for g in self.grid],
                 "grid_value": list(self.grid_value),
-                "rule": ("guess counts maximising the " + self.criterion + " bound over games simulated under the "
-                         "claimed mechanism (never the audited coins); expected bound on separate simulations")}
+                "rule": ("the guess count and shape that reject the claim when the smallest fraction of the included "
+                         "canaries leak (audit.stats.one_run.leak; grid_value: each shape's fraction)"
+                         if self.criterion == "leak" else
+                         "guess counts maximising the " + self.criterion + " bound over games simulated under the "
+                         "claimed mechanism (never the audited coins)") + "; expected bound on separate simulations"}
 
 
 def guess_shapes(canaries: int, method: str, guess_counts: ArrayLike | None) -> list[tuple[int, int]]:
@@ -279,10 +283,10 @@ def guess_shapes(canaries: int, method: str, guess_counts: ArrayLike | None) -> 
     return [(int(k), 0) for k in ks] + [(int(k), int(k)) for k in ks if 2 * k <= canaries]
 
 
-def _design_from_games(design_games: list[tuple[np.ndarray, np.ndarray]],
-                       eval_games: list[tuple[np.ndarray, np.ndarray]], mech: CanaryMechanism,
-                       shapes: list[tuple[int, int]], method: str, delta: float, confidence: float,
-                       criterion: str) -> OneRunDesign:
+def design_from_games(design_games: list[tuple[np.ndarray, np.ndarray]],
+                      eval_games: list[tuple[np.ndarray, np.ndarray]], mech: CanaryMechanism,
+                      shapes: list[tuple[int, int]], method: str, delta: float, confidence: float,
+                      criterion: str) -> OneRunDesign:
     """Choose the shape maximising ``criterion`` over ``design_games``, evaluate it on ``eval_games``."""
     value = _criterion(design_games, shapes, method, delta, confidence, criterion)
     j = int(np.argmax(value))  # ties: the first, i.e. the fewest guesses
@@ -305,10 +309,10 @@ def _criterion(games: list[tuple[np.ndarray, np.ndarray]], shapes: list[tuple[in
     its bound at its mean number right, below :data:`SCREEN_FRACTION` of the best."""
     m = games[0][0].size
     right = np.array([_right_counts(s, mem, shapes) for s, mem in games])
-    out = np.array([_cached_bound(method, kp + kn, int(round(v)), m, delta, confidence)
+    out = np.array([cached_bound(method, kp + kn, int(round(v)), m, delta, confidence)
                     for (kp, kn), v in zip(shapes, right.mean(axis=0), strict=True)])
     keep = np.flatnonzero(out >= SCREEN_FRACTION * out.max())
-    table = np.array([[_cached_bound(method, sum(shapes[j]), int(v), m, delta, confidence) for j, v in
+    table = np.array([[cached_bound(method, sum(shapes[j]), int(v), m, delta, confidence) for j, v in
                        zip(keep, row[keep], strict=True)] for row in right])
     out[keep] = table.mean(axis=0) if criterion == "mean" else np.median(table, axis=0)
     return out
@@ -318,8 +322,8 @@ def _check_design_args(delta: float, confidence: float, criterion: str, simulati
                        evaluations: int | None) -> tuple[float, float, int, int]:
     if criterion not in ("mean", "median"):
         raise UserError(f"design criterion must be 'mean' or 'median' (got {criterion!r})")
-    sims = _check_count(simulations, "simulations")
-    evals = sims if evaluations is None else _check_count(evaluations, "evaluations")
+    sims = check_count(simulations, "simulations")
+    evals = sims if evaluations is None else check_count(evaluations, "evaluations")
     return check_delta(delta), check_confidence(confidence), sims, evals
 
 
@@ -377,11 +381,11 @@ def choose_one_run_design(mechanism: DPSGDClaim | CanaryMechanism | Sequence[flo
     """
     delta, confidence, method, criterion = objective.delta, objective.confidence, objective.method, objective.criterion
     mech = CanaryMechanism.of(mechanism)
-    m = _check_count(canaries, "canaries", 2)
+    m = check_count(canaries, "canaries", 2)
     delta, confidence, sims, evals = _check_design_args(delta, confidence, criterion, simulations, evaluations)
     shapes = guess_shapes(m, method, guess_counts)
     games = simulated_games(mech, m, sims + evals, np.random.default_rng(rng))
-    return _design_from_games(games[:sims], games[sims:], mech, shapes, method, delta, confidence, criterion)
+    return design_from_games(games[:sims], games[sims:], mech, shapes, method, delta, confidence, criterion)
 
 
 @dataclass(frozen=True)
@@ -437,7 +441,7 @@ def default_canary_count(mechanism: DPSGDClaim | CanaryMechanism | Sequence[floa
     """
     delta, confidence, method, criterion = objective.delta, objective.confidence, objective.method, objective.criterion
     mech = CanaryMechanism.of(mechanism)
-    cap = _check_count(max_canaries, "max_canaries", 2)
+    cap = check_count(max_canaries, "max_canaries", 2)
     if not 0.0 <= within < 1.0:
         raise UserError(f"within must lie in [0, 1) (got {within!r})")
     delta, confidence, sims, evals = _check_design_args(delta, confidence, criterion, simulations, None)
@@ -447,7 +451,7 @@ def default_canary_count(mechanism: DPSGDClaim | CanaryMechanism | Sequence[floa
     designs = []
     for m in sizes:
         prefix = [(s[:m], mem[:m]) for s, mem in games]
-        designs.append(_design_from_games(prefix[:sims], prefix[sims:], mech, guess_shapes(m, method, None),
+        designs.append(design_from_games(prefix[:sims], prefix[sims:], mech, guess_shapes(m, method, None),
                                           method, delta, confidence, criterion))
     best = max(d.expected_epsilon for d in designs)
     chosen = next(d for d in designs if d.expected_epsilon >= (1.0 - within) * best)

@@ -86,8 +86,9 @@ def opacus_on_a_boundary() -> dict:
     return _opacus_plugin("opacus_on_a_boundary", N_ON_ADD)
 
 
-def _hooked(real_rate: float):
-    """A hand-written DP-SGD loop with the two hooks, Poisson at ``real_rate``, declaring DECLARED."""
+def _hooked(real_rate: float, pass_batch: bool = True):
+    """A hand-written DP-SGD loop with the two hooks, Poisson at ``real_rate``, declaring DECLARED; without
+    ``pass_batch`` it slices its batches off tensors and never tells the hooks which records they hold."""
     def train(X, y, seed):
         gen = torch.manual_seed(seed)
         X, y = torch.as_tensor(X), torch.as_tensor(y)
@@ -98,7 +99,7 @@ def _hooked(real_rate: float):
             g = X[batch][:, :, None] * (p - torch.nn.functional.one_hot(y[batch], CLASSES))[:, None, :]
             norms = g.flatten(1).norm(dim=1).clamp(min=1e-12)
             summed = (g * (C / norms).clamp(max=1.0)[:, None, None]).sum(0)
-            add_canary(summed, clip_norm=C, sample_rate=DECLARED, batch=batch)
+            add_canary(summed, clip_norm=C, sample_rate=DECLARED, batch=batch if pass_batch else None)
             noisy = summed + SIGMA_HOOKED * C * torch.randn(summed.shape, generator=gen)
             report_update(noisy)
             w = w - 0.5 * noisy / (DECLARED * N_HOOKED)
@@ -114,6 +115,10 @@ def rate_above_declared() -> dict:
 
 def rate_as_declared() -> dict:
     return rate_above_declared() | {"name": "rate_as_declared", "train": _hooked(DECLARED)}
+
+
+def records_unseen() -> dict:
+    return rate_above_declared() | {"name": "records_unseen", "train": _hooked(DECLARED, pass_batch=False)}
 
 
 def _cli(tmp_path: Path, capsys, factory: str, *flags: str) -> tuple[int, str, dict]:
@@ -143,9 +148,12 @@ def test_opacus_loop_iterating_the_original_loader_fails_and_its_twin_passes(tmp
     assert _verdict_line(out).startswith("verdict:   violation: accounting check violation, sampling: ")
     assert "One-run bound (alone): " in _verdict_line(out)
     family = res["family"]
-    assert family["split"] == pytest.approx({"config_check": 0.025, "one_run": 0.025})
-    assert family["one_run_confidence"] == pytest.approx(0.975) and res["config_check"]["alpha"] == pytest.approx(0.025)
-    assert res["best_lower_bound"]["family_confidence"] == pytest.approx(0.975)
+    # 302 rows: 120 input canaries (audit.dp.plugins.input_canaries), a quarter of alpha each to both bounds
+    assert family["split"] == pytest.approx({"config_check": 0.025, "input_canaries": 0.0125, "one_run": 0.0125})
+    assert family["one_run_confidence"] == pytest.approx(0.9875)
+    assert res["config_check"]["alpha"] == pytest.approx(0.025)
+    assert res["best_lower_bound"]["family_confidence"] == pytest.approx(0.9875)
+    assert res["game"]["input_canaries"]["canaries"] == 120
     for flags in (("--check-config",), ("--one-run", "--quick")):
         code, out, res = _cli(tmp_path, capsys, "opacus_returned_loader", *flags)
         assert code == 0 and res["config_check"]["status"] == "ok", out
@@ -180,3 +188,14 @@ def test_a_loop_sampling_faster_than_it_declares_fails(tmp_path, capsys):
     assert code == 1 and "violation, rate: " in _verdict_line(out), out
     code, out, res = _cli(tmp_path, capsys, "rate_as_declared", "--check-config")
     assert code == 0 and res["config_check"]["status"] == "ok", out
+
+
+def test_a_loop_whose_records_are_unseen_is_never_a_pass(tmp_path, capsys):
+    """Nothing unread passes: sampling, rate and clipping cannot be read (no batch=, no DataLoader), so the
+    check says so on the terminal and in the verdict, never "as claimed", and the gate exits 2 in both modes."""
+    for flags in (("--check-config",), ("--one-run", "--quick")):
+        code, out, res = _cli(tmp_path, capsys, "records_unseen", *flags)
+        assert code == 2 and res["verdict"]["status"] == "could-not-read", res["verdict"]["text"]
+        assert "as claimed" not in out and "CONFIG NOT READ (sampling)" in out
+        unread = {f["check"] for f in res["config_check"]["findings"] if f.get("read") is False}
+        assert unread == {"sampling", "rate", "clipping"} and res["config_check"]["status"] == "could-not-read"

