@@ -73,12 +73,20 @@ def test_malformed_lm_plugin_exits_2(tmp_path):
 
 
 def test_canary_texts_of_each_kind_are_seeded_and_fit_the_contract():
-    from audit.dp.plugins.lm_blackbox import PREFIX_CHARS, SUFFIX_CHARS, canary_texts, rare_characters
+    from audit.dp.plugins.lm_blackbox import (
+        NEW_TOKEN_REPEATS,
+        PREFIX_CHARS,
+        SUFFIX_CHARS,
+        canary_texts,
+        rare_characters,
+    )
 
     held_out = "a held-out prefix that is longer than the prefix the canary keeps"
     plugin = plugin_from_dict("m:f", _made(canary_prefixes=[held_out] * 3))
     prefixes, secrets = canary_texts(plugin, "new-token", 2, seed=0)
-    assert secrets == ["<|r0|>", "<|r1|>"] and prefixes == [held_out[:PREFIX_CHARS]] * 2
+    # each canary's own token, repeated inside its one text; the prefix a short cut of a held-out text
+    assert NEW_TOKEN_REPEATS > 1 and secrets == ["<|r0|>" * NEW_TOKEN_REPEATS, "<|r1|>" * NEW_TOKEN_REPEATS]
+    assert prefixes == [held_out[:PREFIX_CHARS]] * 2 and 0 < PREFIX_CHARS < len(held_out)
     assert canary_texts(plugin, "rare-unigram", 5, seed=3) == canary_texts(plugin, "rare-unigram", 5, seed=3)
     rare = set(rare_characters(TEXTS))
     for kind, allowed in (("rare-unigram", rare), ("random-suffix", set("abcdefghijklmnopqrstuvwxyz"))):

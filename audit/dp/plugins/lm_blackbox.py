@@ -4,7 +4,8 @@ trainer (:mod:`targets.plugins.lm`) from its outputs alone, with input-space can
 M canary texts, each a prefix cut from a held-out text followed by a secret (``--canary``):
 
 * ``new-token`` (default): the secret is one of the plugin's ``canary_tokens``, each a token no record
-  contains (Panda et al. 2025, new-token canaries: nothing but the canary teaches the model that token);
+  contains (Panda et al. 2025, new-token canaries: nothing but the canary teaches the model that token),
+  repeated :data:`NEW_TOKEN_REPEATS` times inside the canary's one text (still one record);
 * ``rare-unigram``: the secret is a seeded random string of :data:`SUFFIX_CHARS` characters drawn from the
   :data:`RARE_CHARACTERS` rarest characters of the records (rare unigrams, Panda et al. 2025: the model has
   seen them too little to predict them without the canary);
@@ -60,14 +61,20 @@ from targets.plugins.lm import texts_of
 from targets.plugins.loading import TrainerPlugin, plugin_config
 
 __all__ = ["run_lm_blackbox", "LM_CANARY_KINDS", "DEFAULT_LM_CANARIES", "canary_texts", "secret_scores",
-           "rare_characters", "PREFIX_CHARS", "SUFFIX_CHARS", "RARE_CHARACTERS"]
+           "rare_characters", "PREFIX_CHARS", "SUFFIX_CHARS", "RARE_CHARACTERS",
+           "NEW_TOKEN_REPEATS"]
 
 #: Input-space canaries of the black-box threat (module docstring).
 LM_CANARY_KINDS = TEXT_CANARIES
 #: Canaries when ``--canaries`` is not given (capped by the plugin's canary tokens for ``new-token``).
 DEFAULT_LM_CANARIES = 1000
 #: Characters of a held-out text a canary's prefix keeps; letters of a random suffix.
-PREFIX_CHARS, SUFFIX_CHARS = 32, 12
+PREFIX_CHARS, SUFFIX_CHARS = 4, 12
+#: Times a new-token canary's token is repeated inside its one text (repetition within a record, Panda et al.
+#: 2025: the text is still one record, so the add/remove-one-text guarantee covers it); the score is the
+#: log-probability of the whole repeated secret given the prefix. Chosen by ``benchmarks/bench_lm_canaries.py``
+#: on draws of its own, never the audited coins (docs/performance.md).
+NEW_TOKEN_REPEATS = 16
 #: How many of the records' rarest characters a rare-unigram secret draws from.
 RARE_CHARACTERS = 16
 _STAGES = ("design", "audited_run", "scoring")
@@ -138,7 +145,7 @@ def canary_texts(plugin: TrainerPlugin, kind: str, m: int, seed: int) -> tuple[l
         if m > len(tokens):
             raise UserError(f"plugin {plugin.spec} gives {len(tokens)} canary tokens; new-token canaries need one per "
                             f"canary: --canaries {len(tokens)} at most, or --canary random-suffix")
-        return prefixes, list(tokens[:m])
+        return prefixes, [t * NEW_TOKEN_REPEATS for t in tokens[:m]]
     letters = np.array(rare_characters(texts_of(plugin.dataset[0])) if kind == "rare-unigram" else
                        list("abcdefghijklmnopqrstuvwxyz"))
     return prefixes, [" " + "".join(rng.choice(letters, SUFFIX_CHARS)) for _ in range(m)]
@@ -249,7 +256,9 @@ def _results(plugin: TrainerPlugin, opts: DPOptions, audited: tuple[str, Privacy
         **_last_iterate(plugin.params, delta, claim),
         "game": Game(one_run=True, runs=1, canaries=int(included.size), canary_kind=kind, threat="black-box",
                      canary={"kind": kind, "prefix_chars": PREFIX_CHARS,
-                             "secret": "one of the plugin's canary tokens (a token no record contains)"
+                             "repeats": NEW_TOKEN_REPEATS if kind == "new-token" else 1,
+                             "secret": f"one of the plugin's canary tokens (a token no record contains), "
+                                       f"{NEW_TOKEN_REPEATS} times"
                              if kind == "new-token" else f"{SUFFIX_CHARS} seeded random characters ("
                              + ("the records' rarest" if kind == "rare-unigram" else "lowercase letters") + ")"},
                      observation={"score": "log p(secret | prefix) = sum logprobs(prefix + secret) - sum "
