@@ -60,6 +60,17 @@ def normalised_name(name: str) -> str:
     return ".".join(part for part in name.split(".") if part not in ("_module", "module"))
 
 
+def matching_parameter(found: dict[str, torch.Tensor], name: str, shape: tuple[int, ...]) -> torch.Tensor | None:
+    """The parameter of ``found`` (by normalised name) that is the DP optimizer's ``name`` of ``shape``: the same
+    name, else the one name that ends the other at a segment boundary (a PEFT model's
+    ``base_model.model.transformer...`` is the wrapped module's ``transformer...``); None when none or several."""
+    if name in found:
+        return found[name] if tuple(found[name].shape) == tuple(shape) else None
+    candidates = [p for f, p in found.items() if (name.endswith("." + f) or f.endswith("." + name))
+                  and tuple(p.shape) == tuple(shape)]
+    return candidates[0] if len(candidates) == 1 else None
+
+
 def _flat(tensors: list[torch.Tensor]) -> torch.Tensor:
     return torch.cat([t.detach().reshape(-1).to("cpu", torch.float64) for t in tensors])
 
@@ -181,6 +192,19 @@ def _collect(obj: Any, depth: int, seen: set[int], modules: list, tensors: list)
         _collect(child, depth + 1, seen, modules, tensors)
 
 
+def merged_adapters(trained: Any, names: list[str]) -> bool:
+    """Whether the DP optimizer's ``names`` are all LoRA adapters (PEFT's ``lora_A`` / ``lora_B``) and the model
+    ``trained`` holds none: the adapters were merged into the weights (``merge_and_unload``), so the returned
+    parameters are a function of the last iterate and the frozen base that the name match cannot compare."""
+    modules: list[torch.nn.Module] = []
+    _collect(trained, 0, set(), modules, [])
+    def adapter(name: str) -> bool:
+        return any(part.startswith("lora_") for part in name.split("."))
+
+    return (bool(names) and bool(modules) and all(adapter(n) for n in names)
+            and not any(adapter(name) for m in modules for name, _ in m.named_parameters()))
+
+
 def returned_parameters(trained: Any, names: list[str],
                         shapes: list[tuple[int, ...]]) -> tuple[np.ndarray | None, str]:
     """The parameters of the model ``trained`` (what ``train`` returned) holds, flattened in the order of the DP
@@ -193,15 +217,16 @@ def returned_parameters(trained: Any, names: list[str],
     for module in modules:
         for name, p in module.named_parameters():
             found.setdefault(normalised_name(name), p)
-    if modules and all(n in found and tuple(found[n].shape) == s for n, s in zip(names, shapes, strict=True)):
-        return _flat([found[n] for n in names]).numpy(), (f"the parameters of the torch module(s) the returned "
-                                                          f"{type(trained).__name__} holds, by name")
+    matched = [matching_parameter(found, n, s) for n, s in zip(names, shapes, strict=True)]
+    if modules and all(m is not None for m in matched):
+        return _flat(matched).numpy(), (f"the parameters of the torch module(s) the returned "
+                                        f"{type(trained).__name__} holds, by name")
     if not modules and [tuple(t.shape) for t in tensors] == list(shapes):
         return _flat(tensors).numpy(), "the tensors the returned function closes over, in the optimizer's order"
     if not modules and not tensors:
         return None, (f"the returned {type(trained).__name__} holds no torch module or tensor the audit can reach "
                       "(closures, bound methods, attributes)")
-    missing = [n for n, s in zip(names, shapes, strict=True) if n not in found or tuple(found[n].shape) != s]
+    missing = [n for n, m in zip(names, matched, strict=True) if m is None]
     return None, (f"the model the returned {type(trained).__name__} holds does not line up with the DP optimizer's "
                   f"{len(names)} parameter tensors ({len(missing)} not found by name and shape, e.g. "
                   f"{missing[:1]})")

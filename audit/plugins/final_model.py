@@ -37,7 +37,7 @@ import numpy as np
 import torch
 
 from audit.theory.config_check import ConfigFinding
-from targets.final_params import IterateSketch, returned_parameters
+from targets.final_params import IterateSketch, merged_adapters, returned_parameters
 
 #: Roundings (in machine epsilons of the parameters' dtype) a weighted sum of the iterates may carry per iterate.
 ROUNDINGS_PER_STEP = 8
@@ -83,6 +83,9 @@ def final_model_check(iterates: IterateSketch | None, trained: Any, driver: str)
     if not iterates.sketches:
         return _unread("no DP optimizer's parameters were seen")
     theta, how = returned_parameters(trained, iterates.names, iterates.shapes)
+    if theta is None and merged_adapters(trained, iterates.names):
+        return _unread("the DP optimizer trained LoRA adapters and the returned model holds them merged into its "
+                       "weights (merge_and_unload), which the audit does not compare with the iterates", applies=False)
     if theta is None:
         return _unread(how)
     sketches = np.stack(iterates.sketches, axis=1)

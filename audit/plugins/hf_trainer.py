@@ -211,15 +211,15 @@ def _named(f: dict[str, Any], cause: str, fix: str, facts: TrainerFacts) -> dict
 
 
 def _void_replay(f: dict[str, Any], facts: TrainerFacts) -> dict[str, Any]:
-    return finding("loss-coupling", False, True, "Not checked: the transformers.Trainer iterates its own training "
+    return finding("loss-coupling", False, True, "Could not read: the transformers.Trainer iterates its own training "
                    f"loader ({facts.sampler}), not the one make_private returns, so the replay's chosen batches "
-                   "never reached the steps compared.", "", f["details"] | {"trainer": facts.to_dict()})
+                   "never reached the steps compared.", "", f["details"] | {"trainer": facts.to_dict()}, read=False)
 
 
 def _named_finding(f: dict[str, Any], facts: TrainerFacts) -> dict[str, Any]:
     """``f`` with the ``Trainer``'s cause and fix where the ``Trainer`` explains it (module docstring)."""
     check = f["check"]
-    if check == "loss-coupling" and not facts.poisson and f["problem"]:
+    if check == "loss-coupling" and not facts.poisson and (f["problem"] or not f.get("read", True)):
         return _void_replay(f, facts)
     if not f["violation"]:
         return f

@@ -148,3 +148,19 @@ def test_explained_is_the_distance_to_the_span():
     assert explained(basis, outside, tolerance(5))["relative_residual"] == pytest.approx(distance / scale, rel=1e-9)
     assert tolerance(0) == MIN_TOLERANCE and tolerance(10 ** 6) > MIN_TOLERANCE
     assert tolerance(20, float(torch.finfo(torch.bfloat16).eps)) > 100 * tolerance(20)  # half precision rounds more
+
+
+def test_lora_adapters_merged_into_the_returned_weights_are_told_apart_from_a_mismatch() -> None:
+    """merge_and_unload: the DP optimizer trained only adapters and the returned model holds none of them (not
+    applicable, said so); a returned model that still holds adapters, or optimizer names that are not adapters,
+    is no merge (the check stays could-not-read)."""
+    from targets.final_params import merged_adapters
+
+    merged = torch.nn.Linear(3, 2)
+    adapters = ["layer.lora_A.default.weight", "layer.lora_B.default.weight"]
+    assert merged_adapters(lambda z: merged(z), adapters)
+    assert not merged_adapters(lambda z: merged(z), ["weight", "bias"])
+    unmerged = torch.nn.Module()
+    unmerged.lora_A = torch.nn.ModuleDict({"default": torch.nn.Linear(3, 1, bias=False)})
+    assert not merged_adapters(unmerged, adapters)
+    assert not merged_adapters(lambda z: z, adapters)  # no module at all: nothing merged to read

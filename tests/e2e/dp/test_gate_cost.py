@@ -36,10 +36,11 @@ CALLS: list[int] = []
 
 
 def _loop(seeded: bool = True):
-    """A hooked DP-SGD loop (Poisson rate Q, per-example clipping, noisy sum); ``seeded=False`` draws its
-    noise from a generator of its own (not reproducible)."""
+    """A hooked DP-SGD loop (Poisson rate Q, per-example clipping, noisy sum); ``seeded=False`` ignores its seed
+    and draws from a generator seeded anew at every call (not reproducible from the seed, yet the same on every
+    run of the test: a test whose loop drew from the system's entropy would fail at the check's alpha)."""
     def train(X, y, seed):
-        gen = torch.Generator().manual_seed(seed if seeded else int(np.random.SeedSequence().generate_state(1)[0]))
+        gen = torch.Generator().manual_seed(seed if seeded else 7919 * (len(CALLS) + 1))
         X, y = torch.as_tensor(X), torch.as_tensor(y)
         w = torch.zeros(X.shape[1], 2)
         CALLS.append(0)
