@@ -19,6 +19,7 @@ import argparse
 import importlib
 import os
 import pkgutil
+import signal
 import sys
 import tempfile
 import traceback
@@ -65,7 +66,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Parse ``argv`` and run the command; returns the process exit status."""
+    """Parse ``argv`` and run the command; returns the process exit status. Run as the whole process (``argv``
+    None), a Ctrl-C that comes once the command has returned — its results written — is ignored, so that it
+    cannot turn the exit status into a signal's during the interpreter's shutdown (torch's and Ray's threads)."""
+    code = _run_command(argv)
+    if argv is None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    return code
+
+
+def _run_command(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
