@@ -7,11 +7,16 @@ set -euo pipefail
 out=${1:?usage: tools/small_runs.sh OUT_DIR}
 py=${PYTHON:-python}
 mkdir -p "$out"
+# the language-model runs start from the cached base models (pretrained once, by any earlier LM run or test)
+lm_cache=${LM_BASE_CACHE:-$HOME/.cache/privacy-audit}
 run() {  # NAME ARGS...: one run into $out/NAME (the run's folder is renamed so that two baselines line up);
   local name=$1; shift  # a run already there is kept (delete OUT_DIR to redo them all)
   [ -d "$out/$name" ] && return 0
   local tmp="$out/.tmp-$name"
   rm -rf "$tmp"
+  if [[ $name == membership-lm* ]] && compgen -G "$lm_cache/lm-base-*.safetensors" > /dev/null; then
+    mkdir -p "$tmp/cache" && cp "$lm_cache"/lm-base-*.safetensors "$tmp/cache/"
+  fi
   "$py" -m audit "$@" --quiet --out "$tmp" || [ $? = 1 ]  # exit 1: a violation, as the run meant
   local dir
   dir=$(find "$tmp" -mindepth 1 -maxdepth 1 -type d ! -name cache | head -n 1)
@@ -21,6 +26,8 @@ run() {  # NAME ARGS...: one run into $out/NAME (the run's folder is renamed so 
 }
 run membership run membership --target nonprivate_digits --quick --canaries 120
 run membership-model run membership --target examples.trained_sklearn:model --quick
+run membership-lm run membership --target nonprivate_tinygpt --quick --references 1
+AUDIT_CANDIDATES=120 run membership-lm-plugin run membership --target examples.lm_ngram:model --references 1
 run dp run dp --target dpgd_logreg_digits --runs 60 --device cpu
 run dp-one-run run dp --target dpgd_logreg_digits --one-run --quick --device cpu
 run dp-check-config run dp --target examples.zoo.hooked:correct --check-config --device cpu
