@@ -21,7 +21,7 @@ from audit.theory.checks import check_delta, check_epsilon
 from audit.theory.claims import PURE_DP_DELTA, Neighbouring, PrivacyClaim
 from audit.theory.rero import rero_bound
 from audit.theory.tradeoff import default_alpha_grid, implied_gdp_mu
-from targets.catalogue import TargetEntry, resolve
+from targets.catalogue import TargetEntry, is_language_model, resolve
 
 #: FPR values every reported tradeoff curve contains exactly.
 REQUIRED_ALPHAS = (1e-3, 1e-2, 0.1)
@@ -122,7 +122,7 @@ def theory_for(name: str, epsilon: float | None = None, delta: float | None = No
         if epsilon is not None:
             raise UserError("--epsilon does not apply to a plugin: its factory states the claim")
         plugin = entry.factory()
-        if getattr(plugin, "lm", None) is not None and not plugin.lm.claimed:  # a non-private LM trainer
+        if is_language_model(plugin) and not plugin.lm.claimed:  # a non-private LM trainer
             return TargetTheory(name=name, family="plugin", description=plugin.description, claim=None,
                                 delta=delta or plugin.delta, params=plugin.params, neighbouring=None)
         if plugin.claim is None:

@@ -13,7 +13,7 @@ to one (:func:`resolve`). It is the only place that tells a plugin spec from a b
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,11 +22,11 @@ from targets.broken_mechanisms import BROKEN_MECHANISMS, make_broken
 from targets.dperm import DPERM_AUDIT_TARGETS, DPERM_TARGETS, make_dperm
 from targets.lm.recipes import LM_DESCRIPTIONS, LM_TARGETS, lm_recipe
 from targets.mechanisms import MECHANISMS, make_mechanism
-from targets.plugins.loading import BUILTIN_PLUGINS, is_plugin_spec, load_plugin
+from targets.plugins.loading import BUILTIN_PLUGINS, ModelPlugin, TrainerPlugin, is_plugin_spec, load_plugin
 from targets.registry import TARGETS, TrainedTarget, get_target
 
 __all__ = ["FAMILIES", "TargetEntry", "entries", "lookup", "resolve", "trained_target", "trained_targets",
-           "dperm_release", "is_language_model"]
+           "dperm_release", "is_language_model", "record_word"]
 
 #: Families, in the order ``python -m audit list`` shows them.
 FAMILIES = ("trained", "lm", "mechanism", "dp-erm", "control", "plugin")
@@ -101,20 +101,31 @@ def resolve(name: str) -> TargetEntry:
     raise unknown_target(name, _entries())
 
 
-def is_language_model(target: str | TargetEntry, made: Mapping[str, Any] | None = None) -> bool:
+def is_language_model(target: str | TargetEntry | object) -> bool:
     """Whether a target is a language model, the one place that asks: a built-in target of the ``lm``
-    family (:data:`targets.lm.recipes.LM_TARGETS`), or a plugin whose factory ``made`` one (its dict's
-    ``kind`` is ``"lm"``).
+    family (:data:`targets.lm.recipes.LM_TARGETS`), a trained model whose factory made one (a
+    :class:`targets.plugins.loading.ModelPlugin` whose dict's ``kind`` is ``"lm"``), or a trainer plugin over
+    texts (a :class:`targets.plugins.loading.TrainerPlugin` of ``{"kind": "lm_trainer"}``, its ``lm`` set).
 
     Args:
-        target: a target name (a plugin spec is none of the built-in ones) or its entry.
-        made: what a plugin's factory returned, when the target is a plugin.
+        target: a target name (a plugin spec is none of the built-in ones), its entry, or a loaded plugin (any
+            other plugin, a mechanism's, is no language model).
 
     Returns:
         True for a language model.
     """
+    if isinstance(target, TrainerPlugin):
+        return target.lm is not None
+    if isinstance(target, ModelPlugin):
+        return target.made.get("kind") == "lm"
     entry = lookup(target) if isinstance(target, str) else target
-    return (entry is not None and entry.family == "lm") or (made is not None and made.get("kind") == "lm")
+    return isinstance(entry, TargetEntry) and entry.family == "lm"
+
+
+def record_word(target: str | TrainerPlugin) -> str:
+    """What a target's training takes, in the words of progress lines and errors: ``"texts"`` for a language
+    model (:func:`is_language_model`), ``"rows"`` otherwise."""
+    return "texts" if is_language_model(target) else "rows"
 
 
 def trained_target(name: str) -> TrainedTarget:

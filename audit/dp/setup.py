@@ -17,7 +17,7 @@ from audit.errors import UserError
 from audit.plugins.training import MAX_TRAIN, QUICK_RUNS, plugin_dataset
 from audit.target_defaults import TargetUse, dp_choice, plugin_canary, target_use, trainer_plugin_use
 from audit.theory.checks import check_confidence
-from targets.catalogue import resolve
+from targets.catalogue import is_language_model, resolve
 from targets.plugins.loading import ModelPlugin, TrainerPlugin
 
 
@@ -58,7 +58,7 @@ def build_setup(opts: DPOptions) -> DPAuditSetup:
         if not isinstance(plugin, TrainerPlugin):
             raise UserError(f"plugin {opts.target} is a mechanism; audit it with `python -m audit run mechanism "
                             f"--target {opts.target}`")
-        if plugin.lm is not None:
+        if is_language_model(plugin):
             raise UserError(f"{opts.target} is a language-model trainer: audit it in one run, python -m audit run dp "
                             f"--target {opts.target} --one-run [--threat updates | white-box | black-box]")
         if opts.epsilon is not None or opts.delta is not None:

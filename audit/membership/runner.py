@@ -116,7 +116,7 @@ def run_membership(opts: MembershipOptions) -> tuple[Path, Outcome]:
         return run_lm_membership(opts)
     plugin = load_plugin(opts.target) if is_plugin(opts.target) else None
     if isinstance(plugin, ModelPlugin):
-        if is_language_model(opts.target, plugin.made):
+        if is_language_model(plugin):
             return run_lm_membership(opts, plugin)
         return run_trained_membership(opts, plugin)
     canary, preset = game_preset(opts, plugin)

@@ -59,6 +59,7 @@ import torch
 from audit.errors import TargetCodeError
 from audit.plugins.accounting import finding
 from audit.plugins.training import train_once
+from targets.catalogue import is_language_model
 from targets.opacus_hooks import classes_defining, require_opacus
 from targets.plugins.loading import TrainerPlugin
 from targets.threads import thread_limit
@@ -385,7 +386,7 @@ def _canary_ids(plugin: TrainerPlugin, logprobs: Callable, token: str, watch: Wa
 
 
 def _canary_finding(plugin: TrainerPlugin, logprobs: Callable | None, watch: Watch) -> dict[str, Any]:
-    tokens = plugin.lm.canary_tokens if plugin.lm is not None else ()
+    tokens = plugin.lm.canary_tokens if is_language_model(plugin) else ()
     if not tokens or logprobs is None or watch.hook is None:
         why = ("the plugin names no canary tokens" if not tokens else "the model's input embedding was not found"
                if watch.hook is None else "the training did not finish")

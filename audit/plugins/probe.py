@@ -29,6 +29,7 @@ from audit.run_context import Stages
 from audit.theory.claims import PURE_DP_DELTA, ApproxDPClaim, PrivacyClaim
 from audit.theory.dpsgd import DPSGDClaim, calibrate_noise_multiplier
 from targets.audit_hooks import StepSource, UpdateRecorder, loader_indices, recording
+from targets.catalogue import record_word
 from targets.plugins.loading import TrainerPlugin
 from targets.plugins.rng import reproducibility
 
@@ -163,7 +164,7 @@ def probe(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int, delta:
     DP-SGD. ``stages``: an :class:`audit.run_context.Stages` that times and announces the two stages."""
     probe_seed = int(np.random.SeedSequence([seed, 29]).generate_state(1)[0])
     first = UpdateRecorder(None, 0)
-    records = "texts" if plugin.lm is not None else "rows"
+    records = record_word(plugin)
     with _stage(stages, "probe", f"probe: training the code once on its {len(X)} {records}, reading the DP-SGD "
                                  f"it runs"):
         trained = run_once(plugin, X, y, probe_seed, first)

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from audit.errors import TargetCodeError, UserError
+from targets.catalogue import is_language_model
 from targets.datasets import Dataset, load_dataset
 from targets.plugins.loading import TrainerPlugin, load_plugin
 from targets.plugins.rng import trainer_args
@@ -81,7 +82,7 @@ def trainer_plugin(opts: Any) -> TrainerPlugin:
     plugin = load_plugin(opts.target)
     if not isinstance(plugin, TrainerPlugin):
         raise UserError(f"plugin {opts.target} is a mechanism; this attack needs a trainer plugin")
-    if plugin.lm is not None:
+    if is_language_model(plugin):
         raise UserError(f"plugin {opts.target} is a language-model trainer: this attack needs class probabilities; "
                         f"audit it with python -m audit run dp --target {opts.target} --one-run")
     return plugin

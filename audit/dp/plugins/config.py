@@ -39,7 +39,7 @@ from audit.plugins.probe import claim_and_mechanism, probe
 from audit.plugins.training import plugin_dataset
 from audit.run_context import RunContext, Stages
 from audit.stats.outcome import ConfigCheck, Curve, Family, Outcome, Table, Verdict
-from targets.catalogue import is_plugin
+from targets.catalogue import is_language_model, is_plugin, record_word
 from targets.plugins.loading import TrainerPlugin, load_plugin, plugin_config
 
 
@@ -78,13 +78,13 @@ CHECK_STAGES = ("probe", "repeat", "other_world")
 def plugin_probe(plugin: TrainerPlugin, data_dir: str | None, seed: int, stages: Stages | None = None) -> dict:
     """The probe on the plugin's whole dataset (a training and the first steps of its repeat): ``probe``,
     ``claim``, ``mechanism``, ``data``, ``lm``; ``stages`` times and announces them. For a language-model
-    trainer (``plugin.lm`` set) the probe's training is also the watched call of
+    trainer (:func:`targets.catalogue.is_language_model`) the probe's training is also the watched call of
     :mod:`audit.plugins.lm_checks`, whose checks follow (``lm``; else None); when they stop the training (it
     cannot run under Opacus as written) there is no probe: ``probe`` and ``mechanism`` are None when a
     finding voids the accounting (a violation); otherwise nothing was read and it is a UserError (exit 2), never
     a pass."""
     data = plugin_dataset(plugin, data_dir)
-    if plugin.lm is None:
+    if not is_language_model(plugin):
         found = probe(plugin, data.X, data.y, seed, plugin.delta, stages)
         claim, mech = claim_and_mechanism(plugin, found)
         return {"claim": claim, "mechanism": mech, "probe": found, "data": data, "lm": None}
@@ -127,7 +127,7 @@ def plugin_accounting(plugin: TrainerPlugin, data_dir: str | None, seed: int, al
     X, y = data.X, data.y
     if found is None:
         return probed | {"block": lm_only_block(lm, claim, plugin.delta, alpha) | {"n_train": int(len(X))}}
-    records = "texts" if plugin.lm is not None else "rows"
+    records = record_word(plugin)
     with stages.stage("other_world", f"other worlds: training the code on its {len(X)} {records} plus one record and "
                                      f"less one record, the configuration read again (accounting check)"):
         with watched_trainer():  # a Hugging Face Trainer's batches given to the steps that train on them

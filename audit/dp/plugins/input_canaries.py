@@ -47,6 +47,7 @@ from audit.dp.plugins.lm_blackbox import canary_texts, secret_scores
 from audit.plugins.training import predictions
 from audit.stats.one_run.design import CanaryMechanism, DesignObjective, OneRunDesign
 from audit.stats.one_run.leak import Leak, choose_leak_design
+from targets.catalogue import is_language_model
 from targets.datasets import Dataset
 from targets.plugins.loading import TrainerPlugin
 
@@ -136,7 +137,7 @@ def input_canaries(plugin: TrainerPlugin, data: Dataset, requested: int | None, 
     m = canary_count(len(data.X), requested)
     if m < 2:
         return None
-    if plugin.lm is not None:
+    if is_language_model(plugin):
         X, y, query, labels = text_canaries(plugin, m, seed)
         kind = "texts"
     else:

@@ -78,6 +78,7 @@ from audit.stats.one_run.design import (
 )
 from audit.stats.outcome import Game, Outcome
 from targets.audit_hooks import CanaryRecorder
+from targets.catalogue import is_language_model, record_word
 from targets.gradient_canaries import crosstalk_variance, spread_coordinates
 from targets.lm.device import using_lm_device
 from targets.plugins.loading import TrainerPlugin, load_plugin, plugin_config
@@ -140,14 +141,14 @@ def _plugin(opts: DPOptions, plugin: TrainerPlugin | None) -> TrainerPlugin:
     if not isinstance(plugin, TrainerPlugin):
         raise UserError(f"plugin {opts.target} is a mechanism; --one-run audits DP-SGD trainers "
                         f"(python -m audit run mechanism --target {opts.target})")
-    if plugin.lm is not None and opts.threat == "black-box":  # canary texts (audit.dp.plugins.lm_blackbox)
+    if is_language_model(plugin) and opts.threat == "black-box":  # canary texts (audit.dp.plugins.lm_blackbox)
         return plugin
     if opts.epsilon is not None or opts.delta is not None:
         raise UserError("--epsilon/--delta do not apply to a plugin: its factory states the claim")
     if opts.threat == "black-box":
         raise UserError(f"the one-run black-box game of a trainer plugin is the membership audit: python -m audit "
                         f"run membership --target {opts.target}; --one-run takes --threat updates or white-box")
-    if plugin.lm is not None and not plugin.lm.claimed:
+    if is_language_model(plugin) and not plugin.lm.claimed:
         raise UserError(f"plugin {opts.target} claims no privacy (no 'claim') and runs no DP-SGD to put gradient "
                         f"canaries in; audit its texts with --threat black-box --epsilon E")
     given = [flag for flag, on in (("--runs", opts.runs is not None), ("--canary", opts.canary is not None),
@@ -232,7 +233,7 @@ def run_plugin_one_run(opts: DPOptions, plugin: TrainerPlugin | None = None) -> 
             design = design_canaries(replace(opts, confidence=bound_confidence), mech, plugin.delta, n_params)
         recorder, cinfo = _recorder(opts, found.recorder.touched, found.recorder.sizes, design.canaries)
         X, y = with_canaries(data.X, data.y, inputs, opts.seed)
-        records = "texts" if plugin.lm is not None else "rows"
+        records = record_word(plugin)
         with ctx.stage("audited_run", f"audited run: the training on all {len(data)} {records} with {design.canaries} "
                                       f"{cinfo['kind']} gradient canaries ({int(recorder.included.sum())} in), "
                                       f"threat {threat}" + (f", and {inputs.describe()}" if inputs else "")):
@@ -441,7 +442,7 @@ def _results(opts: DPOptions, audited: AuditedPluginRun, stats: dict) -> dict[st
                      trainings_text=f"{trainings} calls of the code's training: the probe, the first steps of its "
                                     f"repeat (stopped once the reproducibility check is decided), "
                                     + ("three steps replayed on chosen batches (language-model checks), "
-                                       if plugin.lm is not None else "")
+                                       if is_language_model(plugin) else "")
                                     + "the dataset plus one record and less one record (accounting check), and the "
                                       "one audited run",
                      threshold_strategy="one-run guesses: 'in' for the k_pos highest scores, 'out' for the k_neg "
