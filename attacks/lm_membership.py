@@ -23,21 +23,26 @@ likely a member" everywhere; each function takes, per text, the array of ``log p
   fill the low-FPR tail; the whole text's log-likelihood ratio is the Neyman-Pearson statistic for "the
   model that saw the text against one that did not" and keeps every token's evidence.
 
-Scores only: thresholds, ROC and bounds come from :mod:`audit.stats` (docs/references.md, "Language
-model membership").
+Each is declared in :data:`attacks.names.ATTACK_SPECS` (on texts, with what it needs of the target) and
+registered here (:func:`attacks.membership.register_scorer`); :func:`run_text_attacks` scores every one whose
+needs a target meets. Scores only: thresholds, ROC and bounds come from :mod:`audit.stats`
+(docs/references.md, "Language model membership").
 """
 
 from __future__ import annotations
 
 import zlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
+from attacks.membership import SCORERS, register_scorer
+from attacks.names import ATTACK_SPECS, TEXT_ATTACKS
 from audit.errors import UserError
 
 __all__ = ["loss_scores", "zlib_scores", "min_k_scores", "min_k_plus_plus_scores", "reference_scores",
-           "mean_reference_scores", "likelihood_ratio_scores", "DEFAULT_K"]
+           "mean_reference_scores", "likelihood_ratio_scores", "DEFAULT_K", "TextInputs", "run_text_attacks"]
 
 #: The fraction of tokens Min-K% and Min-K%++ average (Shi et al. 2024 and Zhang et al. 2025 report 20%).
 DEFAULT_K = 0.2
@@ -134,3 +139,73 @@ def likelihood_ratio_scores(logprobs: Sequence[np.ndarray],
             raise UserError(f"likelihood-ratio attack: {len(values)} reference texts for {len(target)} target texts")
         totals.append([x.sum() for x in values])
     return target - np.mean(totals, axis=0)
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class TextInputs:
+    """What the attacks on texts consume, one entry per text: the ``texts``, the target's per-token
+    ``logprobs``, and what an attack may need beyond them (:data:`attacks.names.TEXT_NEEDS`), each None when
+    the target has none: the next-token ``moments`` ((T, 2) per text), the ``base`` model's log-probabilities,
+    and the ``references``' (one list per reference model)."""
+
+    texts: list[str]
+    logprobs: list[np.ndarray]
+    moments: list[np.ndarray] | None = None
+    base: list[np.ndarray] | None = None
+    references: list[list[np.ndarray]] | None = None
+
+    def has(self, need: str | None) -> bool:
+        """Whether these inputs meet ``need`` (one of :data:`attacks.names.TEXT_NEEDS`, or None)."""
+        return need is None or getattr(self, need) is not None
+
+
+@register_scorer("loss", records="texts")
+def _loss_attack(chosen: tuple[str, ...], inp: TextInputs) -> dict[str, np.ndarray]:
+    return {"loss": loss_scores(inp.logprobs)}
+
+
+@register_scorer("zlib", records="texts")
+def _zlib_attack(chosen: tuple[str, ...], inp: TextInputs) -> dict[str, np.ndarray]:
+    return {"zlib": zlib_scores(inp.logprobs, inp.texts)}
+
+
+@register_scorer("min_k", records="texts")
+def _min_k_attack(chosen: tuple[str, ...], inp: TextInputs) -> dict[str, np.ndarray]:
+    return {"min_k": min_k_scores(inp.logprobs)}
+
+
+@register_scorer("min_k_plus_plus", records="texts")
+def _min_k_plus_plus_attack(chosen: tuple[str, ...], inp: TextInputs) -> dict[str, np.ndarray]:
+    return {"min_k_plus_plus": min_k_plus_plus_scores(inp.logprobs, inp.moments)}
+
+
+@register_scorer("reference_base", "llr_base", records="texts")
+def _base_attacks(chosen: tuple[str, ...], inp: TextInputs) -> dict[str, np.ndarray]:
+    out = {"reference_base": reference_scores(inp.logprobs, inp.base)} if "reference_base" in chosen else {}
+    return out | ({"llr_base": likelihood_ratio_scores(inp.logprobs, [inp.base])} if "llr_base" in chosen else {})
+
+
+@register_scorer("reference", "llr_reference", records="texts")
+def _reference_attacks(chosen: tuple[str, ...], inp: TextInputs) -> dict[str, np.ndarray]:
+    out = {"reference": mean_reference_scores(inp.logprobs, inp.references)} if "reference" in chosen else {}
+    return out | ({"llr_reference": likelihood_ratio_scores(inp.logprobs, inp.references)}
+                  if "llr_reference" in chosen else {})
+
+
+def run_text_attacks(inp: TextInputs) -> dict[str, np.ndarray]:
+    """Every attack on texts (:data:`attacks.names.TEXT_ATTACKS`) whose needs ``inp`` meets, scored on its texts
+    (higher = more likely a member), in the order the scorers are registered.
+
+    Args:
+        inp: the target's log-probabilities and what it has beyond them.
+
+    Returns:
+        Each attack's scores (one per text), by name.
+    """
+    chosen = tuple(name for name in TEXT_ATTACKS if inp.has(ATTACK_SPECS[name].needs))
+    out: dict[str, np.ndarray] = {}
+    for registered, scorer in SCORERS["texts"].items():
+        names = tuple(name for name in registered if name in chosen)
+        if names:
+            out |= scorer(names, inp)
+    return out

@@ -36,7 +36,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from attacks.lira import lira_leave_one_out, lira_scores, logit_confidence
-from attacks.names import ATTACK_SPECS, LIRA_ATTACKS, RMIA_ATTACKS, check_references, expand_attacks
+from attacks.names import ATTACK_SPECS, LIRA_ATTACKS, RECORD_KINDS, RMIA_ATTACKS, check_references, expand_attacks
 from attacks.rmia import A_GRID, choose_offline_a, label_probability, leave_one_out, rmia_scores
 from audit.errors import UserError
 
@@ -197,32 +197,36 @@ class AttackOptions:
 
 
 #: A scorer: ``scorer(chosen, inp, options) -> {name: AttackScores}`` for the attacks ``chosen`` (those it
-#: registered for that the caller asked for).
-Scorer = Callable[[tuple[str, ...], AttackInputs, AttackOptions], dict[str, AttackScores]]
-#: The registered scorers, in the order they run (as Opacus registers its grad samplers by layer type).
-SCORERS: dict[tuple[str, ...], Scorer] = {}
+#: registered for that the caller asked for); on texts ``scorer(chosen, inp) -> {name: scores}``
+#: (:mod:`attacks.lm_membership`).
+Scorer = Callable[..., dict]
+#: The registered scorers, by what they score (:data:`attacks.names.RECORD_KINDS`), each in the order they run
+#: (as Opacus registers its grad samplers by layer type).
+SCORERS: dict[str, dict[tuple[str, ...], Scorer]] = {kind: {} for kind in RECORD_KINDS}
 
 
-def register_scorer(*names: str) -> Callable[[Scorer], Scorer]:
-    """Decorator registering the scorer of the attacks ``names`` (declared in
-    :data:`attacks.names.ATTACK_SPECS`); attacks that share their work (LiRA online and offline) register
-    one scorer together.
+def register_scorer(*names: str, records: str = "records") -> Callable[[Scorer], Scorer]:
+    """Decorator registering the scorer of the attacks ``names`` on ``records`` (declared in
+    :data:`attacks.names.ATTACK_SPECS` for them); attacks that share their work (LiRA online and offline)
+    register one scorer together.
 
     Args:
         *names: the attacks the scorer scores.
+        records: what it scores, ``"records"`` or ``"texts"`` (:data:`attacks.names.RECORD_KINDS`).
 
     Returns:
         The decorator.
 
     Raises:
-        ValueError: a name not declared in :data:`attacks.names.ATTACK_SPECS`.
+        ValueError: a name not declared in :data:`attacks.names.ATTACK_SPECS` for ``records``.
     """
-    unknown = [n for n in names if n not in ATTACK_SPECS]
+    unknown = [n for n in names if n not in ATTACK_SPECS or records not in ATTACK_SPECS[n].records]
     if unknown:
-        raise ValueError(f"declare {unknown} in attacks.names.ATTACK_SPECS before registering a scorer")
+        raise ValueError(f"declare {unknown} in attacks.names.ATTACK_SPECS (on {records}) before registering a "
+                         f"scorer")
 
     def register(scorer: Scorer) -> Scorer:
-        SCORERS[names] = scorer
+        SCORERS[records][names] = scorer
         return scorer
 
     return register
@@ -342,7 +346,7 @@ def run_attacks(names: tuple[str, ...] | list[str], inp: AttackInputs, lira_vari
         check_references(names, inp.reference_lp.shape[0])
     options = AttackOptions(lira_variance=lira_variance, rmia_a=rmia_a)
     out: dict[str, AttackScores] = {}
-    for registered, scorer in SCORERS.items():
+    for registered, scorer in SCORERS["records"].items():
         chosen = tuple(n for n in registered if n in names)
         if chosen:
             out |= scorer(chosen, inp, options)

@@ -7,45 +7,57 @@ from dataclasses import dataclass
 
 from audit.errors import UserError
 
+#: What an attack scores: ``"records"``, labelled records through the model's class log-probabilities
+#: (``run membership`` of a classifier: the one-run game, or a trained model), or ``"texts"``, texts through the
+#: model's per-token log-probabilities (``run membership`` of a language model).
+RECORD_KINDS = ("records", "texts")
+#: What an attack on texts may need of the target beyond its per-token log-probabilities (the fields of
+#: :class:`attacks.lm_membership.TextInputs`): the next-token moments, the base model before fine-tuning, or
+#: reference models trained like the target on population texts.
+TEXT_NEEDS = ("moments", "base", "references")
+
 
 @dataclass(frozen=True)
 class AttackSpec:
     """What the command line and the runners need to know of a membership attack (its scores are
-    registered in :mod:`attacks.membership`, :func:`attacks.membership.register_scorer`).
+    registered in :mod:`attacks.membership` and, on texts, :mod:`attacks.lm_membership`:
+    :func:`attacks.membership.register_scorer`).
 
     Attributes:
         description: One line with its paper (``list``, ``--help``, results.json).
         calibration: The models its calibration games are played on: ``"shadow"`` or ``"references"``
-            (reference models trained on the target's candidates).
+            (reference models trained on the target's candidates); records only.
         group: The ``--attack`` group it belongs to (``lira``, ``rmia``), or None.
         population: Whether it needs population samples scored by every model (RMIA).
+        records: What it scores (:data:`RECORD_KINDS`).
+        on_texts: Its description on texts where it scores both records and texts (``loss``: the same attack,
+            minus the model's loss on the record, read from the label's log-probability of a record and from
+            the mean token log-probability of a text); None otherwise.
+        needs: On texts, what it needs beyond the target's log-probabilities (one of :data:`TEXT_NEEDS`), or None.
     """
 
     description: str
     calibration: str = "shadow"
     group: str | None = None
     population: bool = False
+    records: tuple[str, ...] = ("records",)
+    on_texts: str | None = None
+    needs: str | None = None
+
+    def __post_init__(self) -> None:
+        if not set(self.records) <= set(RECORD_KINDS) or self.needs not in (None, *TEXT_NEEDS):
+            raise ValueError(f"an attack scores {RECORD_KINDS} and needs one of {TEXT_NEEDS} or nothing")
 
 
-#: Membership attacks on a trained language model (``run membership`` of an LM target, scored by
-#: :mod:`attacks.lm_membership`), in the order they are run and reported; each names what it needs of the target.
-LM_ATTACKS = {
-    "loss": "mean token log-probability of the text (Yeom et al. 2018; Carlini et al. 2021)",
-    "zlib": "log-perplexity over the zlib entropy of the text (Carlini et al. 2021)",
-    "min_k": "Min-K%: mean of the 20% lowest token log-probabilities (Shi et al. 2024)",
-    "min_k_plus_plus": "Min-K%++: Min-K% of token log-probabilities standardised by the next-token distribution "
-                       "(Zhang et al. 2025); needs the model's moments",
-    "reference_base": "loss minus the base model's (before fine-tuning) on the text (Carlini et al. 2021)",
-    "reference": "loss minus the mean loss of reference models trained like the target on population texts "
-                 "(Carlini et al. 2021; Mireshghallah et al. 2022; Watson et al. 2022)",
-    "llr_base": "text log-likelihood ratio: the text's summed token log-probability minus the base model's "
-                "(Carlini et al. 2022, LiRA offline; Neyman-Pearson)",
-    "llr_reference": "text log-likelihood ratio against the mean of reference models trained like the target on "
-                     "population texts (Carlini et al. 2022, LiRA offline)",
-}
+def _on_texts(description: str, needs: str | None = None) -> AttackSpec:
+    """The declaration of an attack on texts only."""
+    return AttackSpec(description, records=("texts",), needs=needs)
 
-#: Membership attacks available to ``python -m audit run membership --attack`` (results.json names), in
-#: the order they are run and reported.
+
+#: Membership attacks (results.json names), in the order they are run and reported: on records those
+#: ``python -m audit run membership --attack`` takes, on texts (a language model) each that the target
+#: supports. ``loss`` is one attack on both, minus the model's loss on the record (Yeom et al. 2018), its
+#: formula read from what the record is (:attr:`AttackSpec.on_texts`).
 ATTACK_SPECS = {
     "shadow": AttackSpec("shadow-model attack, per-class classifiers on sorted prediction vectors (Shokri et al. "
                          "2017)"),
@@ -59,11 +71,28 @@ ATTACK_SPECS = {
     "rmia_offline": AttackSpec("RMIA offline: as rmia_online with p(x) = (1+a)/2 p_OUT(x) + (1-a)/2 from the "
                                "reference models that left the candidate out (Zarifzadeh et al. 2024)",
                                "references", "rmia", population=True),
-    "loss": AttackSpec("loss threshold: log-probability of the label (Yeom et al. 2018)"),
+    "loss": AttackSpec("loss threshold: log-probability of the label (Yeom et al. 2018)", records=RECORD_KINDS,
+                       on_texts="mean token log-probability of the text (Yeom et al. 2018; Carlini et al. 2021)"),
     "confidence": AttackSpec("confidence threshold: top-1 probability, label not used (Salem et al. 2019)"),
+    "zlib": _on_texts("log-perplexity over the zlib entropy of the text (Carlini et al. 2021)"),
+    "min_k": _on_texts("Min-K%: mean of the 20% lowest token log-probabilities (Shi et al. 2024)"),
+    "min_k_plus_plus": _on_texts("Min-K%++: Min-K% of token log-probabilities standardised by the next-token "
+                                 "distribution (Zhang et al. 2025); needs the model's moments", "moments"),
+    "reference_base": _on_texts("loss minus the base model's (before fine-tuning) on the text (Carlini et al. 2021)",
+                                "base"),
+    "reference": _on_texts("loss minus the mean loss of reference models trained like the target on population "
+                           "texts (Carlini et al. 2021; Mireshghallah et al. 2022; Watson et al. 2022)", "references"),
+    "llr_base": _on_texts("text log-likelihood ratio: the text's summed token log-probability minus the base "
+                          "model's (Carlini et al. 2022, LiRA offline; Neyman-Pearson)", "base"),
+    "llr_reference": _on_texts("text log-likelihood ratio against the mean of reference models trained like the "
+                               "target on population texts (Carlini et al. 2022, LiRA offline)", "references"),
 }
-#: Each attack's description, by name.
-ATTACKS = {name: spec.description for name, spec in ATTACK_SPECS.items()}
+#: Each attack on texts, by name, with its description there: those a language model is audited with
+#: (``run membership`` of an LM target), in the order they are reported.
+TEXT_ATTACKS = {name: spec.on_texts or spec.description for name, spec in ATTACK_SPECS.items()
+                if "texts" in spec.records}
+#: Each attack on records, by name (those ``--attack`` takes).
+ATTACKS = {name: spec.description for name, spec in ATTACK_SPECS.items() if "records" in spec.records}
 #: Names accepted by ``--attack`` that stand for several attacks.
 ATTACK_GROUPS = {group: tuple(n for n, s in ATTACK_SPECS.items() if s.group == group)
                  for group in dict.fromkeys(s.group for s in ATTACK_SPECS.values() if s.group)}
@@ -71,7 +100,7 @@ ATTACK_GROUPS["all"] = tuple(ATTACKS)
 LIRA_ATTACKS = ATTACK_GROUPS["lira"]
 RMIA_ATTACKS = ATTACK_GROUPS["rmia"]
 #: Attacks that need reference models trained on the target's candidates.
-REFERENCE_ATTACKS = tuple(n for n, s in ATTACK_SPECS.items() if s.calibration == "references")
+REFERENCE_ATTACKS = tuple(n for n in ATTACKS if ATTACK_SPECS[n].calibration == "references")
 #: LiRA fits a Gaussian to at least 2 IN and 2 OUT reference models per candidate.
 LIRA_MIN_REFERENCES = 4
 #: LiRA's Gaussian variance: ``auto`` (global below 64 reference models), one global, or per example.

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from attacks.names import ATTACKS, LM_ATTACKS
+from attacks.names import ATTACKS, TEXT_ATTACKS
 from audit.choices import DP_CANARIES, MEMBERSHIP_CANARIES
 from audit.run_parser import describe_use
 from audit.target_defaults import load_catalogue, stored_catalogue
@@ -38,7 +38,7 @@ def list_everything(args: argparse.Namespace) -> int:
     for name, text in ATTACKS.items():
         print(f"  {name:<22} {text}")
     print("language-model membership attacks (run membership on an LM target, each that the target supports):")
-    for name, text in LM_ATTACKS.items():
+    for name, text in TEXT_ATTACKS.items():
         print(f"  {name:<22} {text}")
     print(f"canary kinds: run membership {'|'.join(MEMBERSHIP_CANARIES)}; run dp {'|'.join(DP_CANARIES)}")
     print("datasets:")

@@ -10,7 +10,8 @@ trained model (:mod:`audit.membership.trained_runner`), on texts:
 4. ``R`` reference models, each the target's ``train`` on its own random subset of the population texts
    (as many as the model was trained on; at most half the population when ``R >= 2``), queried on the
    same texts: every one is OUT for every audited text;
-5. the attacks of :data:`attacks.names.LM_ATTACKS` the target supports, each beside the blind AUC, and a
+5. the attacks on texts (:data:`attacks.names.TEXT_ATTACKS`, :func:`attacks.lm_membership.run_text_attacks`) the
+   target supports, each beside the blind AUC, and a
    one-run epsilon bound only when :func:`audit.membership.trained_runner.bound_allowed` (fair coins and a
    passed check), Bonferroni over every attack and guess fraction (:func:`trained_bounds`).
 
@@ -25,16 +26,8 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
-from attacks.lm_membership import (
-    likelihood_ratio_scores,
-    loss_scores,
-    mean_reference_scores,
-    min_k_plus_plus_scores,
-    min_k_scores,
-    reference_scores,
-    zlib_scores,
-)
-from attacks.names import ATTACKS, LM_ATTACKS
+from attacks.lm_membership import TextInputs, run_text_attacks
+from attacks.names import ATTACK_SPECS, ATTACKS, TEXT_ATTACKS
 from audit.errors import UserError
 from audit.membership.options import MembershipOptions
 from audit.membership.trained import TRAINED_REFERENCES
@@ -77,7 +70,7 @@ def _check_options(opts: MembershipOptions) -> None:
         raise UserError("--canary/--canaries/--shadows do not apply to a language model: it is audited on its own "
                         "member and non-member texts")
     if tuple(opts.attacks) != tuple(ATTACKS):
-        raise UserError(f"--attack does not apply to a language model: it runs {', '.join(LM_ATTACKS)} (those its "
+        raise UserError(f"--attack does not apply to a language model: it runs {', '.join(TEXT_ATTACKS)} (those its "
                         f"target supports); leave out --attack")
 
 
@@ -116,18 +109,15 @@ def _reference_texts(lm: TrainedLM, references: int, seed: int) -> list[list[str
     return [[pool[i] for i in np.sort(rng.choice(len(pool), size=size, replace=False))] for _ in range(references)]
 
 
-def _scores(ctx: RunContext, lm: TrainedLM, texts: list[str], references: int, quiet: bool) -> dict[str, np.ndarray]:
-    """Every attack the target supports (module docstring), scored on ``texts``."""
+def _inputs(ctx: RunContext, lm: TrainedLM, texts: list[str], references: int, quiet: bool) -> TextInputs:
+    """What the attacks on texts read of ``lm`` (module docstring): its log-probabilities on ``texts``, its
+    moments and its base model's when given, and those of ``references`` reference models."""
     with ctx.stage("queries", f"queries: the model's token log-probabilities on {len(texts)} texts"):
         logp = _query(lm.token_logprobs, texts, "querying the model", quiet)
-        scores = {"loss": loss_scores(logp), "zlib": zlib_scores(logp, texts), "min_k": min_k_scores(logp)}
-        if lm.moments is not None:
-            scores["min_k_plus_plus"] = min_k_plus_plus_scores(logp, _query(lm.token_moments, texts,
-                                                                            "next-token moments", quiet))
-        if lm.base_logprobs is not None:
-            base = _query(lambda t, p: lm.token_logprobs(t, p, base=True), texts, "querying the base model", quiet)
-            scores["reference_base"] = reference_scores(logp, base)
-            scores["llr_base"] = likelihood_ratio_scores(logp, [base])
+        moments = _query(lm.token_moments, texts, "next-token moments", quiet) if lm.moments is not None else None
+        base = (_query(lambda t, p: lm.token_logprobs(t, p, base=True), texts, "querying the base model", quiet)
+                if lm.base_logprobs is not None else None)
+    ref_logp = None
     if references:
         parts = _reference_texts(lm, references, ctx.seed)
         seeds = np.random.SeedSequence([ctx.seed, 22]).generate_state(references).tolist()
@@ -137,22 +127,19 @@ def _scores(ctx: RunContext, lm: TrainedLM, texts: list[str], references: int, q
             for r, (part, s) in enumerate(zip(parts, seeds, strict=True)):
                 fn = lm.fit_reference(part, int(s))
                 ref_logp.append(_query(fn, texts, f"querying reference model {r + 1}", quiet))
-        scores["reference"] = mean_reference_scores(logp, ref_logp)
-        scores["llr_reference"] = likelihood_ratio_scores(logp, ref_logp)
-    return scores
+    return TextInputs(texts=texts, logprobs=logp, moments=moments, base=base, references=ref_logp)
 
 
-def _not_run(lm: TrainedLM, references: int) -> dict[str, str]:
-    skipped = {}
-    if lm.moments is None:
-        skipped["min_k_plus_plus"] = "needs 'moments' (mean and std of the next-token log-probability) in the plugin"
-    if lm.base_logprobs is None:
-        skipped["reference_base"] = skipped["llr_base"] = ("needs 'base_logprobs' (the model before fine-tuning) in "
-                                                           "the plugin")
-    if not references:
-        skipped["reference"] = skipped["llr_reference"] = ("needs reference models: 'train' and 'population' in the "
-                                                           "plugin, --references >= 1")
-    return skipped
+#: Why an attack on texts that needs it (:data:`attacks.names.TEXT_NEEDS`) is not run without it.
+MISSING = {"moments": "needs 'moments' (mean and std of the next-token log-probability) in the plugin",
+           "base": "needs 'base_logprobs' (the model before fine-tuning) in the plugin",
+           "references": "needs reference models: 'train' and 'population' in the plugin, --references >= 1"}
+
+
+def _not_run(inputs: TextInputs) -> dict[str, str]:
+    """Each attack on texts that ``inputs`` cannot feed, and why."""
+    return {name: MISSING[ATTACK_SPECS[name].needs] for name in TEXT_ATTACKS
+            if not inputs.has(ATTACK_SPECS[name].needs)}
 
 
 def run_lm_membership(opts: MembershipOptions, plugin: ModelPlugin | None = None) -> tuple[Path, Outcome]:
@@ -179,26 +166,29 @@ def run_lm_membership(opts: MembershipOptions, plugin: ModelPlugin | None = None
                 stages.set_training_time(lm.prepare())
         texts = lm.members + lm.nonmembers
         member = np.r_[np.ones(len(lm.members), bool), np.zeros(len(lm.nonmembers), bool)]
-        scores = _scores(ctx, lm, texts, references, opts.quiet)
-        attacks_out = {name: attack_entry(scores[name], member, split, opts.confidence, LM_ATTACKS[name])
-                       | ({"reference_models": references} if name in ("reference", "llr_reference") else {})
-                       for name in LM_ATTACKS if name in scores}
+        inputs = _inputs(ctx, lm, texts, references, opts.quiet)
+        scores = run_text_attacks(inputs)
+        attacks_out = {name: attack_entry(scores[name], member, split, opts.confidence, TEXT_ATTACKS[name])
+                       | ({"reference_models": references} if ATTACK_SPECS[name].needs == "references" else {})
+                       for name in TEXT_ATTACKS if name in scores}
         allowed, why = bound_allowed(lm, split)
         delta = lm.delta if lm.claim is not None else NO_CLAIM_DELTA
         bounds, family = (trained_bounds(scores, member, delta, opts.confidence) if allowed
                           else ([], Family(size=1, confidence=opts.confidence)))
         judged = trained_judgement(bounds, family, lm.claim, delta, why).blocks()
-        results = _results(opts, lm, split, attacks_out, references, judged, (allowed, why))
+        results = _results(opts, lm, split, attacks_out, (references, _not_run(inputs)), judged, (allowed, why))
         config_json = {"command": "run membership", "options": asdict(opts), "target": lm.to_dict()}
         outcome = ctx.finish(results, config_json)
     return ctx.run_dir, outcome
 
 
-def _results(opts: MembershipOptions, lm: TrainedLM, split: SplitCheck, attacks_out: dict, references: int,
-             judged: dict, bound_permission: tuple[bool, str]) -> dict[str, object]:
+def _results(opts: MembershipOptions, lm: TrainedLM, split: SplitCheck, attacks_out: dict,
+             references_and_skipped: tuple[int, dict], judged: dict, bound_permission: tuple[bool, str]
+             ) -> dict[str, object]:
     """results.json of a language model's membership audit, in the blocks of a trained model's
     (:func:`audit.membership.trained_runner.run_trained_membership`), its target under ``trained_lm``."""
     allowed, why = bound_permission
+    references, skipped = references_and_skipped
     best = judged["best_lower_bound"]
     delta = lm.delta if lm.claim is not None else NO_CLAIM_DELTA
     members = [len(t) for t in lm.members]
@@ -219,6 +209,6 @@ def _results(opts: MembershipOptions, lm: TrainedLM, split: SplitCheck, attacks_
                 reference_models=references)
     return header | judged | {
         "epsilon_bound": EpsilonBound(allowed=allowed, reason=why), "attacks": attacks_out,
-        "attacks_not_run": _not_run(lm, references), "tables": trained_tables(attacks_out, split),
+        "attacks_not_run": skipped, "tables": trained_tables(attacks_out, split),
         "split_check": split.to_dict(), "trained_lm": lm.to_dict(), "game": game,
         "meaning": trained_meaning(lm, split, attacks_out, best, delta), "quick": opts.quick}
