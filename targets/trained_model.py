@@ -54,7 +54,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -62,7 +62,6 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file
 
 from audit.errors import TargetCodeError, UserError
-from audit.stats.split_check import SplitCheck, blind_split_check
 from audit.theory.claims import PrivacyClaim
 from targets.data_files import load_array_file, read_csv_numbers
 from targets.datasets import DATA_FILE_SUFFIXES, DATASETS, Dataset, load_dataset
@@ -71,8 +70,8 @@ from targets.plugins.rng import rng_kind, trainer_args
 from targets.threads import thread_limit
 from targets.training import resolve_device
 
-__all__ = ["TrainedModel", "load_trained_model", "model_from_dict", "load_model_data", "as_predict_proba",
-           "sklearn_predict_proba", "torch_predict_proba", "load_safetensors_module", "shared_rows",
+__all__ = ["TrainedSubject", "TrainedModel", "load_trained_model", "model_from_dict", "load_model_data",
+           "as_predict_proba", "sklearn_predict_proba", "torch_predict_proba", "load_safetensors_module", "shared_rows",
            "check_probabilities", "MEMBERSHIP_FORMS", "DEFAULT_BATCH", "PROBABILITY_TOLERANCE", "PROBE_RECORDS"]
 
 #: ``"membership"`` values: the statement of how members were chosen.
@@ -111,47 +110,63 @@ def check_probabilities(proba: Any, n: int, what: str, n_classes: int | None = N
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)
-class TrainedModel:
-    """A validated trained model and its member / non-member records (module docstring).
+class TrainedSubject:
+    """A model that ``run membership`` audits without a game, whatever its records: what a trained classifier
+    (:class:`TrainedModel`, labelled records) and a trained language model (:class:`targets.lm.contract.TrainedLM`,
+    texts) share. Each supplies its ``members`` and ``nonmembers`` (and, for reference models, ``population``);
+    the runner checks the split and queries the model (:mod:`audit.membership.runner`).
 
-    ``model`` is the raw probability function (one batch in, (batch, n_classes) out); use
-    :meth:`predict_proba`, which batches and checks it. ``members``/``nonmembers`` share
-    ``input_shape``; ``n_classes`` is the width of the model's output. ``train`` (or None) fits
-    reference models (:meth:`fit_reference`), taking randomness ``rng`` (:mod:`targets.plugins.rng`).
-    ``claim`` (or None) is audited at ``delta``. ``membership`` is ``"independent-coins"``,
-    ``"seeded-split"`` or ``"unstated"``, ``membership_note`` its description. ``population`` (or None): records
-    in neither set, which the model was not trained on, for reference models; ``training_size``: how many
-    records the model was trained on (the members, unless the factory says more); ``device`` and ``outputs``
-    apply to the torch modules ``train`` returns as to the model (:func:`torch_predict_proba`).
+    ``records`` names what the subject's records are, ``"records"`` or ``"texts"`` (the contract's answer to "is
+    this a language model" once it is loaded). ``train`` (or None) fits reference models (``fit_reference``),
+    taking randomness ``rng`` (:mod:`targets.plugins.rng`). ``claim`` (or None) is audited at ``delta``.
+    ``membership`` is ``"independent-coins"``, ``"seeded-split"`` or ``"unstated"``, ``membership_note`` its
+    description; ``training_size``: how many records the model was trained on (the members, unless the factory
+    says more); ``params`` and ``packages`` as config.json records them.
     """
 
+    records: ClassVar[str]
     spec: str
     name: str
     description: str
-    model: Callable[[np.ndarray], Any]
-    members: Dataset
-    nonmembers: Dataset
-    n_classes: int
-    input_shape: tuple[int, ...]
-    train: Callable[..., Any] | None
     claim: PrivacyClaim | None
     delta: float
     membership: str
     membership_note: str
-    model_kind: str
+    train: Callable[..., Any] | None = None
+    training_size: int | None = None
     params: dict = field(default_factory=dict)
     rng: str = "seed"
-    batch_size: int = DEFAULT_BATCH
     packages: dict = field(default_factory=dict)
-    population: Dataset | None = None
-    training_size: int | None = None
-    device: str | None = None
-    outputs: str = "logits"
 
     @property
     def allows_epsilon_bound(self) -> bool:
         """Whether membership was decided by independent coins (what an epsilon lower bound needs)."""
         return self.membership == "independent-coins"
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class TrainedModel(TrainedSubject):
+    """A validated trained model and its member / non-member records (module docstring; the fields it shares
+    with a language model: :class:`TrainedSubject`).
+
+    ``model`` is the raw probability function (one batch in, (batch, n_classes) out); use
+    :meth:`predict_proba`, which batches and checks it. ``members``/``nonmembers`` share
+    ``input_shape``; ``n_classes`` is the width of the model's output. ``population`` (or None): records
+    in neither set, which the model was not trained on, for reference models; ``device`` and ``outputs``
+    apply to the torch modules ``train`` returns as to the model (:func:`torch_predict_proba`).
+    """
+
+    records: ClassVar[str] = "records"
+    model: Callable[[np.ndarray], Any]
+    members: Dataset
+    nonmembers: Dataset
+    n_classes: int
+    input_shape: tuple[int, ...]
+    model_kind: str
+    batch_size: int = DEFAULT_BATCH
+    population: Dataset | None = None
+    device: str | None = None
+    outputs: str = "logits"
 
     def predict_proba(self, X: np.ndarray, progress: Callable[[int, int], None] | None = None) -> np.ndarray:
         """Probabilities (n, n_classes) of ``model`` on ``X`` in batches of ``batch_size``, each batch checked
@@ -175,12 +190,6 @@ class TrainedModel:
         fn, _ = as_predict_proba(made, f"what train of {self.spec} returned", self.device, self.outputs)
         what, width, batch = f"predict_proba of a reference model of {self.spec}", self.n_classes, self.batch_size
         return lambda Z, progress=None: _batched(fn, np.asarray(Z), batch, what, width, progress)
-
-    def split_check(self, confidence: float = 0.95, seed: int = 0, **options: Any) -> SplitCheck:
-        """The blind split check on the members vs the non-members, labels included
-        (:func:`audit.stats.split_check.blind_split_check`; docs/references.md, "Blind split check")."""
-        return blind_split_check(self.members.X, self.nonmembers.X, self.members.y, self.nonmembers.y,
-                                 confidence=confidence, seed=seed, **options)
 
     def to_dict(self) -> dict:
         """What config.json / results.json record about the target (no arrays, no callables)."""

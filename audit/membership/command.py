@@ -68,7 +68,7 @@ def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser)
 
 RUN_KIND = RunKind(name="membership", command="run membership", options="audit.membership.runner:MembershipOptions",
                    run="audit.membership.runner:run_membership", summary="audit.membership.runner:summary_lines",
-                   register=register, applies_to="audit.membership.lm_runner:takes_lm_target", plugin_help=(
+                   register=register, applies_to="audit.membership.texts:takes_lm_target", plugin_help=(
                        "your own training code, a trainer plugin; trained on up to 1,000 rows of its dataset, game "
                        "defaults for plugins: 500 canaries, 2 shadow and 4 reference models (not 6000/2/4); or a "
                        "trained model ({'kind': 'model'}) or language model ({'kind': 'lm'}), audited on its own "

@@ -19,10 +19,11 @@ mean one-run bound over those games, and then apply them unchanged to the target
 attack's own shadow scores are leave-one-shadow-out so the choice is not biased by scoring a
 shadow with a classifier trained on it.
 
-A model that already exists (a plugin returning ``{"kind": "model"}``) plays no game:
-:func:`audit.membership.trained_runner.run_trained_membership` audits it without retraining it; a
-language model (a built-in LM target, or a plugin returning ``{"kind": "lm"}``) neither:
-:func:`audit.membership.lm_runner.run_lm_membership` audits it on its texts. Defaults
+A model that already exists plays no game: :func:`run_trained_membership` audits it without retraining it,
+on its records (a plugin returning ``{"kind": "model"}``; what is particular to them,
+:mod:`audit.membership.trained`) or on its texts (a language model: a built-in LM target, or a plugin returning
+``{"kind": "lm"}``; :mod:`audit.membership.texts`), the blind split check first, then the attacks and an epsilon
+bound only when the coins and the check allow it (:mod:`audit.membership.trained_results`). Defaults
 by target: the one-run preset (6,000 sparse canaries) for a target that claims DP; mislabelled canaries
 with more reference models for a non-private one (:data:`GAME_SIZES`, :func:`game_preset`).
 """
@@ -43,10 +44,18 @@ from audit.choices import DEFAULT_MEMBERSHIP_CANARY, NONPRIVATE_MEMBERSHIP_CANAR
 from audit.executors import TrainingCall
 from audit.membership.bounds import ALPHA_GRID, Guesses, choose_guesses, empirical_points, one_run
 from audit.membership.game import CanaryGame, build_canary_game
-from audit.membership.lm_runner import run_lm_membership
 from audit.membership.options import MembershipOptions
 from audit.membership.subjects import MembershipSubject, membership_subject
-from audit.membership.trained_runner import run_trained_membership, trained_summary_lines
+from audit.membership.texts import TextAudit, text_audit
+from audit.membership.trained import RecordAudit, record_audit
+from audit.membership.trained_results import (
+    NO_CLAIM_DELTA,
+    TrainedFindings,
+    bound_allowed,
+    trained_bounds,
+    trained_judgement,
+    trained_summary_lines,
+)
 from audit.results_header import ADD_REMOVE_RECORD, ResultsHeader, accountant
 from audit.run_context import RunContext
 from audit.stats.judgement import judge
@@ -55,11 +64,15 @@ from audit.stats.metrics import attack_metrics, dp_advantage_bound
 from audit.stats.one_run.design import CanaryMechanism
 from audit.stats.one_run.final_model import last_iterate_expectation
 from audit.stats.outcome import Outcome
+from audit.stats.split_check import SplitCheck, blind_split_check
+from audit.stats.text_split_check import text_split_check
 from audit.stats.verdict import Family, percent
 from audit.theory.checks import check_confidence
 from audit.theory.last_iterate import last_iterate_reference
 from targets.catalogue import is_language_model, is_plugin, trained_target
 from targets.plugins.loading import ModelPlugin, load_plugin
+from targets.threads import thread_limit
+from targets.trained_model import TrainedSubject
 
 #: Default and --quick game sizes: (canaries m, shadow models K, LiRA/RMIA reference models R); a user's
 #: trainer plugin (training sets of at most audit.membership.subjects.MAX_TRAIN records) plays
@@ -106,19 +119,18 @@ def game_sizes(opts: MembershipOptions, attack_names: list[str], preset: str) ->
 
 
 def run_membership(opts: MembershipOptions) -> tuple[Path, Outcome]:
-    """Run the membership audit described by ``opts``; returns (run directory, outcome). A plugin whose
-    factory returns ``{"kind": "model", ...}`` is a trained model, audited without retraining it
-    (:func:`audit.membership.trained_runner.run_trained_membership`)."""
+    """Run the membership audit described by ``opts``; returns (run directory, outcome). A model that exists
+    (a plugin whose factory returns ``{"kind": "model", ...}`` or ``{"kind": "lm", ...}``) and a built-in
+    language model are audited without a game (:func:`run_trained_membership`)."""
     attack_names = expand_attacks(tuple(opts.attacks))
     resolve_variance(opts.lira_variance, 0)  # validates the name
     check_confidence(opts.confidence)
     if is_language_model(opts.target):  # a built-in language model, audited on its texts
-        return run_lm_membership(opts)
+        return run_trained_membership(opts, text_audit(opts, None))
     plugin = load_plugin(opts.target) if is_plugin(opts.target) else None
     if isinstance(plugin, ModelPlugin):
-        if is_language_model(plugin):
-            return run_lm_membership(opts, plugin)
-        return run_trained_membership(opts, plugin)
+        audit = text_audit(opts, plugin) if is_language_model(plugin) else record_audit(opts, plugin)
+        return run_trained_membership(opts, audit)
     canary, preset = game_preset(opts, plugin)
     opts = replace(opts, canary=canary)
     m, shadows, references = game_sizes(opts, attack_names, preset)
@@ -144,6 +156,47 @@ def run_membership(opts: MembershipOptions) -> tuple[Path, Outcome]:
         config_json = {"command": "run membership", "options": asdict(opts), "seeds": seeds} | target.config
         outcome = ctx.finish(results, config_json)
     return ctx.run_dir, outcome
+
+
+def run_trained_membership(opts: MembershipOptions, audit: RecordAudit | TextAudit) -> tuple[Path, Outcome]:
+    """The membership audit of a model that exists (or that a built-in LM target trains once), on its records or
+    its texts; what is particular to them is ``audit`` (:func:`audit.membership.trained.record_audit`,
+    :func:`audit.membership.texts.text_audit`). The blind split check first (:func:`split_check`), then the
+    model's preparation (a built-in LM's fine-tuning), the attacks that need no retraining of it, and an
+    epsilon lower bound only when :func:`audit.membership.trained_results.bound_allowed`; returns (run
+    directory, outcome)."""
+    subject = audit.subject
+    ctx = RunContext(opts.out, "membership", subject.name, seed=opts.seed, quiet=opts.quiet, device=opts.device,
+                     stages=audit.stages)
+    with ctx:
+        ctx.say(f"run directory: {ctx.paths.run_dir}")
+        with ctx.stage("split_check", audit.split_line()), thread_limit(1):  # one thread: sklearn's pool is slow
+            split = split_check(subject, opts.confidence, opts.seed)
+        ctx.say(split.summary)
+        audit.prepare(ctx)
+        scored = audit.score(ctx, split, opts)
+        allowed, why = bound_allowed(subject, split)
+        delta = subject.delta if subject.claim is not None else NO_CLAIM_DELTA
+        bounds, family = (trained_bounds(scored.scores, scored.member, delta, opts.confidence) if allowed
+                          else ([], Family(size=1, confidence=opts.confidence)))
+        judgement = trained_judgement(bounds, family, subject.claim, delta, why)
+        found = TrainedFindings(split=split, attacks=scored.attacks, skipped=scored.skipped,
+                                references=audit.references, judgement=judgement, allowed=allowed, why=why, delta=delta)
+        results = audit.results(opts, scored, found)
+        config_json = {"command": "run membership", "options": asdict(opts), "target": subject.to_dict()}
+        outcome = ctx.finish(results, config_json)
+    return ctx.run_dir, outcome
+
+
+def split_check(subject: TrainedSubject, confidence: float, seed: int) -> SplitCheck:
+    """The blind split check of ``subject``'s members against its non-members, on what the target supplies
+    (docs/references.md, "Blind split check"): labelled records, features and labels
+    (:func:`audit.stats.split_check.blind_split_check`), or texts
+    (:func:`audit.stats.text_split_check.text_split_check`)."""
+    members, nonmembers = subject.members, subject.nonmembers
+    if subject.records == "texts":
+        return text_split_check(members, nonmembers, confidence=confidence, seed=seed)
+    return blind_split_check(members.X, nonmembers.X, members.y, nonmembers.y, confidence=confidence, seed=seed)
 
 
 def train_game_models(ctx: RunContext, target: MembershipSubject, game: CanaryGame, seeds: list[int], shadows: int,

@@ -16,7 +16,11 @@ OUT for every audited record: the offline attacks (LiRA offline, RMIA offline) a
 allows; the online attacks and the shadow attack need models trained on the audited records or like the
 target, which a trained-model audit does not have. With 2 or more reference models, each is also queried on
 up to :data:`CALIBRATION_ROWS` pool records: the games in which each plays the target of the others, on
-which RMIA's offline ``a`` is chosen (:func:`audit.membership.trained_runner.trained_rmia_a`).
+which RMIA's offline ``a`` is chosen (:func:`trained_rmia_a`).
+
+:func:`record_audit` is what :func:`audit.membership.runner.run_trained_membership` does particular to such a
+model (its options, the queries, the attacks that need no retraining of it, its results); the runner does the
+rest, on records as on texts.
 """
 
 from __future__ import annotations
@@ -26,9 +30,20 @@ from dataclasses import dataclass
 import numpy as np
 from tqdm.auto import tqdm
 
+from attacks.lira import lira_offline_scores, logit_confidence, resolve_variance
+from attacks.membership import confidence_scores, loss_scores
+from attacks.names import ATTACKS, REFERENCE_ATTACKS, expand_attacks
+from attacks.rmia import A_GRID, choose_offline_a, label_probability, rmia_scores
 from audit.errors import UserError
+from audit.membership.options import MembershipOptions
+from audit.membership.trained_results import Scored, TrainedFindings, attack_entry, trained_meaning, trained_tables
+from audit.results_header import ADD_REMOVE_RECORD, ResultsHeader, accountant
+from audit.run_context import RunContext
+from audit.stats.split_check import SplitCheck
+from audit.theory.last_iterate import last_iterate_reference
 from targets.datasets import Dataset
-from targets.trained_model import TrainedModel
+from targets.plugins.loading import ModelPlugin
+from targets.trained_model import TrainedModel, load_trained_model
 
 #: Largest number of RMIA population samples ``Z`` taken from the user's population.
 RMIA_POPULATION = 1000
@@ -39,6 +54,9 @@ CALIBRATION_ROWS = 2000
 TRAINED_ATTACKS = {"loss": 0, "confidence": 0, "rmia_offline": 1, "lira_offline": 2}
 #: Reference models allowed by ``--references`` for a trained model.
 TRAINED_REFERENCES = (0, 1, 2, 4)
+#: RMIA offline parameter on a trained model with one reference model (no calibration game to choose it on)
+#: unless --rmia-a is given: a = 1, p(x) = p_OUT(x) of the reference model.
+TRAINED_RMIA_A = 1.0
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)
@@ -182,3 +200,139 @@ def _calibration_rows(n_population: int, z: np.ndarray, references: int, seed: i
     if len(pool) <= CALIBRATION_ROWS:
         return pool
     return np.sort(np.random.default_rng([seed, 23]).choice(pool, size=CALIBRATION_ROWS, replace=False))
+
+
+def trained_rmia_a(q: TrainedQueries, given: float | None) -> tuple[float, str]:
+    """RMIA's offline ``a`` on a trained model and where it comes from: ``--rmia-a`` when given; with 2 or more
+    reference models, chosen on their calibration games (each reference model the target of the others, on
+    pool records; :func:`attacks.rmia.choose_offline_a` over the records another model left out), never on
+    the audited records; with one, :data:`TRAINED_RMIA_A`."""
+    if given is not None:
+        return float(given), "given"
+    if q.reference_calibration_lp is None:
+        return TRAINED_RMIA_A, "fixed (one reference model: no calibration game)"
+    logp = label_probability(q.reference_calibration_lp, q.calibration_labels)
+    pop = label_probability(q.reference_population_lp, q.population_labels)
+    R, c = q.calibration_in.shape
+    try:
+        a, _ = choose_offline_a(logp, q.calibration_in, pop, with_out_only=True)
+    except UserError:  # too few pool records for a game of each reference model
+        return TRAINED_RMIA_A, f"fixed: the {c} pool records leave a calibration game without members or non-members"
+    return a, (f"{R} reference games on {c} pool records (each reference model the target of the others), "
+               f"largest mean AUC over a = {A_GRID[0]:g}, {A_GRID[1]:g}, ..., {A_GRID[-1]:g}")
+
+
+def trained_scores(names: tuple[str, ...], q: TrainedQueries, lira_variance: str,
+                   rmia_a: float | None) -> dict[str, np.ndarray]:
+    """Each attack's scores (n,) on the audited records (higher = member): loss [Yeom et al. 2018],
+    confidence [Salem et al. 2019], LiRA offline [Carlini et al. 2022, Eq. 4 and Sec. IV-C] against the
+    reference models' OUT Gaussian, RMIA offline [Zarifzadeh et al. 2024, Eq. 5] with every reference
+    model OUT and offline parameter ``rmia_a`` (None: :data:`TRAINED_RMIA_A`; :func:`trained_rmia_a`)
+    (:mod:`audit.membership.trained`)."""
+    out = {}
+    ref_out = None if q.reference_lp is None else np.zeros(q.reference_lp.shape[:2], dtype=bool)
+    for name in names:
+        if name == "loss":
+            out[name] = loss_scores(q.target_lp, q.labels)
+        elif name == "confidence":
+            out[name] = confidence_scores(q.target_lp)
+        elif name == "lira_offline":
+            out[name] = lira_offline_scores(logit_confidence(q.target_lp, q.labels),
+                                            logit_confidence(q.reference_lp, q.labels), lira_variance)
+        elif name == "rmia_offline":
+            a = TRAINED_RMIA_A if rmia_a is None else rmia_a
+            out[name] = rmia_scores(label_probability(q.target_lp, q.labels),
+                                    label_probability(q.reference_lp, q.labels), ref_out,
+                                    label_probability(q.population_lp, q.population_labels),
+                                    label_probability(q.reference_population_lp, q.population_labels), a)
+    return out
+
+
+def _trained_attack_entries(scores: dict[str, np.ndarray], q: TrainedQueries, split: SplitCheck, opts,
+                            references: int, rmia_a: tuple[float, str] | None) -> dict[str, dict]:
+    attacks_out = {}
+    for name, s in scores.items():
+        metrics = attack_entry(s, q.member, split, opts.confidence, ATTACKS[name])
+        if name in REFERENCE_ATTACKS:
+            metrics["reference_models"] = references
+        if name == "lira_offline":
+            metrics["lira_variance"] = resolve_variance(opts.lira_variance, references)
+        if name == "rmia_offline":
+            metrics["a"], metrics["a_chosen_on"] = rmia_a
+        attacks_out[name] = metrics
+    return attacks_out
+
+@dataclass(frozen=True, eq=False)
+class RecordAudit:
+    """What ``run membership`` does particular to a trained classifier (its labelled records): the model, its
+    reference models, the attacks it runs (``names``) and those it does not (``skipped``, with why)."""
+
+    subject: TrainedModel
+    references: int
+    names: tuple[str, ...]
+    skipped: dict[str, str]
+    stages = None  # no progress lines: the records' stages are timed only
+
+    def split_line(self) -> None:
+        """No progress line for the blind split check of records."""
+        return None
+
+    def prepare(self, ctx: RunContext) -> None:
+        """Nothing: the model exists."""
+
+    def score(self, ctx: RunContext, split: SplitCheck, opts: MembershipOptions) -> Scored:
+        """The model (and its reference models) queried on every member and non-member, and each attack's scores
+        and entry (:func:`trained_scores`)."""
+        names, references = self.names, self.references
+        with ctx.stage("queries"):
+            q = query_trained(self.subject, references, opts.seed, opts.quiet)
+        rmia_a = trained_rmia_a(q, opts.rmia_a) if "rmia_offline" in names else None
+        scores = trained_scores(names, q, opts.lira_variance, rmia_a[0] if rmia_a else None)
+        attacks_out = _trained_attack_entries(scores, q, split, opts, references, rmia_a)
+        return Scored(scores=scores, member=q.member, attacks=attacks_out, skipped=self.skipped, detail=q)
+
+    def results(self, opts: MembershipOptions, scored: Scored, found: TrainedFindings) -> dict:
+        """results.json of the audit (:func:`record_results`)."""
+        return record_results(opts, self.subject, scored.detail, found)
+
+
+def record_audit(opts: MembershipOptions, plugin: ModelPlugin) -> RecordAudit:
+    """The audit of the trained model of ``plugin`` (``{"kind": "model"}``): its options checked (one-line
+    errors), the model loaded and validated, its reference models and attacks chosen."""
+    if opts.epsilon is not None or opts.delta is not None:
+        raise UserError("--epsilon/--delta do not apply to a model target: its factory states the claim")
+    if opts.canaries is not None or opts.shadows is not None:
+        raise UserError("--canaries/--shadows do not apply to a trained model: it is audited on its own members and "
+                        "non-members")
+    model = load_trained_model(plugin, opts.data_dir)
+    references = default_references(model) if opts.references is None else opts.references
+    check_trained_references(model, references)
+    names, skipped = trained_attacks(expand_attacks(tuple(opts.attacks)), references)
+    return RecordAudit(model, references, names, skipped)
+
+
+def record_results(opts: MembershipOptions, model: TrainedModel, q: TrainedQueries, found: TrainedFindings) -> dict:
+    """results.json of a trained-model audit (before the envelope): the common header
+    (:func:`audit.results_header.results_header`), then the split check, the attacks, the game and the
+    comparison with the claim."""
+    split, attacks_out, delta, judged = found.split, found.attacks, found.delta, found.judgement.blocks()
+    best = judged["best_lower_bound"]
+    header = ResultsHeader(
+        description=model.description, dataset=model.members.name, dataset_source=model.members.source,
+        model={"arch": model.model_kind, "member_accuracy": q.accuracy["members"],
+               "nonmember_accuracy": q.accuracy["nonmembers"]},
+        neighbouring=ADD_REMOVE_RECORD, delta=delta, confidence=opts.confidence,
+        primary_attack=best["attack"] if best else None, epsilon_theory=judged["epsilon_theory"],
+        accountant=accountant(model.claim), params=model.params).to_dict()
+    game = {"kind": "trained model", "members": len(model.members), "nonmembers": len(model.nonmembers),
+            "records": f"the {len(model.members)} members and {len(model.nonmembers)} non-members the user gave "
+                       f"({model.members.source}; {model.nonmembers.source})",
+            "membership": model.membership, "membership_note": model.membership_note,
+            "reference_models": found.references, "reference_records": q.reference_records}
+    reference = last_iterate_reference(model.params, delta, ADD_REMOVE_RECORD, model.claim)
+    return header | judged | ({"last_iterate": reference} if reference else {}) | {
+        "epsilon_bound": {"allowed": found.allowed, "reason": found.why}, "attacks": attacks_out,
+        "attacks_not_run": found.skipped, "tables": trained_tables(attacks_out, split), "split_check": split.to_dict(),
+        "trained_model": model.to_dict(), "game": game,
+        "meaning": trained_meaning(model, split, attacks_out, best, delta),
+        "quick": opts.quick}

@@ -36,19 +36,17 @@ the right shape). The user's own exceptions are :class:`audit.errors.TargetCodeE
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 
 from audit.errors import TargetCodeError, UserError
-from audit.stats.split_check import DEFAULT_FOLDS, MIN_PER_FOLD, SplitCheck
-from audit.stats.text_split_check import text_split_check
-from audit.theory.claims import PrivacyClaim
+from audit.stats.split_check import DEFAULT_FOLDS, MIN_PER_FOLD
 from targets.plugins.loading import PLUGIN_KEYS, check_plugin_keys, claim_from_plugin, imported_packages
 from targets.plugins.rng import rng_kind, trainer_args
 from targets.threads import thread_limit
-from targets.trained_model import membership_statement
+from targets.trained_model import TrainedSubject, membership_statement
 
 __all__ = ["TrainedLM", "lm_from_dict", "check_logprobs", "LM_KEYS", "MIN_TEXTS", "DEFAULT_LM_BATCH", "PROBE_TEXTS"]
 
@@ -110,44 +108,28 @@ def _batched(fn: Callable, texts: Sequence[str], batch: int, what: str, moments:
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)
-class TrainedLM:
-    """A validated trained language model and its member / non-member texts (module docstring).
+class TrainedLM(TrainedSubject):
+    """A validated trained language model and its member / non-member texts (module docstring; the fields it
+    shares with a trained classifier: :class:`targets.trained_model.TrainedSubject`).
 
     ``logprobs``, ``moments``, ``base_logprobs`` are the raw functions (None when not given); call them through
     :meth:`token_logprobs` and friends, which batch and check them. ``train(texts, *rng)`` (or None) fits
     reference models (:meth:`fit_reference`) on ``population`` texts. ``prepare`` (None for a plugin, whose
     model exists) trains a built-in target before it is queried and returns the seconds one training like
-    those of the reference models took (for progress estimates). The other fields as for
-    :class:`targets.trained_model.TrainedModel`.
+    those of the reference models took (for progress estimates).
     """
 
-    spec: str
-    name: str
-    description: str
+    records: ClassVar[str] = "texts"
     logprobs: Callable[[list[str]], Any]
     members: list[str]
     nonmembers: list[str]
-    claim: PrivacyClaim | None
-    delta: float
-    membership: str
-    membership_note: str
     moments: Callable[[list[str]], Any] | None = None
     base_logprobs: Callable[[list[str]], Any] | None = None
-    train: Callable[..., Any] | None = None
     population: list[str] | None = None
-    training_size: int | None = None
-    params: dict = field(default_factory=dict)
-    rng: str = "seed"
     batch_size: int = DEFAULT_LM_BATCH
-    packages: dict = field(default_factory=dict)
     model_kind: str = "language model (per-token log-probabilities)"
     source: str = "texts given by the plugin"
     prepare: Callable[[], float] | None = None
-
-    @property
-    def allows_epsilon_bound(self) -> bool:
-        """Whether membership was decided by independent coins (what an epsilon lower bound needs)."""
-        return self.membership == "independent-coins"
 
     def token_logprobs(self, texts: Sequence[str], progress: Callable[[int, int], None] | None = None,
                        base: bool = False) -> list[np.ndarray]:
@@ -175,11 +157,6 @@ class TrainedLM:
                             f"{type(made).__name__}")
         what, batch = f"a reference model of {self.spec}", self.batch_size
         return lambda t, progress=None: _batched(made, t, batch, what, progress=progress)
-
-    def split_check(self, confidence: float = 0.95, seed: int = 0, **options: Any) -> SplitCheck:
-        """The text blind split check of the members vs the non-members
-        (:func:`audit.stats.text_split_check.text_split_check`; docs/references.md, "Blind split check")."""
-        return text_split_check(self.members, self.nonmembers, confidence=confidence, seed=seed, **options)
 
     def to_dict(self) -> dict:
         """What config.json / results.json record about the target (no texts, no callables)."""

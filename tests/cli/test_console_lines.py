@@ -10,7 +10,7 @@ import pytest
 from helpers import typed_outcome
 
 from audit.cli import main
-from audit.membership.trained_runner import trained_summary_lines
+from audit.membership.trained_results import trained_summary_lines
 
 
 def _trained_results(epsilon_theory: float | None):

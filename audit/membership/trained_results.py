@@ -1,36 +1,20 @@
-"""``run membership`` of a model that already exists (a plugin returning ``{"kind": "model"}``,
-:mod:`targets.trained_model`): no game is played. The split is checked blind first
-(:func:`audit.stats.split_check.blind_split_check`), the model is queried on all its members and
-non-members (:mod:`audit.membership.trained`), the attacks that need no retraining of it run, and a
-one-run bound is given only when :func:`bound_allowed`. Sources: docs/references.md, "Blind split
-check" and "One-run auditing".
+"""What ``run membership`` concludes of a model that exists, on records or texts
+(:func:`audit.membership.runner.run_trained_membership`): whether an epsilon bound is allowed
+(:func:`bound_allowed`), the one-run bounds (:func:`trained_bounds`) and their judgement, each attack's entry
+beside the blind AUC, the table, the sentence on what it means and the console summary. Sources:
+docs/references.md, "Blind split check" and "One-run auditing".
 """
 
 from __future__ import annotations
 
-import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import numpy as np
 from scipy import stats
 
-from attacks.lira import lira_offline_scores, logit_confidence, resolve_variance
-from attacks.membership import confidence_scores, loss_scores
-from attacks.names import ATTACKS, REFERENCE_ATTACKS, expand_attacks
-from attacks.rmia import A_GRID, choose_offline_a, label_probability, rmia_scores
-from audit.errors import UserError
 from audit.membership.bounds import ALPHA_GRID, empirical_points
-from audit.membership.options import MembershipOptions
-from audit.membership.trained import (
-    TrainedQueries,
-    check_trained_references,
-    default_references,
-    query_trained,
-    trained_attacks,
-)
-from audit.results_header import ADD_REMOVE_RECORD, ResultsHeader, accountant
-from audit.run_context import RunContext
 from audit.stats.judgement import Judgement, judge
 from audit.stats.lower_bound import VERDICT
 from audit.stats.metrics import attack_metrics
@@ -38,72 +22,19 @@ from audit.stats.one_run.steinke import one_run_bound
 from audit.stats.outcome import Ceiling, Outcome
 from audit.stats.split_check import SplitCheck, auc_score_interval
 from audit.stats.verdict import Family, percent
-from audit.theory.last_iterate import last_iterate_reference
-from targets.lm.contract import TrainedLM
-from targets.plugins.loading import ModelPlugin
-from targets.threads import thread_limit
-from targets.trained_model import TrainedModel, load_trained_model
+from targets.trained_model import TrainedSubject
 
 #: Guess fractions k+/m of the one-run bound on a trained model (fixed before any score is seen: a trained
 #: model has no calibration games to choose them on, so every (attack, fraction) competes, Bonferroni-corrected).
 TRAINED_GUESS_FRACTIONS = (0.01, 0.05, 0.2)
 #: delta of the one-run bound on a trained model that makes no claim (as the registry's non-private targets).
 NO_CLAIM_DELTA = 1e-5
-#: RMIA offline parameter on a trained model with one reference model (no calibration game to choose it on)
-#: unless --rmia-a is given: a = 1, p(x) = p_OUT(x) of the reference model.
-TRAINED_RMIA_A = 1.0
 #: Smallest two-sided binomial p-value of the member count under fair coins below which a stated
 #: "independent-coins" membership is taken as contradicted by the counts (no epsilon bound then).
 COIN_P_VALUE = 1e-3
 
 
-def trained_rmia_a(q: TrainedQueries, given: float | None) -> tuple[float, str]:
-    """RMIA's offline ``a`` on a trained model and where it comes from: ``--rmia-a`` when given; with 2 or more
-    reference models, chosen on their calibration games (each reference model the target of the others, on
-    pool records; :func:`attacks.rmia.choose_offline_a` over the records another model left out), never on
-    the audited records; with one, :data:`TRAINED_RMIA_A`."""
-    if given is not None:
-        return float(given), "given"
-    if q.reference_calibration_lp is None:
-        return TRAINED_RMIA_A, "fixed (one reference model: no calibration game)"
-    logp = label_probability(q.reference_calibration_lp, q.calibration_labels)
-    pop = label_probability(q.reference_population_lp, q.population_labels)
-    R, c = q.calibration_in.shape
-    try:
-        a, _ = choose_offline_a(logp, q.calibration_in, pop, with_out_only=True)
-    except UserError:  # too few pool records for a game of each reference model
-        return TRAINED_RMIA_A, f"fixed: the {c} pool records leave a calibration game without members or non-members"
-    return a, (f"{R} reference games on {c} pool records (each reference model the target of the others), "
-               f"largest mean AUC over a = {A_GRID[0]:g}, {A_GRID[1]:g}, ..., {A_GRID[-1]:g}")
-
-
-def trained_scores(names: tuple[str, ...], q: TrainedQueries, lira_variance: str,
-                   rmia_a: float | None) -> dict[str, np.ndarray]:
-    """Each attack's scores (n,) on the audited records (higher = member): loss [Yeom et al. 2018],
-    confidence [Salem et al. 2019], LiRA offline [Carlini et al. 2022, Eq. 4 and Sec. IV-C] against the
-    reference models' OUT Gaussian, RMIA offline [Zarifzadeh et al. 2024, Eq. 5] with every reference
-    model OUT and offline parameter ``rmia_a`` (None: :data:`TRAINED_RMIA_A`; :func:`trained_rmia_a`)
-    (:mod:`audit.membership.trained`)."""
-    out = {}
-    ref_out = None if q.reference_lp is None else np.zeros(q.reference_lp.shape[:2], dtype=bool)
-    for name in names:
-        if name == "loss":
-            out[name] = loss_scores(q.target_lp, q.labels)
-        elif name == "confidence":
-            out[name] = confidence_scores(q.target_lp)
-        elif name == "lira_offline":
-            out[name] = lira_offline_scores(logit_confidence(q.target_lp, q.labels),
-                                            logit_confidence(q.reference_lp, q.labels), lira_variance)
-        elif name == "rmia_offline":
-            a = TRAINED_RMIA_A if rmia_a is None else rmia_a
-            out[name] = rmia_scores(label_probability(q.target_lp, q.labels),
-                                    label_probability(q.reference_lp, q.labels), ref_out,
-                                    label_probability(q.population_lp, q.population_labels),
-                                    label_probability(q.reference_population_lp, q.population_labels), a)
-    return out
-
-
-def bound_allowed(model: TrainedModel | TrainedLM, split: SplitCheck) -> tuple[bool, str]:
+def bound_allowed(model: TrainedSubject, split: SplitCheck) -> tuple[bool, str]:
     """Whether an epsilon lower bound may be printed for ``model`` (a trained classifier, or a language model
     with its text blind split check), and why (not).
 
@@ -161,21 +92,6 @@ def attack_entry(scores: np.ndarray, member: np.ndarray, split: SplitCheck, conf
     return metrics
 
 
-def _trained_attack_entries(scores: dict[str, np.ndarray], q: TrainedQueries, split: SplitCheck, opts,
-                            references: int, rmia_a: tuple[float, str] | None) -> dict[str, dict]:
-    attacks_out = {}
-    for name, s in scores.items():
-        metrics = attack_entry(s, q.member, split, opts.confidence, ATTACKS[name])
-        if name in REFERENCE_ATTACKS:
-            metrics["reference_models"] = references
-        if name == "lira_offline":
-            metrics["lira_variance"] = resolve_variance(opts.lira_variance, references)
-        if name == "rmia_offline":
-            metrics["a"], metrics["a_chosen_on"] = rmia_a
-        attacks_out[name] = metrics
-    return attacks_out
-
-
 def trained_judgement(bounds: list[dict], family: Family, claim, delta: float, why: str) -> Judgement:
     """The bounds of a trained model judged against its ``claim`` (:func:`audit.stats.judgement.judge`); with no
     bound (not allowed, ``why``), a ceiling and verdict that say why rather than "leaks at least epsilon = 0"."""
@@ -202,7 +118,7 @@ def trained_tables(attacks_out: dict, split: SplitCheck) -> list[dict]:
     }]
 
 
-def trained_meaning(model: TrainedModel | TrainedLM, split: SplitCheck, attacks_out: dict, best: dict | None,
+def trained_meaning(model: TrainedSubject, split: SplitCheck, attacks_out: dict, best: dict | None,
                     delta: float) -> str:
     """One sentence on what the numbers mean for this model (a trained classifier or language model)."""
     name = max(attacks_out, key=lambda n: (attacks_out[n]["tpr_at_fpr"]["0.001"], attacks_out[n]["auc"]))
@@ -225,50 +141,24 @@ def trained_meaning(model: TrainedModel | TrainedLM, split: SplitCheck, attacks_
     return text
 
 
-def run_trained_membership(opts: MembershipOptions, plugin: ModelPlugin) -> tuple[Path, Outcome]:
-    """The membership audit of a trained model (``{"kind": "model"}``): blind split check first
-    (:func:`audit.stats.split_check.blind_split_check` on members vs non-members, features and labels),
-    then the attacks of :func:`trained_scores` on every member and non-member, and an epsilon lower
-    bound only when :func:`bound_allowed`; no retraining of the model."""
-    if opts.epsilon is not None or opts.delta is not None:
-        raise UserError("--epsilon/--delta do not apply to a model target: its factory states the claim")
-    if opts.canaries is not None or opts.shadows is not None:
-        raise UserError("--canaries/--shadows do not apply to a trained model: it is audited on its own members and "
-                        "non-members")
-    model = load_trained_model(plugin, opts.data_dir)
-    references = default_references(model) if opts.references is None else opts.references
-    check_trained_references(model, references)
-    names, skipped = trained_attacks(expand_attacks(tuple(opts.attacks)), references)
-    ctx = RunContext(opts.out, "membership", model.name, seed=opts.seed, quiet=opts.quiet, device=opts.device)
-    ctx.say(f"run directory: {ctx.paths.run_dir}")
-    with ctx:
-        t0 = time.perf_counter()
-        with thread_limit(1):  # scikit-learn's OpenMP pool is far slower than one thread on a busy machine
-            split = model.split_check(opts.confidence, opts.seed)
-        ctx.timing["split_check_s"] = time.perf_counter() - t0
-        ctx.say(split.summary)
-        t0 = time.perf_counter()
-        q = query_trained(model, references, opts.seed, opts.quiet)
-        ctx.timing["queries_s"] = time.perf_counter() - t0
-        rmia_a = trained_rmia_a(q, opts.rmia_a) if "rmia_offline" in names else None
-        scores = trained_scores(names, q, opts.lira_variance, rmia_a[0] if rmia_a else None)
-        attacks_out = _trained_attack_entries(scores, q, split, opts, references, rmia_a)
-        allowed, why = bound_allowed(model, split)
-        delta = model.delta if model.claim is not None else NO_CLAIM_DELTA
-        bounds, family = trained_bounds(scores, q.member, delta, opts.confidence) if allowed else ([], Family(
-            size=1, confidence=opts.confidence))
-        judgement = trained_judgement(bounds, family, model.claim, delta, why)
-        found = TrainedFindings(split=split, attacks=attacks_out, skipped=skipped, references=references,
-                                judgement=judgement, allowed=allowed, why=why, delta=delta)
-        results = _trained_results(opts, model, q, found)
-        config_json = {"command": "run membership", "options": asdict(opts), "target": model.to_dict()}
-        outcome = ctx.finish(results, config_json)
-    return ctx.run_dir, outcome
+class Scored(NamedTuple):
+    """What the attacks found on a trained model's members and non-members (records or texts): each attack's
+    ``scores`` and results.json entry (``attacks``), the membership of the audited records (``member``: members
+    first), the attacks not run and why (``skipped``), and what the results read besides (``detail``: a trained
+    classifier's :class:`audit.membership.trained.TrainedQueries`, a language model's
+    :class:`attacks.lm_membership.TextInputs`)."""
+
+    scores: dict[str, np.ndarray]
+    member: np.ndarray
+    attacks: dict[str, dict]
+    skipped: dict[str, str]
+    detail: Any
 
 
 @dataclass(frozen=True, kw_only=True)
 class TrainedFindings:
-    """What the audit of a trained model found (:func:`run_trained_membership`).
+    """What the audit of a trained model found, on records or texts
+    (:func:`audit.membership.runner.run_trained_membership`).
 
     Attributes:
         split: the blind split check.
@@ -289,34 +179,6 @@ class TrainedFindings:
     allowed: bool
     why: str
     delta: float
-
-
-def _trained_results(opts: MembershipOptions, model: TrainedModel, q: TrainedQueries,
-                     found: TrainedFindings) -> dict:
-    """results.json of a trained-model audit (before the envelope): the common header
-    (:func:`audit.results_header.results_header`), then the split check, the attacks, the game and the
-    comparison with the claim."""
-    split, attacks_out, delta, judged = found.split, found.attacks, found.delta, found.judgement.blocks()
-    best = judged["best_lower_bound"]
-    header = ResultsHeader(
-        description=model.description, dataset=model.members.name, dataset_source=model.members.source,
-        model={"arch": model.model_kind, "member_accuracy": q.accuracy["members"],
-               "nonmember_accuracy": q.accuracy["nonmembers"]},
-        neighbouring=ADD_REMOVE_RECORD, delta=delta, confidence=opts.confidence,
-        primary_attack=best["attack"] if best else None, epsilon_theory=judged["epsilon_theory"],
-        accountant=accountant(model.claim), params=model.params).to_dict()
-    game = {"kind": "trained model", "members": len(model.members), "nonmembers": len(model.nonmembers),
-            "records": f"the {len(model.members)} members and {len(model.nonmembers)} non-members the user gave "
-                       f"({model.members.source}; {model.nonmembers.source})",
-            "membership": model.membership, "membership_note": model.membership_note,
-            "reference_models": found.references, "reference_records": q.reference_records}
-    reference = last_iterate_reference(model.params, delta, ADD_REMOVE_RECORD, model.claim)
-    return header | judged | ({"last_iterate": reference} if reference else {}) | {
-        "epsilon_bound": {"allowed": found.allowed, "reason": found.why}, "attacks": attacks_out,
-        "attacks_not_run": found.skipped, "tables": trained_tables(attacks_out, split), "split_check": split.to_dict(),
-        "trained_model": model.to_dict(), "game": game,
-        "meaning": trained_meaning(model, split, attacks_out, best, delta),
-        "quick": opts.quick}
 
 
 def trained_summary_lines(run_dir: Path, outcome: Outcome) -> list[str]:

@@ -1,26 +1,26 @@
-"""``run membership`` of a trained language model: a built-in LM target (:mod:`targets.lm.builtin`) or a
-plugin returning ``{"kind": "lm"}`` (:mod:`targets.lm.contract`). No game is played; the audit is that of a
-trained model (:mod:`audit.membership.trained_runner`), on texts:
+"""What ``run membership`` does particular to a trained language model, audited on its texts: a built-in LM
+target (:mod:`targets.lm.builtin`) or a plugin returning ``{"kind": "lm"}`` (:mod:`targets.lm.contract`). No game
+is played; the audit is that of a trained model (:func:`audit.membership.runner.run_trained_membership`, which
+also runs the text blind split check first, :func:`audit.stats.text_split_check.text_split_check`: can a
+classifier that reads only the texts tell members from non-members?), on texts:
 
-1. the text blind split check first (:func:`audit.stats.text_split_check.text_split_check`): can a
-   classifier that reads only the texts tell members from non-members?
-2. a built-in target is fine-tuned (a plugin's model already exists);
-3. the model's per-token log-probabilities on every member and non-member (and the base model's, and the
+1. a built-in target is fine-tuned (a plugin's model already exists);
+2. the model's per-token log-probabilities on every member and non-member (and the base model's, and the
    moments for Min-K%++, when given);
-4. ``R`` reference models, each the target's ``train`` on its own random subset of the population texts
+3. ``R`` reference models, each the target's ``train`` on its own random subset of the population texts
    (as many as the model was trained on; at most half the population when ``R >= 2``), queried on the
    same texts: every one is OUT for every audited text;
-5. the attacks on texts (:data:`attacks.names.TEXT_ATTACKS`, :func:`attacks.lm_membership.run_text_attacks`) the
-   target supports, each beside the blind AUC, and a
-   one-run epsilon bound only when :func:`audit.membership.trained_runner.bound_allowed` (fair coins and a
-   passed check), Bonferroni over every attack and guess fraction (:func:`trained_bounds`).
+4. the attacks on texts (:data:`attacks.names.TEXT_ATTACKS`, :func:`attacks.lm_membership.run_text_attacks`) the
+   target supports, each beside the blind AUC; the runner gives a one-run epsilon bound only when
+   :func:`audit.membership.trained_results.bound_allowed` (fair coins and a passed check), Bonferroni over every
+   attack and guess fraction (:func:`audit.membership.trained_results.trained_bounds`).
 
 Sources: docs/references.md, "Language model membership", "Blind split check", "One-run auditing".
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -31,27 +31,25 @@ from attacks.names import ATTACK_SPECS, ATTACKS, TEXT_ATTACKS
 from audit.errors import UserError
 from audit.membership.options import MembershipOptions
 from audit.membership.trained import TRAINED_REFERENCES
-from audit.membership.trained_runner import (
+from audit.membership.trained_results import (
     NO_CLAIM_DELTA,
+    Scored,
+    TrainedFindings,
     attack_entry,
-    bound_allowed,
-    trained_bounds,
-    trained_judgement,
     trained_meaning,
     trained_tables,
 )
 from audit.results_header import ADD_REMOVE_RECORD, ResultsHeader, accountant
 from audit.run_context import RunContext, Stages, cache_dir_of
-from audit.stats.outcome import EpsilonBound, Game, Outcome
+from audit.stats.outcome import EpsilonBound, Game
 from audit.stats.split_check import SplitCheck
-from audit.stats.verdict import Family
 from targets.catalogue import is_language_model
 from targets.lm.builtin import builtin_lm
 from targets.lm.contract import TrainedLM, lm_from_dict
 from targets.plugins.loading import ModelPlugin
 from targets.threads import thread_limit
 
-__all__ = ["run_lm_membership", "lm_references", "takes_lm_target", "LM_STAGES"]
+__all__ = ["TextAudit", "text_audit", "lm_references", "takes_lm_target", "LM_STAGES"]
 
 #: The stages that print a progress line, in order.
 LM_STAGES = ("split_check", "target", "queries", "references")
@@ -142,28 +140,33 @@ def _not_run(inputs: TextInputs) -> dict[str, str]:
             if not inputs.has(ATTACK_SPECS[name].needs)}
 
 
-def run_lm_membership(opts: MembershipOptions, plugin: ModelPlugin | None = None) -> tuple[Path, Outcome]:
-    """The membership audit of a language model (module docstring): ``plugin`` a ``{"kind": "lm"}`` factory's
-    dict, or None for the built-in target ``opts.target``; returns (run directory, outcome)."""
-    _check_options(opts)
-    stages = Stages.for_command(LM_STAGES, {"target": 1.0})
-    lm = _load(opts, plugin, cache_dir_of(opts.out))
-    references = lm_references(lm, opts.references)
-    stages.expect("references", references)
-    stages.planned = [s for s in LM_STAGES if (s != "target" or lm.prepare is not None)
-                      and (s != "references" or references)]   # "[i/n]" counts the stages that run
-    ctx = RunContext(opts.out, "membership", lm.name, seed=opts.seed, quiet=opts.quiet, device=opts.device,
-                     stages=stages)
-    with ctx:
-        ctx.say(f"run directory: {ctx.paths.run_dir}")
-        with ctx.stage("split_check", f"text blind split check: {len(lm.members)} members against "
-                                      f"{len(lm.nonmembers)} non-members, the texts alone"), thread_limit(1):
-            split = lm.split_check(opts.confidence, opts.seed)
-        ctx.say(split.summary)
+@dataclass(frozen=True, eq=False)
+class TextAudit:
+    """What ``run membership`` does particular to a trained language model (module docstring): the model and
+    its reference models, and the stages that print a progress line."""
+
+    subject: TrainedLM
+    references: int
+    stages: Stages
+
+    def split_line(self) -> str:
+        """The progress line of the text blind split check."""
+        lm = self.subject
+        return (f"text blind split check: {len(lm.members)} members against {len(lm.nonmembers)} non-members, the "
+                f"texts alone")
+
+    def prepare(self, ctx: RunContext) -> None:
+        """A built-in target fine-tuned on its members (a plugin's model exists: nothing)."""
+        lm = self.subject
         if lm.prepare is not None:
             with ctx.stage("target", f"target: fine-tuning {lm.name} on its {len(lm.members)} members"), \
                     thread_limit(1):
-                stages.set_training_time(lm.prepare())
+                self.stages.set_training_time(lm.prepare())
+
+    def score(self, ctx: RunContext, split: SplitCheck, opts: MembershipOptions) -> Scored:
+        """The model queried on every member and non-member (and its reference models), and every attack on texts
+        it supports scored, each entry beside the blind AUC."""
+        lm, references = self.subject, self.references
         texts = lm.members + lm.nonmembers
         member = np.r_[np.ones(len(lm.members), bool), np.zeros(len(lm.nonmembers), bool)]
         inputs = _inputs(ctx, lm, texts, references, opts.quiet)
@@ -171,24 +174,32 @@ def run_lm_membership(opts: MembershipOptions, plugin: ModelPlugin | None = None
         attacks_out = {name: attack_entry(scores[name], member, split, opts.confidence, TEXT_ATTACKS[name])
                        | ({"reference_models": references} if ATTACK_SPECS[name].needs == "references" else {})
                        for name in TEXT_ATTACKS if name in scores}
-        allowed, why = bound_allowed(lm, split)
-        delta = lm.delta if lm.claim is not None else NO_CLAIM_DELTA
-        bounds, family = (trained_bounds(scores, member, delta, opts.confidence) if allowed
-                          else ([], Family(size=1, confidence=opts.confidence)))
-        judged = trained_judgement(bounds, family, lm.claim, delta, why).blocks()
-        results = _results(opts, lm, split, attacks_out, (references, _not_run(inputs)), judged, (allowed, why))
-        config_json = {"command": "run membership", "options": asdict(opts), "target": lm.to_dict()}
-        outcome = ctx.finish(results, config_json)
-    return ctx.run_dir, outcome
+        return Scored(scores=scores, member=member, attacks=attacks_out, skipped=_not_run(inputs), detail=inputs)
+
+    def results(self, opts: MembershipOptions, scored: Scored, found: TrainedFindings) -> dict[str, object]:
+        """results.json of the audit (:func:`text_results`)."""
+        return text_results(opts, self.subject, found)
 
 
-def _results(opts: MembershipOptions, lm: TrainedLM, split: SplitCheck, attacks_out: dict,
-             references_and_skipped: tuple[int, dict], judged: dict, bound_permission: tuple[bool, str]
-             ) -> dict[str, object]:
+def text_audit(opts: MembershipOptions, plugin: ModelPlugin | None) -> TextAudit:
+    """The audit of a language model: ``plugin`` a ``{"kind": "lm"}`` factory's dict, or None for the built-in
+    target ``opts.target``; its options checked (one-line errors), the model loaded, its reference models
+    chosen and its stages planned."""
+    _check_options(opts)
+    stages = Stages.for_command(LM_STAGES, {"target": 1.0})
+    lm = _load(opts, plugin, cache_dir_of(opts.out))
+    references = lm_references(lm, opts.references)
+    stages.expect("references", references)
+    stages.planned = [s for s in LM_STAGES if (s != "target" or lm.prepare is not None)
+                      and (s != "references" or references)]   # "[i/n]" counts the stages that run
+    return TextAudit(lm, references, stages)
+
+
+def text_results(opts: MembershipOptions, lm: TrainedLM, found: TrainedFindings) -> dict[str, object]:
     """results.json of a language model's membership audit, in the blocks of a trained model's
-    (:func:`audit.membership.trained_runner.run_trained_membership`), its target under ``trained_lm``."""
-    allowed, why = bound_permission
-    references, skipped = references_and_skipped
+    (:func:`audit.membership.trained.record_results`), its target under ``trained_lm``."""
+    split, attacks_out, references, judged = found.split, found.attacks, found.references, found.judgement.blocks()
+    allowed, why = found.allowed, found.why
     best = judged["best_lower_bound"]
     delta = lm.delta if lm.claim is not None else NO_CLAIM_DELTA
     members = [len(t) for t in lm.members]
@@ -209,6 +220,6 @@ def _results(opts: MembershipOptions, lm: TrainedLM, split: SplitCheck, attacks_
                 reference_models=references)
     return header | judged | {
         "epsilon_bound": EpsilonBound(allowed=allowed, reason=why), "attacks": attacks_out,
-        "attacks_not_run": skipped, "tables": trained_tables(attacks_out, split),
+        "attacks_not_run": found.skipped, "tables": trained_tables(attacks_out, split),
         "split_check": split.to_dict(), "trained_lm": lm.to_dict(), "game": game,
         "meaning": trained_meaning(lm, split, attacks_out, best, delta), "quick": opts.quick}
