@@ -126,11 +126,10 @@ def run_membership(opts: MembershipOptions) -> tuple[Path, Outcome]:
     resolve_variance(opts.lira_variance, 0)  # validates the name
     check_confidence(opts.confidence)
     if is_language_model(opts.target):  # a built-in language model, audited on its texts
-        return run_trained_membership(opts, text_audit(opts, None))
+        return run_trained_membership(opts)
     plugin = load_plugin(opts.target) if is_plugin(opts.target) else None
     if isinstance(plugin, ModelPlugin):
-        audit = text_audit(opts, plugin) if is_language_model(plugin) else record_audit(opts, plugin)
-        return run_trained_membership(opts, audit)
+        return run_trained_membership(opts, plugin)
     canary, preset = game_preset(opts, plugin)
     opts = replace(opts, canary=canary)
     m, shadows, references = game_sizes(opts, attack_names, preset)
@@ -158,13 +157,16 @@ def run_membership(opts: MembershipOptions) -> tuple[Path, Outcome]:
     return ctx.run_dir, outcome
 
 
-def run_trained_membership(opts: MembershipOptions, audit: RecordAudit | TextAudit) -> tuple[Path, Outcome]:
+def run_trained_membership(opts: MembershipOptions, plugin: ModelPlugin | None = None) -> tuple[Path, Outcome]:
     """The membership audit of a model that exists (or that a built-in LM target trains once), on its records or
-    its texts; what is particular to them is ``audit`` (:func:`audit.membership.trained.record_audit`,
-    :func:`audit.membership.texts.text_audit`). The blind split check first (:func:`split_check`), then the
-    model's preparation (a built-in LM's fine-tuning), the attacks that need no retraining of it, and an
-    epsilon lower bound only when :func:`audit.membership.trained_results.bound_allowed`; returns (run
-    directory, outcome)."""
+    its texts: ``plugin`` a factory's ``{"kind": "model"}`` or ``{"kind": "lm"}`` dict, or None for the built-in
+    language model ``opts.target``. What is particular to records or texts is their audit
+    (:func:`audit.membership.trained.record_audit`, :func:`audit.membership.texts.text_audit`). The blind split
+    check first (:func:`split_check`), then the model's preparation (a built-in LM's fine-tuning), the attacks
+    that need no retraining of it, and an epsilon lower bound only when
+    :func:`audit.membership.trained_results.bound_allowed`; returns (run directory, outcome)."""
+    audit: RecordAudit | TextAudit = (text_audit(opts, plugin) if plugin is None or is_language_model(plugin)
+                                      else record_audit(opts, plugin))
     subject = audit.subject
     ctx = RunContext(opts.out, "membership", subject.name, seed=opts.seed, quiet=opts.quiet, device=opts.device,
                      stages=audit.stages)

@@ -311,8 +311,7 @@ def test_every_bad_input_is_a_one_line_user_error(logreg, tmp_path):
 
 
 def test_rmia_offline_a_of_a_trained_model_says_where_it_comes_from():
-    from audit.membership.trained import TrainedQueries
-    from audit.membership.trained import TRAINED_RMIA_A, trained_rmia_a
+    from audit.membership.trained import TRAINED_RMIA_A, TrainedQueries, trained_rmia_a
 
     half = np.log(np.full((2, 3, 2), 0.5))
     base = dict(labels=np.zeros(4, int), member=np.array([1, 1, 0, 0], bool), target_lp=np.zeros((4, 2)),
