@@ -351,6 +351,24 @@ class RunContext:
         """A timed stage of the run (:meth:`Stages.stage`)."""
         return self.stages.stage(name, text)
 
+    def _flat_detail(self, results: Mapping[str, Any]) -> dict[str, Any]:
+        """``results`` with the kind's own block (``detail``, typed as its record names) written beside the
+        envelope's keys, as results.json holds it.
+
+        Raises:
+            RuntimeError: a detail of another type than the kind's (a workbench bug: its runner built it).
+        """
+        from audit.results_file import detail_block
+
+        results = dict(results)
+        detail, block = results.pop("detail", None), detail_block(self.kind)
+        if detail is None:
+            return results
+        if block is None or not isinstance(detail, block):
+            raise RuntimeError(f"the detail of a {self.kind} run is a {type(detail).__name__}, not the block its "
+                               f"record names ({block.__name__ if block else 'none'}): a workbench bug")
+        return results | detail.to_dict()
+
     def finish(self, results: Mapping[str, Any], config: dict, report: bool = True) -> Outcome:
         """Complete ``results`` with the envelope (schema version, kind, seed, time, host, timing),
         write config.json (with package versions) and results.json atomically, render the report and
@@ -374,7 +392,7 @@ class RunContext:
         from audit.stats.outcome import Outcome
 
         results = {"schema_version": SCHEMA_VERSION, "kind": self.kind, "target": self.target, "seed": self.seed} \
-            | results | {"created": utc_now(), "host": host_info(), "volatile": VOLATILE_KEYS}
+            | self._flat_detail(results) | {"created": utc_now(), "host": host_info(), "volatile": VOLATILE_KEYS}
         write_json(self.run_dir / "config.json", config | {"packages": package_versions()})
         self.timing["total_s"] = time.perf_counter() - self.started
         results["timing"] = dict(self.timing)

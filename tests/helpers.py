@@ -107,6 +107,9 @@ ENVELOPE = {"schema_version": 4, "kind": "dp", "target": "t", "seed": 0, "create
 def typed_outcome(results: dict):
     """The typed outcome (:class:`audit.stats.outcome.Outcome`) of a hand-built results dict, its envelope
     completed from :data:`ENVELOPE` (not validated: unit tests build only the blocks they test)."""
+    from audit.results_file import detail_block
     from audit.stats.outcome import Outcome
 
-    return Outcome.from_dict(ENVELOPE | results)
+    data = ENVELOPE | results
+    detail = detail_block(data["kind"])  # the kind's block where the results hold a key of it
+    return Outcome.from_dict(data, detail=detail if detail and set(detail.keys()) & set(data) else None)

@@ -54,7 +54,7 @@ def sweep_rows(opts: SweepOptions, sub_out: Path) -> list[dict]:
             run_dir, res = play(setup, runs, opts.seed, confidence, PlayOptions(
                 out=sub_out, quiet=opts.quiet, config_extra={"options": asdict(run_opts)}, write_report=False,
                 run_name=f"{threat}-epsilon-{eps:g}"))
-            est, valid = res.best_estimate, res.best_lower_bound
+            est, valid = res.judged.best_estimate, res.best_lower_bound
             rows.append({"target": opts.target, "series": threat, "threat": threat, "canary": canary,
                          "epsilon_claimed": eps, "epsilon_theory": res.epsilon_theory,
                          "epsilon_lb": float(est.epsilon) if est else 0.0, "method": est.method if est else None,
@@ -145,9 +145,9 @@ def sweep_summary(run_dir: Path, outcome: Outcome) -> list[str]:
         The lines.
     """
     lines = [f"report:    {run_dir / 'report.html'}"]
-    for r in outcome.rows or ():
+    for r in outcome.detail.rows or ():
         lines.append(f"{r.threat:<10} eps_theory {r.epsilon_theory:.3f}  largest {r.epsilon_lb:.3f} "
                      f"({r.method}), best valid {r.epsilon_lb_valid:.3f} ({r.valid_method}), "
-                     f"{r.verdict}, {r.runs} runs, {outcome.timing[audit_timing_key(r.run_dir)]:.1f} s")
+                     f"{r.verdict}, {r.runs} runs, {outcome.stamp.timing[audit_timing_key(r.run_dir)]:.1f} s")
     lines.append(f"verdict:   {outcome.verdict.status}: {outcome.verdict.text}")
     return lines

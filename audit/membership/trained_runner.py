@@ -21,6 +21,7 @@ from attacks.names import ATTACKS, REFERENCE_ATTACKS, expand_attacks
 from attacks.rmia import A_GRID, choose_offline_a, label_probability, rmia_scores
 from audit.errors import UserError
 from audit.membership.bounds import ALPHA_GRID, empirical_points
+from audit.membership.detail import MembershipDetail
 from audit.membership.options import MembershipOptions
 from audit.membership.trained import (
     TrainedQueries,
@@ -35,7 +36,7 @@ from audit.stats.judgement import Judgement, judge
 from audit.stats.lower_bound import VERDICT
 from audit.stats.metrics import attack_metrics
 from audit.stats.one_run.steinke import one_run_bound
-from audit.stats.outcome import Ceiling, Outcome
+from audit.stats.outcome import Ceiling, EpsilonBound, Outcome
 from audit.stats.split_check import SplitCheck, auc_score_interval
 from audit.stats.verdict import Family, percent
 from audit.theory.last_iterate import last_iterate_reference
@@ -311,11 +312,11 @@ def _trained_results(opts: MembershipOptions, model: TrainedModel, q: TrainedQue
             "membership": model.membership, "membership_note": model.membership_note,
             "reference_models": found.references, "reference_records": q.reference_records}
     reference = last_iterate_reference(model.params, delta, ADD_REMOVE_RECORD, model.claim)
+    detail = MembershipDetail(epsilon_bound=EpsilonBound(allowed=found.allowed, reason=found.why),
+                              attacks_not_run=found.skipped, split_check=split, trained_model=model.to_dict(),
+                              meaning=trained_meaning(model, split, attacks_out, best, delta))
     return header | judged | ({"last_iterate": reference} if reference else {}) | {
-        "epsilon_bound": {"allowed": found.allowed, "reason": found.why}, "attacks": attacks_out,
-        "attacks_not_run": found.skipped, "tables": trained_tables(attacks_out, split), "split_check": split.to_dict(),
-        "trained_model": model.to_dict(), "game": game,
-        "meaning": trained_meaning(model, split, attacks_out, best, delta),
+        "attacks": attacks_out, "tables": trained_tables(attacks_out, split), "game": game, "detail": detail,
         "quick": opts.quick}
 
 
@@ -330,7 +331,7 @@ def trained_summary_lines(run_dir: Path, outcome: Outcome) -> list[str]:
     Returns:
         The lines.
     """
-    split = outcome.split_check
+    split = outcome.detail.split_check
     lo, hi = split.blind_auc_ci
     head = (f"split:     blind AUC {split.blind_auc:.3f} [{lo:.3f}, {hi:.3f}] -> "
             + ("passed (consistent with a random split)" if split.passed else
@@ -340,9 +341,10 @@ def trained_summary_lines(run_dir: Path, outcome: Outcome) -> list[str]:
     best = outcome.best_lower_bound
     eps = outcome.epsilon_theory
     theory = ("theory:    no claim (the model states none)" if eps is None else
-              f"theory:    epsilon = {eps:.3f} at delta = {outcome.delta:g}; {outcome.accountant}")
+              f"theory:    epsilon = {eps:.3f} at delta = {outcome.delta:g}; {outcome.audited.accountant}")
     if best is None:
-        line2 = f"empirical: no epsilon bound ({outcome.epsilon_bound.reason if outcome.epsilon_bound else None})"
+        bound = outcome.detail.epsilon_bound
+        line2 = f"empirical: no epsilon bound ({bound.reason if bound else None})"
     else:
         d = best.details or {}
         line2 = (f"empirical: epsilon >= {best.epsilon:.3f} (one-run bound, attack {best.attack}, "
@@ -353,5 +355,5 @@ def trained_summary_lines(run_dir: Path, outcome: Outcome) -> list[str]:
     report = f"report:    {run_dir / 'report.html'}"
     return [head if not split.passed else report, report if not split.passed else head,
             f"records:   {game.members} members, {game.nonmembers} non-members; {game.reference_records}",
-            theory, line2, "attacks:   " + "; ".join(parts), f"meaning:   {outcome.meaning}",
+            theory, line2, "attacks:   " + "; ".join(parts), f"meaning:   {outcome.detail.meaning}",
             f"verdict:   {outcome.verdict.status}: {outcome.verdict.text}"]
