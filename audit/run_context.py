@@ -352,16 +352,21 @@ class RunContext:
         return self.stages.stage(name, text)
 
     def _flat_detail(self, results: Mapping[str, Any]) -> dict[str, Any]:
-        """``results`` with the kind's own block (``detail``, typed as its record names) written beside the
-        envelope's keys, as results.json holds it.
+        """``results`` with the kind's own block (``detail``, built typed by the runner as its record names it)
+        written beside the envelope's keys, as results.json holds it.
 
         Raises:
-            RuntimeError: a detail of another type than the kind's (a workbench bug: its runner built it).
+            RuntimeError: a detail of another type than the kind's, or a key of the kind's block given beside the
+                envelope's instead of in the block (a workbench bug: its runner built them).
         """
         from audit.results_file import detail_block
 
         results = dict(results)
         detail, block = results.pop("detail", None), detail_block(self.kind)
+        loose = [key for key in block.keys() if key in results] if block is not None else []
+        if loose:
+            raise RuntimeError(f"{', '.join(loose)}: keys of the {self.kind} kind's block {block.__name__}, given "
+                               f"beside the envelope's: build the block and pass it as detail (a workbench bug)")
         if detail is None:
             return results
         if block is None or not isinstance(detail, block):
@@ -380,7 +385,9 @@ class RunContext:
         leave as :class:`audit.errors.AuditIncomplete` (exit 3).
 
         Args:
-            results: the runner's blocks (typed blocks, or the plain objects their ``to_dict`` gives).
+            results: the runner's blocks (typed blocks, or the plain objects their ``to_dict`` gives) and, as
+                ``detail``, its kind's own block built typed (:attr:`audit.kinds.RunKind.detail`; absent: a block
+                with nothing set).
             config: what config.json records (the command and its options).
             report: render report.html and refresh the index.
 

@@ -111,5 +111,6 @@ def typed_outcome(results: dict):
     from audit.stats.outcome import Outcome
 
     data = ENVELOPE | results
-    detail = detail_block(data["kind"])  # the kind's block where the results hold a key of it
-    return Outcome.from_dict(data, detail=detail if detail and set(detail.keys()) & set(data) else None)
+    detail = detail_block(data["kind"])  # the kind's block, as the loader reads it, unless its required keys lack
+    typed = detail is not None and (not detail.required_keys() or set(detail.keys()) & set(data))
+    return Outcome.from_dict(data, detail=detail if typed else None)

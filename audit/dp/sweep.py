@@ -7,12 +7,13 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+from audit.dp.detail import SweepDetail
 from audit.dp.options import DPOptions, SweepOptions
 from audit.dp.runner import PlayOptions, play
 from audit.dp.setup import build_setup
 from audit.results_header import ResultsHeader
 from audit.run_context import RunContext
-from audit.stats.outcome import Outcome
+from audit.stats.outcome import Outcome, SweepPoint, SweepRow
 from audit.stats.verdict import Family
 from audit.target_defaults import target_use
 from audit.theory.checks import check_confidence
@@ -95,7 +96,7 @@ def _sweep(ctx: RunContext, opts: SweepOptions, family: Family) -> Outcome:
     header = ResultsHeader(description=f"epsilon sweep of run dp on {opts.target}", delta=opts.delta,
                            confidence=opts.confidence).to_dict()
     results = header | {
-        "family": {"size": family.size, "confidence": family.confidence}, "epsilon_theory": None, "sweep": plotted,
+        "family": {"size": family.size, "confidence": family.confidence}, "epsilon_theory": None,
         "verdict": verdict,
         "lower_bounds": [], "best_lower_bound": None,
         "tables": [{"title": "Sweep", "columns": ["threat", "canary", "epsilon theory", "largest figure", "its method",
@@ -109,7 +110,8 @@ def _sweep(ctx: RunContext, opts: SweepOptions, family: Family) -> Outcome:
                                "best valid lb: the audit's best bound that competed for its verdict; audit verdict: "
                                "that audit's own verdict, which also counts a rejection of the claim's tradeoff "
                                "curve (a violation even when every epsilon bound lies below the claim)."}],
-        "rows": rows,
+        "detail": SweepDetail(sweep=tuple(SweepPoint.from_dict(p, strict=True) for p in plotted),
+                              rows=tuple(SweepRow.from_dict(r, strict=True) for r in rows)),
     }
     return ctx.finish(results, {"command": "sweep dp", "options": asdict(opts)})
 
