@@ -230,8 +230,9 @@ def roc_plot(
 
 
 def deciding_configuration_epsilon(outcome: Outcome) -> float | None:
-    """The epsilon of the configuration the code runs (``config_check.config.epsilon``, by the accountant)
-    when the accounting check decided a violation with it above the claim; else None.
+    """The epsilon of the configuration the code runs (the ``config.epsilon`` of the kind's accounting check,
+    :meth:`audit.stats.outcome.Detail.accounting_check`, by the accountant) when the accounting check decided a
+    violation with it above the claim; else None.
 
     Args:
         outcome: the run's outcome.

@@ -2,16 +2,17 @@
 converts to the JSON object ``results.json`` holds and back, losslessly.
 
 A block's fields are the keys its schema definition names (``audit/schemas/results.schema.json``). A field
-without a default is a key every block of that sort writes; a field that defaults to ``None`` is written
-only when set. A field that holds other blocks says so with :func:`nested` (one block, a list of blocks, or
-a mapping of names to blocks). An optional named key written as ``null`` is recorded in ``nulls`` and
-written back as ``null``. Every key a run writes is a named field: a runner's results with a key no block
-names fail when they are typed (``strict``, :class:`UnnamedKey`, in
-:meth:`audit.run_context.RunContext.finish`). Only a file written by an older version may hold keys beyond
+without a default is a key every block of that sort writes; a field that defaults to ``None`` is written only
+when set. A field that holds other blocks says so with :func:`nested` (one block, a list of blocks, or a
+mapping of names to blocks); a :func:`flat` field holds one block whose keys the JSON object holds beside the
+parent's own (a group of keys typed together, as the run's envelope groups its stamp). An optional named key
+written as ``null`` is recorded in ``nulls`` and written back as ``null``. Every key a run writes is a named
+field: a runner's results with a key no block names fail when they are typed (``strict``, :class:`UnnamedKey`,
+in :meth:`audit.run_context.RunContext.finish`). Only a file written by an older version may hold keys beyond
 the named ones: they go into ``extra`` on reading and come back from it on writing, so that reading a
-``results.json`` and writing it again gives the same bytes (``audit.io.write_json`` sorts the keys).
-Numbers that may be infinite are written as the strings ``"inf"``/``"-inf"`` (the schema's
-``number_or_inf``); the fields marked :func:`number_or_inf` hold them as floats.
+``results.json`` and writing it again gives the same bytes (``audit.io.write_json`` sorts the keys). Numbers
+that may be infinite are written as the strings ``"inf"``/``"-inf"`` (the schema's ``number_or_inf``); the
+fields marked :func:`number_or_inf` hold them as floats.
 """
 
 from __future__ import annotations

@@ -1,17 +1,19 @@
 """What an audit found, typed: the blocks of ``results.json`` as frozen, keyword-only dataclasses
-(:class:`audit.stats.blocks.Block`), from a bound to the whole run (:class:`Outcome`) and a comparison of
-runs (:class:`Comparison`). They are the one source of the file format: the schema
-``audit/schemas/results.schema.json`` is generated from them (:mod:`audit.schemas.generate`,
-``python -m audit schema``; a test checks the shipped file is that output).
+(:class:`audit.stats.blocks.Block`), from a bound to the whole run's envelope (:class:`Outcome`) and a
+comparison of runs (:class:`Comparison`). Each kind's own block (``Outcome.detail``) is declared in the kind's
+package and named on its record (``RunKind.detail``), built on :class:`Detail`; the blocks it holds that
+several kinds or layers share (:class:`OneRun`, :class:`ConfigCheck`, :class:`SplitCheck`, ...) are here. They
+are the one source of the file format: the schema ``audit/schemas/results.schema.json`` is generated from them
+(:mod:`audit.schemas.generate`, ``python -m audit schema``; a test checks the shipped file is that output).
 
-Each block's fields are the keys its schema definition names, typed, with the descriptions of its
-docstring; a field is required exactly where every file of that kind writes the key, and the open objects
-(a bound's ``details``, a run's ``params``, ``model``, ``host``, ``timing``) are ``Mapping`` fields. Every
-key a run writes is a named field (:class:`audit.stats.blocks.UnnamedKey` otherwise).
-:meth:`Block.to_dict` writes the object ``results.json`` holds, :meth:`Block.from_dict` reads it back
-(``audit.results_file`` validates a file against the schema first); a read and a write give the same bytes.
-The verdict, the roles of the bounds and the family's confidence split are those of
-:mod:`audit.stats.verdict` and :mod:`audit.stats.lower_bound` (``docs/references.md``).
+Each block's fields are the keys its schema definition names, typed, with the descriptions of its docstring; a
+field is required exactly where every file of that kind writes the key, and the open objects (a bound's
+``details``, a run's ``params``, ``model``, ``host``, ``timing``) are ``Mapping`` fields. Every key a run
+writes is a named field (:class:`audit.stats.blocks.UnnamedKey` otherwise). :meth:`Block.to_dict` writes the
+object ``results.json`` holds, :meth:`Block.from_dict` reads it back (``audit.results_file`` validates a file
+against the schema first); a read and a write give the same bytes. The verdict, the roles of the bounds and
+the family's confidence split are those of :mod:`audit.stats.verdict` and :mod:`audit.stats.lower_bound`
+(``docs/references.md``).
 """
 
 from __future__ import annotations
