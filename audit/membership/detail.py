@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from audit.stats.blocks import nested
+from audit.stats.blocks import constrained, nested
 from audit.stats.outcome import Detail, EpsilonBound, SplitCheck
 
 __all__ = ["MembershipDetail"]
@@ -30,7 +30,8 @@ class MembershipDetail(Detail):
     split_check: SplitCheck | None = nested(SplitCheck, optional=True)
     epsilon_bound: EpsilonBound | None = nested(EpsilonBound, optional=True)
     meaning: str | None = None
-    trained_lm: Mapping[str, Any] | None = None
+    trained_lm: Mapping[str, Any] | None = constrained({"required": ["spec", "n_members", "n_nonmembers",
+                                                                   "membership"]}, optional=True)
     trained_model: Mapping[str, Any] | None = None
     attacks_not_run: Mapping[str, Any] | None = None
 
