@@ -137,7 +137,7 @@ def test_a_plugin_ignoring_its_seed_is_flagged_and_still_audited(plugins, tmp_pa
 
 def test_a_trainer_ignoring_its_seed_is_flagged(plugins, tmp_path, capsys):
     honest = assert_private(f"{plugins}:trainer", attack="black-box/mislabelled", runs=20, out=tmp_path)
-    assert honest.reproducible is True and honest.params["rng"] == "random_state"
+    assert honest.audited.reproducible is True and honest.audited.params["rng"] == "random_state"
     code, results, config, _ = _run(["run", "dp", "--target", f"{plugins}:trainer_ignoring_seed", "--threat",
                                      "black-box", "--canary", "mislabelled", "--runs", "20"], tmp_path / "b")
     assert code == 0 and results["reproducible"] is False
