@@ -1,10 +1,12 @@
 """Self-contained HTML report of a finished run (jinja2, autoescaped, PNGs embedded as data URIs).
 
-Picture first: every report opens with its kind's headline figure (audits: the claim's tradeoff curve
-with the attacks' operating points, their confidence boxes and the lower-bound curve; sweeps: bound
-against theory; inversion: reconstructions beside the class means; extraction: what each attack got
-for its queries) and two plain sentences (:mod:`reports.summary`), then one compact table of
-attacks; everything else follows in collapsed sections of readable tables (:mod:`reports.formatting`).
+Picture first: every report opens with its kind's headline figure (a claim audit: the claim's tradeoff curve
+with the attacks' operating points, their confidence boxes and the lower-bound curve; another kind: the figure
+its presentation names) and two plain sentences (:mod:`reports.summary`, or the kind's own), then one compact
+table of attacks (or the kind's first table); everything else follows in collapsed sections of readable tables
+(:mod:`reports.formatting`). What is particular to a kind — its sentences, its game in words, the figures and
+sections drawn from its block — the kind hands over through its presentation (:mod:`reports.presentation`);
+this module names no kind.
 
 The report loads nothing from the network and needs no JavaScript: CSS is inline and every plot
 is a ``data:image/png;base64,...`` URI, so it opens from disk anywhere. Every string that comes

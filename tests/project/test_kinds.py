@@ -149,3 +149,15 @@ def test_a_toy_kind_is_its_package_plus_one_line(tmp_path: Path) -> None:
     assert _python(copy, "-m", "audit", "report", str(run_dir)).returncode == 0  # `report` finds the toy's look
     html = (run_dir / "report.html").read_text(encoding="utf-8")
     assert "What was audited: the name of laplace_count." in html and html.count("Letters") == 1
+
+
+def test_the_reports_name_no_kind() -> None:
+    """``reports/`` draws what a kind hands it (its presentation, the :class:`audit.stats.outcome.Detail` answers):
+    no kind's name in its code and no read of a kind's own block by field."""
+    names = [kind.name for kind in run_kinds()]
+    for path in sorted((ROOT / "reports").glob("*.py")):
+        code = path.read_text(encoding="utf-8")
+        assert not re.search(r"\.detail\.\w", code), f"{path.name} reads a kind's block by field"
+        assert not re.search(r"\bkind\s*(==|!=|in\b)", code), f"{path.name} branches on a kind"
+        named = [name for name in names if f'"{name}"' in code or f"'{name}'" in code]
+        assert not named, f"{path.name} names the kinds {named}"
