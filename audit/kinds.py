@@ -45,9 +45,11 @@ class RunKind:
         target_details: Its ``--help`` epilog lists each target's threats and canaries.
         plugin_help: What ``--target module:factory`` is to it, lines of its ``--help`` epilog (empty: it
             takes no plugin).
-        detail: ``module:attribute`` of its own result block (an :class:`audit.stats.blocks.Block`), the
-            ``detail`` of its outcome: typed when a results.json is read and part of the generated schema
-            (required in its runs). None: it has none (the built-in kinds' blocks are fields of the outcome).
+        detail: ``module:attribute`` of its own result block (an :class:`audit.stats.blocks.Block`, declared in
+            its package; an :class:`audit.stats.outcome.Detail` answers what the reports may ask of it), the
+            ``detail`` of its outcome: built typed by its runner, written in results.json beside the envelope's
+            keys (none of its keys may be the envelope's), read back by ``kind``, and part of the generated
+            schema (its keys required in the kind's runs). None: it has none.
         results: What every results.json of the kind holds beyond the envelope, as JSON Schema applied when
             ``kind`` is its name (the keys of :class:`audit.stats.outcome.Outcome` it requires, constraints
             on its blocks); part of the generated schema (:mod:`audit.schemas.generate`). None: the

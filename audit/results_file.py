@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ from audit.errors import UserError
 from audit.io import to_jsonable, write_json
 from audit.kind_table import kind_records
 from audit.schemas import results_schema, validate_results
-from audit.stats.blocks import Block, UnnamedKey
+from audit.stats.blocks import Block
 from audit.stats.outcome import Comparison, Outcome
 
 __all__ = ["load_outcome", "outcome_of", "write_outcome", "results_path"]
@@ -81,12 +80,13 @@ def outcome_of(results: Mapping[str, Any], where: str = "the results", *,
         raise _schema_error(where, data) from None
     if "kind" not in data:
         return Comparison.from_dict(data, strict=strict)
-    return _with_detail(Outcome.from_dict(data, strict=strict), strict)
+    return Outcome.from_dict(data, strict=strict, detail=detail_block(data["kind"]))
 
 
 def detail_block(kind: str) -> type[Block] | None:
     """The result block the record of ``kind`` names (:attr:`audit.kinds.RunKind.detail`), read from the
-    table of kinds; None for a kind that names none or that the table does not hold.
+    table of kinds; None for a kind that names none or that the table does not hold (its keys beyond the
+    envelope's are then an older file's, kept in ``extra``, or refused from a run).
 
     Args:
         kind: the run kind.
@@ -96,19 +96,6 @@ def detail_block(kind: str) -> type[Block] | None:
     """
     record = next((r for r in kind_records() if r.name == kind), None)
     return record.load("detail") if record is not None and record.detail else None
-
-
-def _with_detail(outcome: Outcome, strict: bool) -> Outcome:
-    """``outcome`` with its ``detail`` typed as its kind's block; a detail no kind types is a key no block
-    names (refused when ``strict``, else kept in ``extra`` as an older file's key)."""
-    if outcome.detail is None:
-        return outcome
-    block = detail_block(outcome.kind)
-    if block is not None:
-        return replace(outcome, detail=block.from_dict(outcome.detail, strict=strict))
-    if strict:
-        raise UnnamedKey(f"kind {outcome.kind!r} names no detail block: name it on its RunKind (detail=)")
-    return replace(outcome, detail=None, extra={**outcome.extra, "detail": outcome.detail})
 
 
 def load_outcome(path: str | os.PathLike) -> Outcome | Comparison:

@@ -351,6 +351,29 @@ class RunContext:
         """A timed stage of the run (:meth:`Stages.stage`)."""
         return self.stages.stage(name, text)
 
+    def _flat_detail(self, results: Mapping[str, Any]) -> dict[str, Any]:
+        """``results`` with the kind's own block (``detail``, built typed by the runner as its record names it)
+        written beside the envelope's keys, as results.json holds it.
+
+        Raises:
+            RuntimeError: a detail of another type than the kind's, or a key of the kind's block given beside the
+                envelope's instead of in the block (a workbench bug: its runner built them).
+        """
+        from audit.results_file import detail_block
+
+        results = dict(results)
+        detail, block = results.pop("detail", None), detail_block(self.kind)
+        loose = [key for key in block.keys() if key in results] if block is not None else []
+        if loose:
+            raise RuntimeError(f"{', '.join(loose)}: keys of the {self.kind} kind's block {block.__name__}, given "
+                               f"beside the envelope's: build the block and pass it as detail (a workbench bug)")
+        if detail is None:
+            return results
+        if block is None or not isinstance(detail, block):
+            raise RuntimeError(f"the detail of a {self.kind} run is a {type(detail).__name__}, not the block its "
+                               f"record names ({block.__name__ if block else 'none'}): a workbench bug")
+        return results | detail.to_dict()
+
     def finish(self, results: Mapping[str, Any], config: dict, report: bool = True) -> Outcome:
         """Complete ``results`` with the envelope (schema version, kind, seed, time, host, timing),
         write config.json (with package versions) and results.json atomically, render the report and
@@ -362,7 +385,9 @@ class RunContext:
         leave as :class:`audit.errors.AuditIncomplete` (exit 3).
 
         Args:
-            results: the runner's blocks (typed blocks, or the plain objects their ``to_dict`` gives).
+            results: the runner's blocks (typed blocks, or the plain objects their ``to_dict`` gives) and, as
+                ``detail``, its kind's own block built typed (:attr:`audit.kinds.RunKind.detail`; absent: a block
+                with nothing set).
             config: what config.json records (the command and its options).
             report: render report.html and refresh the index.
 
@@ -374,7 +399,7 @@ class RunContext:
         from audit.stats.outcome import Outcome
 
         results = {"schema_version": SCHEMA_VERSION, "kind": self.kind, "target": self.target, "seed": self.seed} \
-            | results | {"created": utc_now(), "host": host_info(), "volatile": VOLATILE_KEYS}
+            | self._flat_detail(results) | {"created": utc_now(), "host": host_info(), "volatile": VOLATILE_KEYS}
         write_json(self.run_dir / "config.json", config | {"packages": package_versions()})
         self.timing["total_s"] = time.perf_counter() - self.started
         results["timing"] = dict(self.timing)

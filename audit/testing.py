@@ -155,7 +155,7 @@ def _violation_message(outcome: Outcome, run_dir: Path) -> str:
              f"empirical epsilon lower bound {float(best.epsilon):.3f} ({best.method}, "
              f"{float(best.family_confidence):.0%} confidence, family of {best.family_size})")
     parts = []
-    check = outcome.config_check
+    check = outcome.kind_detail.accounting_check()
     if check and check.status == "violation":
         found = "; ".join(f"{f['check']}: {f['message']}" + (f" Fix: {f['fix']}." if f["fix"] else "")
                           for f in deciding_findings(check.to_dict()))
@@ -172,7 +172,7 @@ def _violation_message(outcome: Outcome, run_dir: Path) -> str:
         parts.append(f"{bound}, {claim}")
     trainings = outcome.game.trainings if outcome.game else None
     where = f"{trainings} trainings; " if trainings else ""
-    return (f"{outcome.target}: {'; '.join(parts)} ({outcome.accountant}); {where}run directory: {run_dir}; "
+    return (f"{outcome.target}: {'; '.join(parts)} ({outcome.audited.accountant}); {where}run directory: {run_dir}; "
             f"report: {run_dir / 'report.html'}")
 
 

@@ -39,7 +39,7 @@ def measure(target: str, kind: str, seed: int, quick: bool, out: Path) -> dict:
     _, outcome = run_membership(MembershipOptions(target=target, canary=kind, seed=seed, quick=quick, quiet=True,
                                                   out=str(out)))
     wall = time.perf_counter() - t0
-    best, ceiling, reference = outcome.best_lower_bound, outcome.ceiling, outcome.last_iterate
+    best, ceiling, reference = outcome.best_lower_bound, outcome.judged.ceiling, outcome.judged.last_iterate
     details = (best.details or {}) if best else {}
     return {"kind": kind, "seed": seed, "epsilon_lb": best.epsilon if best else None,
             "method": best.method if best else None, "attack": best.attack if best else None,

@@ -38,14 +38,14 @@ def audit_case(name: str, out: str) -> dict:
 
     target, eps, goal = CASES[name]
     _, r = run_dp(DPOptions(target=target, epsilon=eps, one_run=True, out=out, quiet=True, seed=0))
-    one = r.one_run
+    one = r.detail.one_run
     return {"case": name, "target": target, "epsilon_claimed": eps, "acceptance_target": goal,
             "epsilon_lb": r.best_lower_bound.epsilon, "meets_target": r.best_lower_bound.epsilon >= goal,
             "steinke": next(b.epsilon for b in r.lower_bounds if b.method == "one-run"),
             "gdp_estimate": next(b.epsilon for b in r.lower_bounds if b.method == "one-run-fdp-gdp"),
             "canaries": one.canaries, "k_pos": one.k_pos, "correct": one.correct,
             "expected_perfect": one.expected_perfect.mean, "expected_perfect_sd": one.expected_perfect.sd,
-            "ceiling": one.ceiling, "verdict": r.verdict.status, "timing": dict(r.timing)}
+            "ceiling": one.ceiling, "verdict": r.verdict.status, "timing": dict(r.stamp.timing)}
 
 
 def measure(mode: str, target_name: str, eps: float) -> dict:

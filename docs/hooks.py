@@ -76,16 +76,21 @@ def cli_reference() -> str:
     return "\n".join(parts)
 
 
-def _keys(node: dict[str, Any]) -> tuple[list[str], list[str]]:
-    """(required keys, optional keys) of one schema definition or a kind's part of it, through allOf and
-    if/then/else (a key required in one branch only is optional)."""
+def _keys(node: dict[str, Any], defs: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """(required keys, optional keys) of one schema definition or a kind's part of it, through allOf,
+    if/then/else (a key required in one branch only is optional) and a kind's own block (``$ref``)."""
     required: list[str] = []
     optional: list[str] = []
     for part in node.get("allOf", [node]):
         if "$ref" in part:
+            part = defs[part["$ref"].rsplit("/", 1)[-1]]
+        if "allOf" in part:  # a kind's results beside its block
+            inner = _keys(part, defs)
+            required += [k for k in inner[0] if k not in required]
+            optional += [k for k in inner[1] if k not in optional]
             continue
         if "then" in part:
-            branches = [_keys(part[key]) for key in ("then", "else") if key in part]
+            branches = [_keys(part[key], defs) for key in ("then", "else") if key in part]
             both = [k for k in branches[0][0] if all(k in b[0] for b in branches)]
             required += [k for k in both if k not in required]
             optional += [k for b in branches for k in b[0] + b[1] if k not in both and k not in optional]
@@ -102,17 +107,19 @@ def schema_reference() -> str:
     schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
     cell = lambda keys: ", ".join(f"`{k}`" for k in keys) or "—"  # noqa: E731
     rows = ["| part | required keys | optional keys |", "|---|---|---|"]
-    for name, node in schema["$defs"].items():
+    defs = schema["$defs"]
+    for name, node in defs.items():
         if name != "run":
-            rows.append(f"| `{name}` | {cell(_keys(node)[0])} | {cell(_keys(node)[1])} |")
+            rows.append(f"| `{name}` | {cell(_keys(node, defs)[0])} | {cell(_keys(node, defs)[1])} |")
     kinds = ["| kind | it requires too | in some of its runs |", "|---|---|---|"]
     for rule in schema["$defs"]["run"]["allOf"][1:]:
-        required, optional = _keys(rule["then"])
+        required, optional = _keys(rule["then"], defs)
         kinds.append(f"| `{rule['if']['properties']['kind']['const']}` | {cell(required)} | {cell(optional)} |")
     top = " or ".join(f"`{ref['$ref'].rsplit('/', 1)[-1]}`" for ref in schema["oneOf"])
     return (f"Schema `{schema['$id']}` ({schema['$schema']}). {schema['description']}\n\n"
             f"A document is {top}: a `run` is an `outcome` whose kind's part holds too.\n\n" + "\n".join(rows) +
-            "\n\nWhat each kind requires beyond the `outcome` (its record's `results`, `audit/<kind>/command.py`):"
+            "\n\nWhat each kind requires beyond the `outcome` (its record's `results`, `audit/<kind>/command.py`, "
+            "and its own block's keys, `detail`):"
             "\n\n" + "\n".join(kinds) +
             f"\n\n??? note \"The schema itself ({SCHEMA.name})\"\n\n    ```json\n" +
             "\n".join("    " + line for line in json.dumps(schema, indent=2).splitlines()) + "\n    ```\n")

@@ -154,7 +154,7 @@ def compare_roc_plot(runs: Sequence[tuple[Path, Outcome]], path: str | Path,
         ax.plot(grid, grid, linestyle=":", color="0.5", linewidth=1, label="chance (TPR = FPR)")
         for i, (label, (_, outcome)) in enumerate(zip(labels, runs, strict=True)):
             colour = colours[i % len(colours)]
-            tradeoff = outcome.tradeoff
+            tradeoff = outcome.judged.tradeoff
             alpha = as_float_array(tradeoff.alpha if tradeoff is not None else None)
             beta = as_float_array(tradeoff.beta if tradeoff is not None else None)
             if alpha.size and alpha.size == beta.size:

@@ -63,6 +63,30 @@ def format_value(value: Any) -> str:
     return str(value)
 
 
+def format_epsilon(value: Any) -> str:
+    """An epsilon as a report's sentences write it: :func:`format_value`, or ``—`` for None.
+
+    Args:
+        value: the epsilon, or None.
+
+    Returns:
+        The text.
+    """
+    return format_value(value) if value is not None else "—"
+
+
+def format_percent(value: Any) -> str:
+    """A fraction as a percentage of 3 significant digits (``95%``), or ``—`` for anything not a number.
+
+    Args:
+        value: the fraction.
+
+    Returns:
+        The text.
+    """
+    return "—" if not isinstance(value, (int, float)) else f"{100 * value:.3g}%"
+
+
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) or value in ("inf", "-inf")
 

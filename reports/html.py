@@ -1,10 +1,12 @@
 """Self-contained HTML report of a finished run (jinja2, autoescaped, PNGs embedded as data URIs).
 
-Picture first: every report opens with its kind's headline figure (audits: the claim's tradeoff curve
-with the attacks' operating points, their confidence boxes and the lower-bound curve; sweeps: bound
-against theory; inversion: reconstructions beside the class means; extraction: what each attack got
-for its queries) and two plain sentences (:mod:`reports.summary`), then one compact table of
-attacks; everything else follows in collapsed sections of readable tables (:mod:`reports.formatting`).
+Picture first: every report opens with its kind's headline figure (a claim audit: the claim's tradeoff curve
+with the attacks' operating points, their confidence boxes and the lower-bound curve; another kind: the figure
+its presentation names) and two plain sentences (:mod:`reports.summary`, or the kind's own), then one compact
+table of attacks (or the kind's first table); everything else follows in collapsed sections of readable tables
+(:mod:`reports.formatting`). What is particular to a kind — its sentences, its game in words, the figures and
+sections drawn from its block — the kind hands over through its presentation (:mod:`reports.presentation`);
+this module names no kind.
 
 The report loads nothing from the network and needs no JavaScript: CSS is inline and every plot
 is a ``data:image/png;base64,...`` URI, so it opens from disk anywhere. Every string that comes
@@ -29,13 +31,11 @@ from audit.stats.outcome import Outcome
 from reports import plots
 from reports.formatting import flat_rows, format_interval, format_table, format_value
 from reports.presentation import presentation_of
-from reports.summary import attack_table, headline_sentences, one_run_sentences
+from reports.summary import attack_table, headline_sentences
 
 #: File names of the plots inside a run directory.
 ROC_PNG = "roc.png"
 TRADEOFF_PNG = "tradeoff.png"
-EPSILON_PNG = "epsilon.png"
-EXTRACTION_PNG = "extraction.png"
 REPORT_HTML = "report.html"
 
 _TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
@@ -101,8 +101,8 @@ def _deciding_curve_caption(outcome: Outcome) -> str:
 
 
 def _roc_figure(run_dir: Path, outcome: Outcome) -> dict:
-    band = outcome.confidence if outcome.one_run is not None else None
-    path = plots.roc_plot(outcome.attacks, run_dir / ROC_PNG, outcome.tradeoff, band)
+    band = outcome.confidence if outcome.kind_detail.roc_band() else None
+    path = plots.roc_plot(outcome.attacks, run_dir / ROC_PNG, outcome.judged.tradeoff, band)
     return {
         "path": path, "title": "ROC curves (log-log)",
         "caption": "True positive rate against false positive rate of each attack on log-log axes, "
@@ -119,7 +119,7 @@ def _roc_figure(run_dir: Path, outcome: Outcome) -> dict:
 
 def _tradeoff_figure(run_dir: Path, outcome: Outcome) -> dict:
     path = plots.tradeoff_plot(outcome, run_dir / TRADEOFF_PNG)
-    points, claimed = _has_empirical_points(outcome), outcome.tradeoff is not None
+    points, claimed = _has_empirical_points(outcome), outcome.judged.tradeoff is not None
     claim_text = ("The solid black curve is the theoretical tradeoff f of the claim: every test of a correct "
                   "implementation lies on or above it (up to sampling error). " if claimed else
                   "The target makes no claim, so no claim's curve is drawn; the dotted diagonal is chance. ")
@@ -129,7 +129,7 @@ def _tradeoff_figure(run_dir: Path, outcome: Outcome) -> dict:
                     if points else "")
                    + claim_text
                    + ("The dashed red curve is the (ε, δ) tradeoff at the best empirical lower bound. "
-                      if outcome.lower_bound_tradeoff is not None else "")
+                      if outcome.judged.lower_bound_tradeoff is not None else "")
                    + _deciding_curve_caption(outcome)
                    + ("Boxes entirely below the black curve indicate a violation. " if points and claimed
                       else "")
@@ -151,24 +151,12 @@ def make_plots(run_dir: Path, outcome: Outcome) -> list[dict]:
     figures = []
     if _has_roc(outcome):
         figures.append(_roc_figure(run_dir, outcome))
-    if outcome.tradeoff is not None or outcome.lower_bound_tradeoff is not None or _has_empirical_points(outcome):
+    judged = outcome.judged
+    if judged.tradeoff is not None or judged.lower_bound_tradeoff is not None or _has_empirical_points(outcome):
         figures.append(_tradeoff_figure(run_dir, outcome))
-    if outcome.sweep:
-        path = plots.epsilon_plot(outcome.sweep, run_dir / EPSILON_PNG)
-        figures.append({
-            "path": path, "title": "Empirical ε lower bound vs theoretical ε",
-            "caption": "One point per audited target of the sweep. Points must stay on or below the "
-                       "dotted y = x line; a point above it means the claimed guarantee is broken or "
-                       "the accounting is wrong.",
-        })
-    if outcome.extraction is not None and outcome.extraction.methods:
-        path = plots.extraction_plot(outcome.extraction.methods, run_dir / EXTRACTION_PNG)
-        figures.append({
-            "path": path, "title": "Extraction attacks: parameter error and agreement",
-            "caption": "Each attack's queries (in its label), how far the stolen parameters are from the served "
-                       "ones (log scale) and how often the stolen model labels test data and uniform random inputs "
-                       "like the served model (Tramèr et al. 2016).",
-        })
+    own = presentation_of(outcome.kind).function("figures")
+    if own is not None:  # the kind's own figures, drawn from its block (its record's presentation)
+        figures.extend(own(run_dir, outcome))
     figures.extend(_extra_figures(run_dir, outcome))
     for figure in figures:
         figure["uri"] = _data_uri(Path(figure["path"]))
@@ -245,10 +233,10 @@ def _verdict_section(outcome: Outcome) -> dict:
     theory = outcome.epsilon_theory
     return _section("Verdict and bounds", tables=[t for t in [bounds] if t], paragraphs=[
         f"Verdict: {outcome.verdict.status} — {outcome.verdict.text}",
-        outcome.ceiling.text if outcome.ceiling is not None else None,
+        outcome.judged.ceiling.text if outcome.judged.ceiling is not None else None,
         f"Theory: ε = {format_value(theory)} at δ = {format_value(outcome.delta)} "
-        f"({outcome.accountant or 'no accountant'}); neighbouring relation: "
-        f"{outcome.neighbouring or '—'}." if theory is not None else None])
+        f"({outcome.audited.accountant or 'no accountant'}); neighbouring relation: "
+        f"{outcome.audited.neighbouring or '—'}." if theory is not None else None])
 
 
 def _sections(outcome: Outcome, config: Mapping[str, Any] | None, more: list[dict]) -> list[dict]:
@@ -257,19 +245,20 @@ def _sections(outcome: Outcome, config: Mapping[str, Any] | None, more: list[dic
     if presentation_of(outcome.kind).tables_lead:
         runner_tables = runner_tables[1:]  # the first is the compact table under the headline (attack_table)
     sections = []
-    one_run = one_run_sentences(outcome)
-    if one_run:
-        sections.append(_section("One run of your training", paragraphs=one_run, open=True))
+    own = presentation_of(outcome.kind).function("sections")
+    for title, paragraphs in own(outcome) if own is not None else ():  # the kind's own, open first
+        sections.append(_section(title, paragraphs=paragraphs, open=True))
     if more:
         sections.append(_section("More figures", figures=more))
     sections.append(_verdict_section(outcome))
-    check_only = outcome.config_check is not None and not outcome.lower_bounds
+    check_only = outcome.kind_detail.accounting_check() is not None and not outcome.lower_bounds
     sections.extend(_section(t["title"], tables=[t], open=check_only) for t in runner_tables)
     details = _attack_details(outcome)
     if details:
         sections.append(_section("Per-attack details", tables=details))
-    for block, title in ((outcome.params, "Parameters"), (outcome.game and outcome.game.to_dict(), "Audit game"),
-                         (outcome.model, "Model"), (outcome.timing, "Timing (s)")):
+    audited = outcome.audited
+    for block, title in ((audited.params, "Parameters"), (outcome.game and outcome.game.to_dict(), "Audit game"),
+                         (audited.model, "Model"), (outcome.stamp.timing, "Timing (s)")):
         if block:
             sections.append(_section(title, rows=flat_rows(block)))
     if config:
@@ -296,7 +285,7 @@ def build_context(outcome: Outcome, config: Mapping[str, Any] | None, figures: l
     return {
         "title_target": format_value(outcome.target),
         "kind": format_value(outcome.kind),
-        "subtitle": f"created {format_value(outcome.created)} · seed {format_value(outcome.seed)} · "
+        "subtitle": f"created {format_value(outcome.stamp.created)} · seed {format_value(outcome.seed)} · "
                     f"results schema version {format_value(outcome.schema_version)}",
         "verdict": {"status": status, "colour": _VERDICT_COLOURS.get(status, "#e8e8e8")},
         "sentences": headline_sentences(outcome),

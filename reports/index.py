@@ -42,7 +42,7 @@ def _run_row(run_dir: Path, outcome: Outcome) -> dict:
     best = outcome.best_lower_bound
     aucs = {name: _number(a.auc) for name, a in (outcome.attacks or {}).items()}
     aucs = {name: auc for name, auc in aucs.items() if auc is not None}
-    return {"created": str(outcome.created), "kind": str(outcome.kind), "target": str(outcome.target),
+    return {"created": str(outcome.stamp.created), "kind": str(outcome.kind), "target": str(outcome.target),
             "epsilon_theory": _number(outcome.epsilon_theory), "best": _number(best.epsilon) if best else None,
             "method": str(best.method) if best else "", "verdict": str(outcome.verdict.status),
             "aucs": ", ".join(f"{name} {format_value(auc)}" for name, auc in sorted(aucs.items())),

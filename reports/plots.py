@@ -230,8 +230,9 @@ def roc_plot(
 
 
 def deciding_configuration_epsilon(outcome: Outcome) -> float | None:
-    """The epsilon of the configuration the code runs (``config_check.config.epsilon``, by the accountant)
-    when the accounting check decided a violation with it above the claim; else None.
+    """The epsilon of the configuration the code runs (the ``config.epsilon`` of the kind's accounting check,
+    :meth:`audit.stats.outcome.Detail.accounting_check`, by the accountant) when the accounting check decided a
+    violation with it above the claim; else None.
 
     Args:
         outcome: the run's outcome.
@@ -239,7 +240,8 @@ def deciding_configuration_epsilon(outcome: Outcome) -> float | None:
     Returns:
         The configuration's epsilon, or None.
     """
-    config = (outcome.config_check.config if outcome.config_check is not None else None) or {}
+    check = outcome.kind_detail.accounting_check()
+    config = (check.config if check is not None else None) or {}
     eps, theory = as_number(config.get("epsilon")), as_number(outcome.epsilon_theory)
     if outcome.verdict.status != "violation" or eps is None or theory is None or not math.isfinite(eps):
         return None
@@ -323,7 +325,7 @@ def _draw_tradeoff_panel(ax: Any, outcome: Outcome, colours: dict, x_log_floor: 
     floor = x_log_floor if x_log_floor is not None else 0.0
     grid = np.logspace(math.log10(x_log_floor), 0, 200) if x_log_floor else np.linspace(0, 1, 201)
     ax.plot(grid, 1.0 - grid, linestyle=":", color="0.45", linewidth=1, label="chance (FNR = 1 - FPR)")
-    theory = outcome.tradeoff
+    theory = outcome.judged.tradeoff
     if theory is not None:
         alpha, beta = as_float_array(theory.alpha), as_float_array(theory.beta)
         keep = np.isfinite(alpha) & np.isfinite(beta) & (alpha >= floor)
@@ -344,7 +346,7 @@ def _draw_tradeoff_panel(ax: Any, outcome: Outcome, colours: dict, x_log_floor: 
         ax.plot(grid_alpha, ApproxDPClaim(config_eps, delta).tradeoff(grid_alpha), color="tab:purple",
                 linewidth=1.8, label=f"f_(ε,δ) of the configuration the code runs, ε = {config_eps:.3g}, "
                                      f"δ = {delta:.3g} (decided the violation)")
-    lb_curve = outcome.lower_bound_tradeoff
+    lb_curve = outcome.judged.lower_bound_tradeoff
     if lb_curve is not None:
         alpha, beta = as_float_array(lb_curve.alpha), as_float_array(lb_curve.beta)
         keep = np.isfinite(alpha) & np.isfinite(beta) & (alpha >= floor)

@@ -15,41 +15,53 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any
 
 from audit.kind_table import kind_records
-
-if TYPE_CHECKING:  # the annotation only: --help reads the records without the outcome's types
-    from audit.stats.outcome import Outcome
 
 
 @dataclass(frozen=True, kw_only=True)
 class Presentation:
-    """How a report of one kind is drawn.
+    """How a report of one kind is drawn: what the kind hands the reports (each function named as
+    ``module:function``, imported when a report is drawn).
 
     Attributes:
         headline: File name of the figure the report opens with; None: the first figure the runner
             listed in the outcome's ``figures``.
-        sentences: ``module:function`` of the kind's opening sentences, ``function(outcome) -> list[str]``
-            of the run's :class:`audit.stats.outcome.Outcome`; None: those of a claim audit
-            (:func:`reports.summary.headline_sentences`).
+        sentences: The kind's opening sentences, ``function(outcome) -> list[str]`` of the run's
+            :class:`audit.stats.outcome.Outcome`; None: those of a claim audit
+            (:func:`reports.summary.claim_sentences`).
         tables_lead: True when the first of the runner's ``tables`` is the compact table shown under the
             headline (not repeated below it); False: the table of attacks is built from ``attacks``.
+        game: How the audit played its game in a few words, ``function(outcome) -> str``, in a claim audit's
+            first sentence; None: "its audit game".
+        figures: The kind's own figures drawn from its block, ``function(run_dir, outcome) -> list[dict]``
+            (each ``path``, ``title``, ``caption``), after the ROC and tradeoff figures; None: none.
+        sections: The kind's own sections, shown open first under the headline,
+            ``function(outcome) -> list[tuple[str, list[str]]]`` (title, paragraphs); None: none.
     """
 
     headline: str | None = "tradeoff.png"
     sentences: str | None = None
     tables_lead: bool = False
+    game: str | None = None
+    figures: str | None = None
+    sections: str | None = None
 
-    def sentence_function(self) -> Callable[[Outcome], list[str]] | None:
-        """The function named by :attr:`sentences` (imported now), or None.
+    def function(self, what: str) -> Callable[..., Any] | None:
+        """The function named by the field ``what`` (``sentences``, ``game``, ``figures``, ``sections``),
+        imported now, or None where the field names none.
+
+        Args:
+            what: the field's name.
 
         Returns:
             The function, or None.
         """
-        if self.sentences is None:
+        name = getattr(self, what)
+        if name is None:
             return None
-        module, _, attribute = self.sentences.partition(":")
+        module, _, attribute = name.partition(":")
         return getattr(importlib.import_module(module), attribute)
 
 

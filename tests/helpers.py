@@ -107,6 +107,10 @@ ENVELOPE = {"schema_version": 4, "kind": "dp", "target": "t", "seed": 0, "create
 def typed_outcome(results: dict):
     """The typed outcome (:class:`audit.stats.outcome.Outcome`) of a hand-built results dict, its envelope
     completed from :data:`ENVELOPE` (not validated: unit tests build only the blocks they test)."""
+    from audit.results_file import detail_block
     from audit.stats.outcome import Outcome
 
-    return Outcome.from_dict(ENVELOPE | results)
+    data = ENVELOPE | results
+    detail = detail_block(data["kind"])  # the kind's block, as the loader reads it, unless its required keys lack
+    typed = detail is not None and (not detail.required_keys() or set(detail.keys()) & set(data))
+    return Outcome.from_dict(data, detail=detail if typed else None)

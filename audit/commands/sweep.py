@@ -57,7 +57,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 RUN_KIND = RunKind(name="sweep", command="sweep dp", options="audit.dp.options:SweepOptions",
                    run="audit.dp.sweep:run_sweep", summary="audit.dp.sweep:sweep_summary",
                    register=register,
-                   report=Presentation(headline="epsilon.png", sentences="reports.summary:sweep_sentences",
+                   report=Presentation(headline="epsilon.png", sentences="audit.dp.report:sweep_sentences",
+                                       figures="audit.dp.report:sweep_figures",
                                        tables_lead=True),
-                   results={"required": ["sweep", "rows", "family", "tables"],
+                   detail="audit.dp.detail:SweepDetail",
+                   results={"required": ["family", "tables"],
                             "properties": {"family": {"required": ["size", "confidence"]}}})

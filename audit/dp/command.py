@@ -8,6 +8,7 @@ from audit.arguments import guess_form, non_negative_int, positive_int
 from audit.choices import DP_CANARIES, TEXT_CANARIES, THREATS
 from audit.kinds import CLAIM_AUDIT, RunKind
 from audit.run_parser import add_kind, dpsgd_start_options
+from reports.presentation import Presentation
 
 
 def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -65,7 +66,9 @@ def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser)
 
 RUN_KIND = RunKind(name="dp", command="run dp", options="audit.dp.options:DPOptions",
                    run="audit.dp.runner:run_dp", summary="audit.dp.runner:summary_lines",
-                   register=register, target_details=True, plugin_help=(
+                   register=register, target_details=True, detail="audit.dp.detail:DpDetail",
+                   report=Presentation(game="audit.dp.report:game_phrase", sections="audit.dp.report:sections"),
+                   plugin_help=(
                        "your own code, a trainer plugin. Defaults: black-box with the crafted input canary, 200 "
                        "runs;",
                        "--threat updates (Opacus or a loop with the audit hooks): Dirac gradient canary, 1000 runs; "

@@ -169,7 +169,7 @@ def summary_lines(run_dir: Path, outcome: Outcome) -> list[str]:
         The lines.
     """
     theory = outcome.epsilon_theory
-    lines = check_lines(outcome.config_check.to_dict()) if outcome.config_check else []
+    lines = check_lines(outcome.detail.config_check.to_dict()) if outcome.detail.config_check else []
     if outcome.game and outcome.game.trainings_text:
         lines += plugin_one_run_summary(outcome)
     lines += [f"report:    {run_dir / 'report.html'}",
@@ -180,14 +180,14 @@ def summary_lines(run_dir: Path, outcome: Outcome) -> list[str]:
         what = (f"epsilon >= {eps:.3f}" if eps is not None else
                 f"mu >= {(b.details or {})['mu_lb']:.3f} (no epsilon at delta 0)")
         lines.append(f"bound:     {b.method:<18} {what} ({b.statement})")
-    one = outcome.one_run
+    one = outcome.detail.one_run
     if one:
         expected = one.expected_perfect.mean if one.expected_perfect else float("nan")
         lines.append(f"one run:   {one.canaries} {outcome.game.canary_kind if outcome.game else None} canaries in "
                      f"one training, {one.k_pos} 'in' and {one.k_neg} 'out' guesses, {one.correct} right; "
                      f"perfect-attack expectation epsilon >= {expected:.3f} with this M; "
                      f"ceiling (every guess right) {one.ceiling:.3f}")
-    if outcome.last_iterate is not None:
-        lines.append(outcome.last_iterate.console_line())
+    if outcome.judged.last_iterate is not None:
+        lines.append(outcome.judged.last_iterate.console_line())
     lines.append(f"verdict:   {outcome.verdict.status}: {outcome.verdict.text}")
-    return lines + reproducibility_lines(outcome.reproducible, outcome.reproducibility_note)
+    return lines + reproducibility_lines(outcome.audited.reproducible, outcome.audited.reproducibility_note)

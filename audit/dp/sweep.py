@@ -7,12 +7,13 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+from audit.dp.detail import SweepDetail
 from audit.dp.options import DPOptions, SweepOptions
 from audit.dp.runner import PlayOptions, play
 from audit.dp.setup import build_setup
 from audit.results_header import ResultsHeader
 from audit.run_context import RunContext
-from audit.stats.outcome import Outcome
+from audit.stats.outcome import Outcome, SweepPoint, SweepRow
 from audit.stats.verdict import Family
 from audit.target_defaults import target_use
 from audit.theory.checks import check_confidence
@@ -54,7 +55,7 @@ def sweep_rows(opts: SweepOptions, sub_out: Path) -> list[dict]:
             run_dir, res = play(setup, runs, opts.seed, confidence, PlayOptions(
                 out=sub_out, quiet=opts.quiet, config_extra={"options": asdict(run_opts)}, write_report=False,
                 run_name=f"{threat}-epsilon-{eps:g}"))
-            est, valid = res.best_estimate, res.best_lower_bound
+            est, valid = res.judged.best_estimate, res.best_lower_bound
             rows.append({"target": opts.target, "series": threat, "threat": threat, "canary": canary,
                          "epsilon_claimed": eps, "epsilon_theory": res.epsilon_theory,
                          "epsilon_lb": float(est.epsilon) if est else 0.0, "method": est.method if est else None,
@@ -95,7 +96,7 @@ def _sweep(ctx: RunContext, opts: SweepOptions, family: Family) -> Outcome:
     header = ResultsHeader(description=f"epsilon sweep of run dp on {opts.target}", delta=opts.delta,
                            confidence=opts.confidence).to_dict()
     results = header | {
-        "family": {"size": family.size, "confidence": family.confidence}, "epsilon_theory": None, "sweep": plotted,
+        "family": {"size": family.size, "confidence": family.confidence}, "epsilon_theory": None,
         "verdict": verdict,
         "lower_bounds": [], "best_lower_bound": None,
         "tables": [{"title": "Sweep", "columns": ["threat", "canary", "epsilon theory", "largest figure", "its method",
@@ -109,7 +110,8 @@ def _sweep(ctx: RunContext, opts: SweepOptions, family: Family) -> Outcome:
                                "best valid lb: the audit's best bound that competed for its verdict; audit verdict: "
                                "that audit's own verdict, which also counts a rejection of the claim's tradeoff "
                                "curve (a violation even when every epsilon bound lies below the claim)."}],
-        "rows": rows,
+        "detail": SweepDetail(sweep=tuple(SweepPoint.from_dict(p, strict=True) for p in plotted),
+                              rows=tuple(SweepRow.from_dict(r, strict=True) for r in rows)),
     }
     return ctx.finish(results, {"command": "sweep dp", "options": asdict(opts)})
 
@@ -145,9 +147,9 @@ def sweep_summary(run_dir: Path, outcome: Outcome) -> list[str]:
         The lines.
     """
     lines = [f"report:    {run_dir / 'report.html'}"]
-    for r in outcome.rows or ():
+    for r in outcome.detail.rows or ():
         lines.append(f"{r.threat:<10} eps_theory {r.epsilon_theory:.3f}  largest {r.epsilon_lb:.3f} "
                      f"({r.method}), best valid {r.epsilon_lb_valid:.3f} ({r.valid_method}), "
-                     f"{r.verdict}, {r.runs} runs, {outcome.timing[audit_timing_key(r.run_dir)]:.1f} s")
+                     f"{r.verdict}, {r.runs} runs, {outcome.stamp.timing[audit_timing_key(r.run_dir)]:.1f} s")
     lines.append(f"verdict:   {outcome.verdict.status}: {outcome.verdict.text}")
     return lines

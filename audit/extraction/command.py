@@ -31,9 +31,10 @@ def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser)
 RUN_KIND = RunKind(name="extraction", command="run extraction", options="audit.extraction.runner:ExtractionOptions",
                    run="audit.extraction.runner:run_extraction", summary="audit.extraction.runner:summary_lines",
                    register=register,
-                   report=Presentation(headline="extraction.png", sentences="reports.summary:extraction_sentences",
-                                       tables_lead=True),
+                   report=Presentation(headline="extraction.png", sentences="audit.extraction.report:sentences",
+                                       figures="audit.extraction.report:figures", tables_lead=True),
                    plugin_help=(
                        "your own training code, a trainer plugin; stolen through predict_proba assuming a logistic "
                        "regression (no parameter error: your parameters are not visible)",),
-                   results={"required": ["extraction", "tables", "model", "params"]})
+                   detail="audit.extraction.detail:ExtractionDetail",
+                   results={"required": ["tables", "model", "params"]})

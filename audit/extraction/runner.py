@@ -32,6 +32,7 @@ from attacks.extraction import (
     rounded_extraction,
 )
 from audit.errors import UserError
+from audit.extraction.detail import ExtractionDetail
 from audit.extraction.measures import N_UNIFORM, Domain, measure, post_processing, query_domain
 from audit.extraction.plugins.blackbox import extraction_victim
 from audit.extraction.presentation import attacks_table, extraction_verdict, post_processing_table, rounded_table
@@ -39,7 +40,7 @@ from audit.extraction.victim import Victim, dperm_victim, linear_target, trained
 from audit.results_header import ResultsHeader, no_bounds
 from audit.run_context import RunContext
 from audit.run_options import CommonRunOptions
-from audit.stats.outcome import Outcome
+from audit.stats.outcome import Extraction, Outcome
 from audit.theory.checks import check_confidence
 from targets.catalogue import dperm_release, resolve
 from targets.registry import TrainedTarget
@@ -193,7 +194,8 @@ def extraction_results(opts: ExtractionOptions, victim: Victim, domain: Domain, 
         description=victim.description, dataset=victim.dataset.name, dataset_source=victim.dataset.source,
         model=model_info, neighbouring=victim.neighbouring, delta=victim.delta, confidence=opts.confidence,
         epsilon_theory=victim.epsilon_theory, accountant=victim.accountant, params=victim.params).to_dict()
-    return header | no_bounds() | {"verdict": extraction_verdict(victim, extraction), "extraction": extraction,
+    detail = ExtractionDetail(extraction=Extraction.from_dict(extraction, strict=True))
+    return header | no_bounds() | {"verdict": extraction_verdict(victim, extraction), "detail": detail,
                                    "tables": tables, "quick": opts.quick}
 
 
@@ -207,7 +209,7 @@ def summary_lines(run_dir: Path, outcome: Outcome) -> list[str]:
     Returns:
         The lines.
     """
-    e = outcome.extraction
+    e = outcome.detail.extraction
     lines = [f"report:     {run_dir / 'report.html'}"]
     for r in e.methods:
         if r.failed is not None:

@@ -41,10 +41,11 @@ def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser)
 RUN_KIND = RunKind(name="inversion", command="run inversion", options="audit.inversion.runner:InversionOptions",
                    run="audit.inversion.runner:run_inversion", summary="audit.inversion.runner:summary_lines",
                    register=register,
-                   report=Presentation(headline=None, sentences="reports.summary:inversion_sentences",
+                   report=Presentation(headline=None, sentences="audit.inversion.presentation:sentences",
                                        tables_lead=True),
                    plugin_help=(
                        "your own training code, a trainer plugin; only predict_proba is seen, so MI-FACE runs "
                        "black-box (finite differences) against a reference model your train fits to the "
                        "non-members",),
-                   results={"required": ["inversion", "figures", "tables", "model", "params"]})
+                   detail="audit.inversion.detail:InversionDetail",
+                   results={"required": ["figures", "tables", "model", "params"]})

@@ -9,7 +9,10 @@ from pathlib import Path
 import numpy as np
 
 from audit.inversion.measures import Yardstick
+from audit.stats.outcome import Outcome
+from reports.formatting import format_percent, format_value
 from reports.inversion_plots import image_grid
+from reports.summary import claim_sentences
 
 GRID_PNG = "inversion_grid.png"
 
@@ -100,3 +103,28 @@ def inversion_verdict(inversion: dict, n_classes: int, has_claim: bool) -> dict:
                     + ("differential privacy does not promise to hide; DP bounds only the member-specific gap"
                        if has_claim else "a model trained on the same distribution without the members "
                                          "recovers too; only the member gap is about privacy")}
+
+
+def sentences(outcome: Outcome) -> list[str]:
+    """The opening sentences of an inversion audit's report (its kind's presentation), from its block
+    (:class:`audit.inversion.detail.InversionDetail`).
+
+    Args:
+        outcome: the run's outcome.
+
+    Returns:
+        The sentences.
+    """
+    if outcome.detail is None:  # an outcome built without its block: a claim audit's sentences
+        return claim_sentences(outcome)
+    inv = outcome.detail.inversion
+    who = f"{outcome.target} ({outcome.audited.target_description})"
+    access = "white-box and black-box" if inv.black_box is not None else (outcome.audited.model or {}).get("access", "")
+    return [f"What was audited: MI-FACE model inversion of every class of {who}, {access}, "
+            f"against a reference model trained on the same distribution without the members.",
+            f"What was found: an independent classifier recognises {format_percent(inv.eval_accuracy)} of the "
+            f"target's reconstructions (reference model {format_percent(inv.reference.get('eval_accuracy'))}, chance "
+            f"{format_percent(inv.chance_accuracy)}); the member gap in MSE is "
+            f"{format_value(inv.member_gap.get('mse_gap'))} "
+            f"(standard error {format_value(inv.member_gap.get('mse_gap_standard_error'))}) — only this gap, not "
+            f"recognisable digits, is about privacy."]

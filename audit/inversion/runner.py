@@ -30,6 +30,7 @@ import numpy as np
 from attacks.inversion import MIFaceConfig
 from audit.choices import INVERSION_STARTS
 from audit.errors import UserError
+from audit.inversion.detail import InversionDetail
 from audit.inversion.measures import (
     RecordSplit,
     Yardstick,
@@ -47,7 +48,7 @@ from audit.inversion.target import InversionTarget, registry_inversion_target
 from audit.results_header import ADD_REMOVE_RECORD, ResultsHeader, accountant, no_bounds
 from audit.run_context import RunContext
 from audit.run_options import CommonRunOptions
-from audit.stats.outcome import Outcome
+from audit.stats.outcome import Inversion, Outcome
 from audit.theory.checks import check_confidence
 from targets.catalogue import resolve
 
@@ -177,8 +178,9 @@ def inversion_results(opts: InversionOptions, target: InversionTarget, split: Re
         epsilon_theory=claim.epsilon(target.delta) if claim is not None else None, accountant=accountant(claim),
         params=target.params).to_dict()
     return header | no_bounds() | {
-        "verdict": inversion_verdict(inversion, data.n_classes, claim is not None), "inversion": inversion,
-        "figures": figures, "tables": inversion_tables(inversion, access, data.n_classes), "quick": opts.quick}
+        "verdict": inversion_verdict(inversion, data.n_classes, claim is not None),
+        "detail": InversionDetail(inversion=Inversion.from_dict(inversion, strict=True)), "figures": figures,
+        "tables": inversion_tables(inversion, access, data.n_classes), "quick": opts.quick}
 
 
 def summary_lines(run_dir: Path, outcome: Outcome) -> list[str]:
@@ -191,7 +193,7 @@ def summary_lines(run_dir: Path, outcome: Outcome) -> list[str]:
     Returns:
         The lines.
     """
-    inv = outcome.inversion
+    inv = outcome.detail.inversion
     lines = [f"report:    {run_dir / 'report.html'}"]
     target = inv.to_dict()  # the target's figures: the block's own keys
     for name, f in (("target", target), ("reference", inv.reference), ("black-box", inv.black_box)):

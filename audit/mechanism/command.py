@@ -10,6 +10,7 @@ from audit.errors import UserError
 from audit.kinds import CLAIM_AUDIT, RunKind
 from audit.run_parser import add_kind
 from audit.stats.outcome import Outcome
+from reports.presentation import Presentation
 
 
 def execute(args: argparse.Namespace) -> Outcome:
@@ -33,7 +34,8 @@ def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser)
 
 RUN_KIND = RunKind(name="mechanism", command="run mechanism", options="audit.mechanism.runner:MechanismOptions",
                    run="audit.mechanism.runner:run_mechanism", summary="audit.mechanism.runner:summary_lines",
-                   register=register, target_noun="mechanism target", plugin_help=(
+                   register=register, target_noun="mechanism target",
+                   report=Presentation(game="audit.mechanism.report:game_phrase"), plugin_help=(
                        "your own mechanism, a mechanism plugin (its dict: kind 'mechanism', mechanism, neighbours, "
                        "claim); the test statistic is learned on 20,000 separate draws per world first",),
                    results={"allOf": [CLAIM_AUDIT, {

@@ -246,7 +246,7 @@ def summary_lines(run_dir: Path, outcome: Outcome) -> list[str]:
     pair_epsilon = game.pair_epsilon
     pair = "" if pair_epsilon is None else f"; the pair itself allows {float(pair_epsilon):.4f}"
     lines = [f"theory:    epsilon = {outcome.epsilon_theory:.4f} at delta = {outcome.delta:g} "
-             f"({outcome.accountant}){pair}"]
+             f"({outcome.audited.accountant}){pair}"]
     for bound in outcome.lower_bounds:
         d = bound.details or {}
         if bound.method == "gdp":  # details hold infinities as results.json does ("inf"): read through float
@@ -265,7 +265,7 @@ def summary_lines(run_dir: Path, outcome: Outcome) -> list[str]:
                      f"{d['fp']}/{d['n_neg']}, FNR {d['fn']}/{d['n_pos']} of {game.draws_per_world} draws "
                      f"per world, {d['strategy']})")
     lines.append(f"verdict:   {outcome.verdict.status}: {outcome.verdict.text}")
-    lines += reproducibility_lines(outcome.reproducible, outcome.reproducibility_note)
+    lines += reproducibility_lines(outcome.audited.reproducible, outcome.audited.reproducibility_note)
     lines.append(f"report:    {run_dir / 'report.html'}")
     if outcome.best_lower_bound is None:
         lines.insert(1, "empirical: no valid lower bound")

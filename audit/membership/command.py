@@ -10,6 +10,7 @@ from audit.choices import DEFAULT_MEMBERSHIP_CANARY, MEMBERSHIP_CANARIES, NONPRI
 from audit.errors import UserError
 from audit.kinds import CLAIM_AUDIT, RunKind
 from audit.run_parser import add_kind
+from reports.presentation import Presentation
 
 
 def _attacks(text: str) -> tuple[str, ...]:
@@ -68,12 +69,13 @@ def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser)
 
 RUN_KIND = RunKind(name="membership", command="run membership", options="audit.membership.runner:MembershipOptions",
                    run="audit.membership.runner:run_membership", summary="audit.membership.runner:summary_lines",
-                   register=register, applies_to="audit.membership.texts:takes_lm_target", plugin_help=(
+                   register=register, applies_to="audit.membership.texts:takes_lm_target",
+                   detail="audit.membership.detail:MembershipDetail",
+                   report=Presentation(sentences="audit.membership.report:sentences",
+                                       game="audit.membership.report:game_phrase"),
+                   plugin_help=(
                        "your own training code, a trainer plugin; trained on up to 1,000 rows of its dataset, game "
                        "defaults for plugins: 500 canaries, 2 shadow and 4 reference models (not 6000/2/4); or a "
                        "trained model ({'kind': 'model'}) or language model ({'kind': 'lm'}), audited on its own "
                        "members and non-members, an LM's texts after the text blind split check",),
-                   results={"allOf": [CLAIM_AUDIT, {
-                       "required": ["primary_attack", "model", "dataset"],
-                       "properties": {"trained_lm": {"required": ["spec", "n_members", "n_nonmembers",
-                                                                  "membership"]}}}]})
+                   results={"allOf": [CLAIM_AUDIT, {"required": ["primary_attack", "model", "dataset"]}]})

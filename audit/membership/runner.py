@@ -366,14 +366,14 @@ def summary_lines(run_dir: Path, outcome: Outcome) -> list[str]:
     Returns:
         The lines.
     """
-    if outcome.split_check is not None:
+    if outcome.detail.split_check is not None:
         return trained_summary_lines(run_dir, outcome)
     theory = outcome.epsilon_theory
-    p = outcome.params or {}
+    p = outcome.audited.params or {}
     if theory is None:
         line1 = "theory:    none (non-private target)"
     elif "noise_multiplier" not in p:  # a plugin's claim
-        line1 = f"theory:    epsilon = {theory:.3f} at delta = {outcome.delta:g} ({outcome.accountant})"
+        line1 = f"theory:    epsilon = {theory:.3f} at delta = {outcome.delta:g} ({outcome.audited.accountant})"
     else:
         line1 = (f"theory:    epsilon = {theory:.3f} at delta = {outcome.delta:g} "
                  f"(PLD accountant; sigma = {p['noise_multiplier']:.3f}, q = {p['sample_rate']:.4f}, T = {p['steps']})")
@@ -382,7 +382,7 @@ def summary_lines(run_dir: Path, outcome: Outcome) -> list[str]:
         line2 = "empirical: no valid lower bound"
     else:
         d = best.details or {}
-        ceiling = outcome.ceiling.epsilon if outcome.ceiling else None
+        ceiling = outcome.judged.ceiling.epsilon if outcome.judged.ceiling else None
         line2 = (f"empirical: epsilon >= {best.epsilon:.3f} ({best.method} bound, primary attack "
                  f"{best.attack}, {percent(best.family_confidence)} confidence, "
                  f"{d['v']}/{d.get('r', d.get('k'))} correct guesses on {best.n} canaries; ceiling (every "
@@ -390,5 +390,5 @@ def summary_lines(run_dir: Path, outcome: Outcome) -> list[str]:
     parts = [f"{name} AUC {a.auc:.3f}, TPR@1%FPR {a.tpr_at_fpr['0.01']:.3f}, "
              f"TPR@0.1%FPR {a.tpr_at_fpr['0.001']:.3f}" for name, a in (outcome.attacks or {}).items()]
     line3 = "attacks:   " + "; ".join(parts)
-    reference = [outcome.last_iterate.console_line()] if outcome.last_iterate is not None else []
+    reference = [outcome.judged.last_iterate.console_line()] if outcome.judged.last_iterate is not None else []
     return [f"report:    {run_dir / 'report.html'}", line1, line2, *reference, line3]

@@ -29,6 +29,7 @@ from tqdm.auto import tqdm
 from attacks.lm_membership import TextInputs, run_text_attacks
 from attacks.names import ATTACK_SPECS, ATTACKS, TEXT_ATTACKS
 from audit.errors import UserError
+from audit.membership.detail import MembershipDetail
 from audit.membership.options import MembershipOptions
 from audit.membership.trained import TRAINED_REFERENCES
 from audit.membership.trained_results import (
@@ -218,8 +219,8 @@ def text_results(opts: MembershipOptions, lm: TrainedLM, found: TrainedFindings)
                 fine_tuned_in_run=lm.prepare is not None,
                 records=f"the {len(lm.members)} member and {len(lm.nonmembers)} non-member texts ({lm.source})",
                 reference_models=references)
-    return header | judged | {
-        "epsilon_bound": EpsilonBound(allowed=allowed, reason=why), "attacks": attacks_out,
-        "attacks_not_run": found.skipped, "tables": trained_tables(attacks_out, split),
-        "split_check": split.to_dict(), "trained_lm": lm.to_dict(), "game": game,
-        "meaning": trained_meaning(lm, split, attacks_out, best, delta), "quick": opts.quick}
+    detail = MembershipDetail(epsilon_bound=EpsilonBound(allowed=allowed, reason=why),
+                              attacks_not_run=found.skipped, split_check=split, trained_lm=lm.to_dict(),
+                              meaning=trained_meaning(lm, split, attacks_out, best, delta))
+    return header | judged | {"attacks": attacks_out, "tables": trained_tables(attacks_out, split), "game": game,
+                              "detail": detail, "quick": opts.quick}

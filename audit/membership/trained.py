@@ -35,10 +35,12 @@ from attacks.membership import confidence_scores, loss_scores
 from attacks.names import ATTACKS, REFERENCE_ATTACKS, expand_attacks
 from attacks.rmia import A_GRID, choose_offline_a, label_probability, rmia_scores
 from audit.errors import UserError
+from audit.membership.detail import MembershipDetail
 from audit.membership.options import MembershipOptions
 from audit.membership.trained_results import Scored, TrainedFindings, attack_entry, trained_meaning, trained_tables
 from audit.results_header import ADD_REMOVE_RECORD, ResultsHeader, accountant
 from audit.run_context import RunContext
+from audit.stats.outcome import EpsilonBound
 from audit.stats.split_check import SplitCheck
 from audit.theory.last_iterate import last_iterate_reference
 from targets.datasets import Dataset
@@ -330,9 +332,9 @@ def record_results(opts: MembershipOptions, model: TrainedModel, q: TrainedQueri
             "membership": model.membership, "membership_note": model.membership_note,
             "reference_models": found.references, "reference_records": q.reference_records}
     reference = last_iterate_reference(model.params, delta, ADD_REMOVE_RECORD, model.claim)
+    detail = MembershipDetail(epsilon_bound=EpsilonBound(allowed=found.allowed, reason=found.why),
+                              attacks_not_run=found.skipped, split_check=split, trained_model=model.to_dict(),
+                              meaning=trained_meaning(model, split, attacks_out, best, delta))
     return header | judged | ({"last_iterate": reference} if reference else {}) | {
-        "epsilon_bound": {"allowed": found.allowed, "reason": found.why}, "attacks": attacks_out,
-        "attacks_not_run": found.skipped, "tables": trained_tables(attacks_out, split), "split_check": split.to_dict(),
-        "trained_model": model.to_dict(), "game": game,
-        "meaning": trained_meaning(model, split, attacks_out, best, delta),
+        "attacks": attacks_out, "tables": trained_tables(attacks_out, split), "game": game, "detail": detail,
         "quick": opts.quick}

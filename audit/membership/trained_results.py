@@ -192,7 +192,7 @@ def trained_summary_lines(run_dir: Path, outcome: Outcome) -> list[str]:
     Returns:
         The lines.
     """
-    split = outcome.split_check
+    split = outcome.detail.split_check
     lo, hi = split.blind_auc_ci
     head = (f"split:     blind AUC {split.blind_auc:.3f} [{lo:.3f}, {hi:.3f}] -> "
             + ("passed (consistent with a random split)" if split.passed else
@@ -202,9 +202,10 @@ def trained_summary_lines(run_dir: Path, outcome: Outcome) -> list[str]:
     best = outcome.best_lower_bound
     eps = outcome.epsilon_theory
     theory = ("theory:    no claim (the model states none)" if eps is None else
-              f"theory:    epsilon = {eps:.3f} at delta = {outcome.delta:g}; {outcome.accountant}")
+              f"theory:    epsilon = {eps:.3f} at delta = {outcome.delta:g}; {outcome.audited.accountant}")
     if best is None:
-        line2 = f"empirical: no epsilon bound ({outcome.epsilon_bound.reason if outcome.epsilon_bound else None})"
+        bound = outcome.detail.epsilon_bound
+        line2 = f"empirical: no epsilon bound ({bound.reason if bound else None})"
     else:
         d = best.details or {}
         line2 = (f"empirical: epsilon >= {best.epsilon:.3f} (one-run bound, attack {best.attack}, "
@@ -215,5 +216,5 @@ def trained_summary_lines(run_dir: Path, outcome: Outcome) -> list[str]:
     report = f"report:    {run_dir / 'report.html'}"
     return [head if not split.passed else report, report if not split.passed else head,
             f"records:   {game.members} members, {game.nonmembers} non-members; {game.reference_records}",
-            theory, line2, "attacks:   " + "; ".join(parts), f"meaning:   {outcome.meaning}",
+            theory, line2, "attacks:   " + "; ".join(parts), f"meaning:   {outcome.detail.meaning}",
             f"verdict:   {outcome.verdict.status}: {outcome.verdict.text}"]

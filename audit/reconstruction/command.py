@@ -47,6 +47,6 @@ RUN_KIND = RunKind(name="reconstruction", command="run reconstruction",
                    run="audit.reconstruction.runner:run_reconstruction",
                    summary="audit.reconstruction.runner:summary_lines", register=register,
                    report=Presentation(headline="reconstruction.png",
-                                       sentences="reports.summary:reconstruction_sentences", tables_lead=True),
-                   results={"required": ["reconstruction", "figures", "tables", "params",
-                                                     "verdict"]})
+                                       sentences="audit.reconstruction.report:sentences", tables_lead=True),
+                   detail="audit.reconstruction.detail:ReconstructionDetail",
+                   results={"required": ["figures", "tables", "params", "verdict"]})

@@ -18,12 +18,13 @@ import numpy as np
 
 from audit.errors import UserError
 from audit.executors import CachedExecutor
+from audit.reconstruction.detail import ReconstructionDetail
 from audit.reconstruction.dperm import dperm_games
 from audit.reconstruction.dpsgd import GamePlan, dpsgd_games
 from audit.reconstruction.game import bound_meaning, parse_candidate_counts, reconstruction_section, verdict
 from audit.run_context import RunContext
 from audit.run_options import CommonRunOptions
-from audit.stats.outcome import Outcome
+from audit.stats.outcome import Outcome, Reconstruction
 from audit.theory.checks import check_confidence
 from audit.theory.rero import rero_bound
 from reports.reconstruction_plots import rero_success_plot
@@ -115,7 +116,8 @@ def run_reconstruction(opts: ReconstructionOptions) -> tuple[Path, Outcome]:
             "accountant": claim.description if claim is not None else None, "params": params,
             "delta": params["delta"], "epsilon_theory": claim.epsilon(params["delta"]) if claim is not None else None,
             "lower_bounds": [], "best_lower_bound": None,
-            "verdict": verdict(section, claim), "reconstruction": section,
+            "verdict": verdict(section, claim),
+            "detail": ReconstructionDetail(reconstruction=Reconstruction.from_dict(section, strict=True)),
             "figures": [{"file": FIGURE, "title": "Reconstruction success against the ReRo bound",
                          "caption": f"{section['meaning']} Candidates: {info['candidates']}. Adversary sees: "
                                     f"{info['observation']}. Intervals: two-sided Clopper–Pearson, "
@@ -141,7 +143,7 @@ def summary_lines(run_dir: Path, outcome: Outcome) -> list[str]:
     Returns:
         The lines.
     """
-    sec = outcome.reconstruction
+    sec = outcome.detail.reconstruction
     lines = [f"report:    {run_dir / 'report.html'}", f"threat:    {sec.threat}; {sec.family}"]
     for p in sec.points:
         bound = "no claim" if p.rero_bound is None else f"ReRo bound {p.rero_bound:.3f}"

@@ -19,7 +19,7 @@ from typing import Any
 from audit.kind_table import kind_records
 from audit.run_context import SCHEMA_VERSION
 from audit.stats import outcome
-from audit.stats.blocks import META_FIELDS, Block
+from audit.stats.blocks import FLAT, META_FIELDS, Block
 
 __all__ = ["generated_schema", "schema_text", "block_schema"]
 
@@ -55,8 +55,6 @@ def _type_schema(hint: Any) -> dict:
     """The JSON Schema of a field's annotation (``None`` allowed where the annotation allows it)."""
     if hint is Any:
         return {}
-    if hint is Block:  # a block whose type the kind chooses (Outcome.detail): checked by the kind's part
-        return {"type": "object"}
     if hint in _SCALARS:
         return {"type": _SCALARS[hint]}
     if isinstance(hint, type) and issubclass(hint, Block):
@@ -87,26 +85,39 @@ def _field_schema(f: Any, hint: Any) -> dict:
     return schema
 
 
-def block_schema(block: type[Block]) -> dict:
-    """The definition of one block: an object with its named keys typed, the required ones listed."""
+def _properties(block: type[Block]) -> dict:
+    """The typed, described keys of a block, a :func:`audit.stats.blocks.flat` field's block's keys in its
+    place (a flat field whose type is chosen on reading, ``Outcome.detail``, is the kind's part)."""
     hints = typing.get_type_hints(block)
     described = _descriptions(block)
     properties = {}
     for f in fields(block):
         if f.name in META_FIELDS:
             continue
+        if f.metadata.get("shape") == FLAT:
+            properties |= _properties(f.metadata["block"]) if f.metadata["block"] is not None else {}
+            continue
         properties[f.name] = _field_schema(f, hints[f.name])
         if described.get(f.name):
             properties[f.name] = {"description": described[f.name]} | properties[f.name]
+    return properties
+
+
+def block_schema(block: type[Block]) -> dict:
+    """The definition of one block: an object with its named keys typed, the required ones listed."""
+    properties = _properties(block)
     doc = (block.__doc__ or "").strip().split("\n\n")[0]
     return {"type": "object", "description": " ".join(doc.split()), "required": list(block.required_keys()),
             "properties": properties}
 
 
 def _blocks() -> list[type[Block]]:
-    """The blocks of :mod:`audit.stats.outcome`, then each kind's own (``RunKind.detail``) and the blocks it
+    """The blocks of :mod:`audit.stats.outcome` (less the groups the outcome writes flat and the base of the
+    kinds' blocks, which name no key of their own), then each kind's own (``RunKind.detail``) and the blocks it
     holds."""
-    found = [getattr(outcome, name) for name in outcome.__all__]
+    grouped = {f.metadata["block"] for f in fields(outcome.Outcome) if f.metadata.get("shape") == FLAT}
+    found = [getattr(outcome, name) for name in outcome.__all__
+             if getattr(outcome, name) not in grouped | {outcome.Detail}]
     todo = [record.load("detail") for record in kind_records() if record.detail]
     while todo:
         block = todo.pop(0)
@@ -128,10 +139,16 @@ def _nested(hints: Any) -> list[type[Block]]:
 
 
 def _kind_part(record: Any) -> dict:
-    """What a kind requires: its record's ``results`` and, when it names a detail block, that block."""
+    """What a kind requires: its record's ``results`` and, when it names a detail block, that block's keys
+    (written beside the envelope's)."""
     parts = [record.results] if record.results else []
     if record.detail:
-        parts.append({"required": ["detail"], "properties": {"detail": _ref(record.load("detail"))}})
+        detail = record.load("detail")
+        clashes = outcome.Outcome.clashes(detail)
+        if clashes:
+            raise ValueError(f"the result block of kind {record.name!r} ({record.detail}) names keys of the envelope, "
+                             f"beside which its keys are written: {', '.join(clashes)}; rename them")
+        parts.append(_ref(detail))
     return parts[0] if len(parts) == 1 else {"allOf": parts}
 
 

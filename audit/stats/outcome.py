@@ -1,32 +1,34 @@
 """What an audit found, typed: the blocks of ``results.json`` as frozen, keyword-only dataclasses
-(:class:`audit.stats.blocks.Block`), from a bound to the whole run (:class:`Outcome`) and a comparison of
-runs (:class:`Comparison`). They are the one source of the file format: the schema
-``audit/schemas/results.schema.json`` is generated from them (:mod:`audit.schemas.generate`,
-``python -m audit schema``; a test checks the shipped file is that output).
+(:class:`audit.stats.blocks.Block`), from a bound to the whole run's envelope (:class:`Outcome`) and a
+comparison of runs (:class:`Comparison`). Each kind's own block (``Outcome.detail``) is declared in the kind's
+package and named on its record (``RunKind.detail``), built on :class:`Detail`; the blocks it holds that
+several kinds or layers share (:class:`OneRun`, :class:`ConfigCheck`, :class:`SplitCheck`, ...) are here. They
+are the one source of the file format: the schema ``audit/schemas/results.schema.json`` is generated from them
+(:mod:`audit.schemas.generate`, ``python -m audit schema``; a test checks the shipped file is that output).
 
-Each block's fields are the keys its schema definition names, typed, with the descriptions of its
-docstring; a field is required exactly where every file of that kind writes the key, and the open objects
-(a bound's ``details``, a run's ``params``, ``model``, ``host``, ``timing``) are ``Mapping`` fields. Every
-key a run writes is a named field (:class:`audit.stats.blocks.UnnamedKey` otherwise).
-:meth:`Block.to_dict` writes the object ``results.json`` holds, :meth:`Block.from_dict` reads it back
-(``audit.results_file`` validates a file against the schema first); a read and a write give the same bytes.
-The verdict, the roles of the bounds and the family's confidence split are those of
-:mod:`audit.stats.verdict` and :mod:`audit.stats.lower_bound` (``docs/references.md``).
+Each block's fields are the keys its schema definition names, typed, with the descriptions of its docstring; a
+field is required exactly where every file of that kind writes the key, and the open objects (a bound's
+``details``, a run's ``params``, ``model``, ``host``, ``timing``) are ``Mapping`` fields. Every key a run
+writes is a named field (:class:`audit.stats.blocks.UnnamedKey` otherwise). :meth:`Block.to_dict` writes the
+object ``results.json`` holds, :meth:`Block.from_dict` reads it back (``audit.results_file`` validates a file
+against the schema first); a read and a write give the same bytes. The verdict, the roles of the bounds and
+the family's confidence split are those of :mod:`audit.stats.verdict` and :mod:`audit.stats.lower_bound`
+(``docs/references.md``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Self
 
-from audit.stats.blocks import INTERVAL, LIST, MAP, Block, constrained, nested, number_or_inf
+from audit.stats.blocks import INTERVAL, LIST, MAP, Block, constrained, flat, nested, number_or_inf
 
 __all__ = [
     "Verdict", "Ceiling", "Curve", "Bound", "BestBound", "ErrorPoint", "Roc", "AttackMetrics", "Table",
     "Family", "SplitCheck", "Figure", "Game", "ExpectedPerfect", "LastIterate", "OneRun", "Finding", "ConfigCheck",
     "EpsilonBound", "Inversion", "ExtractionMethod", "Extraction", "ReconstructionPoint", "Reconstruction",
-    "SweepPoint", "SweepRow", "Outcome", "CompareRow", "Comparison",
+    "SweepPoint", "SweepRow", "Stamp", "Audited", "Judged", "Detail", "Outcome", "CompareRow", "Comparison",
 ]
 
 
@@ -806,114 +808,211 @@ class SweepRow(Block):
 
 
 @dataclass(frozen=True, kw_only=True)
+class Stamp(Block):
+    """When, where and how long a run ran: the keys :meth:`audit.run_context.RunContext.finish` stamps on
+    every run (written beside the outcome's own keys).
+
+    Attributes:
+        created: when (UTC).
+        host: the machine.
+        timing: seconds per stage.
+        volatile: the keys a rerun may change.
+    """
+
+    created: str = constrained({"pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}Z$"})
+    host: Mapping[str, Any] = constrained({"required": ["python", "platform"]})
+    timing: Mapping[str, float] = constrained({"required": ["total_s"]})
+    volatile: Sequence[str]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Audited(Block):
+    """What was audited: the target in words, its data, its model and parameters, the relation and the
+    accountant of its claim (:class:`audit.results_header.ResultsHeader`; written beside the outcome's own keys).
+
+    Attributes:
+        target_description: the target in words.
+        dataset: the dataset.
+        dataset_source: where the dataset came from.
+        model: the audited model.
+        params: the target's parameters.
+        neighbouring: the neighbouring relation.
+        accountant: the claim's accountant.
+        quick: whether the run used the ``--quick`` preset.
+        reproducible: whether a plugin gave the same first outputs twice from one seed.
+        reproducibility_note: that check in words.
+    """
+
+    target_description: str | None = None
+    dataset: str | None = None
+    dataset_source: str | None = None
+    model: Mapping[str, Any] | None = None
+    params: Mapping[str, Any] | None = None
+    neighbouring: str | None = None
+    accountant: str | None = None
+    quick: bool | None = None
+    reproducible: bool | None = None
+    reproducibility_note: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Judged(Block):
+    """What the judgement of the bounds gives beside the verdict and the bounds (:mod:`audit.stats.judgement`),
+    and the theory's reference for a training audited through its final model (written beside the outcome's
+    own keys).
+
+    Attributes:
+        ceiling: the ceiling.
+        tradeoff: the claim's tradeoff curve.
+        lower_bound_tradeoff: the best bound's tradeoff curve.
+        best_estimate: the best estimate (dp).
+        family: the verdict family.
+        last_iterate: the last-iterate heuristic of a DP-SGD training (a reference, not a bound).
+    """
+
+    ceiling: Ceiling | None = nested(Ceiling, optional=True)
+    tradeoff: Curve | None = nested(Curve, optional=True)
+    lower_bound_tradeoff: Curve | None = nested(Curve, optional=True)
+    best_estimate: Bound | None = nested(Bound, optional=True)
+    family: Family | None = nested(Family, optional=True)
+    last_iterate: LastIterate | None = nested(LastIterate, optional=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Detail(Block):
+    """The base of a kind's own result block (``RunKind.detail``, the outcome's ``detail``): what the reports
+    may ask of any kind's block, answered here for a block that holds none of it. A kind's block answers
+    what it holds; the reports never name a kind (``docs/contributing.md``).
+    """
+
+    def perfect_expectation(self) -> float | None:
+        """What a perfect attack expects to certify with the audit's design (None: the audit simulated none).
+
+        Returns:
+            The expected epsilon, or None.
+        """
+        return None
+
+    def accounting_check(self) -> ConfigCheck | None:
+        """The accounting check of the configuration the code runs, whose findings may decide the verdict and
+        whose configuration's epsilon the headline figure draws (None: the kind ran none).
+
+        Returns:
+            The check, or None.
+        """
+        return None
+
+    def blind_split(self) -> SplitCheck | None:
+        """The blind split check of a trained model's members and non-members, shown beside each attack's AUC
+        (None: the audit chose its members itself).
+
+        Returns:
+            The check, or None.
+        """
+        return None
+
+    def roc_band(self) -> bool:
+        """Whether the ROC figure draws the confidence band of its points (a game of few canaries).
+
+        Returns:
+            True to draw it.
+        """
+        return False
+
+
+@dataclass(frozen=True, kw_only=True)
 class Outcome(Block):
-    """A run's ``results.json``, every kind: the envelope, the claim and the bounds, the
-    verdict, and the kind's own blocks (None where the kind has none).
+    """A run's ``results.json``, every kind: the envelope (identity and stamp, what was audited, the claim
+    and the bounds, the judgement, the attacks and their game, the tables and figures) and the kind's own block
+    (``detail``). The file holds every key flat: the groups' keys (``stamp``, ``audited``, ``judged``) and
+    the detail's beside the envelope's own (:func:`audit.stats.blocks.flat`).
 
     Attributes:
         schema_version: the format's version.
         kind: the run kind.
         target: the audited target.
         seed: the run's seed.
-        created: when (UTC).
-        host: the machine.
-        timing: seconds per stage.
-        volatile: the keys a rerun may change.
+        stamp: when, where and how long it ran (``created``, ``host``, ``timing``, ``volatile``).
+        audited: what was audited (``target_description``, ``dataset``, ``params``, ...).
         verdict: the verdict.
         lower_bounds: every bound.
         best_lower_bound: the best valid bound of the verdict's family.
         epsilon_theory: the claim's epsilon at ``delta`` (None without a claim).
         delta: the delta the epsilons are read at.
         confidence: the verdict family's confidence.
-        target_description: the target in words.
-        dataset: the dataset.
-        model: the audited model.
-        params: the target's parameters.
-        neighbouring: the neighbouring relation.
-        accountant: the claim's accountant.
+        judged: the ceiling, the tradeoff curves, the best estimate, the family, the last-iterate reference.
         primary_attack: the attack whose bound decides the verdict.
         attacks: each attack's figures.
-        ceiling: the ceiling.
-        last_iterate: the last-iterate heuristic of a DP-SGD training (a reference, not a bound).
-        tradeoff: the claim's tradeoff curve.
-        lower_bound_tradeoff: the best bound's tradeoff curve.
-        best_estimate: the best estimate (dp).
         game: the game.
         tables: the runner's tables.
         figures: the runner's figures.
-        family: the verdict family.
-        split_check: a trained model's split check.
-        epsilon_bound: whether a trained model's audit may bound epsilon.
-        meaning: what a trained model's audit found, in words.
-        trained_lm: a language model's membership audit: the target as audited (``TrainedLM.to_dict``).
-        one_run: a one-run dp audit.
-        config_check: a dp accounting check.
-        inversion: an inversion audit.
-        extraction: an extraction audit.
-        reconstruction: a reconstruction audit.
-        sweep: a sweep's points.
-        rows: a sweep's audited targets.
-        quick: whether the run used the ``--quick`` preset.
-        dataset_source: where the dataset came from.
-        trained_model: a trained model's own description (membership of a model that exists).
-        attacks_not_run: the attacks left out, and why (a trained model).
-        reproducible: whether a plugin gave the same first outputs twice from one seed.
-        reproducibility_note: that check in words.
-        threat_coverage: which mistakes each threat and the accounting check can catch (a plugin's one-run dp).
-        detail: the kind's own result block, of the type its record names (``RunKind.detail``; read by
-            :func:`audit.results_file.outcome_of`): a kind added since keeps its results here.
+        detail: the kind's own result block, of the type its record names (``RunKind.detail``; its keys are
+            written beside the envelope's, and :func:`audit.results_file.outcome_of` reads them into it by
+            ``kind``); None for a kind that names none.
     """
 
     schema_version: int
     kind: str
     target: str
     seed: int
-    created: str = constrained({"pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}Z$"})
-    host: Mapping[str, Any] = constrained({"required": ["python", "platform"]})
-    timing: Mapping[str, float] = constrained({"required": ["total_s"]})
-    volatile: Sequence[str]
+    stamp: Stamp = flat(Stamp)
+    audited: Audited = flat(Audited)
     verdict: Verdict = nested(Verdict)
     lower_bounds: tuple[Bound, ...] = nested(Bound, LIST)
     best_lower_bound: BestBound | None = nested(BestBound)
     epsilon_theory: float | None = number_or_inf()
     delta: float | None
     confidence: float
-    target_description: str | None = None
-    dataset: str | None = None
-    model: Mapping[str, Any] | None = None
-    params: Mapping[str, Any] | None = None
-    neighbouring: str | None = None
-    accountant: str | None = None
+    judged: Judged = flat(Judged)
     primary_attack: str | None = None
     attacks: Mapping[str, AttackMetrics] | None = nested(AttackMetrics, MAP, optional=True)
-    ceiling: Ceiling | None = nested(Ceiling, optional=True)
-    last_iterate: LastIterate | None = nested(LastIterate, optional=True)
-    tradeoff: Curve | None = nested(Curve, optional=True)
-    lower_bound_tradeoff: Curve | None = nested(Curve, optional=True)
-    best_estimate: Bound | None = nested(Bound, optional=True)
     game: Game | None = nested(Game, optional=True)
     tables: tuple[Table, ...] | None = nested(Table, LIST, optional=True)
     figures: tuple[Figure, ...] | None = nested(Figure, LIST, optional=True)
-    family: Family | None = nested(Family, optional=True)
-    split_check: SplitCheck | None = nested(SplitCheck, optional=True)
-    epsilon_bound: EpsilonBound | None = nested(EpsilonBound, optional=True)
-    meaning: str | None = None
-    trained_lm: Mapping[str, Any] | None = None
-    one_run: OneRun | None = nested(OneRun, optional=True)
-    config_check: ConfigCheck | None = nested(ConfigCheck, optional=True)
-    inversion: Inversion | None = nested(Inversion, optional=True)
-    extraction: Extraction | None = nested(Extraction, optional=True)
-    reconstruction: Reconstruction | None = nested(Reconstruction, optional=True)
-    sweep: tuple[SweepPoint, ...] | None = nested(SweepPoint, LIST, optional=True)
-    rows: tuple[SweepRow, ...] | None = nested(SweepRow, LIST, optional=True)
-    quick: bool | None = None
-    dataset_source: str | None = None
-    trained_model: Mapping[str, Any] | None = None
-    attacks_not_run: Mapping[str, Any] | None = None
-    reproducible: bool | None = None
-    reproducibility_note: str | None = None
-    threat_coverage: Sequence[Mapping[str, Any]] | None = None
-    detail: Block | None = None
+    detail: Block | None = flat(None, optional=True)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, strict: bool = False, detail: type[Block] | None = None) -> Self:
+        """The outcome of a results object; ``detail`` is the type of its kind's own block, whose keys are read
+        from beside the envelope's (None: the kind names none).
+
+        Args:
+            data: the object.
+            strict: refuse a key no field names (:meth:`Block.from_dict`).
+            detail: the kind's block type (:attr:`audit.kinds.RunKind.detail`).
+
+        Returns:
+            The outcome.
+        """
+        own = set(detail.keys()) if detail is not None else set()
+        outcome = super().from_dict({k: v for k, v in data.items() if k not in own}, strict=strict)
+        if detail is None:
+            return outcome
+        return replace(outcome, detail=detail.from_dict({k: v for k, v in data.items() if k in own}, strict=strict))
+
+    @classmethod
+    def clashes(cls, detail: type[Block]) -> tuple[str, ...]:
+        """The keys of a kind's block that are also the envelope's: its keys are written beside the envelope's,
+        so a kind's block may name none of them (the schema's generation refuses one that does).
+
+        Args:
+            detail: the kind's block type.
+
+        Returns:
+            The shared keys, in the block's field order (empty: none).
+        """
+        envelope = set(cls.keys())
+        return tuple(key for key in detail.keys() if key in envelope)
+
+    @property
+    def kind_detail(self) -> Detail:
+        """The kind's block as the reports ask it (:class:`Detail`): the block itself where it is one, else a
+        block that answers nothing.
+
+        Returns:
+            The block.
+        """
+        return self.detail if isinstance(self.detail, Detail) else Detail()
 
     def claim_rejecting_bound(self) -> Bound | None:
         """The first bound whose test rejected the claim's own tradeoff curve (``details.claim_rejected``).

@@ -18,7 +18,8 @@ def _trained_results(epsilon_theory: float | None):
             "details": {"v": 88, "r": 120}, "method": "one-run", "confidence": 0.95, "valid": True, "role": "verdict",
             "statement": "epsilon >= 0.457"}
     status = "no-claim" if epsilon_theory is None else "violation"
-    return typed_outcome({"split_check": {"blind_auc": 0.512, "blind_auc_ci": [0.438, 0.587], "passed": True},
+    return typed_outcome({"kind": "membership",
+            "split_check": {"blind_auc": 0.512, "blind_auc_ci": [0.438, 0.587], "passed": True},
             "game": {"members": 274, "nonmembers": 326, "reference_records": "2 reference models"},
             "best_lower_bound": best, "epsilon_theory": epsilon_theory, "delta": 1e-5,
             "accountant": "(0.1, 1e-05)-DP, add/remove neighbours", "meaning": "…",

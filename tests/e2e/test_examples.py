@@ -36,7 +36,7 @@ def test_opendp_laplace_example(tmp_path):
     results = assert_private(example.mechanism, runs=1000, out=tmp_path / "ok")
     assert results.target == "opendp_laplace_sum" and results.delta == 0.0
     assert results.epsilon_theory == pytest.approx(1.0, abs=1e-6)  # OpenDP's own map, float-rounding included
-    assert results.reproducible is False  # OpenDP's secure sampler takes no seed
+    assert results.audited.reproducible is False  # OpenDP's secure sampler takes no seed
     assert "opendp" in _config(tmp_path / "ok")["plugin"]["packages"]
     with pytest.raises(AssertionError, match="exceeds the claimed epsilon 0.100"):
         assert_private(lambda: example.mechanism(claimed_epsilon=0.1), runs=1000, out=tmp_path / "wrong")
@@ -51,5 +51,5 @@ def test_diffprivlib_model_example(tmp_path):
     example = load_example("diffprivlib_model")
     results = assert_private(example.trainer, attack="black-box/crafted", runs=40, out=tmp_path)
     assert results.target == "diffprivlib_logreg" and results.delta == 0.0
-    assert results.reproducible is True and results.params["rng"] == "random_state"
+    assert results.audited.reproducible is True and results.audited.params["rng"] == "random_state"
     assert "diffprivlib" in _config(tmp_path)["plugin"]["packages"]

@@ -110,7 +110,7 @@ def test_a_toy_kind_is_its_package_plus_one_line(tmp_path: Path) -> None:
                                                               "type": "integer"}
     (toy_part,) = [rule["then"] for rule in definitions["run"]["allOf"][1:]
                    if rule["if"]["properties"]["kind"]["const"] == "toy"]
-    assert toy_part == {"required": ["detail"], "properties": {"detail": {"$ref": "#/$defs/letters"}}}
+    assert toy_part == {"$ref": "#/$defs/letters"}  # its keys, written beside the envelope's
     catalogue = json.loads((copy / "audit" / "catalogue.json").read_text(encoding="utf-8"))["targets"]
     toy_targets = [name for name, use in catalogue.items() if "toy" in use["run_kinds"]]
     assert "laplace_count" in toy_targets
@@ -132,8 +132,8 @@ def test_a_toy_kind_is_its_package_plus_one_line(tmp_path: Path) -> None:
     (run_dir,) = [p for p in (tmp_path / "runs").iterdir() if p.is_dir() and p.name != "cache"]
     results = json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
     assert results["kind"] == "toy" and results["tables"][0]["rows"] == [["l"], ["a"], ["p"], ["l"]]
-    assert results["detail"] == {"letters": ["l", "a", "p", "l"], "length": 13}
-    del results["detail"]["length"]  # the regenerated schema checks the toy's block: typed, every key named
+    assert results["letters"] == ["l", "a", "p", "l"] and results["length"] == 13 and "detail" not in results
+    del results["length"]  # the regenerated schema checks the toy's block: typed, every key named
     (tmp_path / "broken.json").write_text(json.dumps(results), encoding="utf-8")
     typed = _python(copy, "-c", "import sys; from audit.results_file import load_outcome; "
                                 "print(type(load_outcome(sys.argv[1]).detail).__name__)", str(run_dir))
@@ -149,3 +149,15 @@ def test_a_toy_kind_is_its_package_plus_one_line(tmp_path: Path) -> None:
     assert _python(copy, "-m", "audit", "report", str(run_dir)).returncode == 0  # `report` finds the toy's look
     html = (run_dir / "report.html").read_text(encoding="utf-8")
     assert "What was audited: the name of laplace_count." in html and html.count("Letters") == 1
+
+
+def test_the_reports_name_no_kind() -> None:
+    """``reports/`` draws what a kind hands it (its presentation, the :class:`audit.stats.outcome.Detail` answers):
+    no kind's name in its code and no read of a kind's own block by field."""
+    names = [kind.name for kind in run_kinds()]
+    for path in sorted((ROOT / "reports").glob("*.py")):
+        code = path.read_text(encoding="utf-8")
+        assert not re.search(r"\.detail\.\w", code), f"{path.name} reads a kind's block by field"
+        assert not re.search(r"\bkind\s*(==|!=|in\b)", code), f"{path.name} branches on a kind"
+        named = [name for name in names if f'"{name}"' in code or f"'{name}'" in code]
+        assert not named, f"{path.name} names the kinds {named}"

@@ -11,11 +11,12 @@ from pathlib import Path
 import numpy as np
 from helpers import typed_outcome as typed
 
+from audit.dp.report import one_run_sentences
 from audit.stats.outcome import AttackMetrics
 from audit.theory.claims import ApproxDPClaim
 from reports import plots
 from reports.html import build_context, make_plots
-from reports.summary import CEILING_NAME, EXPECTATION_NAME, headline_sentences, one_run_sentences
+from reports.summary import CEILING_NAME, EXPECTATION_NAME, headline_sentences
 
 ALPHA = np.logspace(-5, 0, 41)
 

@@ -39,7 +39,7 @@ def _decode_png(data: bytes) -> np.ndarray:
 def test_render_writes_report_and_all_plots(membership_run: Path) -> None:
     path = render_report(membership_run)
     assert path == membership_run / "report.html"
-    for name in ("roc.png", "tradeoff.png", "epsilon.png"):
+    for name in ("roc.png", "tradeoff.png"):  # the fixture's sweep points (an older file's) are a sweep's only
         image = _decode_png((membership_run / name).read_bytes())
         assert image[..., :3].std() > 0.05, f"{name} looks blank"
     html = path.read_text(encoding="utf-8")
@@ -63,7 +63,7 @@ def test_render_writes_report_and_all_plots(membership_run: Path) -> None:
 def test_data_uris_decode_and_no_external_urls(membership_run: Path) -> None:
     html = render_report(membership_run).read_text(encoding="utf-8")
     uris = DATA_URI.findall(html)
-    assert len(uris) == 3
+    assert len(uris) == 2
     for encoded in uris:
         _decode_png(base64.b64decode(encoded, validate=True))
     without_images = DATA_URI.sub("", html)
@@ -71,7 +71,7 @@ def test_data_uris_decode_and_no_external_urls(membership_run: Path) -> None:
     assert "http://" not in lowered and "https://" not in lowered
     assert "<script" not in without_images.lower()
     values = re.findall(r"""\b(?:src|href|action|srcset|poster)\s*=\s*(["']?)([^"'\s>]*)""", html, re.IGNORECASE)
-    assert len(values) == 3 and all(v.startswith("data:image/png;base64,") for _, v in values), values
+    assert len(values) == 2 and all(v.startswith("data:image/png;base64,") for _, v in values), values
     assert "@import" not in html and "url(" not in without_images
 
 
@@ -95,7 +95,7 @@ def test_user_strings_are_escaped(membership_run: Path) -> None:
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert "&lt;b&gt;bold&lt;/b&gt;" in html
     assert html.lower().count("<script") == 0
-    assert html.count("<img ") == 3
+    assert html.count("<img ") == 2
 
 
 def test_render_is_deterministic(membership_run: Path, tmp_path: Path) -> None:
@@ -107,7 +107,7 @@ def test_render_is_deterministic(membership_run: Path, tmp_path: Path) -> None:
     second = {p.name: p.read_bytes() for p in other.iterdir() if p.suffix in (".png", ".html")}
     render_report(membership_run)  # re-render in place (overwrites)
     third = {p.name: p.read_bytes() for p in membership_run.iterdir() if p.suffix in (".png", ".html")}
-    assert set(first) == {"roc.png", "tradeoff.png", "epsilon.png", "report.html"}
+    assert set(first) == {"roc.png", "tradeoff.png", "report.html"}
     assert first == second == third
     for name, data in first.items():
         if name.endswith(".png"):
@@ -145,9 +145,10 @@ def test_tradeoff_without_attacks_makes_only_tradeoff_plot(membership_run: Path)
 
 def test_plot_functions_return_written_paths(tmp_path: Path) -> None:
     outcome = load_outcome(FIXTURE)
-    roc = plots.roc_plot(outcome.attacks, tmp_path / "a" / "roc.png", outcome.tradeoff)
+    roc = plots.roc_plot(outcome.attacks, tmp_path / "a" / "roc.png", outcome.judged.tradeoff)
     trade = plots.tradeoff_plot(outcome, tmp_path / "t.png")
-    eps = plots.epsilon_plot(outcome.sweep, tmp_path / "e.png")
+    points = [SweepPoint.from_dict(p) for p in read_json(FIXTURE / "results.json")["sweep"]]
+    eps = plots.epsilon_plot(points, tmp_path / "e.png")
     for path in (roc, trade, eps):
         assert path.exists()
         _decode_png(path.read_bytes())

@@ -10,11 +10,13 @@ from dataclasses import FrozenInstanceError
 
 import pytest
 
+from audit.kind_table import kind_records
 from audit.schemas.generate import block_schema
 from audit.stats import outcome as o
 from audit.stats.blocks import UnnamedKey
 
-BLOCKS = [getattr(o, name) for name in o.__all__]
+#: Every block of the format: the shared ones and each kind's own (``RunKind.detail``, in the kind's package).
+BLOCKS = [getattr(o, name) for name in o.__all__] + [r.load("detail") for r in kind_records() if r.detail]
 
 
 @pytest.mark.parametrize("block", BLOCKS, ids=lambda b: b.__name__)
@@ -55,3 +57,20 @@ def test_nested_blocks_are_typed():
     (row,) = comparison.rows
     assert isinstance(row, o.CompareRow) and row.best_epsilon_lower_bound == -math.inf
     assert comparison.to_dict()["rows"][0]["best_epsilon_lower_bound"] == -math.inf
+
+
+def test_the_envelope_is_at_most_twenty_fields_and_its_groups_are_written_flat():
+    from dataclasses import fields
+
+    named = [f.name for f in fields(o.Outcome) if f.name not in ("extra", "nulls")]
+    assert len(named) <= 20, named
+    data = {"schema_version": 4, "kind": "k", "target": "t", "seed": 0, "created": "2026-01-01T00:00:00Z",
+            "host": {"python": "3.11", "platform": "p"}, "timing": {"total_s": 1.0}, "volatile": [],
+            "verdict": {"status": "no-claim", "text": ""}, "lower_bounds": [], "best_lower_bound": None,
+            "epsilon_theory": None, "delta": None, "confidence": 0.95, "params": {"a": 1},
+            "ceiling": {"epsilon": None, "text": "c"}}
+    outcome = o.Outcome.from_dict(data, strict=True)
+    assert outcome.stamp.timing == {"total_s": 1.0} and outcome.audited.params == {"a": 1}
+    assert outcome.judged.ceiling.text == "c" and outcome.detail is None
+    assert outcome.to_dict() == data  # the groups' keys beside the envelope's, as the file holds them
+    assert {"created", "params", "ceiling"} <= set(o.Outcome.keys()) and "stamp" not in o.Outcome.keys()

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from audit.dp.detail import DpDetail
 from audit.dp.one_run.bounds import one_run_results
 from audit.dp.options import DPOptions
 from audit.errors import UserError
@@ -38,7 +39,7 @@ from audit.stats.one_run.design import (
     default_canary_count,
     dpsgd_canary_llr,
 )
-from audit.stats.outcome import Game, Outcome
+from audit.stats.outcome import Game, OneRun, Outcome
 from audit.theory.dpsgd import calibrate_noise_multiplier
 from targets.catalogue import trained_target
 from targets.datasets import load_dataset
@@ -247,7 +248,8 @@ def _results(opts: DPOptions, trained: TrainedOneRun, stats: dict) -> dict[str, 
                    "steps": config.steps, "epochs": target.epochs, "lr": config.lr,
                    "expected_batch_size": config.expected_batch_size, "n_train": target.n_train,
                    "sampling": target.sampling},
-        "attacks": {attack: attack_metrics(trained.scores, inc, opts.confidence)}, "one_run": one,
+        "attacks": {attack: attack_metrics(trained.scores, inc, opts.confidence)},
+        "detail": DpDetail(one_run=OneRun.from_dict(one, strict=True)),
         "game": Game(one_run=True, runs=1, canaries=canaries.count, canary_kind=canaries.kind,
                      canary=trained.canary_info, threat=trained.threat,
                      threshold_strategy="one-run guesses: 'in' for the k_pos highest scores, 'out' for the k_neg "

@@ -23,6 +23,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from audit.dp.detail import DpDetail
 from audit.dp.game import ALPHA_GRID
 from audit.dp.options import DPOptions
 from audit.errors import UserError
@@ -168,7 +169,7 @@ def run_check_config(opts: DPOptions, plugin: TrainerPlugin | None = None, probe
                    "confidence": opts.confidence, "epsilon_theory": float(claim.epsilon(plugin.delta)),
                    "accountant": getattr(claim, "description", None), "params": {"plugin": plugin.spec},
                    "tradeoff": Curve(alpha=ALPHA_GRID, beta=claim.tradeoff(ALPHA_GRID)),
-                   "lower_bounds": [], "best_lower_bound": None, "config_check": check,
+                   "lower_bounds": [], "best_lower_bound": None, "detail": DpDetail(config_check=check),
                    "family": Family(confidence=opts.confidence, split={"config_check": block["alpha"]},
                                     text=f"the accounting check alone: its tests share alpha {block['alpha']:.3g}"),
                    "verdict": Verdict(**config_verdict(block)), "tables": [Table.from_dict(config_table(block))]}

@@ -42,6 +42,7 @@ import numpy as np
 
 from audit.arguments import guess_spec
 from audit.choices import TEXT_CANARIES
+from audit.dp.detail import DpDetail
 from audit.dp.one_run.bounds import one_run_results
 from audit.dp.one_run.game import design_canaries, design_games, one_run_table
 from audit.dp.options import DPOptions
@@ -51,7 +52,7 @@ from audit.run_context import RunContext, Stages
 from audit.stats.metrics import attack_metrics
 from audit.stats.one_run.design import CanaryMechanism, DesignObjective, OneRunDesign
 from audit.stats.one_run.leak import Leak, choose_leak_design
-from audit.stats.outcome import Game, Outcome
+from audit.stats.outcome import Game, OneRun, Outcome
 from audit.theory.checks import check_delta, check_epsilon
 from audit.theory.claims import ApproxDPClaim, PrivacyClaim
 from audit.theory.dpsgd import DPSGDClaim, calibrate_noise_multiplier
@@ -252,7 +253,8 @@ def _results(plugin: TrainerPlugin, opts: DPOptions, audited: tuple[str, Privacy
         "tradeoff": stats["tradeoff"], "lower_bounds": bounds, "best_lower_bound": best,
         "best_estimate": stats["best_estimate"], "lower_bound_tradeoff": stats["lower_bound_tradeoff"],
         "ceiling": stats["ceiling"], "attacks": {attack: attack_metrics(scores, included, opts.confidence)},
-        "verdict": stats["verdict"], "family": stats["family"], "one_run": one,
+        "verdict": stats["verdict"], "family": stats["family"],
+        "detail": DpDetail(one_run=OneRun.from_dict(one, strict=True)),
         **_last_iterate(plugin.params, delta, claim),
         "game": Game(one_run=True, runs=1, canaries=int(included.size), canary_kind=kind, threat="black-box",
                      canary={"kind": kind, "prefix_chars": PREFIX_CHARS,

@@ -52,6 +52,7 @@ from pathlib import Path
 
 import numpy as np
 
+from audit.dp.detail import DpDetail
 from audit.dp.one_run.bounds import one_run_results
 from audit.dp.one_run.game import (
     canary_capacity,
@@ -76,7 +77,7 @@ from audit.stats.one_run.design import (
     DesignObjective,
     dpsgd_canary_llr,
 )
-from audit.stats.outcome import Game, Outcome
+from audit.stats.outcome import ConfigCheck, Game, OneRun, Outcome
 from targets.audit_hooks import CanaryRecorder
 from targets.catalogue import is_language_model, record_word
 from targets.gradient_canaries import crosstalk_variance, spread_coordinates
@@ -434,9 +435,10 @@ def _results(opts: DPOptions, audited: AuditedPluginRun, stats: dict) -> dict[st
         "confidence": opts.confidence, "accountant": getattr(claim, "description", None),
         "params": audited.params(), "attacks": {attack: attack_metrics(audited.scores, inc, opts.confidence)}
                                                | audited.input_attack(opts.confidence),
-        "one_run": one, "config_check": block,
-        "threat_coverage": [dict(zip(("mistake", "updates", "white-box", "config_check"), row, strict=True))
-                            for row in THREAT_COVERAGE],
+        "detail": DpDetail(one_run=OneRun.from_dict(one, strict=True),
+                           config_check=ConfigCheck.from_dict(block, strict=True),
+                           threat_coverage=[dict(zip(("mistake", "updates", "white-box", "config_check"), row,
+                                                     strict=True)) for row in THREAT_COVERAGE]),
         "game": Game(one_run=True, runs=1, canaries=int(inc.size), canary_kind=audited.canary_info["kind"],
                      canary=audited.canary_info, threat=threat, observation=audited.observation(),
                      trainings_text=f"{trainings} calls of the code's training: the probe, the first steps of its "

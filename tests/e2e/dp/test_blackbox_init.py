@@ -48,7 +48,7 @@ def test_black_box_audit_from_pretrained_init_with_calibrated_threshold(tmp_path
     opts = DPOptions(target="dpgd_logreg_digits", out=str(tmp_path), runs=40, calibration_runs=40, canary="blank",
                      threat="black-box", init="pretrained", quiet=True, device="cpu")
     _, outcome = run_dp(opts)
-    assert outcome.params["init"] == "pretrained" and "disjoint" in outcome.params["pretrained_on"]
+    assert outcome.audited.params["init"] == "pretrained" and "disjoint" in outcome.audited.params["pretrained_on"]
     game = outcome.game
     assert game.threshold_strategy == "fixed" and game.observation["calibration_runs"] == 40
     bounds = {b.method: b for b in outcome.lower_bounds}
@@ -65,7 +65,7 @@ def test_black_box_audit_from_pretrained_init_with_calibrated_threshold(tmp_path
     assert len(outcome.attacks["black-box/blank"].advantage_ci) == 2
     # the black box sees the final model only: the last-iterate reference, which for full-batch DP-GD is the
     # Gaussian mechanism of sqrt(T) / sigma, the claim's own epsilon
-    reference = outcome.last_iterate
+    reference = outcome.judged.last_iterate
     assert reference.sample_rate == 1.0 and reference.epsilon == pytest.approx(outcome.epsilon_theory, rel=1e-3)
 
 

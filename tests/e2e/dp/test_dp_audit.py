@@ -63,7 +63,7 @@ def test_run_dp_dperm_white_box(tmp_path):
                                         threat="white-box", quiet=True, confidence=0.999))
     methods = [b.method for b in outcome.lower_bounds]
     assert methods == ["clopper-pearson", "gdp", "gaussian-fit"]
-    mu_pair = outcome.params["minimiser_shift"] / outcome.params["sigma"]
+    mu_pair = outcome.audited.params["minimiser_shift"] / outcome.audited.params["sigma"]
     for b in outcome.lower_bounds:  # 3 bounds at 0.999: false alarm <= 0.3%
         assert float(b.epsilon) <= outcome.epsilon_theory + 1e-9
     fit = outcome.lower_bounds[2].details

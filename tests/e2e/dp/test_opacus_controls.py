@@ -98,15 +98,15 @@ def test_broken_control_is_flagged(control, tmp_path):
 def test_correct_loop_passes_the_same_audit(tmp_path):
     outcome = _audit("opacus_control_correct", max(RUNS.values()), tmp_path)
     assert outcome.verdict.status == "consistent"
-    assert outcome.params["code"]["epsilon_pld"] == pytest.approx(outcome.epsilon_theory, rel=1e-6)
-    assert outcome.reproducible is True
+    assert outcome.audited.params["code"]["epsilon_pld"] == pytest.approx(outcome.epsilon_theory, rel=1e-6)
+    assert outcome.audited.reproducible is True
 
 
 def test_opacus_claim_is_what_its_accountant_reports(tmp_path):
     outcome = _audit("targets.opacus_controls:correct_opacus_claim", 40, tmp_path)
-    reported = outcome.params["opacus_reported"]
+    reported = outcome.audited.params["opacus_reported"]
     assert reported["accountant"] == "prv" and outcome.epsilon_theory == pytest.approx(reported["epsilon"])
-    assert outcome.params["code"]["epsilon_pld"] == pytest.approx(reported["epsilon"], abs=0.05)
+    assert outcome.audited.params["code"]["epsilon_pld"] == pytest.approx(reported["epsilon"], abs=0.05)
     assert outcome.verdict.status == "consistent"
 
 
@@ -118,4 +118,4 @@ def test_white_box_reads_the_final_parameters(tmp_path):
         outcome = run_dp(DPOptions(target="opacus_control_correct", runs=40, out=str(tmp_path), quiet=True,
                                    threat="white-box", canary="dirac"))[1]
     assert outcome.game.threat == "white-box" and outcome.game.threshold_strategy == "bonferroni-grid"
-    assert outcome.verdict.status == "consistent" and outcome.params["code"]["steps"] == oc.STEPS
+    assert outcome.verdict.status == "consistent" and outcome.audited.params["code"]["steps"] == oc.STEPS

@@ -87,7 +87,7 @@ def test_readme_loop_passes_and_a_broken_copy_fails_with_bound_claim_and_run_dir
     the PLD accountant) is caught by the grid's tests of the claim's tradeoff curve."""
     results = assert_private("hooked_dpsgd:trainer", attack="updates/dirac", runs=60, out=tmp_path)
     assert results.verdict.status == "consistent" and results.game.threat == "updates"
-    assert results.params["code"]["steps"] == 4 and results.game.observation["coordinate"] == 0
+    assert results.audited.params["code"]["steps"] == 4 and results.game.observation["coordinate"] == 0
     plugin = hooked_dpsgd.trainer()
     monkeypatch.setattr(hooked_dpsgd, "SIGMA", 0.239)
     with pytest.raises(AssertionError) as err:

@@ -181,5 +181,5 @@ def test_shuffle_as_poisson_is_flagged_and_its_poisson_twin_is_not(tmp_path):
     results = assert_private("dpsgd_control_poisson", attack="updates/dirac-replace", runs=2000, seed=0,
                              out=tmp_path)
     assert results.verdict.status == "consistent"
-    assert results.params["sampling"] == "poisson"
+    assert results.audited.params["sampling"] == "poisson"
     assert math.isclose(results.epsilon_theory, claim, rel_tol=1e-9)

@@ -51,7 +51,7 @@ def test_run_extraction_is_deterministic(tmp_path):
         _, outcome = run_extraction(ExtractionOptions(target="dperm_breast_cancer", out=str(tmp_path / sub), quick=True,
                                                       quiet=True, round=3, seed=3))
         stable = json.loads(json.dumps(outcome.to_dict(), default=str))
-        outs.append({k: v for k, v in stable.items() if k not in outcome.volatile})
+        outs.append({k: v for k, v in stable.items() if k not in outcome.stamp.volatile})
     assert outs[0] == outs[1]
     e = outs[0]["extraction"]
     details = e["methods"][0]["details"]

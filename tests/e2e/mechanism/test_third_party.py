@@ -117,9 +117,9 @@ def _run(argv: list[str], out) -> tuple[int, dict, dict, object]:
                                            ("declared", "random_state")])
 def test_mechanism_gets_the_randomness_it_takes_and_is_reproducible(plugins, factory, kind, tmp_path):
     outcome = assert_private(f"{plugins}:{factory}", runs=5000, out=tmp_path)
-    assert outcome.params["rng"] == kind
+    assert outcome.audited.params["rng"] == kind
     assert outcome.verdict.status == "consistent"
-    assert outcome.reproducible is True
+    assert outcome.audited.reproducible is True
 
 
 # ---------------------------------------------------------------------------------------------- 2. ignored seeds
@@ -137,7 +137,7 @@ def test_a_plugin_ignoring_its_seed_is_flagged_and_still_audited(plugins, tmp_pa
 
 def test_a_trainer_ignoring_its_seed_is_flagged(plugins, tmp_path, capsys):
     honest = assert_private(f"{plugins}:trainer", attack="black-box/mislabelled", runs=20, out=tmp_path)
-    assert honest.reproducible is True and honest.params["rng"] == "random_state"
+    assert honest.audited.reproducible is True and honest.audited.params["rng"] == "random_state"
     code, results, config, _ = _run(["run", "dp", "--target", f"{plugins}:trainer_ignoring_seed", "--threat",
                                      "black-box", "--canary", "mislabelled", "--runs", "20"], tmp_path / "b")
     assert code == 0 and results["reproducible"] is False
@@ -181,7 +181,7 @@ def test_pure_claim_is_audited_at_delta_zero(plugins, tmp_path, capsys):
 def test_gdp_claim_is_compared_in_mu(plugins, tmp_path):
     outcome = assert_private(f"{plugins}:gaussian", runs=DRAWS, out=tmp_path / "a")
     gdp = next(b for b in outcome.lower_bounds if b.method == "gdp")
-    assert outcome.accountant.startswith("1-GDP") and outcome.delta == 1e-5
+    assert outcome.audited.accountant.startswith("1-GDP") and outcome.delta == 1e-5
     # the GDP row bounds mu rigorously, but its epsilon is an estimate: a mu-GDP claim does not make
     # the output Gaussian; the claim is tested through its own curve G_mu (FNR_ub < G_mu(FPR_ub) <=> mu_lb > mu)
     assert gdp.role == "estimate" and gdp.details["mu_claim"] == 1.0 and gdp.details["mu_lb"] < 1.0
@@ -191,7 +191,7 @@ def test_gdp_claim_is_compared_in_mu(plugins, tmp_path):
 
 def test_zcdp_claim(plugins, tmp_path):
     outcome = assert_private(f"{plugins}:gaussian_zcdp", runs=DRAWS, out=tmp_path)
-    assert "zCDP" in outcome.accountant and outcome.verdict.status == "consistent"
+    assert "zCDP" in outcome.audited.accountant and outcome.verdict.status == "consistent"
     gdp = next(b for b in outcome.lower_bounds if b.method == "gdp")
     assert gdp.role == "estimate" and gdp.details["mu_claim"] > 1.0  # rho-zCDP implies less than sqrt(2 rho)-GDP
 

@@ -1,0 +1,26 @@
+"""What the reconstruction kind hands its reports (:class:`reports.presentation.Presentation`): its opening
+sentences, from its block (:class:`audit.reconstruction.detail.ReconstructionDetail`)."""
+
+from __future__ import annotations
+
+from audit.stats.outcome import Outcome
+from reports.summary import claim_sentences
+
+
+def sentences(outcome: Outcome) -> list[str]:
+    """The opening sentences of a reconstruction audit's report.
+
+    Args:
+        outcome: the run's outcome.
+
+    Returns:
+        The sentences.
+    """
+    if outcome.detail is None:  # an outcome built without its block: a claim audit's sentences
+        return claim_sentences(outcome)
+    rec = outcome.detail.reconstruction
+    who = f"{outcome.target} ({outcome.audited.target_description})"
+    verdict = outcome.verdict
+    return [f"What was audited: how often an informed adversary ({rec.threat} access) identifies one "
+            f"training record of {who} among n equally likely candidates, against the claim's ReRo bound.",
+            f"What was found: {verdict.status} — {verdict.text}. {rec.meaning or ''}".rstrip()]
