@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import running_notice
-from helpers import FIXTURES, KIND_RUNS, TINYGPT_QUICK, built_once
+from helpers import FIXTURES, KIND_RUNS, TINYGPT_QUICK, built_once, copy_quick_base
 from hypothesis import settings
 
 settings.register_profile("deterministic", derandomize=True)
@@ -145,6 +145,17 @@ def tinygpt_quick_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, s
     out = built_once(tmp_path_factory, "tinygpt-quick", build)
     (run_dir,) = (path.parent for path in out.glob("*/results.json"))
     return run_dir, (out / "stdout.txt").read_text()
+
+
+@pytest.fixture()
+def quick_base_cache(lm_cache: Path, tinygpt_quick_run: tuple[Path, str]) -> Path:
+    """``lm_cache`` holding the quick base of the language-model targets (200 speeches, one epoch: the base of
+    ``helpers.TINYGPT_QUICK``), copied from the session's ``tinygpt_quick_run``: code that fine-tunes the quick base
+    from ``targets.lm.plugins.lm_cache_dir()`` (examples/zoo/hf_trainer_loops.py) loads it instead of pretraining
+    it again, and never from or into the user's ``~/.cache``. A module asks for it with
+    ``pytestmark = pytest.mark.usefixtures("quick_base_cache")``."""
+    copy_quick_base(tinygpt_quick_run[0], lm_cache)
+    return lm_cache
 
 
 @pytest.fixture(scope="session")
