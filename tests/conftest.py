@@ -66,7 +66,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.hookimpl(optionalhook=True)
-def pytest_xdist_make_scheduler(config: pytest.Config, log):  # noqa: ANN201 - xdist's scheduler type
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
     """``--dist loadfile`` with the tests of :data:`PER_TEST_FILES` handed out one by one (pytest-xdist's own
     file scheduler otherwise); any other ``--dist`` mode is xdist's."""
     if config.getoption("dist") != "loadfile":
