@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import running_notice
-from helpers import FIXTURES, KIND_RUNS, TINYGPT_QUICK, built_once
+from helpers import FIXTURES, KIND_RUNS, TINYGPT_QUICK, built_once, copy_quick_base
 from hypothesis import settings
 
 settings.register_profile("deterministic", derandomize=True)
@@ -24,12 +24,60 @@ def pytest_configure(config: pytest.Config) -> None:
     running_notice.register(config)
 
 
+#: Files whose tests pytest-xdist hands out one test at a time (``--dist loadfile`` otherwise keeps a file on one
+#: worker): long tests that share no module-scoped fixture, so that both workers share them (tests/README.md, "Time").
+PER_TEST_FILES = frozenset({"tests/e2e/test_docs_runs.py"})
+#: The longest units of work, started first (longest-processing-time order: the last unit a worker starts is then
+#: short and the two workers finish together); measured with ``--durations`` (tests/README.md, "The slowest tests").
+#: A test id names one test of a :data:`PER_TEST_FILES` file, a path a whole file.
+LONGEST_FIRST = (
+    "tests/e2e/test_docs_runs.py::test_tutorial_code_blocks_run[opacus]",
+    "tests/e2e/montecarlo/test_soundness.py",
+    "tests/e2e/test_docs_runs.py::test_tutorial_code_blocks_run[hf-trainer]",
+    "tests/e2e/test_bench_gpu.py",
+    "tests/e2e/test_bench_gate_cost.py",
+    "tests/e2e/test_docs_runs.py::test_tutorial_code_blocks_run[lm-membership]",
+    "tests/e2e/test_docs_runs.py::test_tutorial_code_blocks_run[trained-model]",
+    "tests/e2e/test_docs_runs.py::test_tutorial_code_blocks_run[lm-dp-finetuning]",
+    "tests/e2e/test_docs_runs.py::test_tutorial_code_blocks_run[mechanisms]",
+)
+
+
+def _unit_of_work(nodeid: str) -> str:
+    """The unit pytest-xdist schedules ``nodeid`` in: its file, or itself in a :data:`PER_TEST_FILES` file."""
+    path = nodeid.split("::", 1)[0]
+    return nodeid if path in PER_TEST_FILES else path
+
+
+def _order(item: pytest.Item) -> tuple[bool, int]:
+    """Slow tests first; among them the :data:`LONGEST_FIRST` units in that order, then the others."""
+    unit = _unit_of_work(item.nodeid)
+    rank = LONGEST_FIRST.index(unit) if unit in LONGEST_FIRST else len(LONGEST_FIRST)
+    return item.get_closest_marker("slow") is None, rank
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The slow tests first, each lane in file order (a stable sort): with ``-n 2`` (pytest-xdist, ``--dist
-    loadfile``) the workers start on the long end-to-end files and the many short unit files fill the gaps at
-    the end, instead of one worker finishing a long file alone. No test depends on the order (tests/README.md)."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    """The slow tests first, the longest of them (:data:`LONGEST_FIRST`) at their head, each lane otherwise in file
+    order (a stable sort): with ``-n 2`` (pytest-xdist, ``--dist loadfile``) the workers start on the long
+    end-to-end files and the many short unit files fill the gaps at the end, instead of one worker finishing a long
+    file alone. No test depends on the order (tests/README.md)."""
+    items.sort(key=_order)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """``--dist loadfile`` with the tests of :data:`PER_TEST_FILES` handed out one by one (pytest-xdist's own
+    file scheduler otherwise); any other ``--dist`` mode is xdist's."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class Scheduler(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _unit_of_work(nodeid)
+
+    return Scheduler(config, log)
 
 
 @pytest.fixture(scope="module")
@@ -97,6 +145,17 @@ def tinygpt_quick_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, s
     out = built_once(tmp_path_factory, "tinygpt-quick", build)
     (run_dir,) = (path.parent for path in out.glob("*/results.json"))
     return run_dir, (out / "stdout.txt").read_text()
+
+
+@pytest.fixture()
+def quick_base_cache(lm_cache: Path, tinygpt_quick_run: tuple[Path, str]) -> Path:
+    """``lm_cache`` holding the quick base of the language-model targets (200 speeches, one epoch: the base of
+    ``helpers.TINYGPT_QUICK``), copied from the session's ``tinygpt_quick_run``: code that fine-tunes the quick base
+    from ``targets.lm.plugins.lm_cache_dir()`` (examples/zoo/hf_trainer_loops.py) loads it instead of pretraining
+    it again, and never from or into the user's ``~/.cache``. A module asks for it with
+    ``pytestmark = pytest.mark.usefixtures("quick_base_cache")``."""
+    copy_quick_base(tinygpt_quick_run[0], lm_cache)
+    return lm_cache
 
 
 @pytest.fixture(scope="session")

@@ -56,6 +56,15 @@ def built_once(tmp_path_factory, name: str, build: Callable[[Path], None]) -> Pa
     return folder
 
 
+def copy_quick_base(run_dir: Path, cache: Path) -> None:
+    """Copy the quick base (``lm-base-*.safetensors``) from the cache of the quick tiny GPT's run ``run_dir`` into
+    the language-model cache folder ``cache`` (made if missing; a base already there is kept)."""
+    cache.mkdir(parents=True, exist_ok=True)
+    for base in (run_dir.parent / "cache").glob("lm-base-*.safetensors"):
+        if not (cache / base.name).exists():
+            shutil.copy2(base, cache / base.name)
+
+
 def docs_hooks() -> ModuleType:
     """The documentation site's build hooks (``docs/hooks.py``: the generated CLI reference, schema page and
     the rest), loaded as a module: the tests check the site against what the hooks generate."""

