@@ -169,7 +169,7 @@ def summary_lines(run_dir: Path, outcome: Outcome) -> list[str]:
         The lines.
     """
     theory = outcome.epsilon_theory
-    lines = check_lines(outcome.config_check.to_dict()) if outcome.config_check else []
+    lines = check_lines(outcome.config_check) if outcome.config_check else []
     if outcome.game and outcome.game.trainings_text:
         lines += plugin_one_run_summary(outcome)
     lines += [f"report:    {run_dir / 'report.html'}",

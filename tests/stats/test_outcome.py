@@ -55,3 +55,22 @@ def test_nested_blocks_are_typed():
     (row,) = comparison.rows
     assert isinstance(row, o.CompareRow) and row.best_epsilon_lower_bound == -math.inf
     assert comparison.to_dict()["rows"][0]["best_epsilon_lower_bound"] == -math.inf
+
+
+def test_a_finding_is_built_once_as_its_block():
+    """A configuration check's result has one conversion to the block (``Finding.of``); a check not read has no
+    problem, and is could-not-read only where it can void the accounting; an older file's finding (no ``read``,
+    no ``decides``) is read."""
+    from audit.theory.config_check import ConfigFinding
+
+    found = o.Finding.of(ConfigFinding("epsilon", True, "above the claim", "claim more", {"epsilon": 2.0}), True)
+    assert (found.problem, found.violation, found.decides, found.read, found.fix) == (True, True, True, True,
+                                                                                       "claim more")
+    assert found.to_dict()["details"] == {"epsilon": 2.0} and found.sentence() == "epsilon: above the claim Fix: " \
+                                                                                  "claim more."
+    note = o.Finding.of(ConfigFinding("world-dependence", True, "moved", "fix it"), False)
+    assert note.problem and not note.violation and not note.unread
+    unread = o.Finding.checked("rate", True, True, "Could not read: no batches.", read=False)
+    assert not unread.problem and not unread.violation and unread.unread
+    assert not o.Finding.checked("canary-ids", False, False, "Not checked.", read=False).unread
+    assert not o.Finding.from_dict({"check": "noise-level", "message": "m", "problem": False}).unread

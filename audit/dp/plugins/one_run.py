@@ -62,7 +62,7 @@ from audit.dp.one_run.game import (
     random_canary_directions,
 )
 from audit.dp.options import DPOptions
-from audit.dp.plugins.config import config_verdict, plugin_accounting, plugin_probe, run_check_config
+from audit.dp.plugins.config import ProbedPlugin, config_verdict, plugin_accounting, plugin_probe, run_check_config
 from audit.dp.plugins.input_canaries import InputCanaries, canary_scores, input_canaries, with_canaries
 from audit.dp.plugins.lm_blackbox import run_lm_blackbox
 from audit.errors import UserError
@@ -76,7 +76,7 @@ from audit.stats.one_run.design import (
     DesignObjective,
     dpsgd_canary_llr,
 )
-from audit.stats.outcome import Game, Outcome
+from audit.stats.outcome import ConfigCheck, Game, Outcome
 from targets.audit_hooks import CanaryRecorder
 from targets.gradient_canaries import crosstalk_variance, spread_coordinates
 from targets.lm.device import using_lm_device
@@ -159,10 +159,10 @@ def _plugin(opts: DPOptions, plugin: TrainerPlugin | None) -> TrainerPlugin:
     return plugin
 
 
-def _check_probe(opts: DPOptions, plugin: TrainerPlugin, probed: dict, threat: str) -> tuple[int, int]:
+def _check_probe(opts: DPOptions, plugin: TrainerPlugin, probed: ProbedPlugin, threat: str) -> tuple[int, int]:
     """(parameters, canary capacity) of the probed code; one-line errors for a threat it cannot give or more
     canaries than it holds."""
-    found, mech = probed["probe"], probed["mechanism"]
+    found, mech = probed.probe, probed.mechanism
     if threat == "white-box" and found.recorder.initial is None:
         raise UserError(f"plugin {plugin.spec} is a hooked loop: it reports its updates, not its parameters; audit it "
                         f"with --threat updates (white-box needs Opacus, whose parameters the audit reads, or a JAX "
@@ -212,20 +212,20 @@ def run_plugin_one_run(opts: DPOptions, plugin: TrainerPlugin | None = None) -> 
     stages = Stages.for_command(ONE_RUN_STAGES, ONE_RUN_TRAININGS)
     with using_lm_device(resolve_device(opts.device)):  # as in the run's context below
         probed = plugin_probe(plugin, opts.data_dir, opts.seed, stages)
-    if probed["probe"] is None:  # the language-model checks stopped the training (audit.plugins.lm_checks)
+    if probed.probe is None:  # the language-model checks stopped the training (audit.plugins.lm_checks)
         return run_check_config(opts, plugin, probed, stages)
     n_params, capacity = _check_probe(opts, plugin, probed, threat)
-    found, step_mech, data = probed["probe"], probed["mechanism"], probed["data"]
+    found, step_mech, data = probed.probe, probed.mechanism, probed.data
     mech = CanaryMechanism(step_mech.sample_rate, step_mech.noise_multiplier, step_mech.steps)
     alpha = 1.0 - opts.confidence
     inputs = input_canaries(plugin, data, opts.input_canaries, opts.seed,
-                            (mech, float(probed["claim"].epsilon(plugin.delta)),
+                            (mech, float(probed.claim.epsilon(plugin.delta)),
                              DesignObjective(delta=plugin.delta, confidence=1.0 - alpha * INPUT_CANARY_SHARE)))
     shares = family_shares(opts, inputs is not None)
     ctx = RunContext(opts.out, "dp", plugin.name, seed=opts.seed, quiet=opts.quiet, stages=stages,
                      device=opts.device)
     with ctx:
-        block = plugin_accounting(plugin, opts.data_dir, opts.seed, shares["config_check"], probed, stages)["block"]
+        block = plugin_accounting(plugin, opts.data_dir, opts.seed, shares["config_check"], probed, stages).block
         bound_confidence = 1.0 - shares["one_run"]
         with ctx.stage("design", f"design: the number of canaries and guesses, from {design_games(opts)} games "
                                  f"simulated under the DP-SGD the probe read"):
@@ -245,11 +245,11 @@ def run_plugin_one_run(opts: DPOptions, plugin: TrainerPlugin | None = None) -> 
         crosstalk = crosstalk_variance(design.canaries, n_params, mech.sample_rate)
         scores = _scores(recorder, threat, mech, crosstalk)
         with ctx.stage("statistics"):
-            stats = one_run_results(scores, recorder.included, probed["claim"], plugin.delta, bound_confidence, design)
+            stats = one_run_results(scores, recorder.included, probed.claim, plugin.delta, bound_confidence, design)
             inputs_found = None
             if inputs is not None:
                 input_scores = canary_scores(plugin, trained, inputs)
-                inputs_found = (inputs, one_run_results(input_scores, inputs.included, probed["claim"], plugin.delta,
+                inputs_found = (inputs, one_run_results(input_scores, inputs.included, probed.claim, plugin.delta,
                                                         1.0 - shares["input_canaries"], inputs.design)
                                 | {"scores": input_scores})
         audited = AuditedPluginRun(plugin=plugin, probed=probed, block=block, threat=threat, scores=scores,
@@ -266,15 +266,16 @@ def run_plugin_one_run(opts: DPOptions, plugin: TrainerPlugin | None = None) -> 
         return ctx.run_dir, ctx.finish(results, config)
 
 
-def combined_verdict(block: dict, verdict: dict) -> dict:
+def combined_verdict(block: ConfigCheck, verdict: dict) -> dict:
     """The one-run verdict with the accounting check's, one verdict line: a violation of the check decides (a
     finding that voids the accounting, named first with its fix), the one-run bound's verdict follows as a
     sentence of its own; a check not read decides next (could-not-read) unless the bound is a violation; else
     the one-run bound's verdict, then the check's notes."""
     checked = config_verdict(block)
-    if checked["status"] == "violation" or (checked["status"] == "could-not-read" and verdict["status"] != "violation"):
-        return checked | {"text": f"{checked['text']} One-run bound (alone): {verdict['text']}.", "one_run": verdict}
-    notes = [f"{f['check']}: {f['message']}" for f in block["findings"] if f["problem"]]
+    if checked.status == "violation" or (checked.status == "could-not-read" and verdict["status"] != "violation"):
+        return checked.to_dict() | {"text": f"{checked.text} One-run bound (alone): {verdict['text']}.",
+                                    "one_run": verdict}
+    notes = [f"{f.check}: {f.message}" for f in block.findings if f.problem]
     return verdict | ({"text": f"{verdict['text']}. Accounting check notes: {' | '.join(notes)}"} if notes else {})
 
 
@@ -308,8 +309,8 @@ class AuditedPluginRun:
     """
 
     plugin: TrainerPlugin
-    probed: dict
-    block: dict
+    probed: ProbedPlugin
+    block: ConfigCheck
     threat: str
     scores: np.ndarray
     recorder: CanaryRecorder
@@ -326,7 +327,7 @@ class AuditedPluginRun:
                           if self.threat == "updates" else
                           "total parameter change (initial - final) projected on the canary direction"),
                 "canary_copies_per_step_mean": float(joins.mean()) if joins.size else 0.0,
-                "steps_audited_run": self.recorder.steps, "steps_probe": self.probed["probe"].steps,
+                "steps_audited_run": self.recorder.steps, "steps_probe": self.probed.probe.steps,
                 "capacity": self.capacity,
                 "guess_counts": "chosen for the perfect attack of the updates threat, simulating the mechanism "
                                 "the probe read (noise multiplier, rate, steps)"}
@@ -362,10 +363,10 @@ class AuditedPluginRun:
 
     def params(self) -> dict:
         """``params``: the plugin's claim, the DP-SGD the code runs and what Opacus reported."""
-        plugin, found, mech = self.plugin, self.probed["probe"], self.probed["mechanism"]
-        claim = self.probed["claim"]
+        plugin, found, mech = self.plugin, self.probed.probe, self.probed.mechanism
+        claim = self.probed.claim
         return {"plugin": plugin.spec, "rng": plugin.rng, "claimed_epsilon": float(claim.epsilon(plugin.delta)),
-                "claimed_delta": plugin.delta, "n_train": int(len(self.probed["data"])),
+                "claimed_delta": plugin.delta, "n_train": int(len(self.probed.data)),
                 "clip_norm": found.clip_norm,
                 "code": mech.to_dict() | {"epsilon_pld": float(mech.claim().epsilon(plugin.delta)),
                                           "sampling": "poisson" if found.source.poisson else "not poisson",
@@ -418,14 +419,14 @@ def input_verdict(verdict: dict, inputs: tuple[InputCanaries, dict] | None) -> d
 def _results(opts: DPOptions, audited: AuditedPluginRun, stats: dict) -> dict[str, object]:
     """results.json of a plugin's one-run audit (kind dp, ``game.one_run``, ``config_check``)."""
     plugin, block, threat = audited.plugin, audited.block, audited.threat
-    found, claim, data = audited.probed["probe"], audited.probed["claim"], audited.probed["data"]
+    found, claim, data = audited.probed.probe, audited.probed.claim, audited.probed.data
     attack = f"{threat}/one-run-{audited.canary_info['kind']}"
     judgement = _family(opts, stats["judgement"].for_attack(attack), audited.inputs is not None)
     verdict = input_verdict(judgement.verdict.to_dict(), audited.inputs)
     judgement = judgement.with_verdict(combined_verdict(block, verdict))
     judged = judgement.blocks(estimate=True, family=True)
     one, inc = stats["one_run"], audited.recorder.included
-    trainings = int(block["trainings"]) + 1
+    trainings = int(block.trainings) + 1
     return judged | {
         "target_description": plugin.description, "dataset": data.name,
         "model": {"name": f"user trainer {plugin.spec}", "parameters": found.n_params},

@@ -312,7 +312,7 @@ def _accounting_violations(noise_factor: float, reps: int,
     plugin = plugin_from_dict("soundness:accounting", {"kind": "trainer", "name": "accounting", "dataset": data,
                                                        "train": _accounting_loop(noise_factor, sigma, q, steps, n),
                                                        "claim": {"epsilon": ACC_EPS, "delta": DELTA}})
-    return sum(plugin_accounting(plugin, None, rep, ALPHA)["block"]["status"] == "violation" for rep in range(reps))
+    return sum(plugin_accounting(plugin, None, rep, ALPHA).block.status == "violation" for rep in range(reps))
 
 
 @pytest.mark.slow
