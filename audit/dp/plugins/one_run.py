@@ -52,7 +52,7 @@ from pathlib import Path
 
 import numpy as np
 
-from audit.dp.one_run.bounds import one_run_results
+from audit.dp.one_run.bounds import OneRunResults, one_run_results
 from audit.dp.one_run.game import (
     canary_capacity,
     check_canary_count,
@@ -249,9 +249,9 @@ def run_plugin_one_run(opts: DPOptions, plugin: TrainerPlugin | None = None) -> 
             inputs_found = None
             if inputs is not None:
                 input_scores = canary_scores(plugin, trained, inputs)
-                inputs_found = (inputs, one_run_results(input_scores, inputs.included, probed.claim, plugin.delta,
-                                                        1.0 - shares["input_canaries"], inputs.design)
-                                | {"scores": input_scores})
+                inputs_found = InputCanaryRun(canaries=inputs, scores=input_scores, stats=one_run_results(
+                    input_scores, inputs.included, probed.claim, plugin.delta, 1.0 - shares["input_canaries"],
+                    inputs.design))
         audited = AuditedPluginRun(plugin=plugin, probed=probed, block=block, threat=threat, scores=scores,
                                    recorder=recorder, canary_info=cinfo, capacity=capacity, crosstalk=crosstalk,
                                    inputs=inputs_found)
@@ -261,7 +261,7 @@ def run_plugin_one_run(opts: DPOptions, plugin: TrainerPlugin | None = None) -> 
                   "plugin": plugin_config(plugin)}
         if not opts.quiet:
             print(f"one run: {design.canaries} canaries, {design.k_pos + design.k_neg} guesses, "
-                  f"{stats['one_run']['correct']} right; "
+                  f"{stats.one_run.correct} right; "
                   f"{results['game'].trainings} trainings", file=sys.stderr)
         return ctx.run_dir, ctx.finish(results, config)
 
@@ -292,6 +292,21 @@ def coverage_table() -> dict:
 
 
 @dataclass(frozen=True, kw_only=True)
+class InputCanaryRun:
+    """The input canaries of a plugin's one-run audit and what their one-run bound found.
+
+    Attributes:
+        canaries: the input canaries.
+        scores: one black-box score per canary.
+        stats: their one-run statistics (their own member of the family).
+    """
+
+    canaries: InputCanaries
+    scores: np.ndarray
+    stats: OneRunResults
+
+
+@dataclass(frozen=True, kw_only=True)
 class AuditedPluginRun:
     """What a plugin's one-run audit found before its statistics (:func:`run_plugin_one_run`).
 
@@ -317,7 +332,7 @@ class AuditedPluginRun:
     canary_info: dict
     capacity: int
     crosstalk: float
-    inputs: tuple[InputCanaries, dict] | None = None
+    inputs: InputCanaryRun | None = None
 
     def observation(self) -> dict:
         """``game.observation``: the score, the canaries' joins and steps, how the guesses were chosen."""
@@ -336,28 +351,29 @@ class AuditedPluginRun:
         """``attacks`` entry of the input canaries (none without them)."""
         if self.inputs is None:
             return {}
-        canaries, stats = self.inputs
-        return {f"black-box/input-{canaries.kind}": attack_metrics(stats["scores"], canaries.included, confidence)}
+        canaries = self.inputs.canaries
+        return {f"black-box/input-{canaries.kind}": attack_metrics(self.inputs.scores, canaries.included,
+                                                                   confidence)}
 
     def input_summary(self) -> dict | None:
         """``game.input_canaries``: what the input canaries were and what their bound found."""
         if self.inputs is None:
             return None
-        canaries, stats = self.inputs
-        best = stats["best_lower_bound"]
+        canaries, judgement, one = self.inputs.canaries, self.inputs.stats.judgement, self.inputs.stats.one_run
+        best = judgement.best_lower_bound
         return {"kind": canaries.kind, "canaries": canaries.canaries, "included": int(canaries.included.sum()),
                 "description": canaries.describe(), "design": canaries.design.to_dict(),
                 "k_pos": canaries.design.k_pos, "k_neg": canaries.design.k_neg,
-                "correct": stats["one_run"]["correct"], "claim_rejected": stats["one_run"]["claim_rejected"],
-                "epsilon_lower_bound": None if best is None else best["epsilon"],
-                "confidence": canaries.design.confidence, "verdict": stats["verdict"]["status"]}
+                "correct": one.correct, "claim_rejected": one.claim_rejected,
+                "epsilon_lower_bound": None if best is None else best.epsilon,
+                "confidence": canaries.design.confidence, "verdict": judgement.verdict.status}
 
     def input_tables(self) -> list[dict]:
         """The input canaries' bounds table (none without them)."""
         if self.inputs is None:
             return []
-        canaries, stats = self.inputs
-        table = one_run_table(stats["one_run"], stats["lower_bounds"])
+        canaries, stats = self.inputs.canaries, self.inputs.stats
+        table = one_run_table(stats.one_run, [b.to_dict() for b in stats.judgement.lower_bounds])
         return [table | {"title": f"Input canaries ({canaries.kind}) in the same training: bounds",
                          "caption": f"{canaries.describe()}. {table['caption']}"}]
 
@@ -399,13 +415,13 @@ def _family(opts: DPOptions, judgement: Judgement, with_inputs: bool) -> Judgeme
     return replace(judgement, family=family)
 
 
-def input_verdict(verdict: dict, inputs: tuple[InputCanaries, dict] | None) -> dict:
+def input_verdict(verdict: dict, inputs: InputCanaryRun | None) -> dict:
     """The gradient canaries' verdict, unless the input canaries' bound rejects the claim: then theirs, named as
     a pass outside the DP steps (their own member of the family)."""
     if inputs is None:
         return verdict
-    canaries, stats = inputs
-    found = stats["verdict"]
+    canaries = inputs.canaries
+    found = inputs.stats.judgement.verdict.to_dict()
     if found["status"] != "violation":
         return verdict | {"text": f"{verdict['text']}. Input canaries ({canaries.canaries}): "
                                   f"{found['text']}"}
@@ -416,16 +432,16 @@ def input_verdict(verdict: dict, inputs: tuple[InputCanaries, dict] | None) -> d
                             f"accounted. Gradient canaries: {verdict['text']}", "source": "input_canaries"}
 
 
-def _results(opts: DPOptions, audited: AuditedPluginRun, stats: dict) -> dict[str, object]:
+def _results(opts: DPOptions, audited: AuditedPluginRun, stats: OneRunResults) -> dict[str, object]:
     """results.json of a plugin's one-run audit (kind dp, ``game.one_run``, ``config_check``)."""
     plugin, block, threat = audited.plugin, audited.block, audited.threat
     found, claim, data = audited.probed.probe, audited.probed.claim, audited.probed.data
     attack = f"{threat}/one-run-{audited.canary_info['kind']}"
-    judgement = _family(opts, stats["judgement"].for_attack(attack), audited.inputs is not None)
+    judgement = _family(opts, stats.judgement.for_attack(attack), audited.inputs is not None)
     verdict = input_verdict(judgement.verdict.to_dict(), audited.inputs)
     judgement = judgement.with_verdict(combined_verdict(block, verdict))
     judged = judgement.blocks(estimate=True, family=True)
-    one, inc = stats["one_run"], audited.recorder.included
+    one, inc = stats.one_run, audited.recorder.included
     trainings = int(block.trainings) + 1
     return judged | {
         "target_description": plugin.description, "dataset": data.name,
