@@ -38,7 +38,7 @@ from audit.stats.one_run.design import (
     default_canary_count,
     dpsgd_canary_llr,
 )
-from audit.stats.outcome import Game, OneRun, Outcome
+from audit.stats.outcome import Game, OneRun, Outcome, Table
 from audit.theory.dpsgd import calibrate_noise_multiplier
 from targets.catalogue import trained_target
 from targets.datasets import load_dataset
@@ -261,15 +261,14 @@ def _results(opts: DPOptions, trained: TrainedOneRun, stats: OneRunResults) -> d
     }
 
 
-def one_run_table(one: OneRun, bounds: list[dict]) -> dict:
+def one_run_table(one: OneRun, bounds: list[dict]) -> Table:
     rows = [[b["method"], b["epsilon"], b["role"], b["confidence"], b["details"].get("mu_lb"), b["statement"]]
             for b in bounds]
     expected = one.expected_perfect
-    return {"title": "One run of your training: bounds", "columns": ["method", "epsilon", "role", "confidence",
-                                                                     "mu bound", "what it bounds"],
-            "rows": rows,
-            "caption": (f"{one.canaries} canaries ({one.included} in), {one.k_pos} 'in' and "
-                        f"{one.k_neg} 'out' guesses, "
-                        f"{one.correct} right. {expected.text}; ceiling {one.ceiling:.3g} (every guess "
-                        f"right). The claim's own tradeoff curve "
-                        f"{'was' if one.claim_rejected else 'was not'} rejected by the same guesses.")}
+    return Table(title="One run of your training: bounds", columns=["method", "epsilon", "role", "confidence",
+                                                                   "mu bound", "what it bounds"],
+                 rows=rows,
+                 caption=(f"{one.canaries} canaries ({one.included} in), {one.k_pos} 'in' and {one.k_neg} 'out' "
+                          f"guesses, {one.correct} right. {expected.text}; ceiling {one.ceiling:.3g} (every guess "
+                          f"right). The claim's own tradeoff curve {'was' if one.claim_rejected else 'was not'} "
+                          "rejected by the same guesses."))

@@ -76,7 +76,7 @@ from audit.stats.one_run.design import (
     DesignObjective,
     dpsgd_canary_llr,
 )
-from audit.stats.outcome import ConfigCheck, Game, Outcome
+from audit.stats.outcome import ConfigCheck, Game, Outcome, Table
 from targets.audit_hooks import CanaryRecorder
 from targets.gradient_canaries import crosstalk_variance, spread_coordinates
 from targets.lm.device import using_lm_device
@@ -279,16 +279,16 @@ def combined_verdict(block: ConfigCheck, verdict: dict) -> dict:
     return verdict | ({"text": f"{verdict['text']}. Accounting check notes: {' | '.join(notes)}"} if notes else {})
 
 
-def coverage_table() -> dict:
+def coverage_table() -> Table:
     """Report table of :data:`THREAT_COVERAGE`."""
-    return {"title": "What each part of the one-run audit can and cannot see",
-            "columns": ["mistake in the code", "updates (gradient canaries)", "white-box (final parameters)",
-                        "accounting check"],
-            "rows": [list(row) for row in THREAT_COVERAGE],
-            "caption": "Gradient canaries are added after the code's clipping, so they test the noise and the "
-                       "steps the code really takes, never its clipping or how it samples the data; the "
-                       "accounting check reads those from the same instrumentation. The claim's own tradeoff "
-                       "curve is tested with the canaries' guesses too."}
+    return Table(title="What each part of the one-run audit can and cannot see",
+                 columns=["mistake in the code", "updates (gradient canaries)", "white-box (final parameters)",
+                          "accounting check"],
+                 rows=[list(row) for row in THREAT_COVERAGE],
+                 caption="Gradient canaries are added after the code's clipping, so they test the noise and the "
+                         "steps the code really takes, never its clipping or how it samples the data; the "
+                         "accounting check reads those from the same instrumentation. The claim's own tradeoff "
+                         "curve is tested with the canaries' guesses too.")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -368,14 +368,14 @@ class AuditedPluginRun:
                 "epsilon_lower_bound": None if best is None else best.epsilon,
                 "confidence": canaries.design.confidence, "verdict": judgement.verdict.status}
 
-    def input_tables(self) -> list[dict]:
+    def input_tables(self) -> list[Table]:
         """The input canaries' bounds table (none without them)."""
         if self.inputs is None:
             return []
         canaries, stats = self.inputs.canaries, self.inputs.stats
         table = one_run_table(stats.one_run, [b.to_dict() for b in stats.judgement.lower_bounds])
-        return [table | {"title": f"Input canaries ({canaries.kind}) in the same training: bounds",
-                         "caption": f"{canaries.describe()}. {table['caption']}"}]
+        return [replace(table, title=f"Input canaries ({canaries.kind}) in the same training: bounds",
+                        caption=f"{canaries.describe()}. {table.caption}")]
 
     def params(self) -> dict:
         """``params``: the plugin's claim, the DP-SGD the code runs and what Opacus reported."""
