@@ -55,3 +55,17 @@ def test_a_key_no_block_names_is_an_incomplete_audit(tmp_path) -> None:
         with ctx:
             ctx.finish(ENVELOPE | {"warnings": ["a key no block names"]}, {"command": "test"}, report=False)
     assert not (ctx.run_dir / "results.json").exists()
+
+
+@pytest.mark.parametrize("results", [
+    {"verdict": Verdict(status="no-claim", text="no claim tested", extra={"note": "a key no block names"})},
+    {"tables": [Table(title="T", columns=["c"], rows=[[1]], extra={"note": "nested"})]},
+], ids=["block", "nested block"])
+def test_a_runner_writing_to_extra_is_an_incomplete_audit(tmp_path, results) -> None:
+    """``extra`` is for files of older versions only: a runner of any kind that sets it on a block it writes
+    leaves no results.json (every runner's results go through ``finish``)."""
+    ctx = RunContext(tmp_path, "example", "laplace_count", seed=3, quiet=True)
+    with pytest.raises(AuditIncomplete, match="has no field 'note'"):
+        with ctx:
+            ctx.finish(ENVELOPE | results, {"command": "test"}, report=False)
+    assert not (ctx.run_dir / "results.json").exists()
