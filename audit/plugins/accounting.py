@@ -167,7 +167,7 @@ def records_finding(runs: Sequence[tuple[str, UpdateRecorder, int]]) -> Finding:
     seen = [(name, run, n) for name, run, n in runs if run.foreign]
     if not seen:
         return Finding.checked("records", False, True, "No noisy step's per-sample gradients came from examples other "
-                       f"than the records given ({', '.join(name for name, _, _ in runs)}).")
+                               f"than the records given ({', '.join(name for name, _, _ in runs)}).")
     name, run, n = seen[0]
     count, size = run.foreign[0]
     message = (f"The per-sample gradients of {len(run.foreign)} of the {run.steps} noisy steps ({name}) were computed "

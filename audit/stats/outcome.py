@@ -552,18 +552,18 @@ class Finding(Block):
                    message=message, fix=fix, details=details or {}, read=bool(read), decides=bool(violation))
 
     @classmethod
-    def of(cls, found: ConfigFinding, violation: bool, *, read: bool = True) -> Finding:
-        """The finding of a configuration check (:mod:`audit.theory.config_check`), by :meth:`checked`.
+    def of(cls, found: ConfigFinding, violation: bool) -> Finding:
+        """The finding of a configuration check (:mod:`audit.theory.config_check`, which reads what it needs
+        from the configuration itself), by :meth:`checked`: its one conversion to the block.
 
         Args:
             found: the check's result.
             violation: whether its problem voids the accounting.
-            read: whether it read what it needs.
 
         Returns:
             The finding.
         """
-        return cls.checked(found.check, found.problem, violation, found.message, found.fix, found.details, read=read)
+        return cls.checked(found.check, found.problem, violation, found.message, found.fix, found.details)
 
     def sentence(self) -> str:
         """The finding as text: its check, its message and its fix.
