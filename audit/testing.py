@@ -157,8 +157,7 @@ def _violation_message(outcome: Outcome, run_dir: Path) -> str:
     parts = []
     check = outcome.kind_detail.accounting_check()
     if check and check.status == "violation":
-        found = "; ".join(f"{f['check']}: {f['message']}" + (f" Fix: {f['fix']}." if f["fix"] else "")
-                          for f in deciding_findings(check.to_dict()))
+        found = "; ".join(f.sentence() for f in deciding_findings(check))
         parts.append(f"the accounting check found the code less private than claimed ({found})")
     rejecting = [b for b in outcome.lower_bounds if b.role == "verdict" and (b.details or {}).get("claim_rejected")]
     if best is not None and float(best.epsilon) > float(outcome.epsilon_theory):

@@ -120,7 +120,8 @@ def main() -> int:
     for refs in REFERENCES:
         t_opts = MembershipOptions(target="handed:over", out=str(args.out), quiet=True, seed=0, references=refs)
         t_dir, trained = run_trained_membership(t_opts, ModelPlugin("handed:over", made))
-        out["comparisons"][f"references_{refs}"] = {"run": str(t_dir), "blind_auc": trained.detail.split_check.blind_auc,
+        blind_auc = trained.detail.split_check.blind_auc
+        out["comparisons"][f"references_{refs}"] = {"run": str(t_dir), "blind_auc": blind_auc,
                                                     "rows": compare(builtin, trained, 0.95)}
     out["all_agree"] = all(row["agree"] for block in out["comparisons"].values() for row in block["rows"])
     write_json(args.json, out)

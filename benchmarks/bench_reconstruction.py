@@ -56,12 +56,12 @@ def sweep(target: str, epsilons: tuple[float, ...], counts: tuple[int, ...], run
                                     runs, seed, twin=i == 0, minimisers=minimisers)
         wall = time.perf_counter() - start
         if i == 0:  # the twin: the same rounds with the exact minimiser released
-            twins = [GameResult(g.n, g.twin_successes, g.runs, None,
-                                {"record_error_median": g.extra["twin_record_error_median"]}) for g in games]
+            twins = [GameResult(g.n, g.twin_successes, g.runs, None, record_error_median=g.twin_record_error_median)
+                     for g in games]
             rows.append({"epsilon": None, "sigma": 0.0, "mu": None, "wall_s": None,
                          "points": _points(twins, None)})
-            games = [GameResult(g.n, g.successes, g.runs, None,
-                                {"record_error_median": g.extra["record_error_median"]}) for g in games]
+            games = [GameResult(g.n, g.successes, g.runs, None, record_error_median=g.record_error_median)
+                     for g in games]
         rows.append({"epsilon": eps, "sigma": erm.sigma, "mu": erm.mu, "wall_s": wall,
                      "points": _points(games, erm.claim)})
     return rows

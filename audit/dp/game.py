@@ -37,13 +37,14 @@ threshold family, whose rows share one simultaneous confidence event.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from audit.errors import UserError
-from audit.stats.gdp import GDP_ASSUMPTION, gaussian_fit_bound
-from audit.stats.judgement import judge
+from audit.stats.gdp import gaussian_fit_bound
+from audit.stats.judgement import Judgement, judge
 from audit.stats.metrics import attack_metrics
 from audit.stats.per_step import StepComposition, per_step_bound
 from audit.stats.rates import as_scores_members, operating_point
@@ -52,7 +53,7 @@ from audit.stats.verdict import Family, epsilon_value
 from audit.theory.checks import check_confidence
 from audit.theory.claims import PrivacyClaim
 
-__all__ = ["fair_coins", "audit_runs", "ScoreModel", "flag_estimates_above_claim", "ALPHA_GRID"]
+__all__ = ["fair_coins", "audit_runs", "RunsAudit", "ScoreModel", "flag_estimates_above_claim", "ALPHA_GRID"]
 
 #: alpha grid of the tradeoff curves written to results.json
 ALPHA_GRID = np.unique(np.concatenate([np.logspace(-5, 0, 121), [1e-3, 1e-2, 0.1, 0.5]]))
@@ -107,9 +108,25 @@ class ScoreModel:
     strategy: ThresholdStrategy | None = None
 
 
+@dataclass(frozen=True, kw_only=True)
+class RunsAudit:
+    """What :func:`audit_runs` returns.
+
+    Attributes:
+        judgement: the bounds, the verdict and the family (:func:`audit.stats.judgement.judge`).
+        threshold_strategy: how the threshold tests chose their thresholds (``game.threshold_strategy``).
+        attack_metrics: the per-run scores' metrics, with each threshold test's operating point
+            (``attacks``' entry of the run).
+    """
+
+    judgement: Judgement
+    threshold_strategy: str
+    attack_metrics: dict[str, Any]
+
+
 def audit_runs(scores: ArrayLike, included: ArrayLike, claim: PrivacyClaim | None, delta: float,
                confidence: float = 0.95, rng: np.random.Generator | int | None = 0,
-               model: ScoreModel = ScoreModel()) -> dict:
+               model: ScoreModel = ScoreModel()) -> RunsAudit:
     """Epsilon lower bounds from R runs of the distinguishing game, and the verdict.
 
     Args:
@@ -124,11 +141,10 @@ def audit_runs(scores: ArrayLike, included: ArrayLike, claim: PrivacyClaim | Non
             parts of the statistics (tie-breaking, a held-out split).
         model: what is known of the scores beyond the coins (:class:`ScoreModel`).
 
-    Returns a dict with ``judgement`` (:class:`audit.stats.judgement.Judgement`, its verdict flagged by
-    :func:`flag_estimates_above_claim`) and its blocks: ``lower_bounds`` (LowerBound dicts), ``family``,
-    ``best_lower_bound`` (largest verdict-role bound or None), ``best_estimate`` (largest of all,
-    labelled), ``epsilon_theory``, ``tradeoff``, ``lower_bound_tradeoff``, ``verdict``,
-    ``attack_metrics`` (AUC, TPR at low FPR of the per-run scores), ``runs``, ``included``.
+    Returns:
+        The :class:`RunsAudit`: the judgement (its verdict flagged by :func:`flag_estimates_above_claim`;
+        its bounds, the best valid one of the verdict's family, the best estimate of all, labelled), the
+        threshold strategy and the attack's metrics (AUC, TPR at low FPR of the per-run scores).
     """
     s, inc = as_scores_members(scores, included)
     confidence = check_confidence(confidence)
@@ -153,6 +169,4 @@ def audit_runs(scores: ArrayLike, included: ArrayLike, claim: PrivacyClaim | Non
     metrics["empirical_points"] = [
         operating_point(f"{b['method']} test ({b['details']['rule']})", b["details"], confidence)
         for b in bounds if b["method"] == "clopper-pearson" and "fp" in b["details"]]
-    return judgement.blocks(estimate=True, family=True) | {
-        "judgement": judgement, "threshold_strategy": strategy.name, "attack_metrics": metrics,
-        "runs": int(s.size), "included": int(inc.sum()), "gdp_assumption": GDP_ASSUMPTION}
+    return RunsAudit(judgement=judgement, threshold_strategy=strategy.name, attack_metrics=metrics)

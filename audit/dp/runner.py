@@ -89,17 +89,17 @@ def _play(ctx: RunContext, setup: DPAuditSetup, included: np.ndarray, confidence
                       model)
     ctx.timing["statistics_s"] = time.perf_counter() - t0
     attack = f"{setup.threat}/{setup.canary.get('kind')}"
-    judged = game["judgement"].for_attack(attack).blocks(estimate=True)
+    judged = game.judgement.for_attack(attack).blocks(estimate=True)
     rows = [[b["method"], b["epsilon"], b["role"], b["confidence"],
              b["details"].get("mu_lb", b["details"].get("mu_step_lb")), b["n"]] for b in judged["lower_bounds"]]
     header = ResultsHeader(description=setup.description, dataset=setup.dataset, model=setup.model,
                            neighbouring=setup.neighbouring, delta=setup.delta, confidence=confidence,
-                           epsilon_theory=game["epsilon_theory"], accountant=accountant(setup.claim),
+                           epsilon_theory=game.judgement.epsilon_theory, accountant=accountant(setup.claim),
                            params=setup.params).to_dict()
     results = header | judged | {
-        "attacks": {attack: game["attack_metrics"]},
+        "attacks": {attack: game.attack_metrics},
         "game": Game(runs=runs, canary_kind=setup.canary.get("kind"), canary=setup.canary, threat=setup.threat,
-                     threshold_strategy=game["threshold_strategy"], observation=obs.info,
+                     threshold_strategy=game.threshold_strategy, observation=obs.info,
                      included=int(included.sum()), inclusion="independent fair coin per run"),
         "tables": [Table(title="Epsilon lower bounds of this audit",
                          columns=["method", "epsilon", "role", "confidence", "mu bound", "observations"], rows=rows,
@@ -169,7 +169,7 @@ def summary_lines(run_dir: Path, outcome: Outcome) -> list[str]:
         The lines.
     """
     theory = outcome.epsilon_theory
-    lines = check_lines(outcome.detail.config_check.to_dict()) if outcome.detail.config_check else []
+    lines = check_lines(outcome.detail.config_check) if outcome.detail.config_check else []
     if outcome.game and outcome.game.trainings_text:
         lines += plugin_one_run_summary(outcome)
     lines += [f"report:    {run_dir / 'report.html'}",

@@ -63,6 +63,7 @@ first on the command line.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -70,9 +71,9 @@ import numpy as np
 from audit.plugins.final_model import final_model_check
 from audit.plugins.probe import Probe, require_steps, run_once
 from audit.stats.noise_check import NoiseCheck, check_noise
+from audit.stats.outcome import ConfigCheck, Finding, Table
 from audit.stats.sampling_check import rate_test, sampling_from_batches
 from audit.theory.config_check import (
-    ConfigFinding,
     DPSGDConfig,
     check_config_against_claim,
     compare_world_configs,
@@ -152,31 +153,21 @@ def clipping_check(recorder: UpdateRecorder) -> dict[str, Any]:
     return out
 
 
-def finding(check: str, problem: bool, violation: bool, message: str, fix: str = "",
-            details: dict | None = None, *, read: bool = True) -> dict[str, Any]:
-    """One finding of the ``config_check`` block: a ``problem`` is a ``violation`` when ``violation`` (it voids the
-    accounting), else a note; ``fix``: what to change. ``read`` False: the check could not read what it needs
-    (``message`` says why); a check that can void the accounting (``violation``) and was not read is
-    *could-not-read*, never a pass (:func:`unread_findings`)."""
-    return {"check": check, "problem": bool(problem and read), "violation": bool(problem and violation and read),
-            "message": message, "fix": fix, "details": details or {}, "read": bool(read), "decides": bool(violation)}
-
-
-def unread_findings(block: dict[str, Any]) -> list[dict[str, Any]]:
+def unread_findings(block: ConfigCheck) -> list[Finding]:
     """The checks that could void the accounting and could not be read (a could-not-read verdict when nothing
     else is a violation: exit 2 under ``--fail-above-claim``)."""
-    return [f for f in block["findings"] if f.get("read", True) is False and f.get("decides", True)]
+    return [f for f in block.findings if f.unread]
 
 
-def records_finding(runs: Sequence[tuple[str, UpdateRecorder, int]]) -> dict[str, Any]:
+def records_finding(runs: Sequence[tuple[str, UpdateRecorder, int]]) -> Finding:
     """The **records** finding (module docstring): a violation when a step's per-sample gradients were computed
     on examples that are not the records given (:attr:`targets.audit_hooks.UpdateRecorder.foreign`) in any of
     ``runs`` (its name, its recorder, the records it was given); ok otherwise (steps whose records were not seen
     at all leave sampling, rate and clipping unread, which say so)."""
     seen = [(name, run, n) for name, run, n in runs if run.foreign]
     if not seen:
-        return finding("records", False, True, "No noisy step's per-sample gradients came from examples other than "
-                       f"the records given ({', '.join(name for name, _, _ in runs)}).")
+        return Finding.checked("records", False, True, "No noisy step's per-sample gradients came from examples other "
+                               f"than the records given ({', '.join(name for name, _, _ in runs)}).")
     name, run, n = seen[0]
     count, size = run.foreign[0]
     message = (f"The per-sample gradients of {len(run.foreign)} of the {run.steps} noisy steps ({name}) were computed "
@@ -189,15 +180,11 @@ def records_finding(runs: Sequence[tuple[str, UpdateRecorder, int]]) -> dict[str
     details = {"runs": {name: {"steps": run.steps, "foreign_steps": len(run.foreign),
                                "dataset_sizes": sorted({s for _, s in run.foreign}), "records": n}
                         for name, run, n in seen}}
-    return finding("records", True, True, message, FIX_RECORDS, details)
-
-
-def _from(found: ConfigFinding, violation: bool) -> dict[str, Any]:
-    return finding(found.check, found.problem, violation, found.message, found.fix, found.details)
+    return Finding.checked("records", True, True, message, FIX_RECORDS, details)
 
 
 def sampling_findings(recorder: UpdateRecorder, n: int, rate: float, alphas: dict[str, float],
-                      seed: int = 0) -> list[dict]:
+                      seed: int = 0) -> list[Finding]:
     """The sampling and rate findings (module docstring) from the records each step held; not checked (no
     problem) when the steps' records were not seen. ``seed`` seeds the sampling test's draws of its
     conditional law (:func:`audit.stats.sampling_check.sampling_from_batches`)."""
@@ -207,14 +194,14 @@ def sampling_findings(recorder: UpdateRecorder, n: int, rate: float, alphas: dic
                "pass batch= to add_canary, or iterate a torch DataLoader over the training set")
         unseen = (f"Could not read: the records of {recorder.steps - len(batches)} of the {recorder.steps} steps were "
                   f"not seen ({why}), so {{}} was not tested.")
-        return [finding("sampling", False, True, unseen.format("the sampling"), read=False),
-                finding("rate", False, True, unseen.format("the sampling rate"), read=False)]
+        return [Finding.checked("sampling", False, True, unseen.format("the sampling"), read=False),
+                Finding.checked("rate", False, True, unseen.format("the sampling rate"), read=False)]
     out = []
     if recorder.steps >= 2:
         sampling = sampling_from_batches(batches, n, significance=alphas["sampling"] / SAMPLING_TAILS,
                                          seed=seed).to_dict()
         problem = sampling["verdict"] not in ("poisson", "inconclusive", "full-batch")
-        out.append(finding("sampling", problem, True, f"Sampling read from the records each step held: "
+        out.append(Finding.checked("sampling", problem, True, f"Sampling read from the records each step held: "
                             f"{sampling['verdict']}. {sampling['message']}", FIX_SAMPLING if problem else "",
                             sampling))
     test = rate_test(batches, n, rate, alphas["rate"])
@@ -228,20 +215,23 @@ def sampling_findings(recorder: UpdateRecorder, n: int, rate: float, alphas: dic
         message = (f"The batches held {test['observed']:.4g} of the records per step, consistent with the accounted "
                    f"rate {rate:.4g} (two-sided binomial p = {test['p_value']:.2g}).")
         fix = ""
-    return out + [finding("rate", test["rejected"], True, message, fix, test)]
+    return out + [Finding.checked("rate", test["rejected"], True, message, fix, test)]
 
 
-def _epsilon_finding(config: DPSGDConfig, claim: Any, delta: float, sigma: float, needed: float) -> dict:
+def _epsilon_finding(config: DPSGDConfig, claim: Any, delta: float, sigma: float, needed: float,
+                     source: str) -> Finding:
     """The epsilon finding (module docstring); far too little noise is said without the PLD (``sigma``: the
     multiplier measured, 0 for a tensor without noise, which the configuration carries as the least positive
-    float)."""
+    float); ``source``: where the noise multiplier comes from, in words."""
     claimed = float(claim.epsilon(delta))
     if sigma < MIN_SIGMA * needed:
-        return finding("epsilon", True, True, f"The loop adds noise of multiplier at most {sigma:.3g}, where "
-                        f"{config.rate:.4g} sampling and {config.steps} steps need at least {needed:.4g} for the "
-                        f"claimed epsilon {claimed:.3g}.", f"raise the noise multiplier to at least {needed:.4g}",
-                        {"config": config.to_dict(), "noise_multiplier_needed": needed})
-    return _from(check_config_against_claim(config, claim, delta), True)
+        return Finding.checked("epsilon", True, True, f"The loop adds noise of multiplier at most {sigma:.3g}, where "
+                               f"{config.rate:.4g} sampling and {config.steps} steps need at least {needed:.4g} for "
+                               f"the claimed epsilon {claimed:.3g}.", f"raise the noise multiplier to at least "
+                               f"{needed:.4g}", {"config": config.to_dict(), "noise_multiplier_needed": needed,
+                                                 "noise_multiplier_source": source})
+    found = check_config_against_claim(config, claim, delta)
+    return Finding.of(replace(found, details=found.details | {"noise_multiplier_source": source}), True)
 
 
 def world_training(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int, salt: int,
@@ -261,7 +251,7 @@ def world_run(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int, sa
 
 
 def world_finding(config: DPSGDConfig, added_run: UpdateRecorder, removed_run: UpdateRecorder, n: int,
-                  sigma_of: Callable[[UpdateRecorder], float], delta: float | None) -> dict[str, Any]:
+                  sigma_of: Callable[[UpdateRecorder], float], delta: float | None) -> Finding:
     """The configuration read with the first of the ``n`` records duplicated (``added_run``, :func:`world_run`) and
     with it removed (``removed_run``), against ``config`` (module docstring): a move either way is a violation.
     ``sigma_of``: the noise multiplier a world's run is read with; ``delta``: also each world's PLD epsilon."""
@@ -274,15 +264,23 @@ def world_finding(config: DPSGDConfig, added_run: UpdateRecorder, removed_run: U
     details = {word: f.details for word, f in pairs}
     moved = [(word, f) for word, f in pairs if f.problem]
     if not moved:
-        return finding("world-dependence", False, False, "The DP-SGD configuration is the same with one record added "
-                        "and with one removed, as the accounting assumes.", "", details)
+        return Finding.checked("world-dependence", False, False, "The DP-SGD configuration is the same with one "
+                        "record added and with one removed, as the accounting assumes.", "", details)
     message = " ".join(f"{'Adding' if word == 'adding' else 'Removing'} one record: {f.message}" for word, f in moved)
     fixes = dict.fromkeys(part for _, f in moved for part in f.fix.split("; ") if part)
-    return finding("world-dependence", True, True, message, "; ".join(fixes), details)
+    return Finding.checked("world-dependence", True, True, message, "; ".join(fixes), details)
+
+
+def _noise_source(measured: dict[str, Any], sigma_code: float | None, alpha: float) -> str:
+    """Where the epsilon finding's noise multiplier comes from, in words (``alpha``: the noise tests' level)."""
+    return ((f"the optimizer's {sigma_code:.4g}, capped by " if sigma_code is not None else "")
+            + f"the noise measured per parameter tensor: at most {measured['upper']:.4g} in the least noisy tensor "
+            f"({measured['worst_tensor']}; estimate over all tensors {measured['estimate']:.4g}, "
+            f"{measured['coordinates_x_steps']} coordinate-steps, level {alpha:.3g} split among the noise tests)")
 
 
 def accounting_check(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int, found: Probe, claim: Any,
-                     delta: float, alpha: float) -> dict[str, Any]:
+                     delta: float, alpha: float) -> ConfigCheck:
     """The ``config_check`` block (module docstring); the optimizer's noise multiplier ``found.source``
     reports (Opacus: capped by the noise measured) or None (a hooked loop: measured only); ``alpha``:
     the check's part of the audit's alpha, split by :data:`ALPHA_SHARES`."""
@@ -297,20 +295,15 @@ def accounting_check(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: 
     tiny = float(np.finfo(float).tiny)
     sigma = max(shown, tiny)  # a tensor without noise measures 0: the least positive float
     config = read_config(recorder, sigma, len(X))
-    findings = [_epsilon_finding(config, claim, delta, shown, needed)]
     measured = noise.summary
-    findings[0]["details"]["noise_multiplier_source"] = (
-        (f"the optimizer's {sigma_code:.4g}, capped by " if sigma_code is not None else "")
-        + f"the noise measured per parameter tensor: at most {measured['upper']:.4g} in the least noisy tensor "
-        f"({measured['worst_tensor']}; estimate over all tensors {measured['estimate']:.4g}, "
-        f"{measured['coordinates_x_steps']} coordinate-steps, level {alphas['noise']:.3g} split among the noise "
-        f"tests)")
+    findings = [_epsilon_finding(config, claim, delta, shown, needed, _noise_source(measured, sigma_code,
+                                                                                     alphas["noise"]))]
     findings += noise.findings
     findings += sampling_findings(recorder, len(X), config.rate, alphas, seed)
     clipping = clipping_check(recorder)
-    findings.append(finding("clipping", clipping["problem"], True, clipping["message"],
-                             "clip each example's gradient to C before summing" if clipping["problem"] else "",
-                             clipping, read=clipping["checked"]))
+    findings.append(Finding.checked("clipping", clipping["problem"], True, clipping["message"],
+                                    "clip each example's gradient to C before summing" if clipping["problem"] else "",
+                                    clipping, read=clipping["checked"]))
     noisy_enough = sigma >= MIN_SIGMA * needed
     def sigma_of(run: UpdateRecorder) -> float:  # a hooked loop: the probe's measurement; Opacus: as for the probe
         return sigma if sigma_code is None else max(measured_sigma(noise, run.source.noise_multiplier), tiny)
@@ -320,60 +313,54 @@ def accounting_check(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: 
                                   delta if noisy_enough else None))
     findings.append(records_finding([("the probe", recorder, len(X)), ("one record added", added_run, len(X) + 1),
                                      ("one record removed", removed_run, len(X) - 1)]))
-    final = final_model_check(added_run.iterates, trained, added_run.source.kind)
-    # not read where it applies (an Opacus model the audit could not find): could-not-read, never a pass
-    findings.append(finding(final.check, final.problem, True, final.message, final.fix, final.details,
-                            read=final.details.get("read", True) or not final.details.get("applies", True)))
-    status = block_status(findings)
-    sampling = next((f["details"] for f in findings if f["check"] == "sampling" and f["details"]), None)
-    epsilon = findings[0]["details"].get("epsilon")  # None: far too little noise for a PLD (_epsilon_finding)
-    return {"status": status, "findings": findings, "config": config.to_dict() | {"epsilon": epsilon},
-            "claimed_epsilon": claimed, "delta": delta, "noise_measured": measured | {"optimizer": sigma_code},
-            "sampling": sampling,
-            "clipping": clipping, "alpha": alpha, "alpha_split": alphas | {"sampling_per_tail": alphas["sampling"] /
-                                                                           SAMPLING_TAILS}, "trainings": 4}
+    findings.append(final_model_check(added_run.iterates, trained, added_run.source.kind))
+    sampling = next((f.details for f in findings if f.check == "sampling" and f.details), None)
+    epsilon = findings[0].details.get("epsilon")  # None: far too little noise for a PLD (_epsilon_finding)
+    return ConfigCheck(status=block_status(findings), findings=tuple(findings),
+                       config=config.to_dict() | {"epsilon": epsilon}, claimed_epsilon=claimed, delta=delta,
+                       noise_measured=measured | {"optimizer": sigma_code}, sampling=sampling, clipping=clipping,
+                       alpha=alpha, alpha_split=alphas | {"sampling_per_tail": alphas["sampling"] / SAMPLING_TAILS},
+                       trainings=4, nulls=frozenset({"sampling"} if sampling is None else ()))
 
 
-def block_status(findings: list[dict[str, Any]]) -> str:
+def block_status(findings: Sequence[Finding]) -> str:
     """The block's status: "violation" when a finding voids the accounting, "could-not-read" when a check that
     could void it was not read, "finding" for notes, else "ok"."""
-    return ("violation" if any(f["violation"] for f in findings) else
-            "could-not-read" if unread_findings({"findings": findings}) else
-            "finding" if any(f["problem"] for f in findings) else "ok")
+    return ("violation" if any(f.violation for f in findings) else
+            "could-not-read" if any(f.unread for f in findings) else
+            "finding" if any(f.problem for f in findings) else "ok")
 
 
-def deciding_findings(block: dict[str, Any]) -> list[dict[str, Any]]:
+def deciding_findings(block: ConfigCheck) -> list[Finding]:
     """The block's violations, the deciding one first (:data:`DECIDING_ORDER`; a check not listed there,
     e.g. a noise check, ranks with ``noise``)."""
     rank = {name: i for i, name in enumerate(DECIDING_ORDER)}
-    return sorted((f for f in block["findings"] if f["violation"]),
-                  key=lambda f: rank.get(f["check"], rank["noise"]))
+    return sorted((f for f in block.findings if f.violation), key=lambda f: rank.get(f.check, rank["noise"]))
 
 
-def check_lines(block: dict[str, Any]) -> list[str]:
+def check_lines(block: ConfigCheck) -> list[str]:
     """The lines printed first: each finding with a problem, with its fix (the violations first, the deciding
     one first of all); else one line saying the configuration is as claimed."""
     unread = unread_findings(block)
-    problems = deciding_findings(block) + [f for f in block["findings"] if f["problem"] and not f["violation"]]
-    unread_lines = [f"CONFIG NOT READ ({f['check']}): {f['message']}" for f in unread]
+    problems = deciding_findings(block) + [f for f in block.findings if f.problem and not f.violation]
+    unread_lines = [f"CONFIG NOT READ ({f.check}): {f.message}" for f in unread]
     if not problems and unread:
         return unread_lines
     if not problems:
-        cfg = block["config"]
+        cfg = block.config or {}
         return [f"config:    as claimed: epsilon {cfg['epsilon']:.3g} by the PLD accountant for the DP-SGD the code "
                 f"runs (sigma {cfg['noise_multiplier']:.4g}, q {cfg['sample_rate']:.4g}, {cfg['steps']} steps) <= "
-                f"claimed {block['claimed_epsilon']:.3g}"]
-    return [f"CONFIG {'VIOLATION' if f['violation'] else 'FINDING'} ({f['check']}): {f['message']}"
-            + (f" Fix: {f['fix']}." if f["fix"] else "") for f in problems] + unread_lines
+                f"claimed {block.claimed_epsilon:.3g}"]
+    return [f"CONFIG {'VIOLATION' if f.violation else 'FINDING'} ({f.check}): {f.message}"
+            + (f" Fix: {f.fix}." if f.fix else "") for f in problems] + unread_lines
 
 
-def config_table(block: dict[str, Any]) -> dict[str, Any]:
+def config_table(block: ConfigCheck) -> Table:
     """Report table of the accounting check."""
-    rows = [[f["check"], "violation" if f["violation"] else "finding" if f["problem"] else
-             "could not read" if f.get("read", True) is False else "ok", f["message"], f["fix"]]
-            for f in block["findings"]]
-    return {"title": "Accounting check: the DP-SGD the code runs", "columns": ["check", "status", "what", "fix"],
-            "rows": rows, "caption": "Read from instrumented trainings of the code (probe, its repeat, the dataset "
-                                      "plus one record and less one record); epsilon by our PLD accountant; the "
-                                      f"statistical tests share alpha {block['alpha']:.3g} (rate, sampling, noise: "
-                                      "a third each)."}
+    rows = [[f.check, "violation" if f.violation else "finding" if f.problem else
+             "could not read" if f.read is False else "ok", f.message, f.fix] for f in block.findings]
+    return Table(title="Accounting check: the DP-SGD the code runs", columns=["check", "status", "what", "fix"],
+                 rows=rows, caption="Read from instrumented trainings of the code (probe, its repeat, the dataset "
+                                    "plus one record and less one record); epsilon by our PLD accountant; the "
+                                    f"statistical tests share alpha {block.alpha:.3g} (rate, sampling, noise: "
+                                    "a third each).")

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from audit.theory.config_check import ConfigFinding
+from audit.stats.outcome import Finding
 from targets.final_params import IterateSketch, merged_adapters, returned_parameters
 
 #: Roundings (in machine epsilons of the parameters' dtype) a weighted sum of the iterates may carry per iterate.
@@ -48,11 +48,12 @@ FIX_FINAL = ("return the model after the last DP step, or a post-processing of t
              "ordinary (non-private) pass over the data after, between or outside the noisy steps")
 
 
-def _unread(reason: str, applies: bool = True) -> ConfigFinding:
-    """A finding that says the model was not read (``applies`` False: the hooks' contract carries no parameters)."""
-    return ConfigFinding("final-model", False, f"Could not read the model the code returns: {reason}; whether it "
-                         "is the DP training's is not checked.", "", {"read": False, "reason": reason,
-                                                                      "applies": applies})
+def _unread(reason: str, applies: bool = True) -> Finding:
+    """A finding that says the model was not read (``applies`` False: the hooks' contract carries no parameters,
+    so it is not a check that was not read: never could-not-read)."""
+    return Finding.checked("final-model", False, True, f"Could not read the model the code returns: {reason}; "
+                           "whether it is the DP training's is not checked.", "",
+                           {"read": False, "reason": reason, "applies": applies}, read=not applies)
 
 
 def tolerance(steps: int, eps: float = float(np.finfo(np.float32).eps)) -> float:
@@ -72,7 +73,7 @@ def explained(sketches: np.ndarray, target: np.ndarray, tol: float) -> dict[str,
             "relative_distance_to_last": float(np.linalg.norm(target - sketches[:, -1])) / scale}
 
 
-def final_model_check(iterates: IterateSketch | None, trained: Any, driver: str) -> ConfigFinding:
+def final_model_check(iterates: IterateSketch | None, trained: Any, driver: str) -> Finding:
     """The ``final-model`` finding (module docstring) of one training: ``iterates`` recorded while it ran (None:
     not recorded), ``trained`` what its ``train`` returned, ``driver`` its steps' source ("opacus" or "hooks")."""
     if driver != "opacus" or iterates is None:
@@ -96,21 +97,20 @@ def final_model_check(iterates: IterateSketch | None, trained: Any, driver: str)
     tol = tolerance(steps, iterates.eps)
     gap = float(np.abs(theta - last).max()) / max(float(np.abs(last).max()), float(np.finfo(float).tiny))
     if gap <= tol:
-        return ConfigFinding("final-model", False, f"The model the code returns is the last of its {steps} DP "
-                             "iterates.", "", details | {"relative_gap_to_last": gap})
+        return Finding.checked("final-model", False, True, f"The model the code returns is the last of its {steps} "
+                               "DP iterates.", "", details | {"relative_gap_to_last": gap})
     if sketches.shape[0] <= sketches.shape[1]:
         return _unread(f"its {steps + 1} iterates span every direction of the {sketches.shape[0]} the audit "
                        "kept, so any model would be a combination of them")
     fit = explained(sketches, iterates.sketch(torch.from_numpy(theta)), tol)
     details |= fit | {"relative_gap_to_last": gap}  # the largest coordinate's change, over the largest coordinate
     if fit["relative_residual"] <= fit["tolerance"]:
-        return ConfigFinding("final-model", False, f"The model the code returns is a linear combination of its "
-                             f"{steps + 1} DP iterates (weights summing to {fit['weights_sum']:.3g}: an average or "
-                             "EMA of them is post-processing, covered by the guarantee).", "", details)
-    return ConfigFinding("final-model", True, f"The model changed outside DP-SGD: the parameters the code returns are "
-                         f"at relative distance {fit['relative_residual']:.3g} from every linear combination of its "
-                         f"{steps + 1} DP iterates (tolerance {fit['tolerance']:.2g}; "
-                         f"{fit['relative_distance_to_last']:.3g} from the last iterate), so some update after or "
-                         "outside the noisy steps (a non-private pass over the data) reached the model, and the "
-                         "accountant's epsilon does not cover it.",
-                         FIX_FINAL, details)
+        return Finding.checked("final-model", False, True, f"The model the code returns is a linear combination "
+                               f"of its {steps + 1} DP iterates (weights summing to {fit['weights_sum']:.3g}: an "
+                               "average or EMA of them is post-processing, covered by the guarantee).", "", details)
+    return Finding.checked("final-model", True, True, f"The model changed outside DP-SGD: the parameters the code "
+                           f"returns are at relative distance {fit['relative_residual']:.3g} from every linear "
+                           f"combination of its {steps + 1} DP iterates (tolerance {fit['tolerance']:.2g}; "
+                           f"{fit['relative_distance_to_last']:.3g} from the last iterate), so some update after or "
+                           "outside the noisy steps (a non-private pass over the data) reached the model, and the "
+                           "accountant's epsilon does not cover it.", FIX_FINAL, details)

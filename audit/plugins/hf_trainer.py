@@ -36,12 +36,12 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from audit.plugins.accounting import finding
+from audit.stats.outcome import Finding
 from targets.audit_hooks import UpdateRecorder
 
 FIX_SAMPLER = ("return the data loader make_private returns (Poisson sampling at the accounted rate) from your "
@@ -184,7 +184,7 @@ class TrainerFacts:
     accumulation: int
     default_loss: bool
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> Finding:
         return {"poisson_loader": self.poisson, "sampler": self.sampler,
                 "gradient_accumulation_steps": self.accumulation, "default_compute_loss": self.default_loss}
 
@@ -205,23 +205,24 @@ def trainer_facts(watch: TrainerWatch | None) -> TrainerFacts | None:
                         type(first).compute_loss is Trainer.compute_loss)
 
 
-def _named(f: dict[str, Any], cause: str, fix: str, facts: TrainerFacts) -> dict[str, Any]:
-    return f | {"message": f"{f['message']} {cause}", "fix": fix,
-                "details": f["details"] | {"trainer": facts.to_dict()}}
+def _named(f: Finding, cause: str, fix: str, facts: TrainerFacts) -> Finding:
+    return replace(f, message=f"{f.message} {cause}", fix=fix, details={**(f.details or {}),
+                                                                        "trainer": facts.to_dict()})
 
 
-def _void_replay(f: dict[str, Any], facts: TrainerFacts) -> dict[str, Any]:
-    return finding("loss-coupling", False, True, "Could not read: the transformers.Trainer iterates its own training "
-                   f"loader ({facts.sampler}), not the one make_private returns, so the replay's chosen batches "
-                   "never reached the steps compared.", "", f["details"] | {"trainer": facts.to_dict()}, read=False)
+def _void_replay(f: Finding, facts: TrainerFacts) -> Finding:
+    return Finding.checked("loss-coupling", False, True, "Could not read: the transformers.Trainer iterates its own "
+                           f"training loader ({facts.sampler}), not the one make_private returns, so the replay's "
+                           "chosen batches never reached the steps compared.", "",
+                           {**(f.details or {}), "trainer": facts.to_dict()}, read=False)
 
 
-def _named_finding(f: dict[str, Any], facts: TrainerFacts) -> dict[str, Any]:
+def _named_finding(f: Finding, facts: TrainerFacts) -> Finding:
     """``f`` with the ``Trainer``'s cause and fix where the ``Trainer`` explains it (module docstring)."""
-    check = f["check"]
-    if check == "loss-coupling" and not facts.poisson and (f["problem"] or not f.get("read", True)):
+    check = f.check
+    if check == "loss-coupling" and not facts.poisson and (f.problem or f.read is False):
         return _void_replay(f, facts)
-    if not f["violation"]:
+    if not f.violation:
         return f
     if check in ("sampling", "rate") and not facts.poisson:
         return _named(f, f"The transformers.Trainer iterates its own training loader ({facts.sampler}), not the "
@@ -236,8 +237,8 @@ def _named_finding(f: dict[str, Any], facts: TrainerFacts) -> dict[str, Any]:
     return f
 
 
-def trainer_findings(findings: list[dict[str, Any]], watch: TrainerWatch | None) -> list[dict[str, Any]]:
+def trainer_findings(findings: Sequence[Finding], watch: TrainerWatch | None) -> list[Finding]:
     """``findings`` with the ``Trainer``'s causes named (module docstring); unchanged when no ``Trainer``
     trained while ``watch`` ran."""
     facts = trainer_facts(watch)
-    return findings if facts is None else [_named_finding(f, facts) for f in findings]
+    return list(findings) if facts is None else [_named_finding(f, facts) for f in findings]

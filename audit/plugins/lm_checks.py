@@ -57,8 +57,8 @@ import numpy as np
 import torch
 
 from audit.errors import TargetCodeError
-from audit.plugins.accounting import finding
 from audit.plugins.training import train_once
+from audit.stats.outcome import Finding
 from targets.catalogue import is_language_model
 from targets.opacus_hooks import classes_defining, require_opacus
 from targets.plugins.loading import TrainerPlugin
@@ -294,7 +294,7 @@ class LMChecks:
     (False: a per-sample gradient mismatch stops it, or its DP optimizer holds no parameter), so that the
     accounting check, which trains it whole, cannot."""
 
-    findings: list[dict[str, Any]]
+    findings: list[Finding]
     runs: bool
 
 
@@ -303,11 +303,11 @@ def _shown(names: Sequence[str]) -> str:
     return ", ".join(names[:SHOWN]) + (f" and {len(names) - SHOWN} more" if len(names) > SHOWN else "")
 
 
-def _position_finding(watch: Watch) -> dict[str, Any]:
+def _position_finding(watch: Watch) -> Finding:
     if not watch.mismatch:
-        return finding("position-ids", False, True, "Every trained parameter's per-sample gradients hold one row per "
-                       f"example of the batch ({watch.sampled} steps)." if watch.sampled else "Could not read: no "
-                       "step held per-sample gradients (ghost clipping keeps only their norms).",
+        return Finding.checked("position-ids", False, True, "Every trained parameter's per-sample gradients hold one "
+                       f"row per example of the batch ({watch.sampled} steps)." if watch.sampled else "Could not "
+                       "read: no step held per-sample gradients (ghost clipping keeps only their norms).",
                        read=bool(watch.sampled))
     rows = sorted(set(watch.mismatch.values()))
     text = (f"The per-sample gradients of {_shown(watch.mismatch)} hold {'/'.join(map(str, rows))} row(s) where "
@@ -316,28 +316,29 @@ def _position_finding(watch: Watch) -> dict[str, Any]:
             "the whole batch: Opacus fails with 'stack expects each tensor to be equal size', and code that ran "
             "past it would clip the batch's summed gradient as one example's, so the accountant's per-example "
             "sensitivity C would not hold.")
-    return finding("position-ids", True, True, text, FIX_POSITIONS, {"rows": watch.mismatch, "batch": watch.batch})
+    return Finding.checked("position-ids", True, True, text, FIX_POSITIONS,
+                           {"rows": watch.mismatch, "batch": watch.batch})
 
 
-def _coupling_finding(replay: Watch) -> dict[str, Any]:
+def _coupling_finding(replay: Watch) -> Finding:
     if len(replay.rows) < 3:
-        return finding("loss-coupling", False, True, "Could not read: the replay's batches (the first record alone, "
-                       f"then with other records) reached {len(replay.rows)} of the 3 steps compared: the loop "
+        return Finding.checked("loss-coupling", False, True, "Could not read: the replay's batches (the first record "
+                       f"alone, then with other records) reached {len(replay.rows)} of the 3 steps compared: the loop "
                        "does not feed the batches of the data loader make_private returns to its steps (it "
                        "iterates another loader, or splits them into batches of one).", read=False)
     alone = replay.rows[0]
     if not alone.numel():
-        return finding("loss-coupling", False, True, "Could not read: the replayed steps held no per-sample gradients "
-                       "(ghost clipping keeps only their norms).", read=False)
+        return Finding.checked("loss-coupling", False, True, "Could not read: the replayed steps held no per-sample "
+                       "gradients (ghost clipping keeps only their norms).", read=False)
     scale = max(float(alone.norm()), float(np.finfo(float).tiny))
     changes = [float((row - alone).norm()) / scale for row in replay.rows[1:]]
     details = {"relative_change": changes, "tolerance": COUPLING_TOL, "partners": PARTNERS,
                "batches_compared": replay.held}
     if max(changes) <= COUPLING_TOL:
-        return finding("loss-coupling", False, True, f"The first record's per-sample gradient is the same alone and in "
-                       f"two batches of other records (relative change at most {max(changes):.2g}): the loss is "
-                       "per example.", "", details)
-    return finding("loss-coupling", True, True, f"The first record's per-sample gradient changes by "
+        return Finding.checked("loss-coupling", False, True, f"The first record's per-sample gradient is the same "
+                       f"alone and in two batches of other records (relative change at most {max(changes):.2g}): the "
+                       "loss is per example.", "", details)
+    return Finding.checked("loss-coupling", True, True, f"The first record's per-sample gradient changes by "
                    f"{max(changes):.3g} (relative) between a batch of its own and a batch with other records: the loss "
                    "couples the examples of a batch (Hugging Face's labels= loss averages over every token of the "
                    "batch, so an example's gradient scales with the others' lengths). Adding or removing one record "
@@ -345,26 +346,26 @@ def _coupling_finding(replay: Watch) -> dict[str, Any]:
                    "C the accountant assumes.", FIX_LOSS, details)
 
 
-def _weight_findings(watch: Watch) -> list[dict[str, Any]]:
+def _weight_findings(watch: Watch) -> list[Finding]:
     now = {n.removeprefix("_module."): p.detach() for n, p in watch.module.named_parameters()}
     still = [n for n, p in watch.before.items() if n in now and torch.equal(now[n], p)]
     outside = sorted(watch.outside_moved | {n for n in watch.before if n not in watch.in_dp and n not in still})
     missing = [n for n in still if n not in watch.in_dp]
     details = {"trainable": len(watch.before), "did_not_move": sorted(still), "in_dp_optimizer": len(watch.in_dp),
                "moved_outside_dp": outside}
-    frozen = (finding("frozen-weights", True, False, f"{len(still)} of the {len(watch.before)} tensors that require "
-                      f"grad did not move during training ({_shown(still)}; {len(missing)} of them are not in the "
-                      f"optimizer make_private received, which holds {len(watch.in_dp)} tensors): they keep their "
+    frozen = (Finding.checked("frozen-weights", True, False, f"{len(still)} of the {len(watch.before)} tensors that "
+                      f"require grad did not move during training ({_shown(still)}; {len(missing)} of them are not in "
+                      f"the optimizer make_private received, which holds {len(watch.in_dp)} tensors): they keep their "
                       "initial values (Opacus #820, LoRA weights that do not update; with none in the DP optimizer, "
                       "Opacus stops at the second step, 'Poisson sampling is not compatible with grad accumulation', "
                       "unless the loop clears the module's gradients itself). Privacy is intact, but the model is not "
                       "trained and gradient canaries in those tensors see nothing.", FIX_FROZEN, details)
-              if still else finding("frozen-weights", False, False, f"Every one of the {len(watch.before)} tensors "
-                                    "that require grad moved during training.", "", details))
-    outside_found = (finding("non-dp-updates", True, True, f"{_shown(outside)} moved during training but "
+              if still else Finding.checked("frozen-weights", False, False, f"Every one of the {len(watch.before)} "
+                                    "tensors that require grad moved during training.", "", details))
+    outside_found = (Finding.checked("non-dp-updates", True, True, f"{_shown(outside)} moved during training but "
                              f"{'is' if len(outside) == 1 else 'are'} not in the DP optimizer: trained without "
                              "clipping or noise.", FIX_OUTSIDE, details) if outside else
-                     finding("non-dp-updates", False, True, "Every tensor that moved is in the DP optimizer."))
+                     Finding.checked("non-dp-updates", False, True, "Every tensor that moved is in the DP optimizer."))
     return [outside_found, frozen]
 
 
@@ -385,32 +386,32 @@ def _canary_ids(plugin: TrainerPlugin, logprobs: Callable, token: str, watch: Wa
     return {i for i, c in counts[1].items() if c > counts[0].get(i, 0)}
 
 
-def _canary_finding(plugin: TrainerPlugin, logprobs: Callable | None, watch: Watch) -> dict[str, Any]:
+def _canary_finding(plugin: TrainerPlugin, logprobs: Callable | None, watch: Watch) -> Finding:
     tokens = plugin.lm.canary_tokens if is_language_model(plugin) else ()
     if not tokens or logprobs is None or watch.hook is None:
         why = ("the plugin names no canary tokens" if not tokens else "the model's input embedding was not found"
                if watch.hook is None else "the training did not finish")
-        return finding("canary-ids", False, False, f"Not checked: {why}.")
+        return Finding.checked("canary-ids", False, False, f"Not checked: {why}.")
     seen, shared = watch.ids, {}
     chosen = [tokens[int(i)] for i in np.unique(np.linspace(0, len(tokens) - 1, MAX_CANARY_TOKENS).round())]
     for token in chosen:
         ids = _canary_ids(plugin, logprobs, token, watch)
         if ids is None:
-            return finding("canary-ids", False, False, "Not checked: the input embedding of the model trained saw "
-                           "no token while logprobs scored a canary token (logprobs scores with another model).")
+            return Finding.checked("canary-ids", False, False, "Not checked: the input embedding of the model trained "
+                           "saw no token while logprobs scored a canary token (logprobs scores with another model).")
         overlap = sorted(i for i in ids if seen.get(i, 0) > 0)
         if overlap:
             shared[token] = overlap
     details = {"canary_tokens": len(tokens), "checked": len(chosen), "in_data": shared}
     checked = f"{len(chosen)} canary tokens checked (of {len(tokens)}, evenly spaced)"
     if not shared:
-        return finding("canary-ids", False, False, f"None of the {checked} encodes to an id the training texts "
+        return Finding.checked("canary-ids", False, False, f"None of the {checked} encodes to an id the training texts "
                        "produce.", "", details)
     first, ids = next(iter(shared.items()))
     text = (f"{len(shared)} of the {checked} encode to ids the training texts also produce (e.g. {first!r}: ids "
             f"{ids[:SHOWN]}, seen {seen[ids[0]]} times in training): they are not new tokens, so their canaries lose "
             "their power (Panda et al. 2025); the bound they give stays sound.")
-    return finding("canary-ids", True, False, text, FIX_CANARY, details)
+    return Finding.checked("canary-ids", True, False, text, FIX_CANARY, details)
 
 
 def lm_checks(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int, watch: Watch,
@@ -422,7 +423,7 @@ def lm_checks(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int, wa
     :data:`audit.plugins.accounting.DECIDING_ORDER`)."""
     try:
         if watch.module is None:
-            return LMChecks([finding("position-ids", False, True, "Not checked: the loop made no Opacus "
+            return LMChecks([Finding.checked("position-ids", False, True, "Not checked: the loop made no Opacus "
                                      "PrivacyEngine (the language-model checks read Opacus's objects).")], True)
         if watch.mismatch:
             return LMChecks([_position_finding(watch)], False)

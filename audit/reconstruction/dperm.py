@@ -78,10 +78,9 @@ def dperm_games(name: str, erm_for, counts: tuple[int, ...], runs: int, seed: in
             if twin:
                 ok, err = dperm_round(erm, minimisers[key], X_others, y_others, cand_X, cand_y, int(c), 0 * noise[r])
                 twin_wins, twin_errors = twin_wins + ok, twin_errors + [err]
-        extra = {"record_error_median": float(np.median(errors))}
-        if twin:
-            extra["twin_record_error_median"] = float(np.median(twin_errors))
-        games.append(GameResult(n, int(wins), runs, int(twin_wins) if twin else None, extra))
+        games.append(GameResult(n, int(wins), runs, int(twin_wins) if twin else None,
+                                record_error_median=float(np.median(errors)),
+                                twin_record_error_median=float(np.median(twin_errors)) if twin else None))
     info = {"candidates": f"real records of the data set (a seeded pool of {max(counts)}), labels included",
             "observation": "the released parameters (minimiser plus Gaussian noise); the other "
                            f"{len(X_others)} records are known",

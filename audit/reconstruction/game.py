@@ -4,7 +4,7 @@ NeurIPS 2023; docs/references.md, "Reconstruction robustness" and "Clopper–Pea
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from audit.errors import UserError
 from audit.stats.rates import cp_lower, cp_upper
@@ -16,13 +16,16 @@ from audit.theory.rero import rero_bound, uniform_prior_kappa
 class GameResult:
     """One candidate count's outcome: ``successes`` out of ``runs`` rounds (each round: a target drawn
     uniformly among ``n`` candidates, one training run, the adversary's guess); ``twin_successes`` the same
-    rounds against the non-private twin (None when not run); ``extra`` adapter figures (e.g. record errors)."""
+    rounds against the non-private twin (None when not run); ``record_error_median`` and
+    ``twin_record_error_median``: the median error of the reconstructed record, and the twin's, where the
+    adapter measures it (None otherwise)."""
 
     n: int
     successes: int
     runs: int
     twin_successes: int | None = None
-    extra: dict = field(default_factory=dict)
+    record_error_median: float | None = None
+    twin_record_error_median: float | None = None
 
 
 def parse_candidate_counts(counts) -> tuple[int, ...]:
@@ -53,7 +56,8 @@ def reconstruction_section(games: list[GameResult], claim: PrivacyClaim | None, 
         if g.twin_successes is not None:
             row["twin_success"] = g.twin_successes / g.runs
             row["twin_success_ci"] = list(interval(g.twin_successes, g.runs, alpha))
-        rows.append(row | g.extra)
+        errors = {"record_error_median": g.record_error_median, "twin_record_error_median": g.twin_record_error_median}
+        rows.append(row | {key: value for key, value in errors.items() if value is not None})
     return {"threat": threat, "confidence": confidence, "family": f"Bonferroni over {len(games)} candidate counts",
             "points": rows}
 

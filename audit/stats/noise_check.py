@@ -83,6 +83,8 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from audit.stats.outcome import Finding
+
 __all__ = ["NoiseRecorder", "NoiseCheck", "check_noise", "ALPHA_SHARES", "SKETCH_TOTAL", "SHAPE_PAIRS", "cosine_z",
            "cosine_tail", "CROSS_PREFIX"]
 
@@ -229,10 +231,10 @@ def cosine_z(r: np.ndarray, n: int | np.ndarray) -> np.ndarray:
     return np.sign(r) * stats.norm.isf(cosine_tail(np.abs(r), n))
 
 
-def _finding(check: str, problem: bool, message: str, fix: str, details: dict) -> dict[str, Any]:
+def _finding(check: str, problem: bool, message: str, fix: str, details: dict) -> Finding:
     """A finding as the accounting check reports it; every noise finding with a problem is a violation."""
-    return {"check": check, "problem": bool(problem), "violation": bool(problem), "message": message,
-            "fix": fix if problem else "", "details": details}
+    return Finding(check=check, problem=bool(problem), violation=bool(problem), message=message,
+                   fix=fix if problem else "", details=details)
 
 
 @dataclass(frozen=True)
@@ -240,7 +242,7 @@ class NoiseCheck:
     """What :func:`check_noise` returns: the findings, the worst tensor's upper noise multiplier (None
     when no tensor was measured) and the per-tensor summary for results.json."""
 
-    findings: list[dict[str, Any]]
+    findings: list[Finding]
     sigma_upper: float | None
     summary: dict[str, Any] = field(default_factory=dict)
 
@@ -253,7 +255,7 @@ def _steps_below(count: int, sigma_needed: float, least: float) -> str:
     return f", below {sigma_needed:.4g} at {count} steps (per-step upper limits from {least:.3g})"
 
 
-def _level(rec: NoiseRecorder, clip: float, sigma_needed: float, alpha: float) -> tuple[dict, np.ndarray, list]:
+def _level(rec: NoiseRecorder, clip: float, sigma_needed: float, alpha: float) -> tuple[Finding, np.ndarray, list]:
     """The level finding, the per-tensor upper noise multipliers and the per-tensor summaries."""
     sq, d, steps = rec.squares, np.asarray(rec.sizes, dtype=np.float64), rec.steps
     k = len(rec.sizes)
@@ -294,7 +296,7 @@ def _level(rec: NoiseRecorder, clip: float, sigma_needed: float, alpha: float) -
     return _finding("noise-level", problem, message, fix, details), upper, tensors
 
 
-def _coverage(rec: NoiseRecorder, clip: float, sigma_needed: float, alpha: float) -> dict[str, Any]:
+def _coverage(rec: NoiseRecorder, clip: float, sigma_needed: float, alpha: float) -> Finding:
     """The coverage finding: coordinates whose sum of squares over the steps lies below the lower
     ``alpha/8/d`` quantile of ``(sigma_0 C)^2 chi^2_T`` (module docstring)."""
     d = int(rec.bounds[-1])
@@ -320,7 +322,7 @@ def _coverage(rec: NoiseRecorder, clip: float, sigma_needed: float, alpha: float
                     "draw it with the full shape of each gradient, never a slice of it", details)
 
 
-def _cross_tensor(rec: NoiseRecorder, alpha: float) -> dict[str, Any]:
+def _cross_tensor(rec: NoiseRecorder, alpha: float) -> Finding:
     """The cross-tensor finding: per pair of tensors, Stouffer's ``Z`` of their prefixes' cosines over the
     steps, two-sided, each pair at ``alpha/8/P`` (module docstring)."""
     tested = rec.cross_steps > 0
@@ -408,7 +410,7 @@ def _pairs_test(a: np.ndarray, b: np.ndarray | None, level: float) -> dict[str, 
     return {"tested": True, "largest_cosine": r, "steps": [i, j], "pairs": int(pairs), "p": p, "rejected": p <= level}
 
 
-def _independence(rec: NoiseRecorder, alpha: float) -> dict[str, Any]:
+def _independence(rec: NoiseRecorder, alpha: float) -> Finding:
     """The independence finding: consecutive steps (full vectors) and any two steps (sketch)."""
     k = len(rec.sizes)
     consecutive, rejected = _consecutive(rec, alpha)
@@ -443,7 +445,7 @@ def _binomial_two_sided(low: int, n: int) -> float:
     return float(min(1.0, 2 * min(stats.binom.cdf(low, n, 0.5), stats.binom.sf(low - 1, n, 0.5))))
 
 
-def _distribution(rec: NoiseRecorder, alpha: float, independent: bool) -> dict[str, Any]:
+def _distribution(rec: NoiseRecorder, alpha: float, independent: bool) -> Finding:
     """The distribution finding: the folded pair angles below pi/8, pooled over the tensors and per tensor
     (not tested when the coordinates are not ``independent`` draws of one law -- repeated across steps or
     tensors, or some never noised, whose pairs fall below pi/8 every time: the counts are then not binomial)."""
@@ -477,7 +479,7 @@ def _distribution(rec: NoiseRecorder, alpha: float, independent: bool) -> dict[s
                     "draw the noise from a Gaussian (torch.randn / torch.normal times sigma C)", details)
 
 
-def _seed(rec: NoiseRecorder, other: NoiseRecorder | None, alpha: float) -> dict[str, Any] | None:
+def _seed(rec: NoiseRecorder, other: NoiseRecorder | None, alpha: float) -> Finding | None:
     """The seed finding: every pair of steps across two runs from different seeds (None when not comparable)."""
     if other is None or other.sizes != rec.sizes or other.steps == 0:
         return None
@@ -510,7 +512,7 @@ def check_noise(rec: NoiseRecorder, other: NoiseRecorder | None, clip: float, si
                                       _cross_tensor(rec, alpha))
     never_noised = bool(np.any(rec.coordinate_squares == 0))
     findings = [level, coverage, independence, cross,
-                _distribution(rec, alpha, not (never_noised or independence["problem"] or cross["problem"]))]
+                _distribution(rec, alpha, not (never_noised or independence.problem or cross.problem))]
     seed = _seed(rec, other, alpha)
     if seed is not None:
         findings.append(seed)
@@ -520,5 +522,5 @@ def check_noise(rec: NoiseRecorder, other: NoiseRecorder | None, clip: float, si
     summary = {"estimate": math.sqrt(total / n) / clip, "upper": float(upper[worst]), "worst_tensor": worst,
                "coordinates_x_steps": n, "steps": rec.steps, "tensors": tensors, "alpha": alpha,
                "alpha_split": dict(ALPHA_SHARES), "memory_bytes": rec.nbytes(),
-               "tests": {f["check"]: ("violation" if f["violation"] else "ok") for f in findings}}
+               "tests": {f.check: ("violation" if f.violation else "ok") for f in findings}}
     return NoiseCheck(findings, float(upper[worst]), summary)

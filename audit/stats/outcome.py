@@ -20,9 +20,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from audit.stats.blocks import INTERVAL, LIST, MAP, Block, constrained, flat, nested, number_or_inf
+
+if TYPE_CHECKING:
+    from audit.theory.config_check import ConfigFinding
 
 __all__ = [
     "Verdict", "Ceiling", "Curve", "Bound", "BestBound", "ErrorPoint", "Roc", "AttackMetrics", "Table",
@@ -526,6 +529,57 @@ class Finding(Block):
     details: Mapping[str, Any] | None = None
     read: bool | None = None
     decides: bool | None = None
+
+    @classmethod
+    def checked(cls, check: str, problem: bool, violation: bool, message: str, fix: str = "",
+                details: Mapping[str, Any] | None = None, *, read: bool = True) -> Finding:
+        """A finding of a check that states whether it read what it needs: a ``problem`` is a violation when
+        ``violation`` (the check can void the accounting), else a note; a check not ``read`` (``message`` says
+        why) has no problem, and one that can void the accounting is then *could-not-read*, never a pass
+        (:attr:`unread`).
+
+        Args:
+            check: which check.
+            problem: whether what it read is a problem.
+            violation: whether such a problem voids the accounting (the check decides).
+            message: what it found, or why it could not read.
+            fix: what to change (empty: nothing).
+            details: the check's own numbers.
+            read: whether it read what it needs.
+
+        Returns:
+            The finding.
+        """
+        return cls(check=check, problem=bool(problem and read), violation=bool(problem and violation and read),
+                   message=message, fix=fix, details=details or {}, read=bool(read), decides=bool(violation))
+
+    @classmethod
+    def of(cls, found: ConfigFinding, violation: bool) -> Finding:
+        """The finding of a configuration check (:mod:`audit.theory.config_check`, which reads what it needs
+        from the configuration itself), by :meth:`checked`: its one conversion to the block.
+
+        Args:
+            found: the check's result.
+            violation: whether its problem voids the accounting.
+
+        Returns:
+            The finding.
+        """
+        return cls.checked(found.check, found.problem, violation, found.message, found.fix, found.details)
+
+    def sentence(self) -> str:
+        """The finding as text: its check, its message and its fix.
+
+        Returns:
+            The sentence.
+        """
+        return f"{self.check}: {self.message}" + (f" Fix: {self.fix}." if self.fix else "")
+
+    @property
+    def unread(self) -> bool:
+        """Whether this is a check that could void the accounting and could not read what it needs (older files
+        without ``read``/``decides``: read, and deciding)."""
+        return self.read is False and self.decides is not False
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -130,7 +130,8 @@ class DPSGDConfig:
 class ConfigFinding:
     """The result of one configuration check: ``problem`` (True when something must change),
     ``message`` (the one sentence a user needs), ``fix`` (what to change; empty when nothing) and
-    JSON-serialisable ``details``.
+    JSON-serialisable ``details``. The accounting check reports it as a finding of its block by the one
+    conversion :meth:`audit.stats.outcome.Finding.of` (which adds whether it voids the accounting).
 
     Args:
         check: the check's name.
@@ -145,10 +146,6 @@ class ConfigFinding:
     message: str
     fix: str = ""
     details: dict = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"check": self.check, "problem": bool(self.problem), "message": self.message, "fix": self.fix,
-                "details": dict(self.details)}
 
 
 def config_epsilon(config: DPSGDConfig, delta: float) -> float:

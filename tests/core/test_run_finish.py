@@ -96,4 +96,15 @@ def test_a_kinds_block_not_built_as_its_type_is_an_incomplete_audit(tmp_path, ex
     with pytest.raises(AuditIncomplete, match="Letters"):
         with ctx:
             ctx.finish(results, {"command": "test"}, report=False)
+@pytest.mark.parametrize("results", [
+    {"verdict": Verdict(status="no-claim", text="no claim tested", extra={"note": "a key no block names"})},
+    {"tables": [Table(title="T", columns=["c"], rows=[[1]], extra={"note": "nested"})]},
+], ids=["block", "nested block"])
+def test_a_runner_writing_to_extra_is_an_incomplete_audit(tmp_path, results) -> None:
+    """``extra`` is for files of older versions only: a runner of any kind that sets it on a block it writes
+    leaves no results.json (every runner's results go through ``finish``)."""
+    ctx = RunContext(tmp_path, "example", "laplace_count", seed=3, quiet=True)
+    with pytest.raises(AuditIncomplete, match="has no field 'note'"):
+        with ctx:
+            ctx.finish(ENVELOPE | results, {"command": "test"}, report=False)
     assert not (ctx.run_dir / "results.json").exists()

@@ -24,9 +24,9 @@ def _replay(*rows: list[float]) -> Watch:
 
 
 def test_a_gradient_that_scales_with_the_batch_is_coupling_and_float_noise_is_not():
-    assert not _coupling_finding(_replay([1.0, 2.0], [1.0, 2.0], [1.0, 2.0 + COUPLING_TOL]))["problem"]
+    assert not _coupling_finding(_replay([1.0, 2.0], [1.0, 2.0], [1.0, 2.0 + COUPLING_TOL])).problem
     coupled = _coupling_finding(_replay([1.0, 2.0], [0.5, 1.0], [1.0, 2.0]))
-    assert coupled["violation"] and coupled["details"]["relative_change"][0] == 0.5
+    assert coupled.violation and coupled.details["relative_change"][0] == 0.5
 
 
 class _Optimizer:
@@ -52,27 +52,27 @@ def test_the_replay_compares_only_the_batches_it_chose_however_they_are_split():
             optimizer.feed(physical)
             _replay_step(watch, optimizer)
     assert watch.held == [[0], [0, 1, 2, 3], [0, 8, 9, 10]]
-    assert not _coupling_finding(watch)["problem"] and _coupling_finding(watch)["read"]
+    assert not _coupling_finding(watch).problem and _coupling_finding(watch).read
     unfed = Watch(replay=True)  # a loop that iterates its own loader: the replay's batches never reach a step
     for physical in ([5, 2], [0, 3]):
         unfed.fetched = []
         optimizer.feed(physical)
         _replay_step(unfed, optimizer)
-    assert _coupling_finding(unfed)["read"] is False
+    assert _coupling_finding(unfed).read is False
 
 
 def test_without_per_sample_gradients_nothing_is_claimed():
     """A check that could not read what it compares says so and is could-not-read, never a pass."""
     for found in (_coupling_finding(_replay([], [], [])), _coupling_finding(_replay([1.0])),
                   _position_finding(Watch())):
-        assert found["message"].startswith("Could not read") and found["read"] is False and not found["problem"]
-    assert "reached 1 of the 3 steps" in _coupling_finding(_replay([1.0]))["message"]
-    assert not _position_finding(Watch(sampled=3))["problem"] and _position_finding(Watch(sampled=3))["read"]
+        assert found.message.startswith("Could not read") and found.read is False and not found.problem
+    assert "reached 1 of the 3 steps" in _coupling_finding(_replay([1.0])).message
+    assert not _position_finding(Watch(sampled=3)).problem and _position_finding(Watch(sampled=3)).read
 
 
 def test_a_mismatch_names_the_tensor_and_the_batch():
     found = _position_finding(Watch(mismatch={"transformer.wpe.weight": 1}, batch=8, sampled=1))
-    assert found["violation"] and "transformer.wpe.weight" in found["message"] and found["details"]["batch"] == 8
+    assert found.violation and "transformer.wpe.weight" in found.message and found.details["batch"] == 8
 
 
 def test_unmoved_tensors_are_a_note_and_tensors_moved_outside_dp_a_violation():
@@ -80,10 +80,10 @@ def test_unmoved_tensors_are_a_note_and_tensors_moved_outside_dp_a_violation():
     before = {name: p.detach().clone() for name, p in module.named_parameters()}
     watch = Watch(module=module, before=before, in_dp={"weight"})
     outside, frozen = _weight_findings(watch)
-    assert not outside["problem"] and frozen["problem"] and not frozen["violation"]
-    assert frozen["details"]["did_not_move"] == ["bias", "weight"]
+    assert not outside.problem and frozen.problem and not frozen.violation
+    assert frozen.details["did_not_move"] == ["bias", "weight"]
     with torch.no_grad():
         module.weight.add_(1.0)
         module.bias.add_(1.0)
     outside, frozen = _weight_findings(watch)
-    assert outside["violation"] and outside["details"]["moved_outside_dp"] == ["bias"] and not frozen["problem"]
+    assert outside.violation and outside.details["moved_outside_dp"] == ["bias"] and not frozen.problem

@@ -16,12 +16,12 @@ from audit.plugins.accounting import (
     FIX_RECORDS,
     block_status,
     check_lines,
-    finding,
     records_finding,
     sampling_findings,
     unread_findings,
 )
 from audit.run_parser import gated_results
+from audit.stats.outcome import ConfigCheck, Finding
 from targets.audit_hooks import UpdateRecorder, add_canary, loader_indices, recording, report_update
 
 N = 40
@@ -99,32 +99,32 @@ def test_examples_of_another_dataset_are_not_the_records():
     rec = _run(loop)
     assert rec.batches == [None] * rec.steps and rec.foreign[0] == (8, N + 7) and len(rec.foreign) == rec.steps
     found = records_finding([("the probe", rec, N)])
-    assert found["violation"] and found["fix"] == FIX_RECORDS and f"{N + 7} items" in found["message"]
+    assert found.violation and found.fix == FIX_RECORDS and f"{N + 7} items" in found.message
     clean = records_finding([("the probe", _run(lambda: None), N)])
-    assert clean["check"] == "records" and not clean["problem"] and clean["read"]
+    assert clean.check == "records" and not clean.problem and clean.read
     unseen = sampling_findings(rec, N, 0.2, {"sampling": 0.01, "rate": 0.01})
-    assert all(f["read"] is False and not f["problem"] and "not the records" in f["message"] for f in unseen)
+    assert all(f.read is False and not f.problem and "not the records" in f.message for f in unseen)
 
 
-def _block(findings: list[dict]) -> dict:
-    return {"findings": findings, "status": block_status(findings), "claimed_epsilon": 2.0,
-            "config": {"epsilon": 1.9, "noise_multiplier": 1.0, "sample_rate": 0.1, "steps": 10}}
+def _block(findings: list[Finding]) -> ConfigCheck:
+    return ConfigCheck(findings=tuple(findings), status=block_status(findings), claimed_epsilon=2.0,
+                       config={"epsilon": 1.9, "noise_multiplier": 1.0, "sample_rate": 0.1, "steps": 10})
 
 
 def test_a_check_not_read_is_never_a_pass():
-    ok = finding("epsilon", False, True, "as claimed")
-    unread = finding("sampling", False, True, "Could not read: the records were not seen.", read=False)
-    note_unread = finding("canary-ids", False, False, "Not checked: no canary tokens.", read=False)
+    ok = Finding.checked("epsilon", False, True, "as claimed")
+    unread = Finding.checked("sampling", False, True, "Could not read: the records were not seen.", read=False)
+    note_unread = Finding.checked("canary-ids", False, False, "Not checked: no canary tokens.", read=False)
     block = _block([ok, unread, note_unread])
-    assert unread_findings(block) == [unread] and block["status"] == "could-not-read"
+    assert unread_findings(block) == [unread] and block.status == "could-not-read"
     lines = check_lines(block)
     assert lines == ["CONFIG NOT READ (sampling): Could not read: the records were not seen."]
     assert not any("as claimed" in line for line in lines)
     verdict = config_verdict(block)
-    assert verdict["status"] == "could-not-read" and "sampling" in verdict["text"]
+    assert verdict.status == "could-not-read" and "sampling" in verdict.text
     assert check_lines(_block([ok, note_unread]))[0].startswith("config:    as claimed")
-    violated = _block([finding("rate", True, True, "the rate is off", "sample at q"), unread])
-    assert config_verdict(violated)["status"] == "violation" and "Could not read" in config_verdict(violated)["text"]
+    violated = _block([Finding.checked("rate", True, True, "the rate is off", "sample at q"), unread])
+    assert config_verdict(violated).status == "violation" and "Could not read" in config_verdict(violated).text
 
 
 @pytest.mark.parametrize(("status", "gate", "code"), [("could-not-read", True, 2), ("could-not-read", False, 0),

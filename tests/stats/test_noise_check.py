@@ -45,7 +45,7 @@ def _run(rng, kind="gaussian", steps=STEPS, sigma=SIGMA):
 
 
 def _flagged(result):
-    return {f["check"] for f in result.findings if f["violation"]}
+    return {f.check for f in result.findings if f.violation}
 
 
 @pytest.mark.parametrize("steps", [2, STEPS])
@@ -100,7 +100,7 @@ def test_the_coverage_floor_is_the_chi_square_quantile():
     rec.coordinate_squares[7] = floor * 0.99
     result = check_noise(rec, None, C, SIGMA, 0.05)
     assert "noise-coverage" in _flagged(result)
-    assert result.findings[1]["details"]["coordinates_below"] == [1, 0]
+    assert result.findings[1].details["coordinates_below"] == [1, 0]
 
 
 def test_too_little_noise_is_caught_and_sets_the_epsilon_s_sigma():
@@ -115,7 +115,7 @@ def test_too_little_noise_is_caught_and_sets_the_epsilon_s_sigma():
 def test_a_tensor_without_noise_sets_the_upper_to_zero():
     result = check_noise(_run(np.random.default_rng(7), "no-bias-noise"), None, C, SIGMA, 0.05)
     assert result.sigma_upper == 0.0 and result.summary["worst_tensor"] == 1
-    assert result.findings[0]["details"]["tensors_below"] == [1]
+    assert result.findings[0].details["tensors_below"] == [1]
 
 
 def test_noise_of_a_constant_seed_is_caught_across_runs():
@@ -131,7 +131,7 @@ def test_noise_repeating_every_epoch_is_caught_at_any_lag():
         rec.add(epoch[t % 10])
     result = check_noise(rec, None, C, SIGMA, 0.05)
     assert "noise-independence" in _flagged(result)
-    assert any(r.get("rejected") for r in result.findings[2]["details"]["repeat"])
+    assert any(r.get("rejected") for r in result.findings[2].details["repeat"])
 
 
 def test_the_cosine_null_is_exact():

@@ -48,7 +48,7 @@ def test_the_design_catches_35_of_255_leaked_canaries():
     scores = rng.normal(size=M)
     scores[np.flatnonzero(included)[:35]] += 50.0  # 35 leak, the others look like the excluded ones
     stats = one_run_results(scores, included, ApproxDPClaim(EPS, DELTA), DELTA, 0.95, design)
-    assert stats["verdict"]["status"] == "violation" and stats["best_lower_bound"]["epsilon"] > EPS
+    assert stats.judgement.verdict.status == "violation" and stats.judgement.best_lower_bound.epsilon > EPS
 
 
 @pytest.mark.parametrize("sides", ["one", "two"])

@@ -74,3 +74,22 @@ def test_the_envelope_is_at_most_twenty_fields_and_its_groups_are_written_flat()
     assert outcome.judged.ceiling.text == "c" and outcome.detail is None
     assert outcome.to_dict() == data  # the groups' keys beside the envelope's, as the file holds them
     assert {"created", "params", "ceiling"} <= set(o.Outcome.keys()) and "stamp" not in o.Outcome.keys()
+
+
+def test_a_finding_is_built_once_as_its_block():
+    """A configuration check's result has one conversion to the block (``Finding.of``); a check not read has no
+    problem, and is could-not-read only where it can void the accounting; an older file's finding (no ``read``,
+    no ``decides``) is read."""
+    from audit.theory.config_check import ConfigFinding
+
+    found = o.Finding.of(ConfigFinding("epsilon", True, "above the claim", "claim more", {"epsilon": 2.0}), True)
+    assert (found.problem, found.violation, found.decides, found.read, found.fix) == (True, True, True, True,
+                                                                                       "claim more")
+    assert found.to_dict()["details"] == {"epsilon": 2.0} and found.sentence() == "epsilon: above the claim Fix: " \
+                                                                                  "claim more."
+    note = o.Finding.of(ConfigFinding("world-dependence", True, "moved", "fix it"), False)
+    assert note.problem and not note.violation and not note.unread
+    unread = o.Finding.checked("rate", True, True, "Could not read: no batches.", read=False)
+    assert not unread.problem and not unread.violation and unread.unread
+    assert not o.Finding.checked("canary-ids", False, False, "Not checked.", read=False).unread
+    assert not o.Finding.from_dict({"check": "noise-level", "message": "m", "problem": False}).unread

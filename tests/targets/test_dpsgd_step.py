@@ -106,7 +106,7 @@ def test_mutation_runs_suffice_by_the_maths():
             inc = fair_coins(MUTATION_RUNS, seed)
             scores = T * inc + np.random.default_rng([seed, 99]).normal(0.0, np.sqrt(T) * sigma * factor, inc.size)
             out = audit_runs(scores, inc, claim, target.delta, 0.95, seed, ScoreModel(gaussian_pair=True))
-            flagged[factor] += out["verdict"]["status"] == "violation"
+            flagged[factor] += out.judgement.verdict.status == "violation"
     assert flagged[0.5] >= 18 and flagged[1.0] <= 2
 
 

@@ -28,23 +28,25 @@ Sources: docs/references.md, "One-run auditing".
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from audit.dp.game import ALPHA_GRID
 from audit.errors import UserError
-from audit.stats.judgement import judge
+from audit.stats.judgement import Judgement, judge
 from audit.stats.lower_bound import ESTIMATE, SECONDARY, VERDICT, LowerBound
 from audit.stats.one_run.design import OneRunDesign
 from audit.stats.one_run.fdp import FDP_GDP_ASSUMPTION, fdp_one_run_bound
 from audit.stats.one_run.steinke import one_run_bound
+from audit.stats.outcome import ExpectedPerfect, OneRun
 from audit.stats.rates import as_scores_members
 from audit.stats.verdict import Family
 from audit.theory.checks import check_confidence, check_delta
 from audit.theory.claims import PrivacyClaim
 
-__all__ = ["one_run_results", "one_run_rows"]
+__all__ = ["OneRunResults", "one_run_results", "one_run_rows"]
 
 
 def one_run_rows(scores: np.ndarray, included: np.ndarray, claim: PrivacyClaim | None, delta: float,
@@ -76,11 +78,42 @@ def _check(scores: np.ndarray, included: np.ndarray, delta: float, confidence: f
     return s, inc
 
 
+@dataclass(frozen=True, kw_only=True)
+class OneRunResults:
+    """What :func:`one_run_results` returns.
+
+    Attributes:
+        judgement: the bounds, the verdict and the family (:func:`audit.stats.judgement.judge`; its
+            :meth:`~audit.stats.judgement.Judgement.blocks` are the results.json entries).
+        one_run: the ``one_run`` block.
+    """
+
+    judgement: Judgement
+    one_run: OneRun
+
+
+def _one_run_block(s: np.ndarray, inc: np.ndarray, fdp: dict[str, Any], design: OneRunDesign) -> OneRun:
+    """The ``one_run`` block (:func:`one_run_results`); ``claim_rejected`` null when no claim was tested."""
+    expected = ExpectedPerfect(
+        mean=design.expected_epsilon, sd=design.epsilon_sd, median=design.epsilon_median,
+        range_5_95=list(design.epsilon_range), games=design.evaluations,
+        text=(f"perfect-attack expectation: a perfect attack (the likelihood ratio of the claimed mechanism) with "
+              f"these {s.size} canaries and {design.guesses} reaches epsilon >= {design.expected_epsilon:.3g} on "
+              f"average (sd {design.epsilon_sd:.2g}, over {design.evaluations} games simulated under the claim)"))
+    rejected = fdp.get("claim_rejected")
+    return OneRun(canaries=int(s.size), included=int(inc.sum()), k_pos=design.k_pos, k_neg=design.k_neg,
+                  correct=int(fdp["v"]), claim_rejected=rejected, design=design.to_dict(), expected_perfect=expected,
+                  ceiling=float(fdp["ceiling"]),
+                  ceiling_text=(f"all {design.k_pos + design.k_neg} guesses right would certify epsilon >= "
+                                f"{float(fdp['ceiling']):.3g}"),
+                  nulls=frozenset({"claim_rejected"} if rejected is None else ()))
+
+
 def one_run_results(scores: np.ndarray, included: np.ndarray, claim: PrivacyClaim | None, delta: float,
-                    confidence: float, design: OneRunDesign) -> dict[str, Any]:
-    """The results.json blocks of a one-run audit: ``lower_bounds``, ``best_lower_bound``, ``ceiling``,
-    ``verdict`` (:func:`audit.stats.judgement.judge`; the typed ``judgement`` too), ``epsilon_theory``, ``tradeoff``,
-    ``lower_bound_tradeoff``, ``family``, ``best_estimate`` and ``one_run``.
+                    confidence: float, design: OneRunDesign) -> OneRunResults:
+    """The judgement of a one-run audit (the results.json blocks ``lower_bounds``, ``best_lower_bound``,
+    ``ceiling``, ``verdict``, ``epsilon_theory``, ``tradeoff``, ``lower_bound_tradeoff``, ``family`` and
+    ``best_estimate``: :func:`audit.stats.judgement.judge`) and its ``one_run`` block.
 
     ``scores`` (M,): one score per canary, higher = "in" (any fixed function of what the threat
     model shows); ``included`` (M,): the canaries' fair coins; ``claim``: the claimed mechanism
@@ -96,23 +129,5 @@ def one_run_results(scores: np.ndarray, included: np.ndarray, claim: PrivacyClai
     s, inc = _check(scores, included, delta, confidence, design)
     family = Family(size=1, confidence=confidence)
     rows = one_run_rows(s, inc, claim, delta, family, design)
-    bounds = [b.to_dict() for b in rows]
-    judgement = judge(bounds, claim=claim, delta=delta, alpha=ALPHA_GRID, family=family)
-    fdp = rows[0].details
-    one_run = {
-        "canaries": int(s.size), "included": int(inc.sum()), "k_pos": design.k_pos, "k_neg": design.k_neg,
-        "correct": int(fdp["v"]), "claim_rejected": fdp.get("claim_rejected"),
-        "design": design.to_dict(),
-        "expected_perfect": {"mean": design.expected_epsilon, "sd": design.epsilon_sd,
-                             "median": design.epsilon_median, "range_5_95": list(design.epsilon_range),
-                             "games": design.evaluations,
-                             "text": (f"perfect-attack expectation: a perfect attack (the likelihood ratio of the "
-                                      f"claimed mechanism) with these {s.size} canaries and {design.guesses} reaches "
-                                      f"epsilon >= "
-                                      f"{design.expected_epsilon:.3g} on average (sd {design.epsilon_sd:.2g}, over "
-                                      f"{design.evaluations} games simulated under the claim)")},
-        "ceiling": float(fdp["ceiling"]),
-        "ceiling_text": (f"all {design.k_pos + design.k_neg} guesses right would certify epsilon >= "
-                         f"{float(fdp['ceiling']):.3g}"),
-    }
-    return judgement.blocks(estimate=True, family=True) | {"judgement": judgement, "one_run": one_run}
+    judgement = judge([b.to_dict() for b in rows], claim=claim, delta=delta, alpha=ALPHA_GRID, family=family)
+    return OneRunResults(judgement=judgement, one_run=_one_run_block(s, inc, rows[0].details, design))

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from audit.dp.detail import DpDetail
-from audit.dp.one_run.bounds import one_run_results
+from audit.dp.one_run.bounds import OneRunResults, one_run_results
 from audit.dp.options import DPOptions
 from audit.errors import UserError
 from audit.run_context import RunContext
@@ -39,7 +39,7 @@ from audit.stats.one_run.design import (
     default_canary_count,
     dpsgd_canary_llr,
 )
-from audit.stats.outcome import Game, OneRun, Outcome
+from audit.stats.outcome import Game, OneRun, Outcome, Table
 from audit.theory.dpsgd import calibrate_noise_multiplier
 from targets.catalogue import trained_target
 from targets.datasets import load_dataset
@@ -233,12 +233,12 @@ class TrainedOneRun:
                                  else "chosen for the perfect attack of this threat")}
 
 
-def _results(opts: DPOptions, trained: TrainedOneRun, stats: dict) -> dict[str, object]:
+def _results(opts: DPOptions, trained: TrainedOneRun, stats: OneRunResults) -> dict[str, object]:
     """results.json of a one-run audit (kind dp, ``game.one_run``)."""
     target, config, canaries = trained.target, trained.config, trained.canaries
     attack = f"{trained.threat}/one-run-{canaries.kind}"
-    judged = stats["judgement"].for_attack(attack).blocks(estimate=True, family=True)
-    one, inc = stats["one_run"], canaries.included
+    judged = stats.judgement.for_attack(attack).blocks(estimate=True, family=True)
+    one, inc = stats.one_run, canaries.included
     return judged | {
         "target_description": target.description, "dataset": trained.data.name,
         "model": {"name": target.arch, "parameters": trained.n_params},
@@ -263,15 +263,14 @@ def _results(opts: DPOptions, trained: TrainedOneRun, stats: dict) -> dict[str, 
     }
 
 
-def one_run_table(one: dict, bounds: list[dict]) -> dict:
+def one_run_table(one: OneRun, bounds: list[dict]) -> Table:
     rows = [[b["method"], b["epsilon"], b["role"], b["confidence"], b["details"].get("mu_lb"), b["statement"]]
             for b in bounds]
-    expected = one["expected_perfect"]
-    return {"title": "One run of your training: bounds", "columns": ["method", "epsilon", "role", "confidence",
-                                                                     "mu bound", "what it bounds"],
-            "rows": rows,
-            "caption": (f"{one['canaries']} canaries ({one['included']} in), {one['k_pos']} 'in' and "
-                        f"{one['k_neg']} 'out' guesses, "
-                        f"{one['correct']} right. {expected['text']}; ceiling {one['ceiling']:.3g} (every guess "
-                        f"right). The claim's own tradeoff curve "
-                        f"{'was' if one.get('claim_rejected') else 'was not'} rejected by the same guesses.")}
+    expected = one.expected_perfect
+    return Table(title="One run of your training: bounds", columns=["method", "epsilon", "role", "confidence",
+                                                                   "mu bound", "what it bounds"],
+                 rows=rows,
+                 caption=(f"{one.canaries} canaries ({one.included} in), {one.k_pos} 'in' and {one.k_neg} 'out' "
+                          f"guesses, {one.correct} right. {expected.text}; ceiling {one.ceiling:.3g} (every guess "
+                          f"right). The claim's own tradeoff curve {'was' if one.claim_rejected else 'was not'} "
+                          "rejected by the same guesses."))

@@ -19,7 +19,7 @@ statistical tests get the whole alpha ``1 - confidence``.
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,61 +34,91 @@ from audit.plugins.accounting import (
     deciding_findings,
     unread_findings,
 )
-from audit.plugins.hf_trainer import trainer_findings, watched_trainer
+from audit.plugins.hf_trainer import TrainerWatch, trainer_findings, watched_trainer
 from audit.plugins.lm_checks import LMChecks, lm_checks, watched_training
-from audit.plugins.probe import claim_and_mechanism, probe
+from audit.plugins.probe import Probe, StepMechanism, claim_and_mechanism, probe
 from audit.plugins.training import plugin_dataset
 from audit.run_context import RunContext, Stages
-from audit.stats.outcome import ConfigCheck, Curve, Family, Outcome, Table, Verdict
+from audit.stats.outcome import ConfigCheck, Curve, Family, Outcome, Verdict
 from targets.catalogue import is_language_model, is_plugin, record_word
+from targets.dataset import Dataset
 from targets.plugins.loading import TrainerPlugin, load_plugin, plugin_config
 
 
-def _sentence(f: dict) -> str:
-    """A finding as text: its check, its message and its fix."""
-    return f"{f['check']}: {f['message']}" + (f" Fix: {f['fix']}." if f["fix"] else "")
-
-
-def config_verdict(block: dict) -> dict:
+def config_verdict(block: ConfigCheck) -> Verdict:
     """The verdict of an accounting check alone: a violation names the deciding finding first with its fix,
     then, as a sentence of its own, what else was found; otherwise consistent, naming any notes."""
     violations = deciding_findings(block)
-    notes = [f for f in block["findings"] if f["problem"] and not f["violation"]]
+    notes = [f for f in block.findings if f.problem and not f.violation]
     unread = unread_findings(block)
     if violations:
         first, *others = violations
         also = others + notes
-        text = (f"accounting check violation, {_sentence(first)}"
-                + (f" Also found: {' | '.join(_sentence(f) for f in also)}" if also else "")
-                + (f" Could not read: {' | '.join(_sentence(f) for f in unread)}" if unread else ""))
-        return {"status": "violation", "text": text, "source": "config_check"}
+        text = (f"accounting check violation, {first.sentence()}"
+                + (f" Also found: {' | '.join(f.sentence() for f in also)}" if also else "")
+                + (f" Could not read: {' | '.join(f.sentence() for f in unread)}" if unread else ""))
+        return Verdict(status="violation", text=text, source="config_check")
     if unread:  # nothing unread passes: exit 2 under --fail-above-claim (audit.run_parser.gated_results)
         text = ("accounting check could not read what it needs, so nothing shows the code private: "
-                + " | ".join(_sentence(f) for f in unread)
-                + (f" Notes: {' | '.join(_sentence(f) for f in notes)}" if notes else ""))
-        return {"status": "could-not-read", "text": text, "source": "config_check"}
+                + " | ".join(f.sentence() for f in unread)
+                + (f" Notes: {' | '.join(f.sentence() for f in notes)}" if notes else ""))
+        return Verdict(status="could-not-read", text=text, source="config_check")
     text = ("accounting check: the configuration the code runs is as private as claimed" if not notes else
-            f"accounting check: within the claim. Notes: {' | '.join(_sentence(f) for f in notes)}")
-    return {"status": "consistent", "text": text, "source": "config_check"}
+            f"accounting check: within the claim. Notes: {' | '.join(f.sentence() for f in notes)}")
+    return Verdict(status="consistent", text=text, source="config_check")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProbedPlugin:
+    """What :func:`plugin_probe` read of a trainer plugin before any audited training.
+
+    Attributes:
+        claim: the claim audited (the plugin's, or what Opacus reports).
+        mechanism: the DP-SGD the probe read (None: the language-model checks stopped the training).
+        probe: the probe run (None likewise).
+        data: the plugin's dataset.
+        lm: the language-model checks (None: not a language-model trainer).
+        trainer: the Hugging Face ``Trainer`` watched while the probe trained (None: not watched).
+    """
+
+    claim: Any
+    mechanism: StepMechanism | None
+    probe: Probe | None
+    data: Dataset
+    lm: LMChecks | None = None
+    trainer: TrainerWatch | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class PluginAccounting:
+    """What :func:`plugin_accounting` returns: the probe's reading and the accounting check's block.
+
+    Attributes:
+        probed: what the probe read.
+        block: the ``config_check`` block.
+    """
+
+    probed: ProbedPlugin
+    block: ConfigCheck
 
 
 #: The stages of ``--check-config`` that print a line (:class:`audit.run_context.Stages`).
 CHECK_STAGES = ("probe", "repeat", "other_world")
 
 
-def plugin_probe(plugin: TrainerPlugin, data_dir: str | None, seed: int, stages: Stages | None = None) -> dict:
-    """The probe on the plugin's whole dataset (a training and the first steps of its repeat): ``probe``,
-    ``claim``, ``mechanism``, ``data``, ``lm``; ``stages`` times and announces them. For a language-model
-    trainer (:func:`targets.catalogue.is_language_model`) the probe's training is also the watched call of
-    :mod:`audit.plugins.lm_checks`, whose checks follow (``lm``; else None); when they stop the training (it
-    cannot run under Opacus as written) there is no probe: ``probe`` and ``mechanism`` are None when a
-    finding voids the accounting (a violation); otherwise nothing was read and it is a UserError (exit 2), never
-    a pass."""
+def plugin_probe(plugin: TrainerPlugin, data_dir: str | None, seed: int,
+                 stages: Stages | None = None) -> ProbedPlugin:
+    """The probe on the plugin's whole dataset (a training and the first steps of its repeat); ``stages`` times
+    and announces them. For a language-model trainer (:func:`targets.catalogue.is_language_model`) the probe's
+    training is also the watched call of :mod:`audit.plugins.lm_checks`, whose checks follow (``lm``; else None);
+    when they stop the training (it cannot run under Opacus as written) there is no probe: ``probe`` and
+    ``mechanism`` are None when a finding voids the accounting (a violation); otherwise nothing was read and it is
+    a UserError (exit 2), never a pass."""
     data = plugin_dataset(plugin, data_dir)
     if not is_language_model(plugin):
         found = probe(plugin, data.X, data.y, seed, plugin.delta, stages)
         claim, mech = claim_and_mechanism(plugin, found)
-        return {"claim": claim, "mechanism": mech, "probe": found, "data": data, "lm": None}
+        return ProbedPlugin(claim=claim, mechanism=mech, probe=found, data=data)
     found = None
     with watched_training() as watch, watched_trainer() as trainer:
         found = probe(plugin, data.X, data.y, seed, plugin.delta, stages)
@@ -97,51 +127,47 @@ def plugin_probe(plugin: TrainerPlugin, data_dir: str | None, seed: int, stages:
         lm = lm_checks(plugin, data.X, data.y, seed, watch, None if found is None else found.trained)
     lm = LMChecks(trainer_findings(lm.findings, trainer), lm.runs)  # a Hugging Face Trainer's causes named
     if not lm.runs:
-        if plugin.claim is None or not any(f["violation"] for f in lm.findings):
+        if plugin.claim is None or not any(f.violation for f in lm.findings):
             # nothing read and nothing that voids the accounting: a gate must not pass it, the user must fix it
             what = "claims what Opacus reports, but" if plugin.claim is None else "states its claim, but"
             raise UserError(f"plugin {plugin.spec} {what} its training stops under Opacus, so its DP-SGD cannot be "
-                            "read: " + " ".join(f"{f['message']} Fix: {f['fix']}." for f in lm.findings
-                                                if f["problem"]))
-        return {"claim": plugin.claim, "mechanism": None, "probe": None, "data": data, "lm": lm}
+                            "read: " + " ".join(f"{f.message} Fix: {f.fix}." for f in lm.findings if f.problem))
+        return ProbedPlugin(claim=plugin.claim, mechanism=None, probe=None, data=data, lm=lm)
     claim, mech = claim_and_mechanism(plugin, found)
-    return {"claim": claim, "mechanism": mech, "probe": found, "data": data, "lm": lm, "trainer": trainer}
+    return ProbedPlugin(claim=claim, mechanism=mech, probe=found, data=data, lm=lm, trainer=trainer)
 
 
-def lm_only_block(lm: LMChecks, claim: Any, delta: float, alpha: float) -> dict:
+def lm_only_block(lm: LMChecks, claim: Any, delta: float, alpha: float, n_train: int) -> ConfigCheck:
     """The ``config_check`` block when the language-model checks stopped the training: their findings alone
-    (no ``config``: the DP-SGD was not read)."""
-    return {"status": block_status(lm.findings), "findings": lm.findings,
-            "claimed_epsilon": float(claim.epsilon(delta)), "delta": delta, "alpha": alpha, "alpha_split": {},
-            "trainings": 1}
+    (no ``config``: the DP-SGD was not read) on the plugin's ``n_train`` texts."""
+    return ConfigCheck(status=block_status(lm.findings), findings=tuple(lm.findings),
+                       claimed_epsilon=float(claim.epsilon(delta)), delta=delta, alpha=alpha, alpha_split={},
+                       trainings=1, n_train=n_train)
 
 
 def plugin_accounting(plugin: TrainerPlugin, data_dir: str | None, seed: int, alpha: float,
-                      probed: dict | None = None, stages: Stages | None = None) -> dict:
+                      probed: ProbedPlugin | None = None, stages: Stages | None = None) -> PluginAccounting:
     """Probe the plugin on its whole dataset (or take ``probed``, :func:`plugin_probe`) and run the accounting
     check with error budget ``alpha`` (its part of the audit's family); returns the ``config_check`` block
-    with the claim and code facts (``claim``, ``mechanism``, ``probe``, ``data``) for the caller. ``stages``
-    (default: a fresh one) times and announces the stages."""
+    with what the probe read. ``stages`` (default: a fresh one) times and announces the stages."""
     stages = stages or Stages()
     probed = probed or plugin_probe(plugin, data_dir, seed, stages)
-    found, claim, data, lm = probed["probe"], probed["claim"], probed["data"], probed.get("lm")
+    found, lm, data = probed.probe, probed.lm, probed.data
     X, y = data.X, data.y
     if found is None:
-        return probed | {"block": lm_only_block(lm, claim, plugin.delta, alpha) | {"n_train": int(len(X))}}
+        return PluginAccounting(probed=probed, block=lm_only_block(lm, probed.claim, plugin.delta, alpha, len(X)))
     records = record_word(plugin)
     with stages.stage("other_world", f"other worlds: training the code on its {len(X)} {records} plus one record and "
                                      f"less one record, the configuration read again (accounting check)"):
         with watched_trainer():  # a Hugging Face Trainer's batches given to the steps that train on them
-            block = accounting_check(plugin, X, y, seed, found, claim, plugin.delta, alpha)
+            block = accounting_check(plugin, X, y, seed, found, probed.claim, plugin.delta, alpha)
     if lm is not None:  # the language-model checks first (audit.plugins.accounting.DECIDING_ORDER)
-        block["findings"] = lm.findings + trainer_findings(block["findings"], probed.get("trainer"))
-        block["status"] = block_status(block["findings"])
-        block["trainings"] += 1  # the replay (its three steps)
-    block["driver"] = found.source.kind
-    block["n_train"] = int(len(X))
-    if found.opacus is not None:
-        block["opacus_reported_epsilon"] = found.opacus["epsilon"]
-    return probed | {"block": block}
+        findings = lm.findings + trainer_findings(block.findings, probed.trainer)
+        block = replace(block, findings=tuple(findings), status=block_status(findings),
+                        trainings=block.trainings + 1)  # the replay (its three steps)
+    opacus = None if found.opacus is None else found.opacus["epsilon"]
+    return PluginAccounting(probed=probed, block=replace(block, driver=found.source.kind, n_train=int(len(X)),
+                                                         opacus_reported_epsilon=opacus))
 
 
 def run_check_config(opts: DPOptions, plugin: TrainerPlugin | None = None, probed: dict | None = None,
@@ -162,17 +188,16 @@ def run_check_config(opts: DPOptions, plugin: TrainerPlugin | None = None, probe
                      device=opts.device)
     with ctx:
         found = plugin_accounting(plugin, opts.data_dir, opts.seed, 1.0 - opts.confidence, probed, stages)
-        block, claim = found["block"], found["claim"]
-        check = ConfigCheck.from_dict(block)
-        results = {"target_description": plugin.description, "dataset": found["data"].name,
+        block, claim = found.block, found.probed.claim
+        results = {"target_description": plugin.description, "dataset": found.probed.data.name,
                    "model": {"name": f"user trainer {plugin.spec}"}, "delta": plugin.delta,
                    "confidence": opts.confidence, "epsilon_theory": float(claim.epsilon(plugin.delta)),
                    "accountant": getattr(claim, "description", None), "params": {"plugin": plugin.spec},
                    "tradeoff": Curve(alpha=ALPHA_GRID, beta=claim.tradeoff(ALPHA_GRID)),
-                   "lower_bounds": [], "best_lower_bound": None, "detail": DpDetail(config_check=check),
-                   "family": Family(confidence=opts.confidence, split={"config_check": block["alpha"]},
-                                    text=f"the accounting check alone: its tests share alpha {block['alpha']:.3g}"),
-                   "verdict": Verdict(**config_verdict(block)), "tables": [Table.from_dict(config_table(block))]}
+                   "lower_bounds": [], "best_lower_bound": None, "detail": DpDetail(config_check=block),
+                   "family": Family(confidence=opts.confidence, split={"config_check": block.alpha},
+                                    text=f"the accounting check alone: its tests share alpha {block.alpha:.3g}"),
+                   "verdict": config_verdict(block), "tables": [config_table(block)]}
         config = {"command": "run dp", "check_config": True, "seed": opts.seed, "options": asdict(opts),
                   "plugin": plugin_config(plugin)}
         return ctx.run_dir, ctx.finish(results, config, report=True)

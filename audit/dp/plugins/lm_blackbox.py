@@ -43,7 +43,7 @@ import numpy as np
 from audit.arguments import guess_spec
 from audit.choices import TEXT_CANARIES
 from audit.dp.detail import DpDetail
-from audit.dp.one_run.bounds import one_run_results
+from audit.dp.one_run.bounds import OneRunResults, one_run_results
 from audit.dp.one_run.game import design_canaries, design_games, one_run_table
 from audit.dp.options import DPOptions
 from audit.errors import TargetCodeError, UserError
@@ -52,7 +52,7 @@ from audit.run_context import RunContext, Stages
 from audit.stats.metrics import attack_metrics
 from audit.stats.one_run.design import CanaryMechanism, DesignObjective, OneRunDesign
 from audit.stats.one_run.leak import Leak, choose_leak_design
-from audit.stats.outcome import Game, OneRun, Outcome
+from audit.stats.outcome import Game, Outcome
 from audit.theory.checks import check_delta, check_epsilon
 from audit.theory.claims import ApproxDPClaim, PrivacyClaim
 from audit.theory.dpsgd import DPSGDClaim, calibrate_noise_multiplier
@@ -216,8 +216,8 @@ def run_lm_blackbox(opts: DPOptions, plugin: TrainerPlugin) -> tuple[Path, Outco
                   "options": asdict(opts) | {"threat": "black-box", "canaries": m, "canary": kind},
                   "plugin": plugin_config(plugin)}
         if not opts.quiet:
-            one = stats["one_run"]
-            print(f"one run: {m} {kind} canaries, {one['k_pos'] + one['k_neg']} guesses, {one['correct']} right; "
+            one = stats.one_run
+            print(f"one run: {m} {kind} canaries, {one.k_pos + one.k_neg} guesses, {one.correct} right; "
                   f"1 training", file=sys.stderr)
         return ctx.run_dir, ctx.finish(results, config)
 
@@ -229,32 +229,32 @@ def _last_iterate(params: dict, delta: float, claim: PrivacyClaim) -> dict:
     return {"last_iterate": reference} if reference else {}
 
 
-def _results(plugin: TrainerPlugin, opts: DPOptions, audited: tuple[str, PrivacyClaim, float], stats: dict,
+def _results(plugin: TrainerPlugin, opts: DPOptions, audited: tuple[str, PrivacyClaim, float], stats: OneRunResults,
              scores: np.ndarray, included: np.ndarray, n_texts: int) -> dict[str, Any]:
     """results.json of the black-box one-run audit of an LM trainer (kind dp, ``game.one_run``); ``audited``:
     the canary kind, the claim and its delta."""
     kind, claim, delta = audited
     attack = f"black-box/one-run-{kind}"
-    bounds = [b | {"attack": attack} for b in stats["lower_bounds"]]
-    best = None if stats["best_lower_bound"] is None else stats["best_lower_bound"] | {"attack": attack}
-    one = stats["one_run"]
-    guesses = one["k_pos"] + one["k_neg"]
-    one["ceiling_text"] = f"all {guesses} guesses right would certify epsilon >= {one['ceiling']:.3g}"
-    one["expected_perfect"]["text"] += (" — the updates threat's perfect attack; a black-box attack on canary texts "
-                                        "sees less")
+    judged = stats.judgement.blocks(estimate=True, family=True)
+    bounds = [b | {"attack": attack} for b in judged["lower_bounds"]]
+    best = None if judged["best_lower_bound"] is None else judged["best_lower_bound"] | {"attack": attack}
+    expected = stats.one_run.expected_perfect
+    one = replace(stats.one_run, expected_perfect=replace(expected, text=f"{expected.text} — the updates threat's "
+                                                                         "perfect attack; a black-box attack on canary "
+                                                                         "texts sees less"))
     return {
         "target_description": plugin.description, "dataset": f"{n_texts} texts of {plugin.spec}",
         "model": {"name": f"language-model trainer {plugin.spec}"},
         "neighbouring": "add/remove one text (each canary)", "delta": delta, "confidence": opts.confidence,
-        "epsilon_theory": stats["epsilon_theory"], "accountant": getattr(claim, "description", None),
+        "epsilon_theory": judged["epsilon_theory"], "accountant": getattr(claim, "description", None),
         "params": {"plugin": plugin.spec, "claimed_epsilon": float(claim.epsilon(delta)), "claimed_delta": delta,
                    "n_train": n_texts, "claim_source": "plugin" if plugin.lm.claimed else "--epsilon/--delta"}
                   | plugin.params,
-        "tradeoff": stats["tradeoff"], "lower_bounds": bounds, "best_lower_bound": best,
-        "best_estimate": stats["best_estimate"], "lower_bound_tradeoff": stats["lower_bound_tradeoff"],
-        "ceiling": stats["ceiling"], "attacks": {attack: attack_metrics(scores, included, opts.confidence)},
-        "verdict": stats["verdict"], "family": stats["family"],
-        "detail": DpDetail(one_run=OneRun.from_dict(one, strict=True)),
+        "tradeoff": judged["tradeoff"], "lower_bounds": bounds, "best_lower_bound": best,
+        "best_estimate": judged["best_estimate"], "lower_bound_tradeoff": judged["lower_bound_tradeoff"],
+        "ceiling": judged["ceiling"], "attacks": {attack: attack_metrics(scores, included, opts.confidence)},
+        "verdict": judged["verdict"], "family": judged["family"],
+        "detail": DpDetail(one_run=one),
         **_last_iterate(plugin.params, delta, claim),
         "game": Game(one_run=True, runs=1, canaries=int(included.size), canary_kind=kind, threat="black-box",
                      canary={"kind": kind, "prefix_chars": PREFIX_CHARS,

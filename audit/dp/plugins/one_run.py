@@ -53,7 +53,7 @@ from pathlib import Path
 import numpy as np
 
 from audit.dp.detail import DpDetail
-from audit.dp.one_run.bounds import one_run_results
+from audit.dp.one_run.bounds import OneRunResults, one_run_results
 from audit.dp.one_run.game import (
     canary_capacity,
     check_canary_count,
@@ -63,7 +63,7 @@ from audit.dp.one_run.game import (
     random_canary_directions,
 )
 from audit.dp.options import DPOptions
-from audit.dp.plugins.config import config_verdict, plugin_accounting, plugin_probe, run_check_config
+from audit.dp.plugins.config import ProbedPlugin, config_verdict, plugin_accounting, plugin_probe, run_check_config
 from audit.dp.plugins.input_canaries import InputCanaries, canary_scores, input_canaries, with_canaries
 from audit.dp.plugins.lm_blackbox import run_lm_blackbox
 from audit.errors import UserError
@@ -77,7 +77,7 @@ from audit.stats.one_run.design import (
     DesignObjective,
     dpsgd_canary_llr,
 )
-from audit.stats.outcome import ConfigCheck, Game, OneRun, Outcome
+from audit.stats.outcome import ConfigCheck, Game, OneRun, Outcome, Table
 from targets.audit_hooks import CanaryRecorder
 from targets.catalogue import is_language_model, record_word
 from targets.gradient_canaries import crosstalk_variance, spread_coordinates
@@ -161,10 +161,10 @@ def _plugin(opts: DPOptions, plugin: TrainerPlugin | None) -> TrainerPlugin:
     return plugin
 
 
-def _check_probe(opts: DPOptions, plugin: TrainerPlugin, probed: dict, threat: str) -> tuple[int, int]:
+def _check_probe(opts: DPOptions, plugin: TrainerPlugin, probed: ProbedPlugin, threat: str) -> tuple[int, int]:
     """(parameters, canary capacity) of the probed code; one-line errors for a threat it cannot give or more
     canaries than it holds."""
-    found, mech = probed["probe"], probed["mechanism"]
+    found, mech = probed.probe, probed.mechanism
     if threat == "white-box" and found.recorder.initial is None:
         raise UserError(f"plugin {plugin.spec} is a hooked loop: it reports its updates, not its parameters; audit it "
                         f"with --threat updates (white-box needs Opacus, whose parameters the audit reads, or a JAX "
@@ -214,20 +214,20 @@ def run_plugin_one_run(opts: DPOptions, plugin: TrainerPlugin | None = None) -> 
     stages = Stages.for_command(ONE_RUN_STAGES, ONE_RUN_TRAININGS)
     with using_lm_device(resolve_device(opts.device)):  # as in the run's context below
         probed = plugin_probe(plugin, opts.data_dir, opts.seed, stages)
-    if probed["probe"] is None:  # the language-model checks stopped the training (audit.plugins.lm_checks)
+    if probed.probe is None:  # the language-model checks stopped the training (audit.plugins.lm_checks)
         return run_check_config(opts, plugin, probed, stages)
     n_params, capacity = _check_probe(opts, plugin, probed, threat)
-    found, step_mech, data = probed["probe"], probed["mechanism"], probed["data"]
+    found, step_mech, data = probed.probe, probed.mechanism, probed.data
     mech = CanaryMechanism(step_mech.sample_rate, step_mech.noise_multiplier, step_mech.steps)
     alpha = 1.0 - opts.confidence
     inputs = input_canaries(plugin, data, opts.input_canaries, opts.seed,
-                            (mech, float(probed["claim"].epsilon(plugin.delta)),
+                            (mech, float(probed.claim.epsilon(plugin.delta)),
                              DesignObjective(delta=plugin.delta, confidence=1.0 - alpha * INPUT_CANARY_SHARE)))
     shares = family_shares(opts, inputs is not None)
     ctx = RunContext(opts.out, "dp", plugin.name, seed=opts.seed, quiet=opts.quiet, stages=stages,
                      device=opts.device)
     with ctx:
-        block = plugin_accounting(plugin, opts.data_dir, opts.seed, shares["config_check"], probed, stages)["block"]
+        block = plugin_accounting(plugin, opts.data_dir, opts.seed, shares["config_check"], probed, stages).block
         bound_confidence = 1.0 - shares["one_run"]
         with ctx.stage("design", f"design: the number of canaries and guesses, from {design_games(opts)} games "
                                  f"simulated under the DP-SGD the probe read"):
@@ -247,13 +247,13 @@ def run_plugin_one_run(opts: DPOptions, plugin: TrainerPlugin | None = None) -> 
         crosstalk = crosstalk_variance(design.canaries, n_params, mech.sample_rate)
         scores = _scores(recorder, threat, mech, crosstalk)
         with ctx.stage("statistics"):
-            stats = one_run_results(scores, recorder.included, probed["claim"], plugin.delta, bound_confidence, design)
+            stats = one_run_results(scores, recorder.included, probed.claim, plugin.delta, bound_confidence, design)
             inputs_found = None
             if inputs is not None:
                 input_scores = canary_scores(plugin, trained, inputs)
-                inputs_found = (inputs, one_run_results(input_scores, inputs.included, probed["claim"], plugin.delta,
-                                                        1.0 - shares["input_canaries"], inputs.design)
-                                | {"scores": input_scores})
+                inputs_found = InputCanaryRun(canaries=inputs, scores=input_scores, stats=one_run_results(
+                    input_scores, inputs.included, probed.claim, plugin.delta, 1.0 - shares["input_canaries"],
+                    inputs.design))
         audited = AuditedPluginRun(plugin=plugin, probed=probed, block=block, threat=threat, scores=scores,
                                    recorder=recorder, canary_info=cinfo, capacity=capacity, crosstalk=crosstalk,
                                    inputs=inputs_found)
@@ -263,33 +263,49 @@ def run_plugin_one_run(opts: DPOptions, plugin: TrainerPlugin | None = None) -> 
                   "plugin": plugin_config(plugin)}
         if not opts.quiet:
             print(f"one run: {design.canaries} canaries, {design.k_pos + design.k_neg} guesses, "
-                  f"{stats['one_run']['correct']} right; "
+                  f"{stats.one_run.correct} right; "
                   f"{results['game'].trainings} trainings", file=sys.stderr)
         return ctx.run_dir, ctx.finish(results, config)
 
 
-def combined_verdict(block: dict, verdict: dict) -> dict:
+def combined_verdict(block: ConfigCheck, verdict: dict) -> dict:
     """The one-run verdict with the accounting check's, one verdict line: a violation of the check decides (a
     finding that voids the accounting, named first with its fix), the one-run bound's verdict follows as a
     sentence of its own; a check not read decides next (could-not-read) unless the bound is a violation; else
     the one-run bound's verdict, then the check's notes."""
     checked = config_verdict(block)
-    if checked["status"] == "violation" or (checked["status"] == "could-not-read" and verdict["status"] != "violation"):
-        return checked | {"text": f"{checked['text']} One-run bound (alone): {verdict['text']}.", "one_run": verdict}
-    notes = [f"{f['check']}: {f['message']}" for f in block["findings"] if f["problem"]]
+    if checked.status == "violation" or (checked.status == "could-not-read" and verdict["status"] != "violation"):
+        return checked.to_dict() | {"text": f"{checked.text} One-run bound (alone): {verdict['text']}.",
+                                    "one_run": verdict}
+    notes = [f"{f.check}: {f.message}" for f in block.findings if f.problem]
     return verdict | ({"text": f"{verdict['text']}. Accounting check notes: {' | '.join(notes)}"} if notes else {})
 
 
-def coverage_table() -> dict:
+def coverage_table() -> Table:
     """Report table of :data:`THREAT_COVERAGE`."""
-    return {"title": "What each part of the one-run audit can and cannot see",
-            "columns": ["mistake in the code", "updates (gradient canaries)", "white-box (final parameters)",
-                        "accounting check"],
-            "rows": [list(row) for row in THREAT_COVERAGE],
-            "caption": "Gradient canaries are added after the code's clipping, so they test the noise and the "
-                       "steps the code really takes, never its clipping or how it samples the data; the "
-                       "accounting check reads those from the same instrumentation. The claim's own tradeoff "
-                       "curve is tested with the canaries' guesses too."}
+    return Table(title="What each part of the one-run audit can and cannot see",
+                 columns=["mistake in the code", "updates (gradient canaries)", "white-box (final parameters)",
+                          "accounting check"],
+                 rows=[list(row) for row in THREAT_COVERAGE],
+                 caption="Gradient canaries are added after the code's clipping, so they test the noise and the "
+                         "steps the code really takes, never its clipping or how it samples the data; the "
+                         "accounting check reads those from the same instrumentation. The claim's own tradeoff "
+                         "curve is tested with the canaries' guesses too.")
+
+
+@dataclass(frozen=True, kw_only=True)
+class InputCanaryRun:
+    """The input canaries of a plugin's one-run audit and what their one-run bound found.
+
+    Attributes:
+        canaries: the input canaries.
+        scores: one black-box score per canary.
+        stats: their one-run statistics (their own member of the family).
+    """
+
+    canaries: InputCanaries
+    scores: np.ndarray
+    stats: OneRunResults
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -310,15 +326,15 @@ class AuditedPluginRun:
     """
 
     plugin: TrainerPlugin
-    probed: dict
-    block: dict
+    probed: ProbedPlugin
+    block: ConfigCheck
     threat: str
     scores: np.ndarray
     recorder: CanaryRecorder
     canary_info: dict
     capacity: int
     crosstalk: float
-    inputs: tuple[InputCanaries, dict] | None = None
+    inputs: InputCanaryRun | None = None
 
     def observation(self) -> dict:
         """``game.observation``: the score, the canaries' joins and steps, how the guesses were chosen."""
@@ -328,7 +344,7 @@ class AuditedPluginRun:
                           if self.threat == "updates" else
                           "total parameter change (initial - final) projected on the canary direction"),
                 "canary_copies_per_step_mean": float(joins.mean()) if joins.size else 0.0,
-                "steps_audited_run": self.recorder.steps, "steps_probe": self.probed["probe"].steps,
+                "steps_audited_run": self.recorder.steps, "steps_probe": self.probed.probe.steps,
                 "capacity": self.capacity,
                 "guess_counts": "chosen for the perfect attack of the updates threat, simulating the mechanism "
                                 "the probe read (noise multiplier, rate, steps)"}
@@ -337,37 +353,38 @@ class AuditedPluginRun:
         """``attacks`` entry of the input canaries (none without them)."""
         if self.inputs is None:
             return {}
-        canaries, stats = self.inputs
-        return {f"black-box/input-{canaries.kind}": attack_metrics(stats["scores"], canaries.included, confidence)}
+        canaries = self.inputs.canaries
+        return {f"black-box/input-{canaries.kind}": attack_metrics(self.inputs.scores, canaries.included,
+                                                                   confidence)}
 
     def input_summary(self) -> dict | None:
         """``game.input_canaries``: what the input canaries were and what their bound found."""
         if self.inputs is None:
             return None
-        canaries, stats = self.inputs
-        best = stats["best_lower_bound"]
+        canaries, judgement, one = self.inputs.canaries, self.inputs.stats.judgement, self.inputs.stats.one_run
+        best = judgement.best_lower_bound
         return {"kind": canaries.kind, "canaries": canaries.canaries, "included": int(canaries.included.sum()),
                 "description": canaries.describe(), "design": canaries.design.to_dict(),
                 "k_pos": canaries.design.k_pos, "k_neg": canaries.design.k_neg,
-                "correct": stats["one_run"]["correct"], "claim_rejected": stats["one_run"]["claim_rejected"],
-                "epsilon_lower_bound": None if best is None else best["epsilon"],
-                "confidence": canaries.design.confidence, "verdict": stats["verdict"]["status"]}
+                "correct": one.correct, "claim_rejected": one.claim_rejected,
+                "epsilon_lower_bound": None if best is None else best.epsilon,
+                "confidence": canaries.design.confidence, "verdict": judgement.verdict.status}
 
-    def input_tables(self) -> list[dict]:
+    def input_tables(self) -> list[Table]:
         """The input canaries' bounds table (none without them)."""
         if self.inputs is None:
             return []
-        canaries, stats = self.inputs
-        table = one_run_table(stats["one_run"], stats["lower_bounds"])
-        return [table | {"title": f"Input canaries ({canaries.kind}) in the same training: bounds",
-                         "caption": f"{canaries.describe()}. {table['caption']}"}]
+        canaries, stats = self.inputs.canaries, self.inputs.stats
+        table = one_run_table(stats.one_run, [b.to_dict() for b in stats.judgement.lower_bounds])
+        return [replace(table, title=f"Input canaries ({canaries.kind}) in the same training: bounds",
+                        caption=f"{canaries.describe()}. {table.caption}")]
 
     def params(self) -> dict:
         """``params``: the plugin's claim, the DP-SGD the code runs and what Opacus reported."""
-        plugin, found, mech = self.plugin, self.probed["probe"], self.probed["mechanism"]
-        claim = self.probed["claim"]
+        plugin, found, mech = self.plugin, self.probed.probe, self.probed.mechanism
+        claim = self.probed.claim
         return {"plugin": plugin.spec, "rng": plugin.rng, "claimed_epsilon": float(claim.epsilon(plugin.delta)),
-                "claimed_delta": plugin.delta, "n_train": int(len(self.probed["data"])),
+                "claimed_delta": plugin.delta, "n_train": int(len(self.probed.data)),
                 "clip_norm": found.clip_norm,
                 "code": mech.to_dict() | {"epsilon_pld": float(mech.claim().epsilon(plugin.delta)),
                                           "sampling": "poisson" if found.source.poisson else "not poisson",
@@ -400,13 +417,13 @@ def _family(opts: DPOptions, judgement: Judgement, with_inputs: bool) -> Judgeme
     return replace(judgement, family=family)
 
 
-def input_verdict(verdict: dict, inputs: tuple[InputCanaries, dict] | None) -> dict:
+def input_verdict(verdict: dict, inputs: InputCanaryRun | None) -> dict:
     """The gradient canaries' verdict, unless the input canaries' bound rejects the claim: then theirs, named as
     a pass outside the DP steps (their own member of the family)."""
     if inputs is None:
         return verdict
-    canaries, stats = inputs
-    found = stats["verdict"]
+    canaries = inputs.canaries
+    found = inputs.stats.judgement.verdict.to_dict()
     if found["status"] != "violation":
         return verdict | {"text": f"{verdict['text']}. Input canaries ({canaries.canaries}): "
                                   f"{found['text']}"}
@@ -417,17 +434,17 @@ def input_verdict(verdict: dict, inputs: tuple[InputCanaries, dict] | None) -> d
                             f"accounted. Gradient canaries: {verdict['text']}", "source": "input_canaries"}
 
 
-def _results(opts: DPOptions, audited: AuditedPluginRun, stats: dict) -> dict[str, object]:
+def _results(opts: DPOptions, audited: AuditedPluginRun, stats: OneRunResults) -> dict[str, object]:
     """results.json of a plugin's one-run audit (kind dp, ``game.one_run``, ``config_check``)."""
     plugin, block, threat = audited.plugin, audited.block, audited.threat
-    found, claim, data = audited.probed["probe"], audited.probed["claim"], audited.probed["data"]
+    found, claim, data = audited.probed.probe, audited.probed.claim, audited.probed.data
     attack = f"{threat}/one-run-{audited.canary_info['kind']}"
-    judgement = _family(opts, stats["judgement"].for_attack(attack), audited.inputs is not None)
+    judgement = _family(opts, stats.judgement.for_attack(attack), audited.inputs is not None)
     verdict = input_verdict(judgement.verdict.to_dict(), audited.inputs)
     judgement = judgement.with_verdict(combined_verdict(block, verdict))
     judged = judgement.blocks(estimate=True, family=True)
-    one, inc = stats["one_run"], audited.recorder.included
-    trainings = int(block["trainings"]) + 1
+    one, inc = stats.one_run, audited.recorder.included
+    trainings = int(block.trainings) + 1
     return judged | {
         "target_description": plugin.description, "dataset": data.name,
         "model": {"name": f"user trainer {plugin.spec}", "parameters": found.n_params},

@@ -35,6 +35,7 @@ from audit.dp.setup_types import DPAuditSetup, Observation
 from audit.errors import UserError
 from audit.plugins.probe import Probe, StepMechanism, claim_and_mechanism, probe, run_once
 from audit.plugins.training import MAX_TRAIN, plugin_dataset
+from audit.stats.outcome import Table
 from audit.theory.claims import PrivacyClaim
 from targets.audit_hooks import UpdateRecorder
 from targets.plugins.loading import TrainerPlugin, plugin_config
@@ -44,18 +45,18 @@ from targets.plugins.rng import reproducibility_table
 UPDATE_THREATS = ("updates", "white-box")
 
 
-def _comparison_table(claim: PrivacyClaim, mech: StepMechanism, delta: float, found: Probe) -> dict:
+def _comparison_table(claim: PrivacyClaim, mech: StepMechanism, delta: float, found: Probe) -> Table:
     """Report table: the claim's accounting beside the DP-SGD the code was seen to run."""
     stated = claim.params() if hasattr(claim, "noise_multiplier") else {}
     rows = [[key, stated.get(key), getattr(mech, key)] for key in ("noise_multiplier", "sample_rate", "steps")]
     rows.append(["epsilon at delta (PLD)", float(claim.epsilon(delta)), float(mech.claim().epsilon(delta))])
     if found.opacus is not None:
         rows.append([f"epsilon reported by Opacus ({found.opacus['accountant']})", None, found.opacus["epsilon"]])
-    return {"title": "Claim and the DP-SGD the code runs", "columns": ["", "claim", "code (probe run)"], "rows": rows,
-            "caption": "code: the noise multiplier of its optimizer (a hooked loop: the claim's), the Poisson rate it "
-                       "samples with, and the noisy steps it took, seen while the probe run trained; its epsilon by "
-                       "our PLD accountant. A code epsilon above the claim's is an accounting mismatch the audit "
-                       "then tests with a threshold designed for it."}
+    return Table(title="Claim and the DP-SGD the code runs", columns=["", "claim", "code (probe run)"], rows=rows,
+                 caption="code: the noise multiplier of its optimizer (a hooked loop: the claim's), the Poisson rate "
+                         "it samples with, and the noisy steps it took, seen while the probe run trained; its epsilon "
+                         "by our PLD accountant. A code epsilon above the claim's is an accounting mismatch the audit "
+                         "then tests with a threshold designed for it.")
 
 
 def update_setup(plugin: TrainerPlugin, canary: str, threat: str, seed: int, data_dir: str | None,

@@ -95,11 +95,11 @@ def test_no_bound_exceeds_theory_for_exact_mechanisms():
         design = sigma if seed == 3 else None  # also the per-step threshold fixed in advance from the claim
         out = audit_runs(scores, inc, claim, DELTA, 0.999, seed,
                          ScoreModel(step_scores=obs, sample_rate=q, steps=T, design_sigma=design))
-        theory = out["epsilon_theory"]
-        for b in out["lower_bounds"]:
-            assert float(b["epsilon"]) <= theory + 1e-9, (seed, b)
+        theory = out.judgement.epsilon_theory
+        for b in out.judgement.lower_bounds:
+            assert float(b.epsilon) <= theory + 1e-9, (seed, b)
             checked += 1
-        assert out["verdict"]["status"] == "consistent"
+        assert out.judgement.verdict.status == "consistent"
     assert checked == 15
 
 

@@ -172,7 +172,7 @@ def test_a_configuration_on_a_batch_boundary_fails(tmp_path, capsys):
     assert [d["field"] for d in worlds["details"]["adding"]["differences"]][:2] == ["sample rate", "steps"]
     # one record fewer moves a dataset one row past the boundary: the removal world sees it
     removed = plugin_accounting(plugin_from_dict("test:remove", _opacus_plugin("remove", N_ON_REMOVE)), None, 0,
-                                0.05)["block"]
+                                0.05).block.to_dict()
     worlds = next(f for f in removed["findings"] if f["check"] == "world-dependence")
     assert worlds["violation"] and worlds["message"].startswith("Removing one record")
     assert not worlds["details"]["adding"]["differences"]

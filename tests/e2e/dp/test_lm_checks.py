@@ -47,19 +47,19 @@ def _check(name: str, train) -> tuple[bool, dict[str, dict]]:
     with watched_training() as watch:
         trained = train_once(plugin, X, y, 0)
     out = lm_checks(plugin, X, y, 0, watch, trained)
-    return out.runs, {f["check"]: f for f in out.findings}
+    return out.runs, {f.check: f for f in out.findings}
 
 
 def test_position_ids_broadcast_across_the_batch_stop_the_training():
     runs, found = _check("positions", lambda texts, seed: lm_loops.train(texts, seed, positions=False))
-    assert not runs and found["position-ids"]["violation"]
-    assert set(found["position-ids"]["details"]["rows"]) == {"transformer.wpe.weight"}
+    assert not runs and found["position-ids"].violation
+    assert set(found["position-ids"].details["rows"]) == {"transformer.wpe.weight"}
 
 
 def test_an_optimizer_without_the_adapters_leaves_them_unmoved():
     runs, found = _check("frozen", lambda texts, seed: lm_loops.train(texts, seed, lora=True, optimizer_first=True))
-    assert not runs and found["frozen-weights"]["problem"] and not found["frozen-weights"]["violation"]
-    assert found["frozen-weights"]["details"]["in_dp_optimizer"] == 0
+    assert not runs and found["frozen-weights"].problem and not found["frozen-weights"].violation
+    assert found["frozen-weights"].details["in_dp_optimizer"] == 0
 
 
 def _head_outside_dp(texts: list[str], seed: int):
@@ -91,6 +91,6 @@ def _head_outside_dp(texts: list[str], seed: int):
 
 def test_a_tensor_trained_outside_the_dp_optimizer_is_a_violation():
     runs, found = _check("head", _head_outside_dp)
-    assert runs and found["non-dp-updates"]["violation"]
-    assert found["non-dp-updates"]["details"]["moved_outside_dp"] == ["base_model.model.lm_head.weight"]
-    assert not found["loss-coupling"]["problem"] and not found["frozen-weights"]["problem"]
+    assert runs and found["non-dp-updates"].violation
+    assert found["non-dp-updates"].details["moved_outside_dp"] == ["base_model.model.lm_head.weight"]
+    assert not found["loss-coupling"].problem and not found["frozen-weights"].problem

@@ -60,9 +60,9 @@ def test_no_false_violation_at_the_claim(claimed):
     for g in range(games):
         scores, members = simulate_dpsgd_canary_scores(m, Q, sigma, T, [11, g])
         out = one_run_results(scores, members, claim, DELTA, CONFIDENCE, design)
-        assert out["family"] == {"size": 1, "confidence": CONFIDENCE}
-        assert [b["role"] for b in out["lower_bounds"]] == ["verdict", "secondary", "estimate"]
-        violations += out["verdict"]["status"] == "violation"
+        assert out.judgement.family.to_dict() == {"size": 1, "confidence": CONFIDENCE}
+        assert [b.role for b in out.judgement.lower_bounds] == ["verdict", "secondary", "estimate"]
+        violations += out.judgement.verdict.status == "violation"
     assert violations <= stats.binom.isf(0.001, games, 0.05)
 
 
@@ -77,8 +77,8 @@ def test_halved_noise_is_a_violation(claimed):
     for g in range(8):
         scores, members = simulate_dpsgd_canary_scores(m, Q, sigma / 2, T, [13, g])
         out = one_run_results(scores, members, claim, DELTA, CONFIDENCE, design)
-        found += out["verdict"]["status"] == "violation"
-        assert out["one_run"]["correct"] <= design.k_pos + design.k_neg
+        found += out.judgement.verdict.status == "violation"
+        assert out.one_run.correct <= design.k_pos + design.k_neg
     assert found >= 6
 
 

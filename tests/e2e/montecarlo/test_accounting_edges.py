@@ -64,7 +64,7 @@ def false_violations(n: int, q: float, steps: int, alpha: float, reps: int) -> t
         _, other = _run(rng, n + 1, q, steps, sigma)
         findings = sampling_findings(SimpleNamespace(batches=batches, steps=steps), n, q, alphas, seed=rep)
         findings += check_noise(rec, other, C, sigma, alphas["noise"]).findings
-        flagged = {f["check"] for f in findings if f["violation"]}
+        flagged = {f.check for f in findings if f.violation}
         for check in flagged:
             per_check[check] = per_check.get(check, 0) + 1
         total += bool(flagged)

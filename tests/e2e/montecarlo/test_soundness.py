@@ -176,7 +176,8 @@ def test_run_dp_statistics_at_the_claim(claim_form):
         else:  # output perturbation scored by a fixed projection: exactly N(0,1) vs N(mu,1), GDP valid
             scores, claim, pair = rng.normal(0.0, 1.0, inc.size) + 2.0 * inc, GaussianClaim(2.0), True
         out = audit_runs(scores, inc, claim, DELTA, CONFIDENCE, rep, ScoreModel(gaussian_pair=pair))
-        counts.add(out, out["lower_bounds"], claim.epsilon(DELTA))
+        judged = out.judgement.blocks()  # the results.json blocks
+        counts.add(judged, judged["lower_bounds"], claim.epsilon(DELTA))
     counts.check()
 
 
@@ -190,7 +191,7 @@ def test_sweep_is_a_violation_when_an_audit_rejects_the_claims_curve():
         rng = np.random.default_rng([25, eps])
         inc = rng.random(400) < 0.5
         scores = dpsgd_step_scores(rng, inc.size, inc, DPSGD["q"], claim.noise_multiplier / 3, DPSGD["steps"])
-        out = audit_runs(scores, inc, claim, DELTA, family.member_confidence, eps)
+        out = audit_runs(scores, inc, claim, DELTA, family.member_confidence, eps).judgement.blocks(estimate=True)
         best = out["best_lower_bound"]
         rows.append({"threat": "updates", "epsilon_claimed": eps, "epsilon_theory": out["epsilon_theory"],
                      "epsilon_lb": out["best_estimate"]["epsilon"], "epsilon_lb_valid": best["epsilon"],
@@ -210,7 +211,7 @@ def test_sweep_at_the_claim():
             rng = np.random.default_rng([26, rep, i])
             inc = rng.random(300) < 0.5
             scores = dpsgd_step_scores(rng, inc.size, inc, DPSGD["q"], claim.noise_multiplier, DPSGD["steps"])
-            out = audit_runs(scores, inc, claim, DELTA, family.member_confidence, rep)
+            out = audit_runs(scores, inc, claim, DELTA, family.member_confidence, rep).judgement.blocks(estimate=True)
             rows.append({"threat": "updates", "epsilon_claimed": i, "epsilon_theory": out["epsilon_theory"],
                          "epsilon_lb": out["best_estimate"]["epsilon"], "verdict": out["verdict"]["status"]})
         counts_violations += sweep_verdict(rows, family)["status"] == "violation"
@@ -312,7 +313,7 @@ def _accounting_violations(noise_factor: float, reps: int,
     plugin = plugin_from_dict("soundness:accounting", {"kind": "trainer", "name": "accounting", "dataset": data,
                                                        "train": _accounting_loop(noise_factor, sigma, q, steps, n),
                                                        "claim": {"epsilon": ACC_EPS, "delta": DELTA}})
-    return sum(plugin_accounting(plugin, None, rep, ALPHA)["block"]["status"] == "violation" for rep in range(reps))
+    return sum(plugin_accounting(plugin, None, rep, ALPHA).block.status == "violation" for rep in range(reps))
 
 
 @pytest.mark.slow

@@ -98,7 +98,7 @@ def test_dperm_closed_form_exact_without_noise_and_degrades_with_epsilon():
     for eps in (0.5, 1e6):
         (game,), _, _ = dperm_games("dperm_digits", lambda n, e=eps: DPERM(e, spec["delta"], spec["l2_reg"], n), (10,),
                                     20, 0, twin=twin is None, minimisers=minimisers)
-        errors[eps] = game.extra["record_error_median"]
-        twin = game.extra.get("twin_record_error_median", twin)
+        errors[eps] = game.record_error_median
+        twin = twin if game.twin_record_error_median is None else game.twin_record_error_median
     assert twin < 1e-6
     assert errors[0.5] > 10 * errors[1e6]
