@@ -1,6 +1,6 @@
 """Per-example gradient norms of one trained model: what the gradient-max canaries of the membership game
-(:mod:`audit.membership.crafted`) are chosen by. Sources: docs/references.md, "Canaries designed for the final
-model".
+(:mod:`audit.membership.crafted`) are chosen by. Sources: docs/references.md, "Canaries and threat models"
+(Boglioni et al. 2026).
 
 The model is one of a stack (leading axis of length 1, as :func:`targets.training.train_models` returns them); the
 gradients are ``vmap(grad)`` of the per-example cross-entropy, :data:`GRADIENT_CHUNK` examples at a time, so that the

@@ -23,7 +23,8 @@ gradient, ``1 - p(label)`` under the public model (the gradient is the Jacobian 
 Validity: everything here is fixed before the game's coins are drawn, from the audit's seed, the public records and
 the public model only: never the target's records, coins or model. The one-run bound holds for any canaries fixed
 in advance; the construction only decides its power. RMIA's population is made the same way (fresh candidates).
-Measured power (docs/science/membership.md): below the flagship's sparse canaries on its CNN.
+Measured power (docs/science/membership.md): below the flagship's sparse canaries on its CNN. Sources:
+docs/references.md, "Canaries and threat models".
 """
 
 from __future__ import annotations
