@@ -49,6 +49,8 @@ def measure(target: str, kind: str, seed: int, quick: bool, out: Path) -> dict:
             "right": details.get("v"), "guesses": details.get("r", details.get("k")),
             "canaries": best.n if best else None, "ceiling": ceiling.epsilon if ceiling else None,
             "last_iterate": reference.epsilon if reference else None, "epsilon_theory": outcome.epsilon_theory,
+            "expected_perfect_attack": (reference.expected_bound or {}).get("mean") if reference else None,
+            "auc": {name: a.auc for name, a in (outcome.attacks or {}).items()},
             "verdict": outcome.verdict.status, "wall_s": wall, "cpu_s": cpu, "load_1min_before": load_before,
             "load_1min_after": os.getloadavg()[0]}
 
