@@ -21,8 +21,12 @@ DP_CANARIES = INPUT_CANARIES + GRADIENT_CANARIES
 INITS = ("random", "pretrained")
 #: Membership canaries taken from the data pool (held-out examples with a wrong / their true label).
 POOL_CANARIES = ("mislabelled", "natural")
-#: Synthetic membership canaries appended to the data (:func:`audit.membership.game.synthetic_canaries`).
-SYNTHETIC_CANARIES = ("sparse", "blank", "quiet")
+#: Membership canaries designed for the final model on a public model before the training, appended to the data
+#: (:mod:`audit.membership.crafted`).
+CRAFTED_CANARIES = ("gradmax",)
+#: Synthetic membership canaries appended to the data (:func:`audit.membership.game.synthetic_canaries`, and the
+#: crafted ones).
+SYNTHETIC_CANARIES = ("sparse", "blank", "quiet", *CRAFTED_CANARIES)
 #: Canaries of the membership game (:func:`audit.membership.game.build_canary_game`).
 MEMBERSHIP_CANARIES = POOL_CANARIES + SYNTHETIC_CANARIES
 #: The flagship's membership canary kind (targets that claim DP: the one-run preset).

@@ -59,7 +59,8 @@ def handed_over(opts: MembershipOptions, run_dir: Path, played: Game) -> dict:
     game = build_canary_game(target.data, target.n_train, m, shadows, opts.canary, opts.seed, references=references)
     seeds = np.random.SeedSequence(opts.seed).generate_state(1 + shadows + references).tolist()
     paths = RunPaths(run_dir.parent, run_dir, cache_dir_of(opts.out))  # the built-in run's model cache
-    [params] = target.fit(paths, game, [TrainingCall("target model", game.target_mask[None], seeds[:1])])
+    [params] = target.fit(paths, game.data, [TrainingCall("target model", game.target_mask[None], seeds[:1])],
+                          game.appended_rows)
     tc = game.target_canaries
     X, y = game.data.X, game.data.y
     members, nonmembers = tc[game.target_in], tc[~game.target_in]

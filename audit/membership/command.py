@@ -45,7 +45,10 @@ def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser)
                         help=f"canary kind (default {DEFAULT_MEMBERSHIP_CANARY} for a DP target, "
                              f"{NONPRIVATE_MEMBERSHIP_CANARY} for a non-private one): mislabelled / natural (held-out "
                              "examples with a wrong / their true label), sparse / blank (synthetic inputs with random "
-                             "labels appended to the data: random pixels on a blank image / constant images)")
+                             "labels appended to the data: random pixels on a blank image / constant images), quiet "
+                             "(sparse on the stillest pixels of the public data), gradmax (designed before the "
+                             "training on a public model trained on the shadow pool: the sparse candidates of largest "
+                             "gradient, labelled with a class it does not predict)")
     parser.add_argument("--canaries", type=positive_int, default=None,
                         help="number of canaries m (default 6000 for a DP target, 500 for a non-private one; "
                              "quick 200)")

@@ -35,11 +35,12 @@ canaries are. Sources: docs/references.md, "Canaries and threat models".
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from audit.choices import MEMBERSHIP_CANARIES, SYNTHETIC_CANARIES
+from audit.choices import CRAFTED_CANARIES, MEMBERSHIP_CANARIES, SYNTHETIC_CANARIES
 from audit.errors import UserError
 from targets.datasets import Dataset
 
@@ -49,6 +50,12 @@ SYNTHETIC_POPULATION = 1000
 SPARSE_PIXELS = 20
 #: The fraction of the pixels, those of least variance over the public data, a ``quiet`` canary draws from.
 QUIET_FRACTION = 0.5
+#: Test records of the game (accuracy only), at most a tenth of the data.
+TEST_RECORDS = 500
+#: How crafted canaries (:data:`audit.choices.CRAFTED_CANARIES`) are made: ``craft(public rows, count, rng)`` ->
+#: (inputs (count, *shape), labels (count,)), from the public rows of the data (the shadow pool) and ``rng`` only
+#: (:func:`audit.membership.crafted.canary_crafter`).
+Crafter = Callable[[np.ndarray, int, np.random.Generator], tuple[np.ndarray, np.ndarray]]
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)
@@ -142,20 +149,30 @@ def synthetic_canaries(kind: str, count: int, shape: tuple[int, ...], n_classes:
     return X.reshape(count, *shape), rng.integers(0, n_classes, size=count)
 
 
+def check_canary_game(data: Dataset, n_train: int, m: int, shadows: int, canary_kind: str,
+                      references: int = 0) -> None:
+    """Raise UserError for a game :func:`build_canary_game` cannot play (before anything is trained)."""
+    _check_game(canary_kind, m, shadows, references)
+    _shadow_pool_size(data, n_train, m, min(TEST_RECORDS, len(data) // 10), canary_kind)
+
+
 def build_canary_game(data: Dataset, n_train: int, m: int, shadows: int, canary_kind: str,
-                      seed: int, n_test: int = 500, references: int = 0) -> CanaryGame:
+                      seed: int, references: int = 0, crafter: Crafter | None = None) -> CanaryGame:
     """Split ``data`` and toss the coins; raises UserError when the dataset is too small.
 
     ``references`` LiRA reference models are drawn from a separate random stream, so the target's
-    and the shadows' data and coins do not depend on it.
+    and the shadows' data and coins do not depend on it. ``crafter`` makes crafted canaries (and their
+    population) from the shadow pool before any coin is tossed.
     """
     _check_game(canary_kind, m, shadows, references)
-    n_test = min(n_test, len(data) // 10)
+    if canary_kind in CRAFTED_CANARIES and crafter is None:
+        raise UserError(f"{canary_kind} canaries are designed on a public model: this game has none to train")
+    n_test = min(TEST_RECORDS, len(data) // 10)
     shadow_pool_size = _shadow_pool_size(data, n_train, m, n_test, canary_kind)
     rng = np.random.default_rng([seed, 7])  # one stream, in this order: split, labels, coins, shadow sets
     game_data, (test_index, target_natural, target_canaries, shadow_canaries, shadow_pool) = _place_canaries(
-        data, n_train, m, n_test, canary_kind, seed, rng)
-    game_data, population = _with_population(game_data, data, (test_index, shadow_pool), canary_kind, seed)
+        data, n_train, m, n_test, canary_kind, seed, rng, crafter)
+    game_data, population = _with_population(game_data, data, (test_index, shadow_pool), canary_kind, seed, crafter)
     n = len(game_data)
 
     target_in = rng.random(m) < 0.5
@@ -208,8 +225,17 @@ def _shadow_pool_size(data: Dataset, n_train: int, m: int, n_test: int, canary_k
     return shadow_pool_size
 
 
+def _made_canaries(kind: str, count: int, data: Dataset, public: np.ndarray, rng: np.random.Generator,
+                   crafter: Crafter | None) -> tuple[np.ndarray, np.ndarray]:
+    """``count`` synthetic or crafted canaries of ``kind`` (inputs, labels), made from ``rng`` and the ``public``
+    rows of ``data`` only."""
+    if kind in CRAFTED_CANARIES:
+        return crafter(public, count, rng)
+    return synthetic_canaries(kind, count, data.shape, data.n_classes, rng, public=data.X[public])
+
+
 def _place_canaries(data: Dataset, n_train: int, m: int, n_test: int, canary_kind: str, seed: int,
-                    rng: np.random.Generator) -> tuple[Dataset, list[np.ndarray]]:
+                    rng: np.random.Generator, crafter: Crafter | None = None) -> tuple[Dataset, list[np.ndarray]]:
     """The game's data and its index sets (test records, the target's natural training records, the
     target's m canaries, the shadows' m canaries, the shadow pool) from a permutation drawn from ``rng``:
     synthetic canaries are appended as new rows (the target's, then the shadows'); natural ones are
@@ -219,8 +245,7 @@ def _place_canaries(data: Dataset, n_train: int, m: int, n_test: int, canary_kin
     if canary_kind in SYNTHETIC_CANARIES:
         test_index, target_natural, shadow_pool = np.split(order, np.cumsum([n_test, n_train]))
         target_canaries, shadow_canaries = n + np.arange(m), n + m + np.arange(m)
-        cX, cy = synthetic_canaries(canary_kind, 2 * m, data.shape, data.n_classes, np.random.default_rng([seed, 9]),
-                                    public=data.X[shadow_pool])
+        cX, cy = _made_canaries(canary_kind, 2 * m, data, shadow_pool, np.random.default_rng([seed, 9]), crafter)
         game_data = Dataset(np.concatenate([data.X, cX]), np.concatenate([data.y, cy]).astype(data.y.dtype),
                             data.name, data.n_classes, data.shape, data.source)
         return game_data, [test_index, target_natural, target_canaries, shadow_canaries, shadow_pool]
@@ -235,7 +260,7 @@ def _place_canaries(data: Dataset, n_train: int, m: int, n_test: int, canary_kin
 
 
 def _with_population(game_data: Dataset, data: Dataset, held_out: tuple[np.ndarray, np.ndarray], canary_kind: str,
-                     seed: int) -> tuple[Dataset, np.ndarray]:
+                     seed: int, crafter: Crafter | None = None) -> tuple[Dataset, np.ndarray]:
     """``game_data`` with RMIA's population appended, and its rows: made like the canaries and trained on
     by no model (its own random stream): fresh synthetic canaries (``quiet`` ones on the pixels chosen on the
     same shadow pool), or copies of the test images labelled as the canaries are. ``held_out``: the test
@@ -243,8 +268,7 @@ def _with_population(game_data: Dataset, data: Dataset, held_out: tuple[np.ndarr
     test_index, shadow_pool = held_out
     pop_rng = np.random.default_rng([seed, 10])
     if canary_kind in SYNTHETIC_CANARIES:
-        pX, py = synthetic_canaries(canary_kind, SYNTHETIC_POPULATION, data.shape, data.n_classes, pop_rng,
-                                    public=data.X[shadow_pool])
+        pX, py = _made_canaries(canary_kind, SYNTHETIC_POPULATION, data, shadow_pool, pop_rng, crafter)
     else:
         pX, py = data.X[test_index], data.y[test_index]
         if canary_kind == "mislabelled":

@@ -40,10 +40,11 @@ import numpy as np
 from attacks.lira import resolve_variance
 from attacks.membership import AttackInputs, AttackScores, run_attacks
 from attacks.names import ATTACK_SPECS, ATTACKS, LIRA_ATTACKS, REFERENCE_ATTACKS, check_references, expand_attacks
-from audit.choices import DEFAULT_MEMBERSHIP_CANARY, NONPRIVATE_MEMBERSHIP_CANARY
+from audit.choices import CRAFTED_CANARIES, DEFAULT_MEMBERSHIP_CANARY, NONPRIVATE_MEMBERSHIP_CANARY
 from audit.executors import TrainingCall
 from audit.membership.bounds import ALPHA_GRID, Guesses, choose_guesses, empirical_points, one_run
-from audit.membership.game import CanaryGame, build_canary_game
+from audit.membership.crafted import canary_crafter
+from audit.membership.game import CanaryGame, build_canary_game, check_canary_game
 from audit.membership.options import MembershipOptions
 from audit.membership.subjects import MembershipSubject, membership_subject
 from audit.membership.texts import TextAudit, text_audit
@@ -136,13 +137,17 @@ def run_membership(opts: MembershipOptions) -> tuple[Path, Outcome]:
     t0 = time.perf_counter()
     target = membership_subject(opts, m, plugin)
     calibration_s = time.perf_counter() - t0
-    game = build_canary_game(target.data, target.n_train, m, shadows, opts.canary, opts.seed, references=references)
+    check_canary_game(target.data, target.n_train, m, shadows, opts.canary, references=references)
     ctx = RunContext(opts.out, "membership", target.name, seed=opts.seed, quiet=opts.quiet, device=opts.device)
     ctx.say(f"run directory: {ctx.run_dir}")
     with ctx:
         ctx.timing["calibration_s"] = calibration_s
         if target.theory_line is not None:
             ctx.say(target.theory_line)
+        with ctx.stage("canaries"):  # crafted canaries: designed on a public model before any coin is tossed
+            crafter = canary_crafter(target, ctx.paths, opts.seed, ctx.say) if opts.canary in CRAFTED_CANARIES else None
+            game = build_canary_game(target.data, target.n_train, m, shadows, opts.canary, opts.seed,
+                                     references=references, crafter=crafter)
         # seeds: target, then shadows, then reference models (a prefix of the same stream, so adding
         # reference models leaves the target's and the shadows' seeds unchanged)
         seeds = np.random.SeedSequence(opts.seed).generate_state(1 + shadows + references).tolist()
@@ -210,7 +215,7 @@ def train_game_models(ctx: RunContext, target: MembershipSubject, game: CanaryGa
              TrainingCall(f"{shadows} shadow models", game.shadow_masks, seeds[1:1 + shadows])]
     if references:
         calls.append(TrainingCall(f"{references} reference models", game.reference_masks, seeds[1 + shadows:]))
-    target_params, shadow_params, *rest = target.fit(ctx.paths, game, calls)
+    target_params, shadow_params, *rest = target.fit(ctx.paths, game.data, calls, game.appended_rows)
     return TrainedModels(target_params, shadow_params, rest[0] if references else None)
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -26,13 +27,13 @@ from audit.audited_model import AuditedModel
 from audit.choices import SYNTHETIC_CANARIES
 from audit.errors import UserError
 from audit.executors import CachedExecutor, TrainingCall, train_cached_models
-from audit.membership.game import CanaryGame
 from audit.plugins.probe import resolved_claim
 from audit.plugins.training import plugin_dataset, predictions, train_once
 from audit.run_context import RunPaths
 from audit.trained_targets import quick_target
 from targets.catalogue import resolve, trained_target
-from targets.datasets import load_dataset
+from targets.datasets import Dataset, load_dataset
+from targets.example_gradients import gradient_norms
 from targets.plugins.loading import TrainerPlugin, load_plugin, plugin_config
 from targets.training import log_softmax, predict_logits, resolve_device
 
@@ -44,14 +45,18 @@ MAX_TRAIN = 1000
 class MembershipSubject(AuditedModel):
     """A target for the membership game (the fields of :class:`audit.audited_model.AuditedModel`, then:).
 
-    ``fit(paths, game, calls)`` trains, for each :class:`audit.executors.TrainingCall`, one model per
-    row of its ``masks`` (over the rows of ``game.data``) and returns the trained models per call;
+    ``fit(paths, data, calls, appended_rows)`` trains, for each :class:`audit.executors.TrainingCall`, one model per
+    row of its ``masks`` (over the rows of ``data``, the game's: its last ``appended_rows`` rows are appended canaries)
+    and returns the trained models per call;
     ``log_probs(trained, X)`` returns (models, n, classes) log-probabilities. ``claim`` is None for a
     non-private target; ``theory_line`` is what the run prints about its accounting; ``config`` goes to config.json.
+    ``gradient_norms(trained, X, y)`` (registry targets; None for a plugin, whose model is a function): the norms of
+    the per-example gradients that gradient-max canaries are chosen by (:mod:`audit.membership.crafted`).
     """
 
-    fit: Callable[[RunPaths, CanaryGame, list[TrainingCall]], list]
+    fit: Callable[[RunPaths, Dataset, list[TrainingCall], int], list]
     log_probs: Callable[[Any, np.ndarray], np.ndarray]
+    gradient_norms: Callable[[Any, np.ndarray, np.ndarray], np.ndarray] | None = None
     theory_line: str | None = None
     config: dict = field(default_factory=dict)
 
@@ -68,11 +73,11 @@ def registry_subject(opts: Any) -> MembershipSubject:
     config = target.train_config(sigma)
     data = load_dataset(target.dataset, opts.data_dir)
 
-    def fit(paths: RunPaths, game: CanaryGame, calls: list[TrainingCall]) -> list:
+    def fit(paths: RunPaths, game_data: Dataset, calls: list[TrainingCall], appended_rows: int) -> list:
         with opts.make_executor() as executor:  # every call's chunks run side by side
             runner = CachedExecutor(executor=executor, cache_dir=paths.cache_dir, log=paths.log)
-            return train_cached_models(runner, game.data, config, calls, device, max_memory=opts.max_memory,
-                                       progress=not opts.quiet, appended_rows=game.appended_rows)
+            return train_cached_models(runner, game_data, config, calls, device, max_memory=opts.max_memory,
+                                       progress=not opts.quiet, appended_rows=appended_rows)
 
     line = (f"{target.name}: sigma = {sigma:.4f} for epsilon {target.epsilon:g} at delta {target.delta:g} "
             f"(q = {target.sample_rate:.4f}, {target.steps} steps, PLD accountant)" if claim is not None else None)
@@ -81,6 +86,7 @@ def registry_subject(opts: Any) -> MembershipSubject:
         claim=claim, delta=target.delta,
         params=target.params(sigma) | {"expected_batch_size": config.expected_batch_size}, fit=fit,
         log_probs=lambda params, X: log_softmax(predict_logits(target.arch, params, X, device)), theory_line=line,
+        gradient_norms=partial(gradient_norms, target.arch),
         config={"target": asdict(target), "train_config": config.to_dict()})
 
 
@@ -108,12 +114,12 @@ def plugin_subject(opts: Any, m: int, plugin: Any = None) -> MembershipSubject:
 
         claim = resolved_claim(plugin, data.X[:n_train], data.y[:n_train], opts.seed)
 
-    def fit(paths: RunPaths, game: CanaryGame, calls: list[TrainingCall]) -> list:
+    def fit(paths: RunPaths, game_data: Dataset, calls: list[TrainingCall], appended_rows: int) -> list:
 
         trained = []
         for call in calls:
             jobs = list(zip(call.masks, call.seeds, strict=True))
-            trained.append([train_once(plugin, game.data.X[mask], game.data.y[mask], int(seed))
+            trained.append([train_once(plugin, game_data.X[mask], game_data.y[mask], int(seed))
                             for mask, seed in tqdm(jobs, desc=call.desc, unit="model", disable=opts.quiet)])
             paths.log(f"{call.desc}: trained {len(trained[-1])} model(s) with the plugin's train")
         return trained

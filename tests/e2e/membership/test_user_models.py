@@ -141,3 +141,21 @@ def test_extraction_and_inversion_take_a_plugin_exposing_probabilities(tmp_path,
     assert main(["run", "inversion", "--target", "my_user_model:trainer", "--quick", "--black-box-steps", "0",
                  "--quiet", "--out", str(tmp_path / "none")]) == 2
     assert not (tmp_path / "none").exists() or not any((tmp_path / "none").glob("*/results.json"))
+
+
+def test_gradmax_canaries_on_a_user_trainer(tmp_path, monkeypatch):
+    """``--canary gradmax`` on a trainer plugin: the public model is one more call of the user's ``train`` on
+    shadow-pool rows only, and its candidates are ranked by ``1 - p(label)`` (the plugin's gradients cannot be read)."""
+    from targets.datasets import load_digits
+
+    digits = load_digits()
+    np.savez(tmp_path / "digits.npz", X=digits.X, y=digits.y)
+    (tmp_path / "my_gradmax_model.py").write_text(PLUGIN.replace("DATA", repr(str(tmp_path / "digits.npz"))))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "runs"
+    assert main(["run", "membership", "--target", "my_gradmax_model:trainer", "--canary", "gradmax", "--canaries",
+                 "100", "--shadows", "2", "--attack", "loss", "--quiet", "--out", str(out)]) == 0
+    (run,) = [p for p in out.iterdir() if p.is_dir() and p.name != "cache"]
+    results = json.loads((run / "results.json").read_text())
+    assert results["game"]["canary_kind"] == "gradmax" and results["game"]["canaries"] == 100
+    assert "public model (canary design): trained 1 model(s)" in (run / "log.txt").read_text()

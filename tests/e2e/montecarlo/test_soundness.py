@@ -265,6 +265,61 @@ def final_model_scores(rng, inside):
     return noise + inside * rng.binomial(DPSGD["steps"], DPSGD["q"], inside.size)
 
 
+#: Crafted canaries in the small CI configuration: target canaries of the membership game on digits, the clip norm
+#: of the stand-in linear model's gradients (about half of the kept canaries are clipped to it, the others shorter).
+CRAFTED_M, CRAFTED_CLIP = 500, 3.0
+
+
+def _gradmax_subject(data):
+    """A stand-in subject for :func:`audit.membership.crafted.canary_crafter`: 'training' returns a fixed linear model,
+    whose per-example gradient norm is the input's norm times the output factor |p - e_y| (exact for a softmax
+    regression without bias, up to the factor's L2-vs-(1 - p) form)."""
+    W = np.random.default_rng(3).normal(size=(int(np.prod(data.shape)), data.n_classes)) / 8
+
+    def log_probs(params, X):
+        z = X.reshape(len(X), -1) @ params[0]
+        z = z - z.max(axis=1, keepdims=True)
+        return (z - np.log(np.exp(z).sum(axis=1, keepdims=True)))[None]
+
+    def norms(params, X, y):
+        fit = np.exp(log_probs(params, X)[0][np.arange(len(y)), y])
+        return np.linalg.norm(X.reshape(len(X), -1), axis=1) * (1 - fit)
+
+    return SimpleNamespace(data=data, n_train=500, fit=lambda *_: [W[None]], log_probs=log_probs, gradient_norms=norms)
+
+
+def test_one_run_gradmax_canaries_at_the_claim():
+    """The membership game with gradient-max canaries (``--canary gradmax``): designed by the real construction
+    before the coins (:func:`audit.membership.crafted.canary_crafter`, on a stand-in public model), the coins tossed
+    by the real game (:func:`audit.membership.game.build_canary_game`), each canary then observed exactly as the
+    released final iterate of a linear model trained by the claimed DP-SGD shows it: its sampled steps times its
+    clipped gradient's length ``min(|g|, C)`` (in units of C, at most 1) plus the summed noise. For both one-run
+    methods on the same games, valid bounds above the last-iterate truth at most alpha (plus binomial slack),
+    whatever the design kept."""
+    from audit.membership.crafted import canary_crafter
+    from audit.membership.game import build_canary_game
+    from targets.datasets import load_dataset
+
+    data = load_dataset("digits")
+    subject = _gradmax_subject(data)
+    counts = {method: Counts() for method in ("one-run", "one-run-fdp")}
+    for rep in range(REPS):
+        game = build_canary_game(data, subject.n_train, CRAFTED_M, 2, "gradmax", rep,
+                                 crafter=canary_crafter(subject, None, rep, lambda _: None))
+        tc = game.target_canaries
+        length = np.minimum(subject.gradient_norms(subject.fit()[0], game.data.X[tc], game.data.y[tc]), CRAFTED_CLIP)
+        rng = np.random.default_rng([28, rep])
+        noise = rng.normal(0.0, DPSGD["sigma"] * math.sqrt(DPSGD["steps"]), tc.size)
+        scores = noise + game.target_in * rng.binomial(DPSGD["steps"], DPSGD["q"], tc.size) * length / CRAFTED_CLIP
+        for method, count in counts.items():
+            guesses = Guesses(method=method, k_pos=CRAFTED_M // 10, k_neg=CRAFTED_M // 10)
+            bound = one_run(guesses, scores, game.target_in, DELTA, CONFIDENCE, DPSGD_CLAIM.tradeoff, VERDICT).to_dict()
+            family = Family(size=1, confidence=CONFIDENCE)
+            count.add(compare_with_claim([bound], DPSGD_CLAIM, DELTA, ALPHA_GRID, family), [bound], FINAL_MODEL_EPSILON)
+    for count in counts.values():
+        count.check()
+
+
 # --- the accounting check of a user's DP-SGD code (audit.plugins.accounting) ---------------------------------
 #
 # A hooked numpy loop (logistic regression, 500 parameters, 400 rows, Poisson rate 0.1, 20 steps) run exactly
