@@ -26,8 +26,8 @@ def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser)
                              "on a crafted dataset: catches shuffled batches accounted as Poisson), natural, "
                              "mislabelled, crafted, blank (input canaries; crafted = low-variance direction, or the "
                              "crafted pair for DP-ERM; blank = all-zero input, last class), new-token, rare-unigram, "
-                             "random-suffix (canary texts of a language-model trainer, --one-run --threat black-box); "
-                             "default: the target's (below)")
+                             "random-suffix, rare-bytes (canary texts of a language-model trainer, --one-run --threat "
+                             "black-box); default: the target's (below)")
     parser.add_argument("--threat", default=None, choices=THREATS,
                         help="what the adversary sees: black-box (final model's loss), white-box (final "
                              "parameters), updates (every intermediate update); default: the target's (below)")

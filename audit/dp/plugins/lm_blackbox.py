@@ -10,7 +10,11 @@ M canary texts, each a prefix cut from a held-out text followed by a secret (``-
   :data:`RARE_CHARACTERS` rarest characters of the records (rare unigrams, Panda et al. 2025: the model has
   seen them too little to predict them without the canary);
 * ``random-suffix``: the secret is a seeded random string of :data:`SUFFIX_CHARS` lowercase letters (any
-  tokenizer; weaker: its tokens also occur elsewhere).
+  tokenizer; weaker: its tokens also occur elsewhere);
+* ``rare-bytes``: the secret is a seeded random string of :data:`BYTE_SECRET_CHARS` characters of
+  :data:`RARE_BYTE_BLOCK` that no record contains, each two UTF-8 bytes (for a byte-level tokenizer: existing
+  tokens the records never use, so a fine-tuning that freezes the embeddings, such as LoRA, still has tokens
+  only the canaries teach; issue 42).
 
 Each canary joins the training texts by its own fair coin (the texts and the included canaries in a seeded
 random order), the code trains ONCE, and each canary is scored by the log-probability of its secret given its
@@ -61,7 +65,7 @@ from targets.plugins.loading import TrainerPlugin, plugin_config
 
 __all__ = ["run_lm_blackbox", "LM_CANARY_KINDS", "DEFAULT_LM_CANARIES", "canary_texts", "secret_scores",
            "rare_characters", "PREFIX_CHARS", "SUFFIX_CHARS", "RARE_CHARACTERS",
-           "NEW_TOKEN_REPEATS"]
+           "NEW_TOKEN_REPEATS", "RARE_BYTE_BLOCK", "BYTE_SECRET_CHARS"]
 
 #: Input-space canaries of the black-box threat (module docstring).
 LM_CANARY_KINDS = TEXT_CANARIES
@@ -76,6 +80,9 @@ PREFIX_CHARS, SUFFIX_CHARS = 4, 12
 NEW_TOKEN_REPEATS = 16
 #: How many of the records' rarest characters a rare-unigram secret draws from.
 RARE_CHARACTERS = 16
+#: The characters a rare-bytes secret draws from (those no record contains): U+0100-U+07FF, each two UTF-8
+#: bytes (lead 0xC4-0xDF, then a continuation byte); and its length.
+RARE_BYTE_BLOCK, BYTE_SECRET_CHARS = (0x100, 0x800), 4
 _STAGES = ("design", "audited_run", "scoring")
 
 
@@ -140,6 +147,10 @@ def canary_texts(plugin: TrainerPlugin, kind: str, m: int, seed: int) -> tuple[l
             raise UserError(f"plugin {plugin.spec} gives {len(tokens)} canary tokens; new-token canaries need one per "
                             f"canary: --canaries {len(tokens)} at most, or --canary random-suffix")
         return prefixes, [t * NEW_TOKEN_REPEATS for t in tokens[:m]]
+    if kind == "rare-bytes":
+        used = set("".join(texts_of(plugin.dataset[0])))
+        block = np.array([c for c in map(chr, range(*RARE_BYTE_BLOCK)) if c not in used])
+        return prefixes, ["".join(rng.choice(block, BYTE_SECRET_CHARS)) for _ in range(m)]
     letters = np.array(rare_characters(texts_of(plugin.dataset[0])) if kind == "rare-unigram" else
                        list("abcdefghijklmnopqrstuvwxyz"))
     return prefixes, [" " + "".join(rng.choice(letters, SUFFIX_CHARS)) for _ in range(m)]
@@ -248,7 +259,10 @@ def _results(plugin: TrainerPlugin, opts: DPOptions, audited: tuple[str, Privacy
                              "repeats": NEW_TOKEN_REPEATS if kind == "new-token" else 1,
                              "secret": f"one of the plugin's canary tokens (a token no record contains), "
                                        f"{NEW_TOKEN_REPEATS} times"
-                             if kind == "new-token" else f"{SUFFIX_CHARS} seeded random characters ("
+                             if kind == "new-token" else
+                             f"{BYTE_SECRET_CHARS} seeded random characters of U+{RARE_BYTE_BLOCK[0]:04X}-"
+                             f"U+{RARE_BYTE_BLOCK[1] - 1:04X} no record contains (two UTF-8 bytes each)"
+                             if kind == "rare-bytes" else f"{SUFFIX_CHARS} seeded random characters ("
                              + ("the records' rarest" if kind == "rare-unigram" else "lowercase letters") + ")"},
                      observation={"score": "log p(secret | prefix) = sum logprobs(prefix + secret) - sum "
                                            "logprobs(prefix)"},
