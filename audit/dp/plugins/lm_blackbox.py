@@ -150,6 +150,10 @@ def canary_texts(plugin: TrainerPlugin, kind: str, m: int, seed: int) -> tuple[l
     if kind == "rare-bytes":
         used = set("".join(texts_of(plugin.dataset[0])))
         block = np.array([c for c in map(chr, range(*RARE_BYTE_BLOCK)) if c not in used])
+        if block.size < 2:
+            raise UserError(f"the texts of plugin {plugin.spec} use the characters a rare-bytes secret is drawn from "
+                            f"(U+{RARE_BYTE_BLOCK[0]:04X}-U+{RARE_BYTE_BLOCK[1] - 1:04X}); use --canary new-token or "
+                            "random-suffix")
         return prefixes, ["".join(rng.choice(block, BYTE_SECRET_CHARS)) for _ in range(m)]
     letters = np.array(rare_characters(texts_of(plugin.dataset[0])) if kind == "rare-unigram" else
                        list("abcdefghijklmnopqrstuvwxyz"))
