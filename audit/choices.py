@@ -12,7 +12,7 @@ INPUT_CANARIES = ("natural", "mislabelled", "crafted", "blank")
 #: DP-SGD gradient canaries (:func:`audit.dp.canaries.gradient_canary`).
 GRADIENT_CANARIES = ("gradient", "dirac", "dirac-replace")
 #: Canary texts of a language-model trainer's black-box one-run audit (:mod:`audit.dp.plugins.lm_blackbox`).
-TEXT_CANARIES = ("new-token", "rare-unigram", "random-suffix")
+TEXT_CANARIES = ("new-token", "rare-unigram", "random-suffix", "rare-bytes")
 #: Every canary of ``run dp`` and ``sweep dp`` on a classifier (``run dp --one-run`` of a language-model trainer
 #: also takes :data:`TEXT_CANARIES`).
 DP_CANARIES = INPUT_CANARIES + GRADIENT_CANARIES

@@ -27,8 +27,8 @@ def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser)
                              "on a crafted dataset: catches shuffled batches accounted as Poisson), natural, "
                              "mislabelled, crafted, blank (input canaries; crafted = low-variance direction, or the "
                              "crafted pair for DP-ERM; blank = all-zero input, last class), new-token, rare-unigram, "
-                             "random-suffix (canary texts of a language-model trainer, --one-run --threat black-box); "
-                             "default: the target's (below)")
+                             "random-suffix, rare-bytes (canary texts of a language-model trainer, --one-run --threat "
+                             "black-box); default: the target's (below)")
     parser.add_argument("--threat", default=None, choices=THREATS,
                         help="what the adversary sees: black-box (final model's loss), white-box (final "
                              "parameters), updates (every intermediate update); default: the target's (below)")
@@ -57,9 +57,9 @@ def register(kinds: argparse._SubParsersAction, common: argparse.ArgumentParser)
     parser.add_argument("--guesses", type=guess_form, default=None, metavar="K[:0|:K]",
                         help="--one-run --threat black-box of a language-model trainer: the guesses fixed in "
                              "advance: K:0 'in' for the K highest scores only (one-sided), K:K also 'out' for the K "
-                             "lowest, K either shape, whichever catches a leak confined to fewer canaries (default: "
-                             "the count and shape that catch the smallest leaked fraction, "
-                             "audit.stats.one_run.leak)")
+                             "lowest, K either shape, whichever expects the larger bound on games of the claimed "
+                             "training's final model (default: the count and shape of the largest expected bound "
+                             "among those that can reject the claim, audit.stats.one_run.final_model)")
     dpsgd_start_options(parser)
     parser.set_defaults(func=RUN_KIND.main)
 

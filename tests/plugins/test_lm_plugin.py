@@ -74,8 +74,10 @@ def test_malformed_lm_plugin_exits_2(tmp_path):
 
 def test_canary_texts_of_each_kind_are_seeded_and_fit_the_contract():
     from audit.dp.plugins.lm_blackbox import (
+        BYTE_SECRET_CHARS,
         NEW_TOKEN_REPEATS,
         PREFIX_CHARS,
+        RARE_BYTE_BLOCK,
         SUFFIX_CHARS,
         canary_texts,
         rare_characters,
@@ -93,6 +95,12 @@ def test_canary_texts_of_each_kind_are_seeded_and_fit_the_contract():
         _, secrets = canary_texts(plugin, kind, 5, seed=0)
         assert all(len(s) == SUFFIX_CHARS + 1 and set(s[1:]) <= allowed for s in secrets)
     assert rare_characters(["aab", "b!c"])[:2] == ["!", "c"]
+    # rare-bytes: characters of the two-byte block that no record contains (existing byte tokens, for LoRA)
+    _, secrets = canary_texts(plugin, "rare-bytes", 20, seed=0)
+    used = set("".join(TEXTS))
+    assert all(len(s) == BYTE_SECRET_CHARS and len(s.encode()) == 2 * BYTE_SECRET_CHARS for s in secrets)
+    assert all(RARE_BYTE_BLOCK[0] <= ord(c) < RARE_BYTE_BLOCK[1] and c not in used for s in secrets for c in s)
+    assert len(set(secrets)) == 20 and secrets == canary_texts(plugin, "rare-bytes", 20, seed=0)[1]
     with pytest.raises(UserError, match="gives 2 canary tokens"):
         canary_texts(plugin, "new-token", 3, seed=0)
 

@@ -10,28 +10,31 @@ M canary texts, each a prefix cut from a held-out text followed by a secret (``-
   :data:`RARE_CHARACTERS` rarest characters of the records (rare unigrams, Panda et al. 2025: the model has
   seen them too little to predict them without the canary);
 * ``random-suffix``: the secret is a seeded random string of :data:`SUFFIX_CHARS` lowercase letters (any
-  tokenizer; weaker: its tokens also occur elsewhere).
+  tokenizer; weaker: its tokens also occur elsewhere);
+* ``rare-bytes``: the secret is a seeded random string of :data:`BYTE_SECRET_CHARS` characters of
+  :data:`RARE_BYTE_BLOCK` that no record contains, each two UTF-8 bytes (for a byte-level tokenizer: existing
+  tokens the records never use, so a fine-tuning that freezes the embeddings, such as LoRA, still has tokens
+  only the canaries teach; issue 42).
 
 Each canary joins the training texts by its own fair coin (the texts and the included canaries in a seeded
 random order), the code trains ONCE, and each canary is scored by the log-probability of its secret given its
 prefix, ``sum logprobs(prefix + secret) - sum logprobs(prefix)`` (with a tokenizer that appends an end token,
 the end token's change is part of it; the score is any fixed function of the outputs, so the bound is valid
 whatever it is). Bounds: :func:`audit.dp.one_run.bounds.one_run_results` (f-DP verdict row, Steinke's
-test), with guess counts fixed before the training by simulating the claimed mechanism (:func:`lm_design`;
-``--guesses K`` fixes the count): a DP-SGD claim's own (q, sigma, T); another claim (a non-private trainer
-audited against ``--epsilon``/``--delta``) as the Gaussian mechanism at that (epsilon, delta), one step at
-rate 1. The guess count and shape are those that catch a leak confined to the smallest fraction of the
-canaries (:mod:`audit.stats.one_run.leak`: one- and two-sided shapes weighed on that scale; a partial leak —
-a non-private pass over part of the data — favours one-sided guesses), ``--guesses K``, ``K:0`` or ``K:K``
-fixing the count or the shape; simulating the claim alone favoured few two-sided guesses (at epsilon 4 and
-1,000 canaries, 36 + 36, whose ceiling 3.16 cannot reject the claim). The design's perfect-attack expectation is that of
-the updates threat: what a black-box attack on canary texts reaches is below it. Sources:
+test; the verdict by :func:`audit.stats.judgement.judge` like every audit's), with guess counts fixed before
+the training by simulating the claim (:func:`lm_design`; ``--guesses K``, ``K:0`` or ``K:K`` fixes the count
+or the shape): a DP-SGD claim's own (q, sigma, T); another claim (a non-private trainer audited against
+``--epsilon``/``--delta``) as the Gaussian mechanism at that (epsilon, delta), one step at rate 1. The games
+simulated are those of the claimed training's final model (:mod:`audit.stats.one_run.final_model`: the last
+iterate of a linear model, a nearly Gaussian pair whose tails mirror each other), since a black-box score is
+read from the final model; among the shapes that can reject the claim (ceiling above its epsilon), the one-
+or two-sided shape of the largest mean bound is taken. The design's perfect-attack expectation is that of
+the final model, were it linear: what a black-box attack on canary texts reaches is below it. Sources:
 docs/references.md, "One-run auditing" and "Language models".
 """
 
 from __future__ import annotations
 
-import math
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, replace
@@ -44,14 +47,14 @@ from audit.arguments import guess_spec
 from audit.choices import TEXT_CANARIES
 from audit.dp.detail import DpDetail
 from audit.dp.one_run.bounds import OneRunResults, one_run_results
-from audit.dp.one_run.game import design_canaries, design_games, one_run_table
+from audit.dp.one_run.game import design_games, one_run_table
 from audit.dp.options import DPOptions
 from audit.errors import TargetCodeError, UserError
 from audit.plugins.training import train_once
 from audit.run_context import RunContext, Stages
 from audit.stats.metrics import attack_metrics
 from audit.stats.one_run.design import CanaryMechanism, DesignObjective, OneRunDesign
-from audit.stats.one_run.leak import Leak, choose_leak_design
+from audit.stats.one_run.final_model import choose_final_model_design
 from audit.stats.outcome import Game, Outcome
 from audit.theory.checks import check_delta, check_epsilon
 from audit.theory.claims import ApproxDPClaim, PrivacyClaim
@@ -63,7 +66,7 @@ from targets.plugins.loading import TrainerPlugin, plugin_config
 
 __all__ = ["run_lm_blackbox", "LM_CANARY_KINDS", "DEFAULT_LM_CANARIES", "canary_texts", "secret_scores",
            "rare_characters", "PREFIX_CHARS", "SUFFIX_CHARS", "RARE_CHARACTERS",
-           "NEW_TOKEN_REPEATS"]
+           "NEW_TOKEN_REPEATS", "RARE_BYTE_BLOCK", "BYTE_SECRET_CHARS"]
 
 #: Input-space canaries of the black-box threat (module docstring).
 LM_CANARY_KINDS = TEXT_CANARIES
@@ -78,6 +81,9 @@ PREFIX_CHARS, SUFFIX_CHARS = 4, 12
 NEW_TOKEN_REPEATS = 16
 #: How many of the records' rarest characters a rare-unigram secret draws from.
 RARE_CHARACTERS = 16
+#: The characters a rare-bytes secret draws from (those no record contains): U+0100-U+07FF, each two UTF-8
+#: bytes (lead 0xC4-0xDF, then a continuation byte); and its length.
+RARE_BYTE_BLOCK, BYTE_SECRET_CHARS = (0x100, 0x800), 4
 _STAGES = ("design", "audited_run", "scoring")
 
 
@@ -108,13 +114,11 @@ def design_mechanism(claim: PrivacyClaim, delta: float) -> CanaryMechanism:
 
 
 def lm_design(opts: DPOptions, m: int, claim: PrivacyClaim, delta: float) -> OneRunDesign:
-    """The guess counts, fixed before the training from the claim alone: the count and shape (one- or two-sided)
-    that catch a leak confined to the smallest fraction of the canaries
-    (:func:`audit.stats.one_run.leak.choose_leak_design`), among every count of the design's grid or the
-    ``--guesses`` given (``K``: either shape, ``K:0`` one-sided, ``K:K`` two-sided); the perfect-attack
-    expectation from simulating the claim (:func:`design_mechanism`). Where no shape can reject the claim
-    (too few canaries), the design that simulates the claim (:func:`audit.dp.one_run.game.design_canaries`)."""
-    mech = design_mechanism(claim, delta)
+    """The guess counts, fixed before the training from the claim alone
+    (:func:`audit.stats.one_run.final_model.choose_final_model_design`): among the shapes that can reject the
+    claim, the count and shape (one- or two-sided) with the largest mean bound over games of the claimed
+    mechanism's final model (:func:`design_mechanism`), every count of the design's grid or the ``--guesses``
+    given (``K``: either shape, ``K:0`` one-sided, ``K:K`` two-sided)."""
     objective = DesignObjective(delta=delta, confidence=opts.confidence)
     if opts.guesses is None:
         counts, sides = None, "both"
@@ -126,12 +130,9 @@ def lm_design(opts: DPOptions, m: int, claim: PrivacyClaim, delta: float) -> One
         if (2 if sides == "two" else 1) * k > m:
             raise UserError(f"--guesses {opts.guesses} needs at least {(2 if sides == 'two' else 1) * k} canaries "
                             f"(--canaries)")
-    design = choose_leak_design(mech, m, Leak(float(claim.epsilon(delta))), objective,
-                                np.random.default_rng([opts.seed, 61]), simulations=design_games(opts),
-                                guess_counts=counts, sides=sides)
-    if math.isfinite(min(design.grid_value)) or opts.guesses is not None:
-        return design
-    return design_canaries(replace(opts, canaries=m), mech, delta, m)
+    return choose_final_model_design(design_mechanism(claim, delta), m, float(claim.epsilon(delta)), objective,
+                                     np.random.default_rng([opts.seed, 61]), simulations=design_games(opts),
+                                     guess_counts=counts, sides=sides)
 
 
 def canary_texts(plugin: TrainerPlugin, kind: str, m: int, seed: int) -> tuple[list[str], list[str]]:
@@ -147,6 +148,14 @@ def canary_texts(plugin: TrainerPlugin, kind: str, m: int, seed: int) -> tuple[l
             raise UserError(f"plugin {plugin.spec} gives {len(tokens)} canary tokens; new-token canaries need one per "
                             f"canary: --canaries {len(tokens)} at most, or --canary random-suffix")
         return prefixes, [t * NEW_TOKEN_REPEATS for t in tokens[:m]]
+    if kind == "rare-bytes":
+        used = set("".join(texts_of(plugin.dataset[0])))
+        block = np.array([c for c in map(chr, range(*RARE_BYTE_BLOCK)) if c not in used])
+        if block.size < 2:
+            raise UserError(f"the texts of plugin {plugin.spec} use the characters a rare-bytes secret is drawn from "
+                            f"(U+{RARE_BYTE_BLOCK[0]:04X}-U+{RARE_BYTE_BLOCK[1] - 1:04X}); use --canary new-token or "
+                            "random-suffix")
+        return prefixes, ["".join(rng.choice(block, BYTE_SECRET_CHARS)) for _ in range(m)]
     letters = np.array(rare_characters(texts_of(plugin.dataset[0])) if kind == "rare-unigram" else
                        list("abcdefghijklmnopqrstuvwxyz"))
     return prefixes, [" " + "".join(rng.choice(letters, SUFFIX_CHARS)) for _ in range(m)]
@@ -235,39 +244,36 @@ def _results(plugin: TrainerPlugin, opts: DPOptions, audited: tuple[str, Privacy
     the canary kind, the claim and its delta."""
     kind, claim, delta = audited
     attack = f"black-box/one-run-{kind}"
-    judged = stats.judgement.blocks(estimate=True, family=True)
-    bounds = [b | {"attack": attack} for b in judged["lower_bounds"]]
-    best = None if judged["best_lower_bound"] is None else judged["best_lower_bound"] | {"attack": attack}
+    judged = stats.judgement.for_attack(attack).blocks(estimate=True, family=True)
     expected = stats.one_run.expected_perfect
-    one = replace(stats.one_run, expected_perfect=replace(expected, text=f"{expected.text} — the updates threat's "
-                                                                         "perfect attack; a black-box attack on canary "
-                                                                         "texts sees less"))
-    return {
+    one = replace(stats.one_run, expected_perfect=replace(expected, text=expected.text + (
+        "; the games are of the claimed training's final model, were it linear (the last-iterate heuristic): a "
+        "black-box attack on canary texts sees less")))
+    return judged | {
         "target_description": plugin.description, "dataset": f"{n_texts} texts of {plugin.spec}",
         "model": {"name": f"language-model trainer {plugin.spec}"},
         "neighbouring": "add/remove one text (each canary)", "delta": delta, "confidence": opts.confidence,
-        "epsilon_theory": judged["epsilon_theory"], "accountant": getattr(claim, "description", None),
+        "accountant": getattr(claim, "description", None),
         "params": {"plugin": plugin.spec, "claimed_epsilon": float(claim.epsilon(delta)), "claimed_delta": delta,
                    "n_train": n_texts, "claim_source": "plugin" if plugin.lm.claimed else "--epsilon/--delta"}
                   | plugin.params,
-        "tradeoff": judged["tradeoff"], "lower_bounds": bounds, "best_lower_bound": best,
-        "best_estimate": judged["best_estimate"], "lower_bound_tradeoff": judged["lower_bound_tradeoff"],
-        "ceiling": judged["ceiling"], "attacks": {attack: attack_metrics(scores, included, opts.confidence)},
-        "verdict": judged["verdict"], "family": judged["family"],
-        "detail": DpDetail(one_run=one),
+        "attacks": {attack: attack_metrics(scores, included, opts.confidence)}, "detail": DpDetail(one_run=one),
         **_last_iterate(plugin.params, delta, claim),
         "game": Game(one_run=True, runs=1, canaries=int(included.size), canary_kind=kind, threat="black-box",
                      canary={"kind": kind, "prefix_chars": PREFIX_CHARS,
                              "repeats": NEW_TOKEN_REPEATS if kind == "new-token" else 1,
                              "secret": f"one of the plugin's canary tokens (a token no record contains), "
                                        f"{NEW_TOKEN_REPEATS} times"
-                             if kind == "new-token" else f"{SUFFIX_CHARS} seeded random characters ("
+                             if kind == "new-token" else
+                             f"{BYTE_SECRET_CHARS} seeded random characters of U+{RARE_BYTE_BLOCK[0]:04X}-"
+                             f"U+{RARE_BYTE_BLOCK[1] - 1:04X} no record contains (two UTF-8 bytes each)"
+                             if kind == "rare-bytes" else f"{SUFFIX_CHARS} seeded random characters ("
                              + ("the records' rarest" if kind == "rare-unigram" else "lowercase letters") + ")"},
                      observation={"score": "log p(secret | prefix) = sum logprobs(prefix + secret) - sum "
                                            "logprobs(prefix)"},
                      threshold_strategy="one-run guesses: 'in' for the k_pos highest scores, 'out' for the k_neg "
-                                        "lowest, fixed by simulating the claimed mechanism",
+                                        "lowest, fixed by simulating the claimed training's final model",
                      trainings=1, included=int(included.sum()), n_train=n_texts,
                      inclusion="independent fair coin per canary text; the included ones join the training texts"),
-        "tables": [one_run_table(one, bounds)],
+        "tables": [one_run_table(one, judged["lower_bounds"])],
     }

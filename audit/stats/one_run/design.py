@@ -268,6 +268,9 @@ class OneRunDesign:
                 "rule": ("the guess count and shape that reject the claim when the smallest fraction of the included "
                          "canaries leak (audit.stats.one_run.leak; grid_value: each shape's fraction)"
                          if self.criterion == "leak" else
+                         "among the guess shapes that can reject the claim, the one maximising the mean bound over "
+                         "games of the claimed mechanism's final model, were it linear (audit.stats.one_run."
+                         "final_model; never the audited coins)" if self.criterion == "final-model" else
                          "guess counts maximising the " + self.criterion + " bound over games simulated under the "
                          "claimed mechanism (never the audited coins)") + "; expected bound on separate simulations"}
 

@@ -5,7 +5,8 @@ speeches, 2 epochs of DP-SGD at Poisson rate 0.25 (8 steps), sequences of at mos
 * updates threat on PEFT LoRA under Opacus: the gradient canaries go into the LoRA adapters (the parameters
   Opacus trains), the accounting check's other worlds add/remove one text and find nothing, the bound stays
   below the claim;
-* black-box new-token canaries on the DP target: never above the claim over three seeds (soundness);
+* black-box new-token canaries on the DP target: never above the claim over three seeds (soundness), nor the
+  rare-bytes canaries (characters no record contains);
 * black-box on the non-private target: a claim far below what it leaks is flagged."""
 
 from __future__ import annotations
@@ -74,13 +75,14 @@ def test_lora_one_run_puts_gradient_canaries_in_the_adapters(tmp_path, capsys):
     assert res["one_run"]["expected_perfect"]["mean"] > 0
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_black_box_new_token_canaries_never_exceed_the_claim(tmp_path, capsys, seed):
+@pytest.mark.parametrize("seed, canary", [(0, "new-token"), (1, "new-token"), (2, "new-token"), (0, "rare-bytes")])
+def test_black_box_new_token_canaries_never_exceed_the_claim(tmp_path, capsys, seed, canary):
     code = main(["run", "dp", "--target", f"{MODULE}:tiny_dp", "--one-run", "--threat", "black-box", "--canaries",
-                 "64", "--quick", "-q", "--seed", str(seed), "--out", str(tmp_path)])
+                 "64", "--canary", canary, "--quick", "-q", "--seed", str(seed), "--out", str(tmp_path)])
     assert code == 0, capsys.readouterr()
     res = _results(tmp_path)
-    assert res["game"]["canary_kind"] == "new-token" and res["game"]["canaries"] == 64
+    assert res["game"]["canary_kind"] == canary and res["game"]["canaries"] == 64
+    assert res["one_run"]["design"]["criterion"] == "final-model"  # chosen on the final model's games
     assert res["best_lower_bound"]["epsilon"] <= EPS and res["verdict"]["status"] == "consistent"
     # the black box sees the final fine-tuned model: the last-iterate reference of the DP-SGD it ran
     reference = res["last_iterate"]

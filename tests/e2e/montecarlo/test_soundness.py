@@ -320,6 +320,39 @@ def test_one_run_gradmax_canaries_at_the_claim():
         count.check()
 
 
+@pytest.mark.parametrize("claim_form", ["dpsgd final model", "approx dp"])
+def test_black_box_design_at_the_claim(claim_form):
+    """The black-box one-run audit's own path (the language-model runner's): the guess shape chosen before the
+    games by simulating the claim's final model (audit.stats.one_run.final_model.choose_final_model_design, the
+    default of ``run dp --one-run --threat black-box``: one- or two-sided, among the shapes that can reject the
+    claim), then the bounds and the verdict of audit.dp.one_run.bounds.one_run_results (judge()), on exact
+    draws at the claim: a linear model's final iterate under the claimed DP-SGD (judged against the
+    last-iterate epsilon, its truth), and the Gaussian mechanism a claimed (epsilon, delta) is simulated as
+    (a non-private trainer audited against --epsilon/--delta: exactly at its claim). Two cases of 100 games,
+about 10 s on the shared 2 cores: the Steinke row's bisection is most of it."""
+    from audit.dp.one_run.bounds import one_run_results
+    from audit.stats.one_run.design import CanaryMechanism, DesignObjective
+    from audit.stats.one_run.final_model import choose_final_model_design
+
+    m, objective = 300, DesignObjective(delta=DELTA, confidence=CONFIDENCE)
+    if claim_form == "dpsgd final model":
+        claim, truth = DPSGD_CLAIM, FINAL_MODEL_EPSILON
+        mech = CanaryMechanism(DPSGD["q"], DPSGD["sigma"], DPSGD["steps"])
+    else:
+        claim, truth = APPROX_CLAIM, APPROX_CLAIM.epsilon(DELTA)
+        mech = CanaryMechanism(1.0, 0.5, 1)  # the Gaussian mechanism exactly at the claim: mu 2
+    design = choose_final_model_design(mech, m, claim.epsilon(DELTA), objective, 0, simulations=10)
+    counts = Counts()
+    for rep in range(REPS):
+        rng = np.random.default_rng([28, rep])
+        inc = rng.random(m) < 0.5
+        scores = (final_model_scores(rng, inc) if claim_form == "dpsgd final model" else
+                  rng.normal(0.0, mech.noise_multiplier, m) + inc)
+        out = one_run_results(scores, inc, claim, DELTA, CONFIDENCE, design)
+        counts.add(out, out["lower_bounds"], truth)
+    counts.check()
+
+
 # --- the accounting check of a user's DP-SGD code (audit.plugins.accounting) ---------------------------------
 #
 # A hooked numpy loop (logistic regression, 500 parameters, 400 rows, Poisson rate 0.1, 20 steps) run exactly
