@@ -249,7 +249,7 @@ def _results(opts: DPOptions, trained: TrainedOneRun, stats: OneRunResults) -> d
                    "expected_batch_size": config.expected_batch_size, "n_train": target.n_train,
                    "sampling": target.sampling},
         "attacks": {attack: attack_metrics(trained.scores, inc, opts.confidence)},
-        "detail": DpDetail(one_run=OneRun.from_dict(one, strict=True)),
+        "detail": DpDetail(one_run=one),
         "game": Game(one_run=True, runs=1, canaries=canaries.count, canary_kind=canaries.kind,
                      canary=trained.canary_info, threat=trained.threat,
                      threshold_strategy="one-run guesses: 'in' for the k_pos highest scores, 'out' for the k_neg "

@@ -77,7 +77,7 @@ from audit.stats.one_run.design import (
     DesignObjective,
     dpsgd_canary_llr,
 )
-from audit.stats.outcome import ConfigCheck, Game, OneRun, Outcome, Table
+from audit.stats.outcome import ConfigCheck, Game, Outcome, Table
 from targets.audit_hooks import CanaryRecorder
 from targets.catalogue import is_language_model, record_word
 from targets.gradient_canaries import crosstalk_variance, spread_coordinates
@@ -452,8 +452,8 @@ def _results(opts: DPOptions, audited: AuditedPluginRun, stats: OneRunResults) -
         "confidence": opts.confidence, "accountant": getattr(claim, "description", None),
         "params": audited.params(), "attacks": {attack: attack_metrics(audited.scores, inc, opts.confidence)}
                                                | audited.input_attack(opts.confidence),
-        "detail": DpDetail(one_run=OneRun.from_dict(one, strict=True),
-                           config_check=ConfigCheck.from_dict(block, strict=True),
+        "detail": DpDetail(one_run=one,
+                           config_check=block,
                            threat_coverage=[dict(zip(("mistake", "updates", "white-box", "config_check"), row,
                                                      strict=True)) for row in THREAT_COVERAGE]),
         "game": Game(one_run=True, runs=1, canaries=int(inc.size), canary_kind=audited.canary_info["kind"],
