@@ -1,20 +1,21 @@
-"""End-to-end: the flagship membership audit on the --quick preset, through the CLI."""
+"""End-to-end: the flagship membership audit on the --quick preset, through the CLI (``audit.cli.main`` in this
+process, its output read with ``capsys``: a subprocess would only import torch again, tests/README.md)."""
 
 import json
-import subprocess
 import sys
 
 import pytest
 
+from audit.cli import main
 from audit.run_context import SCHEMA_VERSION
 
 
 @pytest.mark.parametrize("target", ["dpsgd_mnist"])
-def test_flagship_quick_writes_report_and_bound_below_theory(tmp_path, target):
-    proc = subprocess.run([sys.executable, "-m", "audit", "run", "membership", "--target", target, "--quick",
-                           "--quiet", "--out", str(tmp_path)], capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr
-    lines = proc.stdout.strip().splitlines()
+def test_flagship_quick_writes_report_and_bound_below_theory(tmp_path, target, capsys):
+    code = main(["run", "membership", "--target", target, "--quick", "--quiet", "--out", str(tmp_path)])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    lines = out.strip().splitlines()
     assert lines[0].startswith("report:") and lines[1].startswith("theory:")
     run_dirs = [p for p in tmp_path.iterdir() if p.is_dir() and p.name != "cache"]
     assert len(run_dirs) == 1
@@ -52,30 +53,28 @@ def test_flagship_quick_writes_report_and_bound_below_theory(tmp_path, target):
     assert any(line.startswith("reference: last-iterate heuristic epsilon ~ ") for line in lines)
 
 
-def test_unknown_target_is_one_line_error(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "audit", "run", "membership", "--target", "nope", "--out",
-                           str(tmp_path)], capture_output=True, text=True)
-    assert proc.returncode == 2
-    assert proc.stderr.strip().count("\n") == 0 and "unknown target" in proc.stderr
+def test_unknown_target_is_one_line_error(tmp_path, capsys):
+    code = main(["run", "membership", "--target", "nope", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.strip().count("\n") == 0 and "unknown target" in err
 
 
 @pytest.mark.parametrize("flag", [["--epsilon", "0"], ["--delta", "1.5"]])
-def test_bad_privacy_parameters_rejected(tmp_path, flag):
-    proc = subprocess.run([sys.executable, "-m", "audit", "run", "membership", "--target", "dpsgd_mnist",
-                           "--out", str(tmp_path), *flag], capture_output=True, text=True)
-    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+def test_bad_privacy_parameters_rejected(tmp_path, flag, capsys):
+    code = main(["run", "membership", "--target", "dpsgd_mnist", "--out", str(tmp_path), *flag])
+    assert code == 2 and "Traceback" not in capsys.readouterr().err
 
 
-def test_list_shows_flagship_targets():
-    proc = subprocess.run([sys.executable, "-m", "audit", "list"], capture_output=True, text=True)
-    assert proc.returncode == 0 and "dpsgd_mnist" in proc.stdout and "nonprivate_mnist" in proc.stdout
+def test_list_shows_flagship_targets(capsys):
+    code = main(["list"])
+    out = capsys.readouterr().out
+    assert code == 0 and "dpsgd_mnist" in out and "nonprivate_mnist" in out
 
 
 def test_output_into_a_closed_pipe_ends_quietly(monkeypatch):
     """`python -m audit list | head`: the reader stops early; the command ends with 0, no traceback."""
     import os
-
-    from audit.cli import main
 
     read_end, write_end = os.pipe()
     os.close(read_end)

@@ -4,6 +4,8 @@ tests/project/test_code_safety.py)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import pickle
@@ -13,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import torch
 from helpers import ROOT, read_results, without_volatile
 
@@ -29,6 +32,17 @@ def _cli(args: list[str], **kwargs) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs)
 
 
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory) -> tuple[Path, str]:
+    """SMALL run once to the end in this process (its run directory and what it wrote to stderr): the reference of
+    the kill-and-resume test and the first of the two runs of the reproducibility test."""
+    out, err = tmp_path_factory.mktemp("uninterrupted"), io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert main(SMALL + ["--out", str(out), "--quiet"]) == 0
+    (run_dir,) = _run_dirs(out)
+    return run_dir, err.getvalue()
+
+
 def _run_dirs(out: Path) -> list[Path]:
     return sorted(p for p in out.iterdir() if p.is_dir() and p.name != "cache") if out.exists() else []
 
@@ -41,7 +55,7 @@ def _wait_for(condition, proc: subprocess.Popen, timeout: float = 300.0) -> None
         time.sleep(0.05)
 
 
-def test_kill_and_resume_gives_the_uninterrupted_results(tmp_path):
+def test_kill_and_resume_gives_the_uninterrupted_results(tmp_path, uninterrupted):
     out = tmp_path / "interrupted"
     cache = out / "cache"
     # 1. SIGKILL as soon as the first trained model is in the cache.
@@ -61,23 +75,22 @@ def test_kill_and_resume_gives_the_uninterrupted_results(tmp_path):
     if proc.returncode != 0:  # interrupted before finishing (it may have finished first on a fast machine)
         assert proc.returncode == 130 and "interrupted" in err and "Traceback" not in err
     assert all(p.is_file() for p in cached)
-    # 3. Once more to the end; an uninterrupted run elsewhere must give the same results.
+    # 3. Once more to the end; the uninterrupted run (elsewhere, the fixture's) must give the same results.
     done = _cli(SMALL + ["--out", str(out), "--quiet"])
     assert done.wait(timeout=600) == 0, done.communicate()
-    reference = _cli(SMALL + ["--out", str(tmp_path / "reference"), "--quiet"])
-    assert reference.wait(timeout=600) == 0, reference.communicate()
     resumed = [p for p in _run_dirs(out) if (p / "results.json").exists()][-1]
     assert "reused cached models" in (resumed / "log.txt").read_text()
-    (fresh,) = _run_dirs(tmp_path / "reference")
+    fresh, _ = uninterrupted
     a, b = without_volatile(read_results(resumed)), without_volatile(read_results(fresh))
     assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
 
 
-def test_same_command_and_seed_give_identical_results_apart_from_volatile(tmp_path, capsys):
-    for name in ("a", "b"):
-        assert main(SMALL + ["--out", str(tmp_path / name), "--quiet"]) == 0
-        assert capsys.readouterr().err == ""  # --quiet: no progress bars, no stage messages
-    (a,), (b,) = _run_dirs(tmp_path / "a"), _run_dirs(tmp_path / "b")
+def test_same_command_and_seed_give_identical_results_apart_from_volatile(tmp_path, capsys, uninterrupted):
+    a, a_err = uninterrupted
+    assert a_err == ""  # --quiet: no progress bars, no stage messages
+    assert main(SMALL + ["--out", str(tmp_path / "b"), "--quiet"]) == 0
+    assert capsys.readouterr().err == ""
+    (b,) = _run_dirs(tmp_path / "b")
     ra, rb = json.loads((a / "results.json").read_text()), json.loads((b / "results.json").read_text())
     assert set(ra["volatile"]) >= {"created", "host", "timing"}
     volatile = set(ra["volatile"])
