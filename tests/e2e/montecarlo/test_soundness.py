@@ -348,8 +348,8 @@ about 10 s on the shared 2 cores: the Steinke row's bisection is most of it."""
         inc = rng.random(m) < 0.5
         scores = (final_model_scores(rng, inc) if claim_form == "dpsgd final model" else
                   rng.normal(0.0, mech.noise_multiplier, m) + inc)
-        out = one_run_results(scores, inc, claim, DELTA, CONFIDENCE, design)
-        counts.add(out, out["lower_bounds"], truth)
+        judged = one_run_results(scores, inc, claim, DELTA, CONFIDENCE, design).judgement.blocks()
+        counts.add(judged, judged["lower_bounds"], truth)
     counts.check()
 
 
