@@ -18,7 +18,7 @@ from typing import Any
 from audit.results_header import ResultsHeader
 from audit.stats.blocks import Block
 from audit.stats.judgement import Judgement
-from audit.stats.outcome import AttackMetrics, Family, Figure, Game, LastIterate, Table, Verdict
+from audit.stats.outcome import AttackMetrics, Curve, Family, Figure, Game, LastIterate, Table, Verdict
 
 __all__ = ["RunResults", "Unbounded"]
 
@@ -48,36 +48,43 @@ def _names(expected: type | tuple[type, ...]) -> str:
 @dataclass(frozen=True, kw_only=True)
 class Unbounded:
     """The judgement of a run that measures an attack without bounding epsilon (inversion, extraction,
-    reconstruction) or gathers other audits (a sweep): no lower bound, its own verdict.
+    reconstruction), gathers other audits (a sweep) or checks the accounting alone: no lower bound, its own
+    verdict.
 
     Attributes:
         verdict: the run's verdict.
-        family: the family of the audits it gathers (a sweep).
+        family: the family of its tests (a sweep's audits, the accounting check's tests).
+        tradeoff: the claim's tradeoff curve (the accounting check).
         null_curves: write the two tradeoff curves as null (inversion and extraction name them; the others
             leave them out).
     """
 
     verdict: Verdict
     family: Family | None = None
+    tradeoff: Curve | None = None
     null_curves: bool = False
 
     def __post_init__(self) -> None:
         _check("Unbounded", "verdict", self.verdict, Verdict)
-        if self.family is not None:
-            _check("Unbounded", "family", self.family, Family)
+        for name, block in (("family", Family), ("tradeoff", Curve)):
+            if getattr(self, name) is not None:
+                _check("Unbounded", name, getattr(self, name), block)
+        if self.null_curves and self.tradeoff is not None:
+            raise TypeError("Unbounded: null_curves writes the tradeoff curve as null; it cannot have one too")
 
     def blocks(self) -> dict[str, Any]:
         """The outcome's entries of this judgement: no bound, the verdict, and the family where given.
 
         Returns:
-            ``lower_bounds`` (empty), ``best_lower_bound`` (None), ``verdict``, and ``tradeoff`` and
-            ``lower_bound_tradeoff`` (None) with :attr:`null_curves`, ``family`` with :attr:`family`.
+            ``lower_bounds`` (empty), ``best_lower_bound`` (None), ``verdict``; ``tradeoff`` and
+            ``lower_bound_tradeoff`` (None) with :attr:`null_curves`; ``family`` and ``tradeoff`` where set.
         """
         out: dict[str, Any] = {"lower_bounds": [], "best_lower_bound": None, "verdict": self.verdict}
         if self.null_curves:
             out |= {"tradeoff": None, "lower_bound_tradeoff": None}
-        if self.family is not None:
-            out["family"] = self.family
+        for name in ("family", "tradeoff"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
         return out
 
 
