@@ -28,17 +28,17 @@ def _check(owner: str, name: str, value: Any, expected: type | tuple[type, ...],
     ``expected``."""
     if many == "tuple":
         if not isinstance(value, tuple):
-            raise TypeError(f"{owner}.{name} is a tuple of {_names(expected)}, not a {type(value).__name__}")
+            raise TypeError(f"{owner}.{name} is a tuple of {_names(expected)}, not {type(value).__name__}")
         items = value
     elif many == "map":
         if not isinstance(value, Mapping):
-            raise TypeError(f"{owner}.{name} maps names to {_names(expected)}, not a {type(value).__name__}")
+            raise TypeError(f"{owner}.{name} maps names to {_names(expected)}, not {type(value).__name__}")
         items = tuple(value.values())
     else:
         items = (value,)
     wrong = next((item for item in items if not isinstance(item, expected)), None)
     if wrong is not None:
-        raise TypeError(f"{owner}.{name} holds a {type(wrong).__name__}, not a {_names(expected)}")
+        raise TypeError(f"{owner}.{name} holds a {type(wrong).__name__}, not {_names(expected)}")
 
 
 def _names(expected: type | tuple[type, ...]) -> str:

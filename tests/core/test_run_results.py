@@ -23,12 +23,12 @@ def test_a_misnamed_field_fails_where_it_is_written() -> None:
 
 
 @pytest.mark.parametrize(("field", "value", "message"), [
-    ("tables", ({"title": "T", "columns": ["c"], "rows": [[1]]},), "tables holds a dict, not a Table"),
-    ("tables", [TABLE], "tables is a tuple of Table, not a list"),
-    ("attacks", {"loss": {"auc": 0.5}}, "attacks holds a dict, not a AttackMetrics"),
-    ("game", {"runs": 3}, "game holds a dict, not a Game"),
-    ("quick", "yes", "quick holds a str, not a bool"),
-    ("header", {"description": "a target"}, "header holds a dict, not a ResultsHeader"),
+    ("tables", ({"title": "T", "columns": ["c"], "rows": [[1]]},), "tables holds a dict, not Table"),
+    ("tables", [TABLE], "tables is a tuple of Table, not list"),
+    ("attacks", {"loss": {"auc": 0.5}}, "attacks holds a dict, not AttackMetrics"),
+    ("game", {"runs": 3}, "game holds a dict, not Game"),
+    ("quick", "yes", "quick holds a str, not bool"),
+    ("header", {"description": "a target"}, "header holds a dict, not ResultsHeader"),
 ])
 def test_a_mistyped_field_fails_where_it_is_written(field, value, message) -> None:
     entries = {"header": HEADER, "judgement": Unbounded(verdict=VERDICT)} | {field: value}
