@@ -8,9 +8,9 @@ A results.json (audit/schemas/results.schema.json) reads, in this order:
    ``dataset_source``, ``model``, ``neighbouring``, ``delta``, ``confidence``, ``primary_attack``,
    ``epsilon_theory``, ``accountant``, ``params`` — each kind writes those it has, always in this
    order (a mechanism has no model, a sweep only a description, its delta and its confidence);
-3. the kind's own keys: its bounds (or :func:`no_bounds` for the kinds that measure an attack
-   without bounding epsilon: inversion, extraction), ``attacks``, ``verdict``, ``game``,
-   ``tables``, ...;
+3. the kind's own keys: its bounds (or none, :class:`audit.run_results.Unbounded`, for the kinds that
+   measure an attack without bounding epsilon: inversion, extraction, reconstruction), ``attacks``,
+   ``verdict``, ``game``, ``tables``, ... (:class:`audit.run_results.RunResults` gathers them typed);
 4. the envelope's tail, added by ``RunContext.finish``: ``created``, ``host``, ``timing``,
    ``volatile``.
 """
@@ -77,9 +77,3 @@ def accountant(claim: Any) -> str | None:
     """The ``accountant`` header entry of a privacy claim: its description, None without a claim."""
     return claim.description if claim is not None else None
 
-
-def no_bounds() -> dict:
-    """The bound keys of a kind that measures an attack without bounding epsilon (inversion,
-    extraction): no tradeoff curve, no lower bound, no membership attack."""
-    return {"tradeoff": None, "lower_bounds": [], "best_lower_bound": None, "lower_bound_tradeoff": None,
-            "attacks": {}}

@@ -41,6 +41,7 @@ from audit.errors import AuditIncomplete, UserError
 from audit.io import write_json
 
 if TYPE_CHECKING:  # run_context is on the --help path: the outcome's types are imported when a run finishes
+    from audit.run_results import RunResults
     from audit.stats.outcome import Outcome
 
 #: Version of the results.json format (audit/schemas/results.schema.json). 3: sweep rows name their audit's
@@ -374,7 +375,7 @@ class RunContext:
                                f"record names ({block.__name__ if block else 'none'}): a workbench bug")
         return results | detail.to_dict()
 
-    def finish(self, results: Mapping[str, Any], config: dict, report: bool = True) -> Outcome:
+    def finish(self, results: RunResults | Mapping[str, Any], config: dict, report: bool = True) -> Outcome:
         """Complete ``results`` with the envelope (schema version, kind, seed, time, host, timing),
         write config.json (with package versions) and results.json atomically, render the report and
         refresh the index of the runs beside it (``<out>/index.html``); returns the typed outcome written.
@@ -385,9 +386,10 @@ class RunContext:
         leave as :class:`audit.errors.AuditIncomplete` (exit 3).
 
         Args:
-            results: the runner's blocks (typed blocks, or the plain objects their ``to_dict`` gives) and, as
-                ``detail``, its kind's own block built typed (:attr:`audit.kinds.RunKind.detail`; absent: a block
-                with nothing set).
+            results: the run's typed results (:class:`audit.run_results.RunResults`, checked where the runner
+                built them), or, from a runner not yet converted to it, its blocks (typed blocks, or the plain
+                objects their ``to_dict`` gives) and, as ``detail``, its kind's own block built typed
+                (:attr:`audit.kinds.RunKind.detail`; absent: a block with nothing set).
             config: what config.json records (the command and its options).
             report: render report.html and refresh the index.
 
@@ -395,9 +397,12 @@ class RunContext:
             The run's :class:`audit.stats.outcome.Outcome`, as results.json holds it; every runner returns it.
         """
         from audit.results_file import outcome_of, write_outcome  # jsonschema: only when a run is written
+        from audit.run_results import RunResults
         from audit.stats.blocks import UnnamedKey
         from audit.stats.outcome import Outcome
 
+        if isinstance(results, RunResults):
+            results = results.entries()
         results = {"schema_version": SCHEMA_VERSION, "kind": self.kind, "target": self.target, "seed": self.seed} \
             | self._flat_detail(results) | {"created": utc_now(), "host": host_info(), "volatile": VOLATILE_KEYS}
         write_json(self.run_dir / "config.json", config | {"packages": package_versions()})

@@ -35,7 +35,8 @@ from audit.plugins.accounting import check_lines
 from audit.quiet import quiet_libraries
 from audit.results_header import ResultsHeader, accountant
 from audit.run_context import RunContext
-from audit.stats.outcome import Game, Outcome, Table
+from audit.run_results import RunResults
+from audit.stats.outcome import AttackMetrics, Game, LastIterate, Outcome, Table
 from audit.theory.last_iterate import last_iterate_reference
 from targets.catalogue import is_language_model, is_plugin, resolve
 from targets.plugins.loading import TrainerPlugin, load_plugin
@@ -89,32 +90,29 @@ def _play(ctx: RunContext, setup: DPAuditSetup, included: np.ndarray, confidence
                       model)
     ctx.timing["statistics_s"] = time.perf_counter() - t0
     attack = f"{setup.threat}/{setup.canary.get('kind')}"
-    judged = game.judgement.for_attack(attack).blocks(estimate=True)
-    rows = [[b["method"], b["epsilon"], b["role"], b["confidence"],
-             b["details"].get("mu_lb", b["details"].get("mu_step_lb")), b["n"]] for b in judged["lower_bounds"]]
+    judgement = game.judgement.for_attack(attack)
+    rows = [[b.method, b.epsilon, b.role, b.confidence, b.details.get("mu_lb", b.details.get("mu_step_lb")), b.n]
+            for b in judgement.lower_bounds]
     header = ResultsHeader(description=setup.description, dataset=setup.dataset, model=setup.model,
                            neighbouring=setup.neighbouring, delta=setup.delta, confidence=confidence,
                            epsilon_theory=game.judgement.epsilon_theory, accountant=accountant(setup.claim),
-                           params=setup.params).to_dict()
-    results = header | judged | {
-        "attacks": {attack: game.attack_metrics},
-        "game": Game(runs=runs, canary_kind=setup.canary.get("kind"), canary=setup.canary, threat=setup.threat,
-                     threshold_strategy=game.threshold_strategy, observation=obs.info,
-                     included=int(included.sum()), inclusion="independent fair coin per run"),
-        "tables": [Table(title="Epsilon lower bounds of this audit",
-                         columns=["method", "epsilon", "role", "confidence", "mu bound", "observations"], rows=rows,
-                         caption="role verdict = statistically valid and competing for the best bound (each at the "
-                                 "family's per-member confidence); estimate = rests on the stated assumption "
-                                 "(GDP of a non-Gaussian pair, per-step model, Gaussian fit), never decides the "
-                                 "verdict.")],
-    }
+                           params=setup.params)
+    table = Table(title="Epsilon lower bounds of this audit",
+                  columns=["method", "epsilon", "role", "confidence", "mu bound", "observations"], rows=rows,
+                  caption="role verdict = statistically valid and competing for the best bound (each at the "
+                          "family's per-member confidence); estimate = rests on the stated assumption "
+                          "(GDP of a non-Gaussian pair, per-step model, Gaussian fit), never decides the verdict.")
     reference = (last_iterate_reference(setup.params, setup.delta, setup.neighbouring, setup.claim)
                  if setup.threat == "black-box" else None)  # the adversary sees the final model only
-    if reference:
-        results["last_iterate"] = reference
-    extra = dict(obs.results)
-    results["tables"] += extra.pop("tables", [])
-    results |= extra
+    extra = dict(obs.results)  # the setup's own entries (a plugin's reproducibility check) and tables
+    tables = (table, *(t if isinstance(t, Table) else Table.from_dict(t, strict=True) for t in extra.pop("tables", [])))
+    results = RunResults(
+        header=header, judgement=judgement, estimate=True,
+        attacks={attack: AttackMetrics.from_dict(game.attack_metrics, strict=True)},
+        game=Game(runs=runs, canary_kind=setup.canary.get("kind"), canary=setup.canary, threat=setup.threat,
+                  threshold_strategy=game.threshold_strategy, observation=obs.info,
+                  included=int(included.sum()), inclusion="independent fair coin per run"),
+        tables=tables, last_iterate=LastIterate.from_dict(reference, strict=True) if reference else None, **extra)
     config = {"command": "run dp", "runs": runs, "seed": seed, "confidence": confidence,
               "setup": {"name": setup.name, "threat": setup.threat, "canary": setup.canary, "params": setup.params},
               } | setup.config | (options.config_extra or {})

@@ -13,7 +13,8 @@ from audit.dp.runner import PlayOptions, play
 from audit.dp.setup import build_setup
 from audit.results_header import ResultsHeader
 from audit.run_context import RunContext
-from audit.stats.outcome import Outcome, SweepPoint, SweepRow
+from audit.run_results import RunResults, Unbounded
+from audit.stats.outcome import Outcome, SweepPoint, SweepRow, Table, Verdict
 from audit.stats.verdict import Family
 from audit.target_defaults import target_use
 from audit.theory.checks import check_confidence
@@ -94,25 +95,22 @@ def _sweep(ctx: RunContext, opts: SweepOptions, family: Family) -> Outcome:
                  "series": f"{r['series']} (best valid)", "method": r["valid_method"]} for r in rows]
     verdict = sweep_verdict(rows, family)
     header = ResultsHeader(description=f"epsilon sweep of run dp on {opts.target}", delta=opts.delta,
-                           confidence=opts.confidence).to_dict()
-    results = header | {
-        "family": {"size": family.size, "confidence": family.confidence}, "epsilon_theory": None,
-        "verdict": verdict,
-        "lower_bounds": [], "best_lower_bound": None,
-        "tables": [{"title": "Sweep", "columns": ["threat", "canary", "epsilon theory", "largest figure", "its method",
-                                                 "best valid lb", "its method", "audit verdict", "runs",
-                                                 "audit (in audits/)"],
-                    "rows": [[r["threat"], r["canary"], r["epsilon_theory"], r["epsilon_lb"], r["method"],
-                              r["epsilon_lb_valid"], r["valid_method"], r["verdict"], r["runs"], r["run_dir"]]
-                             for r in rows],
-                    "caption": "largest figure: the largest bound of each audit, estimates included (GDP / "
-                               "per-step / Gaussian-fit figures assume the stated tradeoff shape and never decide); "
-                               "best valid lb: the audit's best bound that competed for its verdict; audit verdict: "
-                               "that audit's own verdict, which also counts a rejection of the claim's tradeoff "
-                               "curve (a violation even when every epsilon bound lies below the claim)."}],
-        "detail": SweepDetail(sweep=tuple(SweepPoint.from_dict(p, strict=True) for p in plotted),
-                              rows=tuple(SweepRow.from_dict(r, strict=True) for r in rows)),
-    }
+                           confidence=opts.confidence, epsilon_theory=None)
+    table = Table(title="Sweep", columns=["threat", "canary", "epsilon theory", "largest figure", "its method",
+                                          "best valid lb", "its method", "audit verdict", "runs", "audit (in audits/)"],
+                  rows=[[r["threat"], r["canary"], r["epsilon_theory"], r["epsilon_lb"], r["method"],
+                         r["epsilon_lb_valid"], r["valid_method"], r["verdict"], r["runs"], r["run_dir"]]
+                        for r in rows],
+                  caption="largest figure: the largest bound of each audit, estimates included (GDP / per-step / "
+                          "Gaussian-fit figures assume the stated tradeoff shape and never decide); best valid lb: the "
+                          "audit's best bound that competed for its verdict; audit verdict: that audit's own verdict, "
+                          "which also counts a rejection of the claim's tradeoff curve (a violation even when every "
+                          "epsilon bound lies below the claim).")
+    judgement = Unbounded(verdict=Verdict.from_dict(verdict, strict=True),
+                          family=Family(size=family.size, confidence=family.confidence))
+    results = RunResults(header=header, judgement=judgement, tables=(table,),
+                         detail=SweepDetail(sweep=tuple(SweepPoint.from_dict(p, strict=True) for p in plotted),
+                                            rows=tuple(SweepRow.from_dict(r, strict=True) for r in rows)))
     return ctx.finish(results, {"command": "sweep dp", "options": asdict(opts)})
 
 

@@ -37,10 +37,11 @@ from audit.extraction.measures import N_UNIFORM, Domain, measure, post_processin
 from audit.extraction.plugins.blackbox import extraction_victim
 from audit.extraction.presentation import attacks_table, extraction_verdict, post_processing_table, rounded_table
 from audit.extraction.victim import Victim, dperm_victim, linear_target, trained_victim
-from audit.results_header import ResultsHeader, no_bounds
+from audit.results_header import ResultsHeader
 from audit.run_context import RunContext
 from audit.run_options import CommonRunOptions
-from audit.stats.outcome import Extraction, Outcome
+from audit.run_results import RunResults, Unbounded
+from audit.stats.outcome import Extraction, Outcome, Table, Verdict
 from audit.theory.checks import check_confidence
 from targets.catalogue import dperm_release, resolve
 from targets.registry import TrainedTarget
@@ -178,9 +179,9 @@ def extraction_summary(rows: list[dict], main: tuple[ExtractedModel, dict], vict
     return extraction
 
 
-def extraction_results(opts: ExtractionOptions, victim: Victim, domain: Domain, extraction: dict) -> dict:
-    """results.json of an extraction run (before the envelope): the header, no bounds, the verdict, the
-    extraction figures and the tables."""
+def extraction_results(opts: ExtractionOptions, victim: Victim, domain: Domain, extraction: dict) -> RunResults:
+    """The typed results of an extraction run: the header, no bounds, the verdict, the extraction figures
+    and the tables."""
     tables = [attacks_table(extraction["methods"], victim, domain)]
     rounded = rounded_rows(extraction["methods"])
     if rounded:
@@ -190,13 +191,15 @@ def extraction_results(opts: ExtractionOptions, victim: Victim, domain: Domain, 
     model_info = {"arch": "logreg" if victim.api is None else f"user trainer {victim.params.get('plugin')}",
                   "classes": domain.K, "features": domain.d,
                   "test_accuracy": float((domain.test_p.argmax(1) == victim.test_y).mean())}
-    header = {"target": victim.name} | ResultsHeader(
+    header = ResultsHeader(
         description=victim.description, dataset=victim.dataset.name, dataset_source=victim.dataset.source,
         model=model_info, neighbouring=victim.neighbouring, delta=victim.delta, confidence=opts.confidence,
-        epsilon_theory=victim.epsilon_theory, accountant=victim.accountant, params=victim.params).to_dict()
-    detail = ExtractionDetail(extraction=Extraction.from_dict(extraction, strict=True))
-    return header | no_bounds() | {"verdict": extraction_verdict(victim, extraction), "detail": detail,
-                                   "tables": tables, "quick": opts.quick}
+        epsilon_theory=victim.epsilon_theory, accountant=victim.accountant, params=victim.params)
+    verdict = Verdict.from_dict(extraction_verdict(victim, extraction), strict=True)
+    return RunResults(header=header, judgement=Unbounded(verdict=verdict, null_curves=True), attacks={},
+                      tables=tuple(Table.from_dict(t, strict=True) for t in tables),
+                      detail=ExtractionDetail(extraction=Extraction.from_dict(extraction, strict=True)),
+                      quick=opts.quick, target=victim.name)
 
 
 def summary_lines(run_dir: Path, outcome: Outcome) -> list[str]:

@@ -45,10 +45,11 @@ from audit.inversion.measures import (
 from audit.inversion.plugins.blackbox import inversion_target
 from audit.inversion.presentation import inversion_tables, inversion_verdict, reconstruction_grid
 from audit.inversion.target import InversionTarget, registry_inversion_target
-from audit.results_header import ADD_REMOVE_RECORD, ResultsHeader, accountant, no_bounds
+from audit.results_header import ADD_REMOVE_RECORD, ResultsHeader, accountant
 from audit.run_context import RunContext
 from audit.run_options import CommonRunOptions
-from audit.stats.outcome import Inversion, Outcome
+from audit.run_results import RunResults, Unbounded
+from audit.stats.outcome import Figure, Inversion, Outcome, Table, Verdict
 from audit.theory.checks import check_confidence
 from targets.catalogue import resolve
 
@@ -166,9 +167,9 @@ def inversion_summary(out: dict, scale: Yardstick, config: MIFaceConfig, bb_step
 
 
 def inversion_results(opts: InversionOptions, target: InversionTarget, split: RecordSplit, access: str,
-                      inversion: dict, figures: list[dict]) -> dict:
-    """results.json of an inversion run (before the envelope): the header, no bounds, the verdict, the
-    figures and the tables."""
+                      inversion: dict, figures: list[dict]) -> RunResults:
+    """The typed results of an inversion run: the header, no bounds, the verdict, the figures and the
+    tables."""
     data, claim, n = target.data, target.claim, target.n_train
     header = ResultsHeader(
         description=target.description, dataset=data.name, dataset_source=data.source,
@@ -176,11 +177,14 @@ def inversion_results(opts: InversionOptions, target: InversionTarget, split: Re
                "access": access},
         neighbouring=ADD_REMOVE_RECORD, delta=target.delta if claim else None, confidence=opts.confidence,
         epsilon_theory=claim.epsilon(target.delta) if claim is not None else None, accountant=accountant(claim),
-        params=target.params).to_dict()
-    return header | no_bounds() | {
-        "verdict": inversion_verdict(inversion, data.n_classes, claim is not None),
-        "detail": InversionDetail(inversion=Inversion.from_dict(inversion, strict=True)), "figures": figures,
-        "tables": inversion_tables(inversion, access, data.n_classes), "quick": opts.quick}
+        params=target.params)
+    verdict = Verdict.from_dict(inversion_verdict(inversion, data.n_classes, claim is not None), strict=True)
+    return RunResults(header=header, judgement=Unbounded(verdict=verdict, null_curves=True), attacks={},
+                      detail=InversionDetail(inversion=Inversion.from_dict(inversion, strict=True)),
+                      figures=tuple(Figure.from_dict(f, strict=True) for f in figures),
+                      tables=tuple(Table.from_dict(t, strict=True)
+                                   for t in inversion_tables(inversion, access, data.n_classes)),
+                      quick=opts.quick)
 
 
 def summary_lines(run_dir: Path, outcome: Outcome) -> list[str]:

@@ -33,9 +33,10 @@ from audit.choices import MECHANISM_DRAWS
 from audit.errors import UserError
 from audit.results_header import ResultsHeader, accountant
 from audit.run_context import RunContext
+from audit.run_results import RunResults
 from audit.stats.judgement import judge
 from audit.stats.metrics import attack_metrics
-from audit.stats.outcome import Game, Outcome
+from audit.stats.outcome import AttackMetrics, Game, Outcome, Table
 from audit.stats.rates import operating_point
 from audit.stats.thresholds import choose_strategy, threshold_bounds
 from audit.stats.verdict import Family
@@ -184,11 +185,11 @@ def _audit(ctx: RunContext, opts: MechanismOptions, mech: Mechanism, delta: floa
     d0, d1 = mech.neighbouring_pair()
     timing = ctx.timing
     t0 = time.perf_counter()
-    plugin_notes = {}
+    plugin_notes: dict = {}
     if isinstance(mech, PluginMechanism):  # the user's code: record what it imported, check it uses its seed
         config["plugin"] = plugin_config(mech.plugin)
         plugin_notes = mech.check_reproducible(opts.seed)
-        plugin_notes["tables"] = [reproducibility_table(plugin_notes)]
+        plugin_notes["tables"] = (Table.from_dict(reproducibility_table(plugin_notes), strict=True),)
     fit_draws = 0
     if hasattr(mech, "fit_score"):  # statistic unknown: learn it on separate draws (audit.stats.score_fit)
         fit_draws = min(opts.draws, FIT_DRAWS)
@@ -212,23 +213,22 @@ def _audit(ctx: RunContext, opts: MechanismOptions, mech: Mechanism, delta: floa
                                    for b in found]
     metrics["description"] = "threshold test on the mechanism's likelihood-ratio statistic (Neyman-Pearson)"
 
-    judged = judge(bounds, claim=claim, delta=delta, alpha=tradeoff_alphas(), family=family).blocks()
+    judgement = judge(bounds, claim=claim, delta=delta, alpha=tradeoff_alphas(), family=family)
     pair = mech.pair_claim()
     pair_epsilon = None if pair is None else float(pair.epsilon(delta))
     nominal = mech.nominal_claim
     header = ResultsHeader(description=mech.description, dataset=None, neighbouring=mech.neighbouring, delta=delta,
                            confidence=opts.confidence, accountant=accountant(claim),
-                           params=mech.params() | {"sensitivity": mech.sensitivity}).to_dict()
-    results = header | judged | {
-        "attacks": {ATTACK_NAME: metrics},
-        "game": Game(draws_per_world=opts.draws, threshold_strategy=found[0].details["strategy"],
-                     confidence=opts.confidence, threshold_choice=found[0].details["choice"],
-                     pair_epsilon=pair_epsilon, pair_claim=None if pair is None else pair.description,
-                     test_fitted_on=f"{fit_draws} separate draws per world" if fit_draws else "known statistic",
-                     nominal_claim=nominal.description, nominal_epsilon=float(nominal.epsilon(delta)),
-                     nulls=frozenset({"pair_epsilon", "pair_claim"} if pair is None else ())),
-        "quick": opts.quick,
-    } | plugin_notes
+                           params=mech.params() | {"sensitivity": mech.sensitivity})
+    game = Game(draws_per_world=opts.draws, threshold_strategy=found[0].details["strategy"],
+                confidence=opts.confidence, threshold_choice=found[0].details["choice"],
+                pair_epsilon=pair_epsilon, pair_claim=None if pair is None else pair.description,
+                test_fitted_on=f"{fit_draws} separate draws per world" if fit_draws else "known statistic",
+                nominal_claim=nominal.description, nominal_epsilon=float(nominal.epsilon(delta)),
+                nulls=frozenset({"pair_epsilon", "pair_claim"} if pair is None else ()))
+    results = RunResults(header=header, judgement=judgement,
+                         attacks={ATTACK_NAME: AttackMetrics.from_dict(metrics, strict=True)}, game=game,
+                         quick=opts.quick, **plugin_notes)
     return ctx.finish(results, config)
 
 

@@ -59,12 +59,13 @@ from audit.membership.trained_results import (
 )
 from audit.results_header import ADD_REMOVE_RECORD, ResultsHeader, accountant
 from audit.run_context import RunContext
+from audit.run_results import RunResults
 from audit.stats.judgement import judge
 from audit.stats.lower_bound import SECONDARY, VERDICT
 from audit.stats.metrics import attack_metrics, dp_advantage_bound
 from audit.stats.one_run.design import CanaryMechanism
 from audit.stats.one_run.final_model import last_iterate_expectation
-from audit.stats.outcome import Outcome
+from audit.stats.outcome import AttackMetrics, Game, LastIterate, Outcome, Table
 from audit.stats.split_check import SplitCheck, blind_split_check
 from audit.stats.text_split_check import text_split_check
 from audit.stats.verdict import Family, percent
@@ -260,8 +261,8 @@ def target_model_info(target: MembershipSubject, game: CanaryGame, target_params
 
 
 def membership_results(opts: MembershipOptions, target: MembershipSubject, game: CanaryGame, model_info: dict,
-                       attack_names: list[str], scored: dict[str, AttackScores], references: int) -> dict:
-    """results.json of a membership run (before the envelope): each attack's one-run bound and metrics
+                       attack_names: list[str], scored: dict[str, AttackScores], references: int) -> RunResults:
+    """The typed results of a membership run: each attack's one-run bound and metrics
     (in the order of ``attack_names``), the primary attack's verdict against the claim, the advantage
     table and the game."""
     claim, delta, data = target.claim, target.delta, target.data
@@ -276,16 +277,19 @@ def membership_results(opts: MembershipOptions, target: MembershipSubject, game:
         sc, chosen, is_primary = scored[name], guesses[name], name == primary
         bounds.append(attack_bound(name, sc, game, chosen, claim, delta, opts.confidence, is_primary))
         attacks_out[name] = attack_entry(name, sc, game, chosen, opts, adv_bound, references, is_primary)
-    judged = judge(bounds, claim=claim, delta=delta, alpha=ALPHA_GRID,
-                   family=Family(size=1, confidence=opts.confidence)).blocks()
+    judgement = judge(bounds, claim=claim, delta=delta, alpha=ALPHA_GRID,
+                      family=Family(size=1, confidence=opts.confidence))
     header = ResultsHeader(
         description=target.description, dataset=data.name, dataset_source=data.source, model=model_info,
         neighbouring=ADD_REMOVE_RECORD, delta=delta, confidence=opts.confidence, primary_attack=primary,
-        epsilon_theory=judged["epsilon_theory"], accountant=accountant(claim), params=target.params).to_dict()
+        epsilon_theory=judgement.epsilon_theory, accountant=accountant(claim), params=target.params)
     reference = final_model_reference(target, game.m, guesses[primary], opts) if claim is not None else None
-    return header | judged | ({"last_iterate": reference} if reference else {}) | {
-        "attacks": attacks_out, "tables": [advantage_table(attacks_out, adv_bound)], "game": game.summary(),
-        "quick": opts.quick}
+    return RunResults(
+        header=header, judgement=judgement,
+        last_iterate=LastIterate.from_dict(reference, strict=True) if reference else None,
+        attacks={name: AttackMetrics.from_dict(entry, strict=True) for name, entry in attacks_out.items()},
+        tables=(Table.from_dict(advantage_table(attacks_out, adv_bound), strict=True),),
+        game=Game.from_dict(game.summary(), strict=True), quick=opts.quick)
 
 
 #: Games simulated for the final-model perfect-attack expectation (about 1 s for 6,000 canaries).

@@ -42,7 +42,8 @@ from audit.membership.trained_results import (
 )
 from audit.results_header import ADD_REMOVE_RECORD, ResultsHeader, accountant
 from audit.run_context import RunContext, Stages, cache_dir_of
-from audit.stats.outcome import EpsilonBound, Game
+from audit.run_results import RunResults
+from audit.stats.outcome import AttackMetrics, EpsilonBound, Game, Table
 from audit.stats.split_check import SplitCheck
 from targets.catalogue import is_language_model
 from targets.lm.builtin import builtin_lm
@@ -177,8 +178,8 @@ class TextAudit:
                        for name in TEXT_ATTACKS if name in scores}
         return Scored(scores=scores, member=member, attacks=attacks_out, skipped=_not_run(inputs), detail=inputs)
 
-    def results(self, opts: MembershipOptions, scored: Scored, found: TrainedFindings) -> dict[str, object]:
-        """results.json of the audit (:func:`text_results`)."""
+    def results(self, opts: MembershipOptions, scored: Scored, found: TrainedFindings) -> RunResults:
+        """The typed results of the audit (:func:`text_results`)."""
         return text_results(opts, self.subject, found)
 
 
@@ -196,20 +197,20 @@ def text_audit(opts: MembershipOptions, plugin: ModelPlugin | None) -> TextAudit
     return TextAudit(lm, references, stages)
 
 
-def text_results(opts: MembershipOptions, lm: TrainedLM, found: TrainedFindings) -> dict[str, object]:
-    """results.json of a language model's membership audit, in the blocks of a trained model's
+def text_results(opts: MembershipOptions, lm: TrainedLM, found: TrainedFindings) -> RunResults:
+    """The typed results of a language model's membership audit, in the blocks of a trained model's
     (:func:`audit.membership.trained.record_results`), its target under ``trained_lm``."""
-    split, attacks_out, references, judged = found.split, found.attacks, found.references, found.judgement.blocks()
+    split, attacks_out, references, judgement = found.split, found.attacks, found.references, found.judgement
     allowed, why = found.allowed, found.why
-    best = judged["best_lower_bound"]
+    best = None if judgement.best_lower_bound is None else judgement.best_lower_bound.to_dict()
     delta = lm.delta if lm.claim is not None else NO_CLAIM_DELTA
     members = [len(t) for t in lm.members]
     header = ResultsHeader(
         description=lm.description, dataset=lm.source, dataset_source=lm.source,
         model={"arch": lm.model_kind, "member_text_chars_median": float(np.median(members))},
         neighbouring=ADD_REMOVE_RECORD, delta=delta, confidence=opts.confidence,
-        primary_attack=best["attack"] if best else None, epsilon_theory=judged["epsilon_theory"],
-        accountant=accountant(lm.claim), params=lm.params).to_dict()
+        primary_attack=best["attack"] if best else None, epsilon_theory=judgement.epsilon_theory,
+        accountant=accountant(lm.claim), params=lm.params)
     population = len(lm.population or [])
     game = Game(members=len(lm.members), nonmembers=len(lm.nonmembers), membership=lm.membership,
                 reference_records=(f"{references} reference model(s), each trained like the target on its own "
@@ -222,5 +223,8 @@ def text_results(opts: MembershipOptions, lm: TrainedLM, found: TrainedFindings)
     detail = MembershipDetail(epsilon_bound=EpsilonBound(allowed=allowed, reason=why),
                               attacks_not_run=found.skipped, split_check=split, trained_lm=lm.to_dict(),
                               meaning=trained_meaning(lm, split, attacks_out, best, delta))
-    return header | judged | {"attacks": attacks_out, "tables": trained_tables(attacks_out, split), "game": game,
-                              "detail": detail, "quick": opts.quick}
+    return RunResults(
+        header=header, judgement=judgement,
+        attacks={name: AttackMetrics.from_dict(entry, strict=True) for name, entry in attacks_out.items()},
+        tables=tuple(Table.from_dict(t, strict=True) for t in trained_tables(attacks_out, split)), game=game,
+        detail=detail, quick=opts.quick)

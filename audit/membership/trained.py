@@ -40,7 +40,8 @@ from audit.membership.options import MembershipOptions
 from audit.membership.trained_results import Scored, TrainedFindings, attack_entry, trained_meaning, trained_tables
 from audit.results_header import ADD_REMOVE_RECORD, ResultsHeader, accountant
 from audit.run_context import RunContext
-from audit.stats.outcome import EpsilonBound
+from audit.run_results import RunResults
+from audit.stats.outcome import AttackMetrics, EpsilonBound, Game, LastIterate, Table
 from audit.stats.split_check import SplitCheck
 from audit.theory.last_iterate import last_iterate_reference
 from targets.datasets import Dataset
@@ -293,8 +294,8 @@ class RecordAudit:
         attacks_out = _trained_attack_entries(scores, q, split, opts, references, rmia_a)
         return Scored(scores=scores, member=q.member, attacks=attacks_out, skipped=self.skipped, detail=q)
 
-    def results(self, opts: MembershipOptions, scored: Scored, found: TrainedFindings) -> dict:
-        """results.json of the audit (:func:`record_results`)."""
+    def results(self, opts: MembershipOptions, scored: Scored, found: TrainedFindings) -> RunResults:
+        """The typed results of the audit (:func:`record_results`)."""
         return record_results(opts, self.subject, scored.detail, found)
 
 
@@ -313,28 +314,32 @@ def record_audit(opts: MembershipOptions, plugin: ModelPlugin) -> RecordAudit:
     return RecordAudit(model, references, names, skipped)
 
 
-def record_results(opts: MembershipOptions, model: TrainedModel, q: TrainedQueries, found: TrainedFindings) -> dict:
-    """results.json of a trained-model audit (before the envelope): the common header
+def record_results(opts: MembershipOptions, model: TrainedModel, q: TrainedQueries,
+                   found: TrainedFindings) -> RunResults:
+    """The typed results of a trained-model audit: the common header
     (:func:`audit.results_header.results_header`), then the split check, the attacks, the game and the
     comparison with the claim."""
-    split, attacks_out, delta, judged = found.split, found.attacks, found.delta, found.judgement.blocks()
-    best = judged["best_lower_bound"]
+    split, attacks_out, delta, judgement = found.split, found.attacks, found.delta, found.judgement
+    best = None if judgement.best_lower_bound is None else judgement.best_lower_bound.to_dict()
     header = ResultsHeader(
         description=model.description, dataset=model.members.name, dataset_source=model.members.source,
         model={"arch": model.model_kind, "member_accuracy": q.accuracy["members"],
                "nonmember_accuracy": q.accuracy["nonmembers"]},
         neighbouring=ADD_REMOVE_RECORD, delta=delta, confidence=opts.confidence,
-        primary_attack=best["attack"] if best else None, epsilon_theory=judged["epsilon_theory"],
-        accountant=accountant(model.claim), params=model.params).to_dict()
-    game = {"kind": "trained model", "members": len(model.members), "nonmembers": len(model.nonmembers),
-            "records": f"the {len(model.members)} members and {len(model.nonmembers)} non-members the user gave "
-                       f"({model.members.source}; {model.nonmembers.source})",
-            "membership": model.membership, "membership_note": model.membership_note,
-            "reference_models": found.references, "reference_records": q.reference_records}
+        primary_attack=best["attack"] if best else None, epsilon_theory=judgement.epsilon_theory,
+        accountant=accountant(model.claim), params=model.params)
+    game = Game(kind="trained model", members=len(model.members), nonmembers=len(model.nonmembers),
+                records=f"the {len(model.members)} members and {len(model.nonmembers)} non-members the user gave "
+                        f"({model.members.source}; {model.nonmembers.source})",
+                membership=model.membership, membership_note=model.membership_note,
+                reference_models=found.references, reference_records=q.reference_records)
     reference = last_iterate_reference(model.params, delta, ADD_REMOVE_RECORD, model.claim)
     detail = MembershipDetail(epsilon_bound=EpsilonBound(allowed=found.allowed, reason=found.why),
                               attacks_not_run=found.skipped, split_check=split, trained_model=model.to_dict(),
                               meaning=trained_meaning(model, split, attacks_out, best, delta))
-    return header | judged | ({"last_iterate": reference} if reference else {}) | {
-        "attacks": attacks_out, "tables": trained_tables(attacks_out, split), "game": game, "detail": detail,
-        "quick": opts.quick}
+    return RunResults(
+        header=header, judgement=judgement,
+        last_iterate=LastIterate.from_dict(reference, strict=True) if reference else None,
+        attacks={name: AttackMetrics.from_dict(entry, strict=True) for name, entry in attacks_out.items()},
+        tables=tuple(Table.from_dict(t, strict=True) for t in trained_tables(attacks_out, split)), game=game,
+        detail=detail, quick=opts.quick)

@@ -22,9 +22,11 @@ from audit.reconstruction.detail import ReconstructionDetail
 from audit.reconstruction.dperm import dperm_games
 from audit.reconstruction.dpsgd import GamePlan, dpsgd_games
 from audit.reconstruction.game import bound_meaning, parse_candidate_counts, reconstruction_section, verdict
+from audit.results_header import ResultsHeader, accountant
 from audit.run_context import RunContext
 from audit.run_options import CommonRunOptions
-from audit.stats.outcome import Outcome, Reconstruction
+from audit.run_results import RunResults, Unbounded
+from audit.stats.outcome import Figure, Outcome, Reconstruction, Table, Verdict
 from audit.theory.checks import check_confidence
 from audit.theory.rero import rero_bound
 from reports.reconstruction_plots import rero_success_plot
@@ -110,25 +112,23 @@ def run_reconstruction(opts: ReconstructionOptions) -> tuple[Path, Outcome]:
         rows = [[p["n_candidates"], p["kappa"], p["successes"], p["runs"], p["success"],
                  p["success_ci"], p["rero_bound"],
                  p.get("twin_success", "")] for p in section["points"]]
-        results = {
-            "target_description": description, "dataset": dataset,
-            "neighbouring": claim.neighbouring if claim is not None else None, "confidence": opts.confidence,
-            "accountant": claim.description if claim is not None else None, "params": params,
-            "delta": params["delta"], "epsilon_theory": claim.epsilon(params["delta"]) if claim is not None else None,
-            "lower_bounds": [], "best_lower_bound": None,
-            "verdict": verdict(section, claim),
-            "detail": ReconstructionDetail(reconstruction=Reconstruction.from_dict(section, strict=True)),
-            "figures": [{"file": FIGURE, "title": "Reconstruction success against the ReRo bound",
-                         "caption": f"{section['meaning']} Candidates: {info['candidates']}. Adversary sees: "
-                                    f"{info['observation']}. Intervals: two-sided Clopper–Pearson, "
-                                    f"{section['family']}, {opts.confidence:.0%} together."}],
-            "tables": [{"title": "Success at each candidate count",
-                        "columns": ["candidates n", "kappa", "successes", "runs", "success", "interval",
-                                    "ReRo bound", "non-private twin"], "rows": rows,
-                        "caption": "ReRo bound: 1 - f(kappa), f the claim's tradeoff curve (Hayes, Mahloujifar & "
-                                   "Balle 2023)."}],
-            "quick": opts.quick,
-        }
+        header = ResultsHeader(
+            description=description, dataset=dataset, neighbouring=claim.neighbouring if claim is not None else None,
+            confidence=opts.confidence, accountant=accountant(claim), params=params, delta=params["delta"],
+            epsilon_theory=claim.epsilon(params["delta"]) if claim is not None else None)
+        figure = Figure(file=FIGURE, title="Reconstruction success against the ReRo bound",
+                        caption=f"{section['meaning']} Candidates: {info['candidates']}. Adversary sees: "
+                                f"{info['observation']}. Intervals: two-sided Clopper–Pearson, "
+                                f"{section['family']}, {opts.confidence:.0%} together.")
+        table = Table(title="Success at each candidate count",
+                      columns=["candidates n", "kappa", "successes", "runs", "success", "interval", "ReRo bound",
+                               "non-private twin"], rows=rows,
+                      caption="ReRo bound: 1 - f(kappa), f the claim's tradeoff curve (Hayes, Mahloujifar & "
+                              "Balle 2023).")
+        results = RunResults(
+            header=header, judgement=Unbounded(verdict=Verdict.from_dict(verdict(section, claim), strict=True)),
+            detail=ReconstructionDetail(reconstruction=Reconstruction.from_dict(section, strict=True)),
+            figures=(figure,), tables=(table,), quick=opts.quick)
         outcome = ctx.finish(results, {"command": "run reconstruction", "options": asdict(opts)})
         return ctx.run_dir, outcome
 

@@ -29,7 +29,9 @@ from audit.dp.detail import DpDetail
 from audit.dp.one_run.bounds import OneRunResults, one_run_results
 from audit.dp.options import DPOptions
 from audit.errors import UserError
+from audit.results_header import ResultsHeader
 from audit.run_context import RunContext
+from audit.run_results import RunResults
 from audit.stats.metrics import attack_metrics
 from audit.stats.one_run.design import (
     CanaryMechanism,
@@ -39,7 +41,7 @@ from audit.stats.one_run.design import (
     default_canary_count,
     dpsgd_canary_llr,
 )
-from audit.stats.outcome import Game, OneRun, Outcome, Table
+from audit.stats.outcome import AttackMetrics, Game, OneRun, Outcome, Table
 from audit.theory.dpsgd import calibrate_noise_multiplier
 from targets.catalogue import trained_target
 from targets.datasets import load_dataset
@@ -233,34 +235,33 @@ class TrainedOneRun:
                                  else "chosen for the perfect attack of this threat")}
 
 
-def _results(opts: DPOptions, trained: TrainedOneRun, stats: OneRunResults) -> dict[str, object]:
-    """results.json of a one-run audit (kind dp, ``game.one_run``)."""
+def _results(opts: DPOptions, trained: TrainedOneRun, stats: OneRunResults) -> RunResults:
+    """The typed results of a one-run audit (kind dp, ``game.one_run``)."""
     target, config, canaries = trained.target, trained.config, trained.canaries
     attack = f"{trained.threat}/one-run-{canaries.kind}"
-    judged = stats.judgement.for_attack(attack).blocks(estimate=True, family=True)
+    judgement = stats.judgement.for_attack(attack)
     one, inc = stats.one_run, canaries.included
-    return judged | {
-        "target_description": target.description, "dataset": trained.data.name,
-        "model": {"name": target.arch, "parameters": trained.n_params},
-        "neighbouring": "add/remove one record (each canary)", "delta": target.delta,
-        "confidence": opts.confidence, "accountant": target.claim(trained.sigma).description,
-        "params": {"noise_multiplier": trained.sigma, "clip_norm": target.clip_norm, "sample_rate": config.sample_rate,
-                   "steps": config.steps, "epochs": target.epochs, "lr": config.lr,
-                   "expected_batch_size": config.expected_batch_size, "n_train": target.n_train,
-                   "sampling": target.sampling},
-        "attacks": {attack: attack_metrics(trained.scores, inc, opts.confidence)},
-        "detail": DpDetail(one_run=one),
-        "game": Game(one_run=True, runs=1, canaries=canaries.count, canary_kind=canaries.kind,
-                     canary=trained.canary_info, threat=trained.threat,
-                     threshold_strategy="one-run guesses: 'in' for the k_pos highest scores, 'out' for the k_neg "
-                                        "lowest (0: one-sided), both fixed by simulating "
-                                        "the claimed mechanism",
-                     observation=trained.observation(),
-                     trainings=1, included=int(inc.sum()),
-                     inclusion="independent fair coin per canary; each included canary joins every step by its own "
-                               "Poisson coin at the target's sampling rate, clipped to C like any record"),
-        "tables": [one_run_table(one, judged["lower_bounds"])],
-    }
+    header = ResultsHeader(
+        description=target.description, dataset=trained.data.name,
+        model={"name": target.arch, "parameters": trained.n_params},
+        neighbouring="add/remove one record (each canary)", delta=target.delta, confidence=opts.confidence,
+        accountant=target.claim(trained.sigma).description,
+        params={"noise_multiplier": trained.sigma, "clip_norm": target.clip_norm, "sample_rate": config.sample_rate,
+                "steps": config.steps, "epochs": target.epochs, "lr": config.lr,
+                "expected_batch_size": config.expected_batch_size, "n_train": target.n_train,
+                "sampling": target.sampling})
+    game = Game(one_run=True, runs=1, canaries=canaries.count, canary_kind=canaries.kind,
+                canary=trained.canary_info, threat=trained.threat,
+                threshold_strategy="one-run guesses: 'in' for the k_pos highest scores, 'out' for the k_neg "
+                                   "lowest (0: one-sided), both fixed by simulating the claimed mechanism",
+                observation=trained.observation(), trainings=1, included=int(inc.sum()),
+                inclusion="independent fair coin per canary; each included canary joins every step by its own "
+                          "Poisson coin at the target's sampling rate, clipped to C like any record")
+    return RunResults(
+        header=header, judgement=judgement, estimate=True, family=True,
+        attacks={attack: AttackMetrics.from_dict(attack_metrics(trained.scores, inc, opts.confidence), strict=True)},
+        detail=DpDetail(one_run=one), game=game,
+        tables=(one_run_table(one, [b.to_dict() for b in judgement.lower_bounds]),))
 
 
 def one_run_table(one: OneRun, bounds: list[dict]) -> Table:

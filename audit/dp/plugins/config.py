@@ -38,7 +38,9 @@ from audit.plugins.hf_trainer import TrainerWatch, trainer_findings, watched_tra
 from audit.plugins.lm_checks import LMChecks, lm_checks, watched_training
 from audit.plugins.probe import Probe, StepMechanism, claim_and_mechanism, probe
 from audit.plugins.training import plugin_dataset
+from audit.results_header import ResultsHeader
 from audit.run_context import RunContext, Stages
+from audit.run_results import RunResults, Unbounded
 from audit.stats.outcome import ConfigCheck, Curve, Family, Outcome, Verdict
 from targets.catalogue import is_language_model, is_plugin, record_word
 from targets.dataset import Dataset
@@ -189,15 +191,16 @@ def run_check_config(opts: DPOptions, plugin: TrainerPlugin | None = None, probe
     with ctx:
         found = plugin_accounting(plugin, opts.data_dir, opts.seed, 1.0 - opts.confidence, probed, stages)
         block, claim = found.block, found.probed.claim
-        results = {"target_description": plugin.description, "dataset": found.probed.data.name,
-                   "model": {"name": f"user trainer {plugin.spec}"}, "delta": plugin.delta,
-                   "confidence": opts.confidence, "epsilon_theory": float(claim.epsilon(plugin.delta)),
-                   "accountant": getattr(claim, "description", None), "params": {"plugin": plugin.spec},
-                   "tradeoff": Curve(alpha=ALPHA_GRID, beta=claim.tradeoff(ALPHA_GRID)),
-                   "lower_bounds": [], "best_lower_bound": None, "detail": DpDetail(config_check=block),
-                   "family": Family(confidence=opts.confidence, split={"config_check": block.alpha},
-                                    text=f"the accounting check alone: its tests share alpha {block.alpha:.3g}"),
-                   "verdict": config_verdict(block), "tables": [config_table(block)]}
+        header = ResultsHeader(description=plugin.description, dataset=found.probed.data.name,
+                               model={"name": f"user trainer {plugin.spec}"}, delta=plugin.delta,
+                               confidence=opts.confidence, epsilon_theory=float(claim.epsilon(plugin.delta)),
+                               accountant=getattr(claim, "description", None), params={"plugin": plugin.spec})
+        family = Family(confidence=opts.confidence, split={"config_check": block.alpha},
+                        text=f"the accounting check alone: its tests share alpha {block.alpha:.3g}")
+        judgement = Unbounded(verdict=config_verdict(block), family=family,
+                              tradeoff=Curve(alpha=ALPHA_GRID, beta=claim.tradeoff(ALPHA_GRID)))
+        results = RunResults(header=header, judgement=judgement, detail=DpDetail(config_check=block),
+                             tables=(config_table(block),))
         config = {"command": "run dp", "check_config": True, "seed": opts.seed, "options": asdict(opts),
                   "plugin": plugin_config(plugin)}
         return ctx.run_dir, ctx.finish(results, config, report=True)

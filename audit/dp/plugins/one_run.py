@@ -69,7 +69,9 @@ from audit.dp.plugins.lm_blackbox import run_lm_blackbox
 from audit.errors import UserError
 from audit.plugins.accounting import INPUT_CANARY_SHARE, ONE_RUN_SHARE, config_table
 from audit.plugins.probe import require_steps, run_once
+from audit.results_header import ResultsHeader
 from audit.run_context import RunContext, Stages
+from audit.run_results import RunResults
 from audit.stats.judgement import Judgement
 from audit.stats.metrics import attack_metrics
 from audit.stats.one_run.design import (
@@ -77,7 +79,7 @@ from audit.stats.one_run.design import (
     DesignObjective,
     dpsgd_canary_llr,
 )
-from audit.stats.outcome import ConfigCheck, Game, Outcome, Table
+from audit.stats.outcome import AttackMetrics, ConfigCheck, Game, Outcome, Table
 from targets.audit_hooks import CanaryRecorder
 from targets.catalogue import is_language_model, record_word
 from targets.gradient_canaries import crosstalk_variance, spread_coordinates
@@ -264,7 +266,7 @@ def run_plugin_one_run(opts: DPOptions, plugin: TrainerPlugin | None = None) -> 
         if not opts.quiet:
             print(f"one run: {design.canaries} canaries, {design.k_pos + design.k_neg} guesses, "
                   f"{stats.one_run.correct} right; "
-                  f"{results['game'].trainings} trainings", file=sys.stderr)
+                  f"{results.game.trainings} trainings", file=sys.stderr)
         return ctx.run_dir, ctx.finish(results, config)
 
 
@@ -434,46 +436,46 @@ def input_verdict(verdict: dict, inputs: InputCanaryRun | None) -> dict:
                             f"accounted. Gradient canaries: {verdict['text']}", "source": "input_canaries"}
 
 
-def _results(opts: DPOptions, audited: AuditedPluginRun, stats: OneRunResults) -> dict[str, object]:
-    """results.json of a plugin's one-run audit (kind dp, ``game.one_run``, ``config_check``)."""
+def _results(opts: DPOptions, audited: AuditedPluginRun, stats: OneRunResults) -> RunResults:
+    """The typed results of a plugin's one-run audit (kind dp, ``game.one_run``, ``config_check``)."""
     plugin, block, threat = audited.plugin, audited.block, audited.threat
     found, claim, data = audited.probed.probe, audited.probed.claim, audited.probed.data
     attack = f"{threat}/one-run-{audited.canary_info['kind']}"
     judgement = _family(opts, stats.judgement.for_attack(attack), audited.inputs is not None)
     verdict = input_verdict(judgement.verdict.to_dict(), audited.inputs)
     judgement = judgement.with_verdict(combined_verdict(block, verdict))
-    judged = judgement.blocks(estimate=True, family=True)
     one, inc = stats.one_run, audited.recorder.included
     trainings = int(block.trainings) + 1
-    return judged | {
-        "target_description": plugin.description, "dataset": data.name,
-        "model": {"name": f"user trainer {plugin.spec}", "parameters": found.n_params},
-        "neighbouring": "add/remove one record (each canary)", "delta": plugin.delta,
-        "confidence": opts.confidence, "accountant": getattr(claim, "description", None),
-        "params": audited.params(), "attacks": {attack: attack_metrics(audited.scores, inc, opts.confidence)}
-                                               | audited.input_attack(opts.confidence),
-        "detail": DpDetail(one_run=one,
-                           config_check=block,
-                           threat_coverage=[dict(zip(("mistake", "updates", "white-box", "config_check"), row,
-                                                     strict=True)) for row in THREAT_COVERAGE]),
-        "game": Game(one_run=True, runs=1, canaries=int(inc.size), canary_kind=audited.canary_info["kind"],
-                     canary=audited.canary_info, threat=threat, observation=audited.observation(),
-                     trainings_text=f"{trainings} calls of the code's training: the probe, the first steps of its "
-                                    f"repeat (stopped once the reproducibility check is decided), "
-                                    + ("three steps replayed on chosen batches (language-model checks), "
-                                       if is_language_model(plugin) else "")
-                                    + "the dataset plus one record and less one record (accounting check), and the "
-                                      "one audited run",
-                     threshold_strategy="one-run guesses: 'in' for the k_pos highest scores, 'out' for the k_neg "
-                                        "lowest (0: one-sided), both fixed by simulating "
-                                        "the mechanism the probe read",
-                     trainings=trainings, included=int(inc.sum()), n_train=int(len(data)),
-                     input_canaries=audited.input_summary(),
-                     inclusion="independent fair coin per canary; each included canary joins every real step by "
-                               "its own Poisson coin at the code's sampling rate, C times its unit direction"),
-        "tables": [config_table(block), one_run_table(one, judged["lower_bounds"]), *audited.input_tables(),
-                   coverage_table()],
-    }
+    header = ResultsHeader(
+        description=plugin.description, dataset=data.name,
+        model={"name": f"user trainer {plugin.spec}", "parameters": found.n_params},
+        neighbouring="add/remove one record (each canary)", delta=plugin.delta, confidence=opts.confidence,
+        accountant=getattr(claim, "description", None), params=audited.params())
+    metrics = {attack: attack_metrics(audited.scores, inc, opts.confidence)} | audited.input_attack(opts.confidence)
+    return RunResults(
+        header=header, judgement=judgement, estimate=True, family=True,
+        attacks={name: AttackMetrics.from_dict(m, strict=True) for name, m in metrics.items()},
+        detail=DpDetail(one_run=one,
+                        config_check=block,
+                        threat_coverage=[dict(zip(("mistake", "updates", "white-box", "config_check"), row,
+                                                  strict=True)) for row in THREAT_COVERAGE]),
+        game=Game(one_run=True, runs=1, canaries=int(inc.size), canary_kind=audited.canary_info["kind"],
+                  canary=audited.canary_info, threat=threat, observation=audited.observation(),
+                  trainings_text=f"{trainings} calls of the code's training: the probe, the first steps of its "
+                                 f"repeat (stopped once the reproducibility check is decided), "
+                                 + ("three steps replayed on chosen batches (language-model checks), "
+                                    if is_language_model(plugin) else "")
+                                 + "the dataset plus one record and less one record (accounting check), and the "
+                                   "one audited run",
+                  threshold_strategy="one-run guesses: 'in' for the k_pos highest scores, 'out' for the k_neg "
+                                     "lowest (0: one-sided), both fixed by simulating "
+                                     "the mechanism the probe read",
+                  trainings=trainings, included=int(inc.sum()), n_train=int(len(data)),
+                  input_canaries=audited.input_summary(),
+                  inclusion="independent fair coin per canary; each included canary joins every real step by "
+                            "its own Poisson coin at the code's sampling rate, C times its unit direction"),
+        tables=(config_table(block), one_run_table(one, [b.to_dict() for b in judgement.lower_bounds]),
+                *audited.input_tables(), coverage_table()))
 
 
 def plugin_one_run_summary(outcome: Outcome) -> list[str]:

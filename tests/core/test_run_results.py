@@ -1,0 +1,69 @@
+"""RunResults, what a runner hands RunContext.finish: a misnamed or mistyped entry fails where the runner builds
+it (TypeError), not as a schema error when the run is written; finish writes it as the same entries given as a
+mapping; an Unbounded judgement writes no bound, its verdict, and the tradeoff curves as null only when asked."""
+
+from __future__ import annotations
+
+import pytest
+
+from audit.io import read_json
+from audit.results_header import ResultsHeader
+from audit.run_context import RunContext
+from audit.run_results import RunResults, Unbounded
+from audit.stats.outcome import Curve, Family, Table, Verdict
+
+HEADER = ResultsHeader(description="a target", delta=None, confidence=0.95, epsilon_theory=None)
+VERDICT = Verdict(status="no-claim", text="no claim tested")
+TABLE = Table(title="T", columns=["c"], rows=[[1]], caption="a table")
+
+
+def test_a_misnamed_field_fails_where_it_is_written() -> None:
+    with pytest.raises(TypeError, match="table"):
+        RunResults(header=HEADER, judgement=Unbounded(verdict=VERDICT), table=(TABLE,))  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize(("field", "value", "message"), [
+    ("tables", ({"title": "T", "columns": ["c"], "rows": [[1]]},), "tables holds a dict, not Table"),
+    ("tables", [TABLE], "tables is a tuple of Table, not list"),
+    ("attacks", {"loss": {"auc": 0.5}}, "attacks holds a dict, not AttackMetrics"),
+    ("game", {"runs": 3}, "game holds a dict, not Game"),
+    ("quick", "yes", "quick holds a str, not bool"),
+    ("header", {"description": "a target"}, "header holds a dict, not ResultsHeader"),
+])
+def test_a_mistyped_field_fails_where_it_is_written(field, value, message) -> None:
+    entries = {"header": HEADER, "judgement": Unbounded(verdict=VERDICT)} | {field: value}
+    with pytest.raises(TypeError, match=message):
+        RunResults(**entries)
+
+
+def test_an_unbounded_judgement_is_checked_too() -> None:
+    with pytest.raises(TypeError, match="verdict holds a dict"):
+        Unbounded(verdict={"status": "no-claim", "text": "no claim tested"})  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="no best estimate"):
+        RunResults(header=HEADER, judgement=Unbounded(verdict=VERDICT), estimate=True)
+    with pytest.raises(TypeError, match="cannot have one too"):
+        Unbounded(verdict=VERDICT, null_curves=True, tradeoff=Curve(alpha=[0.0, 1.0], beta=[1.0, 0.0]))
+
+
+def test_unbounded_writes_no_bound_its_verdict_and_null_curves_only_when_asked() -> None:
+    assert Unbounded(verdict=VERDICT).blocks() == {"lower_bounds": [], "best_lower_bound": None, "verdict": VERDICT}
+    family = Family(size=2, confidence=0.95)
+    assert Unbounded(verdict=VERDICT, family=family, null_curves=True).blocks() == {
+        "lower_bounds": [], "best_lower_bound": None, "verdict": VERDICT, "tradeoff": None,
+        "lower_bound_tradeoff": None, "family": family}
+
+
+def test_finish_writes_the_typed_results_as_the_same_entries_given_as_a_mapping(tmp_path) -> None:
+    results = RunResults(header=HEADER, judgement=Unbounded(verdict=VERDICT, null_curves=True), attacks={},
+                         tables=(TABLE,), quick=True, target="another name")
+    written = []
+    for name, given in (("typed", results), ("mapping", results.entries())):
+        ctx = RunContext(tmp_path / name, "example", "x", seed=3, quiet=True)
+        with ctx:
+            ctx.finish(given, {"command": "test"}, report=False)
+        data = read_json(ctx.run_dir / "results.json")
+        written.append({k: v for k, v in data.items() if k not in data["volatile"]})
+    assert written[0] == written[1]
+    assert written[0]["target"] == "another name" and written[0]["quick"] is True
+    assert written[0]["tradeoff"] is None and written[0]["attacks"] == {} and written[0]["tables"][0]["title"] == "T"
+    assert "best_estimate" not in written[0] and "family" not in written[0]
