@@ -39,7 +39,6 @@ import sys
 from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -51,11 +50,13 @@ from audit.dp.one_run.game import design_games, one_run_table
 from audit.dp.options import DPOptions
 from audit.errors import TargetCodeError, UserError
 from audit.plugins.training import train_once
+from audit.results_header import ResultsHeader
 from audit.run_context import RunContext, Stages
+from audit.run_results import RunResults
 from audit.stats.metrics import attack_metrics
 from audit.stats.one_run.design import CanaryMechanism, DesignObjective, OneRunDesign
 from audit.stats.one_run.final_model import choose_final_model_design
-from audit.stats.outcome import Game, Outcome
+from audit.stats.outcome import AttackMetrics, Game, LastIterate, Outcome
 from audit.theory.checks import check_delta, check_epsilon
 from audit.theory.claims import ApproxDPClaim, PrivacyClaim
 from audit.theory.dpsgd import DPSGDClaim, calibrate_noise_multiplier
@@ -231,49 +232,49 @@ def run_lm_blackbox(opts: DPOptions, plugin: TrainerPlugin) -> tuple[Path, Outco
         return ctx.run_dir, ctx.finish(results, config)
 
 
-def _last_iterate(params: dict, delta: float, claim: PrivacyClaim) -> dict:
-    """``{"last_iterate": ...}`` when the training is add/remove DP-SGD (the final model is all the black box
-    sees: :func:`audit.theory.last_iterate.last_iterate_reference`), else nothing."""
+def _last_iterate(params: dict, delta: float, claim: PrivacyClaim) -> LastIterate | None:
+    """The last-iterate reference when the training is add/remove DP-SGD (the final model is all the black box
+    sees: :func:`audit.theory.last_iterate.last_iterate_reference`), else None."""
     reference = last_iterate_reference(params, delta, "add/remove one text", claim)
-    return {"last_iterate": reference} if reference else {}
+    return LastIterate.from_dict(reference, strict=True) if reference else None
 
 
 def _results(plugin: TrainerPlugin, opts: DPOptions, audited: tuple[str, PrivacyClaim, float], stats: OneRunResults,
-             scores: np.ndarray, included: np.ndarray, n_texts: int) -> dict[str, Any]:
-    """results.json of the black-box one-run audit of an LM trainer (kind dp, ``game.one_run``); ``audited``:
-    the canary kind, the claim and its delta."""
+             scores: np.ndarray, included: np.ndarray, n_texts: int) -> RunResults:
+    """The typed results of the black-box one-run audit of an LM trainer (kind dp, ``game.one_run``);
+    ``audited``: the canary kind, the claim and its delta."""
     kind, claim, delta = audited
     attack = f"black-box/one-run-{kind}"
-    judged = stats.judgement.for_attack(attack).blocks(estimate=True, family=True)
+    judgement = stats.judgement.for_attack(attack)
     expected = stats.one_run.expected_perfect
     one = replace(stats.one_run, expected_perfect=replace(expected, text=expected.text + (
         "; the games are of the claimed training's final model, were it linear (the last-iterate heuristic): a "
         "black-box attack on canary texts sees less")))
-    return judged | {
-        "target_description": plugin.description, "dataset": f"{n_texts} texts of {plugin.spec}",
-        "model": {"name": f"language-model trainer {plugin.spec}"},
-        "neighbouring": "add/remove one text (each canary)", "delta": delta, "confidence": opts.confidence,
-        "accountant": getattr(claim, "description", None),
-        "params": {"plugin": plugin.spec, "claimed_epsilon": float(claim.epsilon(delta)), "claimed_delta": delta,
-                   "n_train": n_texts, "claim_source": "plugin" if plugin.lm.claimed else "--epsilon/--delta"}
-                  | plugin.params,
-        "attacks": {attack: attack_metrics(scores, included, opts.confidence)}, "detail": DpDetail(one_run=one),
-        **_last_iterate(plugin.params, delta, claim),
-        "game": Game(one_run=True, runs=1, canaries=int(included.size), canary_kind=kind, threat="black-box",
-                     canary={"kind": kind, "prefix_chars": PREFIX_CHARS,
-                             "repeats": NEW_TOKEN_REPEATS if kind == "new-token" else 1,
-                             "secret": f"one of the plugin's canary tokens (a token no record contains), "
-                                       f"{NEW_TOKEN_REPEATS} times"
-                             if kind == "new-token" else
-                             f"{BYTE_SECRET_CHARS} seeded random characters of U+{RARE_BYTE_BLOCK[0]:04X}-"
-                             f"U+{RARE_BYTE_BLOCK[1] - 1:04X} no record contains (two UTF-8 bytes each)"
-                             if kind == "rare-bytes" else f"{SUFFIX_CHARS} seeded random characters ("
-                             + ("the records' rarest" if kind == "rare-unigram" else "lowercase letters") + ")"},
-                     observation={"score": "log p(secret | prefix) = sum logprobs(prefix + secret) - sum "
-                                           "logprobs(prefix)"},
-                     threshold_strategy="one-run guesses: 'in' for the k_pos highest scores, 'out' for the k_neg "
-                                        "lowest, fixed by simulating the claimed training's final model",
-                     trainings=1, included=int(included.sum()), n_train=n_texts,
-                     inclusion="independent fair coin per canary text; the included ones join the training texts"),
-        "tables": [one_run_table(one, judged["lower_bounds"])],
-    }
+    header = ResultsHeader(
+        description=plugin.description, dataset=f"{n_texts} texts of {plugin.spec}",
+        model={"name": f"language-model trainer {plugin.spec}"}, neighbouring="add/remove one text (each canary)",
+        delta=delta, confidence=opts.confidence, accountant=getattr(claim, "description", None),
+        params={"plugin": plugin.spec, "claimed_epsilon": float(claim.epsilon(delta)), "claimed_delta": delta,
+                "n_train": n_texts, "claim_source": "plugin" if plugin.lm.claimed else "--epsilon/--delta"}
+        | plugin.params)
+    return RunResults(
+        header=header, judgement=judgement, estimate=True, family=True,
+        attacks={attack: AttackMetrics.from_dict(attack_metrics(scores, included, opts.confidence), strict=True)},
+        detail=DpDetail(one_run=one), last_iterate=_last_iterate(plugin.params, delta, claim),
+        game=Game(one_run=True, runs=1, canaries=int(included.size), canary_kind=kind, threat="black-box",
+                  canary={"kind": kind, "prefix_chars": PREFIX_CHARS,
+                          "repeats": NEW_TOKEN_REPEATS if kind == "new-token" else 1,
+                          "secret": f"one of the plugin's canary tokens (a token no record contains), "
+                                    f"{NEW_TOKEN_REPEATS} times"
+                          if kind == "new-token" else
+                          f"{BYTE_SECRET_CHARS} seeded random characters of U+{RARE_BYTE_BLOCK[0]:04X}-"
+                          f"U+{RARE_BYTE_BLOCK[1] - 1:04X} no record contains (two UTF-8 bytes each)"
+                          if kind == "rare-bytes" else f"{SUFFIX_CHARS} seeded random characters ("
+                          + ("the records' rarest" if kind == "rare-unigram" else "lowercase letters") + ")"},
+                  observation={"score": "log p(secret | prefix) = sum logprobs(prefix + secret) - sum "
+                                        "logprobs(prefix)"},
+                  threshold_strategy="one-run guesses: 'in' for the k_pos highest scores, 'out' for the k_neg "
+                                     "lowest, fixed by simulating the claimed training's final model",
+                  trainings=1, included=int(included.sum()), n_train=n_texts,
+                  inclusion="independent fair coin per canary text; the included ones join the training texts"),
+        tables=(one_run_table(one, [b.to_dict() for b in judgement.lower_bounds]),))
