@@ -160,6 +160,26 @@ def test_torch_module_predicts_on_cuda(mlp_weights):
     np.testing.assert_allclose(target.predict_proba(X), expected, rtol=1e-4, atol=1e-6)
 
 
+def test_the_split_check_runs_on_the_targets_records(logreg):
+    """The records a classifier target supplies (features and labels) are what the runner's blind split check
+    reads (:func:`audit.membership.runner.split_check`): a fair split passes, a split by label is flagged."""
+    from threadpoolctl import threadpool_limits
+
+    from audit.membership.runner import split_check
+
+    rng = np.random.default_rng(0)
+    order = rng.permutation(len(DIGITS))
+    fair = model_from_dict("t:x", {"kind": "model", "predict_proba": logreg, "members": _data(order[:300]),
+                                   "nonmembers": _data(order[300:600])})
+    skewed = model_from_dict("t:x", {"kind": "model", "predict_proba": logreg,
+                                     "members": _data(np.flatnonzero(DIGITS.y < 5)[:300]),
+                                     "nonmembers": _data(np.flatnonzero(DIGITS.y >= 5)[:300])})
+    with threadpool_limits(1):
+        assert split_check(fair, 0.95, 1).passed
+        check = split_check(skewed, 0.95, 1)
+    assert not check.passed and check.uses_labels and check.blind_auc > 0.95
+
+
 def test_npz_csv_and_builtin_dataset_records(logreg, tmp_path):
     npz, csv, csv_first = tmp_path / "members.npz", tmp_path / "nonmembers.csv", tmp_path / "label_first.csv"
     np.savez(npz, X=DIGITS.X[MEMBERS], y=DIGITS.y[MEMBERS])

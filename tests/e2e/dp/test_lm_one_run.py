@@ -75,7 +75,8 @@ def test_lora_one_run_puts_gradient_canaries_in_the_adapters(tmp_path, capsys):
     assert res["one_run"]["expected_perfect"]["mean"] > 0
 
 
-@pytest.mark.parametrize("seed, canary", [(0, "new-token"), (1, "new-token"), (2, "new-token"), (0, "rare-bytes")])
+@pytest.mark.parametrize("seed, canary", [(0, "new-token"), (1, "new-token"), (2, "new-token"), (0, "rare-bytes")],
+                         ids=["0", "1", "2", "0-rare-bytes"])
 def test_black_box_new_token_canaries_never_exceed_the_claim(tmp_path, capsys, seed, canary):
     code = main(["run", "dp", "--target", f"{MODULE}:tiny_dp", "--one-run", "--threat", "black-box", "--canaries",
                  "64", "--canary", canary, "--quick", "-q", "--seed", str(seed), "--out", str(tmp_path)])
