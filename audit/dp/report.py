@@ -54,11 +54,17 @@ def _one_run_paragraphs(one: OneRun, game: Game, outcome: Outcome) -> list[str]:
                                   else (None, None, None, None))
     design = one.design or {}
     observation = game.observation or {}
+    if game.threat == "black-box":  # canaries in the data, read from the final model alone
+        canaries = (f"One run of your training: {format_value(one.canaries)} {game.canary_kind or 'input'} canaries "
+                    f"({format_value(one.included)} in by their fair coins), each an example the training takes "
+                    "with the data when its coin says so; the attack reads the final model alone. ")
+    else:
+        canaries = (f"One run of your training: {format_value(one.canaries)} gradient canaries "
+                    f"({format_value(one.included)} in by their fair coins; "
+                    f"{(game.canary or {}).get('directions', '')}), each joining every step like one more "
+                    "Poisson-sampled record, clipped to C. ")
     return [
-        f"One run of your training: {format_value(one.canaries)} gradient canaries "
-        f"({format_value(one.included)} in by their fair coins; {(game.canary or {}).get('directions', '')}), each "
-        f"joining every step like one more Poisson-sampled record, clipped to C. "
-        + (f"The audit ran {game.trainings_text}." if game.trainings_text else "The audit trained one model."),
+        canaries + (f"The audit ran {game.trainings_text}." if game.trainings_text else "The audit trained one model."),
         f"Guesses: 'in' for the {format_value(one.k_pos)} highest scores"
         + (f" and 'out' for the {format_value(one.k_neg)} lowest" if one.k_neg else "")
         + f", {format_value(one.correct)} right. Bound: ε ≥ {format_epsilon(best.epsilon if best else None)} (f-DP "
