@@ -130,6 +130,20 @@ def last_iterate_sentence(outcome: Outcome) -> str | None:
             f"{_eps(outcome.epsilon_theory)}. {ref.text}")
 
 
+def audited_name(outcome: Outcome) -> str:
+    """The audited target as the opening sentences name it: its name, and its description in brackets where
+    there is one.
+
+    Args:
+        outcome: the run's outcome.
+
+    Returns:
+        The name.
+    """
+    description = outcome.audited.target_description
+    return f"{outcome.target} ({description})" if description else str(outcome.target)
+
+
 def claim_sentences(outcome: Outcome) -> list[str]:
     """The sentences that open a claim audit's report: what was audited (the game in the words of the kind's
     presentation, :attr:`reports.presentation.Presentation.game`), what was found, and the last-iterate
@@ -143,8 +157,7 @@ def claim_sentences(outcome: Outcome) -> list[str]:
     """
     phrase = presentation_of(outcome.kind).function("game")
     game = phrase(outcome) if phrase is not None else "its audit game"
-    description = outcome.audited.target_description
-    who = f"{outcome.target} ({description})" if description else str(outcome.target)
+    who = audited_name(outcome)
     theory = outcome.epsilon_theory
     if theory is None:
         audited = f"What was audited: {who}, which makes no privacy claim, with {game}."

@@ -8,7 +8,7 @@ from pathlib import Path
 from audit.stats.outcome import Outcome
 from reports import plots
 from reports.formatting import format_value
-from reports.summary import claim_sentences
+from reports.summary import audited_name, claim_sentences
 
 #: The file of the extraction figure in its run directory (the report's headline).
 EXTRACTION_PNG = "extraction.png"
@@ -26,7 +26,7 @@ def sentences(outcome: Outcome) -> list[str]:
     if outcome.detail is None:  # an outcome built without its block: a claim audit's sentences
         return claim_sentences(outcome)
     ext = outcome.detail.extraction
-    who = f"{outcome.target} ({outcome.audited.target_description})"
+    who = audited_name(outcome)
     text = (f"What was found: {ext.method} recovered the model with {format_value(ext.queries)} queries (relative "
             f"parameter error {format_value(ext.param_rel_error)}, agreement {format_value(ext.agreement_test)} on "
             f"test data).")

@@ -12,7 +12,7 @@ from audit.inversion.measures import Yardstick
 from audit.stats.outcome import Outcome
 from reports.formatting import format_percent, format_value
 from reports.inversion_plots import image_grid
-from reports.summary import claim_sentences
+from reports.summary import audited_name, claim_sentences
 
 GRID_PNG = "inversion_grid.png"
 
@@ -118,7 +118,7 @@ def sentences(outcome: Outcome) -> list[str]:
     if outcome.detail is None:  # an outcome built without its block: a claim audit's sentences
         return claim_sentences(outcome)
     inv = outcome.detail.inversion
-    who = f"{outcome.target} ({outcome.audited.target_description})"
+    who = audited_name(outcome)
     access = "white-box and black-box" if inv.black_box is not None else (outcome.audited.model or {}).get("access", "")
     return [f"What was audited: MI-FACE model inversion of every class of {who}, {access}, "
             f"against a reference model trained on the same distribution without the members.",

@@ -4,7 +4,7 @@ sentences, from its block (:class:`audit.reconstruction.detail.ReconstructionDet
 from __future__ import annotations
 
 from audit.stats.outcome import Outcome
-from reports.summary import claim_sentences
+from reports.summary import audited_name, claim_sentences
 
 
 def sentences(outcome: Outcome) -> list[str]:
@@ -19,7 +19,7 @@ def sentences(outcome: Outcome) -> list[str]:
     if outcome.detail is None:  # an outcome built without its block: a claim audit's sentences
         return claim_sentences(outcome)
     rec = outcome.detail.reconstruction
-    who = f"{outcome.target} ({outcome.audited.target_description})"
+    who = audited_name(outcome)
     verdict = outcome.verdict
     return [f"What was audited: how often an informed adversary ({rec.threat} access) identifies one "
             f"training record of {who} among n equally likely candidates, against the claim's ReRo bound.",
