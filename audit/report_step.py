@@ -26,7 +26,8 @@ ADDED_BY_FINISH = ("packages",)
 
 
 def write_report(run_dir: str | os.PathLike, outcome: Outcome | None = None) -> Path:
-    """Render ``run_dir/report.html`` and refresh the index of the runs beside it (``<out>/index.html``); the
+    """Render ``run_dir/report.html`` with the figures drawn for it (``roc.png``, ``tradeoff.png``, ... as the run's
+    kind has them; a runner draws only its own) and refresh the index of the runs beside it (``<out>/index.html``); the
     line ``report written: PATH`` goes to the run's log (stderr as :func:`audit.run_context.configure_console`
     says, and log.txt).
 
