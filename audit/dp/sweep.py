@@ -71,8 +71,8 @@ def sweep_rows(opts: SweepOptions, sub_out: Path) -> list[dict]:
 
 
 def run_sweep(opts: SweepOptions) -> tuple[Path, Outcome]:
-    """Run the sweep and write a run directory whose report draws epsilon_lb against epsilon_theory; returns
-    (run directory, outcome)."""
+    """Run the sweep and write its run directory (the audits' directories inside it, without reports; the sweep's
+    report, drawn by the command, plots epsilon_lb against epsilon_theory); returns (run directory, outcome)."""
     check_confidence(opts.confidence)
     family = sweep_family(opts)
     ctx = RunContext(opts.out, "sweep", opts.target, seed=opts.seed, quiet=opts.quiet)
