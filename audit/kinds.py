@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from audit.kind_table import kind_records
+from audit.report_step import write_report
 from reports.presentation import DEFAULT, Presentation
 
 if TYPE_CHECKING:  # the kinds answer --help without importing a runner
@@ -32,7 +33,8 @@ class RunKind:
         command: The command that runs it, as config.json records it (``run dp``, ``sweep dp``).
         options: ``module:attribute`` of its options dataclass.
         run: ``module:attribute`` of its runner, ``run(options) -> (run_dir, outcome)`` (the typed
-            :class:`audit.stats.outcome.Outcome` its results.json holds).
+            :class:`audit.stats.outcome.Outcome` its results.json holds); it writes config.json and
+            results.json, and :meth:`execute` renders the report.
         summary: ``module:attribute`` of its console lines, ``summary(run_dir, outcome) -> lines``.
         register: Adds its options to the command line, ``register(kind_subparsers, common)``.
         report: How its report is drawn (headline figure, sentences, compact table); the reports read it
@@ -77,8 +79,10 @@ class RunKind:
         return getattr(importlib.import_module(module), attribute)
 
     def execute(self, options: Any) -> tuple[Path, Outcome, list[str]]:
-        """Run ``options`` (its options dataclass) and return (run directory, outcome, summary lines)."""
+        """Run ``options`` (its options dataclass), render the run's report (the runner wrote its results:
+        :func:`audit.report_step.write_report`), and return (run directory, outcome, summary lines)."""
         run_dir, outcome = self.load("run")(options)
+        write_report(run_dir, outcome)
         return run_dir, outcome, self.load("summary")(run_dir, outcome)
 
     def main(self, args: argparse.Namespace) -> Outcome:

@@ -298,7 +298,8 @@ def make_run_dir(out: str | os.PathLike, kind: str, target: str, name: str | Non
 
 class RunContext:
     """What every runner shares: the run directory and its log, the seed, the device, timing, the
-    ``results.json`` envelope, the atomic writes and the report.
+    ``results.json`` envelope and the atomic writes (the report is the command's step after the runner,
+    :func:`audit.report_step.write_report`).
 
     Use it as a context manager around the run's body: an exception that is not a
     :class:`audit.errors.UserError` (the target's code raised, or an internal error) has its full
@@ -375,10 +376,10 @@ class RunContext:
                                f"record names ({block.__name__ if block else 'none'}): a workbench bug")
         return results | detail.to_dict()
 
-    def finish(self, results: RunResults | Mapping[str, Any], config: dict, report: bool = True) -> Outcome:
-        """Complete ``results`` with the envelope (schema version, kind, seed, time, host, timing),
-        write config.json (with package versions) and results.json atomically, render the report and
-        refresh the index of the runs beside it (``<out>/index.html``); returns the typed outcome written.
+    def finish(self, results: RunResults, config: dict) -> Outcome:
+        """Complete ``results`` with the envelope (schema version, kind, seed, time, host, timing) and write
+        config.json (with package versions) and results.json atomically; returns the typed outcome written.
+        The runner's work ends here: its report is the command's step (:func:`audit.report_step.write_report`).
 
         results.json is the typed :class:`audit.stats.outcome.Outcome` of the completed results, validated
         against the schema (:func:`audit.results_file.outcome_of`) and written by the one serialiser,
@@ -387,42 +388,37 @@ class RunContext:
 
         Args:
             results: the run's typed results (:class:`audit.run_results.RunResults`, checked where the runner
-                built them), or, from a runner not yet converted to it, its blocks (typed blocks, or the plain
-                objects their ``to_dict`` gives) and, as ``detail``, its kind's own block built typed
-                (:attr:`audit.kinds.RunKind.detail`; absent: a block with nothing set).
+                built them; its ``detail`` is its kind's own block, :attr:`audit.kinds.RunKind.detail`).
             config: what config.json records (the command and its options).
-            report: render report.html and refresh the index.
 
         Returns:
             The run's :class:`audit.stats.outcome.Outcome`, as results.json holds it; every runner returns it.
+
+        Raises:
+            TypeError: ``results`` is not a :class:`audit.run_results.RunResults` (a workbench bug: its runner
+                must build them typed); inside the run's block it leaves as ``AuditIncomplete``.
         """
         from audit.results_file import outcome_of, write_outcome  # jsonschema: only when a run is written
         from audit.run_results import RunResults
         from audit.stats.blocks import UnnamedKey
         from audit.stats.outcome import Outcome
 
-        if isinstance(results, RunResults):
-            results = results.entries()
-        results = {"schema_version": SCHEMA_VERSION, "kind": self.kind, "target": self.target, "seed": self.seed} \
-            | self._flat_detail(results) | {"created": utc_now(), "host": host_info(), "volatile": VOLATILE_KEYS}
+        if not isinstance(results, RunResults):
+            raise TypeError(f"finish takes the run's RunResults (audit.run_results), not a {type(results).__name__}: "
+                            "its runner must build them typed (a workbench bug)")
+        entries = {"schema_version": SCHEMA_VERSION, "kind": self.kind, "target": self.target, "seed": self.seed} \
+            | self._flat_detail(results.entries()) | {"created": utc_now(), "host": host_info(),
+                                                      "volatile": VOLATILE_KEYS}
         write_json(self.run_dir / "config.json", config | {"packages": package_versions()})
         self.timing["total_s"] = time.perf_counter() - self.started
-        results["timing"] = dict(self.timing)
+        entries["timing"] = dict(self.timing)
         try:
-            outcome = outcome_of(results, "the results of this run", strict=True)
+            outcome = outcome_of(entries, "the results of this run", strict=True)
             assert isinstance(outcome, Outcome)  # a run's results (they carry "kind")
         except (UserError, UnnamedKey) as exc:  # a runner's bug, not the user's: the audit could not complete (exit 3)
             raise RuntimeError(f"{exc} (a workbench bug: its runner built them)") from None
         write_outcome(self.run_dir / "results.json", outcome)
         self.paths.log(f"wrote config.json and results.json (schema version {SCHEMA_VERSION})", logging.DEBUG)
-        if report:
-            # run_context is on the --help path (configure_console): imported only when a run needs it
-            from reports.html import render_report
-            from reports.index import write_index
-
-            render_report(self.run_dir, outcome, config)
-            self.say(f"report written: {self.run_dir / 'report.html'}")
-            self.paths.log(f"index refreshed: {write_index(self.paths.root)}", logging.DEBUG)
         return outcome
 
     def __enter__(self) -> RunContext:
@@ -437,13 +433,60 @@ class RunContext:
 
     def __exit__(self, kind, exc, tb) -> bool:
         self._device_scope.__exit__(kind, exc, tb)
-        if exc is not None and not isinstance(exc, (UserError, KeyboardInterrupt)):
-            self.paths.logger.error("the audit could not complete:\n%s",
-                                    "".join(traceback.format_exception(kind, exc, tb)).rstrip(), extra=FILE_ONLY)
-        self.paths.close_log()
-        if exc is None or isinstance(exc, (UserError, KeyboardInterrupt)):
-            return False
-        if isinstance(exc, AuditIncomplete):
-            exc.log_path = exc.log_path or str(self.log_path)
-            return False
-        raise AuditIncomplete(f"internal error: {type(exc).__name__}: {exc}", str(self.log_path)) from exc
+        incomplete = close_run_log(self.paths, exc)
+        if incomplete is not None:
+            raise incomplete from exc
+        return False
+
+
+def close_run_log(paths: RunPaths, exc: BaseException | None) -> AuditIncomplete | None:
+    """End a block of work on a run (its runner's, :class:`RunContext`; the command's report,
+    :func:`finished_run`): an exception that is not a :class:`audit.errors.UserError` has its traceback appended
+    to the run's log.txt, and the log is closed.
+
+    Args:
+        paths: the run's paths.
+        exc: the exception leaving the block, or None.
+
+    Returns:
+        The :class:`audit.errors.AuditIncomplete` (exit 3, naming log.txt) to raise instead of ``exc``; None when
+        ``exc`` leaves as it is (none, the user's error, an interrupt, or an ``AuditIncomplete``, which is given
+        the log's path where it names none).
+    """
+    if exc is not None and not isinstance(exc, (UserError, KeyboardInterrupt)):
+        paths.logger.error("the audit could not complete:\n%s",
+                           "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip(),
+                           extra=FILE_ONLY)
+    paths.close_log()
+    log_path = paths.run_dir / "log.txt"
+    if exc is None or isinstance(exc, (UserError, KeyboardInterrupt)):
+        return None
+    if isinstance(exc, AuditIncomplete):
+        exc.log_path = exc.log_path or str(log_path)
+        return None
+    return AuditIncomplete(f"internal error: {type(exc).__name__}: {exc}", str(log_path))
+
+
+@contextlib.contextmanager
+def finished_run(run_dir: str | os.PathLike) -> Iterator[RunPaths]:
+    """The paths of a run its runner has finished, for a step taken after it (its report,
+    :func:`audit.report_step.write_report`): their log lines go to the run's log.txt, appended, and to stderr as
+    :func:`configure_console` says; an exception leaves as it would have inside the run
+    (:func:`close_run_log`), and the log is closed at the end.
+
+    Args:
+        run_dir: the run's directory (inside ``<out>``, the folder of runs).
+
+    Yields:
+        The run's :class:`RunPaths`.
+    """
+    run_dir = Path(run_dir)
+    paths = RunPaths(run_dir.parent, run_dir, cache_dir_of(run_dir.parent))
+    try:
+        yield paths
+    except BaseException as exc:
+        incomplete = close_run_log(paths, exc)
+        if incomplete is not None:
+            raise incomplete from exc
+        raise
+    close_run_log(paths, None)

@@ -38,6 +38,7 @@ from audit.dp.setup import trainer_setup
 from audit.errors import UserError
 from audit.mechanism.runner import MechanismOptions, run_mechanism
 from audit.plugins.accounting import deciding_findings
+from audit.report_step import write_report
 from audit.stats.outcome import Outcome
 from audit.target_defaults import plugin_canary, trainer_plugin_use
 from targets.catalogue import resolve
@@ -105,19 +106,27 @@ def _one_run(label: str, what: Any, request: AuditRequest, out: str) -> tuple[Pa
 
 
 def audit_target(target: Any, request: AuditRequest) -> tuple[Path, Outcome]:
-    """Run the audit ``assert_private`` runs; returns (run directory, outcome).
+    """Run the audit ``assert_private`` runs and render its report (:func:`audit.report_step.write_report`, as the
+    command line does); returns (run directory, outcome).
 
     Args:
         target: as for :func:`assert_private`.
         request: the audit asked for (:class:`AuditRequest`).
 
     Returns:
-        The run directory and the run's :class:`audit.stats.outcome.Outcome`, whatever the verdict.
+        The run directory (results.json, config.json, report.html) and the run's
+        :class:`audit.stats.outcome.Outcome`, whatever the verdict.
 
     Raises:
         UserError: as for :func:`assert_private`.
     """
+    run_dir, outcome = _run_audit(target, request)
+    write_report(run_dir, outcome)
+    return run_dir, outcome
 
+
+def _run_audit(target: Any, request: AuditRequest) -> tuple[Path, Outcome]:
+    """The runner of the audit :func:`audit_target` asks for, run; returns (run directory, outcome)."""
     label, what = _resolve(target)
     out = str(request.out) if request.out is not None else tempfile.mkdtemp(prefix="privacy-audit-")
     if request.one_run:

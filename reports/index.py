@@ -1,7 +1,7 @@
 """``runs/index.html``: one sortable row per finished run in a folder of runs (time, kind, target,
 epsilon theory, best bound, verdict, attack AUCs), each linking to its report. Self-contained: inline
-CSS and a small inline script that sorts by a clicked column; no network. Refreshed by every run
-(:meth:`audit.run_context.RunContext.finish`) and by ``python -m audit report RUNS_DIR``."""
+CSS and a small inline script that sorts by a clicked column; no network. Refreshed with every run's report
+(:func:`audit.report_step.write_report`) and by ``python -m audit report RUNS_DIR``."""
 
 from __future__ import annotations
 

@@ -8,11 +8,13 @@ Two layers, so that other trainers can be plugged in:
   Builders here: :func:`dpsgd_setup` (registry targets, gradient or input canaries, threat models
   black-box / white-box / updates) and :func:`dperm_setup` (DP-ERM output perturbation, white-box).
 * :func:`play` runs the game for any setup: fair coins (:func:`audit.dp.game.fair_coins`),
-  ``observe``, statistics (:func:`audit.dp.game.audit_runs`), results.json, config.json and the
-  report. :func:`run_dp` = build the setup from the options + :func:`play`.
+  ``observe``, statistics (:func:`audit.dp.game.audit_runs`), results.json and config.json (the report is
+  the command's step, :func:`audit.report_step.write_report`). :func:`run_dp` = build the setup from the options
+  + :func:`play`.
 
 A plugin target (e.g. a black-box ``train(X, y, seed) -> predict_proba``) only needs to construct a
-:class:`DPAuditSetup` with its claim and an ``observe`` function and call :func:`play`.
+:class:`DPAuditSetup` with its claim and an ``observe`` function and call :func:`play` (then
+:func:`audit.report_step.write_report` for its report).
 """
 
 from __future__ import annotations
@@ -51,20 +53,19 @@ class PlayOptions:
         out: the folder of runs.
         quiet: print nothing while the audit runs.
         config_extra: more keys for config.json (e.g. the options, so that ``rerun`` repeats the run).
-        write_report: render report.html (a sweep renders its own).
         run_name: the run directory's name instead of ``<utc-time>-dp-<target>`` (the audits of a sweep).
     """
 
     out: str | Path = "runs"
     quiet: bool = False
     config_extra: dict | None = None
-    write_report: bool = True
     run_name: str | None = None
 
 
 def play(setup: DPAuditSetup, runs: int, seed: int, confidence: float,
          options: PlayOptions = PlayOptions()) -> tuple[Path, Outcome]:
-    """Toss the coins, observe the runs, bound epsilon, write results/config/report; returns (run dir, outcome).
+    """Toss the coins, observe the runs, bound epsilon, write results.json and config.json; returns (run dir,
+    outcome) (:func:`audit.report_step.write_report` renders the report).
 
     ``confidence`` is the family-wise confidence of the verdict; ``options`` says where the run goes
     (:class:`PlayOptions`). An exception from ``observe`` (the target's code, or the workbench) leaves as
@@ -116,7 +117,7 @@ def _play(ctx: RunContext, setup: DPAuditSetup, included: np.ndarray, confidence
     config = {"command": "run dp", "runs": runs, "seed": seed, "confidence": confidence,
               "setup": {"name": setup.name, "threat": setup.threat, "canary": setup.canary, "params": setup.params},
               } | setup.config | (options.config_extra or {})
-    return ctx.run_dir, ctx.finish(results, config, report=options.write_report)
+    return ctx.run_dir, ctx.finish(results, config)
 
 
 def lm_builtin_trainer(opts: DPOptions) -> TrainerPlugin:

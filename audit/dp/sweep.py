@@ -54,7 +54,7 @@ def sweep_rows(opts: SweepOptions, sub_out: Path) -> list[dict]:
             setup = build_setup(run_opts)
             runs = opts.runs or setup.default_runs
             run_dir, res = play(setup, runs, opts.seed, confidence, PlayOptions(
-                out=sub_out, quiet=opts.quiet, config_extra={"options": asdict(run_opts)}, write_report=False,
+                out=sub_out, quiet=opts.quiet, config_extra={"options": asdict(run_opts)},
                 run_name=f"{threat}-epsilon-{eps:g}"))
             est, valid = res.judged.best_estimate, res.best_lower_bound
             rows.append({"target": opts.target, "series": threat, "threat": threat, "canary": canary,
@@ -71,8 +71,8 @@ def sweep_rows(opts: SweepOptions, sub_out: Path) -> list[dict]:
 
 
 def run_sweep(opts: SweepOptions) -> tuple[Path, Outcome]:
-    """Run the sweep and write a run directory whose report draws epsilon_lb against epsilon_theory; returns
-    (run directory, outcome)."""
+    """Run the sweep and write its run directory (the audits' directories inside it, without reports; the sweep's
+    report, drawn by the command, plots epsilon_lb against epsilon_theory); returns (run directory, outcome)."""
     check_confidence(opts.confidence)
     family = sweep_family(opts)
     ctx = RunContext(opts.out, "sweep", opts.target, seed=opts.seed, quiet=opts.quiet)

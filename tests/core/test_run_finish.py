@@ -1,9 +1,10 @@
-"""RunContext.finish writes results.json only through the typed outcome (audit.results_file) and returns that
-outcome: results that follow the schema (plain objects or typed blocks) are read back into the same types (a
-kind without blocks of its own, as a new kind starts); a kind's own block is built typed by its runner and
-written beside the envelope's keys, and one given as loose keys or as another type is a runner's bug;
-results that do not, or that hold a key no block names, are a runner's bug, an audit that could not complete,
-and no results.json is written."""
+"""RunContext.finish stamps and writes: it takes the run's typed RunResults (a mapping is a workbench bug, refused
+with a clear error), writes results.json only through the typed outcome (audit.results_file) and returns that
+outcome, read back into the same types (a kind without blocks of its own, as a new kind starts); it renders no
+report (the command's step, audit.report_step). A kind's own block is built typed by its runner and written beside
+the envelope's keys, and one that clashes with the envelope's keys or is another type is a runner's bug; results
+that do not follow the schema are a runner's bug, an audit that could not complete, and no results.json is
+written."""
 
 from __future__ import annotations
 
@@ -15,50 +16,56 @@ import pytest
 from audit.errors import AuditIncomplete
 from audit.io import read_json
 from audit.results_file import load_outcome
+from audit.results_header import ResultsHeader
 from audit.run_context import RunContext
+from audit.run_results import RunResults, Unbounded
 from audit.stats.blocks import Block
 from audit.stats.outcome import Outcome, Table, Verdict
 
-ENVELOPE = {"verdict": {"status": "no-claim", "text": "no claim tested"}, "lower_bounds": [],
-            "best_lower_bound": None, "epsilon_theory": None, "delta": None, "confidence": 0.95}
+HEADER = ResultsHeader(description="a target", delta=None, confidence=0.95, epsilon_theory=None)
+NO_CLAIM = Unbounded(verdict=Verdict(status="no-claim", text="no claim tested"))
+RESULTS = RunResults(header=HEADER, judgement=NO_CLAIM)
 
 
-def test_results_are_written_as_the_typed_outcome(tmp_path) -> None:
+def test_results_are_written_as_the_typed_outcome_and_no_report(tmp_path) -> None:
     ctx = RunContext(tmp_path, "example", "laplace_count", seed=3, quiet=True)
     with ctx:
-        returned = ctx.finish(ENVELOPE, {"command": "test"}, report=False)
+        returned = ctx.finish(RESULTS, {"command": "test"})
     outcome = load_outcome(ctx.run_dir)
     assert outcome.kind == "example" and outcome.seed == 3 and outcome.verdict.status == "no-claim"
     assert isinstance(returned, Outcome) and returned == outcome  # what the runner returns is what the file holds
+    assert read_json(ctx.run_dir / "config.json")["command"] == "test"
+    assert not (ctx.run_dir / "report.html").exists() and not (tmp_path / "index.html").exists()
 
 
-def test_typed_blocks_are_written_as_their_objects(tmp_path) -> None:
-    plain, typed = RunContext(tmp_path / "a", "example", "x", seed=3, quiet=True), \
-        RunContext(tmp_path / "b", "example", "x", seed=3, quiet=True)
-    table = {"title": "T", "columns": ["c"], "rows": [[1]], "caption": "a table"}
-    with plain:
-        a = plain.finish(ENVELOPE | {"tables": [table]}, {"command": "test"}, report=False)
-    with typed:
-        b = typed.finish(ENVELOPE | {"verdict": Verdict(status="no-claim", text="no claim tested"),
-                                     "tables": [Table(title="T", columns=["c"], rows=[[1]], caption="a table")]},
-                         {"command": "test"}, report=False)
-    assert a.tables == b.tables and a.verdict == b.verdict
-    assert read_json(plain.run_dir / "results.json")["tables"] == read_json(typed.run_dir / "results.json")["tables"]
+def test_a_mapping_is_refused_as_a_workbench_bug(tmp_path) -> None:
+    """A runner that hands finish its entries as a dict (even the very entries its RunResults gives) is a bug of
+    the workbench: a clear error naming RunResults, the audit incomplete (exit 3), nothing written."""
+    ctx = RunContext(tmp_path, "example", "laplace_count", seed=3, quiet=True)
+    with pytest.raises(AuditIncomplete, match="finish takes the run's RunResults .* not a dict: its runner must "
+                                              "build them typed"):
+        with ctx:
+            ctx.finish(RESULTS.entries(), {"command": "test"})  # type: ignore[arg-type]
+    assert not (ctx.run_dir / "results.json").exists() and not (ctx.run_dir / "config.json").exists()
+    assert "TypeError: finish takes the run's RunResults" in (ctx.run_dir / "log.txt").read_text()
+
+
+def test_typed_tables_are_written_as_the_schema_reads_them(tmp_path) -> None:
+    ctx = RunContext(tmp_path, "example", "x", seed=3, quiet=True)
+    table = Table(title="T", columns=["c"], rows=[[1]], caption="a table")
+    with ctx:
+        outcome = ctx.finish(RunResults(header=HEADER, judgement=NO_CLAIM, tables=(table,)), {"command": "test"})
+    assert outcome.tables == (table,)
+    assert read_json(ctx.run_dir / "results.json")["tables"] == [
+        {"title": "T", "columns": ["c"], "rows": [[1]], "caption": "a table"}]
 
 
 def test_results_that_do_not_follow_the_schema_are_an_incomplete_audit(tmp_path) -> None:
     ctx = RunContext(tmp_path, "example", "laplace_count", seed=3, quiet=True)
+    wrong = RunResults(header=ResultsHeader(description="a target", delta=None, confidence="high"), judgement=NO_CLAIM)
     with pytest.raises(AuditIncomplete, match="does not follow the results schema"):
         with ctx:
-            ctx.finish({k: v for k, v in ENVELOPE.items() if k != "confidence"}, {"command": "test"}, report=False)
-    assert not (ctx.run_dir / "results.json").exists()
-
-
-def test_a_key_no_block_names_is_an_incomplete_audit(tmp_path) -> None:
-    ctx = RunContext(tmp_path, "example", "laplace_count", seed=3, quiet=True)
-    with pytest.raises(AuditIncomplete, match="Outcome has no field 'warnings'"):
-        with ctx:
-            ctx.finish(ENVELOPE | {"warnings": ["a key no block names"]}, {"command": "test"}, report=False)
+            ctx.finish(wrong, {"command": "test"})
     assert not (ctx.run_dir / "results.json").exists()
 
 
@@ -82,23 +89,46 @@ def example_kind_block(monkeypatch) -> None:
 def test_a_kinds_block_is_built_typed_and_written_beside_the_envelope(tmp_path, example_kind_block) -> None:
     ctx = RunContext(tmp_path, "example", "x", seed=3, quiet=True)
     with ctx:
-        returned = ctx.finish(ENVELOPE | {"detail": Letters(letters=["a", "b"])}, {"command": "test"}, report=False)
+        returned = ctx.finish(RunResults(header=HEADER, judgement=NO_CLAIM, detail=Letters(letters=["a", "b"])),
+                              {"command": "test"})
     assert read_json(ctx.run_dir / "results.json")["letters"] == ["a", "b"]  # flat: the file format of schema 4
     assert "detail" not in read_json(ctx.run_dir / "results.json")
     assert returned.detail == Letters(letters=["a", "b"]) and load_outcome(ctx.run_dir) == returned
 
 
-@pytest.mark.parametrize("results", [ENVELOPE | {"letters": ["a"]},  # the block's key given loose
-                                     ENVELOPE | {"detail": Verdict(status="no-claim", text="")}],  # another block
-                         ids=["loose key", "wrong block"])
-def test_a_kinds_block_not_built_as_its_type_is_an_incomplete_audit(tmp_path, example_kind_block, results) -> None:
+def test_a_block_of_another_type_is_an_incomplete_audit(tmp_path, example_kind_block) -> None:
     ctx = RunContext(tmp_path, "example", "x", seed=3, quiet=True)
-    with pytest.raises(AuditIncomplete, match="Letters"):
+    with pytest.raises(AuditIncomplete, match="not the block its record names \\(Letters\\)"):
         with ctx:
-            ctx.finish(results, {"command": "test"}, report=False)
+            ctx.finish(RunResults(header=HEADER, judgement=NO_CLAIM, detail=Verdict(status="no-claim", text="")),
+                       {"command": "test"})
+    assert not (ctx.run_dir / "results.json").exists()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Clash(Block):
+    """A kind's block that names one of the envelope's keys.
+
+    Attributes:
+        quick: as the envelope's.
+    """
+
+    quick: bool
+
+
+def test_a_block_key_set_beside_the_envelopes_is_an_incomplete_audit(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr("audit.results_file.detail_block", lambda kind: Clash if kind == "example" else None)
+    ctx = RunContext(tmp_path, "example", "x", seed=3, quiet=True)
+    with pytest.raises(AuditIncomplete, match="quick: keys of the example kind's block Clash, given beside"):
+        with ctx:
+            ctx.finish(RunResults(header=HEADER, judgement=NO_CLAIM, quick=True), {"command": "test"})
+    assert not (ctx.run_dir / "results.json").exists()
+
+
 @pytest.mark.parametrize("results", [
-    {"verdict": Verdict(status="no-claim", text="no claim tested", extra={"note": "a key no block names"})},
-    {"tables": [Table(title="T", columns=["c"], rows=[[1]], extra={"note": "nested"})]},
+    {"judgement": Unbounded(verdict=Verdict(status="no-claim", text="no claim tested",
+                                            extra={"note": "a key no block names"}))},
+    {"tables": (Table(title="T", columns=["c"], rows=[[1]], extra={"note": "nested"}),)},
 ], ids=["block", "nested block"])
 def test_a_runner_writing_to_extra_is_an_incomplete_audit(tmp_path, results) -> None:
     """``extra`` is for files of older versions only: a runner of any kind that sets it on a block it writes
@@ -106,5 +136,5 @@ def test_a_runner_writing_to_extra_is_an_incomplete_audit(tmp_path, results) -> 
     ctx = RunContext(tmp_path, "example", "laplace_count", seed=3, quiet=True)
     with pytest.raises(AuditIncomplete, match="has no field 'note'"):
         with ctx:
-            ctx.finish(ENVELOPE | results, {"command": "test"}, report=False)
+            ctx.finish(RunResults(**({"header": HEADER, "judgement": NO_CLAIM} | results)), {"command": "test"})
     assert not (ctx.run_dir / "results.json").exists()

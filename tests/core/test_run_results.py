@@ -1,6 +1,6 @@
 """RunResults, what a runner hands RunContext.finish: a misnamed or mistyped entry fails where the runner builds
-it (TypeError), not as a schema error when the run is written; finish writes it as the same entries given as a
-mapping; an Unbounded judgement writes no bound, its verdict, and the tradeoff curves as null only when asked."""
+it (TypeError), not as a schema error when the run is written; finish writes its entries; an Unbounded judgement
+writes no bound, its verdict, and the tradeoff curves as null only when asked."""
 
 from __future__ import annotations
 
@@ -53,17 +53,13 @@ def test_unbounded_writes_no_bound_its_verdict_and_null_curves_only_when_asked()
         "lower_bound_tradeoff": None, "family": family}
 
 
-def test_finish_writes_the_typed_results_as_the_same_entries_given_as_a_mapping(tmp_path) -> None:
+def test_finish_writes_the_typed_results_entries(tmp_path) -> None:
     results = RunResults(header=HEADER, judgement=Unbounded(verdict=VERDICT, null_curves=True), attacks={},
                          tables=(TABLE,), quick=True, target="another name")
-    written = []
-    for name, given in (("typed", results), ("mapping", results.entries())):
-        ctx = RunContext(tmp_path / name, "example", "x", seed=3, quiet=True)
-        with ctx:
-            ctx.finish(given, {"command": "test"}, report=False)
-        data = read_json(ctx.run_dir / "results.json")
-        written.append({k: v for k, v in data.items() if k not in data["volatile"]})
-    assert written[0] == written[1]
-    assert written[0]["target"] == "another name" and written[0]["quick"] is True
-    assert written[0]["tradeoff"] is None and written[0]["attacks"] == {} and written[0]["tables"][0]["title"] == "T"
-    assert "best_estimate" not in written[0] and "family" not in written[0]
+    ctx = RunContext(tmp_path, "example", "x", seed=3, quiet=True)
+    with ctx:
+        ctx.finish(results, {"command": "test"})
+    written = read_json(ctx.run_dir / "results.json")
+    assert written["target"] == "another name" and written["quick"] is True
+    assert written["tradeoff"] is None and written["attacks"] == {} and written["tables"][0]["title"] == "T"
+    assert "best_estimate" not in written and "family" not in written

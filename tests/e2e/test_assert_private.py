@@ -3,6 +3,8 @@ controls it must catch. Each bound holds at 95% confidence; seeds are fixed."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -36,9 +38,13 @@ def test_factory_callable_and_dict_forms(tmp_path):
 
     results = assert_private(honest, runs=20_000, out=tmp_path / "a")
     assert results.target == "honest_sum" and results.verdict.status == "consistent"
+    (run_dir,) = [d for d in (tmp_path / "a").iterdir() if d.is_dir() and d.name != "cache"]
+    assert (run_dir / "report.html").is_file() and (tmp_path / "a" / "index.html").is_file()  # as the command
     leaky = honest() | {"mechanism": lambda d, rng: d.sum() + rng.laplace(0, 0.25)}
-    with pytest.raises(AssertionError, match="honest_sum: empirical epsilon lower bound"):
+    with pytest.raises(AssertionError, match="honest_sum: empirical epsilon lower bound") as raised:
         assert_private(leaky, runs=20_000, out=tmp_path / "b")
+    report = str(raised.value).rsplit("report: ", 1)[1]
+    assert report.endswith("report.html") and Path(report).is_file()  # the report its message names
 
 
 def test_builtin_mechanism_and_control(tmp_path):

@@ -22,6 +22,7 @@ def test_flagship_quick_writes_report_and_bound_below_theory(tmp_path, target, c
     run = run_dirs[0]
     for name in ("config.json", "results.json", "report.html", "roc.png", "tradeoff.png"):
         assert (run / name).is_file(), name
+    assert run.name in (tmp_path / "index.html").read_text()  # the command refreshed the index of the runs
     results = json.loads((run / "results.json").read_text())
     assert results["schema_version"] == SCHEMA_VERSION
     for key in ("noise_multiplier", "clip_norm", "sample_rate", "steps"):

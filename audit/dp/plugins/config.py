@@ -203,4 +203,4 @@ def run_check_config(opts: DPOptions, plugin: TrainerPlugin | None = None, probe
                              tables=(config_table(block),))
         config = {"command": "run dp", "check_config": True, "seed": opts.seed, "options": asdict(opts),
                   "plugin": plugin_config(plugin)}
-        return ctx.run_dir, ctx.finish(results, config, report=True)
+        return ctx.run_dir, ctx.finish(results, config)

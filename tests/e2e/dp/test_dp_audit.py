@@ -26,7 +26,8 @@ DELTA = 1e-5
 def test_run_dp_dpgd_updates_end_to_end(tmp_path):
     run_dir, results = run_dp(DPOptions(target="dpgd_logreg_digits", out=str(tmp_path), runs=200, canary="dirac",
                                         threat="updates", device="cpu", quiet=True, confidence=0.999))
-    assert (run_dir / "report.html").is_file() and (run_dir / "results.json").is_file()
+    assert (run_dir / "results.json").is_file()
+    assert not (run_dir / "report.html").exists()  # a library caller of the runner asks for it (audit.report_step)
     saved = json.loads((run_dir / "results.json").read_text())
     assert saved["kind"] == "dp" and saved["game"]["runs"] == 200
     methods = {b["method"] for b in saved["lower_bounds"]}

@@ -16,6 +16,7 @@ from audit.dp.one_run.bounds import one_run_results
 from audit.dp.options import DPOptions
 from audit.dp.runner import run_dp
 from audit.errors import UserError
+from audit.report_step import write_report
 from audit.schemas import validate_results
 from audit.stats.one_run.design import DesignObjective, choose_one_run_design, simulate_dpsgd_canary_scores
 from audit.theory.dpsgd import DPSGDClaim, calibrate_noise_multiplier
@@ -97,8 +98,8 @@ def _run(*args: str, out: Path) -> subprocess.CompletedProcess:
 
 def test_one_run_end_to_end(tmp_path):
     """One training of dpsgd_audit_logreg_digits with gradient canaries: results blocks and report."""
-    run_dir, _ = run_dp(DPOptions(target="dpsgd_audit_logreg_digits", out=str(tmp_path), one_run=True, quick=True,
-                                  canaries=400, quiet=True))
+    run_dir, outcome = run_dp(DPOptions(target="dpsgd_audit_logreg_digits", out=str(tmp_path), one_run=True,
+                                        quick=True, canaries=400, quiet=True))
     results = json.loads((run_dir / "results.json").read_text())
     validate_results(results)
     assert results["kind"] == "dp" and results["game"]["one_run"] is True and results["game"]["trainings"] == 1
@@ -110,7 +111,7 @@ def test_one_run_end_to_end(tmp_path):
     assert results["best_lower_bound"]["method"] == "one-run-fdp"
     assert results["verdict"]["status"] == "consistent"
     assert results["best_lower_bound"]["epsilon"] <= one["ceiling"]
-    assert "One run of your training" in (run_dir / "report.html").read_text()
+    assert "One run of your training" in write_report(run_dir, outcome).read_text()
 
 
 def test_too_many_canaries_exit_2(tmp_path):

@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from attacks.names import ATTACKS
+from audit.report_step import write_report
 from audit.stats.metrics import dp_advantage_bound
 
 
@@ -38,4 +39,4 @@ def test_quick_dp_target_every_attack_within_advantage_bound(tmp_path):
         assert lo <= bound and attack.advantage_ci_low_vs_dp_bound == "below", name
     for entry in outcome.lower_bounds:
         assert not entry.valid or entry.epsilon <= outcome.epsilon_theory
-    assert (run_dir / "report.html").is_file()
+    assert write_report(run_dir, outcome).is_file()
