@@ -36,8 +36,7 @@ threshold family, whose rows share one simultaneous confidence event.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -46,6 +45,7 @@ from audit.errors import UserError
 from audit.stats.gdp import gaussian_fit_bound
 from audit.stats.judgement import Judgement, judge
 from audit.stats.metrics import attack_metrics
+from audit.stats.outcome import AttackMetrics
 from audit.stats.per_step import StepComposition, per_step_bound
 from audit.stats.rates import as_scores_members, operating_point
 from audit.stats.thresholds import ThresholdStrategy, choose_strategy, threshold_bounds
@@ -121,7 +121,7 @@ class RunsAudit:
 
     judgement: Judgement
     threshold_strategy: str
-    attack_metrics: dict[str, Any]
+    attack_metrics: AttackMetrics
 
 
 def audit_runs(scores: ArrayLike, included: ArrayLike, claim: PrivacyClaim | None, delta: float,
@@ -165,8 +165,7 @@ def audit_runs(scores: ArrayLike, included: ArrayLike, claim: PrivacyClaim | Non
     judgement = judge(bounds, claim=claim, delta=delta, alpha=ALPHA_GRID, family=family)
     judgement = judgement.with_verdict(flag_estimates_above_claim(judgement.verdict.to_dict(), bounds,
                                                                   judgement.epsilon_theory))
-    metrics = attack_metrics(s, inc, confidence)  # with the operating point of each threshold test drawn
-    metrics["empirical_points"] = [
+    metrics = replace(attack_metrics(s, inc, confidence), empirical_points=tuple(  # each threshold test's point
         operating_point(f"{b['method']} test ({b['details']['rule']})", b["details"], confidence)
-        for b in bounds if b["method"] == "clopper-pearson" and "fp" in b["details"]]
+        for b in bounds if b["method"] == "clopper-pearson" and "fp" in b["details"]))
     return RunsAudit(judgement=judgement, threshold_strategy=strategy.name, attack_metrics=metrics)

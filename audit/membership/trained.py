@@ -37,11 +37,11 @@ from attacks.rmia import A_GRID, choose_offline_a, label_probability, rmia_score
 from audit.errors import UserError
 from audit.membership.detail import MembershipDetail
 from audit.membership.options import MembershipOptions
-from audit.membership.trained_results import Scored, TrainedFindings, attack_entry, trained_meaning, trained_tables
+from audit.membership.trained_results import Scored, TrainedFindings, attack_entry, trained_meaning, trained_table
 from audit.results_header import ADD_REMOVE_RECORD, ResultsHeader, accountant
 from audit.run_context import RunContext
 from audit.run_results import RunResults
-from audit.stats.outcome import AttackMetrics, EpsilonBound, Game, LastIterate, Table
+from audit.stats.outcome import EpsilonBound, Game, LastIterate
 from audit.stats.split_check import SplitCheck
 from audit.theory.last_iterate import last_iterate_reference
 from targets.datasets import Dataset
@@ -320,13 +320,13 @@ def record_results(opts: MembershipOptions, model: TrainedModel, q: TrainedQueri
     (:func:`audit.results_header.results_header`), then the split check, the attacks, the game and the
     comparison with the claim."""
     split, attacks_out, delta, judgement = found.split, found.attacks, found.delta, found.judgement
-    best = None if judgement.best_lower_bound is None else judgement.best_lower_bound.to_dict()
+    best = judgement.best_lower_bound
     header = ResultsHeader(
         description=model.description, dataset=model.members.name, dataset_source=model.members.source,
         model={"arch": model.model_kind, "member_accuracy": q.accuracy["members"],
                "nonmember_accuracy": q.accuracy["nonmembers"]},
         neighbouring=ADD_REMOVE_RECORD, delta=delta, confidence=opts.confidence,
-        primary_attack=best["attack"] if best else None, epsilon_theory=judgement.epsilon_theory,
+        primary_attack=best.attack if best else None, epsilon_theory=judgement.epsilon_theory,
         accountant=accountant(model.claim), params=model.params)
     game = Game(kind="trained model", members=len(model.members), nonmembers=len(model.nonmembers),
                 records=f"the {len(model.members)} members and {len(model.nonmembers)} non-members the user gave "
@@ -340,6 +340,5 @@ def record_results(opts: MembershipOptions, model: TrainedModel, q: TrainedQueri
     return RunResults(
         header=header, judgement=judgement,
         last_iterate=LastIterate.from_dict(reference, strict=True) if reference else None,
-        attacks={name: AttackMetrics.from_dict(entry, strict=True) for name, entry in attacks_out.items()},
-        tables=tuple(Table.from_dict(t, strict=True) for t in trained_tables(attacks_out, split)), game=game,
+        attacks=attacks_out, tables=(trained_table(attacks_out, split),), game=game,
         detail=detail, quick=opts.quick)

@@ -351,7 +351,7 @@ class AuditedPluginRun:
                 "guess_counts": "chosen for the perfect attack of the updates threat, simulating the mechanism "
                                 "the probe read (noise multiplier, rate, steps)"}
 
-    def input_attack(self, confidence: float) -> dict:
+    def input_attack(self, confidence: float) -> dict[str, AttackMetrics]:
         """``attacks`` entry of the input canaries (none without them)."""
         if self.inputs is None:
             return {}
@@ -454,7 +454,7 @@ def _results(opts: DPOptions, audited: AuditedPluginRun, stats: OneRunResults) -
     metrics = {attack: attack_metrics(audited.scores, inc, opts.confidence)} | audited.input_attack(opts.confidence)
     return RunResults(
         header=header, judgement=judgement, estimate=True, family=True,
-        attacks={name: AttackMetrics.from_dict(m, strict=True) for name, m in metrics.items()},
+        attacks=metrics,
         detail=DpDetail(one_run=one,
                         config_check=block,
                         threat_coverage=[dict(zip(("mistake", "updates", "white-box", "config_check"), row,
