@@ -65,7 +65,7 @@ from audit.stats.lower_bound import SECONDARY, VERDICT
 from audit.stats.metrics import attack_metrics, dp_advantage_bound
 from audit.stats.one_run.design import CanaryMechanism
 from audit.stats.one_run.final_model import last_iterate_expectation
-from audit.stats.outcome import AttackMetrics, Game, LastIterate, Outcome, Table
+from audit.stats.outcome import AttackMetrics, LastIterate, Outcome, Table
 from audit.stats.split_check import SplitCheck, blind_split_check
 from audit.stats.text_split_check import text_split_check
 from audit.stats.verdict import Family, percent
@@ -288,7 +288,7 @@ def membership_results(opts: MembershipOptions, target: MembershipSubject, game:
         header=header, judgement=judgement,
         last_iterate=LastIterate.from_dict(reference, strict=True) if reference else None,
         attacks=attacks_out, tables=(advantage_table(attacks_out, adv_bound),),
-        game=Game.from_dict(game.summary(), strict=True), quick=opts.quick)
+        game=game.summary(), quick=opts.quick)
 
 
 #: Games simulated for the final-model perfect-attack expectation (about 1 s for 6,000 canaries).

@@ -96,7 +96,7 @@ def trained_judgement(bounds: list[dict], family: Family, claim, delta: float, w
     if bounds:
         return judgement
     return replace(judgement, ceiling=Ceiling(epsilon=None, text=f"no epsilon bound: {why}")).with_verdict(
-        judgement.verdict.to_dict() | {"text": f"no epsilon bound ({why}); attack metrics only"})
+        replace(judgement.verdict, text=f"no epsilon bound ({why}); attack metrics only"))
 
 
 def trained_table(attacks_out: dict[str, AttackMetrics], split: SplitCheck) -> Table:
