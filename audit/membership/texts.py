@@ -20,7 +20,7 @@ Sources: docs/references.md, "Language model membership", "Blind split check", "
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -173,8 +173,8 @@ class TextAudit:
         member = np.r_[np.ones(len(lm.members), bool), np.zeros(len(lm.nonmembers), bool)]
         inputs = _inputs(ctx, lm, texts, references, opts.quiet)
         scores = run_text_attacks(inputs)
-        attacks_out = {name: attack_entry(scores[name], member, split, opts.confidence, TEXT_ATTACKS[name])
-                       | ({"reference_models": references} if ATTACK_SPECS[name].needs == "references" else {})
+        attacks_out = {name: replace(attack_entry(scores[name], member, split, opts.confidence, TEXT_ATTACKS[name]),
+                                     reference_models=references if ATTACK_SPECS[name].needs == "references" else None)
                        for name in TEXT_ATTACKS if name in scores}
         return Scored(scores=scores, member=member, attacks=attacks_out, skipped=_not_run(inputs), detail=inputs)
 
