@@ -7,10 +7,13 @@ from dataclasses import dataclass
 
 from audit.errors import UserError
 
-#: What an attack scores: ``"records"``, labelled records through the model's class log-probabilities
-#: (``run membership`` of a classifier: the one-run game, or a trained model), or ``"texts"``, texts through the
-#: model's per-token log-probabilities (``run membership`` of a language model).
-RECORD_KINDS = ("records", "texts")
+#: What an attack scores: ``"records"``, labelled records through the model's class log-probabilities in the
+#: one-run canary game (``run membership`` of a classifier the audit trains, with shadow and reference models
+#: trained on the candidates); ``"trained"``, the labelled members and non-members of a classifier that exists
+#: (``run membership`` of a trained model: only reference models that are OUT for every record, so the offline
+#: attacks); or ``"texts"``, texts through the model's per-token log-probabilities (``run membership`` of a
+#: language model).
+RECORD_KINDS = ("records", "trained", "texts")
 #: What an attack on texts may need of the target beyond its per-token log-probabilities (the fields of
 #: :class:`attacks.lm_membership.TextInputs`): the next-token moments, the base model before fine-tuning, or
 #: reference models trained like the target on population texts.
@@ -34,6 +37,8 @@ class AttackSpec:
             minus the model's loss on the record, read from the label's log-probability of a record and from
             the mean token log-probability of a text); None otherwise.
         needs: On texts, what it needs beyond the target's log-probabilities (one of :data:`TEXT_NEEDS`), or None.
+        trained_references: On a trained model (``"trained"`` in ``records``), the reference models it needs
+            (RMIA offline one; LiRA offline two, to fit a variance; 0: none).
     """
 
     description: str
@@ -43,10 +48,13 @@ class AttackSpec:
     records: tuple[str, ...] = ("records",)
     on_texts: str | None = None
     needs: str | None = None
+    trained_references: int = 0
 
     def __post_init__(self) -> None:
         if not set(self.records) <= set(RECORD_KINDS) or self.needs not in (None, *TEXT_NEEDS):
             raise ValueError(f"an attack scores {RECORD_KINDS} and needs one of {TEXT_NEEDS} or nothing")
+        if self.trained_references and "trained" not in self.records:
+            raise ValueError("only an attack on a trained model needs reference models there")
 
 
 def _on_texts(description: str, needs: str | None = None) -> AttackSpec:
@@ -64,16 +72,18 @@ ATTACK_SPECS = {
     "lira_online": AttackSpec("LiRA online: likelihood ratio of per-example IN/OUT Gaussians of the logit-scaled "
                               "confidence (Carlini et al. 2022)", "references", "lira"),
     "lira_offline": AttackSpec("LiRA offline: one-sided test against the per-example OUT Gaussian (Carlini et al. "
-                               "2022)", "references", "lira"),
+                               "2022)", "references", "lira", records=("records", "trained"), trained_references=2),
     "rmia_online": AttackSpec("RMIA online: fraction of population samples whose pairwise likelihood ratio the "
                               "candidate dominates, p(x) from all reference models (Zarifzadeh et al. 2024)",
                               "references", "rmia", population=True),
     "rmia_offline": AttackSpec("RMIA offline: as rmia_online with p(x) = (1+a)/2 p_OUT(x) + (1-a)/2 from the "
                                "reference models that left the candidate out (Zarifzadeh et al. 2024)",
-                               "references", "rmia", population=True),
+                               "references", "rmia", population=True, records=("records", "trained"),
+                               trained_references=1),
     "loss": AttackSpec("loss threshold: log-probability of the label (Yeom et al. 2018)", records=RECORD_KINDS,
                        on_texts="mean token log-probability of the text (Yeom et al. 2018; Carlini et al. 2021)"),
-    "confidence": AttackSpec("confidence threshold: top-1 probability, label not used (Salem et al. 2019)"),
+    "confidence": AttackSpec("confidence threshold: top-1 probability, label not used (Salem et al. 2019)",
+                             records=("records", "trained")),
     "zlib": _on_texts("log-perplexity over the zlib entropy of the text (Carlini et al. 2021)"),
     "min_k": _on_texts("Min-K%: mean of the 20% lowest token log-probabilities (Shi et al. 2024)"),
     "min_k_plus_plus": _on_texts("Min-K%++: Min-K% of token log-probabilities standardised by the next-token "
@@ -93,6 +103,8 @@ TEXT_ATTACKS = {name: spec.on_texts or spec.description for name, spec in ATTACK
                 if "texts" in spec.records}
 #: Each attack on records, by name (those ``--attack`` takes).
 ATTACKS = {name: spec.description for name, spec in ATTACK_SPECS.items() if "records" in spec.records}
+#: The attacks a trained model supports (:data:`RECORD_KINDS`), by the reference models they need there.
+TRAINED_ATTACKS = {name: spec.trained_references for name, spec in ATTACK_SPECS.items() if "trained" in spec.records}
 #: Names accepted by ``--attack`` that stand for several attacks.
 ATTACK_GROUPS = {group: tuple(n for n, s in ATTACK_SPECS.items() if s.group == group)
                  for group in dict.fromkeys(s.group for s in ATTACK_SPECS.values() if s.group)}

@@ -155,8 +155,8 @@ def make_plots(run_dir: Path, outcome: Outcome) -> list[dict]:
     if judged.tradeoff is not None or judged.lower_bound_tradeoff is not None or _has_empirical_points(outcome):
         figures.append(_tradeoff_figure(run_dir, outcome))
     own = presentation_of(outcome.kind).function("figures")
-    if own is not None:  # the kind's own figures, drawn from its block (its record's presentation)
-        figures.extend(own(run_dir, outcome))
+    if own is not None and outcome.detail is not None:  # the kind's own figures, drawn from its block (its
+        figures.extend(own(run_dir, outcome))  # record's presentation; none for an outcome built without it)
     figures.extend(_extra_figures(run_dir, outcome))
     for figure in figures:
         figure["uri"] = _data_uri(Path(figure["path"]))

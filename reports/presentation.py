@@ -29,14 +29,15 @@ class Presentation:
         headline: File name of the figure the report opens with; None: the first figure the runner
             listed in the outcome's ``figures``.
         sentences: The kind's opening sentences, ``function(outcome) -> list[str]`` of the run's
-            :class:`audit.stats.outcome.Outcome`; None: those of a claim audit
-            (:func:`reports.summary.claim_sentences`).
+            :class:`audit.stats.outcome.Outcome`, called only with its ``detail`` block; None, or an outcome
+            built without its block: those of a claim audit (:func:`reports.summary.claim_sentences`).
         tables_lead: True when the first of the runner's ``tables`` is the compact table shown under the
             headline (not repeated below it); False: the table of attacks is built from ``attacks``.
         game: How the audit played its game in a few words, ``function(outcome) -> str``, in a claim audit's
             first sentence; None: "its audit game".
         figures: The kind's own figures drawn from its block, ``function(run_dir, outcome) -> list[dict]``
-            (each ``path``, ``title``, ``caption``), after the ROC and tradeoff figures; None: none.
+            (each ``path``, ``title``, ``caption``), after the ROC and tradeoff figures, called only with the
+            outcome's ``detail`` block; None: none.
         sections: The kind's own sections, shown open first under the headline,
             ``function(outcome) -> list[tuple[str, list[str]]]`` (title, paragraphs); None: none.
     """

@@ -183,7 +183,8 @@ def _strongest_attack(outcome: Outcome) -> str | None:
 
 def headline_sentences(outcome: Outcome) -> list[str]:
     """The two plain sentences that open a report of ``outcome`` (three for a trained model: the split
-    check comes first when it failed).
+    check comes first when it failed): the kind's own (its presentation's ``sentences``, which may read the
+    outcome's ``detail`` block, always there when they are called), else a claim audit's.
 
     Args:
         outcome: the run's outcome.
@@ -192,9 +193,9 @@ def headline_sentences(outcome: Outcome) -> list[str]:
         The sentences.
     """
     sentences = presentation_of(outcome.kind).function("sentences")
-    if sentences is not None:  # the kind's own (its record's presentation, reports.presentation)
-        return sentences(outcome)
-    return claim_sentences(outcome)
+    if sentences is not None and outcome.detail is not None:  # the kind's own, read from its block (its
+        return sentences(outcome)  # record's presentation, reports.presentation)
+    return claim_sentences(outcome)  # a kind without sentences, or an outcome built without its block
 
 
 def _bound_text(bound: Bound) -> str:

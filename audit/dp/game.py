@@ -36,8 +36,7 @@ threshold family, whose rows share one simultaneous confidence event.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -46,6 +45,7 @@ from audit.errors import UserError
 from audit.stats.gdp import gaussian_fit_bound
 from audit.stats.judgement import Judgement, judge
 from audit.stats.metrics import attack_metrics
+from audit.stats.outcome import AttackMetrics, Verdict
 from audit.stats.per_step import StepComposition, per_step_bound
 from audit.stats.rates import as_scores_members, operating_point
 from audit.stats.thresholds import ThresholdStrategy, choose_strategy, threshold_bounds
@@ -67,15 +67,15 @@ def fair_coins(runs: int, seed: int) -> np.ndarray:
     return np.random.default_rng([int(seed), 11]).random(int(runs)) < 0.5
 
 
-def flag_estimates_above_claim(verdict: dict, bounds: list[dict], epsilon_theory: float | None) -> dict:
+def flag_estimates_above_claim(verdict: Verdict, bounds: list[dict], epsilon_theory: float | None) -> Verdict:
     """A consistent verdict whose assumption-based estimates exceed the claim says so in its text
     (suspicious, worth more runs); it never becomes a violation on an estimate alone."""
     above = ([] if epsilon_theory is None else
              [b for b in bounds if not b["valid"] and epsilon_value(b["epsilon"]) > epsilon_theory + 1e-9])
-    if verdict["status"] == "consistent" and above:
-        verdict = verdict | {"text": verdict["text"] + "; but the assumption-based "
-                             + ", ".join(sorted({b["method"] for b in above}))
-                             + " estimate exceeds the claim: suspicious, check with more runs"}
+    if verdict.status == "consistent" and above:
+        verdict = replace(verdict, text=verdict.text + "; but the assumption-based "
+                          + ", ".join(sorted({b["method"] for b in above}))
+                          + " estimate exceeds the claim: suspicious, check with more runs")
     return verdict
 
 
@@ -121,7 +121,7 @@ class RunsAudit:
 
     judgement: Judgement
     threshold_strategy: str
-    attack_metrics: dict[str, Any]
+    attack_metrics: AttackMetrics
 
 
 def audit_runs(scores: ArrayLike, included: ArrayLike, claim: PrivacyClaim | None, delta: float,
@@ -163,10 +163,9 @@ def audit_runs(scores: ArrayLike, included: ArrayLike, claim: PrivacyClaim | Non
         bounds.append(per_step_bound(model.step_scores, inc, composition, delta, confidence, rng,
                                      design_sigma=model.design_sigma).to_dict())
     judgement = judge(bounds, claim=claim, delta=delta, alpha=ALPHA_GRID, family=family)
-    judgement = judgement.with_verdict(flag_estimates_above_claim(judgement.verdict.to_dict(), bounds,
+    judgement = judgement.with_verdict(flag_estimates_above_claim(judgement.verdict, bounds,
                                                                   judgement.epsilon_theory))
-    metrics = attack_metrics(s, inc, confidence)  # with the operating point of each threshold test drawn
-    metrics["empirical_points"] = [
+    metrics = replace(attack_metrics(s, inc, confidence), empirical_points=tuple(  # each threshold test's point
         operating_point(f"{b['method']} test ({b['details']['rule']})", b["details"], confidence)
-        for b in bounds if b["method"] == "clopper-pearson" and "fp" in b["details"]]
+        for b in bounds if b["method"] == "clopper-pearson" and "fp" in b["details"]))
     return RunsAudit(judgement=judgement, threshold_strategy=strategy.name, attack_metrics=metrics)

@@ -10,7 +10,7 @@ from audit.dp.detail import DpDetail
 from audit.stats.outcome import Game, OneRun, Outcome
 from reports import plots
 from reports.formatting import format_epsilon, format_interval, format_percent, format_value
-from reports.summary import CEILING_NAME, EXPECTATION_NAME, claim_sentences
+from reports.summary import CEILING_NAME, EXPECTATION_NAME
 
 #: The file of a sweep's figure in its run directory.
 EPSILON_PNG = "epsilon.png"
@@ -116,8 +116,6 @@ def sweep_sentences(outcome: Outcome) -> list[str]:
     Returns:
         The sentences.
     """
-    if outcome.detail is None:  # an outcome built without its block: a claim audit's sentences
-        return claim_sentences(outcome)
     rows = outcome.detail.rows
     eps = sorted({r.epsilon_claimed for r in rows if r.epsilon_claimed is not None})
     threats = sorted({str(r.threat) for r in rows})
@@ -150,7 +148,7 @@ def sweep_figures(run_dir: Path, outcome: Outcome) -> list[dict]:
     Returns:
         The figure's description (none without points).
     """
-    if outcome.detail is None or not outcome.detail.sweep:
+    if not outcome.detail.sweep:
         return []
     path = plots.epsilon_plot(outcome.detail.sweep, Path(run_dir) / EPSILON_PNG)
     return [{"path": path, "title": "Empirical ε lower bound vs theoretical ε",

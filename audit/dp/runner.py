@@ -38,7 +38,7 @@ from audit.quiet import quiet_libraries
 from audit.results_header import ResultsHeader, accountant
 from audit.run_context import RunContext
 from audit.run_results import RunResults
-from audit.stats.outcome import AttackMetrics, Game, LastIterate, Outcome, Table
+from audit.stats.outcome import Game, LastIterate, Outcome, Table
 from audit.theory.last_iterate import last_iterate_reference
 from targets.catalogue import is_language_model, is_plugin, resolve
 from targets.plugins.loading import TrainerPlugin, load_plugin
@@ -109,7 +109,7 @@ def _play(ctx: RunContext, setup: DPAuditSetup, included: np.ndarray, confidence
     tables = (table, *(t if isinstance(t, Table) else Table.from_dict(t, strict=True) for t in extra.pop("tables", [])))
     results = RunResults(
         header=header, judgement=judgement, estimate=True,
-        attacks={attack: AttackMetrics.from_dict(game.attack_metrics, strict=True)},
+        attacks={attack: game.attack_metrics},
         game=Game(runs=runs, canary_kind=setup.canary.get("kind"), canary=setup.canary, threat=setup.threat,
                   threshold_strategy=game.threshold_strategy, observation=obs.info,
                   included=int(included.sum()), inclusion="independent fair coin per run"),

@@ -8,7 +8,7 @@ from pathlib import Path
 from audit.stats.outcome import Outcome
 from reports import plots
 from reports.formatting import format_value
-from reports.summary import audited_name, claim_sentences
+from reports.summary import audited_name
 
 #: The file of the extraction figure in its run directory (the report's headline).
 EXTRACTION_PNG = "extraction.png"
@@ -23,8 +23,6 @@ def sentences(outcome: Outcome) -> list[str]:
     Returns:
         The sentences.
     """
-    if outcome.detail is None:  # an outcome built without its block: a claim audit's sentences
-        return claim_sentences(outcome)
     ext = outcome.detail.extraction
     who = audited_name(outcome)
     text = (f"What was found: {ext.method} recovered the model with {format_value(ext.queries)} queries (relative "
@@ -45,10 +43,8 @@ def figures(run_dir: Path, outcome: Outcome) -> list[dict]:
         outcome: the run's outcome.
 
     Returns:
-        The figure's description (none for an outcome built without its block).
+        The figure's description (the reports call it only with the outcome's block).
     """
-    if outcome.detail is None:
-        return []
     path = plots.extraction_plot(outcome.detail.extraction.methods, Path(run_dir) / EXTRACTION_PNG)
     return [{"path": path, "title": "Extraction attacks: parameter error and agreement",
              "caption": "Each attack's queries (in its label), how far the stolen parameters are from the served "

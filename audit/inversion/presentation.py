@@ -12,7 +12,7 @@ from audit.inversion.measures import Yardstick
 from audit.stats.outcome import Outcome
 from reports.formatting import format_percent, format_value
 from reports.inversion_plots import image_grid
-from reports.summary import audited_name, claim_sentences
+from reports.summary import audited_name
 
 GRID_PNG = "inversion_grid.png"
 
@@ -115,8 +115,6 @@ def sentences(outcome: Outcome) -> list[str]:
     Returns:
         The sentences.
     """
-    if outcome.detail is None:  # an outcome built without its block: a claim audit's sentences
-        return claim_sentences(outcome)
     inv = outcome.detail.inversion
     who = audited_name(outcome)
     access = "white-box and black-box" if inv.black_box is not None else (outcome.audited.model or {}).get("access", "")

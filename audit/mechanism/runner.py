@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -36,7 +36,7 @@ from audit.run_context import RunContext
 from audit.run_results import RunResults
 from audit.stats.judgement import judge
 from audit.stats.metrics import attack_metrics
-from audit.stats.outcome import AttackMetrics, Game, Outcome, Table
+from audit.stats.outcome import Game, Outcome
 from audit.stats.rates import operating_point
 from audit.stats.thresholds import choose_strategy, threshold_bounds
 from audit.stats.verdict import Family
@@ -189,7 +189,7 @@ def _audit(ctx: RunContext, opts: MechanismOptions, mech: Mechanism, delta: floa
     if isinstance(mech, PluginMechanism):  # the user's code: record what it imported, check it uses its seed
         config["plugin"] = plugin_config(mech.plugin)
         plugin_notes = mech.check_reproducible(opts.seed)
-        plugin_notes["tables"] = (Table.from_dict(reproducibility_table(plugin_notes), strict=True),)
+        plugin_notes["tables"] = (reproducibility_table(plugin_notes),)
     fit_draws = 0
     if hasattr(mech, "fit_score"):  # statistic unknown: learn it on separate draws (audit.stats.score_fit)
         fit_draws = min(opts.draws, FIT_DRAWS)
@@ -208,10 +208,9 @@ def _audit(ctx: RunContext, opts: MechanismOptions, mech: Mechanism, delta: floa
     found, bounds, family = mechanism_bounds(mech, s0, s1, delta, opts.confidence, opts.seed)
     timing["bounds_s"] = time.perf_counter() - t0
 
-    metrics = attack_metrics(scores, members, opts.confidence)
-    metrics["empirical_points"] = [operating_point(f"{b.method} test ({b.details['rule']})", b.details, opts.confidence)
-                                   for b in found]
-    metrics["description"] = "threshold test on the mechanism's likelihood-ratio statistic (Neyman-Pearson)"
+    metrics = replace(attack_metrics(scores, members, opts.confidence), empirical_points=tuple(
+        operating_point(f"{b.method} test ({b.details['rule']})", b.details, opts.confidence) for b in found),
+        description="threshold test on the mechanism's likelihood-ratio statistic (Neyman-Pearson)")
 
     judgement = judge(bounds, claim=claim, delta=delta, alpha=tradeoff_alphas(), family=family)
     pair = mech.pair_claim()
@@ -227,7 +226,7 @@ def _audit(ctx: RunContext, opts: MechanismOptions, mech: Mechanism, delta: floa
                 nominal_claim=nominal.description, nominal_epsilon=float(nominal.epsilon(delta)),
                 nulls=frozenset({"pair_epsilon", "pair_claim"} if pair is None else ()))
     results = RunResults(header=header, judgement=judgement,
-                         attacks={ATTACK_NAME: AttackMetrics.from_dict(metrics, strict=True)}, game=game,
+                         attacks={ATTACK_NAME: metrics}, game=game,
                          quick=opts.quick, **plugin_notes)
     return ctx.finish(results, config)
 

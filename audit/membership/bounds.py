@@ -13,6 +13,7 @@ import numpy as np
 from audit.stats.lower_bound import LowerBound
 from audit.stats.one_run.fdp import fdp_one_run_bound
 from audit.stats.one_run.steinke import one_run_bound
+from audit.stats.outcome import ErrorPoint
 from audit.stats.rates import rate_point
 
 #: The alpha (FPR) grid of the tradeoff curves written to results.json.
@@ -70,7 +71,8 @@ def choose_guesses(shadow_scores: np.ndarray, shadow_in: np.ndarray, delta: floa
     return best
 
 
-def empirical_points(scores: np.ndarray, member: np.ndarray, k_pos: int, confidence: float) -> list[dict]:
+def empirical_points(scores: np.ndarray, member: np.ndarray, k_pos: int,
+                     confidence: float) -> tuple[ErrorPoint, ...]:
     """(FPR, FNR) of the rule "score >= t means member" at a few thresholds, with two-sided
     Clopper–Pearson intervals: at the chosen k+ guesses and at the top 10% / 50% of scores."""
     order = np.sort(scores)[::-1]
@@ -82,6 +84,6 @@ def empirical_points(scores: np.ndarray, member: np.ndarray, k_pos: int, confide
         guess = scores >= threshold
         fpr, fpr_ci = rate_point(int((guess & ~member).sum()), n_neg, confidence)
         fnr, fnr_ci = rate_point(int((~guess & member).sum()), n_pos, confidence)
-        points.append({"label": label, "threshold": float(threshold), "fpr": fpr, "fnr": fnr,
-                       "fpr_ci": fpr_ci, "fnr_ci": fnr_ci})
-    return points
+        points.append(ErrorPoint(label=label, threshold=float(threshold), fpr=fpr, fnr=fnr, fpr_ci=fpr_ci,
+                                 fnr_ci=fnr_ci))
+    return tuple(points)

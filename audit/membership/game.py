@@ -42,6 +42,7 @@ import numpy as np
 
 from audit.choices import CRAFTED_CANARIES, MEMBERSHIP_CANARIES, SYNTHETIC_CANARIES
 from audit.errors import UserError
+from audit.stats.outcome import Game
 from targets.datasets import Dataset
 
 #: RMIA's population of synthetic canaries: fresh ones that no model trains on.
@@ -98,21 +99,20 @@ class CanaryGame:
         """Rows appended to the dataset (synthetic canaries, the population): the last rows of ``data``."""
         return len(self.data) - self.natural_rows
 
-    def summary(self) -> dict:
-        return {
-            "canaries": self.m,
-            "canary_kind": self.canary_kind,
-            "included": int(self.target_in.sum()),
-            "shadow_models": int(self.shadow_masks.shape[0]),
-            "target_train_size": int(self.target_mask.sum()),
-            "shadow_train_sizes": [int(s) for s in self.shadow_masks.sum(axis=1)],
-            "test_size": int(self.test_index.shape[0]),
-            "inclusion": "independent fair coin per canary (one-run game, Steinke et al. 2023)",
-            "reference_models": self.references,
-            "population": int(self.population.size),
-            "reference_inclusion": (f"each target canary IN exactly {self.references // 2} of {self.references} "
-                                    "reference models (LiRA, RMIA)") if self.references else None,
-        }
+    def summary(self) -> Game:
+        """results.json's ``game`` of the one-run canary game: its canaries and coins, the shadow and reference
+        models and what each trains on (``reference_inclusion`` written as null without reference models)."""
+        refs = self.references
+        return Game(
+            canaries=self.m, canary_kind=self.canary_kind, included=int(self.target_in.sum()),
+            shadow_models=int(self.shadow_masks.shape[0]), target_train_size=int(self.target_mask.sum()),
+            shadow_train_sizes=[int(s) for s in self.shadow_masks.sum(axis=1)],
+            test_size=int(self.test_index.shape[0]),
+            inclusion="independent fair coin per canary (one-run game, Steinke et al. 2023)",
+            reference_models=refs, population=int(self.population.size),
+            reference_inclusion=(f"each target canary IN exactly {refs // 2} of {refs} reference models (LiRA, "
+                                 "RMIA)") if refs else None,
+            nulls=frozenset(() if refs else {"reference_inclusion"}))
 
 
 def mislabel(y: np.ndarray, n_classes: int, rng: np.random.Generator) -> np.ndarray:

@@ -70,5 +70,5 @@ def sentences(outcome: Outcome) -> list[str]:
     Returns:
         The sentences.
     """
-    split = outcome.detail.split_check if outcome.detail is not None else None
+    split = outcome.detail.split_check
     return _trained_sentences(outcome, split) if split is not None else claim_sentences(outcome)

@@ -65,7 +65,7 @@ from audit.stats.lower_bound import SECONDARY, VERDICT
 from audit.stats.metrics import attack_metrics, dp_advantage_bound
 from audit.stats.one_run.design import CanaryMechanism
 from audit.stats.one_run.final_model import last_iterate_expectation
-from audit.stats.outcome import AttackMetrics, Game, LastIterate, Outcome, Table
+from audit.stats.outcome import AttackMetrics, LastIterate, Outcome, Table
 from audit.stats.split_check import SplitCheck, blind_split_check
 from audit.stats.text_split_check import text_split_check
 from audit.stats.verdict import Family, percent
@@ -287,9 +287,8 @@ def membership_results(opts: MembershipOptions, target: MembershipSubject, game:
     return RunResults(
         header=header, judgement=judgement,
         last_iterate=LastIterate.from_dict(reference, strict=True) if reference else None,
-        attacks={name: AttackMetrics.from_dict(entry, strict=True) for name, entry in attacks_out.items()},
-        tables=(Table.from_dict(advantage_table(attacks_out, adv_bound), strict=True),),
-        game=Game.from_dict(game.summary(), strict=True), quick=opts.quick)
+        attacks=attacks_out, tables=(advantage_table(attacks_out, adv_bound),),
+        game=game.summary(), quick=opts.quick)
 
 
 #: Games simulated for the final-model perfect-attack expectation (about 1 s for 6,000 canaries).
@@ -327,42 +326,38 @@ def attack_bound(name: str, scores: AttackScores, game: CanaryGame, chosen: dict
 
 
 def attack_entry(name: str, scores: AttackScores, game: CanaryGame, chosen: dict, opts: MembershipOptions,
-                 adv_bound: float | None, references: int, primary: bool) -> dict:
+                 adv_bound: float | None, references: int, primary: bool) -> AttackMetrics:
     """results.json's ``attacks[name]``: AUC, ROC, TPR at low FPR and advantage of one attack on the
     target (:func:`audit.stats.metrics.attack_metrics`), its empirical operating points, the DP bound
-    on its advantage and its parameters."""
+    on its advantage (written as null without a claim) and its parameters."""
     metrics = attack_metrics(scores.target, game.target_in, opts.confidence)
-    metrics["empirical_points"] = empirical_points(scores.target, game.target_in, chosen["k_pos"], opts.confidence)
-    metrics["description"] = ATTACKS[name]
-    metrics["calibrated_on"] = scores.calibrated_on
-    metrics["primary"] = primary
-    metrics["advantage_dp_bound"] = adv_bound
-    metrics["advantage_ci_low_vs_dp_bound"] = (None if adv_bound is None else
-                                               "below" if metrics["advantage_ci"][0] <= adv_bound else "above")
-    if name in LIRA_ATTACKS:
-        metrics["lira_variance"] = resolve_variance(opts.lira_variance, references)
-    if name in REFERENCE_ATTACKS:
-        metrics["reference_models"] = references
-    return metrics | scores.parameters
+    return replace(
+        metrics, empirical_points=empirical_points(scores.target, game.target_in, chosen["k_pos"], opts.confidence),
+        description=ATTACKS[name], calibrated_on=scores.calibrated_on, primary=primary,
+        advantage_dp_bound=adv_bound,
+        advantage_ci_low_vs_dp_bound=(None if adv_bound is None else
+                                      "below" if metrics.advantage_ci[0] <= adv_bound else "above"),
+        nulls=frozenset({"advantage_dp_bound", "advantage_ci_low_vs_dp_bound"} if adv_bound is None else ()),
+        lira_variance=resolve_variance(opts.lira_variance, references) if name in LIRA_ATTACKS else None,
+        reference_models=references if name in REFERENCE_ATTACKS else None, **scores.parameters)
 
 
-def advantage_table(attacks_out: dict, adv_bound: float | None) -> dict:
+def advantage_table(attacks_out: dict[str, AttackMetrics], adv_bound: float | None) -> Table:
     """The table of every attack's membership advantage against the DP bound on it (descriptive)."""
-    return {
-        "title": "Membership advantage against the DP bound",
-        "columns": ["attack", "AUC", "TPR at 0.1% FPR", "TPR at 1% FPR", "advantage", "advantage interval",
-                    "DP bound on advantage", "interval's lower end vs bound (descriptive)"],
-        "rows": [[name, a["auc"], a["tpr_at_fpr"]["0.001"], a["tpr_at_fpr"]["0.01"], a["advantage"],
-                  a["advantage_ci"],
-                  "none (non-private)" if adv_bound is None else adv_bound,
-                  "n/a" if adv_bound is None else a["advantage_ci_low_vs_dp_bound"]]
-                 for name, a in attacks_out.items()],
-        "caption": "Advantage = max over thresholds of TPR - FPR (Yeom et al. 2018). An (eps, delta)-DP target "
-                   "allows at most (e^eps - 1 + 2 delta)/(e^eps + 1). Descriptive, not a test: the interval "
-                   "(DKW bands, simultaneous over thresholds) assumes independent scores, but the canaries of "
-                   "this one-run game share one trained model, and it is not corrected for the number of "
-                   "attacks; only the primary attack's one-run bound decides the verdict.",
-    }
+    return Table(
+        title="Membership advantage against the DP bound",
+        columns=["attack", "AUC", "TPR at 0.1% FPR", "TPR at 1% FPR", "advantage", "advantage interval",
+                 "DP bound on advantage", "interval's lower end vs bound (descriptive)"],
+        rows=[[name, a.auc, a.tpr_at_fpr["0.001"], a.tpr_at_fpr["0.01"], a.advantage, a.advantage_ci,
+               "none (non-private)" if adv_bound is None else adv_bound,
+               "n/a" if adv_bound is None else a.advantage_ci_low_vs_dp_bound]
+              for name, a in attacks_out.items()],
+        caption="Advantage = max over thresholds of TPR - FPR (Yeom et al. 2018). An (eps, delta)-DP target "
+                "allows at most (e^eps - 1 + 2 delta)/(e^eps + 1). Descriptive, not a test: the interval "
+                "(DKW bands, simultaneous over thresholds) assumes independent scores, but the canaries of "
+                "this one-run game share one trained model, and it is not corrected for the number of "
+                "attacks; only the primary attack's one-run bound decides the verdict.",
+    )
 
 
 def summary_lines(run_dir: Path, outcome: Outcome) -> list[str]:

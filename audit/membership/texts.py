@@ -20,7 +20,7 @@ Sources: docs/references.md, "Language model membership", "Blind split check", "
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -38,12 +38,12 @@ from audit.membership.trained_results import (
     TrainedFindings,
     attack_entry,
     trained_meaning,
-    trained_tables,
+    trained_table,
 )
 from audit.results_header import ADD_REMOVE_RECORD, ResultsHeader, accountant
 from audit.run_context import RunContext, Stages, cache_dir_of
 from audit.run_results import RunResults
-from audit.stats.outcome import AttackMetrics, EpsilonBound, Game, Table
+from audit.stats.outcome import EpsilonBound, Game
 from audit.stats.split_check import SplitCheck
 from targets.catalogue import is_language_model
 from targets.lm.builtin import builtin_lm
@@ -173,8 +173,8 @@ class TextAudit:
         member = np.r_[np.ones(len(lm.members), bool), np.zeros(len(lm.nonmembers), bool)]
         inputs = _inputs(ctx, lm, texts, references, opts.quiet)
         scores = run_text_attacks(inputs)
-        attacks_out = {name: attack_entry(scores[name], member, split, opts.confidence, TEXT_ATTACKS[name])
-                       | ({"reference_models": references} if ATTACK_SPECS[name].needs == "references" else {})
+        attacks_out = {name: replace(attack_entry(scores[name], member, split, opts.confidence, TEXT_ATTACKS[name]),
+                                     reference_models=references if ATTACK_SPECS[name].needs == "references" else None)
                        for name in TEXT_ATTACKS if name in scores}
         return Scored(scores=scores, member=member, attacks=attacks_out, skipped=_not_run(inputs), detail=inputs)
 
@@ -202,14 +202,14 @@ def text_results(opts: MembershipOptions, lm: TrainedLM, found: TrainedFindings)
     (:func:`audit.membership.trained.record_results`), its target under ``trained_lm``."""
     split, attacks_out, references, judgement = found.split, found.attacks, found.references, found.judgement
     allowed, why = found.allowed, found.why
-    best = None if judgement.best_lower_bound is None else judgement.best_lower_bound.to_dict()
+    best = judgement.best_lower_bound
     delta = lm.delta if lm.claim is not None else NO_CLAIM_DELTA
     members = [len(t) for t in lm.members]
     header = ResultsHeader(
         description=lm.description, dataset=lm.source, dataset_source=lm.source,
         model={"arch": lm.model_kind, "member_text_chars_median": float(np.median(members))},
         neighbouring=ADD_REMOVE_RECORD, delta=delta, confidence=opts.confidence,
-        primary_attack=best["attack"] if best else None, epsilon_theory=judgement.epsilon_theory,
+        primary_attack=best.attack if best else None, epsilon_theory=judgement.epsilon_theory,
         accountant=accountant(lm.claim), params=lm.params)
     population = len(lm.population or [])
     game = Game(members=len(lm.members), nonmembers=len(lm.nonmembers), membership=lm.membership,
@@ -225,6 +225,5 @@ def text_results(opts: MembershipOptions, lm: TrainedLM, found: TrainedFindings)
                               meaning=trained_meaning(lm, split, attacks_out, best, delta))
     return RunResults(
         header=header, judgement=judgement,
-        attacks={name: AttackMetrics.from_dict(entry, strict=True) for name, entry in attacks_out.items()},
-        tables=tuple(Table.from_dict(t, strict=True) for t in trained_tables(attacks_out, split)), game=game,
+        attacks=attacks_out, tables=(trained_table(attacks_out, split),), game=game,
         detail=detail, quick=opts.quick)

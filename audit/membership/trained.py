@@ -25,23 +25,24 @@ rest, on records as on texts.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from tqdm.auto import tqdm
 
-from attacks.lira import lira_offline_scores, logit_confidence, resolve_variance
-from attacks.membership import confidence_scores, loss_scores
-from attacks.names import ATTACKS, REFERENCE_ATTACKS, expand_attacks
-from attacks.rmia import A_GRID, choose_offline_a, label_probability, rmia_scores
+from attacks.lira import resolve_variance
+from attacks.membership import AttackInputs, AttackOptions
+from attacks.names import ATTACKS, LIRA_ATTACKS, REFERENCE_ATTACKS, TRAINED_ATTACKS, expand_attacks
+from attacks.rmia import A_GRID, choose_offline_a, label_probability
+from attacks.trained_membership import run_trained_attacks
 from audit.errors import UserError
 from audit.membership.detail import MembershipDetail
 from audit.membership.options import MembershipOptions
-from audit.membership.trained_results import Scored, TrainedFindings, attack_entry, trained_meaning, trained_tables
+from audit.membership.trained_results import Scored, TrainedFindings, attack_entry, trained_meaning, trained_table
 from audit.results_header import ADD_REMOVE_RECORD, ResultsHeader, accountant
 from audit.run_context import RunContext
 from audit.run_results import RunResults
-from audit.stats.outcome import AttackMetrics, EpsilonBound, Game, LastIterate, Table
+from audit.stats.outcome import AttackMetrics, EpsilonBound, Game, LastIterate
 from audit.stats.split_check import SplitCheck
 from audit.theory.last_iterate import last_iterate_reference
 from targets.datasets import Dataset
@@ -52,9 +53,6 @@ from targets.trained_model import TrainedModel, load_trained_model
 RMIA_POPULATION = 1000
 #: Largest number of pool records the reference models are queried on for RMIA's calibration games.
 CALIBRATION_ROWS = 2000
-#: Attacks a trained model supports, by the reference models they need (0: none; LiRA offline fits a
-#: variance, so 2).
-TRAINED_ATTACKS = {"loss": 0, "confidence": 0, "rmia_offline": 1, "lira_offline": 2}
 #: Reference models allowed by ``--references`` for a trained model.
 TRAINED_REFERENCES = (0, 1, 2, 4)
 #: RMIA offline parameter on a trained model with one reference model (no calibration game to choose it on)
@@ -136,7 +134,7 @@ def trained_attacks(requested: tuple[str, ...], references: int) -> tuple[tuple[
             run.append(name)
     if not run:
         raise UserError(f"none of the attacks {', '.join(requested)} applies to a trained model with {references} "
-                        f"reference models; use --attack loss,confidence,rmia_offline,lira_offline")
+                        f"reference models; use --attack {','.join(TRAINED_ATTACKS)}")
     return tuple(run), skipped
 
 
@@ -227,43 +225,30 @@ def trained_rmia_a(q: TrainedQueries, given: float | None) -> tuple[float, str]:
 
 def trained_scores(names: tuple[str, ...], q: TrainedQueries, lira_variance: str,
                    rmia_a: float | None) -> dict[str, np.ndarray]:
-    """Each attack's scores (n,) on the audited records (higher = member): loss [Yeom et al. 2018],
-    confidence [Salem et al. 2019], LiRA offline [Carlini et al. 2022, Eq. 4 and Sec. IV-C] against the
-    reference models' OUT Gaussian, RMIA offline [Zarifzadeh et al. 2024, Eq. 5] with every reference
-    model OUT and offline parameter ``rmia_a`` (None: :data:`TRAINED_RMIA_A`; :func:`trained_rmia_a`)
-    (:mod:`audit.membership.trained`)."""
-    out = {}
-    ref_out = None if q.reference_lp is None else np.zeros(q.reference_lp.shape[:2], dtype=bool)
-    for name in names:
-        if name == "loss":
-            out[name] = loss_scores(q.target_lp, q.labels)
-        elif name == "confidence":
-            out[name] = confidence_scores(q.target_lp)
-        elif name == "lira_offline":
-            out[name] = lira_offline_scores(logit_confidence(q.target_lp, q.labels),
-                                            logit_confidence(q.reference_lp, q.labels), lira_variance)
-        elif name == "rmia_offline":
-            a = TRAINED_RMIA_A if rmia_a is None else rmia_a
-            out[name] = rmia_scores(label_probability(q.target_lp, q.labels),
-                                    label_probability(q.reference_lp, q.labels), ref_out,
-                                    label_probability(q.population_lp, q.population_labels),
-                                    label_probability(q.reference_population_lp, q.population_labels), a)
-    return out
+    """Each attack's scores (n,) on the audited records (higher = member), by the scorers registered on
+    ``"trained"`` records (:mod:`attacks.trained_membership`: loss, confidence, LiRA offline, RMIA offline), RMIA
+    with offline parameter ``rmia_a`` (None: :data:`TRAINED_RMIA_A`; :func:`trained_rmia_a`)."""
+    inp = AttackInputs(n_classes=q.target_lp.shape[-1], labels=q.labels, target_lp=q.target_lp,
+                       reference_lp=q.reference_lp, population_labels=q.population_labels,
+                       population_lp=q.population_lp, reference_population_lp=q.reference_population_lp)
+    options = AttackOptions(lira_variance=lira_variance, rmia_a=TRAINED_RMIA_A if rmia_a is None else rmia_a)
+    return run_trained_attacks(names, inp, options)
 
 
 def _trained_attack_entries(scores: dict[str, np.ndarray], q: TrainedQueries, split: SplitCheck, opts,
-                            references: int, rmia_a: tuple[float, str] | None) -> dict[str, dict]:
+                            references: int, rmia_a: tuple[float, str] | None) -> dict[str, AttackMetrics]:
+    """Each attack's results entry (:func:`audit.membership.trained_results.attack_entry`) with what it used: the
+    reference models, LiRA's variance, RMIA's ``a`` and where it comes from."""
     attacks_out = {}
     for name, s in scores.items():
-        metrics = attack_entry(s, q.member, split, opts.confidence, ATTACKS[name])
-        if name in REFERENCE_ATTACKS:
-            metrics["reference_models"] = references
-        if name == "lira_offline":
-            metrics["lira_variance"] = resolve_variance(opts.lira_variance, references)
-        if name == "rmia_offline":
-            metrics["a"], metrics["a_chosen_on"] = rmia_a
-        attacks_out[name] = metrics
+        a, a_chosen_on = rmia_a if name == "rmia_offline" else (None, None)
+        attacks_out[name] = replace(
+            attack_entry(s, q.member, split, opts.confidence, ATTACKS[name]),
+            reference_models=references if name in REFERENCE_ATTACKS else None,
+            lira_variance=resolve_variance(opts.lira_variance, references) if name in LIRA_ATTACKS else None,
+            a=a, a_chosen_on=a_chosen_on)
     return attacks_out
+
 
 @dataclass(frozen=True, eq=False)
 class RecordAudit:
@@ -320,13 +305,13 @@ def record_results(opts: MembershipOptions, model: TrainedModel, q: TrainedQueri
     (:func:`audit.results_header.results_header`), then the split check, the attacks, the game and the
     comparison with the claim."""
     split, attacks_out, delta, judgement = found.split, found.attacks, found.delta, found.judgement
-    best = None if judgement.best_lower_bound is None else judgement.best_lower_bound.to_dict()
+    best = judgement.best_lower_bound
     header = ResultsHeader(
         description=model.description, dataset=model.members.name, dataset_source=model.members.source,
         model={"arch": model.model_kind, "member_accuracy": q.accuracy["members"],
                "nonmember_accuracy": q.accuracy["nonmembers"]},
         neighbouring=ADD_REMOVE_RECORD, delta=delta, confidence=opts.confidence,
-        primary_attack=best["attack"] if best else None, epsilon_theory=judgement.epsilon_theory,
+        primary_attack=best.attack if best else None, epsilon_theory=judgement.epsilon_theory,
         accountant=accountant(model.claim), params=model.params)
     game = Game(kind="trained model", members=len(model.members), nonmembers=len(model.nonmembers),
                 records=f"the {len(model.members)} members and {len(model.nonmembers)} non-members the user gave "
@@ -340,6 +325,5 @@ def record_results(opts: MembershipOptions, model: TrainedModel, q: TrainedQueri
     return RunResults(
         header=header, judgement=judgement,
         last_iterate=LastIterate.from_dict(reference, strict=True) if reference else None,
-        attacks={name: AttackMetrics.from_dict(entry, strict=True) for name, entry in attacks_out.items()},
-        tables=tuple(Table.from_dict(t, strict=True) for t in trained_tables(attacks_out, split)), game=game,
+        attacks=attacks_out, tables=(trained_table(attacks_out, split),), game=game,
         detail=detail, quick=opts.quick)

@@ -19,7 +19,7 @@ from audit.stats.judgement import Judgement, judge
 from audit.stats.lower_bound import VERDICT
 from audit.stats.metrics import attack_metrics
 from audit.stats.one_run.steinke import one_run_bound
-from audit.stats.outcome import Ceiling, Outcome
+from audit.stats.outcome import AttackMetrics, BestBound, Ceiling, Outcome, Table
 from audit.stats.split_check import SplitCheck, auc_score_interval
 from audit.stats.verdict import Family, percent
 from targets.trained_model import TrainedSubject
@@ -77,19 +77,16 @@ def trained_bounds(scores: dict[str, np.ndarray], member: np.ndarray, delta: flo
 
 
 def attack_entry(scores: np.ndarray, member: np.ndarray, split: SplitCheck, confidence: float,
-                 description: str) -> dict:
+                 description: str) -> AttackMetrics:
     """One attack's results.json entry on a trained model (classifier or language model): its metrics
     (:func:`audit.stats.metrics.attack_metrics`), a descriptive Hanley–McNeil interval of its AUC (records scored
     by one model, taken as independent draws), its empirical points, and the blind AUC beside it."""
     n1, n0 = int(member.sum()), int((~member).sum())
     z = float(stats.norm.ppf(0.5 + confidence / 2))
     metrics = attack_metrics(scores, member, confidence)
-    metrics["auc_ci"] = list(auc_score_interval(metrics["auc"], n1, n0, z))
-    metrics["empirical_points"] = empirical_points(scores, member, max(1, len(scores) // 100), confidence)
-    metrics["description"] = description
-    metrics["blind_auc"] = split.blind_auc
-    metrics["blind_auc_ci"] = list(split.blind_auc_ci)
-    return metrics
+    return replace(metrics, auc_ci=list(auc_score_interval(metrics.auc, n1, n0, z)),
+                   empirical_points=empirical_points(scores, member, max(1, len(scores) // 100), confidence),
+                   description=description, blind_auc=split.blind_auc, blind_auc_ci=list(split.blind_auc_ci))
 
 
 def trained_judgement(bounds: list[dict], family: Family, claim, delta: float, why: str) -> Judgement:
@@ -99,45 +96,45 @@ def trained_judgement(bounds: list[dict], family: Family, claim, delta: float, w
     if bounds:
         return judgement
     return replace(judgement, ceiling=Ceiling(epsilon=None, text=f"no epsilon bound: {why}")).with_verdict(
-        judgement.verdict.to_dict() | {"text": f"no epsilon bound ({why}); attack metrics only"})
+        replace(judgement.verdict, text=f"no epsilon bound ({why}); attack metrics only"))
 
 
-def trained_tables(attacks_out: dict, split: SplitCheck) -> list[dict]:
+def trained_table(attacks_out: dict[str, AttackMetrics], split: SplitCheck) -> Table:
     """The table of every attack's AUC beside the blind classifier's (a trained model's audit)."""
     lo, hi = split.blind_auc_ci
-    return [{
-        "title": "Attack AUC beside the blind classifier's",
-        "columns": ["attack", "AUC", "AUC interval", "blind AUC (never sees the model)", "blind AUC interval",
-                    "TPR at 0.1% FPR", "TPR at 1% FPR"],
-        "rows": [[name, a["auc"], a.get("auc_ci"), split.blind_auc, [lo, hi], a["tpr_at_fpr"]["0.001"],
-                  a["tpr_at_fpr"]["0.01"]] for name, a in attacks_out.items()],
-        "caption": "An attack measures the model only by what it adds to the blind classifier, which sees the records "
-                   "(features and labels, or texts) and never the model. When the blind interval excludes 0.5 the "
-                   "split itself separates members from non-members, and an attack's AUC mixes that with the model's "
-                   "leakage.",
-    }]
+    return Table(
+        title="Attack AUC beside the blind classifier's",
+        columns=["attack", "AUC", "AUC interval", "blind AUC (never sees the model)", "blind AUC interval",
+                 "TPR at 0.1% FPR", "TPR at 1% FPR"],
+        rows=[[name, a.auc, a.auc_ci, split.blind_auc, [lo, hi], a.tpr_at_fpr["0.001"], a.tpr_at_fpr["0.01"]]
+              for name, a in attacks_out.items()],
+        caption="An attack measures the model only by what it adds to the blind classifier, which sees the records "
+                "(features and labels, or texts) and never the model. When the blind interval excludes 0.5 the "
+                "split itself separates members from non-members, and an attack's AUC mixes that with the model's "
+                "leakage.",
+    )
 
 
-def trained_meaning(model: TrainedSubject, split: SplitCheck, attacks_out: dict, best: dict | None,
-                    delta: float) -> str:
+def trained_meaning(model: TrainedSubject, split: SplitCheck, attacks_out: dict[str, AttackMetrics],
+                    best: BestBound | None, delta: float) -> str:
     """One sentence on what the numbers mean for this model (a trained classifier or language model)."""
-    name = max(attacks_out, key=lambda n: (attacks_out[n]["tpr_at_fpr"]["0.001"], attacks_out[n]["auc"]))
+    name = max(attacks_out, key=lambda n: (attacks_out[n].tpr_at_fpr["0.001"], attacks_out[n].auc))
     a = attacks_out[name]
     if not split.passed:
-        best_auc = max(x["auc"] for x in attacks_out.values())
+        best_auc = max(x.auc for x in attacks_out.values())
         return (f"The blind classifier alone reaches AUC {split.blind_auc:.3f}: members and non-members differ as "
                 f"records, so the attacks' AUCs (up to {best_auc:.3f}) cannot be read as this model's "
                 f"leakage; audit it again on members and non-members drawn at random from one source.")
-    tpr = a["tpr_at_fpr"]["0.001"]
+    tpr = a.tpr_at_fpr["0.001"]
     text = (f"The split looks random, so the attacks measure the model: the strongest at low false-positive "
-            f"rates, {name}, reaches AUC {a['auc']:.3f} and identifies {tpr:.1%} of the {len(model.members)} "
+            f"rates, {name}, reaches AUC {a.auc:.3f} and identifies {tpr:.1%} of the {len(model.members)} "
             f"members at 0.1% false positives (chance: 0.1%).")
-    if best is not None and float(best["epsilon"]) > 0:
+    if best is not None and float(best.epsilon) > 0:
         text += (f" With the stated fair coins, the model is not (epsilon, {delta:g})-DP for any epsilon below "
-                 f"{float(best['epsilon']):.3g} (one-run bound, {percent(best['family_confidence'])} confidence).")
+                 f"{float(best.epsilon):.3g} (one-run bound, {percent(best.family_confidence)} confidence).")
     elif best is not None:
         text += (f" With the stated fair coins the attacks certify no leakage (one-run bound epsilon >= 0 at "
-                 f"{percent(best['family_confidence'])} confidence): weak attacks, not a proof of privacy.")
+                 f"{percent(best.family_confidence)} confidence): weak attacks, not a proof of privacy.")
     return text
 
 
@@ -150,7 +147,7 @@ class Scored(NamedTuple):
 
     scores: dict[str, np.ndarray]
     member: np.ndarray
-    attacks: dict[str, dict]
+    attacks: dict[str, AttackMetrics]
     skipped: dict[str, str]
     detail: Any
 
@@ -172,7 +169,7 @@ class TrainedFindings:
     """
 
     split: SplitCheck
-    attacks: dict
+    attacks: dict[str, AttackMetrics]
     skipped: dict
     references: int
     judgement: Judgement

@@ -71,7 +71,7 @@ import numpy as np
 from audit.plugins.final_model import final_model_check
 from audit.plugins.probe import Probe, require_steps, run_once
 from audit.stats.noise_check import NoiseCheck, check_noise
-from audit.stats.outcome import ConfigCheck, Finding, Table
+from audit.stats.outcome import ClippingCheck, ConfigCheck, Finding, Table
 from audit.stats.sampling_check import rate_test, sampling_from_batches
 from audit.theory.config_check import (
     DPSGDConfig,
@@ -132,25 +132,25 @@ def read_config(recorder: UpdateRecorder, sigma: float, dataset_size: int) -> DP
                        batch_sizes=tuple(sizes) if len(sizes) == recorder.steps else ())
 
 
-def clipping_check(recorder: UpdateRecorder) -> dict[str, Any]:
+def clipping_check(recorder: UpdateRecorder) -> ClippingCheck:
     """Whether every step's clipped data sum has norm <= C x its batch size (module docstring)."""
     pairs = [(norm, b.size) for norm, b in zip(recorder.data_norms, recorder.batches, strict=True) if b is not None]
     if not pairs:
         why = ("they came from examples that are not the records (the records finding)" if recorder.foreign else
                "pass batch= to add_canary, or iterate a torch DataLoader over the training set")
-        return {"checked": False, "problem": False,
-                "message": f"Could not read: the records of each step were not seen ({why}), so per-example "
-                           "clipping was not checked."}
+        return ClippingCheck(checked=False, problem=False,
+                             message=f"Could not read: the records of each step were not seen ({why}), so "
+                                     "per-example clipping was not checked.")
     c = float(recorder.clip_norm)
     ratio = max(norm / (c * max(size, 1)) if norm > 0 else 0.0 for norm, size in pairs)
     worst = max(range(len(pairs)), key=lambda i: pairs[i][0] - c * pairs[i][1])
     bad = sum(norm > c * size * (1 + CLIP_SLACK) + 1e-9 for norm, size in pairs)
-    out = {"checked": True, "problem": bad > 0, "steps_checked": len(pairs), "steps_over": int(bad),
-           "largest_norm_over_c_times_batch": ratio, "worst_step": {"norm": pairs[worst][0], "batch": pairs[worst][1]}}
-    out["message"] = (f"{bad} of {len(pairs)} steps have a clipped data sum longer than C x batch size (largest "
-                      f"ratio {ratio:.3g}): the code does not clip each example to C." if bad else
-                      f"Every step's clipped data sum is within C x its batch size ({len(pairs)} steps).")
-    return out
+    return ClippingCheck(
+        checked=True, problem=bad > 0, steps_checked=len(pairs), steps_over=int(bad),
+        largest_norm_over_c_times_batch=ratio, worst_step={"norm": pairs[worst][0], "batch": pairs[worst][1]},
+        message=(f"{bad} of {len(pairs)} steps have a clipped data sum longer than C x batch size (largest ratio "
+                 f"{ratio:.3g}): the code does not clip each example to C." if bad else
+                 f"Every step's clipped data sum is within C x its batch size ({len(pairs)} steps)."))
 
 
 def unread_findings(block: ConfigCheck) -> list[Finding]:
@@ -301,9 +301,9 @@ def accounting_check(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: 
     findings += noise.findings
     findings += sampling_findings(recorder, len(X), config.rate, alphas, seed)
     clipping = clipping_check(recorder)
-    findings.append(Finding.checked("clipping", clipping["problem"], True, clipping["message"],
-                                    "clip each example's gradient to C before summing" if clipping["problem"] else "",
-                                    clipping, read=clipping["checked"]))
+    findings.append(Finding.checked("clipping", clipping.problem, True, clipping.message,
+                                    "clip each example's gradient to C before summing" if clipping.problem else "",
+                                    clipping.to_dict(), read=clipping.checked))
     noisy_enough = sigma >= MIN_SIGMA * needed
     def sigma_of(run: UpdateRecorder) -> float:  # a hooked loop: the probe's measurement; Opacus: as for the probe
         return sigma if sigma_code is None else max(measured_sigma(noise, run.source.noise_multiplier), tiny)

@@ -4,7 +4,7 @@ sentences, from its block (:class:`audit.reconstruction.detail.ReconstructionDet
 from __future__ import annotations
 
 from audit.stats.outcome import Outcome
-from reports.summary import audited_name, claim_sentences
+from reports.summary import audited_name
 
 
 def sentences(outcome: Outcome) -> list[str]:
@@ -16,8 +16,6 @@ def sentences(outcome: Outcome) -> list[str]:
     Returns:
         The sentences.
     """
-    if outcome.detail is None:  # an outcome built without its block: a claim audit's sentences
-        return claim_sentences(outcome)
     rec = outcome.detail.reconstruction
     who = audited_name(outcome)
     verdict = outcome.verdict

@@ -66,16 +66,16 @@ class Judgement:
                        best_lower_bound=(None if self.best_lower_bound is None else
                                          replace(self.best_lower_bound, attack=attack)))
 
-    def with_verdict(self, verdict: Mapping[str, Any]) -> Judgement:
+    def with_verdict(self, verdict: Verdict) -> Judgement:
         """The same judgement with another verdict (a runner's flag or a combined check).
 
         Args:
-            verdict: the verdict's object.
+            verdict: the verdict.
 
         Returns:
             The judgement.
         """
-        return replace(self, verdict=Verdict.from_dict(verdict))
+        return replace(self, verdict=verdict)
 
     def blocks(self, *, estimate: bool = False, family: bool = False) -> dict[str, Any]:
         """The outcome's entries of this judgement (the objects ``results.json`` holds).

@@ -17,6 +17,7 @@ from numpy.typing import ArrayLike
 from sklearn import metrics as skm
 
 from audit.errors import UserError
+from audit.stats.outcome import AttackMetrics, Roc
 from audit.stats.rates import as_scores_members, cp_lower, cp_upper
 from audit.theory.checks import check_delta, check_epsilon
 
@@ -168,13 +169,13 @@ def balanced_accuracy(scores: ArrayLike, members: ArrayLike) -> float:
     return 0.5 * (1.0 + membership_advantage(scores, members))
 
 
-def downsample_roc(fpr: ArrayLike, tpr: ArrayLike, max_points: int = MAX_ROC_POINTS) -> dict:
+def downsample_roc(fpr: ArrayLike, tpr: ArrayLike, max_points: int = MAX_ROC_POINTS) -> Roc:
     """Thin an ROC step curve for plotting while keeping the low-FPR region.
 
     Keeps the two extreme points and, for FPR values on a log-spaced grid from the smallest
     positive FPR to 1 (plus a linear grid), the last curve point at or below the grid value and
     the first one above it, so both corners of each step near the grid value survive. Returns
-    ``{"fpr": [...], "tpr": [...]}`` with at most ``max_points`` points (python floats).
+    the curve (:class:`audit.stats.outcome.Roc`) with at most ``max_points`` points (python floats).
 
     Args:
         fpr: the ROC curve's false-positive rates, non-decreasing.
@@ -187,7 +188,7 @@ def downsample_roc(fpr: ArrayLike, tpr: ArrayLike, max_points: int = MAX_ROC_POI
     f = np.asarray(fpr, dtype=float)
     t = np.asarray(tpr, dtype=float)
     if f.size <= max_points:
-        return {"fpr": [float(x) for x in f], "tpr": [float(x) for x in t]}
+        return Roc(fpr=[float(x) for x in f], tpr=[float(x) for x in t])
     positive = f[f > 0]
     fmin = float(positive.min()) if positive.size else 1.0
     n_grid = max(2, (max_points - 2) // 2)
@@ -201,17 +202,17 @@ def downsample_roc(fpr: ArrayLike, tpr: ArrayLike, max_points: int = MAX_ROC_POI
             idx = cand
             break
     keep = np.array(sorted(idx))
-    return {"fpr": [float(x) for x in f[keep]], "tpr": [float(x) for x in t[keep]]}
+    return Roc(fpr=[float(x) for x in f[keep]], tpr=[float(x) for x in t[keep]])
 
 
-def attack_metrics(scores: ArrayLike, members: ArrayLike, confidence: float = 0.95) -> dict:
-    """All attack-strength metrics as JSON-friendly python types.
+def attack_metrics(scores: ArrayLike, members: ArrayLike, confidence: float = 0.95) -> AttackMetrics:
+    """All attack-strength metrics, as the results block of an attack (:class:`audit.stats.outcome.AttackMetrics`,
+    python types; a caller adds its own fields with ``dataclasses.replace``).
 
-    Keys: ``auc``, ``balanced_accuracy``, ``advantage``, ``advantage_ci`` (:func:`advantage_interval`),
+    Fields set: ``auc``, ``balanced_accuracy``, ``advantage``, ``advantage_ci`` (:func:`advantage_interval`),
     ``tpr_at_fpr`` ({"0.01", "0.001"}),
     ``tpr_at_fpr_ci`` ({"0.01": [lo, hi], ...}, Clopper–Pearson at ``confidence``), ``roc``
-    ({"fpr", "tpr"}, downsampled to at most 400 points by :func:`downsample_roc`), ``n_members``,
-    ``n_nonmembers``.
+    (downsampled to at most 400 points by :func:`downsample_roc`), ``n_members``, ``n_nonmembers``.
 
     Args:
         scores: one attack score per record (higher: more likely a member).
@@ -219,7 +220,7 @@ def attack_metrics(scores: ArrayLike, members: ArrayLike, confidence: float = 0.
         confidence: the confidence of the intervals, in (0, 1).
 
     Returns:
-        The dict of metrics above.
+        The metrics above.
 
     Raises:
         UserError: no members or no non-members.
@@ -235,17 +236,17 @@ def attack_metrics(scores: ArrayLike, members: ArrayLike, confidence: float = 0.
         out_ci[str(target)] = [r["lo"], r["hi"]]
     # the ROC for plotting: corners only (collinear points carry no information)
     f_d, t_d, _ = skm.roc_curve(m.astype(int), s, drop_intermediate=True)
-    return {
-        "auc": float(skm.roc_auc_score(m.astype(int), s)),
-        "balanced_accuracy": 0.5 * (1.0 + adv),
-        "advantage": adv,
-        "advantage_ci": advantage_interval(s, m, confidence),
-        "tpr_at_fpr": out_tpr,
-        "tpr_at_fpr_ci": out_ci,
-        "roc": downsample_roc(f_d, t_d),
-        "n_members": int(m.sum()),
-        "n_nonmembers": int(m.size - m.sum()),
-    }
+    return AttackMetrics(
+        auc=float(skm.roc_auc_score(m.astype(int), s)),
+        balanced_accuracy=0.5 * (1.0 + adv),
+        advantage=adv,
+        advantage_ci=advantage_interval(s, m, confidence),
+        tpr_at_fpr=out_tpr,
+        tpr_at_fpr_ci=out_ci,
+        roc=downsample_roc(f_d, t_d),
+        n_members=int(m.sum()),
+        n_nonmembers=int(m.size - m.sum()),
+    )
 
 
 def dp_advantage_bound(epsilon: float, delta: float) -> float:

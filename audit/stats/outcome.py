@@ -29,7 +29,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Verdict", "Ceiling", "Curve", "Bound", "BestBound", "ErrorPoint", "Roc", "AttackMetrics", "Table",
-    "Family", "SplitCheck", "Figure", "Game", "ExpectedPerfect", "LastIterate", "OneRun", "Finding", "ConfigCheck",
+    "Family", "SplitCheck", "Figure", "Game", "ExpectedPerfect", "LastIterate", "OneRun", "Finding", "ClippingCheck",
+    "ConfigCheck",
     "EpsilonBound", "Inversion", "ExtractionMethod", "Extraction", "ReconstructionPoint", "Reconstruction",
     "SweepPoint", "SweepRow", "Stamp", "Audited", "Judged", "Detail", "Outcome", "CompareRow", "Comparison",
 ]
@@ -583,6 +584,30 @@ class Finding(Block):
 
 
 @dataclass(frozen=True, kw_only=True)
+class ClippingCheck(Block):
+    """``config_check.clipping``: whether every step's clipped data sum has norm at most C times its batch size
+    (:func:`audit.plugins.accounting.clipping_check` computes it; the same numbers are its finding's details).
+
+    Attributes:
+        checked: whether the records of the steps were seen (else nothing was checked; ``message`` says why).
+        problem: whether a step's sum is too long (the code does not clip each example to C).
+        steps_checked: the steps whose records were seen.
+        steps_over: those whose sum exceeds C times the batch size (with the check's slack).
+        largest_norm_over_c_times_batch: the largest ratio of a step's sum norm to C times its batch size.
+        worst_step: the step furthest over the limit: its sum's ``norm`` and its ``batch`` size.
+        message: what the check found, in words.
+    """
+
+    checked: bool
+    problem: bool
+    steps_checked: int | None = None
+    steps_over: int | None = None
+    largest_norm_over_c_times_batch: float | None = None
+    worst_step: Mapping[str, float] | None = None
+    message: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class ConfigCheck(Block):
     """``config_check``: the accounting check of a DP-SGD configuration (``--check-config``).
 
@@ -613,7 +638,7 @@ class ConfigCheck(Block):
     alpha_split: Mapping[str, float] | None = None
     noise_measured: Mapping[str, Any] | None = None
     sampling: Mapping[str, Any] | None = None
-    clipping: Mapping[str, Any] | None = None
+    clipping: ClippingCheck | None = nested(ClippingCheck, optional=True)
     driver: str | None = None
     n_train: int | None = None
     opacus_reported_epsilon: float | None = number_or_inf(optional=True)

@@ -14,6 +14,7 @@ from numpy.typing import ArrayLike
 from scipy import stats
 
 from audit.errors import UserError
+from audit.stats.outcome import ErrorPoint
 from audit.theory.checks import check_delta
 
 __all__ = ["as_scores_members", "check_count", "cp_upper", "cp_lower", "cp_upper_array", "epsilon_from_rates",
@@ -257,7 +258,7 @@ def rate_point(k: int, n: int, confidence: float) -> tuple[float, list[float]]:
     return k / n, [cp_lower(k, n, alpha / 2), cp_upper(k, n, alpha / 2)]
 
 
-def operating_point(label: str, details: dict, confidence: float) -> dict:
+def operating_point(label: str, details: dict, confidence: float) -> ErrorPoint:
     """The (FPR, FNR) operating point of a threshold test, with two-sided Clopper–Pearson intervals,
     from a bound's ``details`` (``fp``/``n_neg``, ``fn``/``n_pos``, ``threshold``): one point of a
     report's tradeoff figure.
@@ -268,9 +269,9 @@ def operating_point(label: str, details: dict, confidence: float) -> dict:
         confidence: the intervals' confidence.
 
     Returns:
-        A dict with ``label``, ``threshold``, ``fpr``, ``fnr``, ``fpr_ci`` and ``fnr_ci``.
+        The point (:class:`audit.stats.outcome.ErrorPoint`), labelled, with its threshold.
     """
     fpr, fpr_ci = rate_point(int(details["fp"]), int(details["n_neg"]), confidence)
     fnr, fnr_ci = rate_point(int(details["fn"]), int(details["n_pos"]), confidence)
-    return {"label": label, "threshold": float(details["threshold"]), "fpr": fpr, "fnr": fnr,
-            "fpr_ci": fpr_ci, "fnr_ci": fnr_ci}
+    return ErrorPoint(label=label, threshold=float(details["threshold"]), fpr=fpr, fnr=fnr, fpr_ci=fpr_ci,
+                      fnr_ci=fnr_ci)

@@ -23,12 +23,13 @@ which :func:`reproducibility` states in results.json.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
 from audit.errors import UserError
+from audit.stats.outcome import Table
 
 #: What a plugin may take as randomness (the value of its dict's ``"rng"`` key).
 RNG_KINDS = ("generator", "random_state", "seed", "none")
@@ -101,12 +102,13 @@ def reproducibility(reproducible: bool, kind: str, checked: str) -> dict:
         f"generator); the bound is still valid, but this run cannot be repeated exactly with --seed")}
 
 
-def reproducibility_table(check: dict) -> dict:
-    """The report table (``results["tables"]``) showing the outcome of the check."""
-    return {"title": "Reproducibility of the plugin", "columns": ["reproducible", "note"],
-            "rows": [[check["reproducible"], check["reproducibility_note"]]],
-            "caption": "the same seed must give the same first draws; a plugin drawing from its own (e.g. secure) "
-                       "generator is audited all the same, but its run cannot be repeated exactly"}
+def reproducibility_table(check: Mapping[str, Any]) -> Table:
+    """The report table (one of ``tables``) showing the outcome of the check ``check`` (:func:`reproducibility`'s
+    ``reproducible`` and ``reproducibility_note``)."""
+    return Table(title="Reproducibility of the plugin", columns=["reproducible", "note"],
+                 rows=[[check["reproducible"], check["reproducibility_note"]]],
+                 caption="the same seed must give the same first draws; a plugin drawing from its own (e.g. secure) "
+                         "generator is audited all the same, but its run cannot be repeated exactly")
 
 
 def reproducibility_lines(reproducible: bool | None, note: str | None) -> list[str]:

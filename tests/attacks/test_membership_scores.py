@@ -66,8 +66,8 @@ def test_every_attack_near_perfect_on_memorising_model():
     assert set(scored) == set(ATTACKS)
     for name, s in scored.items():
         metrics = attack_metrics(s.target, target_in)
-        assert metrics["auc"] > 0.99, name
-        assert metrics["tpr_at_fpr"]["0.01"] > 0.9, name
+        assert metrics.auc > 0.99, name
+        assert metrics.tpr_at_fpr["0.01"] > 0.9, name
         assert s.calibration.shape == s.calibration_in.shape
 
 
@@ -77,7 +77,7 @@ def test_every_attack_near_chance_when_outputs_ignore_membership():
     sd = math.sqrt((n1 + n0 + 1) / (12 * n1 * n0))  # null standard deviation of the AUC (Mann-Whitney)
     for name, s in run_attacks(tuple(ATTACKS), inputs).items():
         metrics = attack_metrics(s.target, target_in)
-        assert abs(metrics["auc"] - 0.5) < 4 * sd, name
+        assert abs(metrics.auc - 0.5) < 4 * sd, name
         # the true advantage is 0, so a valid 95% interval covers it (fixed seed)
         assert advantage_interval(s.target, target_in)[0] == 0.0, name
 
@@ -89,13 +89,13 @@ def test_lira_calibrates_per_example_difficulty():
     inputs, target_in = synthetic_inputs(effect=2.0, difficulty_sd=4.0, seed=3)
     scored = run_attacks(("lira", "rmia", "loss"), inputs)
     for name in ("rmia_online", "rmia_offline"):
-        assert attack_metrics(scored[name].target, target_in)["auc"] > 0.85, name
+        assert attack_metrics(scored[name].target, target_in).auc > 0.85, name
     online = attack_metrics(scored["lira_online"].target, target_in)
     offline = attack_metrics(scored["lira_offline"].target, target_in)
     loss = attack_metrics(scored["loss"].target, target_in)
-    assert online["auc"] > 0.95 and offline["auc"] > 0.95
-    assert loss["auc"] < 0.75
-    assert online["tpr_at_fpr"]["0.01"] > loss["tpr_at_fpr"]["0.01"] + 0.4
+    assert online.auc > 0.95 and offline.auc > 0.95
+    assert loss.auc < 0.75
+    assert online.tpr_at_fpr["0.01"] > loss.tpr_at_fpr["0.01"] + 0.4
 
 
 def test_lira_online_matches_gaussian_likelihood_ratio():

@@ -46,7 +46,7 @@ def test_the_attack_is_named_on_every_bound_and_the_best() -> None:
 
 def test_a_runner_may_replace_the_verdict() -> None:
     judged = judge([_row(0.4)], claim=PureDPClaim(1.0), delta=1e-5, alpha=ALPHA, family=Family(size=1, confidence=0.95))
-    replaced = judged.with_verdict({"status": "violation", "text": "the check decided", "source": "config_check"})
+    replaced = judged.with_verdict(Verdict(status="violation", text="the check decided", source="config_check"))
     assert replaced.verdict.source == "config_check" and judged.verdict.status == "consistent"
     assert replaced.blocks()["verdict"] == {"status": "violation", "text": "the check decided",
                                             "source": "config_check"}

@@ -102,15 +102,15 @@ def test_attack_metrics_json_and_downsampled_roc() -> None:
     scores = np.r_[rng.normal(1.5, 1, n), rng.normal(0, 1, n)]
     labels = np.r_[np.ones(n), np.zeros(n)]
     d = attack_metrics(scores, labels)
-    json.dumps(d, allow_nan=False)
+    json.dumps(d.to_dict(), allow_nan=False)
     for key in ("auc", "balanced_accuracy", "advantage", "tpr_at_fpr", "tpr_at_fpr_ci", "roc"):
-        assert key in d
-    assert set(d["tpr_at_fpr"]) == {"0.01", "0.001"}
-    for k, (lo, hi) in d["tpr_at_fpr_ci"].items():
-        assert lo <= d["tpr_at_fpr"][k] <= hi
-    assert d["balanced_accuracy"] == pytest.approx(0.5 * (1 + d["advantage"]))
-    assert d["auc"] == pytest.approx(auc(scores, labels))
-    fr, tr = np.array(d["roc"]["fpr"]), np.array(d["roc"]["tpr"])
+        assert key in d.to_dict()
+    assert set(d.tpr_at_fpr) == {"0.01", "0.001"}
+    for k, (lo, hi) in d.tpr_at_fpr_ci.items():
+        assert lo <= d.tpr_at_fpr[k] <= hi
+    assert d.balanced_accuracy == pytest.approx(0.5 * (1 + d.advantage))
+    assert d.auc == pytest.approx(auc(scores, labels))
+    fr, tr = np.array(d.roc.fpr), np.array(d.roc.tpr)
     assert 10 < fr.size <= 400
     assert (fr[0], tr[0]) == (0.0, 0.0) and (fr[-1], tr[-1]) == (1.0, 1.0)
     assert np.all(np.diff(fr) >= 0) and np.all(np.diff(tr) >= 0)
@@ -123,7 +123,7 @@ def test_attack_metrics_json_and_downsampled_roc() -> None:
 
 def test_downsample_keeps_small_curves() -> None:
     d = downsample_roc([0.0, 0.5, 1.0], [0.0, 0.7, 1.0])
-    assert d == {"fpr": [0.0, 0.5, 1.0], "tpr": [0.0, 0.7, 1.0]}
+    assert d.to_dict() == {"fpr": [0.0, 0.5, 1.0], "tpr": [0.0, 0.7, 1.0]}
 
 
 def test_metrics_input_errors() -> None:

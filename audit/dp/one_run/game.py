@@ -41,7 +41,7 @@ from audit.stats.one_run.design import (
     default_canary_count,
     dpsgd_canary_llr,
 )
-from audit.stats.outcome import AttackMetrics, Game, OneRun, Outcome, Table
+from audit.stats.outcome import Game, OneRun, Outcome, Table
 from audit.theory.dpsgd import calibrate_noise_multiplier
 from targets.catalogue import trained_target
 from targets.datasets import load_dataset
@@ -259,7 +259,7 @@ def _results(opts: DPOptions, trained: TrainedOneRun, stats: OneRunResults) -> R
                           "Poisson coin at the target's sampling rate, clipped to C like any record")
     return RunResults(
         header=header, judgement=judgement, estimate=True, family=True,
-        attacks={attack: AttackMetrics.from_dict(attack_metrics(trained.scores, inc, opts.confidence), strict=True)},
+        attacks={attack: attack_metrics(trained.scores, inc, opts.confidence)},
         detail=DpDetail(one_run=one), game=game,
         tables=(one_run_table(one, [b.to_dict() for b in judgement.lower_bounds]),))
 

@@ -56,7 +56,7 @@ from audit.run_results import RunResults
 from audit.stats.metrics import attack_metrics
 from audit.stats.one_run.design import CanaryMechanism, DesignObjective, OneRunDesign
 from audit.stats.one_run.final_model import choose_final_model_design
-from audit.stats.outcome import AttackMetrics, Game, LastIterate, Outcome
+from audit.stats.outcome import Game, LastIterate, Outcome
 from audit.theory.checks import check_delta, check_epsilon
 from audit.theory.claims import ApproxDPClaim, PrivacyClaim
 from audit.theory.dpsgd import DPSGDClaim, calibrate_noise_multiplier
@@ -259,7 +259,7 @@ def _results(plugin: TrainerPlugin, opts: DPOptions, audited: tuple[str, Privacy
         | plugin.params)
     return RunResults(
         header=header, judgement=judgement, estimate=True, family=True,
-        attacks={attack: AttackMetrics.from_dict(attack_metrics(scores, included, opts.confidence), strict=True)},
+        attacks={attack: attack_metrics(scores, included, opts.confidence)},
         detail=DpDetail(one_run=one), last_iterate=_last_iterate(plugin.params, delta, claim),
         game=Game(one_run=True, runs=1, canaries=int(included.size), canary_kind=kind, threat="black-box",
                   canary={"kind": kind, "prefix_chars": PREFIX_CHARS,

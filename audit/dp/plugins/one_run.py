@@ -79,7 +79,7 @@ from audit.stats.one_run.design import (
     DesignObjective,
     dpsgd_canary_llr,
 )
-from audit.stats.outcome import AttackMetrics, ConfigCheck, Game, Outcome, Table
+from audit.stats.outcome import AttackMetrics, ConfigCheck, Game, Outcome, Table, Verdict
 from targets.audit_hooks import CanaryRecorder
 from targets.catalogue import is_language_model, record_word
 from targets.gradient_canaries import crosstalk_variance, spread_coordinates
@@ -270,17 +270,17 @@ def run_plugin_one_run(opts: DPOptions, plugin: TrainerPlugin | None = None) -> 
         return ctx.run_dir, ctx.finish(results, config)
 
 
-def combined_verdict(block: ConfigCheck, verdict: dict) -> dict:
+def combined_verdict(block: ConfigCheck, verdict: Verdict) -> Verdict:
     """The one-run verdict with the accounting check's, one verdict line: a violation of the check decides (a
     finding that voids the accounting, named first with its fix), the one-run bound's verdict follows as a
     sentence of its own; a check not read decides next (could-not-read) unless the bound is a violation; else
     the one-run bound's verdict, then the check's notes."""
     checked = config_verdict(block)
-    if checked.status == "violation" or (checked.status == "could-not-read" and verdict["status"] != "violation"):
-        return checked.to_dict() | {"text": f"{checked.text} One-run bound (alone): {verdict['text']}.",
-                                    "one_run": verdict}
+    if checked.status == "violation" or (checked.status == "could-not-read" and verdict.status != "violation"):
+        return replace(checked, text=f"{checked.text} One-run bound (alone): {verdict.text}.",
+                       one_run=verdict.to_dict())
     notes = [f"{f.check}: {f.message}" for f in block.findings if f.problem]
-    return verdict | ({"text": f"{verdict['text']}. Accounting check notes: {' | '.join(notes)}"} if notes else {})
+    return replace(verdict, text=f"{verdict.text}. Accounting check notes: {' | '.join(notes)}") if notes else verdict
 
 
 def coverage_table() -> Table:
@@ -351,7 +351,7 @@ class AuditedPluginRun:
                 "guess_counts": "chosen for the perfect attack of the updates threat, simulating the mechanism "
                                 "the probe read (noise multiplier, rate, steps)"}
 
-    def input_attack(self, confidence: float) -> dict:
+    def input_attack(self, confidence: float) -> dict[str, AttackMetrics]:
         """``attacks`` entry of the input canaries (none without them)."""
         if self.inputs is None:
             return {}
@@ -419,21 +419,20 @@ def _family(opts: DPOptions, judgement: Judgement, with_inputs: bool) -> Judgeme
     return replace(judgement, family=family)
 
 
-def input_verdict(verdict: dict, inputs: InputCanaryRun | None) -> dict:
+def input_verdict(verdict: Verdict, inputs: InputCanaryRun | None) -> Verdict:
     """The gradient canaries' verdict, unless the input canaries' bound rejects the claim: then theirs, named as
     a pass outside the DP steps (their own member of the family)."""
     if inputs is None:
         return verdict
     canaries = inputs.canaries
-    found = inputs.stats.judgement.verdict.to_dict()
-    if found["status"] != "violation":
-        return verdict | {"text": f"{verdict['text']}. Input canaries ({canaries.canaries}): "
-                                  f"{found['text']}"}
-    return found | {"text": f"input canaries: {found['text']}: the released model remembers more of its "
-                            f"{canaries.kind} than the claim allows, so some pass over the data outside the "
-                            "DP-SGD steps (a non-private warm-up or polish, batches sliced off tensors) reached "
-                            "them. Fix: train on the data only through the DP optimizer's steps, every epoch "
-                            f"accounted. Gradient canaries: {verdict['text']}", "source": "input_canaries"}
+    found = inputs.stats.judgement.verdict
+    if found.status != "violation":
+        return replace(verdict, text=f"{verdict.text}. Input canaries ({canaries.canaries}): {found.text}")
+    return replace(found, text=f"input canaries: {found.text}: the released model remembers more of its "
+                               f"{canaries.kind} than the claim allows, so some pass over the data outside the "
+                               "DP-SGD steps (a non-private warm-up or polish, batches sliced off tensors) reached "
+                               "them. Fix: train on the data only through the DP optimizer's steps, every epoch "
+                               f"accounted. Gradient canaries: {verdict.text}", source="input_canaries")
 
 
 def _results(opts: DPOptions, audited: AuditedPluginRun, stats: OneRunResults) -> RunResults:
@@ -442,7 +441,7 @@ def _results(opts: DPOptions, audited: AuditedPluginRun, stats: OneRunResults) -
     found, claim, data = audited.probed.probe, audited.probed.claim, audited.probed.data
     attack = f"{threat}/one-run-{audited.canary_info['kind']}"
     judgement = _family(opts, stats.judgement.for_attack(attack), audited.inputs is not None)
-    verdict = input_verdict(judgement.verdict.to_dict(), audited.inputs)
+    verdict = input_verdict(judgement.verdict, audited.inputs)
     judgement = judgement.with_verdict(combined_verdict(block, verdict))
     one, inc = stats.one_run, audited.recorder.included
     trainings = int(block.trainings) + 1
@@ -454,7 +453,7 @@ def _results(opts: DPOptions, audited: AuditedPluginRun, stats: OneRunResults) -
     metrics = {attack: attack_metrics(audited.scores, inc, opts.confidence)} | audited.input_attack(opts.confidence)
     return RunResults(
         header=header, judgement=judgement, estimate=True, family=True,
-        attacks={name: AttackMetrics.from_dict(m, strict=True) for name, m in metrics.items()},
+        attacks=metrics,
         detail=DpDetail(one_run=one,
                         config_check=block,
                         threat_coverage=[dict(zip(("mistake", "updates", "white-box", "config_check"), row,
