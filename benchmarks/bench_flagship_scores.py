@@ -18,7 +18,12 @@ cache under ``--out``) and measures, on the target's 6,000 canaries:
    minus ``beta`` times the mean ``phi`` of :data:`NEIGHBOURS` neighbours (the canary with 10 of its 20 pixels moved
    at random); ``phi`` minus ``beta`` times the mean of the reference models that left the canary out, each
    class-calibrated on the population like the target;
-3. **cross-talk between canaries (an oracle, with the coins)**: a regression of ``phi`` on the canary's own coin and
+3. **the class-calibrated loss as an audit would play it** (:func:`class_calibrated_audit`): ``phi`` minus the
+   model's mean ``phi`` of the canary's class over the game's own population (the 1,000 fresh sparse inputs RMIA
+   uses, queried on every model), on the target and on each shadow model's game, its guesses chosen on the shadow
+   games as the audit chooses them (:func:`audit.membership.bounds.choose_guesses`), its bound on the target, and
+   whether its mean calibration bound would have made it the primary attack;
+4. **cross-talk between canaries (an oracle, with the coins)**: a regression of ``phi`` on the canary's own coin and
    on the pixels it shares with member canaries of its label and of other labels (minus their expectation): how much
    of the spread the other canaries' coins explain, and the AUC once it is removed.
 
@@ -85,7 +90,7 @@ def flagship(seed: int, out: str):
         models = train_game_models(ctx, subject, game, seeds, shadows, references)
         inputs, _ = attack_inputs(subject, game, models, names)
         scored = run_attacks(names, inputs, "auto", None)
-    return subject, game, models, scored
+    return subject, game, models, inputs, scored
 
 
 def shipped_attacks(scored: dict, member: np.ndarray) -> dict:
@@ -100,6 +105,29 @@ def shipped_attacks(scored: dict, member: np.ndarray) -> dict:
                       "epsilon_chosen": one_run(guesses, sc.target, member, DELTA, CONFIDENCE).epsilon,
                       "epsilon_fixed_two_sided_on_target": fixed}
     return rows
+
+
+def class_calibrated(log_probs: np.ndarray, labels: np.ndarray, population_lp: np.ndarray) -> np.ndarray:
+    """``phi`` of each canary minus the same model's mean ``phi`` of the canary's class over population inputs."""
+    return logit_confidence(log_probs, labels) - class_phi(population_lp).mean(axis=0)[labels]
+
+
+def class_calibrated_audit(inputs, scored: dict, member: np.ndarray) -> dict:
+    """The class-calibrated loss played as the audit plays an attack: scores on the target and on each shadow
+    game, guesses chosen on the shadow games, the bound on the target, and the best other attack's calibration mean
+    (module docstring, 3)."""
+    target = class_calibrated(inputs.target_lp, inputs.labels, inputs.population_lp)
+    calibration = np.stack([class_calibrated(lp, inputs.shadow_labels, pop)
+                            for lp, pop in zip(inputs.shadow_lp, inputs.shadow_population_lp, strict=True)])
+    chosen = choose_guesses(calibration, inputs.shadow_in, DELTA, CONFIDENCE)
+    guesses = Guesses(method=chosen["method"], k_pos=chosen["k_pos"], k_neg=chosen["k_neg"])
+    others = {name: choose_guesses(sc.calibration, sc.calibration_in, DELTA, CONFIDENCE)["shadow_mean_epsilon"]
+              for name, sc in scored.items()}
+    primary = max(others, key=others.get)
+    return {"auc": float(roc_auc_score(member, target)), "chosen": chosen,
+            "epsilon": one_run(guesses, target, member, DELTA, CONFIDENCE).epsilon,
+            "shipped_primary": primary, "shipped_primary_calibration_mean": others[primary],
+            "would_be_primary": chosen["shadow_mean_epsilon"] > others[primary]}
 
 
 def class_phi(log_probs: np.ndarray) -> np.ndarray:
@@ -160,7 +188,7 @@ def target_scores(subject, game, models, seed: int) -> dict:
 
 def cross_talk(X: np.ndarray, labels: np.ndarray, member: np.ndarray, phi: np.ndarray) -> dict:
     """The oracle regression of phi on the canary's coin and its shared pixels with member canaries (module
-    docstring, 3): coefficients, R^2, and the AUC of phi with the cross-talk terms removed."""
+    docstring, 4): coefficients, R^2, and the AUC of phi with the cross-talk terms removed."""
     flat = X.reshape(len(X), -1).astype(np.float64)
     overlap = flat @ flat.T
     np.fill_diagonal(overlap, 0.0)
@@ -180,8 +208,9 @@ def cross_talk(X: np.ndarray, labels: np.ndarray, member: np.ndarray, phi: np.nd
 def measure(seed: int, out: str) -> dict:
     """One seed: the shipped attacks and the target-only scores, with the load around them."""
     load_before, t0 = os.getloadavg()[0], time.perf_counter()
-    subject, game, models, scored = flagship(seed, out)
+    subject, game, models, inputs, scored = flagship(seed, out)
     row = {"seed": seed, "attacks": shipped_attacks(scored, game.target_in),
+           "class_calibrated_loss": class_calibrated_audit(inputs, scored, game.target_in),
            "target_scores": target_scores(subject, game, models, seed)}
     return row | {"wall_s": time.perf_counter() - t0, "load_1min_before": load_before,
                   "load_1min_after": os.getloadavg()[0]}
