@@ -2,7 +2,7 @@
 #   make audit   creates .venv on first use and runs the flagship audit (report under runs/)
 #   make test    creates .venv on first use and runs the test-suite (what .ci/run runs) on TEST_WORKERS
 #                processes (pytest-xdist, a test file per worker at a time; TEST_WORKERS=0: one process)
-#   make test-fast  the unit lane: every test not marked slow (tests/e2e/ and the few marked runs left out), on
+#   make test-fast  the unit lane: every test outside tests/e2e/ (whose conftest marks its tests slow), on
 #                TEST_WORKERS processes too
 #   make lint    ruff (E,F,I,W,B,UP, complexity C901 <= 15, PLR0913 <= 8 arguments; .ci/run runs it too)
 #   make docs    builds the documentation site into site/, warnings as errors (.ci/run builds it too)

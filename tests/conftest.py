@@ -167,6 +167,15 @@ def mnist():
 
 
 @pytest.fixture()
+def plugin_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A user's plugin module (``tests/fixtures/user_dp_code.py``) copied into ``tmp_path``, on ``sys.path`` for one
+    test: its name, for ``--target user_dp_code:FACTORY``."""
+    shutil.copy(FIXTURES / "user_dp_code.py", tmp_path / "user_dp_code.py")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return "user_dp_code"
+
+
+@pytest.fixture()
 def membership_run(tmp_path: Path) -> Path:
     """A copy of the finished membership run in ``tests/fixtures`` (results.json + config.json), to render
     and change without training."""

@@ -5,6 +5,8 @@ import importlib.util
 import json
 import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -72,6 +74,13 @@ def docs_hooks() -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def python_in(root: Path, *argv: str) -> subprocess.CompletedProcess:
+    """``python ARGV`` in a fresh interpreter whose working folder and ``PYTHONPATH`` are ``root`` (the repository
+    or a copy of it): its exit status and captured text output (at most 300 s)."""
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    return subprocess.run([sys.executable, *argv], cwd=root, env=env, capture_output=True, text=True, timeout=300)
 
 
 def read_results(run_dir: Path) -> dict:

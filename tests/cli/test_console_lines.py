@@ -1,6 +1,7 @@
 """What the CLI prints: a trained model with a claim prints its ``theory:`` and ``verdict:`` lines; ``-q``
-silences the warnings of the user's code and libraries; a mistyped plugin key or target is named with the
-closest matches, in one line, exit 2."""
+restores the libraries' logging and warnings after its block (that it silences them in a run:
+tests/e2e/test_console_runs.py); a mistyped plugin key or target is named with the closest matches, in one line,
+exit 2."""
 
 from __future__ import annotations
 
@@ -39,31 +40,6 @@ def test_a_trained_model_with_a_claim_prints_theory_and_verdict():
     assert unclaimed[-1].startswith("verdict:   no-claim")
 
 
-def _warning_loop() -> dict:
-    """The hooked loop of test_plugin_one_run, warning the way Opacus and other libraries do: a Python warning
-    at the factory and at every training, a record of Opacus's logger and of a library logger with no
-    handler."""
-    import logging
-    import warnings
-
-    from hooked_softmax import hooked_plugin
-
-    warnings.warn("factory warning from the user's code", UserWarning, stacklevel=1)
-    plugin = hooked_plugin("warning_loop")
-    inner = plugin["train"]
-
-    def train(X, y, seed):
-        warnings.warn("Secure RNG turned off (an Opacus-style warning)", UserWarning, stacklevel=1)
-        logging.getLogger("opacus.data_loader").warning("Opacus logger warning")
-        logging.getLogger("some_user_library").warning("library logger warning")
-        return inner(X, y, seed)
-
-    return plugin | {"train": train}
-
-
-warning_loop = _warning_loop
-
-
 def test_quiet_libraries_restores_everything():
     import logging
     import warnings
@@ -77,46 +53,6 @@ def test_quiet_libraries_restores_everything():
         assert logging.getLogger("audit").getEffectiveLevel() == audit_level  # the workbench's own console
     assert (logging.getLogger().level, logging.getLogger("opacus").level, list(warnings.filters)) == before
     assert logging.getLogger("audit").getEffectiveLevel() == audit_level
-
-
-@pytest.mark.slow
-def test_quiet_silences_transformers_imported_inside_the_block():
-    """transformers sets its logger's level when first imported: a plugin module importing it under -q must not
-    undo the quiet level (its config warnings printed under -q before)."""
-    import os
-    import subprocess
-    import sys
-
-    pytest.importorskip("transformers")
-    code = ("import os\nfrom audit.quiet import quiet_libraries\nwith quiet_libraries(True):\n"
-            "    from transformers import GPT2Config\n    GPT2Config(vocab_size=10)\n"
-            "assert 'TRANSFORMERS_VERBOSITY' not in os.environ\n")
-    env = {k: v for k, v in os.environ.items() if k != "TRANSFORMERS_VERBOSITY"}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                          cwd=Path(__file__).resolve().parents[2])
-    assert done.returncode == 0 and "bos_token_id" not in done.stderr, done.stderr
-
-
-def _run(tmp_path, quiet: bool, caplog) -> tuple[int, list[str], list[str]]:
-    import logging
-    import warnings
-
-    caplog.clear()
-    with warnings.catch_warnings(record=True) as caught, caplog.at_level(logging.WARNING):
-        warnings.simplefilter("always")
-        code = main(["run", "dp", "--target", f"{Path(__file__).stem}:warning_loop", "--check-config",
-                     "--out", str(tmp_path)] + (["-q"] if quiet else []))
-    return code, [str(w.message) for w in caught], [r.getMessage() for r in caplog.records]
-
-
-@pytest.mark.slow
-def test_quiet_silences_the_user_libraries_warnings(tmp_path, caplog):
-    code, warned, logged = _run(tmp_path, True, caplog)
-    assert code == 0 and not [w for w in warned if "factory warning" in w or "Secure RNG" in w]
-    assert "Opacus logger warning" not in logged and "library logger warning" not in logged
-    _, warned, logged = _run(tmp_path, False, caplog)
-    assert any("Secure RNG" in w for w in warned)
-    assert "Opacus logger warning" in logged and "library logger warning" in logged
 
 
 def typo_claims() -> dict:

@@ -17,8 +17,6 @@ import pytest
 from audit.cli import main
 from examples.zoo import hooked, opacus_loops
 
-#: End-to-end runs of the audits (``pytest -m "not slow"`` runs the unit tests alone).
-
 HOOKED = [f"examples.zoo.hooked:{name}" for name in hooked.MISTAKES]
 OPACUS = [f"examples.zoo.opacus_loops:{name}" for name in opacus_loops.MISTAKES]
 #: Mistakes only ``--one-run`` can see: their twins must pass the check too.

@@ -1,12 +1,12 @@
 """Mistakes an outside user makes in the LM plugin dicts (tests/fixtures/outside_lm.py, written from the user
-docs alone): each is one line naming the field and what to give (exit status 2 on the command line)."""
+docs alone): each is one line naming the field and what to give (exit status 2 on the command line; log-probabilities
+of the wrong shape, which take a training: tests/e2e/test_outside_lm_shape.py)."""
 
 from __future__ import annotations
 
 import pytest
 
 from audit.errors import UserError
-from targets.lm.contract import lm_from_dict
 from targets.plugins.loading import plugin_from_dict
 
 outside = pytest.importorskip("tests.fixtures.outside_lm")
@@ -24,11 +24,3 @@ def test_lm_trainer_mistakes_are_one_line(factory, says, monkeypatch):
     with pytest.raises(UserError) as info:
         plugin_from_dict(f"outside:{factory}", getattr(outside, factory)())
     assert says in str(info.value) and "\n" not in str(info.value)
-
-
-@pytest.mark.slow
-def test_logprobs_of_the_wrong_shape_are_one_line(monkeypatch):
-    monkeypatch.setattr(outside, "N", 40)
-    with pytest.raises(UserError, match=r"returned shape \(\d+, 1\) for text 0; return one 1-D array") as info:
-        lm_from_dict("outside:bad_shape_lm", outside.bad_shape_lm())
-    assert "\n" not in str(info.value)

@@ -1,9 +1,7 @@
-"""Plugin targets (`--target module:factory`): loading, validation, mechanism audits."""
+"""Plugin targets (`--target module:factory`): loading, validation, one-line errors of their outputs (their
+mechanism audits: tests/e2e/mechanism/test_mechanism_plugin_audit.py)."""
 
 from __future__ import annotations
-
-import json
-import textwrap
 
 import numpy as np
 import pytest
@@ -12,61 +10,6 @@ from audit.cli import main
 from audit.errors import TargetCodeError, UserError
 from audit.stats.score_fit import fit_log_ratio_score
 from targets.plugins.loading import MechanismPlugin, TrainerPlugin, load_plugin
-
-PLUGIN_SOURCE = textwrap.dedent('''
-    import numpy as np
-
-    PAIR = (np.zeros(10), np.r_[np.zeros(10), 1.0])
-
-    def laplace(scale):
-        def release(data, rng):
-            return float(np.sum(data) + rng.laplace(0.0, scale))
-        return release
-
-    def correct():
-        return {"kind": "mechanism", "mechanism": laplace(1.0), "neighbours": PAIR,
-                "claim": {"epsilon": 1.0, "delta": 0}}
-
-    def half_scale():
-        return {"kind": "mechanism", "mechanism": laplace(0.5), "neighbours": PAIR,
-                "claim": {"epsilon": 1.0, "delta": 0}}
-
-    def trainer():
-        return {"kind": "trainer", "dataset": "digits", "train": lambda X, y, seed: (lambda Z: Z),
-                "claim": {"epsilon": 2.0, "delta": 1e-5}}
-
-    def not_a_dict():
-        return [1, 2]
-
-    def bad_kind():
-        return {"kind": "database", "claim": {"epsilon": 1.0}}
-
-    def bad_claim():
-        return {"kind": "mechanism", "mechanism": laplace(1.0), "neighbours": PAIR, "claim": {"epsilon": -1}}
-
-    def bad_neighbours():
-        return {"kind": "mechanism", "mechanism": laplace(1.0), "neighbours": PAIR[0], "claim": {"epsilon": 1}}
-
-    def bad_dataset():
-        return {"kind": "trainer", "dataset": "imagenet", "train": lambda X, y, s: None, "claim": {"epsilon": 1}}
-
-    def bad_train():
-        return {"kind": "trainer", "dataset": "digits", "train": 3, "claim": {"epsilon": 1}}
-
-    def raises():
-        raise RuntimeError("boom")
-
-    def bad_output():
-        return {"kind": "mechanism", "mechanism": lambda d, rng: float("nan"), "neighbours": PAIR,
-                "claim": {"epsilon": 1.0}}
-''')
-
-
-@pytest.fixture()
-def plugin_module(tmp_path, monkeypatch) -> str:
-    (tmp_path / "user_dp_code.py").write_text(PLUGIN_SOURCE)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    return "user_dp_code"
 
 
 def test_valid_plugins_load(plugin_module):
@@ -100,20 +43,6 @@ def test_unimportable_plugin_module():
         load_plugin("no_such_module_here:factory")
     with pytest.raises(UserError, match="package.module:factory"):
         load_plugin("not a spec:")
-
-
-@pytest.mark.slow  # runs an audit end to end
-@pytest.mark.parametrize("factory, status, code", [("correct", "consistent", 0), ("half_scale", "violation", 1)])
-def test_mechanism_plugin_audit(plugin_module, factory, status, code, tmp_path, capsys):
-    out = tmp_path / "runs"
-    assert main(["run", "mechanism", "--target", f"{plugin_module}:{factory}", "--quiet", "--fail-above-claim",
-                 "--out", str(out)]) == code
-    (run,) = [p for p in out.iterdir() if p.is_dir() and p.name != "cache"]
-    results = json.loads((run / "results.json").read_text())
-    assert results["verdict"]["status"] == status
-    assert results["game"]["test_fitted_on"].startswith("20000 separate draws")
-    assert (run / "report.html").is_file()
-    capsys.readouterr()
 
 
 def test_plugin_output_errors_are_one_line(plugin_module, tmp_path, capsys):

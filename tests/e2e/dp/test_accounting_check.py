@@ -11,8 +11,6 @@ from audit.theory.dpsgd import calibrate_noise_multiplier
 from targets.audit_hooks import add_canary, report_update
 from targets.plugins.loading import plugin_from_dict
 
-#: End-to-end runs of the audits (``pytest -m "not slow"`` runs the unit tests alone).
-
 EPS, DELTA, Q, EPOCHS, C, N = 2.0, 1e-5, 0.1, 2, 1.0, 200
 STEPS = int(EPOCHS / Q)
 

@@ -28,8 +28,6 @@ from audit.theory.dpsgd import calibrate_noise_multiplier
 from targets.audit_hooks import add_canary, report_update
 from targets.plugins.loading import plugin_from_dict
 
-#: End-to-end runs of the audits (``pytest -m "not slow"`` runs the unit tests alone).
-
 EPS, DELTA, C, FEATURES, CLASSES = 2.0, 1e-5, 1.0, 20, 10
 #: The Opacus loops: batch 64, 2 epochs; at 302 (or 320) rows Opacus takes q = 1/5, T = 10.
 BATCH, EPOCHS, N_OFF, N_ON_ADD, N_ON_REMOVE = 64, 2, 302, 320, 321

@@ -10,7 +10,6 @@ import json
 from pathlib import Path
 
 import numpy as np
-import pytest
 import torch
 from scipy import stats
 
@@ -82,7 +81,6 @@ def _run(tmp_path: Path, target: str, *flags: str) -> tuple[int, str, dict, str]
     return code, "", json.loads(path.read_text()), (path.parent / "log.txt").read_text()
 
 
-@pytest.mark.slow
 def test_check_config_prints_each_stage_with_an_estimate_and_logs_it(tmp_path, capsys):
     code, _, res, log = _run(tmp_path, "seeded", "--check-config")
     err = capsys.readouterr().err
@@ -104,14 +102,12 @@ def test_check_config_prints_each_stage_with_an_estimate_and_logs_it(tmp_path, c
     assert res["config_check"]["status"] == "ok"
 
 
-@pytest.mark.slow
 def test_quiet_prints_no_stage_line_but_log_txt_has_them(tmp_path, capsys):
     code, _, _, log = _run(tmp_path, "seeded", "--check-config", "-q")
     assert code == 0 and "[1/3]" not in capsys.readouterr().err
     assert "[1/3] probe:" in log and "[3/3] other worlds:" in log
 
 
-@pytest.mark.slow
 def test_one_run_announces_five_stages_and_total_covers_them(tmp_path, capsys):
     code, _, res, log = _run(tmp_path, "seeded", "--one-run", "--quick")
     err = capsys.readouterr().err
@@ -125,7 +121,6 @@ def test_one_run_announces_five_stages_and_total_covers_them(tmp_path, capsys):
     assert CALLS == [STEPS, REPEAT_STEPS, STEPS, STEPS, STEPS] and res["game"]["trainings"] == 5
 
 
-@pytest.mark.slow
 def test_a_loop_ignoring_its_seed_is_caught_by_the_repeat_at_its_first_step(tmp_path, capsys):
     code, _, res, _ = _run(tmp_path, "unseeded", "--check-config", "-q")
     assert code == 0 and CALLS == [STEPS, 1, STEPS, STEPS]

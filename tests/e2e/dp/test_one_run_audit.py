@@ -21,8 +21,6 @@ from audit.schemas import validate_results
 from audit.stats.one_run.design import DesignObjective, choose_one_run_design, simulate_dpsgd_canary_scores
 from audit.theory.dpsgd import DPSGDClaim, calibrate_noise_multiplier
 
-#: End-to-end runs of the audits (``pytest -m "not slow"`` runs the unit tests alone).
-
 DELTA, CONFIDENCE = 1e-5, 0.95
 #: A small Poisson DP-SGD (q 0.1, T 10) claiming epsilon 1: cheap to simulate, and a one-run game with
 #: 5,000 canaries can reject it when the noise is halved (the expected perfect bound under the claim

@@ -34,8 +34,6 @@ from audit.testing import assert_private  # noqa: E402
 from targets import opacus_controls as oc  # noqa: E402
 from targets.plugins.loading import load_plugin  # noqa: E402
 
-#: End-to-end runs of the audits (``pytest -m "not slow"`` runs the unit tests alone).
-
 #: Runs per broken control (module docstring); the correct loop is audited with the largest.
 RUNS = {"extra_epochs": 500, "physical_batch_rate": 250, "noise_for_larger_epsilon": 300}
 STEPS_RUN = {"extra_epochs": oc.STEPS * oc.EXTRA_EPOCHS // oc.EPOCHS, "physical_batch_rate": oc.STEPS,

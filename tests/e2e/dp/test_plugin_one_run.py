@@ -16,8 +16,6 @@ from audit.cli import main
 from audit.plugins.training import MAX_TRAIN
 from audit.testing import assert_private
 
-#: End-to-end runs of the audits (``pytest -m "not slow"`` runs the unit tests alone).
-
 MODULE = Path(__file__).stem
 
 

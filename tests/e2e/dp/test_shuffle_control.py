@@ -26,8 +26,6 @@ from targets.dpsgd_audit import CanaryPlan, param_shapes, train_audit_runs
 from targets.sampling import BatchSampler, sample_poisson
 from targets.training import TrainConfig, train_models
 
-#: End-to-end runs of the audits (``pytest -m "not slow"`` runs the unit tests alone).
-
 
 def _rngs(n):
     return [np.random.default_rng([s, 2]) for s in range(n)]

@@ -409,13 +409,11 @@ def _accounting_violations(noise_factor: float, reps: int,
     return sum(plugin_accounting(plugin, None, rep, ALPHA).block.status == "violation" for rep in range(reps))
 
 
-@pytest.mark.slow
 def test_accounting_check_at_the_claim():
     """(b) for the accounting check: false violations of a correct loop within alpha plus binomial slack."""
     assert _accounting_violations(1.0, ACC_REPS) <= slack(ACC_REPS)
 
 
-@pytest.mark.slow
 def test_accounting_check_power_at_095_sigma():
     """Noise 0.95 x the claimed sigma: the pooled level test of the noise (its share of the check's noise alpha,
     audit.stats.noise_check.ALPHA_SHARES, one tensor of N = 500 x 20 coordinate-steps) rejects the sigma the
@@ -432,7 +430,6 @@ def test_accounting_check_power_at_095_sigma():
     assert _accounting_violations(0.95, POWER_REPS) >= stats.binom.ppf(1e-3, POWER_REPS, p)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("edge", ACC_EDGES, ids=["n37-q0.2-T2", "n300-q0.1-T2", "n100-q0.99-T4"])
 def test_accounting_check_at_the_sampling_edges(edge):
     """(b) for the whole accounting check (--check-config's alpha) of a correct loop where the chi-square sampling
