@@ -30,11 +30,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-import audit.dp.plugins.lm_blackbox as lm_blackbox  # noqa: E402
-from audit.cli import main  # noqa: E402
 from audit.io import write_json  # noqa: E402
 from audit.run_context import host_info, utc_now  # noqa: E402
-from audit.stats.metrics import auc  # noqa: E402
 
 AUDITS = {"full": "dpsgd_tinygpt", "lora": "dpsgd_tinygpt_lora"}
 #: Other prefixes each secret is also scored after (the prefixes of the next canaries, cyclically).
@@ -48,7 +45,7 @@ def _matrix(arrays: list[np.ndarray]) -> np.ndarray:
     return out
 
 
-def _capture(folder: Path):
+def _capture(folder: Path, lm_blackbox):
     """A ``secret_scores`` that also saves the token log-probabilities of the module docstring."""
     original = lm_blackbox.secret_scores
 
@@ -67,8 +64,12 @@ def _capture(folder: Path):
 def _run(target: str, seed: int, folder: Path) -> tuple[dict, dict]:
     """(token arrays, record) of one audit, run or read back."""
     if not (folder / "tokens.npz").exists():
+        # the audit's modules, imported here: the score variants need numpy only (their test imports no torch)
+        import audit.dp.plugins.lm_blackbox as lm_blackbox
+        from audit.cli import main
+
         folder.mkdir(parents=True, exist_ok=True)
-        original, recording = _capture(folder)
+        original, recording = _capture(folder, lm_blackbox)
         lm_blackbox.secret_scores = recording
         load, start, began = list(os.getloadavg()), time.perf_counter(), utc_now()
         try:
@@ -109,6 +110,8 @@ def variants(z: dict) -> dict[str, np.ndarray]:
 
 
 def measure(label: str, seed: int, out: Path) -> dict:
+    from audit.stats.metrics import auc  # imported here like the audit's modules (scikit-learn)
+
     z, record = _run(AUDITS[label], seed, out / f"{label}_s{seed}")
     results = record.pop("results")
     one = results["one_run"]
