@@ -2,17 +2,18 @@
 scores read from ONE audited fine-tuning of a built-in DP language-model target (issue 42, item 2).
 
     python benchmarks/bench_lm_scores.py --json benchmarks/results_lm_scores.json
-                                         [--audits full,lora] [--seed 10] [--out DIR]
+                                         [--audits full,lora] [--seed 10] [--canaries M] [--out DIR] [--append]
 
-Each audit is the command a user runs (``run dp --target T --one-run --threat black-box --seed S``, default
-canaries: new-token x16 after 4 characters); on its way the trained model's token log-probabilities of the canary
-texts are saved (``DIR/<audit>_s<seed>/tokens.npz``; a later call with the same ``--out`` reads them back): the
-canary text, its prefix alone, the secret alone (after the start token only) and the secret after four other
-canaries' prefixes. Scores, each with the audit's own coins (:data:`VARIANTS`): the audit's (log p of the secret and
-of the text's end given the prefix), the secret tokens without the end, the first secret token, the secret tokens
-after the first, the secret with no prefix, the secret after other prefixes (mean of 4) and the audit's score less
-that mean. The seed is not one of the acceptance's (0, 1, 2), so nothing here is read from an audited run's coins.
-Sources: docs/references.md, "Language models".
+Each audit is the command a user runs (``run dp --target T --one-run --threat black-box --seed S``, the default
+canaries: new-token x16 after 4 characters, ``--canaries M`` of them when given); on its way the trained model's
+token log-probabilities of the canary texts are saved (``DIR/<audit>_s<seed>[_m<M>]/tokens.npz``; a later call
+with the same ``--out`` reads them back): the canary text, its prefix alone, the secret alone (after the start
+token only) and the secret after four other canaries' prefixes. Scores, each with the audit's own coins
+(:func:`variants`): the audit's (log p of the secret and of the text's end given the prefix), the secret tokens
+without the end, the first secret token, the secret tokens after the first, the secret with no prefix, the secret
+after other prefixes (mean of 4) and the audit's score less that mean. ``--append`` adds the records to those of
+``--json``. The seed is not one of the acceptance's (0, 1, 2), so nothing here is read from an audited run's
+coins. Sources: docs/references.md, "Language models".
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ def _capture(folder: Path, lm_blackbox):
     return original, recording
 
 
-def _run(target: str, seed: int, folder: Path) -> tuple[dict, dict]:
+def _run(target: str, seed: int, canaries: int | None, folder: Path) -> tuple[dict, dict]:
     """(token arrays, record) of one audit, run or read back."""
     if not (folder / "tokens.npz").exists():
         # the audit's modules, imported here: the score variants need numpy only (their test imports no torch)
@@ -74,7 +75,7 @@ def _run(target: str, seed: int, folder: Path) -> tuple[dict, dict]:
         load, start, began = list(os.getloadavg()), time.perf_counter(), utc_now()
         try:
             code = main(["run", "dp", "--target", target, "--one-run", "--threat", "black-box", "--seed", str(seed),
-                         "-q", "--out", str(folder)])
+                         *(["--canaries", str(canaries)] if canaries else []), "-q", "--out", str(folder)])
         finally:
             lm_blackbox.secret_scores = original
         (folder / "record.json").write_text(json.dumps({
@@ -109,10 +110,10 @@ def variants(z: dict) -> dict[str, np.ndarray]:
             "audit less the other prefixes' mean": own - others}
 
 
-def measure(label: str, seed: int, out: Path) -> dict:
+def measure(label: str, seed: int, canaries: int | None, out: Path) -> dict:
     from audit.stats.metrics import auc  # imported here like the audit's modules (scikit-learn)
 
-    z, record = _run(AUDITS[label], seed, out / f"{label}_s{seed}")
+    z, record = _run(AUDITS[label], seed, canaries, out / (f"{label}_s{seed}" + (f"_m{canaries}" if canaries else "")))
     results = record.pop("results")
     one = results["one_run"]
     m = z["full"].shape[0]
@@ -135,11 +136,13 @@ def main_bench(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, required=True)
     parser.add_argument("--audits", default="full,lora")
     parser.add_argument("--seed", type=int, default=10)
+    parser.add_argument("--canaries", type=int, default=None, help="--canaries of every audit (default: the runner's)")
     parser.add_argument("--out", type=Path, default=Path("runs/bench_lm_scores"))
+    parser.add_argument("--append", action="store_true", help="add the records to those already in --json")
     args = parser.parse_args(argv)
-    records = []
+    records = json.loads(args.json.read_text())["records"] if args.append and args.json.exists() else []
     for label in args.audits.split(","):
-        records.append(measure(label, args.seed, args.out))
+        records.append(measure(label, args.seed, args.canaries, args.out))
         print(json.dumps(records[-1]), file=sys.stderr)
         write_json(args.json, {"date": utc_now(), "machine": host_info(), "records": records})
     return 0
