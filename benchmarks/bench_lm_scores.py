@@ -2,13 +2,15 @@
 scores read from ONE audited fine-tuning of a built-in DP language-model target (issue 42, item 2).
 
     python benchmarks/bench_lm_scores.py --json benchmarks/results_lm_scores.json
-                                         [--audits full,lora] [--seed 10] [--canaries M] [--out DIR] [--append]
+                                         [--audits full,lora] [--seed 10] [--canaries M] [--repeats R] [--out DIR]
+                                         [--append]
 
 Each audit is the command a user runs (``run dp --target T --one-run --threat black-box --seed S``, the default
-canaries: new-token x16 after 4 characters, ``--canaries M`` of them when given); on its way the trained model's
-token log-probabilities of the canary texts are saved (``DIR/<audit>_s<seed>[_m<M>]/tokens.npz``; a later call
-with the same ``--out`` reads them back): the canary text, its prefix alone, the secret alone (after the start
-token only) and the secret after four other canaries' prefixes. Scores, each with the audit's own coins
+canaries: new-token x16 after 4 characters; ``--canaries M`` of them when given, and the token repeated ``R`` times
+instead of :data:`audit.dp.plugins.lm_blackbox.NEW_TOKEN_REPEATS` with ``--repeats R``); on its way the trained
+model's token log-probabilities of the canary texts are saved (``DIR/<audit>_s<seed>[_m<M>][_r<R>]/tokens.npz``;
+a later call with the same ``--out`` reads them back): the canary text, its prefix alone, the secret alone (after
+the start token only) and the secret after four other canaries' prefixes. Scores, each with the audit's own coins
 (:func:`variants`): the audit's (log p of the secret and of the text's end given the prefix), the secret tokens
 without the end, the first secret token, the secret tokens after the first, the secret with no prefix, the secret
 after other prefixes (mean of 4) and the audit's score less that mean. ``--append`` adds the records to those of
@@ -62,8 +64,9 @@ def _capture(folder: Path, lm_blackbox):
     return original, recording
 
 
-def _run(target: str, seed: int, canaries: int | None, folder: Path) -> tuple[dict, dict]:
-    """(token arrays, record) of one audit, run or read back."""
+def _run(target: str, seed: int, design: tuple[int | None, int | None], folder: Path) -> tuple[dict, dict]:
+    """(token arrays, record) of one audit, run or read back; ``design``: (``--canaries``, ``--repeats``)."""
+    canaries, repeats = design
     if not (folder / "tokens.npz").exists():
         # the audit's modules, imported here: the score variants need numpy only (their test imports no torch)
         import audit.dp.plugins.lm_blackbox as lm_blackbox
@@ -71,13 +74,14 @@ def _run(target: str, seed: int, canaries: int | None, folder: Path) -> tuple[di
 
         folder.mkdir(parents=True, exist_ok=True)
         original, recording = _capture(folder, lm_blackbox)
-        lm_blackbox.secret_scores = recording
+        lm_blackbox.secret_scores, default_repeats = recording, lm_blackbox.NEW_TOKEN_REPEATS
+        lm_blackbox.NEW_TOKEN_REPEATS = repeats or default_repeats
         load, start, began = list(os.getloadavg()), time.perf_counter(), utc_now()
         try:
             code = main(["run", "dp", "--target", target, "--one-run", "--threat", "black-box", "--seed", str(seed),
                          *(["--canaries", str(canaries)] if canaries else []), "-q", "--out", str(folder)])
         finally:
-            lm_blackbox.secret_scores = original
+            lm_blackbox.secret_scores, lm_blackbox.NEW_TOKEN_REPEATS = original, default_repeats
         (folder / "record.json").write_text(json.dumps({
             "exit": code, "wall_s": time.perf_counter() - start, "load": load + list(os.getloadavg()),
             "began": began, "ended": utc_now()}))
@@ -110,10 +114,12 @@ def variants(z: dict) -> dict[str, np.ndarray]:
             "audit less the other prefixes' mean": own - others}
 
 
-def measure(label: str, seed: int, canaries: int | None, out: Path) -> dict:
+def measure(label: str, seed: int, design: tuple[int | None, int | None], out: Path) -> dict:
     from audit.stats.metrics import auc  # imported here like the audit's modules (scikit-learn)
 
-    z, record = _run(AUDITS[label], seed, canaries, out / (f"{label}_s{seed}" + (f"_m{canaries}" if canaries else "")))
+    canaries, repeats = design
+    folder = out / (f"{label}_s{seed}" + (f"_m{canaries}" if canaries else "") + (f"_r{repeats}" if repeats else ""))
+    z, record = _run(AUDITS[label], seed, design, folder)
     results = record.pop("results")
     one = results["one_run"]
     m = z["full"].shape[0]
@@ -126,8 +132,9 @@ def measure(label: str, seed: int, canaries: int | None, out: Path) -> dict:
         scores[name] = {"auc": auc(s, inside), "shift_sd": float((s[inside].mean() - out_scores.mean())
                                                                  / out_scores.std())}
     best = results["best_lower_bound"] or {}
-    return {"audit": label, "target": AUDITS[label], "seed": seed, "canaries": m, "canary": one.get("canary_kind")
-            or results["game"]["canary_kind"], "epsilon": best.get("epsilon"),
+    game = results["game"]
+    return {"audit": label, "target": AUDITS[label], "seed": seed, "canaries": m, "canary": game["canary_kind"],
+            "repeats": game["canary"]["repeats"], "epsilon": best.get("epsilon"),
             "guesses": [one["k_pos"], one["k_neg"]], "correct": one["correct"], "scores": scores} | record
 
 
@@ -137,12 +144,13 @@ def main_bench(argv: list[str] | None = None) -> int:
     parser.add_argument("--audits", default="full,lora")
     parser.add_argument("--seed", type=int, default=10)
     parser.add_argument("--canaries", type=int, default=None, help="--canaries of every audit (default: the runner's)")
+    parser.add_argument("--repeats", type=int, default=None, help="new-token repeats (default: the runner's)")
     parser.add_argument("--out", type=Path, default=Path("runs/bench_lm_scores"))
     parser.add_argument("--append", action="store_true", help="add the records to those already in --json")
     args = parser.parse_args(argv)
     records = json.loads(args.json.read_text())["records"] if args.append and args.json.exists() else []
     for label in args.audits.split(","):
-        records.append(measure(label, args.seed, args.canaries, args.out))
+        records.append(measure(label, args.seed, (args.canaries, args.repeats), args.out))
         print(json.dumps(records[-1]), file=sys.stderr)
         write_json(args.json, {"date": utc_now(), "machine": host_info(), "records": records})
     return 0
