@@ -106,7 +106,7 @@ def _play(ctx: RunContext, setup: DPAuditSetup, included: np.ndarray, confidence
     reference = (last_iterate_reference(setup.params, setup.delta, setup.neighbouring, setup.claim)
                  if setup.threat == "black-box" else None)  # the adversary sees the final model only
     extra = dict(obs.results)  # the setup's own entries (a plugin's reproducibility check) and tables
-    tables = (table, *(t if isinstance(t, Table) else Table.from_dict(t, strict=True) for t in extra.pop("tables", [])))
+    tables = (table, *extra.pop("tables", ()))
     results = RunResults(
         header=header, judgement=judgement, estimate=True,
         attacks={attack: game.attack_metrics},

@@ -27,7 +27,7 @@ class Observation:
     :class:`audit.stats.thresholds.DesignedThreshold` fixed in advance (None: the Bonferroni grid; see
     :func:`audit.dp.game.audit_runs`).
     ``results``: extra top-level results.json keys (e.g. a plugin's ``reproducible``); its ``tables``
-    are appended to the run's tables.
+    (:class:`audit.stats.outcome.Table` blocks) are appended to the run's tables.
     """
 
     scores: np.ndarray

@@ -198,7 +198,7 @@ def test_sweep_is_a_violation_when_an_audit_rejects_the_claims_curve():
                      "verdict": out["verdict"]["status"]})
     assert all(r["epsilon_lb_valid"] < r["epsilon_theory"] for r in rows)
     assert any(r["verdict"] == "violation" for r in rows)
-    assert sweep_verdict(rows, family)["status"] == "violation"
+    assert sweep_verdict(rows, family).status == "violation"
 
 
 def test_sweep_at_the_claim():
@@ -214,7 +214,7 @@ def test_sweep_at_the_claim():
             out = audit_runs(scores, inc, claim, DELTA, family.member_confidence, rep).judgement.blocks(estimate=True)
             rows.append({"threat": "updates", "epsilon_claimed": i, "epsilon_theory": out["epsilon_theory"],
                          "epsilon_lb": out["best_estimate"]["epsilon"], "verdict": out["verdict"]["status"]})
-        counts_violations += sweep_verdict(rows, family)["status"] == "violation"
+        counts_violations += sweep_verdict(rows, family).status == "violation"
     assert counts_violations <= slack(n)
 
 
