@@ -47,7 +47,7 @@ from targets.catalogue import resolve
 from targets.mechanisms import Mechanism
 from targets.plugins.loading import MechanismPlugin, plugin_config
 from targets.plugins.mechanism import PluginMechanism
-from targets.plugins.rng import reproducibility_lines, reproducibility_table
+from targets.plugins.rng import reproducibility_lines
 
 #: Draws are made in chunks of this size so progress can be shown and memory stays small.
 CHUNK = 25_000
@@ -185,11 +185,10 @@ def _audit(ctx: RunContext, opts: MechanismOptions, mech: Mechanism, delta: floa
     d0, d1 = mech.neighbouring_pair()
     timing = ctx.timing
     t0 = time.perf_counter()
-    plugin_notes: dict = {}
+    check = None
     if isinstance(mech, PluginMechanism):  # the user's code: record what it imported, check it uses its seed
         config["plugin"] = plugin_config(mech.plugin)
-        plugin_notes = mech.check_reproducible(opts.seed)
-        plugin_notes["tables"] = (reproducibility_table(plugin_notes),)
+        check = mech.check_reproducible(opts.seed)
     fit_draws = 0
     if hasattr(mech, "fit_score"):  # statistic unknown: learn it on separate draws (audit.stats.score_fit)
         fit_draws = min(opts.draws, FIT_DRAWS)
@@ -227,7 +226,9 @@ def _audit(ctx: RunContext, opts: MechanismOptions, mech: Mechanism, delta: floa
                 nulls=frozenset({"pair_epsilon", "pair_claim"} if pair is None else ()))
     results = RunResults(header=header, judgement=judgement,
                          attacks={ATTACK_NAME: metrics}, game=game,
-                         quick=opts.quick, **plugin_notes)
+                         quick=opts.quick, tables=None if check is None else (check.table(),),
+                         reproducible=None if check is None else check.reproducible,
+                         reproducibility_note=None if check is None else check.note)
     return ctx.finish(results, config)
 
 
