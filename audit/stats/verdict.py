@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import fields
 from typing import Any
 
 from audit.stats.lower_bound import VERDICT
@@ -70,8 +69,7 @@ def best_valid_bound(bounds: Sequence[Bound], family: Family) -> BestBound | Non
     if not competing:
         return None
     best = max(competing, key=lambda b: epsilon_value(b.epsilon))
-    return BestBound(**{f.name: getattr(best, f.name) for f in fields(Bound)}, family_size=family.size,
-                     family_confidence=family.confidence)
+    return BestBound.of(best, family)
 
 
 def audit_ceiling(bounds: Sequence[Bound]) -> float | None:

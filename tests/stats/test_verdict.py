@@ -4,7 +4,6 @@ violation verdict hold at the confidence they print, across every bound that com
 from __future__ import annotations
 
 import math
-from dataclasses import fields
 
 import pytest
 
@@ -19,8 +18,7 @@ def _row(eps: float, confidence: float, role: str = "", method: str = "one-run")
 
 
 def _best(row: Bound, size: int, confidence: float) -> BestBound:
-    return BestBound(**{f.name: getattr(row, f.name) for f in fields(Bound)}, family_size=size,
-                     family_confidence=confidence)
+    return BestBound.of(row, Family(size=size, confidence=confidence))
 
 
 def test_family_member_confidence_is_bonferroni() -> None:
