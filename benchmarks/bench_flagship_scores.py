@@ -40,6 +40,7 @@ import os
 import sys
 import tempfile
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -98,11 +99,10 @@ def shipped_attacks(scored: dict, member: np.ndarray) -> dict:
     rows = {}
     for name, sc in scored.items():
         chosen = choose_guesses(sc.calibration, sc.calibration_in, DELTA, CONFIDENCE)
-        guesses = Guesses(method=chosen["method"], k_pos=chosen["k_pos"], k_neg=chosen["k_neg"])
         fixed = {str(k): one_run(Guesses(method="one-run", k_pos=k, k_neg=k), sc.target, member, DELTA,
                                  CONFIDENCE).epsilon for k in FIXED_GUESSES}
-        rows[name] = {"auc": float(roc_auc_score(member, sc.target)), "chosen": chosen,
-                      "epsilon_chosen": one_run(guesses, sc.target, member, DELTA, CONFIDENCE).epsilon,
+        rows[name] = {"auc": float(roc_auc_score(member, sc.target)), "chosen": asdict(chosen),
+                      "epsilon_chosen": one_run(chosen, sc.target, member, DELTA, CONFIDENCE).epsilon,
                       "epsilon_fixed_two_sided_on_target": fixed}
     return rows
 
@@ -120,14 +120,13 @@ def class_calibrated_audit(inputs, scored: dict, member: np.ndarray) -> dict:
     calibration = np.stack([class_calibrated(lp, inputs.shadow_labels, pop)
                             for lp, pop in zip(inputs.shadow_lp, inputs.shadow_population_lp, strict=True)])
     chosen = choose_guesses(calibration, inputs.shadow_in, DELTA, CONFIDENCE)
-    guesses = Guesses(method=chosen["method"], k_pos=chosen["k_pos"], k_neg=chosen["k_neg"])
-    others = {name: choose_guesses(sc.calibration, sc.calibration_in, DELTA, CONFIDENCE)["shadow_mean_epsilon"]
+    others = {name: choose_guesses(sc.calibration, sc.calibration_in, DELTA, CONFIDENCE).shadow_mean_epsilon
               for name, sc in scored.items()}
     primary = max(others, key=others.get)
-    return {"auc": float(roc_auc_score(member, target)), "chosen": chosen,
-            "epsilon": one_run(guesses, target, member, DELTA, CONFIDENCE).epsilon,
+    return {"auc": float(roc_auc_score(member, target)), "chosen": asdict(chosen),
+            "epsilon": one_run(chosen, target, member, DELTA, CONFIDENCE).epsilon,
             "shipped_primary": primary, "shipped_primary_calibration_mean": others[primary],
-            "would_be_primary": chosen["shadow_mean_epsilon"] > others[primary]}
+            "would_be_primary": chosen.shadow_mean_epsilon > others[primary]}
 
 
 def class_phi(log_probs: np.ndarray) -> np.ndarray:

@@ -64,8 +64,8 @@ DELTA = 1e-5
 
 
 def _metrics(scores: np.ndarray, members: np.ndarray) -> dict:
-    return {"auc": auc(scores, members), "tpr_at_1pct": tpr_at_fpr(scores, members, 0.01)["tpr"],
-            "tpr_at_0.1pct": tpr_at_fpr(scores, members, 0.001)["tpr"]}
+    return {"auc": auc(scores, members), "tpr_at_1pct": tpr_at_fpr(scores, members, 0.01).tpr,
+            "tpr_at_0.1pct": tpr_at_fpr(scores, members, 0.001).tpr}
 
 
 def membership(base, tokenizer, pool: list[str], args: argparse.Namespace) -> dict:

@@ -36,6 +36,7 @@ threshold family, whose rows share one simultaneous confidence event.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -45,7 +46,7 @@ from audit.errors import UserError
 from audit.stats.gdp import gaussian_fit_bound
 from audit.stats.judgement import Judgement, judge
 from audit.stats.metrics import attack_metrics
-from audit.stats.outcome import AttackMetrics, Verdict
+from audit.stats.outcome import AttackMetrics, Bound, Verdict
 from audit.stats.per_step import StepComposition, per_step_bound
 from audit.stats.rates import as_scores_members, operating_point
 from audit.stats.thresholds import ThresholdStrategy, choose_strategy, threshold_bounds
@@ -67,14 +68,14 @@ def fair_coins(runs: int, seed: int) -> np.ndarray:
     return np.random.default_rng([int(seed), 11]).random(int(runs)) < 0.5
 
 
-def flag_estimates_above_claim(verdict: Verdict, bounds: list[dict], epsilon_theory: float | None) -> Verdict:
+def flag_estimates_above_claim(verdict: Verdict, bounds: Sequence[Bound], epsilon_theory: float | None) -> Verdict:
     """A consistent verdict whose assumption-based estimates exceed the claim says so in its text
     (suspicious, worth more runs); it never becomes a violation on an estimate alone."""
     above = ([] if epsilon_theory is None else
-             [b for b in bounds if not b["valid"] and epsilon_value(b["epsilon"]) > epsilon_theory + 1e-9])
+             [b for b in bounds if not b.valid and epsilon_value(b.epsilon) > epsilon_theory + 1e-9])
     if verdict.status == "consistent" and above:
         verdict = replace(verdict, text=verdict.text + "; but the assumption-based "
-                          + ", ".join(sorted({b["method"] for b in above}))
+                          + ", ".join(sorted({b.method for b in above}))
                           + " estimate exceeds the claim: suspicious, check with more runs")
     return verdict
 
@@ -151,21 +152,21 @@ def audit_runs(scores: ArrayLike, included: ArrayLike, claim: PrivacyClaim | Non
     rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
     family = Family(size=1, confidence=confidence)
     strategy = choose_strategy(int(inc.sum()), int((~inc).sum()), model.strategy)
-    bounds = [b.to_dict() for b in threshold_bounds(s, inc, delta, family.member_confidence, strategy, rng,
-                                                    gaussian_pair=model.gaussian_pair,
-                                                    claim_tradeoff=None if claim is None else claim.tradeoff)]
+    bounds = [b.block() for b in threshold_bounds(s, inc, delta, family.member_confidence, strategy, rng,
+                                                  gaussian_pair=model.gaussian_pair,
+                                                  claim_tradeoff=None if claim is None else claim.tradeoff)]
     if model.gaussian_pair or model.gaussian_fit:
-        bounds.append(gaussian_fit_bound(s, inc, delta, confidence).to_dict())
+        bounds.append(gaussian_fit_bound(s, inc, delta, confidence).block())
     if model.step_scores is not None:
         if model.sample_rate is None or model.steps is None:
             raise UserError("per-step observations need the sample rate and the number of steps of the claim")
         composition = StepComposition(sample_rate=model.sample_rate, steps=model.steps)
         bounds.append(per_step_bound(model.step_scores, inc, composition, delta, confidence, rng,
-                                     design_sigma=model.design_sigma).to_dict())
+                                     design_sigma=model.design_sigma).block())
     judgement = judge(bounds, claim=claim, delta=delta, alpha=ALPHA_GRID, family=family)
     judgement = judgement.with_verdict(flag_estimates_above_claim(judgement.verdict, bounds,
                                                                   judgement.epsilon_theory))
     metrics = replace(attack_metrics(s, inc, confidence), empirical_points=tuple(  # each threshold test's point
-        operating_point(f"{b['method']} test ({b['details']['rule']})", b["details"], confidence)
-        for b in bounds if b["method"] == "clopper-pearson" and "fp" in b["details"]))
+        operating_point(f"{b.method} test ({b.details['rule']})", b.details, confidence)
+        for b in bounds if b.method == "clopper-pearson" and "fp" in b.details))
     return RunsAudit(judgement=judgement, threshold_strategy=strategy.name, attack_metrics=metrics)

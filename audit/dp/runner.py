@@ -105,15 +105,16 @@ def _play(ctx: RunContext, setup: DPAuditSetup, included: np.ndarray, confidence
                           "(GDP of a non-Gaussian pair, per-step model, Gaussian fit), never decides the verdict.")
     reference = (last_iterate_reference(setup.params, setup.delta, setup.neighbouring, setup.claim)
                  if setup.threat == "black-box" else None)  # the adversary sees the final model only
-    extra = dict(obs.results)  # the setup's own entries (a plugin's reproducibility check) and tables
-    tables = (table, *(t if isinstance(t, Table) else Table.from_dict(t, strict=True) for t in extra.pop("tables", [])))
+    check = obs.reproducibility  # a plugin's
     results = RunResults(
         header=header, judgement=judgement, estimate=True,
         attacks={attack: game.attack_metrics},
         game=Game(runs=runs, canary_kind=setup.canary.get("kind"), canary=setup.canary, threat=setup.threat,
                   threshold_strategy=game.threshold_strategy, observation=obs.info,
                   included=int(included.sum()), inclusion="independent fair coin per run"),
-        tables=tables, last_iterate=LastIterate.from_dict(reference, strict=True) if reference else None, **extra)
+        tables=(table, *obs.tables), last_iterate=LastIterate.from_dict(reference, strict=True) if reference else None,
+        reproducible=None if check is None else check.reproducible,
+        reproducibility_note=None if check is None else check.note)
     config = {"command": "run dp", "runs": runs, "seed": seed, "confidence": confidence,
               "setup": {"name": setup.name, "threat": setup.threat, "canary": setup.canary, "params": setup.params},
               } | setup.config | (options.config_extra or {})

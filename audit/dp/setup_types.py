@@ -9,8 +9,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from audit.stats.outcome import Table
 from audit.stats.thresholds import ThresholdStrategy
 from audit.theory.claims import PrivacyClaim
+from targets.plugins.rng import Reproducibility
 
 
 @dataclass(kw_only=True)
@@ -26,8 +28,8 @@ class Observation:
     ``threshold_strategy``: how the Clopper–Pearson threshold is chosen, e.g. a
     :class:`audit.stats.thresholds.DesignedThreshold` fixed in advance (None: the Bonferroni grid; see
     :func:`audit.dp.game.audit_runs`).
-    ``results``: extra top-level results.json keys (e.g. a plugin's ``reproducible``); its ``tables``
-    are appended to the run's tables.
+    ``reproducibility``: a plugin's reproducibility check (results.json's ``reproducible`` and
+    ``reproducibility_note``; None: no plugin). ``tables``: the setup's own tables, appended to the run's.
     """
 
     scores: np.ndarray
@@ -39,7 +41,8 @@ class Observation:
     gaussian_fit: bool = False
     design_sigma: float | None = None
     threshold_strategy: ThresholdStrategy | None = None
-    results: dict = field(default_factory=dict)
+    reproducibility: Reproducibility | None = None
+    tables: tuple[Table, ...] = ()
 
 
 @dataclass(kw_only=True)

@@ -89,10 +89,10 @@ def _sweep(ctx: RunContext, opts: SweepOptions, family: Family) -> Outcome:
     rows = sweep_rows(opts, ctx.run_dir / "audits")
     for r in rows:  # wall times vary between identical runs: they go to timing (volatile), not into rows
         ctx.timing[audit_timing_key(r["run_dir"])] = r.pop("wall_s")
-    plotted = [{"epsilon_theory": r["epsilon_theory"], "epsilon_lb": r["epsilon_lb"], "series": r["series"],
-                "method": r["method"]} for r in rows]
-    plotted += [{"epsilon_theory": r["epsilon_theory"], "epsilon_lb": r["epsilon_lb_valid"],
-                 "series": f"{r['series']} (best valid)", "method": r["valid_method"]} for r in rows]
+    plotted = [SweepPoint(epsilon_theory=r["epsilon_theory"], epsilon_lb=r["epsilon_lb"], series=r["series"],
+                          method=r["method"]) for r in rows]
+    plotted += [SweepPoint(epsilon_theory=r["epsilon_theory"], epsilon_lb=r["epsilon_lb_valid"],
+                           series=f"{r['series']} (best valid)", method=r["valid_method"]) for r in rows]
     verdict = sweep_verdict(rows, family)
     header = ResultsHeader(description=f"epsilon sweep of run dp on {opts.target}", delta=opts.delta,
                            confidence=opts.confidence, epsilon_theory=None)
@@ -106,15 +106,15 @@ def _sweep(ctx: RunContext, opts: SweepOptions, family: Family) -> Outcome:
                           "audit's best bound that competed for its verdict; audit verdict: that audit's own verdict, "
                           "which also counts a rejection of the claim's tradeoff curve (a violation even when every "
                           "epsilon bound lies below the claim).")
-    judgement = Unbounded(verdict=Verdict.from_dict(verdict, strict=True),
+    judgement = Unbounded(verdict=verdict,
                           family=Family(size=family.size, confidence=family.confidence))
     results = RunResults(header=header, judgement=judgement, tables=(table,),
-                         detail=SweepDetail(sweep=tuple(SweepPoint.from_dict(p, strict=True) for p in plotted),
+                         detail=SweepDetail(sweep=tuple(plotted),
                                             rows=tuple(SweepRow.from_dict(r, strict=True) for r in rows)))
     return ctx.finish(results, {"command": "sweep dp", "options": asdict(opts)})
 
 
-def sweep_verdict(rows: list[dict], family: Family) -> dict[str, str]:
+def sweep_verdict(rows: list[dict], family: Family) -> Verdict:
     """The sweep's verdict: ``violation`` when any audit's own verdict is one (a valid bound above its
     claim, or a test that rejects the claim's tradeoff curve), each audit computed at the family's
     member confidence so that the sweep holds at ``family.confidence``. Estimates above the claim are
@@ -128,10 +128,10 @@ def sweep_verdict(rows: list[dict], family: Family) -> dict[str, str]:
                "never a violation)") if estimates else ""
     if violations:
         which = ", ".join(f"{r['threat']} at epsilon {r['epsilon_claimed']:g}" for r in violations)
-        return {"status": "violation", "text": f"{len(violations)} of {len(rows)} audits find a violation ({which})"
-                                               f"{flagged}; {family_text}"}
-    return {"status": "consistent", "text": f"none of the {len(rows)} audits finds a violation{flagged}; "
-                                            f"{family_text}"}
+        return Verdict(status="violation", text=f"{len(violations)} of {len(rows)} audits find a violation "
+                                                f"({which}){flagged}; {family_text}")
+    return Verdict(status="consistent", text=f"none of the {len(rows)} audits finds a violation{flagged}; "
+                                             f"{family_text}")
 
 
 def sweep_summary(run_dir: Path, outcome: Outcome) -> list[str]:

@@ -41,7 +41,7 @@ from audit.results_header import ResultsHeader
 from audit.run_context import RunContext
 from audit.run_options import CommonRunOptions
 from audit.run_results import RunResults, Unbounded
-from audit.stats.outcome import Extraction, Outcome, Table, Verdict
+from audit.stats.outcome import Extraction, Outcome
 from audit.theory.checks import check_confidence
 from targets.catalogue import dperm_release, resolve
 from targets.registry import TrainedTarget
@@ -195,9 +195,8 @@ def extraction_results(opts: ExtractionOptions, victim: Victim, domain: Domain, 
         description=victim.description, dataset=victim.dataset.name, dataset_source=victim.dataset.source,
         model=model_info, neighbouring=victim.neighbouring, delta=victim.delta, confidence=opts.confidence,
         epsilon_theory=victim.epsilon_theory, accountant=victim.accountant, params=victim.params)
-    verdict = Verdict.from_dict(extraction_verdict(victim, extraction), strict=True)
-    return RunResults(header=header, judgement=Unbounded(verdict=verdict, null_curves=True), attacks={},
-                      tables=tuple(Table.from_dict(t, strict=True) for t in tables),
+    return RunResults(header=header, judgement=Unbounded(verdict=extraction_verdict(victim, extraction),
+                                                          null_curves=True), attacks={}, tables=tuple(tables),
                       detail=ExtractionDetail(extraction=Extraction.from_dict(extraction, strict=True)),
                       quick=opts.quick, target=victim.name)
 

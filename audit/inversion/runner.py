@@ -49,7 +49,7 @@ from audit.results_header import ADD_REMOVE_RECORD, ResultsHeader, accountant
 from audit.run_context import RunContext
 from audit.run_options import CommonRunOptions
 from audit.run_results import RunResults, Unbounded
-from audit.stats.outcome import Figure, Inversion, Outcome, Table, Verdict
+from audit.stats.outcome import Figure, Inversion, Outcome
 from audit.theory.checks import check_confidence
 from targets.catalogue import resolve
 
@@ -167,7 +167,7 @@ def inversion_summary(out: dict, scale: Yardstick, config: MIFaceConfig, bb_step
 
 
 def inversion_results(opts: InversionOptions, target: InversionTarget, split: RecordSplit, access: str,
-                      inversion: dict, figures: list[dict]) -> RunResults:
+                      inversion: dict, figures: list[Figure]) -> RunResults:
     """The typed results of an inversion run: the header, no bounds, the verdict, the figures and the
     tables."""
     data, claim, n = target.data, target.claim, target.n_train
@@ -178,12 +178,10 @@ def inversion_results(opts: InversionOptions, target: InversionTarget, split: Re
         neighbouring=ADD_REMOVE_RECORD, delta=target.delta if claim else None, confidence=opts.confidence,
         epsilon_theory=claim.epsilon(target.delta) if claim is not None else None, accountant=accountant(claim),
         params=target.params)
-    verdict = Verdict.from_dict(inversion_verdict(inversion, data.n_classes, claim is not None), strict=True)
+    verdict = inversion_verdict(inversion, data.n_classes, claim is not None)
     return RunResults(header=header, judgement=Unbounded(verdict=verdict, null_curves=True), attacks={},
                       detail=InversionDetail(inversion=Inversion.from_dict(inversion, strict=True)),
-                      figures=tuple(Figure.from_dict(f, strict=True) for f in figures),
-                      tables=tuple(Table.from_dict(t, strict=True)
-                                   for t in inversion_tables(inversion, access, data.n_classes)),
+                      figures=tuple(figures), tables=tuple(inversion_tables(inversion, access, data.n_classes)),
                       quick=opts.quick)
 
 

@@ -36,7 +36,7 @@ from audit.run_context import RunContext
 from audit.run_results import RunResults
 from audit.stats.judgement import judge
 from audit.stats.metrics import attack_metrics
-from audit.stats.outcome import Game, Outcome
+from audit.stats.outcome import Bound, Game, Outcome
 from audit.stats.rates import operating_point
 from audit.stats.thresholds import choose_strategy, threshold_bounds
 from audit.stats.verdict import Family
@@ -47,7 +47,7 @@ from targets.catalogue import resolve
 from targets.mechanisms import Mechanism
 from targets.plugins.loading import MechanismPlugin, plugin_config
 from targets.plugins.mechanism import PluginMechanism
-from targets.plugins.rng import reproducibility_lines, reproducibility_table
+from targets.plugins.rng import reproducibility_lines
 
 #: Draws are made in chunks of this size so progress can be shown and memory stays small.
 CHUNK = 25_000
@@ -114,7 +114,7 @@ def draw_scores(mech: Mechanism, dataset, n: int, rng: np.random.Generator, prog
     return np.concatenate([mech.score(chunk) for chunk in _chunks(mech, dataset, n, rng, progress)])
 
 
-def gdp_in_mu_space(bound: dict, claim: PrivacyClaim) -> dict:
+def gdp_in_mu_space(bound: Bound, claim: PrivacyClaim) -> Bound:
     """Attach the claim's Gaussian-DP mu to a GDP bound row, and drop its epsilon where neither
     the pair nor the claim is Gaussian-shaped.
 
@@ -128,19 +128,19 @@ def gdp_in_mu_space(bound: dict, claim: PrivacyClaim) -> dict:
     mechanism, DP-ERM output perturbation) the row is already valid: the pair's tradeoff *is* G_mu.
     """
     mu_claim, how = gdp_summary(claim)
-    details = dict(bound["details"]) | {"mu_claim": mu_claim, "mu_claim_method": how}
-    if bound["epsilon"] is None:  # audited at delta 0
+    details = dict(bound.details) | {"mu_claim": mu_claim, "mu_claim_method": how}
+    if bound.epsilon is None:  # audited at delta 0
         details["epsilon_omitted"] = "G_mu has no finite epsilon at delta 0; compare mu_lb with mu_claim"
-        return bound | {"details": details}
-    if not bound["valid"] and how == IMPLIED_MU:
+        return replace(bound, details=details)
+    if not bound.valid and how == IMPLIED_MU:
         details["epsilon_omitted"] = ("the claim's tradeoff is not Gaussian, so epsilon(delta) of G_mu_lb says "
                                       "nothing about it; compare mu_lb with mu_claim")
-        return bound | {"epsilon": None, "details": details}
-    return bound | {"details": details}
+        return replace(bound, epsilon=None, details=details)
+    return replace(bound, details=details)
 
 
 def mechanism_bounds(mech: Mechanism, scores_out: np.ndarray, scores_in: np.ndarray, delta: float,
-                     confidence: float, seed: int) -> tuple[tuple, list[dict], Family]:
+                     confidence: float, seed: int) -> tuple[tuple, list[Bound], Family]:
     """The statistics of a mechanism audit: the threshold strategy chosen from the draw counts, the
     Clopper–Pearson and GDP rows (one family of simultaneous rate bounds, so one family member; the
     GDP row is valid when the mechanism's output is Gaussian) as results rows with the claim's mu
@@ -154,7 +154,7 @@ def mechanism_bounds(mech: Mechanism, scores_out: np.ndarray, scores_in: np.ndar
     found = threshold_bounds(scores, members, delta, family.member_confidence, strategy,
                              np.random.default_rng([seed, 2]), gaussian_pair=gaussian,
                              claim_tradeoff=mech.claim.tradeoff)
-    rows = [(gdp_in_mu_space(b.to_dict(), mech.claim) if b.method == "gdp" else b.to_dict()) | {"attack": ATTACK_NAME}
+    rows = [gdp_in_mu_space(b.block(ATTACK_NAME), mech.claim) if b.method == "gdp" else b.block(ATTACK_NAME)
             for b in found]
     return found, rows, family
 
@@ -185,11 +185,10 @@ def _audit(ctx: RunContext, opts: MechanismOptions, mech: Mechanism, delta: floa
     d0, d1 = mech.neighbouring_pair()
     timing = ctx.timing
     t0 = time.perf_counter()
-    plugin_notes: dict = {}
+    check = None
     if isinstance(mech, PluginMechanism):  # the user's code: record what it imported, check it uses its seed
         config["plugin"] = plugin_config(mech.plugin)
-        plugin_notes = mech.check_reproducible(opts.seed)
-        plugin_notes["tables"] = (reproducibility_table(plugin_notes),)
+        check = mech.check_reproducible(opts.seed)
     fit_draws = 0
     if hasattr(mech, "fit_score"):  # statistic unknown: learn it on separate draws (audit.stats.score_fit)
         fit_draws = min(opts.draws, FIT_DRAWS)
@@ -227,7 +226,9 @@ def _audit(ctx: RunContext, opts: MechanismOptions, mech: Mechanism, delta: floa
                 nulls=frozenset({"pair_epsilon", "pair_claim"} if pair is None else ()))
     results = RunResults(header=header, judgement=judgement,
                          attacks={ATTACK_NAME: metrics}, game=game,
-                         quick=opts.quick, **plugin_notes)
+                         quick=opts.quick, tables=None if check is None else (check.table(),),
+                         reproducible=None if check is None else check.reproducible,
+                         reproducibility_note=None if check is None else check.note)
     return ctx.finish(results, config)
 
 

@@ -33,11 +33,14 @@ class Guesses:
         method: ``one-run`` or ``one-run-fdp``.
         k_pos: "in" guesses.
         k_neg: "out" guesses (0: one-sided).
+        shadow_mean_epsilon: the mean bound of these guesses over the calibration games they were chosen on
+            (None: not chosen there).
     """
 
     method: str
     k_pos: int
     k_neg: int
+    shadow_mean_epsilon: float | None = None
 
 
 def one_run(guesses: Guesses, scores: np.ndarray, members: np.ndarray, delta: float, confidence: float,
@@ -51,7 +54,7 @@ def one_run(guesses: Guesses, scores: np.ndarray, members: np.ndarray, delta: fl
     return one_run_bound(scores, members, guesses.k_pos, guesses.k_neg, delta, confidence, role)
 
 
-def choose_guesses(shadow_scores: np.ndarray, shadow_in: np.ndarray, delta: float, confidence: float) -> dict:
+def choose_guesses(shadow_scores: np.ndarray, shadow_in: np.ndarray, delta: float, confidence: float) -> Guesses:
     """The method and guess counts (k+, k-) maximising the mean one-run bound over the calibration
     games (shadow or reference games, never the target's): every method of :data:`ONE_RUN_METHODS`
     at every fraction of :data:`GUESS_FRACTIONS`, two-sided guesses for Steinke et al.'s bound."""
@@ -66,8 +69,8 @@ def choose_guesses(shadow_scores: np.ndarray, shadow_in: np.ndarray, delta: floa
                 eps = [one_run(Guesses(method=method, k_pos=k_pos, k_neg=k_neg), s, i, delta, confidence).epsilon
                        for s, i in zip(shadow_scores, shadow_in, strict=True)]
                 mean = float(np.mean(eps))
-                if best is None or mean > best["shadow_mean_epsilon"]:
-                    best = {"method": method, "k_pos": k_pos, "k_neg": k_neg, "shadow_mean_epsilon": mean}
+                if best is None or mean > best.shadow_mean_epsilon:
+                    best = Guesses(method=method, k_pos=k_pos, k_neg=k_neg, shadow_mean_epsilon=mean)
     return best
 
 

@@ -65,7 +65,7 @@ from audit.stats.lower_bound import SECONDARY, VERDICT
 from audit.stats.metrics import attack_metrics, dp_advantage_bound
 from audit.stats.one_run.design import CanaryMechanism
 from audit.stats.one_run.final_model import last_iterate_expectation
-from audit.stats.outcome import AttackMetrics, LastIterate, Outcome, Table
+from audit.stats.outcome import AttackMetrics, Bound, LastIterate, Outcome, Table
 from audit.stats.split_check import SplitCheck, blind_split_check
 from audit.stats.text_split_check import text_split_check
 from audit.stats.verdict import Family, percent
@@ -271,7 +271,7 @@ def membership_results(opts: MembershipOptions, target: MembershipSubject, game:
     # games (never on the target's canary coins), so the primary bound alone decides the verdict
     guesses = {name: choose_guesses(scored[name].calibration, scored[name].calibration_in, delta, opts.confidence)
                for name in attack_names}
-    primary = max(attack_names, key=lambda name: guesses[name]["shadow_mean_epsilon"])
+    primary = max(attack_names, key=lambda name: guesses[name].shadow_mean_epsilon)
     attacks_out, bounds = {}, []
     for name in attack_names:
         sc, chosen, is_primary = scored[name], guesses[name], name == primary
@@ -295,7 +295,8 @@ def membership_results(opts: MembershipOptions, target: MembershipSubject, game:
 FINAL_MODEL_GAMES = 100
 
 
-def final_model_reference(target: MembershipSubject, m: int, chosen: dict, opts: MembershipOptions) -> dict | None:
+def final_model_reference(target: MembershipSubject, m: int, chosen: Guesses,
+                          opts: MembershipOptions) -> dict | None:
     """results.json's ``last_iterate`` of a DP-SGD target: the last-iterate heuristic of its training
     (:func:`audit.theory.last_iterate.last_iterate_reference`) and, as ``expected_bound``, what a perfect attack
     on a linear model's final iterate expects with this game's M canaries and the primary attack's guesses
@@ -304,35 +305,33 @@ def final_model_reference(target: MembershipSubject, m: int, chosen: dict, opts:
     if reference is None:
         return None
     mech = CanaryMechanism(reference["sample_rate"], reference["noise_multiplier"], reference["steps"])
-    method = "fdp" if chosen["method"] == "one-run-fdp" else "steinke"
-    expected = last_iterate_expectation(mech, m, (chosen["k_pos"], chosen["k_neg"]), method, target.delta,
+    method = "fdp" if chosen.method == "one-run-fdp" else "steinke"
+    expected = last_iterate_expectation(mech, m, (chosen.k_pos, chosen.k_neg), method, target.delta,
                                         opts.confidence, FINAL_MODEL_GAMES, opts.seed)
     return reference | {"expected_bound": expected | {
         "text": f"a perfect attack on a linear model's final iterate, with these {m} canaries and the primary "
                 f"attack's guesses, over {FINAL_MODEL_GAMES} simulated games"}}
 
 
-def attack_bound(name: str, scores: AttackScores, game: CanaryGame, chosen: dict, claim, delta: float,
-                 confidence: float, primary: bool) -> dict:
+def attack_bound(name: str, scores: AttackScores, game: CanaryGame, chosen: Guesses, claim, delta: float,
+                 confidence: float, primary: bool) -> Bound:
     """The one-run bound of one attack on the target's canaries with the method and guess counts
     chosen on its calibration games; the primary attack's decides the verdict, the others are secondary."""
-    guesses = Guesses(method=chosen["method"], k_pos=chosen["k_pos"], k_neg=chosen["k_neg"])
-    bound = one_run(guesses, scores.target, game.target_in, delta,
+    bound = one_run(chosen, scores.target, game.target_in, delta,
                     confidence, None if claim is None else claim.tradeoff, VERDICT if primary else SECONDARY)
-    entry = bound.to_dict() | {"attack": name}
-    entry["details"] |= {"guesses_chosen_on": f"{scores.calibrated_on} (mean bound "
-                                              f"{chosen['shadow_mean_epsilon']:.3f})"}
-    return entry
+    entry = bound.block(name)
+    return replace(entry, details=dict(entry.details) | {
+        "guesses_chosen_on": f"{scores.calibrated_on} (mean bound {chosen.shadow_mean_epsilon:.3f})"})
 
 
-def attack_entry(name: str, scores: AttackScores, game: CanaryGame, chosen: dict, opts: MembershipOptions,
+def attack_entry(name: str, scores: AttackScores, game: CanaryGame, chosen: Guesses, opts: MembershipOptions,
                  adv_bound: float | None, references: int, primary: bool) -> AttackMetrics:
     """results.json's ``attacks[name]``: AUC, ROC, TPR at low FPR and advantage of one attack on the
     target (:func:`audit.stats.metrics.attack_metrics`), its empirical operating points, the DP bound
     on its advantage (written as null without a claim) and its parameters."""
     metrics = attack_metrics(scores.target, game.target_in, opts.confidence)
     return replace(
-        metrics, empirical_points=empirical_points(scores.target, game.target_in, chosen["k_pos"], opts.confidence),
+        metrics, empirical_points=empirical_points(scores.target, game.target_in, chosen.k_pos, opts.confidence),
         description=ATTACKS[name], calibrated_on=scores.calibrated_on, primary=primary,
         advantage_dp_bound=adv_bound,
         advantage_ci_low_vs_dp_bound=(None if adv_bound is None else

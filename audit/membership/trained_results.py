@@ -19,7 +19,7 @@ from audit.stats.judgement import Judgement, judge
 from audit.stats.lower_bound import VERDICT
 from audit.stats.metrics import attack_metrics
 from audit.stats.one_run.steinke import one_run_bound
-from audit.stats.outcome import AttackMetrics, BestBound, Ceiling, Outcome, Table
+from audit.stats.outcome import AttackMetrics, BestBound, Bound, Ceiling, Outcome, Table
 from audit.stats.split_check import SplitCheck, auc_score_interval
 from audit.stats.verdict import Family, percent
 from targets.trained_model import TrainedSubject
@@ -63,7 +63,7 @@ def bound_allowed(model: TrainedSubject, split: SplitCheck) -> tuple[bool, str]:
 
 
 def trained_bounds(scores: dict[str, np.ndarray], member: np.ndarray, delta: float,
-                   confidence: float) -> tuple[list[dict], Family]:
+                   confidence: float) -> tuple[list[Bound], Family]:
     """One-run bounds of every attack at every fraction of :data:`TRAINED_GUESS_FRACTIONS` ("in" guesses only),
     each at the Bonferroni-corrected confidence of their family (:class:`audit.stats.verdict.Family`)."""
     m = member.shape[0]
@@ -72,7 +72,7 @@ def trained_bounds(scores: dict[str, np.ndarray], member: np.ndarray, delta: flo
     for name, s in scores.items():
         for frac in TRAINED_GUESS_FRACTIONS:
             bound = one_run_bound(s, member, max(1, int(round(frac * m))), 0, delta, family.member_confidence, VERDICT)
-            bounds.append(bound.to_dict() | {"attack": name})
+            bounds.append(bound.block(name))
     return bounds, family
 
 
@@ -89,7 +89,7 @@ def attack_entry(scores: np.ndarray, member: np.ndarray, split: SplitCheck, conf
                    description=description, blind_auc=split.blind_auc, blind_auc_ci=list(split.blind_auc_ci))
 
 
-def trained_judgement(bounds: list[dict], family: Family, claim, delta: float, why: str) -> Judgement:
+def trained_judgement(bounds: list[Bound], family: Family, claim, delta: float, why: str) -> Judgement:
     """The bounds of a trained model judged against its ``claim`` (:func:`audit.stats.judgement.judge`); with no
     bound (not allowed, ``why``), a ceiling and verdict that say why rather than "leaks at least epsilon = 0"."""
     judgement = judge(bounds, claim=claim, delta=delta, alpha=ALPHA_GRID, family=family)

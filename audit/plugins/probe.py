@@ -18,7 +18,7 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -31,7 +31,7 @@ from audit.theory.dpsgd import DPSGDClaim, calibrate_noise_multiplier
 from targets.audit_hooks import StepSource, UpdateRecorder, loader_indices, recording
 from targets.catalogue import record_word
 from targets.plugins.loading import TrainerPlugin
-from targets.plugins.rng import reproducibility
+from targets.plugins.rng import Reproducibility, reproducibility
 
 #: Noisy steps of the probe's repeat compared with the probe's before it stops (:func:`repeat_matches`).
 REPEAT_STEPS = 5
@@ -102,7 +102,7 @@ class Probe:
     coordinate: int
     touched: float
     opacus: dict | None
-    check: dict = field(default_factory=dict)
+    check: Reproducibility | None = None
     recorder: UpdateRecorder | None = None
     trained: Any = None
 

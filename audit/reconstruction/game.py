@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from audit.errors import UserError
+from audit.stats.outcome import Verdict
 from audit.stats.rates import cp_lower, cp_upper
 from audit.theory.claims import PrivacyClaim
 from audit.theory.rero import rero_bound, uniform_prior_kappa
@@ -62,25 +63,25 @@ def reconstruction_section(games: list[GameResult], claim: PrivacyClaim | None, 
             "points": rows}
 
 
-def verdict(section: dict, claim: PrivacyClaim | None) -> dict:
+def verdict(section: dict, claim: PrivacyClaim | None) -> Verdict:
     """``violation`` when a lower confidence limit exceeds the ReRo bound (the claim cannot hold: the family
     of intervals is valid at the run's confidence), else ``consistent``; ``no-claim`` without a claim."""
     points = section["points"]
     if claim is None:
         best = max(points, key=lambda p: p["success"])
-        return {"status": "no-claim", "text": f"no privacy claim; the attack reconstructs the record "
-                                              f"{best['success']:.0%} of the time at kappa = 1/{best['n_candidates']}"}
+        return Verdict(status="no-claim", text=f"no privacy claim; the attack reconstructs the record "
+                                               f"{best['success']:.0%} of the time at kappa = 1/{best['n_candidates']}")
     above = [p for p in points if p["success_ci"][0] > p["rero_bound"]]
     if above:
         p = above[0]
-        return {"status": "violation",
-                "text": f"at kappa = 1/{p['n_candidates']} the attack succeeds {p['success']:.3f} of the time "
-                        f"(lower limit {p['success_ci'][0]:.3f}) but the claim's ReRo bound is "
-                        f"{p['rero_bound']:.3f}: the claim cannot hold"}
+        return Verdict(status="violation",
+                       text=f"at kappa = 1/{p['n_candidates']} the attack succeeds {p['success']:.3f} of the time "
+                            f"(lower limit {p['success_ci'][0]:.3f}) but the claim's ReRo bound is "
+                            f"{p['rero_bound']:.3f}: the claim cannot hold")
     gaps = ", ".join(f"1/{p['n_candidates']}: {p['success']:.3f} vs {p['rero_bound']:.3f}" for p in points)
-    return {"status": "consistent",
-            "text": f"every success rate lies within the ReRo bound of the claim at {section['confidence']:.0%} "
-                    f"family-wise confidence (success vs bound at kappa {gaps})"}
+    return Verdict(status="consistent",
+                   text=f"every success rate lies within the ReRo bound of the claim at {section['confidence']:.0%} "
+                        f"family-wise confidence (success vs bound at kappa {gaps})")
 
 
 def bound_meaning(section: dict, claim: PrivacyClaim | None, name: str) -> str:

@@ -26,7 +26,7 @@ from audit.results_header import ResultsHeader, accountant
 from audit.run_context import RunContext
 from audit.run_options import CommonRunOptions
 from audit.run_results import RunResults, Unbounded
-from audit.stats.outcome import Figure, Outcome, Reconstruction, Table, Verdict
+from audit.stats.outcome import Figure, Outcome, Reconstruction, Table
 from audit.theory.checks import check_confidence
 from audit.theory.rero import rero_bound
 from reports.reconstruction_plots import rero_success_plot
@@ -126,7 +126,7 @@ def run_reconstruction(opts: ReconstructionOptions) -> tuple[Path, Outcome]:
                       caption="ReRo bound: 1 - f(kappa), f the claim's tradeoff curve (Hayes, Mahloujifar & "
                               "Balle 2023).")
         results = RunResults(
-            header=header, judgement=Unbounded(verdict=Verdict.from_dict(verdict(section, claim), strict=True)),
+            header=header, judgement=Unbounded(verdict=verdict(section, claim)),
             detail=ReconstructionDetail(reconstruction=Reconstruction.from_dict(section, strict=True)),
             figures=(figure,), tables=(table,), quick=opts.quick)
         outcome = ctx.finish(results, {"command": "run reconstruction", "options": asdict(opts)})

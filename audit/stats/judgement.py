@@ -10,21 +10,19 @@ The verdict, the roles and the family's confidence split are those of :mod:`audi
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
+from audit.stats.lower_bound import VERDICT
 from audit.stats.outcome import BestBound, Bound, Ceiling, Curve, Family, Verdict
-from audit.stats.verdict import compare_with_claim, epsilon_value
-from audit.theory.claims import PrivacyClaim
+from audit.stats.verdict import audit_ceiling, best_valid_bound, claim_verdict, epsilon_value
+from audit.theory.claims import ApproxDPClaim, PrivacyClaim
 
 __all__ = ["Judgement", "judge"]
-
-
-def _curve(curve: Mapping[str, Any] | None) -> Curve | None:
-    return None if curve is None else Curve.from_dict(curve)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -102,13 +100,18 @@ class Judgement:
         return out
 
 
-def judge(bounds: Sequence[Mapping[str, Any]], *, claim: PrivacyClaim | None, delta: float, alpha: np.ndarray,
+def judge(bounds: Sequence[Bound], *, claim: PrivacyClaim | None, delta: float, alpha: np.ndarray,
           family: Family) -> Judgement:
-    """The judgement of an audit's bounds against its claim (:func:`audit.stats.verdict.compare_with_claim`:
-    best valid bound of the family, ceiling, verdict, tradeoff curves).
+    """The judgement of an audit's bounds against its claim: the best valid bound of the family
+    (:func:`audit.stats.verdict.best_valid_bound`), the ceiling (what a perfect attack in the same game could
+    certify, :func:`audit.stats.verdict.audit_ceiling`), the verdict (:func:`audit.stats.verdict.claim_verdict`;
+    a competing test that rejected the claim's own tradeoff curve makes it a violation), the claim's and the
+    best bound's tradeoff curves on the FPR grid ``alpha``, and the best estimate (the largest bound of every
+    role, labelled). For a non-private target (``claim`` None) the verdict is ``no-claim`` and states how much
+    leakage the audit proved.
 
     Args:
-        bounds: every bound (``LowerBound.to_dict()`` rows, with ``attack`` where known).
+        bounds: every bound (:meth:`audit.stats.lower_bound.LowerBound.block`, with ``attack`` where known).
         claim: the claim (None: a non-private target).
         delta: the delta the epsilons are read at.
         alpha: the FPR grid of the tradeoff curves.
@@ -117,17 +120,22 @@ def judge(bounds: Sequence[Mapping[str, Any]], *, claim: PrivacyClaim | None, de
     Returns:
         The typed judgement.
     """
-    rows = [dict(b) for b in bounds]
-    comparison = compare_with_claim(rows, claim, delta, alpha, family)
-    among = [b for b in rows if b.get("epsilon") is not None]  # the best estimate: the largest of every role
-    estimate = max(among, key=lambda b: epsilon_value(b["epsilon"]), default=None)
-    best, ceiling = comparison["best_lower_bound"], comparison["ceiling"]
+    bounds = tuple(bounds)
+    best = best_valid_bound(bounds, family)
+    certified = epsilon_value(best.epsilon) if best else 0.0
+    ceiling = audit_ceiling(bounds)
+    rejecting = next((b for b in bounds if b.role == VERDICT and (b.details or {}).get("claim_rejected")), None)
+    theory = None if claim is None else float(claim.epsilon(delta))
+    among = [b for b in bounds if b.epsilon is not None]
     return Judgement(
-        epsilon_theory=comparison["epsilon_theory"], tradeoff=_curve(comparison["tradeoff"]),
-        lower_bounds=tuple(Bound.from_dict(b) for b in rows),
-        best_lower_bound=None if best is None else BestBound.from_dict(best),
-        lower_bound_tradeoff=_curve(comparison["lower_bound_tradeoff"]),
-        ceiling=None if ceiling is None else Ceiling.from_dict(ceiling),
-        verdict=Verdict.from_dict(comparison["verdict"]),
-        best_estimate=None if estimate is None else Bound.from_dict(estimate),
+        epsilon_theory=theory, tradeoff=None if claim is None else Curve(alpha=alpha, beta=claim.tradeoff(alpha)),
+        lower_bounds=bounds, best_lower_bound=best,
+        lower_bound_tradeoff=(Curve(epsilon=certified, delta=delta, alpha=alpha,
+                                    beta=ApproxDPClaim(certified, delta).tradeoff(alpha))
+                              if claim is not None and best and 0 < certified < math.inf else None),
+        ceiling=None if ceiling is None else Ceiling(
+            epsilon=ceiling, text=f"ceiling (every guess right: a perfect attack in this game, same observations, "
+                                  f"same confidence): epsilon >= {ceiling:.3g}; this audit certified {certified:.3g}"),
+        verdict=claim_verdict(best, theory, delta, ceiling, rejecting),
+        best_estimate=max(among, key=lambda b: epsilon_value(b.epsilon), default=None),
         family=family)

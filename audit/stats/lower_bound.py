@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from audit.stats.outcome import Bound
+
 __all__ = ["LowerBound", "bound_statement", "VERDICT", "SECONDARY", "ESTIMATE", "ROLES"]
 
 #: Statistically valid and competing for the reported best bound: computed at the family's
@@ -58,16 +60,21 @@ class LowerBound:
         """
         return bound_statement(self.method, self.epsilon, self.valid, self.role, self.details)
 
-    def to_dict(self) -> dict:
-        """Plain dict with keys method, epsilon, confidence, n, valid, role, statement, details (values
-        may be numpy numbers or inf; :func:`audit.io.write_json` converts them).
+    def block(self, attack: str | None = None) -> Bound:
+        """The row of ``results.json``'s ``lower_bounds`` this bound is (:class:`audit.stats.outcome.Bound`, with
+        its role and statement): the one conversion from the computing record to the block, which the verdict
+        (:func:`audit.stats.judgement.judge`) reads. Values may be numpy numbers or inf in ``details``
+        (:func:`audit.io.write_json` converts them).
+
+        Args:
+            attack: the attack whose scores it reads (None: not known here; the runner names it).
 
         Returns:
-            The dict, with the role and the statement.
+            The block.
         """
-        return {"method": self.method, "epsilon": None if self.epsilon is None else float(self.epsilon),
-                "confidence": float(self.confidence), "n": int(self.n), "valid": bool(self.valid),
-                "role": self.role, "statement": self.statement, "details": dict(self.details)}
+        return Bound(method=self.method, epsilon=None if self.epsilon is None else float(self.epsilon),
+                     confidence=float(self.confidence), n=int(self.n), valid=bool(self.valid), role=self.role,
+                     statement=self.statement, attack=attack, details=dict(self.details))
 
 
 def bound_statement(method: str, epsilon: float | None, valid: bool, role: str, details: dict) -> str:

@@ -11,6 +11,7 @@ These numbers describe the attack; epsilon lower bounds live in :mod:`audit.stat
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -25,6 +26,7 @@ __all__ = [
     "roc",
     "auc",
     "tpr_at_fpr",
+    "TprAtFpr",
     "balanced_accuracy",
     "membership_advantage",
     "downsample_roc",
@@ -86,16 +88,45 @@ def auc(scores: ArrayLike, members: ArrayLike) -> float:
     return float(skm.roc_auc_score(m.astype(int), s))
 
 
+@dataclass(frozen=True, kw_only=True)
+class TprAtFpr:
+    """The TPR of an attack at a target FPR, read off its empirical ROC (:func:`tpr_at_fpr`): what
+    :class:`audit.stats.outcome.AttackMetrics` writes as ``tpr_at_fpr`` and ``tpr_at_fpr_ci`` for each target.
+
+    Attributes:
+        tpr: the largest empirical TPR among thresholds whose empirical FPR is at most the target.
+        lo: the lower end of its two-sided Clopper–Pearson interval.
+        hi: the upper end.
+        fpr_achieved: the empirical FPR at that threshold.
+        threshold: the threshold.
+        tp: the members above it.
+        n_pos: the members.
+    """
+
+    tpr: float
+    lo: float
+    hi: float
+    fpr_achieved: float
+    threshold: float
+    tp: int
+    n_pos: int
+
+    @property
+    def ci(self) -> list[float]:
+        """The interval ``[lo, hi]`` as ``tpr_at_fpr_ci`` holds it."""
+        return [self.lo, self.hi]
+
+
 def tpr_at_fpr(
     scores: ArrayLike, members: ArrayLike, fpr: float, confidence: float = 0.95
-) -> dict:
+) -> TprAtFpr:
     """Largest empirical TPR among thresholds whose empirical FPR is <= ``fpr``.
 
     No interpolation: the value is read off the empirical step curve, so it is achieved by an
     actual threshold (Carlini et al. 2022, Sec. III-B). ``lo``/``hi`` form a two-sided
     Clopper–Pearson interval (alpha/2 on each side) for the TPR count ``tp`` out of ``n_pos``
     members at that threshold; it does not account for the threshold itself being estimated
-    from the non-member scores. Returns dict(tpr, lo, hi, fpr_achieved, threshold, tp, n_pos).
+    from the non-member scores.
 
     Args:
         scores: one attack score per record (higher: more likely a member).
@@ -104,7 +135,7 @@ def tpr_at_fpr(
         confidence: the confidence of the two-sided interval, in (0, 1).
 
     Returns:
-        The dict above.
+        The TPR, its interval and the threshold that achieves it.
 
     Raises:
         UserError: no members or no non-members, or fpr or confidence out of range.
@@ -124,15 +155,8 @@ def tpr_at_fpr(
     j = ok[np.argmax(t[ok])]  # t is non-decreasing, so this is the last admissible point
     tp = int(round(t[j] * n_pos))
     alpha = 1.0 - confidence
-    return {
-        "tpr": float(tp / n_pos),
-        "lo": cp_lower(tp, n_pos, alpha / 2),
-        "hi": cp_upper(tp, n_pos, alpha / 2),
-        "fpr_achieved": float(f[j]),
-        "threshold": float(thr[j]),
-        "tp": tp,
-        "n_pos": n_pos,
-    }
+    return TprAtFpr(tpr=float(tp / n_pos), lo=cp_lower(tp, n_pos, alpha / 2), hi=cp_upper(tp, n_pos, alpha / 2),
+                    fpr_achieved=float(f[j]), threshold=float(thr[j]), tp=tp, n_pos=n_pos)
 
 
 def membership_advantage(scores: ArrayLike, members: ArrayLike) -> float:
@@ -232,8 +256,8 @@ def attack_metrics(scores: ArrayLike, members: ArrayLike, confidence: float = 0.
     out_ci: dict[str, list[float]] = {}
     for target in TARGET_FPRS:
         r = tpr_at_fpr(s, m, target, confidence)
-        out_tpr[str(target)] = r["tpr"]
-        out_ci[str(target)] = [r["lo"], r["hi"]]
+        out_tpr[str(target)] = r.tpr
+        out_ci[str(target)] = r.ci
     # the ROC for plotting: corners only (collinear points carry no information)
     f_d, t_d, _ = skm.roc_curve(m.astype(int), s, drop_intermediate=True)
     return AttackMetrics(

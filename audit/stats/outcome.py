@@ -19,7 +19,7 @@ the family's confidence split are those of :mod:`audit.stats.verdict` and :mod:`
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any, Self
 
 from audit.stats.blocks import INTERVAL, LIST, MAP, Block, constrained, flat, nested, number_or_inf
@@ -124,6 +124,20 @@ class BestBound(Bound):
 
     family_size: int = constrained({"minimum": 1})
     family_confidence: float
+
+    @classmethod
+    def of(cls, bound: Bound, family: Family) -> BestBound:
+        """``bound`` as the best of ``family`` (:func:`audit.stats.verdict.best_valid_bound` chooses it).
+
+        Args:
+            bound: the bound.
+            family: the bounds that competed.
+
+        Returns:
+            The block.
+        """
+        return cls(**{f.name: getattr(bound, f.name) for f in fields(Bound)}, family_size=family.size,
+                   family_confidence=family.confidence)
 
 
 @dataclass(frozen=True, kw_only=True)

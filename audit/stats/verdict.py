@@ -22,13 +22,10 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
+from audit.stats.lower_bound import VERDICT
+from audit.stats.outcome import BestBound, Bound, Family, Verdict  # the family is the results block (one class)
 
-from audit.stats.lower_bound import ESTIMATE, VERDICT
-from audit.stats.outcome import Family  # the family that competes is the results block (one class)
-from audit.theory.claims import ApproxDPClaim, PrivacyClaim
-
-__all__ = ["Family", "best_valid_bound", "audit_ceiling", "claim_verdict", "compare_with_claim", "epsilon_value"]
+__all__ = ["Family", "best_valid_bound", "audit_ceiling", "claim_verdict", "epsilon_value"]
 
 #: Relative slack when comparing a bound with the theory (numerical noise of accountants).
 TOLERANCE = 1e-9
@@ -46,90 +43,71 @@ def epsilon_value(x: Any) -> float:
     return float(x)
 
 
-def best_valid_bound(bounds: Sequence[dict], family: Family) -> dict | None:
-    """The largest bound with role ``verdict`` among ``LowerBound.to_dict()`` rows, with
-    ``family_size`` and ``family_confidence`` added; None when there is none.
+def _competing(bounds: Sequence[Bound]) -> list[Bound]:
+    return [b for b in bounds if b.role == VERDICT]
 
-    Raises ValueError when a competing row was not computed at the family's member confidence (a
-    runner bug that would make the printed confidence false).
+
+def best_valid_bound(bounds: Sequence[Bound], family: Family) -> BestBound | None:
+    """The largest bound with role ``verdict``, with the family's size and confidence.
+
+    Args:
+        bounds: every bound (:meth:`audit.stats.lower_bound.LowerBound.block`).
+        family: the bounds that compete.
+
+    Returns:
+        The best bound, or None when none competed.
+
+    Raises:
+        ValueError: a competing bound was not computed at the family's member confidence (a runner bug that
+            would make the printed confidence false).
     """
-    competing = [b for b in bounds if b.get("role", VERDICT if b.get("valid") else ESTIMATE) == VERDICT]
+    competing = _competing(bounds)
     for b in competing:
-        if abs(float(b["confidence"]) - family.member_confidence) > 1e-12:
-            raise ValueError(f"{b['method']} bound computed at confidence {b['confidence']}, but the family of "
+        if abs(float(b.confidence) - family.member_confidence) > 1e-12:
+            raise ValueError(f"{b.method} bound computed at confidence {b.confidence}, but the family of "
                              f"{family.size} needs {family.member_confidence}")
     if not competing:
         return None
-    best = max(competing, key=lambda b: epsilon_value(b["epsilon"]))
-    return dict(best) | {"family_size": family.size, "family_confidence": family.confidence}
+    best = max(competing, key=lambda b: epsilon_value(b.epsilon))
+    return BestBound.of(best, family)
 
 
-def audit_ceiling(bounds: Sequence[dict]) -> float | None:
+def audit_ceiling(bounds: Sequence[Bound]) -> float | None:
     """What a perfect attack could certify in the game of the verdict's bounds: the largest
-    ``details["ceiling"]`` of the competing rows, each computed with that row's own method (e.g. all
+    ``details["ceiling"]`` of the competing bounds, each computed with that bound's own method (e.g. all
     one-run guesses right, or every run separated, at the bound's confidence), so it is never below
-    a competing bound. None when a competing row with an epsilon states no ceiling."""
-    competing = [b for b in bounds if b.get("role", VERDICT if b.get("valid") else ESTIMATE) == VERDICT
-                 and b.get("epsilon") is not None]
-    ceilings = [b.get("details", {}).get("ceiling") for b in competing]
+    a competing bound. None when a competing bound with an epsilon states no ceiling."""
+    ceilings = [(b.details or {}).get("ceiling") for b in _competing(bounds) if b.epsilon is not None]
     if not ceilings or any(c is None for c in ceilings):
         return None
     return max(float(c) for c in ceilings)
 
 
-def claim_verdict(best: dict | None, theory: float | None, delta: float, ceiling: float | None = None,
-                  claim_rejected: dict | None = None) -> dict[str, str]:
+def claim_verdict(best: BestBound | None, theory: float | None, delta: float, ceiling: float | None = None,
+                  claim_rejected: Bound | None = None) -> Verdict:
     """``results["verdict"]``: ``violation`` when the best valid bound ``best`` exceeds the theoretical
     epsilon ``theory`` (up to accountant noise) or a competing test rejected the claim's own tradeoff
-    curve (``claim_rejected``: that row), ``consistent`` otherwise, ``no-claim`` without a claim."""
-    lb = epsilon_value(best["epsilon"]) if best else 0.0
-    confidence = (f"{percent(best['family_confidence'])} confidence, family of {best['family_size']}"
+    curve (``claim_rejected``: that bound), ``consistent`` otherwise, ``no-claim`` without a claim."""
+    lb = epsilon_value(best.epsilon) if best else 0.0
+    confidence = (f"{percent(best.family_confidence)} confidence, family of {best.family_size}"
                   if best else "")
     possible = f" of a possible {ceiling:.3g}" if ceiling is not None else ""
     if theory is None:
         found = (f"the audit proves it leaks at least epsilon = {lb:.3f}{possible}" if lb > 0 else
                  f"the attacks certify no leakage (epsilon >= 0{possible}; weak attacks, not a proof of privacy)")
-        return {"status": "no-claim",
-                "text": f"non-private target: {found} (delta = {delta:g}{', ' + confidence if best else ''}) about "
-                        f"the audited records"}
+        return Verdict(status="no-claim",
+                       text=f"non-private target: {found} (delta = {delta:g}{', ' + confidence if best else ''}) "
+                            f"about the audited records")
     if claim_rejected is not None and not (best and lb > theory * (1 + TOLERANCE) + TOLERANCE):
-        return {"status": "violation",
-                "text": f"the {claim_rejected['method']} test rejects the claim's own tradeoff curve ({confidence}; "
-                        f"empirical lower bound {lb:.3f}{possible}, theoretical epsilon {theory:.3f}): the "
-                        f"implementation or its privacy accounting is broken"}
+        return Verdict(status="violation",
+                       text=f"the {claim_rejected.method} test rejects the claim's own tradeoff curve ({confidence}; "
+                            f"empirical lower bound {lb:.3f}{possible}, theoretical epsilon {theory:.3f}): the "
+                            f"implementation or its privacy accounting is broken")
     if best and lb > theory * (1 + TOLERANCE) + TOLERANCE:
-        return {"status": "violation",
-                "text": f"empirical lower bound {lb:.3f}{possible} exceeds the theoretical epsilon {theory:.3f} "
-                        f"({best['method']}, {confidence}): the implementation or its privacy accounting "
-                        f"is broken"}
-    return {"status": "consistent",
-            "text": f"empirical lower bound {lb:.3f}{possible} <= theoretical epsilon {theory:.3f}: no violation "
-                    f"found (a low bound does not prove the target leaks less than claimed)"}
-
-
-def compare_with_claim(bounds: Sequence[dict], claim: PrivacyClaim | None, delta: float, alpha: np.ndarray,
-                       family: Family) -> dict[str, Any]:
-    """The results.json blocks that compare ``bounds`` with ``claim`` at ``delta``: ``epsilon_theory``,
-    ``tradeoff``, ``best_lower_bound``, ``lower_bound_tradeoff``, ``ceiling`` (what a perfect attack
-    in the same game could certify, :func:`audit_ceiling`) and ``verdict``.
-
-    ``alpha`` is the FPR grid of the tradeoff curves. For a non-private target (``claim`` None)
-    the verdict is ``no-claim`` and states how much leakage the audit proved.
-    """
-    best = best_valid_bound(bounds, family)
-    ceiling = audit_ceiling(bounds)
-    rejecting = [b for b in bounds if b.get("role") == VERDICT and b.get("details", {}).get("claim_rejected")]
-    ceiling_block = None if ceiling is None else {
-        "epsilon": ceiling, "text": f"ceiling (every guess right: a perfect attack in this game, same observations, "
-                                    f"same confidence): epsilon >= {ceiling:.3g}; this audit certified "
-                                    f"{epsilon_value(best['epsilon']) if best else 0.0:.3g}"}
-    if claim is None:
-        return {"epsilon_theory": None, "tradeoff": None, "best_lower_bound": best, "lower_bound_tradeoff": None,
-                "ceiling": ceiling_block, "verdict": claim_verdict(best, None, delta, ceiling)}
-    theory = float(claim.epsilon(delta))
-    lb = epsilon_value(best["epsilon"]) if best else 0.0
-    lb_curve = ({"epsilon": lb, "delta": delta, "alpha": alpha, "beta": ApproxDPClaim(lb, delta).tradeoff(alpha)}
-                if best and 0 < lb < math.inf else None)
-    return {"epsilon_theory": theory, "tradeoff": {"alpha": alpha, "beta": claim.tradeoff(alpha)},
-            "best_lower_bound": best, "lower_bound_tradeoff": lb_curve, "ceiling": ceiling_block,
-            "verdict": claim_verdict(best, theory, delta, ceiling, rejecting[0] if rejecting else None)}
+        return Verdict(status="violation",
+                       text=f"empirical lower bound {lb:.3f}{possible} exceeds the theoretical epsilon {theory:.3f} "
+                            f"({best.method}, {confidence}): the implementation or its privacy accounting "
+                            f"is broken")
+    return Verdict(status="consistent",
+                   text=f"empirical lower bound {lb:.3f}{possible} <= theoretical epsilon {theory:.3f}: no violation "
+                        f"found (a low bound does not prove the target leaks less than claimed)")

@@ -22,7 +22,7 @@ from audit.theory.claims import PrivacyClaim
 from targets.mechanisms import Mechanism
 from targets.plugins.loading import MechanismPlugin
 from targets.plugins.outputs import OutputEncoder
-from targets.plugins.rng import mechanism_args, reproducibility
+from targets.plugins.rng import Reproducibility, mechanism_args, reproducibility
 from targets.threads import thread_limit
 
 #: Outputs drawn twice from one seed to check that the plugin uses the randomness it is given.
@@ -68,8 +68,8 @@ class PluginMechanism(Mechanism):
             raise TargetCodeError(f"plugin mechanism {self.plugin.spec} raised {type(exc).__name__}: {exc}") from exc
         return self._encoder.encode(outputs)
 
-    def check_reproducible(self, seed: int) -> dict:
-        """Draw ``CHECK_DRAWS`` outputs on D twice from the same seed: ``reproducible`` and a note
+    def check_reproducible(self, seed: int) -> Reproducibility:
+        """Draw ``CHECK_DRAWS`` outputs on D twice from the same seed: whether they agree, with a note
         (:func:`targets.plugins.rng.reproducibility`). Uses its own generators, not the audit's."""
         first, second = (self.sample(self.plugin.neighbours[0], CHECK_DRAWS, np.random.default_rng([seed, 9]))
                          for _ in range(2))

@@ -23,7 +23,8 @@ which :func:`reproducibility` states in results.json.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -36,7 +37,7 @@ RNG_KINDS = ("generator", "random_state", "seed", "none")
 _BY_ANNOTATION = {"Generator": "generator", "RandomState": "random_state", "int": "seed"}
 _BY_NAME = {"rng": "generator", "generator": "generator", "random_state": "random_state", "seed": "seed"}
 
-__all__ = ["RNG_KINDS", "rng_kind", "mechanism_args", "trainer_args", "reproducibility", "reproducibility_table",
+__all__ = ["RNG_KINDS", "rng_kind", "mechanism_args", "trainer_args", "Reproducibility", "reproducibility",
            "reproducibility_lines"]
 
 
@@ -91,24 +92,50 @@ def trainer_args(kind: str, seed: int) -> tuple:
     return ()
 
 
-def reproducibility(reproducible: bool, kind: str, checked: str) -> dict:
-    """``results.json`` keys ``reproducible`` and ``reproducibility_note`` from the check ``checked``
-    (e.g. "5 outputs drawn twice from the same seed")."""
+@dataclass(frozen=True, kw_only=True)
+class Reproducibility:
+    """Whether a plugin gave the same first outputs twice from one seed (:func:`reproducibility`): what
+    ``results.json`` writes as ``reproducible`` and ``reproducibility_note``
+    (:class:`audit.stats.outcome.Audited`).
+
+    Attributes:
+        reproducible: whether the outputs were identical.
+        note: the check in words.
+    """
+
+    reproducible: bool
+    note: str
+
+    def table(self) -> Table:
+        """The report table (one of ``tables``) showing the outcome of the check.
+
+        Returns:
+            The table.
+        """
+        return Table(title="Reproducibility of the plugin", columns=["reproducible", "note"],
+                     rows=[[self.reproducible, self.note]],
+                     caption="the same seed must give the same first draws; a plugin drawing from its own (e.g. "
+                             "secure) generator is audited all the same, but its run cannot be repeated exactly")
+
+
+def reproducibility(reproducible: bool, kind: str, checked: str) -> Reproducibility:
+    """The outcome of the check ``checked`` (e.g. "5 outputs drawn twice from the same seed") of a plugin given
+    randomness of ``kind``.
+
+    Args:
+        reproducible: whether the outputs were identical.
+        kind: the randomness the plugin takes (:data:`RNG_KINDS`).
+        checked: what was compared, in words.
+
+    Returns:
+        The check.
+    """
     if reproducible:
-        return {"reproducible": True, "reproducibility_note": f"{checked}: identical; the run repeats with its seed"}
+        return Reproducibility(reproducible=True, note=f"{checked}: identical; the run repeats with its seed")
     given = "no randomness argument" if kind == "none" else f"a {kind.replace('_', ' ')} from the workbench"
-    return {"reproducible": False, "reproducibility_note": (
+    return Reproducibility(reproducible=False, note=(
         f"{checked}: they differ, so the plugin ignores its seed (it gets {given} and draws from its own "
-        f"generator); the bound is still valid, but this run cannot be repeated exactly with --seed")}
-
-
-def reproducibility_table(check: Mapping[str, Any]) -> Table:
-    """The report table (one of ``tables``) showing the outcome of the check ``check`` (:func:`reproducibility`'s
-    ``reproducible`` and ``reproducibility_note``)."""
-    return Table(title="Reproducibility of the plugin", columns=["reproducible", "note"],
-                 rows=[[check["reproducible"], check["reproducibility_note"]]],
-                 caption="the same seed must give the same first draws; a plugin drawing from its own (e.g. secure) "
-                         "generator is audited all the same, but its run cannot be repeated exactly")
+        f"generator); the bound is still valid, but this run cannot be repeated exactly with --seed"))
 
 
 def reproducibility_lines(reproducible: bool | None, note: str | None) -> list[str]:

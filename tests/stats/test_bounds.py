@@ -105,7 +105,7 @@ def test_clopper_pearson_bound_of_a_fixed_test_matches_formula() -> None:
     assert b.epsilon == pytest.approx(expected, rel=1e-10)
     for key in ("fp", "fn", "n_neg", "n_pos", "fpr_ub", "fnr_ub"):
         assert key in b.details
-    d = b.to_dict()
+    d = b.block().to_dict()
     assert set(d) == {"method", "epsilon", "confidence", "n", "valid", "role", "statement", "details"}
     assert d["statement"].startswith("valid bound on epsilon, no assumption")
     assert d["role"] == "verdict"
@@ -291,4 +291,4 @@ def test_one_run_bound_on_strong_attack() -> None:
     b = one_run_bound(scores, members, 200, 200, 1e-5, 0.95)
     assert b.details["v"] >= 398
     assert b.epsilon > 2.0
-    json.dumps(b.to_dict(), allow_nan=False)
+    json.dumps(b.block().to_dict(), allow_nan=False)

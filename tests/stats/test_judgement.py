@@ -7,17 +7,17 @@ import numpy as np
 
 from audit.stats.judgement import judge
 from audit.stats.lower_bound import ESTIMATE, SECONDARY, LowerBound
-from audit.stats.outcome import BestBound, Verdict
-from audit.stats.verdict import Family, compare_with_claim
-from audit.theory.claims import PureDPClaim
+from audit.stats.outcome import BestBound, Bound, Verdict
+from audit.stats.verdict import Family, audit_ceiling, best_valid_bound, claim_verdict
+from audit.theory.claims import ApproxDPClaim, PureDPClaim
 
 ALPHA = np.array([0.01, 0.5])
 
 
-def _row(eps: float, role: str = "", method: str = "one-run", ceiling: float | None = None) -> dict:
+def _row(eps: float, role: str = "", method: str = "one-run", ceiling: float | None = None) -> Bound:
     details = {} if ceiling is None else {"ceiling": ceiling}
     return LowerBound(method=method, epsilon=eps, confidence=0.95, n=100, valid=role != ESTIMATE,
-                      details=details, role=role).to_dict()
+                      details=details, role=role).block()
 
 
 def test_the_blocks_are_those_of_the_verdict_functions() -> None:
@@ -25,12 +25,15 @@ def test_the_blocks_are_those_of_the_verdict_functions() -> None:
     claim, family = PureDPClaim(1.0), Family(size=1, confidence=0.95)
     judged = judge(rows, claim=claim, delta=1e-5, alpha=ALPHA, family=family)
     blocks = judged.blocks(estimate=True, family=True)
-    expected = compare_with_claim(rows, claim, 1e-5, ALPHA, family)
     assert isinstance(judged.best_lower_bound, BestBound) and isinstance(judged.verdict, Verdict)
-    assert blocks["best_lower_bound"] == expected["best_lower_bound"]
-    assert blocks["verdict"] == expected["verdict"] and blocks["ceiling"] == expected["ceiling"]
-    assert blocks["epsilon_theory"] == expected["epsilon_theory"] is not None
-    assert blocks["lower_bounds"] == rows
+    assert judged.best_lower_bound == best_valid_bound(rows, family) and judged.best_lower_bound.epsilon == 0.4
+    theory = float(claim.epsilon(1e-5))
+    assert judged.verdict == claim_verdict(judged.best_lower_bound, theory, 1e-5, 2.0)
+    assert judged.verdict.status == "consistent"
+    assert judged.ceiling.epsilon == audit_ceiling(rows) == 2.0 and "certified 0.4" in judged.ceiling.text
+    assert judged.epsilon_theory == theory and list(judged.tradeoff.beta) == list(claim.tradeoff(ALPHA))
+    assert list(judged.lower_bound_tradeoff.beta) == list(ApproxDPClaim(0.4, 1e-5).tradeoff(ALPHA))
+    assert judged.lower_bounds == tuple(rows) and blocks["lower_bounds"] == [r.to_dict() for r in rows]
     assert blocks["best_estimate"]["epsilon"] == 9.0  # the largest of every role, labelled as an estimate
     assert blocks["family"] == {"size": 1, "confidence": 0.95}
     assert "family" not in judged.blocks() and "best_estimate" not in judged.blocks()

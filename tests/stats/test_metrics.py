@@ -53,16 +53,16 @@ def test_tpr_at_fpr_on_known_step_curve() -> None:
     scores, members = _step_example()
     # FPR <= 1 %: one false positive allowed -> threshold 98.5 catches 99.5 and 98.5
     r = tpr_at_fpr(scores, members, 0.01)
-    assert r["tpr"] == 0.5 and r["fpr_achieved"] == 0.01 and r["tp"] == 2
-    assert r["lo"] == pytest.approx(cp_lower(2, 4, 0.025)) and r["hi"] == pytest.approx(cp_upper(2, 4, 0.025))
-    assert r["lo"] <= r["tpr"] <= r["hi"]
-    assert tpr_at_fpr(scores, members, 0.0)["tpr"] == 0.25
-    assert tpr_at_fpr(scores, members, 0.005)["tpr"] == 0.25  # no interpolation between steps
-    assert tpr_at_fpr(scores, members, 0.5)["tpr"] == 0.75
+    assert r.tpr == 0.5 and r.fpr_achieved == 0.01 and r.tp == 2 and r.n_pos == 4
+    assert r.lo == pytest.approx(cp_lower(2, 4, 0.025)) and r.hi == pytest.approx(cp_upper(2, 4, 0.025))
+    assert r.lo <= r.tpr <= r.hi and r.ci == [r.lo, r.hi]
+    assert tpr_at_fpr(scores, members, 0.0).tpr == 0.25
+    assert tpr_at_fpr(scores, members, 0.005).tpr == 0.25  # no interpolation between steps
+    assert tpr_at_fpr(scores, members, 0.5).tpr == 0.75
     # threshold 10.5 catches all members with 89 false positives (11..99): FPR 0.89 exactly
-    assert tpr_at_fpr(scores, members, 0.89)["tpr"] == 1.0
-    assert tpr_at_fpr(scores, members, 0.8899)["tpr"] == 0.75
-    assert tpr_at_fpr(scores, members, 1.0)["tpr"] == 1.0
+    assert tpr_at_fpr(scores, members, 0.89).tpr == 1.0
+    assert tpr_at_fpr(scores, members, 0.8899).tpr == 0.75
+    assert tpr_at_fpr(scores, members, 1.0).tpr == 1.0
     with pytest.raises(UserError):
         tpr_at_fpr(scores, members, 1.5)
 
@@ -73,8 +73,8 @@ def test_tpr_at_fpr_gaussian_matches_theory() -> None:
     scores = np.r_[rng.normal(mu, 1, n), rng.normal(0, 1, n)]
     labels = np.r_[np.ones(n), np.zeros(n)]
     r = tpr_at_fpr(scores, labels, 0.01)
-    assert r["tpr"] == pytest.approx(stats.norm.cdf(mu - stats.norm.isf(0.01)), abs=0.02)
-    assert r["fpr_achieved"] <= 0.01
+    assert r.tpr == pytest.approx(stats.norm.cdf(mu - stats.norm.isf(0.01)), abs=0.02)
+    assert r.fpr_achieved <= 0.01
 
 
 def test_advantage_and_balanced_accuracy() -> None:

@@ -10,6 +10,7 @@ import pytest
 from scipy import special, stats
 
 from audit.errors import UserError
+from audit.stats.judgement import judge
 from audit.stats.one_run.fdp import (
     approx_dp_blow_up_inverse,
     fdp_epsilon_lb,
@@ -20,7 +21,7 @@ from audit.stats.one_run.fdp import (
     tradeoff_blow_up_inverse,
 )
 from audit.stats.one_run.frontier import frontier_one_run_epsilons
-from audit.stats.verdict import Family, compare_with_claim
+from audit.stats.verdict import Family
 from audit.theory.claims import ApproxDPClaim, GaussianClaim
 from audit.theory.tradeoff import approx_dp_tradeoff
 
@@ -133,8 +134,9 @@ def test_a_claim_whose_own_curve_is_rejected_is_a_violation() -> None:
     claim = GaussianClaim(0.5)
     bound = fdp_one_run_bound(scores, members, 200, 1e-5, 0.95, claim.tradeoff)
     assert bound.details["claim_rejected"] and bound.details["mu_lb"] > 0.5
-    comparison = compare_with_claim([bound.to_dict()], claim, 1e-5, np.array([0.5]), Family(size=1, confidence=0.95))
-    assert comparison["verdict"]["status"] == "violation"
+    judged = judge([bound.block()], claim=claim, delta=1e-5, alpha=np.array([0.5]),
+                   family=Family(size=1, confidence=0.95))
+    assert judged.verdict.status == "violation"
     loose = fdp_one_run_bound(scores, members, 200, 1e-5, 0.95, ApproxDPClaim(30.0, 1e-5).tradeoff)
     assert not loose.details["claim_rejected"]
     assert fdp_rejects(approx_dp_blow_up_inverse(0.1, 1e-5), n, 200, 200, 0.95)

@@ -119,7 +119,7 @@ def test_designed_threshold_is_the_fixed_test_its_design_gives_for_the_counts() 
     designed = threshold_bounds(scores, members, 1e-5, 0.9, DesignedThreshold(design), rng=0)
     fixed = threshold_bounds(scores, members, 1e-5, 0.9, FixedThreshold(1.0, "by design"), rng=0)
     assert asked == [(int(members.sum()), int((~members).sum()))]
-    assert [b.to_dict() for b in designed] == [b.to_dict() for b in fixed]
+    assert [b.block().to_dict() for b in designed] == [b.block().to_dict() for b in fixed]
 
 
 def test_choose_strategy_uses_only_what_is_known_in_advance() -> None:
@@ -140,8 +140,8 @@ def test_gaussian_pair_makes_the_gdp_row_valid() -> None:
 
 def test_reproducible_and_checked() -> None:
     scores, members = _gaussian_scores(150, 1.0, 7)
-    a = [b.to_dict() for b in threshold_bounds(scores, members, 1e-5, 0.95, BonferroniGrid(), rng=42)]
-    b = [b.to_dict() for b in threshold_bounds(scores, members, 1e-5, 0.95, BonferroniGrid(),
+    a = [b.block().to_dict() for b in threshold_bounds(scores, members, 1e-5, 0.95, BonferroniGrid(), rng=42)]
+    b = [b.block().to_dict() for b in threshold_bounds(scores, members, 1e-5, 0.95, BonferroniGrid(),
                                                rng=np.random.default_rng(42))]
     assert a == b
     with pytest.raises(UserError):

@@ -129,5 +129,5 @@ def one_run_results(scores: np.ndarray, included: np.ndarray, claim: PrivacyClai
     s, inc = _check(scores, included, delta, confidence, design)
     family = Family(size=1, confidence=confidence)
     rows = one_run_rows(s, inc, claim, delta, family, design)
-    judgement = judge([b.to_dict() for b in rows], claim=claim, delta=delta, alpha=ALPHA_GRID, family=family)
+    judgement = judge([b.block() for b in rows], claim=claim, delta=delta, alpha=ALPHA_GRID, family=family)
     return OneRunResults(judgement=judgement, one_run=_one_run_block(s, inc, rows[0].details, design))

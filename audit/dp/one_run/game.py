@@ -19,6 +19,7 @@ scored on the final model). Sources: docs/references.md, "One-run auditing".
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -41,7 +42,7 @@ from audit.stats.one_run.design import (
     default_canary_count,
     dpsgd_canary_llr,
 )
-from audit.stats.outcome import Game, OneRun, Outcome, Table
+from audit.stats.outcome import Bound, Game, OneRun, Outcome, Table
 from audit.theory.dpsgd import calibrate_noise_multiplier
 from targets.catalogue import trained_target
 from targets.datasets import load_dataset
@@ -261,12 +262,20 @@ def _results(opts: DPOptions, trained: TrainedOneRun, stats: OneRunResults) -> R
         header=header, judgement=judgement, estimate=True, family=True,
         attacks={attack: attack_metrics(trained.scores, inc, opts.confidence)},
         detail=DpDetail(one_run=one), game=game,
-        tables=(one_run_table(one, [b.to_dict() for b in judgement.lower_bounds]),))
+        tables=(one_run_table(one, judgement.lower_bounds),))
 
 
-def one_run_table(one: OneRun, bounds: list[dict]) -> Table:
-    rows = [[b["method"], b["epsilon"], b["role"], b["confidence"], b["details"].get("mu_lb"), b["statement"]]
-            for b in bounds]
+def one_run_table(one: OneRun, bounds: Sequence[Bound]) -> Table:
+    """The report table of a one-run audit's bounds (its game ``one`` and every bound, with its role).
+
+    Args:
+        one: the one-run block.
+        bounds: the judgement's bounds.
+
+    Returns:
+        The table.
+    """
+    rows = [[b.method, b.epsilon, b.role, b.confidence, (b.details or {}).get("mu_lb"), b.statement] for b in bounds]
     expected = one.expected_perfect
     return Table(title="One run of your training: bounds", columns=["method", "epsilon", "role", "confidence",
                                                                    "mu bound", "what it bounds"],

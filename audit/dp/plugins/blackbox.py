@@ -22,7 +22,7 @@ from audit.errors import UserError
 from audit.plugins.probe import resolved_claim
 from audit.plugins.training import MAX_TRAIN, canary_log_prob, plugin_dataset, predictions, train_once
 from targets.plugins.loading import TrainerPlugin, plugin_config
-from targets.plugins.rng import reproducibility, reproducibility_table
+from targets.plugins.rng import reproducibility
 
 #: Training points whose predictions (with the canary's) are compared in the reproducibility check.
 CHECK_POINTS = 7
@@ -49,7 +49,7 @@ def plugin_setup(plugin: TrainerPlugin, canary: str, threat: str, seed: int, dat
     def observe(included: np.ndarray, run_seed: int) -> Observation:
         seeds = np.random.SeedSequence([run_seed, 23]).generate_state(included.size).tolist()
         scores = np.empty(included.size)
-        check = {}
+        check = None
         for r in tqdm(range(included.size), desc=f"training {plugin.name}", unit="run", disable=quiet):
             Xr, yr = (X_in, y_in) if included[r] else (X, y)
             model = train_once(plugin, Xr, yr, int(seeds[r]))
@@ -60,7 +60,7 @@ def plugin_setup(plugin: TrainerPlugin, canary: str, threat: str, seed: int, dat
                 check = reproducibility(same, plugin.rng, f"the first run trained twice from the same seed "
                                                           f"({probe.shape[0]} predictions compared)")
         return Observation(scores=scores, info={"score": "log-probability of the canary's label (loss attack)"},
-                           results=check | {"tables": [reproducibility_table(check)]})
+                           reproducibility=check, tables=(check.table(),))
 
     return DPAuditSetup(
         name=plugin.name, description=plugin.description, dataset=data.name,

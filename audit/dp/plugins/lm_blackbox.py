@@ -277,4 +277,4 @@ def _results(plugin: TrainerPlugin, opts: DPOptions, audited: tuple[str, Privacy
                                      "lowest, fixed by simulating the claimed training's final model",
                   trainings=1, included=int(included.sum()), n_train=n_texts,
                   inclusion="independent fair coin per canary text; the included ones join the training texts"),
-        tables=(one_run_table(one, [b.to_dict() for b in judgement.lower_bounds]),))
+        tables=(one_run_table(one, judgement.lower_bounds),))

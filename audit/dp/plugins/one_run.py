@@ -377,7 +377,7 @@ class AuditedPluginRun:
         if self.inputs is None:
             return []
         canaries, stats = self.inputs.canaries, self.inputs.stats
-        table = one_run_table(stats.one_run, [b.to_dict() for b in stats.judgement.lower_bounds])
+        table = one_run_table(stats.one_run, stats.judgement.lower_bounds)
         return [replace(table, title=f"Input canaries ({canaries.kind}) in the same training: bounds",
                         caption=f"{canaries.describe()}. {table.caption}")]
 
@@ -473,7 +473,7 @@ def _results(opts: DPOptions, audited: AuditedPluginRun, stats: OneRunResults) -
                   input_canaries=audited.input_summary(),
                   inclusion="independent fair coin per canary; each included canary joins every real step by "
                             "its own Poisson coin at the code's sampling rate, C times its unit direction"),
-        tables=(config_table(block), one_run_table(one, [b.to_dict() for b in judgement.lower_bounds]),
+        tables=(config_table(block), one_run_table(one, judgement.lower_bounds),
                 *audited.input_tables(), coverage_table()))
 
 

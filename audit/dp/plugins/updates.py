@@ -39,7 +39,6 @@ from audit.stats.outcome import Table
 from audit.theory.claims import PrivacyClaim
 from targets.audit_hooks import UpdateRecorder
 from targets.plugins.loading import TrainerPlugin, plugin_config
-from targets.plugins.rng import reproducibility_table
 
 #: Threat models of an instrumented plugin.
 UPDATE_THREATS = ("updates", "white-box")
@@ -95,17 +94,16 @@ def update_setup(plugin: TrainerPlugin, canary: str, threat: str, seed: int, dat
                 "steps_taken": {"min": int(lengths.min()), "max": int(lengths.max())},
                 "coordinate": found.coordinate, "coordinate_data_gradient": found.touched,
                 "source": found.source.kind}
-        results = found.check | {"tables": [reproducibility_table(found.check),
-                                            _comparison_table(claim, mech, plugin.delta, found)]}
+        tables = (found.check.table(), _comparison_table(claim, mech, plugin.delta, found))
         if threat == "white-box":
             return Observation(scores=moved,
                                info=info | {"score": "initial minus final parameter on the canary's coordinate"},
-                               results=results)
+                               reproducibility=found.check, tables=tables)
         padded = np.full((included.size, int(lengths.max())), np.nan)
         for r, s in enumerate(steps):
             padded[r, :s.size] = s
         out = step_observation(padded, mech, claim, plugin.delta, confidence, info)
-        out.results = results
+        out.reproducibility, out.tables = found.check, tables
         return out
 
     return DPAuditSetup(

@@ -15,7 +15,7 @@ above a Clopper–Pearson-only ceiling). A check of power closes it: a sweep who
 claim's tradeoff curve, with every epsilon bound below the claim, is a violation.
 
 The statistics are the runners' own functions (``mechanism_bounds``, ``audit_runs``, ``one_run``,
-``sweep_verdict``, ``compare_with_claim``) fed with exact draws of each mechanism, so the suite runs
+``sweep_verdict``, ``judge``) fed with exact draws of each mechanism, so the suite runs
 in seconds; the end-to-end runs of each kind are covered by their own tests.
 """
 
@@ -32,8 +32,9 @@ from audit.dp.game import ALPHA_GRID, ScoreModel, audit_runs
 from audit.dp.sweep import sweep_verdict
 from audit.mechanism.runner import mechanism_bounds
 from audit.membership.bounds import Guesses, one_run
+from audit.stats.judgement import Judgement, judge
 from audit.stats.lower_bound import VERDICT
-from audit.stats.verdict import Family, compare_with_claim, epsilon_value
+from audit.stats.verdict import Family, epsilon_value
 from audit.theory.claims import ApproxDPClaim, GaussianClaim, LaplaceClaim, PureDPClaim, RandomizedResponseClaim
 from audit.theory.dpsgd import DPSGDClaim
 from audit.theory.gaussian import gaussian_epsilon
@@ -79,14 +80,14 @@ class Counts:
     def __init__(self) -> None:
         self.n = self.above_truth = self.violations = self.ceiling_below = 0
 
-    def add(self, comparison: dict, bounds: list[dict], true_epsilon: float) -> None:
+    def add(self, judged: Judgement, true_epsilon: float) -> None:
         self.n += 1
-        valid = [epsilon_value(b["epsilon"]) for b in bounds if b["role"] == VERDICT and b["epsilon"] is not None]
+        valid = [epsilon_value(b.epsilon) for b in judged.lower_bounds if b.role == VERDICT and b.epsilon is not None]
         self.above_truth += any(e > true_epsilon * (1 + 1e-9) + 1e-9 for e in valid)
-        self.violations += comparison["verdict"]["status"] == "violation"
-        best, ceiling = comparison["best_lower_bound"], comparison["ceiling"]
-        if best is not None and best["epsilon"] is not None:
-            self.ceiling_below += ceiling is None or epsilon_value(best["epsilon"]) > ceiling["epsilon"] + 1e-9
+        self.violations += judged.verdict.status == "violation"
+        best, ceiling = judged.best_lower_bound, judged.ceiling
+        if best is not None and best.epsilon is not None:
+            self.ceiling_below += ceiling is None or epsilon_value(best.epsilon) > ceiling.epsilon + 1e-9
 
     def check(self) -> None:
         assert self.above_truth <= slack(self.n), f"(a) {self.above_truth} of {self.n} valid bounds above the truth"
@@ -134,7 +135,7 @@ def test_run_mechanism_statistics_at_the_claim(name):
         rng = np.random.default_rng([23, rep])
         s0, s1 = draw(rng, draws, False).astype(float), draw(rng, draws, True).astype(float)
         _, bounds, family = mechanism_bounds(mech, s0, s1, DELTA, CONFIDENCE, rep)
-        counts.add(compare_with_claim(bounds, claim, DELTA, ALPHA_GRID, family), bounds, truth)
+        counts.add(judge(bounds, claim=claim, delta=DELTA, alpha=ALPHA_GRID, family=family), truth)
     counts.check()
 
 
@@ -145,11 +146,11 @@ def test_laplace_claimed_gdp_prints_no_valid_epsilon_above_the_truth():
     rng = np.random.default_rng(0)
     s0, s1 = rng.laplace(0.0, 1.0, 100_000), rng.laplace(1.0, 1.0, 100_000)
     _, bounds, family = mechanism_bounds(mech, s0, s1, DELTA, CONFIDENCE, 0)
-    gdp = next(b for b in bounds if b["method"] == "gdp")
-    assert gdp["role"] == "estimate" and "estimate" in gdp["statement"] and gdp["epsilon"] > 1.0
-    comparison = compare_with_claim(bounds, mech.claim, DELTA, ALPHA_GRID, family)
-    assert comparison["best_lower_bound"]["method"] == "clopper-pearson"
-    assert comparison["best_lower_bound"]["epsilon"] <= 1.0 and comparison["verdict"]["status"] == "consistent"
+    gdp = next(b for b in bounds if b.method == "gdp")
+    assert gdp.role == "estimate" and "estimate" in gdp.statement and gdp.epsilon > 1.0
+    judged = judge(bounds, claim=mech.claim, delta=DELTA, alpha=ALPHA_GRID, family=family)
+    assert judged.best_lower_bound.method == "clopper-pearson"
+    assert judged.best_lower_bound.epsilon <= 1.0 and judged.verdict.status == "consistent"
 
 
 # ------------------------------------------------------------------------------------------ run dp, many runs
@@ -176,8 +177,7 @@ def test_run_dp_statistics_at_the_claim(claim_form):
         else:  # output perturbation scored by a fixed projection: exactly N(0,1) vs N(mu,1), GDP valid
             scores, claim, pair = rng.normal(0.0, 1.0, inc.size) + 2.0 * inc, GaussianClaim(2.0), True
         out = audit_runs(scores, inc, claim, DELTA, CONFIDENCE, rep, ScoreModel(gaussian_pair=pair))
-        judged = out.judgement.blocks()  # the results.json blocks
-        counts.add(judged, judged["lower_bounds"], claim.epsilon(DELTA))
+        counts.add(out.judgement, claim.epsilon(DELTA))
     counts.check()
 
 
@@ -191,14 +191,13 @@ def test_sweep_is_a_violation_when_an_audit_rejects_the_claims_curve():
         rng = np.random.default_rng([25, eps])
         inc = rng.random(400) < 0.5
         scores = dpsgd_step_scores(rng, inc.size, inc, DPSGD["q"], claim.noise_multiplier / 3, DPSGD["steps"])
-        out = audit_runs(scores, inc, claim, DELTA, family.member_confidence, eps).judgement.blocks(estimate=True)
-        best = out["best_lower_bound"]
-        rows.append({"threat": "updates", "epsilon_claimed": eps, "epsilon_theory": out["epsilon_theory"],
-                     "epsilon_lb": out["best_estimate"]["epsilon"], "epsilon_lb_valid": best["epsilon"],
-                     "verdict": out["verdict"]["status"]})
+        out = audit_runs(scores, inc, claim, DELTA, family.member_confidence, eps).judgement
+        rows.append({"threat": "updates", "epsilon_claimed": eps, "epsilon_theory": out.epsilon_theory,
+                     "epsilon_lb": out.best_estimate.epsilon, "epsilon_lb_valid": out.best_lower_bound.epsilon,
+                     "verdict": out.verdict.status})
     assert all(r["epsilon_lb_valid"] < r["epsilon_theory"] for r in rows)
     assert any(r["verdict"] == "violation" for r in rows)
-    assert sweep_verdict(rows, family)["status"] == "violation"
+    assert sweep_verdict(rows, family).status == "violation"
 
 
 def test_sweep_at_the_claim():
@@ -214,7 +213,7 @@ def test_sweep_at_the_claim():
             out = audit_runs(scores, inc, claim, DELTA, family.member_confidence, rep).judgement.blocks(estimate=True)
             rows.append({"threat": "updates", "epsilon_claimed": i, "epsilon_theory": out["epsilon_theory"],
                          "epsilon_lb": out["best_estimate"]["epsilon"], "verdict": out["verdict"]["status"]})
-        counts_violations += sweep_verdict(rows, family)["status"] == "violation"
+        counts_violations += sweep_verdict(rows, family).status == "violation"
     assert counts_violations <= slack(n)
 
 
@@ -248,9 +247,10 @@ def test_one_run_statistics_at_the_claim(method, sides, claim_form):
             claim = APPROX_CLAIM if claim_form == "approx dp" else GDP_CLAIM
             scores = rng.normal(0.0, 1.0, m) + 2.0 * inc
         guesses = Guesses(method=method, k_pos=k, k_neg=k if sides == 2 else 0)
-        bound = one_run(guesses, scores, inc, DELTA, CONFIDENCE, claim.tradeoff, VERDICT).to_dict()
-        comparison = compare_with_claim([bound], claim, DELTA, ALPHA_GRID, Family(size=1, confidence=CONFIDENCE))
-        counts.add(comparison, [bound], claim.epsilon(DELTA) if truth is None else truth)
+        bound = one_run(guesses, scores, inc, DELTA, CONFIDENCE, claim.tradeoff, VERDICT).block()
+        judged = judge([bound], claim=claim, delta=DELTA, alpha=ALPHA_GRID,
+                       family=Family(size=1, confidence=CONFIDENCE))
+        counts.add(judged, claim.epsilon(DELTA) if truth is None else truth)
     counts.check()
 
 
@@ -313,9 +313,10 @@ def test_one_run_gradmax_canaries_at_the_claim():
         scores = noise + game.target_in * rng.binomial(DPSGD["steps"], DPSGD["q"], tc.size) * length / CRAFTED_CLIP
         for method, count in counts.items():
             guesses = Guesses(method=method, k_pos=CRAFTED_M // 10, k_neg=CRAFTED_M // 10)
-            bound = one_run(guesses, scores, game.target_in, DELTA, CONFIDENCE, DPSGD_CLAIM.tradeoff, VERDICT).to_dict()
+            bound = one_run(guesses, scores, game.target_in, DELTA, CONFIDENCE, DPSGD_CLAIM.tradeoff, VERDICT).block()
             family = Family(size=1, confidence=CONFIDENCE)
-            count.add(compare_with_claim([bound], DPSGD_CLAIM, DELTA, ALPHA_GRID, family), [bound], FINAL_MODEL_EPSILON)
+            judged = judge([bound], claim=DPSGD_CLAIM, delta=DELTA, alpha=ALPHA_GRID, family=family)
+            count.add(judged, FINAL_MODEL_EPSILON)
     for count in counts.values():
         count.check()
 
@@ -348,8 +349,7 @@ about 10 s on the shared 2 cores: the Steinke row's bisection is most of it."""
         inc = rng.random(m) < 0.5
         scores = (final_model_scores(rng, inc) if claim_form == "dpsgd final model" else
                   rng.normal(0.0, mech.noise_multiplier, m) + inc)
-        judged = one_run_results(scores, inc, claim, DELTA, CONFIDENCE, design).judgement.blocks()
-        counts.add(judged, judged["lower_bounds"], truth)
+        counts.add(one_run_results(scores, inc, claim, DELTA, CONFIDENCE, design).judgement, truth)
     counts.check()
 
 

@@ -7,17 +7,19 @@ import numpy as np
 from helpers import max_exceedances
 from scipy import special
 
+from audit.stats.judgement import judge
 from audit.stats.lower_bound import LowerBound
 from audit.stats.one_run.steinke import one_run_epsilon_lb
-from audit.stats.verdict import Family, compare_with_claim
+from audit.stats.outcome import Bound
+from audit.stats.verdict import Family
 from audit.theory.claims import PureDPClaim
 
 ALPHA = 0.05
 
 
-def _row(eps: float, confidence: float) -> dict:
+def _row(eps: float, confidence: float) -> Bound:
     return LowerBound(method="one-run", epsilon=eps, confidence=confidence, n=100, valid=True, details={},
-                      role="").to_dict()
+                      role="").block()
 
 
 def test_k_synthetic_attacks_at_the_boundary() -> None:
@@ -35,8 +37,8 @@ def test_k_synthetic_attacks_at_the_boundary() -> None:
     for row in v:
         rows = [_row(one_run_epsilon_lb(r, int(x), r, 0.0, family.member_confidence), family.member_confidence)
                 for x in row]
-        verdict = compare_with_claim(rows, claim, 1e-5, np.array([0.5]), family)["verdict"]
-        corrected += verdict["status"] == "violation"
+        verdict = judge(rows, claim=claim, delta=1e-5, alpha=np.array([0.5]), family=family).verdict
+        corrected += verdict.status == "violation"
         naive = [one_run_epsilon_lb(r, int(x), r, 0.0, 1 - ALPHA) for x in row]
         uncorrected += max(naive) > claim.epsilon(1e-5)
     assert corrected <= max_exceedances(reps, ALPHA)

@@ -113,8 +113,8 @@ def test_summary_names_each_bounds_assumption(tmp_path):
     rows = [("clopper-pearson", True, {}), ("gdp", False, {"mu_lb": 0.5, "assumption": "Gaussian tradeoff"}),
             ("gaussian-fit", False, {"assumption": "Gaussian scores"}),
             ("per-step-composed", False, {"assumption": "step model"})]
-    bounds = [LowerBound(method=method, epsilon=1.0, confidence=0.95, n=10, valid=valid, details=details).to_dict()
-              for method, valid, details in rows]
+    bounds = [LowerBound(method=method, epsilon=1.0, confidence=0.95, n=10, valid=valid,
+                         details=details).block().to_dict() for method, valid, details in rows]
     lines = summary_lines(tmp_path, typed_outcome({"epsilon_theory": 2.0, "delta": 1e-5, "lower_bounds": bounds,
                                                    "verdict": {"status": "consistent", "text": "ok"}}))
     assert "valid bound on epsilon, no assumption" in lines[2]

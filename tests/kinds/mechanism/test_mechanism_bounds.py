@@ -51,5 +51,5 @@ def test_false_violation_rate_at_the_exact_epsilon(name: str) -> None:
         s0 = mech.score(mech.sample(d0, draws, rng))
         s1 = mech.score(mech.sample(d1, draws, rng))
         _, rows, family = mechanism_bounds(mech, s0, s1, delta, 1 - ALPHA, seed)
-        violations += claim_verdict(best_valid_bound(rows, family), theory, delta)["status"] == "violation"
+        violations += claim_verdict(best_valid_bound(rows, family), theory, delta).status == "violation"
     assert violations <= max_exceedances(reps, ALPHA)
