@@ -126,7 +126,7 @@ def test_bounds_increase_with_right_guesses_and_the_ceiling_is_all_right() -> No
 
 def test_a_claim_whose_own_curve_is_rejected_is_a_violation() -> None:
     """Strong signal against a weak claim: the claim's f is rejected (valid at the confidence), and
-    compare_with_claim turns that into a violation even when the (eps, delta) figure is below it."""
+    judge() turns that into a violation even when the (eps, delta) figure is below it."""
     n = 2000
     rng = np.random.default_rng(3)
     members = rng.random(n) < 0.5
