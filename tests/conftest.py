@@ -40,6 +40,11 @@ LONGEST_FIRST = (
     "tests/e2e/test_docs_runs.py::test_tutorial_code_blocks_run[trained-model]",
     "tests/e2e/test_docs_runs.py::test_tutorial_code_blocks_run[lm-dp-finetuning]",
     "tests/e2e/test_docs_runs.py::test_tutorial_code_blocks_run[mechanisms]",
+    "tests/e2e/test_bench_training.py",
+    "tests/e2e/dp/test_opacus_controls.py",
+    "tests/e2e/test_docs_runs.py::test_tutorial_code_blocks_run[jax]",
+    "tests/e2e/dp/test_shuffle_control.py",
+    "tests/e2e/test_toy_kind.py",
 )
 
 
