@@ -2,7 +2,7 @@
 
     python benchmarks/bench_tightness.py --json OUT [--quick] [--only SUBSTRING]
 
-Runs ``run dp`` (via :func:`audit.dp.runner.sweep_rows`) for each (target, threat, canary, epsilon)
+Runs ``run dp`` (via :func:`audit.dp.sweep.sweep_rows`) for each (target, threat, canary, epsilon)
 of the grid and writes ``{"rows": [...], "quick", "created", "host"}`` where every row has
 ``target, threat, canary, epsilon_theory, epsilon_lb, method, runs, models, init, wall_s`` (plus the
 largest statistically valid bound ``epsilon_lb_valid`` and the ratio ``epsilon_lb / epsilon_theory``;
@@ -27,7 +27,7 @@ if str(ROOT) not in sys.path:
 from audit.dp.options import SweepOptions  # noqa: E402
 
 #: Black-box audits from worst-case initial parameters (Annamalai & De Cristofaro 2024): the model pre-trained
-from audit.dp.sweep import sweep_rows  # noqa: E402
+from audit.dp.sweep import audit_timing_key, sweep_rows  # noqa: E402
 from audit.io import write_json  # noqa: E402
 from audit.run_context import host_info, utc_now  # noqa: E402
 
@@ -65,17 +65,19 @@ def run_grid(grid: list[tuple], quick: bool, seed: int, out: Path, device: str) 
         opts = SweepOptions(target=target, epsilons=epsilons, threats=(threat,), canary=canary, runs=runs,
                             out=str(out), seed=seed, device=device, quick=quick, quiet=True,
                             **(extra[0] if extra else {}))
-        for row in sweep_rows(opts, out):
-            entry = {k: row[k] for k in KEYS}
-            entry["ratio"] = (row["epsilon_lb"] / row["epsilon_theory"]) if row["epsilon_theory"] else None
+        timing: dict[str, float] = {}
+        for row in sweep_rows(opts, out, timing):
+            wall_s = timing[audit_timing_key(row.run_dir)]
+            entry = {k: wall_s if k == "wall_s" else getattr(row, k) for k in KEYS}
+            entry["ratio"] = (row.epsilon_lb / row.epsilon_theory) if row.epsilon_theory else None
             for key in ("mu_lb", "mu_step_lb", "noise_multiplier_ub", "minimiser_shift"):
-                if key in row["details"]:
-                    entry[key] = row["details"][key]
+                if key in row.details:
+                    entry[key] = row.details[key]
             rows.append(entry)
-            print(f"{target:<28} {threat:<10} {canary:<8} eps {row['epsilon_theory']:6.3f}  "
-                  f"lb {row['epsilon_lb']:6.3f} "
-                  f"({row['method']}; valid CP {row['epsilon_lb_valid']:.3f})  runs {runs}  models {row['models']} "
-                  f"({row['init']} init)  {row['wall_s']:.1f} s", flush=True)
+            print(f"{target:<28} {threat:<10} {canary:<8} eps {row.epsilon_theory:6.3f}  "
+                  f"lb {row.epsilon_lb:6.3f} "
+                  f"({row.method}; valid CP {row.epsilon_lb_valid:.3f})  runs {runs}  models {row.models} "
+                  f"({row.init} init)  {wall_s:.1f} s", flush=True)
     return rows
 
 

@@ -39,7 +39,6 @@ from audit.results_header import ResultsHeader, accountant
 from audit.run_context import RunContext
 from audit.run_results import RunResults
 from audit.stats.outcome import Game, LastIterate, Outcome, Table
-from audit.theory.last_iterate import last_iterate_reference
 from targets.catalogue import is_language_model, is_plugin, resolve
 from targets.plugins.loading import TrainerPlugin, load_plugin
 from targets.plugins.rng import reproducibility_lines
@@ -103,7 +102,7 @@ def _play(ctx: RunContext, setup: DPAuditSetup, included: np.ndarray, confidence
                   caption="role verdict = statistically valid and competing for the best bound (each at the "
                           "family's per-member confidence); estimate = rests on the stated assumption "
                           "(GDP of a non-Gaussian pair, per-step model, Gaussian fit), never decides the verdict.")
-    reference = (last_iterate_reference(setup.params, setup.delta, setup.neighbouring, setup.claim)
+    reference = (LastIterate.of(setup.params, setup.delta, setup.neighbouring, setup.claim)
                  if setup.threat == "black-box" else None)  # the adversary sees the final model only
     check = obs.reproducibility  # a plugin's
     results = RunResults(
@@ -112,7 +111,7 @@ def _play(ctx: RunContext, setup: DPAuditSetup, included: np.ndarray, confidence
         game=Game(runs=runs, canary_kind=setup.canary.get("kind"), canary=setup.canary, threat=setup.threat,
                   threshold_strategy=game.threshold_strategy, observation=obs.info,
                   included=int(included.sum()), inclusion="independent fair coin per run"),
-        tables=(table, *obs.tables), last_iterate=LastIterate.from_dict(reference, strict=True) if reference else None,
+        tables=(table, *obs.tables), last_iterate=reference,
         reproducible=None if check is None else check.reproducible,
         reproducibility_note=None if check is None else check.note)
     config = {"command": "run dp", "runs": runs, "seed": seed, "confidence": confidence,

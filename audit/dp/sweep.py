@@ -4,6 +4,7 @@ verdict over the family of audits."""
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
@@ -35,10 +36,12 @@ def _sweep_grid(opts: SweepOptions) -> tuple[tuple[str, ...], str]:
     return threats, opts.canary or target_use(opts.target).default_canary
 
 
-def sweep_rows(opts: SweepOptions, sub_out: Path) -> list[dict]:
+def sweep_rows(opts: SweepOptions, sub_out: Path, timing: dict[str, float]) -> list[SweepRow]:
     """One row per (threat, epsilon) with the plotted figure (the largest bound, labelled by method)
     and the largest statistically valid bound; each audit also writes its own run directory and
-    holds at the sweep family's member confidence (:func:`sweep_family`)."""
+    holds at the sweep family's member confidence (:func:`sweep_family`). Each audit's wall time goes
+    into ``timing`` under :func:`audit_timing_key` (wall times vary between identical runs: volatile, not
+    in the rows)."""
     threats, canary = _sweep_grid(opts)
     confidence = sweep_family(opts).member_confidence
     rows = []
@@ -56,17 +59,19 @@ def sweep_rows(opts: SweepOptions, sub_out: Path) -> list[dict]:
             run_dir, res = play(setup, runs, opts.seed, confidence, PlayOptions(
                 out=sub_out, quiet=opts.quiet, config_extra={"options": asdict(run_opts)},
                 run_name=f"{threat}-epsilon-{eps:g}"))
+            timing[audit_timing_key(run_dir.name)] = time.perf_counter() - started
             est, valid = res.judged.best_estimate, res.best_lower_bound
-            rows.append({"target": opts.target, "series": threat, "threat": threat, "canary": canary,
-                         "epsilon_claimed": eps, "epsilon_theory": res.epsilon_theory,
-                         "epsilon_lb": float(est.epsilon) if est else 0.0, "method": est.method if est else None,
-                         "epsilon_lb_valid": float(valid.epsilon) if valid else 0.0,
-                         "valid_method": valid.method if valid else None,
-                         "verdict": res.verdict.status, "verdict_text": res.verdict.text, "runs": runs,
-                         "models": runs + opts.calibration_runs, "init": opts.init,
-                         "wall_s": time.perf_counter() - started, "run_dir": run_dir.name,
-                         "bounds": {b.method: b.epsilon for b in res.lower_bounds},
-                         "details": dict(est.details or {}) if est else {}})
+            valid_method = valid.method if valid else None
+            rows.append(SweepRow(
+                target=opts.target, series=threat, threat=threat, canary=canary, epsilon_claimed=eps,
+                epsilon_theory=res.epsilon_theory, epsilon_lb=float(est.epsilon) if est else 0.0,
+                method=est.method if est else None, epsilon_lb_valid=float(valid.epsilon) if valid else 0.0,
+                valid_method=valid_method, verdict=res.verdict.status, verdict_text=res.verdict.text, runs=runs,
+                models=runs + opts.calibration_runs, init=opts.init, run_dir=run_dir.name,
+                bounds={b.method: b.epsilon for b in res.lower_bounds},
+                details=dict(est.details or {}) if est else {},
+                nulls=frozenset(key for key, value in (("valid_method", valid_method), ("init", opts.init))
+                                if value is None)))
     return rows
 
 
@@ -86,21 +91,18 @@ def audit_timing_key(run_dir: str) -> str:
 
 
 def _sweep(ctx: RunContext, opts: SweepOptions, family: Family) -> Outcome:
-    rows = sweep_rows(opts, ctx.run_dir / "audits")
-    for r in rows:  # wall times vary between identical runs: they go to timing (volatile), not into rows
-        ctx.timing[audit_timing_key(r["run_dir"])] = r.pop("wall_s")
-    plotted = [SweepPoint(epsilon_theory=r["epsilon_theory"], epsilon_lb=r["epsilon_lb"], series=r["series"],
-                          method=r["method"]) for r in rows]
-    plotted += [SweepPoint(epsilon_theory=r["epsilon_theory"], epsilon_lb=r["epsilon_lb_valid"],
-                           series=f"{r['series']} (best valid)", method=r["valid_method"]) for r in rows]
+    rows = sweep_rows(opts, ctx.run_dir / "audits", ctx.timing)
+    plotted = [SweepPoint(epsilon_theory=r.epsilon_theory, epsilon_lb=r.epsilon_lb, series=r.series, method=r.method)
+               for r in rows]
+    plotted += [SweepPoint(epsilon_theory=r.epsilon_theory, epsilon_lb=r.epsilon_lb_valid,
+                           series=f"{r.series} (best valid)", method=r.valid_method) for r in rows]
     verdict = sweep_verdict(rows, family)
     header = ResultsHeader(description=f"epsilon sweep of run dp on {opts.target}", delta=opts.delta,
                            confidence=opts.confidence, epsilon_theory=None)
     table = Table(title="Sweep", columns=["threat", "canary", "epsilon theory", "largest figure", "its method",
                                           "best valid lb", "its method", "audit verdict", "runs", "audit (in audits/)"],
-                  rows=[[r["threat"], r["canary"], r["epsilon_theory"], r["epsilon_lb"], r["method"],
-                         r["epsilon_lb_valid"], r["valid_method"], r["verdict"], r["runs"], r["run_dir"]]
-                        for r in rows],
+                  rows=[[r.threat, r.canary, r.epsilon_theory, r.epsilon_lb, r.method, r.epsilon_lb_valid,
+                         r.valid_method, r.verdict, r.runs, r.run_dir] for r in rows],
                   caption="largest figure: the largest bound of each audit, estimates included (GDP / per-step / "
                           "Gaussian-fit figures assume the stated tradeoff shape and never decide); best valid lb: the "
                           "audit's best bound that competed for its verdict; audit verdict: that audit's own verdict, "
@@ -110,24 +112,24 @@ def _sweep(ctx: RunContext, opts: SweepOptions, family: Family) -> Outcome:
                           family=Family(size=family.size, confidence=family.confidence))
     results = RunResults(header=header, judgement=judgement, tables=(table,),
                          detail=SweepDetail(sweep=tuple(plotted),
-                                            rows=tuple(SweepRow.from_dict(r, strict=True) for r in rows)))
+                                            rows=tuple(rows)))
     return ctx.finish(results, {"command": "sweep dp", "options": asdict(opts)})
 
 
-def sweep_verdict(rows: list[dict], family: Family) -> Verdict:
+def sweep_verdict(rows: Sequence[SweepRow], family: Family) -> Verdict:
     """The sweep's verdict: ``violation`` when any audit's own verdict is one (a valid bound above its
     claim, or a test that rejects the claim's tradeoff curve), each audit computed at the family's
     member confidence so that the sweep holds at ``family.confidence``. Estimates above the claim are
     counted apart and never decide."""
     family_text = (f"each audit at {family.member_confidence:.4g} confidence, so the sweep's verdict holds at "
                    f"{family.confidence:.0%} (family of {family.size} audits)")
-    violations = [r for r in rows if r["verdict"] == "violation"]
-    estimates = [r for r in rows if r["verdict"] != "violation" and r["epsilon_theory"] is not None
-                 and r["epsilon_lb"] > r["epsilon_theory"] + 1e-9]
+    violations = [r for r in rows if r.verdict == "violation"]
+    estimates = [r for r in rows if r.verdict != "violation" and r.epsilon_theory is not None
+                 and r.epsilon_lb > r.epsilon_theory + 1e-9]
     flagged = (f"; {len(estimates)} other audit(s) have an assumption-based estimate above the claim (suspicious, "
                "never a violation)") if estimates else ""
     if violations:
-        which = ", ".join(f"{r['threat']} at epsilon {r['epsilon_claimed']:g}" for r in violations)
+        which = ", ".join(f"{r.threat} at epsilon {r.epsilon_claimed:g}" for r in violations)
         return Verdict(status="violation", text=f"{len(violations)} of {len(rows)} audits find a violation "
                                                 f"({which}){flagged}; {family_text}")
     return Verdict(status="consistent", text=f"none of the {len(rows)} audits finds a violation{flagged}; "

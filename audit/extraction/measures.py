@@ -19,6 +19,7 @@ from attacks.extraction import (
     uniform_inputs,
 )
 from audit.extraction.victim import Victim
+from audit.stats.outcome import ExtractionMethod
 
 #: Uniform random inputs used for 1 - R_unif (Tramèr et al. 2016 use 10,000).
 N_UNIFORM = 10_000
@@ -61,19 +62,22 @@ def query_domain(victim: Victim, seed: int) -> Domain:
     return Domain(d=d, K=K, p=p, low=low, high=high, unif_X=unif_X, test_p=test_p, unif_p=unif_p)
 
 
-def measure(name: str, model: ExtractedModel, victim: Victim, round_decimals: int | None, domain: Domain) -> dict:
+def measure(name: str, model: ExtractedModel, victim: Victim, round_decimals: int | None,
+            domain: Domain) -> ExtractionMethod:
     """One row of results.json's ``extraction.methods``: the queries a stolen ``model`` cost, its relative
-    parameter error (canonical form; None when the victim's parameters are not visible), its label
-    agreement 1 - R and mean total-variation distance to the served model on the test and uniform inputs."""
+    parameter error (canonical form; null when the victim's parameters are not visible), its label
+    agreement 1 - R and mean total-variation distance to the served model on the test and uniform inputs
+    (``round_decimals`` null: exact outputs)."""
     stolen_test = model.predict_proba(victim.test_X)
     stolen_unif = model.predict_proba(domain.unif_X)
-    return {"method": name, "round_decimals": round_decimals, "queries": model.queries,
-            "param_rel_error": None if victim.theta is None else relative_error(model.theta, canonical(victim.theta)),
-            "agreement_test": agreement(stolen_test, domain.test_p),
-            "agreement_uniform": agreement(stolen_unif, domain.unif_p),
-            "tv_distance": tv_distance(stolen_test, domain.test_p),
-            "tv_distance_uniform": tv_distance(stolen_unif, domain.unif_p),
-            "details": model.details}
+    error = None if victim.theta is None else relative_error(model.theta, canonical(victim.theta))
+    return ExtractionMethod(method=name, round_decimals=round_decimals, queries=model.queries, param_rel_error=error,
+                            agreement_test=agreement(stolen_test, domain.test_p),
+                            agreement_uniform=agreement(stolen_unif, domain.unif_p),
+                            tv_distance=tv_distance(stolen_test, domain.test_p),
+                            tv_distance_uniform=tv_distance(stolen_unif, domain.unif_p), details=model.details,
+                            nulls=frozenset(k for k, v in (("round_decimals", round_decimals),
+                                                           ("param_rel_error", error)) if v is None))
 
 
 def post_processing(victim: Victim, stolen: ExtractedModel) -> dict:

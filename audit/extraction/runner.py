@@ -41,7 +41,7 @@ from audit.results_header import ResultsHeader
 from audit.run_context import RunContext
 from audit.run_options import CommonRunOptions
 from audit.run_results import RunResults, Unbounded
-from audit.stats.outcome import Extraction, Outcome
+from audit.stats.outcome import Extraction, ExtractionMethod, Outcome
 from audit.theory.checks import check_confidence
 from targets.catalogue import dperm_release, resolve
 from targets.registry import TrainedTarget
@@ -102,7 +102,7 @@ def serve_victim(ctx: RunContext, opts: ExtractionOptions, target: TrainedTarget
 
 
 def steal(ctx: RunContext, opts: ExtractionOptions, victim: Victim,
-          domain: Domain) -> tuple[list[dict], tuple[ExtractedModel, dict]]:
+          domain: Domain) -> tuple[list[ExtractionMethod], tuple[ExtractedModel, ExtractionMethod]]:
     """Every attack of the run, in order, on one seeded query generator: equation solving at ``--round``
     (or on exact outputs and at each of :data:`COMPARISON_ROUNDS`), then the label-only baseline.
     Returns the rows of every attack and the first stolen model with its row (the main result)."""
@@ -120,7 +120,7 @@ def steal(ctx: RunContext, opts: ExtractionOptions, victim: Victim,
 
 
 def equation_attack(ctx: RunContext, opts: ExtractionOptions, victim: Victim, domain: Domain, decimals: int | None,
-                    rng: np.random.Generator) -> tuple[dict, ExtractedModel | None]:
+                    rng: np.random.Generator) -> tuple[ExtractionMethod, ExtractedModel | None]:
     """Equation solving on exact outputs (``decimals`` None) or on outputs rounded to ``decimals``; returns
     its row and the stolen model. A comparison rounding that fails gives a ``failed`` row and no model;
     the rounding the user asked for raises."""
@@ -135,59 +135,61 @@ def equation_attack(ctx: RunContext, opts: ExtractionOptions, victim: Victim, do
         if decimals == opts.round:
             raise
         ctx.say(f"{label}: failed after {api.queries} queries: {exc}")
-        return {"method": label, "round_decimals": decimals, "queries": api.queries, "failed": str(exc)}, None
+        return ExtractionMethod(method=label, round_decimals=decimals, queries=api.queries, failed=str(exc),
+                                nulls=frozenset({"round_decimals"} if decimals is None else ())), None
     row = measure(label, stolen, victim, decimals, domain)
-    error = row["param_rel_error"]
+    error = row.param_rel_error
     ctx.say(f"{label}: {stolen.queries} queries, "
             + ("" if error is None else f"relative parameter error {error:.3g}, ")
-            + f"agreement test {row['agreement_test']:.4f} / uniform {row['agreement_uniform']:.4f}")
+            + f"agreement test {row.agreement_test:.4f} / uniform {row.agreement_uniform:.4f}")
     return row, stolen
 
 
 def label_only_attack(ctx: RunContext, opts: ExtractionOptions, victim: Victim, domain: Domain,
-                      rng: np.random.Generator) -> dict:
+                      rng: np.random.Generator) -> ExtractionMethod:
     """The label-only baseline: retraining on uniform queries labelled by the API (``--label-queries``,
     by default 20 (quick) or 50 queries per feature); returns its row."""
     label_budget = opts.label_queries or (20 if opts.quick else 50) * domain.p
     api = PredictionAPI(victim.predict_proba, domain.d, domain.K, None)
     baseline = label_only_retraining(api, victim.feature_map, domain.low, domain.high, rng, label_budget)
     row = measure("label-only retraining (uniform queries)", baseline, victim, None, domain)
-    ctx.say(f"label-only retraining: {baseline.queries} queries, agreement test {row['agreement_test']:.4f} / "
-            f"uniform {row['agreement_uniform']:.4f}")
+    ctx.say(f"label-only retraining: {baseline.queries} queries, agreement test {row.agreement_test:.4f} / "
+            f"uniform {row.agreement_uniform:.4f}")
     return row
 
 
-def rounded_rows(rows: list[dict]) -> list[dict]:
+def rounded_rows(rows: list[ExtractionMethod]) -> list[ExtractionMethod]:
     """The rows of the attacks on rounded outputs that succeeded."""
-    return [r for r in rows if r.get("round_decimals") is not None and "failed" not in r]
+    return [r for r in rows if r.round_decimals is not None and r.failed is None]
 
 
-def extraction_summary(rows: list[dict], main: tuple[ExtractedModel, dict], victim: Victim, domain: Domain) -> dict:
+def extraction_summary(rows: list[ExtractionMethod], main: tuple[ExtractedModel, ExtractionMethod], victim: Victim,
+                       domain: Domain) -> Extraction:
     """results.json's ``extraction``: the main attack's figures, every attack's row, the label-only
     baseline, the post-processing comparison of a DP target and the rounded attacks' queries."""
     stolen, main_row = main
-    extraction = {k: main_row[k] for k in MAIN_FIGURES}
-    extraction |= {"method": "equation-solving", "d": domain.d, "unknowns": domain.unknowns, "n_uniform": N_UNIFORM,
-                   "test_data": victim.test_label, "methods": rows, "label_only": rows[-1]}
-    if victim.private and victim.theta_nonprivate is not None:
-        extraction["post_processing"] = post_processing(victim, stolen)
-    rounded = rounded_rows(rows)
-    if rounded:
-        extraction["rounded"] = [{k: r[k] for k in ("round_decimals", "queries", "param_rel_error", "agreement_test",
-                                                   "agreement_uniform")} | {"converged": r["details"]["converged"]}
-                                 for r in rounded]
-    return extraction
+    rounded = [{k: getattr(r, k) for k in ("round_decimals", "queries", "param_rel_error", "agreement_test",
+                                           "agreement_uniform")} | {"converged": r.details["converged"]}
+               for r in rounded_rows(rows)]
+    return Extraction(**{k: getattr(main_row, k) for k in MAIN_FIGURES}, method="equation-solving", d=domain.d,
+                      unknowns=domain.unknowns, n_uniform=N_UNIFORM, test_data=victim.test_label, methods=tuple(rows),
+                      label_only=rows[-1].to_dict(),
+                      post_processing=(post_processing(victim, stolen)
+                                       if victim.private and victim.theta_nonprivate is not None else None),
+                      rounded=rounded or None,
+                      nulls=frozenset({"round_decimals"} if main_row.round_decimals is None else ()))
 
 
-def extraction_results(opts: ExtractionOptions, victim: Victim, domain: Domain, extraction: dict) -> RunResults:
+def extraction_results(opts: ExtractionOptions, victim: Victim, domain: Domain,
+                       extraction: Extraction) -> RunResults:
     """The typed results of an extraction run: the header, no bounds, the verdict, the extraction figures
     and the tables."""
-    tables = [attacks_table(extraction["methods"], victim, domain)]
-    rounded = rounded_rows(extraction["methods"])
+    tables = [attacks_table(extraction.methods, victim, domain)]
+    rounded = rounded_rows(list(extraction.methods))
     if rounded:
         tables.append(rounded_table(rounded))
-    if "post_processing" in extraction:
-        tables.append(post_processing_table(extraction["post_processing"]))
+    if extraction.post_processing is not None:
+        tables.append(post_processing_table(extraction.post_processing))
     model_info = {"arch": "logreg" if victim.api is None else f"user trainer {victim.params.get('plugin')}",
                   "classes": domain.K, "features": domain.d,
                   "test_accuracy": float((domain.test_p.argmax(1) == victim.test_y).mean())}
@@ -197,7 +199,7 @@ def extraction_results(opts: ExtractionOptions, victim: Victim, domain: Domain, 
         epsilon_theory=victim.epsilon_theory, accountant=victim.accountant, params=victim.params)
     return RunResults(header=header, judgement=Unbounded(verdict=extraction_verdict(victim, extraction),
                                                           null_curves=True), attacks={}, tables=tuple(tables),
-                      detail=ExtractionDetail(extraction=Extraction.from_dict(extraction, strict=True)),
+                      detail=ExtractionDetail(extraction=extraction),
                       quick=opts.quick, target=victim.name)
 
 

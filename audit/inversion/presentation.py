@@ -4,12 +4,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
 
 from audit.inversion.measures import Yardstick
-from audit.stats.outcome import Figure, Outcome, Table, Verdict
+from audit.stats.outcome import Figure, Inversion, Outcome, Table, Verdict
 from reports.formatting import format_percent, format_value
 from reports.inversion_plots import image_grid
 from reports.summary import audited_name
@@ -37,7 +38,7 @@ def reconstruction_grid(run_dir: Path, scale: Yardstick, images: dict[str, np.nd
                              "the non-members. Same grey scale everywhere.")]
 
 
-def per_class_table(name: str, fig: dict, evaluator_records: int, n_classes: int) -> Table:
+def per_class_table(name: str, fig: Mapping, evaluator_records: int, n_classes: int) -> Table:
     """The per-class figures of one model's reconstructions (``fig``: :func:`audit.inversion.measures.class_figures`)
     with their mean as the last row."""
     rows = [[r["class"], r["mse_member_mean"], r["mse_nonmember_mean"], r["ssim_member_mean"],
@@ -59,13 +60,13 @@ def per_class_table(name: str, fig: dict, evaluator_records: int, n_classes: int
                          f"{1 / n_classes:.2f}).")
 
 
-def gap_table(inversion: dict, access: str) -> Table:
+def gap_table(inversion: Inversion, access: str) -> Table:
     """Target against reference model (and the neutral start): the table of the member gap."""
-    gap = inversion["member_gap"]
-    models = ((f"target ({access})", inversion), ("reference (no members)", inversion["reference"]))
-    if "black_box" in inversion:
-        models += (("target (black-box)", inversion["black_box"]),)
-    baseline = inversion["start_baseline"]
+    gap = inversion.member_gap
+    models = ((f"target ({access})", inversion.to_dict()), ("reference (no members)", inversion.reference))
+    if inversion.black_box is not None:
+        models += (("target (black-box)", inversion.black_box),)
+    baseline = inversion.start_baseline
     return Table(title="Target vs reference model (the privacy-relevant gap)",
                  columns=["model", "evaluation accuracy", "MSE member mean", "MSE non-member mean",
                           "SSIM member mean", "SSIM non-member mean", "queries"],
@@ -79,24 +80,25 @@ def gap_table(inversion: dict, access: str) -> Table:
                          f"own members beyond what a model of the same data distribution gives.")
 
 
-def inversion_tables(inversion: dict, access: str, n_classes: int) -> list[Table]:
+def inversion_tables(inversion: Inversion, access: str, n_classes: int) -> list[Table]:
     """Every table of an inversion run: the member gap, then the per-class figures of each model."""
-    records = inversion["evaluator"]["trained_on"]
-    tables = [gap_table(inversion, access), per_class_table(f"target ({access})", inversion, records, n_classes),
-              per_class_table("reference model", inversion["reference"], records, n_classes)]
-    if "black_box" in inversion:
-        tables.append(per_class_table("target (black-box)", inversion["black_box"], records, n_classes))
+    records = inversion.evaluator["trained_on"]
+    tables = [gap_table(inversion, access),
+              per_class_table(f"target ({access})", inversion.to_dict(), records, n_classes),
+              per_class_table("reference model", inversion.reference, records, n_classes)]
+    if inversion.black_box is not None:
+        tables.append(per_class_table("target (black-box)", inversion.black_box, records, n_classes))
     return tables
 
 
-def inversion_verdict(inversion: dict, n_classes: int, has_claim: bool) -> Verdict:
+def inversion_verdict(inversion: Inversion, n_classes: int, has_claim: bool) -> Verdict:
     """The verdict of an inversion run: always ``no-claim`` (DP promises nothing about class-level
     resemblance), with the recognition rates and the member gap in words."""
-    gap = inversion["member_gap"]
+    gap = inversion.member_gap
     return Verdict(status="no-claim",
                    text=f"reconstructions are recognised by an independent classifier "
-                        f"{inversion['eval_accuracy']:.0%} of the time (reference model: "
-                        f"{inversion['reference']['eval_accuracy']:.0%}, chance "
+                        f"{inversion.eval_accuracy:.0%} of the time (reference model: "
+                        f"{inversion.reference['eval_accuracy']:.0%}, chance "
                         f"{1 / n_classes:.0%}); member gap in MSE {gap['mse_gap']:.2g} (standard error "
                         f"{gap['mse_gap_standard_error']:.2g}). Inversion recovers "
                         f"class-level features, which "

@@ -150,24 +150,19 @@ def invert_models(ctx: RunContext, opts: InversionOptions, target: InversionTarg
 
 
 def inversion_summary(out: dict, scale: Yardstick, config: MIFaceConfig, bb_steps: int, start: str,
-                      eval_info: dict) -> dict:
+                      eval_info: dict) -> Inversion:
     """results.json's ``inversion``: the target's figures, the reference's and the black-box ones, the
     member gap, the neutral start's figures, the MI-FACE configuration and the evaluator."""
-    inversion = {k: out["target"][k] for k in TARGET_FIGURES}
-    inversion["reference"] = out["reference"]
-    if "black_box" in out:
-        inversion["black_box"] = out["black_box"]
-    inversion["member_gap"] = member_gap(out["target"], out["reference"])
-    inversion["start_baseline"] = start_baseline(scale)
-    inversion["config"] = asdict(config) | {"black_box_steps": bb_steps, "start": INVERSION_STARTS[start],
-                                            "data_range": [scale.low, scale.high]}
-    inversion["evaluator"] = eval_info
-    inversion["chance_accuracy"] = 1.0 / len(scale.classes)
-    return inversion
+    return Inversion(**{k: out["target"][k] for k in TARGET_FIGURES}, reference=out["reference"],
+                     black_box=out.get("black_box"), member_gap=member_gap(out["target"], out["reference"]),
+                     start_baseline=start_baseline(scale),
+                     config=asdict(config) | {"black_box_steps": bb_steps, "start": INVERSION_STARTS[start],
+                                              "data_range": [scale.low, scale.high]},
+                     evaluator=eval_info, chance_accuracy=1.0 / len(scale.classes))
 
 
 def inversion_results(opts: InversionOptions, target: InversionTarget, split: RecordSplit, access: str,
-                      inversion: dict, figures: list[Figure]) -> RunResults:
+                      inversion: Inversion, figures: list[Figure]) -> RunResults:
     """The typed results of an inversion run: the header, no bounds, the verdict, the figures and the
     tables."""
     data, claim, n = target.data, target.claim, target.n_train
@@ -180,7 +175,7 @@ def inversion_results(opts: InversionOptions, target: InversionTarget, split: Re
         params=target.params)
     verdict = inversion_verdict(inversion, data.n_classes, claim is not None)
     return RunResults(header=header, judgement=Unbounded(verdict=verdict, null_curves=True), attacks={},
-                      detail=InversionDetail(inversion=Inversion.from_dict(inversion, strict=True)),
+                      detail=InversionDetail(inversion=inversion),
                       figures=tuple(figures), tables=tuple(inversion_tables(inversion, access, data.n_classes)),
                       quick=opts.quick)
 

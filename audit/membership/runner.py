@@ -70,7 +70,6 @@ from audit.stats.split_check import SplitCheck, blind_split_check
 from audit.stats.text_split_check import text_split_check
 from audit.stats.verdict import Family, percent
 from audit.theory.checks import check_confidence
-from audit.theory.last_iterate import last_iterate_reference
 from targets.catalogue import is_language_model, is_plugin, trained_target
 from targets.plugins.loading import ModelPlugin, load_plugin
 from targets.threads import thread_limit
@@ -286,7 +285,7 @@ def membership_results(opts: MembershipOptions, target: MembershipSubject, game:
     reference = final_model_reference(target, game.m, guesses[primary], opts) if claim is not None else None
     return RunResults(
         header=header, judgement=judgement,
-        last_iterate=LastIterate.from_dict(reference, strict=True) if reference else None,
+        last_iterate=reference,
         attacks=attacks_out, tables=(advantage_table(attacks_out, adv_bound),),
         game=game.summary(), quick=opts.quick)
 
@@ -296,21 +295,21 @@ FINAL_MODEL_GAMES = 100
 
 
 def final_model_reference(target: MembershipSubject, m: int, chosen: Guesses,
-                          opts: MembershipOptions) -> dict | None:
+                          opts: MembershipOptions) -> LastIterate | None:
     """results.json's ``last_iterate`` of a DP-SGD target: the last-iterate heuristic of its training
-    (:func:`audit.theory.last_iterate.last_iterate_reference`) and, as ``expected_bound``, what a perfect attack
+    (:meth:`audit.stats.outcome.LastIterate.of`) and, as ``expected_bound``, what a perfect attack
     on a linear model's final iterate expects with this game's M canaries and the primary attack's guesses
     (:func:`audit.stats.one_run.final_model.last_iterate_expectation`); None for other targets."""
-    reference = last_iterate_reference(target.params, target.delta, ADD_REMOVE_RECORD, target.claim)
+    reference = LastIterate.of(target.params, target.delta, ADD_REMOVE_RECORD, target.claim)
     if reference is None:
         return None
-    mech = CanaryMechanism(reference["sample_rate"], reference["noise_multiplier"], reference["steps"])
+    mech = CanaryMechanism(reference.sample_rate, reference.noise_multiplier, reference.steps)
     method = "fdp" if chosen.method == "one-run-fdp" else "steinke"
     expected = last_iterate_expectation(mech, m, (chosen.k_pos, chosen.k_neg), method, target.delta,
                                         opts.confidence, FINAL_MODEL_GAMES, opts.seed)
-    return reference | {"expected_bound": expected | {
+    return replace(reference, expected_bound=expected | {
         "text": f"a perfect attack on a linear model's final iterate, with these {m} canaries and the primary "
-                f"attack's guesses, over {FINAL_MODEL_GAMES} simulated games"}}
+                f"attack's guesses, over {FINAL_MODEL_GAMES} simulated games"})
 
 
 def attack_bound(name: str, scores: AttackScores, game: CanaryGame, chosen: Guesses, claim, delta: float,

@@ -44,7 +44,6 @@ from audit.run_context import RunContext
 from audit.run_results import RunResults
 from audit.stats.outcome import AttackMetrics, EpsilonBound, Game, LastIterate
 from audit.stats.split_check import SplitCheck
-from audit.theory.last_iterate import last_iterate_reference
 from targets.datasets import Dataset
 from targets.plugins.loading import ModelPlugin
 from targets.trained_model import TrainedModel, load_trained_model
@@ -318,12 +317,11 @@ def record_results(opts: MembershipOptions, model: TrainedModel, q: TrainedQueri
                         f"({model.members.source}; {model.nonmembers.source})",
                 membership=model.membership, membership_note=model.membership_note,
                 reference_models=found.references, reference_records=q.reference_records)
-    reference = last_iterate_reference(model.params, delta, ADD_REMOVE_RECORD, model.claim)
     detail = MembershipDetail(epsilon_bound=EpsilonBound(allowed=found.allowed, reason=found.why),
                               attacks_not_run=found.skipped, split_check=split, trained_model=model.to_dict(),
                               meaning=trained_meaning(model, split, attacks_out, best, delta))
     return RunResults(
         header=header, judgement=judgement,
-        last_iterate=LastIterate.from_dict(reference, strict=True) if reference else None,
+        last_iterate=LastIterate.of(model.params, delta, ADD_REMOVE_RECORD, model.claim),
         attacks=attacks_out, tables=(trained_table(attacks_out, split),), game=game,
         detail=detail, quick=opts.quick)

@@ -18,6 +18,7 @@ the family's confidence split are those of :mod:`audit.stats.verdict` and :mod:`
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any, Self
@@ -461,7 +462,7 @@ class ExpectedPerfect(Block):
 @dataclass(frozen=True, kw_only=True)
 class LastIterate(Block):
     """``last_iterate``: the last-iterate heuristic [Steinke et al. 2025] of the DP-SGD training the code ran
-    (:func:`audit.theory.last_iterate.last_iterate_reference`), what an audit of the final model can expect
+    (:meth:`LastIterate.of`), what an audit of the final model can expect
     at all; a reference beside the bound, never a bound and never the verdict.
 
     Attributes:
@@ -482,6 +483,44 @@ class LastIterate(Block):
     steps: int
     text: str
     expected_bound: Mapping[str, Any] | None = None
+
+    @classmethod
+    def of(cls, params: Mapping[str, Any] | None, delta: float | None, neighbouring: str | None = None,
+           claim: object = None) -> LastIterate | None:
+        """The reference of a DP-SGD training with ``params`` (``noise_multiplier``, ``sample_rate``, ``steps``;
+        where they lack them, those of ``claim`` when it is a :class:`audit.theory.dpsgd.DPSGDClaim`), or None
+        where the heuristic does not apply: no DP-SGD parameters (or ones it cannot read), no delta, replace-one
+        neighbours (the heuristic's pair is add/remove).
+
+        Args:
+            params: the run's parameters.
+            delta: the run's delta.
+            neighbouring: the neighbouring relation in words (None, or one starting ``add``: applies).
+            claim: the run's claim.
+
+        Returns:
+            The block (no ``expected_bound``), or None.
+        """
+        # imported here: the accountants behind them are not for every reader of results.json to load
+        from audit.theory.claims import Neighbouring
+        from audit.theory.dpsgd import DPSGDClaim
+        from audit.theory.last_iterate import LAST_ITERATE_MEANING, last_iterate_epsilon
+
+        p = dict(params or {})
+        if isinstance(claim, DPSGDClaim) and claim.neighbouring is Neighbouring.ADD_REMOVE:
+            p = {"noise_multiplier": claim.noise_multiplier, "sample_rate": claim.sample_rate,
+                 "steps": claim.steps} | p
+        try:  # a reference never stops a run: parameters it cannot read give none
+            sigma, q, steps = float(p.get("noise_multiplier")), float(p.get("sample_rate")), float(p.get("steps"))
+            delta = float(delta)
+        except (TypeError, ValueError):
+            return None
+        if not (delta > 0 and 0 < sigma < math.inf and 0 < q <= 1 and steps >= 1 and steps == int(steps)):
+            return None
+        if neighbouring is not None and not neighbouring.lower().startswith("add"):
+            return None
+        return cls(epsilon=last_iterate_epsilon(delta, sigma, q, int(steps)), delta=delta, noise_multiplier=sigma,
+                   sample_rate=q, steps=int(steps), text=LAST_ITERATE_MEANING)
 
     def console_line(self) -> str:
         """The line printed after a run."""

@@ -27,11 +27,9 @@ from scipy import optimize, special, stats
 
 from audit.errors import UserError
 from audit.theory.checks import check_delta, check_epsilon
-from audit.theory.claims import Neighbouring
-from audit.theory.dpsgd import DPSGDClaim
 from audit.theory.tradeoff import epsilon_from_profile
 
-__all__ = ["last_iterate_delta", "last_iterate_epsilon", "last_iterate_reference", "LAST_ITERATE_MEANING"]
+__all__ = ["last_iterate_delta", "last_iterate_epsilon", "LAST_ITERATE_MEANING"]
 
 #: Binomial weights below the largest by more than this factor (e^-80) are dropped: they change delta by
 #: less than 1e-34.
@@ -122,36 +120,3 @@ def last_iterate_epsilon(delta: float, noise_multiplier: float, sample_rate: flo
     _check_dpsgd(noise_multiplier, sample_rate, steps)
     return epsilon_from_profile(
         lambda e: np.array([last_iterate_delta(float(e[0]), noise_multiplier, sample_rate, steps)]), delta)
-
-
-def last_iterate_reference(params: dict | None, delta: float | None, neighbouring: str | None = None,
-                           claim: object = None) -> dict | None:
-    """results.json's ``last_iterate`` block for a DP-SGD training with ``params`` (``noise_multiplier``,
-    ``sample_rate``, ``steps``; where they lack them, those of ``claim`` when it is a
-    :class:`audit.theory.dpsgd.DPSGDClaim`), or None where the heuristic does not apply: no DP-SGD
-    parameters (or ones it cannot read), no delta, replace-one neighbours (the heuristic's pair is add/remove).
-
-    Args:
-        params: the run's parameters.
-        delta: the run's delta.
-        neighbouring: the neighbouring relation in words (None, or one starting ``add``: applies).
-        claim: the run's claim.
-
-    Returns:
-        ``{"epsilon", "delta", "noise_multiplier", "sample_rate", "steps", "text"}`` or None.
-    """
-    p = dict(params or {})
-    if isinstance(claim, DPSGDClaim) and claim.neighbouring is Neighbouring.ADD_REMOVE:
-        p = {"noise_multiplier": claim.noise_multiplier, "sample_rate": claim.sample_rate, "steps": claim.steps} | p
-    sigma, q, steps = p.get("noise_multiplier"), p.get("sample_rate"), p.get("steps")
-    try:  # a reference never stops a run: parameters it cannot read give none
-        sigma, q, steps, delta = float(sigma), float(q), float(steps), float(delta)
-    except (TypeError, ValueError):
-        return None
-    if not (delta > 0 and 0 < sigma < math.inf and 0 < q <= 1 and steps >= 1 and steps == int(steps)):
-        return None
-    if neighbouring is not None and not neighbouring.lower().startswith("add"):
-        return None
-    eps = last_iterate_epsilon(delta, sigma, q, int(steps))
-    return {"epsilon": eps, "delta": delta, "noise_multiplier": sigma, "sample_rate": q, "steps": int(steps),
-            "text": LAST_ITERATE_MEANING}

@@ -173,9 +173,9 @@ def test_a_built_in_language_model_is_said_to_be_fine_tuned_in_the_run():
 
 
 def test_a_final_model_audit_of_dpsgd_shows_the_last_iterate_reference_as_a_reference():
-    from audit.theory.last_iterate import last_iterate_reference
+    from audit.stats.outcome import LastIterate
 
-    reference = last_iterate_reference({"noise_multiplier": 1.0, "sample_rate": 0.05, "steps": 200}, 1e-5)
+    reference = LastIterate.of({"noise_multiplier": 1.0, "sample_rate": 0.05, "steps": 200}, 1e-5).to_dict()
     sentences = headline_sentences(typed(_one_run(0.554) | {"last_iterate": reference}))
     assert len(sentences) == 3 and sentences[2].startswith(f"Last-iterate reference: ε ≈ {reference['epsilon']:.3g}")
     assert "the bound ε ≥ 0.554" in sentences[2] and f"{CEILING_NAME} 3.78" in sentences[2]

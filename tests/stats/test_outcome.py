@@ -14,6 +14,7 @@ from audit.kind_table import kind_records
 from audit.schemas.generate import block_schema
 from audit.stats import outcome as o
 from audit.stats.blocks import UnnamedKey
+from audit.theory.last_iterate import last_iterate_epsilon
 
 #: Every block of the format: the shared ones and each kind's own (``RunKind.detail``, in the kind's package).
 BLOCKS = [getattr(o, name) for name in o.__all__] + [r.load("detail") for r in kind_records() if r.detail]
@@ -93,3 +94,15 @@ def test_a_finding_is_built_once_as_its_block():
     assert not unread.problem and not unread.violation and unread.unread
     assert not o.Finding.checked("canary-ids", False, False, "Not checked.", read=False).unread
     assert not o.Finding.from_dict({"check": "noise-level", "message": "m", "problem": False}).unread
+
+
+def test_the_last_iterate_reference_applies_to_add_remove_dpsgd_only():
+    """:meth:`LastIterate.of`: the heuristic of audit.theory.last_iterate for readable add/remove DP-SGD parameters."""
+    params = {"noise_multiplier": 1.0, "sample_rate": 0.05, "steps": 200}
+    block = o.LastIterate.of(params, 1e-5, "add/remove one record")
+    assert block.epsilon == pytest.approx(last_iterate_epsilon(1e-5, 1.0, 0.05, 200)) and block.text
+    assert o.LastIterate.of(params, 1e-5, "replace one record") is None
+    assert o.LastIterate.of({"epsilon": 1.0}, 1e-5) is None
+    assert o.LastIterate.of(params, None) is None
+    assert o.LastIterate.of(params | {"sample_rate": 1.5}, 1e-5) is None  # unreadable: none, no error
+    assert o.LastIterate.of(params | {"steps": "many"}, 1e-5) is None

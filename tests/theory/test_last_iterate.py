@@ -8,7 +8,7 @@ import pytest
 from audit.errors import UserError
 from audit.theory.dpsgd import DPSGDClaim
 from audit.theory.gaussian import gaussian_epsilon
-from audit.theory.last_iterate import last_iterate_delta, last_iterate_epsilon, last_iterate_reference
+from audit.theory.last_iterate import last_iterate_delta, last_iterate_epsilon
 
 #: The noise multiplier at which DP-SGD with q = 0.01 and T = 10^4 is (8, 1e-5)-DP by the PLD accountant.
 SIGMA_AT_8 = 0.8827
@@ -34,17 +34,6 @@ def test_the_profile_decreases_and_the_epsilon_meets_its_delta():
     assert deltas == sorted(deltas, reverse=True) and deltas[-1] > 0
     eps = last_iterate_epsilon(1e-5, 1.0, 0.05, 200)
     assert last_iterate_delta(eps, 1.0, 0.05, 200) <= 1e-5 < last_iterate_delta(eps * 0.99, 1.0, 0.05, 200)
-
-
-def test_the_reference_applies_to_add_remove_dpsgd_only():
-    params = {"noise_multiplier": 1.0, "sample_rate": 0.05, "steps": 200}
-    block = last_iterate_reference(params, 1e-5, "add/remove one record")
-    assert block["epsilon"] == pytest.approx(last_iterate_epsilon(1e-5, 1.0, 0.05, 200)) and block["text"]
-    assert last_iterate_reference(params, 1e-5, "replace one record") is None
-    assert last_iterate_reference({"epsilon": 1.0}, 1e-5) is None
-    assert last_iterate_reference(params, None) is None
-    assert last_iterate_reference(params | {"sample_rate": 1.5}, 1e-5) is None  # unreadable: none, no error
-    assert last_iterate_reference(params | {"steps": "many"}, 1e-5) is None
 
 
 def test_a_bad_configuration_is_the_users_error():

@@ -60,7 +60,6 @@ from audit.stats.outcome import Game, LastIterate, Outcome
 from audit.theory.checks import check_delta, check_epsilon
 from audit.theory.claims import ApproxDPClaim, PrivacyClaim
 from audit.theory.dpsgd import DPSGDClaim, calibrate_noise_multiplier
-from audit.theory.last_iterate import last_iterate_reference
 from targets.lm.contract import check_logprobs
 from targets.plugins.lm import texts_of
 from targets.plugins.loading import TrainerPlugin, plugin_config
@@ -234,9 +233,8 @@ def run_lm_blackbox(opts: DPOptions, plugin: TrainerPlugin) -> tuple[Path, Outco
 
 def _last_iterate(params: dict, delta: float, claim: PrivacyClaim) -> LastIterate | None:
     """The last-iterate reference when the training is add/remove DP-SGD (the final model is all the black box
-    sees: :func:`audit.theory.last_iterate.last_iterate_reference`), else None."""
-    reference = last_iterate_reference(params, delta, "add/remove one text", claim)
-    return LastIterate.from_dict(reference, strict=True) if reference else None
+    sees: :meth:`audit.stats.outcome.LastIterate.of`), else None."""
+    return LastIterate.of(params, delta, "add/remove one text", claim)
 
 
 def _results(plugin: TrainerPlugin, opts: DPOptions, audited: tuple[str, PrivacyClaim, float], stats: OneRunResults,

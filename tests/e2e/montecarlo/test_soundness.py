@@ -34,6 +34,7 @@ from audit.mechanism.runner import mechanism_bounds
 from audit.membership.bounds import Guesses, one_run
 from audit.stats.judgement import Judgement, judge
 from audit.stats.lower_bound import VERDICT
+from audit.stats.outcome import SweepRow
 from audit.stats.verdict import Family, epsilon_value
 from audit.theory.claims import ApproxDPClaim, GaussianClaim, LaplaceClaim, PureDPClaim, RandomizedResponseClaim
 from audit.theory.dpsgd import DPSGDClaim
@@ -181,6 +182,14 @@ def test_run_dp_statistics_at_the_claim(claim_form):
     counts.check()
 
 
+def sweep_row(eps, epsilon_theory, estimate, epsilon_lb_valid, verdict, runs):
+    """One audit's row as ``sweep dp`` writes it (:func:`audit.dp.sweep.sweep_rows`): simulated DP-SGD updates,
+    computed in memory (no run directory)."""
+    return SweepRow(threat="updates", canary="simulated", epsilon_claimed=eps, epsilon_theory=epsilon_theory,
+                    epsilon_lb=float(estimate.epsilon), method=estimate.method,
+                    epsilon_lb_valid=float(epsilon_lb_valid), verdict=verdict, runs=runs, run_dir="")
+
+
 def test_sweep_is_a_violation_when_an_audit_rejects_the_claims_curve():
     """Defect 3: the sweep's verdict came from epsilon bounds only. Noise a third of the claimed
     multiplier: the claim's curve is rejected while every valid epsilon bound stays below the claim."""
@@ -192,11 +201,10 @@ def test_sweep_is_a_violation_when_an_audit_rejects_the_claims_curve():
         inc = rng.random(400) < 0.5
         scores = dpsgd_step_scores(rng, inc.size, inc, DPSGD["q"], claim.noise_multiplier / 3, DPSGD["steps"])
         out = audit_runs(scores, inc, claim, DELTA, family.member_confidence, eps).judgement
-        rows.append({"threat": "updates", "epsilon_claimed": eps, "epsilon_theory": out.epsilon_theory,
-                     "epsilon_lb": out.best_estimate.epsilon, "epsilon_lb_valid": out.best_lower_bound.epsilon,
-                     "verdict": out.verdict.status})
-    assert all(r["epsilon_lb_valid"] < r["epsilon_theory"] for r in rows)
-    assert any(r["verdict"] == "violation" for r in rows)
+        rows.append(sweep_row(eps, out.epsilon_theory, out.best_estimate, out.best_lower_bound.epsilon,
+                              out.verdict.status, inc.size))
+    assert all(r.epsilon_lb_valid < r.epsilon_theory for r in rows)
+    assert any(r.verdict == "violation" for r in rows)
     assert sweep_verdict(rows, family).status == "violation"
 
 
@@ -210,9 +218,10 @@ def test_sweep_at_the_claim():
             rng = np.random.default_rng([26, rep, i])
             inc = rng.random(300) < 0.5
             scores = dpsgd_step_scores(rng, inc.size, inc, DPSGD["q"], claim.noise_multiplier, DPSGD["steps"])
-            out = audit_runs(scores, inc, claim, DELTA, family.member_confidence, rep).judgement.blocks(estimate=True)
-            rows.append({"threat": "updates", "epsilon_claimed": i, "epsilon_theory": out["epsilon_theory"],
-                         "epsilon_lb": out["best_estimate"]["epsilon"], "verdict": out["verdict"]["status"]})
+            out = audit_runs(scores, inc, claim, DELTA, family.member_confidence, rep).judgement
+            valid = out.best_lower_bound
+            rows.append(sweep_row(i, out.epsilon_theory, out.best_estimate, valid.epsilon if valid else 0.0,
+                                  out.verdict.status, inc.size))
         counts_violations += sweep_verdict(rows, family).status == "violation"
     assert counts_violations <= slack(n)
 
