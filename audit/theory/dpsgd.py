@@ -8,7 +8,8 @@ Noise calibration (:func:`calibrate_noise_multiplier`): 1. Upper bracket from th
 small sigma is never tried: its PLD is huge). 3. Brent search on the coarse PLD (dp-accounting's
 calibrate_dp_mechanism). 4. The result is checked with the PLD at ``value_discretization_interval``
 (what DPSGDClaim uses), nudged up until that claim meets the target, and tightened by bisection on
-the fine PLD to ``tol``.
+the fine PLD to ``tol``. The result is remembered on disk (:mod:`audit.theory.disk_cache`): the next process
+asking the same question with the same code reads it instead of searching again.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from audit.errors import UserError
 from audit.theory import dp_accounting_adapter as backend
 from audit.theory.checks import check_delta, check_epsilon
 from audit.theory.claims import GaussianClaim, Neighbouring, PrivacyClaim
+from audit.theory.disk_cache import remembered
 from audit.theory.pld import PLDClaim
 from audit.theory.rdp import RDPClaim, rdp_to_dp_epsilon
 
@@ -183,13 +185,24 @@ def calibrate_noise_multiplier(epsilon: float, delta: float, sample_rate: float,
 
     Raises:
         UserError: q or T out of range, or no sigma below 1e6 reaches the target.
+
+    Cached in memory and on disk (:func:`audit.theory.disk_cache.remembered`): a later process asking the same
+    question with the same code reads the figure this search returned.
     """
     epsilon = check_epsilon(epsilon, positive=True)
     delta = check_delta(delta, positive=True)
     if not (0.0 < sample_rate <= 1.0) or int(steps) != steps or steps < 1:
         raise UserError("calibration needs 0 < sample_rate <= 1 and a positive integer number of steps")
+    arguments = {"epsilon": float(epsilon), "delta": float(delta), "sample_rate": float(sample_rate),
+                 "steps": int(steps), "value_discretization_interval": float(value_discretization_interval),
+                 "tol": float(tol)}
+    return remembered("dpsgd_noise_multiplier", arguments, lambda: _search_noise_multiplier(**arguments))
+
+
+def _search_noise_multiplier(epsilon: float, delta: float, sample_rate: float, steps: int,
+                             value_discretization_interval: float, tol: float) -> float:
+    """The search of :func:`calibrate_noise_multiplier` (module docstring) on checked arguments."""
     q = float(sample_rate)
-    steps = int(steps)
 
     def rdp_gap(log_s: float) -> float:
         orders, rdp = backend.dpsgd_rdp(float(math.exp(log_s)), q, steps)

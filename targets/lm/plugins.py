@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from audit.theory.disk_cache import CACHE_ENV, cache_folder
 from targets.lm.base import BaseSpec, finetune_pool, pretrained_base
 from targets.lm.model import logprob_function
 from targets.lm.recipes import LMRecipe, lm_recipe
@@ -35,13 +35,10 @@ from targets.threads import thread_limit
 __all__ = ["lm_cache_dir", "lm_trainer", "lm_trainer_spec", "nonprivate_tinygpt", "dpsgd_tinygpt", "dpsgd_tinygpt_lora",
            "CACHE_ENV"]
 
-#: Environment variable naming the folder the base model is cached in (default ``~/.cache/privacy-audit``).
-CACHE_ENV = "PRIVACY_AUDIT_CACHE"
-
-
 def lm_cache_dir() -> Path:
-    """Where the base model is cached: ``$PRIVACY_AUDIT_CACHE``, else ``~/.cache/privacy-audit``."""
-    return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "privacy-audit").expanduser()
+    """Where the base model is cached: the workbench's cache folder, ``$PRIVACY_AUDIT_CACHE`` (:data:`CACHE_ENV`),
+    else ``~/.cache/privacy-audit`` (:func:`audit.theory.disk_cache.cache_folder`)."""
+    return cache_folder()
 
 
 def lm_trainer(recipe: LMRecipe, *, members: int | None = None, base: BaseSpec | None = None,

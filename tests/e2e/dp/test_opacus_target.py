@@ -36,7 +36,7 @@ def test_opacus_mnist_updates_go_through_the_canary_step_path(tmp_path, capsys):
     """The update-level audit of opacus_mnist: its 50 noisy steps observed on a dead MNIST pixel's
     weight, the claim's accounting (sigma, q = 0.1, T = 50) equal to what the code runs."""
     assert main(["run", "dp", "--target", "opacus_mnist", "--threat", "updates", "--canary", "dirac",
-                 "--runs", "12", "--quiet", "--out", str(tmp_path)]) == 0
+                 "--runs", "4", "--quiet", "--out", str(tmp_path)]) == 0
     (run,) = [p for p in tmp_path.iterdir() if p.is_dir() and p.name != "cache"]
     results = json.loads((run / "results.json").read_text())
     code = results["params"]["code"]
