@@ -281,7 +281,7 @@ def mean_alignment(arch_name: str, checkpoints: list[Params], X: torch.Tensor, y
     values, moved = [], X.clone()
     for first in range(0, len(X), CHUNK):
         x = X[first:first + CHUNK].clone().requires_grad_(step > 0)
-        with torch.set_grad_enabled(step > 0):
+        with torch.enable_grad():  # the per-example gradients need autograd even when X does not move
             value = alignment(arch_name, checkpoints, x, y[first:first + CHUNK], clip_norm)
         values.append(value.detach())
         if step > 0:
