@@ -10,12 +10,13 @@ benchmark builds such canaries for the flagship at the flagship's budget (about 
 flagship's own game with them (the same split, coins, DP-SGD training of the target, shadow and reference models,
 attacks, guesses chosen on the calibration games and primary attack as ``run membership`` chooses them).
 
-Two designs, both from the game's public rows only (the shadow pool, which the target never trains on), the audit's
-seed and fresh random inputs; never the target's records, coins or models. Both start from the flagship's sparse
-canaries (:data:`audit.membership.game.SPARSE_PIXELS` pixels at full intensity, uniformly random labels, which stay
-fixed) and keep each canary sparse: after every pixel step a canary keeps its ``SPARSE_PIXELS`` brightest pixels
-(dense perturbations add faint pixels shared by every canary, and the canaries, two thirds of the target's training
-set, then pull each other's losses: measured AUC 0.59-0.62 without the projection);
+Two constructions, both from the game's public rows only (the shadow pool, which the target never trains on), the
+audit's seed and fresh random inputs; never the target's records, coins or models. Both start from the flagship's
+sparse canaries (:data:`audit.membership.game.SPARSE_PIXELS` pixels at full intensity, uniformly random labels, which
+stay fixed; the very canaries the sparse game of the same seed plays, so the comparison is paired) and keep each
+canary sparse: after every pixel step a canary keeps its ``SPARSE_PIXELS`` brightest pixels (dense perturbations add
+faint pixels shared by every canary, and the canaries, two thirds of the target's training set, then pull each
+other's losses: target loss AUC 0.59-0.61 without the projection in exploration at seed 0).
 
 * ``unrolled`` (the paper's method): the surrogate is the recipe's DP-SGD continued for
   :attr:`Design.surrogate_steps` full-batch steps from a model trained by the recipe on the public rows, on
@@ -27,7 +28,10 @@ set, then pull each other's losses: measured AUC 0.59-0.62 without the projectio
   and on the tails, from the same start and noise, and the objective sums, per canary, its loss in the training that
   included it minus its loss in the one that did not (the paper's objective with its two sides paired, which removes
   the canary's own direct term from the estimate's noise). A canary's pixels move by :attr:`Design.pixel_step` at
-  their largest (its metagradient scaled by its maximum), clipped to [0, 1].
+  their largest (its metagradient scaled by its maximum), clipped to [0, 1]. ``unrolled`` takes one metagradient
+  step (about 20 s of an idle 2-core CPU for the 13,000 inputs), ``unrolled-4`` four (about 75 s, the design budget of
+  a 3-minute audit); each step's objective is measured on its own fresh coins and noise before it moves the pixels,
+  so the steps after the first show whether the previous one gained on a new draw.
 * ``linearised``: the same objective to first order in one canary's updates (the metagradient of the training's
   linearisation around a surrogate trajectory): a canary included at step ``t`` lowers its final loss by
   ``lr/B <grad l(theta_T), clip(grad l(theta_t))>``, and DP noise moves that loss by ``lr/B sigma C sqrt(T)
@@ -36,7 +40,9 @@ set, then pull each other's losses: measured AUC 0.59-0.62 without the projectio
   recipe (public rows plus :data:`FRESH_CANARIES` fresh sparse canaries, half included: the audited training is
   two-thirds canaries), its exact per-example gradient inner products formed layer by layer (a linear layer's from
   its input and backprop signal, a convolution's from its materialised per-example gradient), differentiable in the
-  canary's pixels; :attr:`Design.pixel_step` as above, :attr:`Design.meta_steps` steps.
+  canary's pixels; :attr:`Design.pixel_step` as above, :attr:`Design.meta_steps` steps. The objective is also
+  measured, before and after, on a held-out surrogate trajectory (the same rows, another seed): how much of the gain
+  is the design's rather than that trajectory's.
 
 Per design and seed: the design's time, the surrogate objective before and after, the target's loss AUC, in/out loss
 means and spread, every attack's AUC and bound at the guesses chosen on its calibration games, the primary attack
@@ -44,8 +50,9 @@ means and spread, every attack's AUC and bound at the guesses chosen on its cali
 seeds are read from ``benchmarks/results_flagship_canaries.json`` (``run membership`` end to end) and copied into the
 output with their date; ``--kinds sparse gradmax`` plays them here too.
 
-Usage: ``python benchmarks/bench_metagrad_canaries.py [--kinds unrolled linearised] [--seeds 0 1 2] [--json
-benchmarks/results_metagrad_canaries.json]`` (about 3 minutes per design and seed on a 2-core CPU). Sources:
+Usage: ``python benchmarks/bench_metagrad_canaries.py [--kinds unrolled unrolled-4 linearised] [--seeds 0 1 2] [--json
+benchmarks/results_metagrad_canaries.json] [--add]`` (1 to 6 minutes per design and seed on a 2-core CPU, with the
+load; ``--add`` keeps the file's other rows). Sources:
 docs/references.md, "Canaries and threat models" and "One-run auditing".
 """
 
