@@ -432,7 +432,8 @@ def main(argv: list[str] | None = None) -> dict:
               "designs": {k: {"construction": f.__name__} | asdict(d) for k, (f, d) in DESIGNS.items()},
               "group": GROUP, "surrogate_public": SURROGATE_PUBLIC, "fresh_canaries": FRESH_CANARIES,
               "rows": kept + rows,
-              "baselines": baselines(args.seeds), "separation_formula": "(mean out loss - mean in loss) / sd out loss"}
+              "baselines": baselines(sorted({r["seed"] for r in kept + rows})),
+              "separation_formula": "(mean out loss - mean in loss) / sd out loss"}
     write_json(Path(args.json), result)
     return result
 
