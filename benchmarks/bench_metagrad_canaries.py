@@ -30,9 +30,9 @@ other's losses: target loss AUC 0.59-0.63 without the projection in exploration 
   the canary's own direct term from the estimate's noise). A canary's pixels move by :attr:`Design.pixel_step` at
   their largest (its metagradient scaled by its maximum), clipped to [0, 1]. ``unrolled`` takes one metagradient
   step (about 20 s of an idle 2-core CPU for the 13,000 inputs), ``unrolled-4`` four (about 75 s, the design budget of
-  a 3-minute audit), ``unrolled-10`` one step through 10 unrolled surrogate steps; each step's objective is measured
-  on its own fresh coins and noise before it moves the pixels, so the steps after the first show whether the
-  previous one gained on a new draw.
+  a 3-minute audit), ``unrolled-10`` and ``unrolled-20`` one step through 10 or 20 unrolled surrogate steps; each
+  step's objective is measured on its own fresh coins and noise before it moves the pixels, so the steps after the
+  first show whether the previous one gained on a new draw.
 * ``linearised``: the same objective to first order in one canary's updates (the metagradient of the training's
   linearisation around a surrogate trajectory): a canary included at step ``t`` lowers its final loss by
   ``lr/B <grad l(theta_T), clip(grad l(theta_t))>``, and DP noise moves that loss by ``lr/B sigma C sqrt(T)
@@ -324,11 +324,13 @@ def linearised_design(config: TrainConfig, design: Design, public: Dataset, X0: 
 
 #: The designs measured: (construction, effort). ``unrolled`` at one metagradient step is about 20 s of an idle 2-core
 #: CPU for the flagship's 13,000 inputs; ``unrolled-4`` (four steps) about 75 s, the budget of a 3-minute audit;
-#: ``unrolled-10`` one step through a surrogate of 10 unrolled steps instead of 3.
+#: ``unrolled-10`` and ``unrolled-20`` one step through a surrogate of 10 or 20 unrolled steps instead of 3 (about 40 s
+#: and 80 s idle).
 DESIGNS: dict[str, tuple[Callable, Design]] = {
     "unrolled": (unrolled_design, Design(meta_steps=1, pixel_step=0.5)),
     "unrolled-4": (unrolled_design, Design(meta_steps=4, pixel_step=0.25)),
     "unrolled-10": (unrolled_design, Design(meta_steps=1, pixel_step=0.5, surrogate_steps=10)),
+    "unrolled-20": (unrolled_design, Design(meta_steps=1, pixel_step=0.5, surrogate_steps=20)),
     "linearised": (linearised_design, Design(meta_steps=4, pixel_step=0.3)),
 }
 
