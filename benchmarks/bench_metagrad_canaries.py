@@ -29,10 +29,10 @@ other's losses: target loss AUC 0.59-0.63 without the projection in exploration 
   included it minus its loss in the one that did not (the paper's objective with its two sides paired, which removes
   the canary's own direct term from the estimate's noise). A canary's pixels move by :attr:`Design.pixel_step` at
   their largest (its metagradient scaled by its maximum), clipped to [0, 1]. ``unrolled`` takes one metagradient
-  step (about 20 s of an idle 2-core CPU for the 13,000 inputs), ``unrolled-4`` four (about 75 s, the design budget of
-  a 3-minute audit), ``unrolled-10`` and ``unrolled-20`` one step through 10 or 20 unrolled surrogate steps; each
-  step's objective is measured on its own fresh coins and noise before it moves the pixels, so the steps after the
-  first show whether the previous one gained on a new draw.
+  step (about 20 s of an idle 2-core CPU for the 13,000 inputs), ``unrolled-4`` four (four times that, near the
+  design budget of a 3-minute audit), ``unrolled-10`` and ``unrolled-20`` one step through 10 or 20 unrolled
+  surrogate steps; each step's objective is measured on its own fresh coins and noise before it moves the pixels, so
+  the steps after the first show whether the previous one gained on a new draw.
 * ``linearised``: the same objective to first order in one canary's updates (the metagradient of the training's
   linearisation around a surrogate trajectory): a canary included at step ``t`` lowers its final loss by
   ``lr/B <grad l(theta_T), clip(grad l(theta_t))>``, and DP noise moves that loss by ``lr/B sigma C sqrt(T)
@@ -125,10 +125,9 @@ class Design:
     checkpoints: int = 3
 
 
-
-
 def sparse_projection(X: torch.Tensor) -> torch.Tensor:
-    """Each canary with only its :data:`SPARSE_PIXELS` brightest pixels kept (the others set to 0)."""
+    """Each canary with only its :data:`SPARSE_PIXELS` brightest pixels kept (the others set to 0; pixels tied with
+    the last one kept stay too)."""
     flat = X.flatten(1)
     threshold = flat.topk(SPARSE_PIXELS, dim=1).values[:, -1:]
     return (flat * (flat >= threshold)).view_as(X)
@@ -323,7 +322,7 @@ def linearised_design(config: TrainConfig, design: Design, public: Dataset, X0: 
 
 
 #: The designs measured: (construction, effort). ``unrolled`` at one metagradient step is about 20 s of an idle 2-core
-#: CPU for the flagship's 13,000 inputs; ``unrolled-4`` (four steps) about 75 s, the budget of a 3-minute audit;
+#: CPU for the flagship's 13,000 inputs; ``unrolled-4`` (four steps) four times that (163-255 s at load 3-5);
 #: ``unrolled-10`` and ``unrolled-20`` one step through a surrogate of 10 or 20 unrolled steps instead of 3 (about 40 s
 #: and 80 s idle).
 DESIGNS: dict[str, tuple[Callable, Design]] = {
