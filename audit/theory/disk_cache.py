@@ -71,13 +71,16 @@ def _read(path: Path, key: dict[str, Any]) -> float | None:
 
 
 def _write(path: Path, key: dict[str, Any], value: float) -> None:
+    temporary: Path | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile("w", dir=path.parent, suffix=".tmp", delete=False, encoding="utf-8") as f:
+            temporary = Path(f.name)
             json.dump({"key": key, "value": value}, f)
-        os.replace(f.name, path)
-    except OSError:
-        return
+        os.replace(temporary, path)
+    except OSError:  # no folder, or a full disk: the figure is only not remembered
+        if temporary is not None:
+            temporary.unlink(missing_ok=True)
 
 
 def remembered(name: str, arguments: dict[str, Any], compute: Callable[[], float]) -> float:

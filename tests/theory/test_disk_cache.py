@@ -86,3 +86,12 @@ def test_the_calibration_reads_what_an_earlier_process_searched(cache, monkeypat
     with pytest.raises(pytest.fail.Exception, match="searched again"):
         dpsgd.calibrate_noise_multiplier(*args)
     dpsgd.calibrate_noise_multiplier.cache_clear()
+
+
+def test_a_write_that_fails_halfway_leaves_no_temporary_file(cache, monkeypatch):
+    def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(disk_cache.json, "dump", full_disk)
+    calls, compute = _counting(5.0)
+    assert remembered("f", {"x": 1}, compute) == 5.0
+    assert cache.is_dir() and not list(cache.iterdir())
