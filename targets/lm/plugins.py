@@ -35,6 +35,7 @@ from targets.threads import thread_limit
 __all__ = ["lm_cache_dir", "lm_trainer", "lm_trainer_spec", "nonprivate_tinygpt", "dpsgd_tinygpt", "dpsgd_tinygpt_lora",
            "CACHE_ENV"]
 
+
 def lm_cache_dir() -> Path:
     """Where the base model is cached: the workbench's cache folder, ``$PRIVACY_AUDIT_CACHE`` (:data:`CACHE_ENV`),
     else ``~/.cache/privacy-audit`` (:func:`audit.theory.disk_cache.cache_folder`)."""
