@@ -12,6 +12,7 @@ shape (3, 32, 32); the 50,000 training images come first, then the 10,000 test i
 from __future__ import annotations
 
 import os
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -70,6 +71,35 @@ def read_csv_numbers(file: Path, what: str = "") -> np.ndarray:
                         f"({exc})") from None
 
 
+def read_npz(file: Path) -> tuple[np.ndarray, np.ndarray]:
+    """The arrays ``X`` and ``y`` of a user's ``.npz``, read without unpickling anything (a pickle runs code when
+    it is loaded): object arrays, which only a pickle can store, and files that are no ``.npz`` are a one-line
+    error naming the file."""
+    arrays = _open_npz(file)
+    with arrays:
+        if "X" not in arrays or "y" not in arrays:
+            raise UserError(f"{file} must hold arrays named X and y (np.savez(path, X=X, y=y)); it has "
+                            f"{', '.join(arrays.files)}")
+        try:
+            return arrays["X"], arrays["y"]
+        except ValueError:  # numpy refuses an object array when allow_pickle is False
+            raise UserError(f"{file} holds object arrays, which need pickling to load, and loading pickles is "
+                            f"refused (they can run code): save numbers, np.savez(path, X=X.astype(float), "
+                            f"y=y.astype(int))") from None
+
+
+def _open_npz(file: Path) -> np.lib.npyio.NpzFile:
+    """``np.load`` of a file named ``.npz``; a file it cannot read as an archive of arrays is a one-line error."""
+    try:
+        arrays = np.load(file, allow_pickle=False)
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:  # numpy takes what is no archive for a pickle
+        raise UserError(f"{file} is not an .npz archive of arrays (numpy: {exc.__class__.__name__}); loading it would "
+                        f"need pickling, which is refused: save it with np.savez(path, X=X, y=y)") from None
+    if not isinstance(arrays, np.lib.npyio.NpzFile):
+        raise UserError(f"{file} holds a single array, not an .npz archive: save it with np.savez(path, X=X, y=y)")
+    return arrays
+
+
 def load_array_file(path: str | os.PathLike) -> Dataset:
     """A user's data: ``.npz`` with arrays ``X`` (n, ...) and ``y`` (n,), or ``.csv`` of numbers whose
     last column is the integer label (a header line is skipped). Features are used as given."""
@@ -77,11 +107,7 @@ def load_array_file(path: str | os.PathLike) -> Dataset:
     if not file.is_file():
         raise UserError(f"data file {file} not found; give an existing .npz (arrays X and y) or .csv (label last)")
     if file.suffix == ".npz":
-        with np.load(file, allow_pickle=False) as arrays:
-            if "X" not in arrays or "y" not in arrays:
-                raise UserError(f"{file} must hold arrays named X and y (np.savez(path, X=X, y=y)); it has "
-                                f"{', '.join(arrays.files)}")
-            X, y = arrays["X"], arrays["y"]
+        X, y = read_npz(file)
     elif file.suffix == ".csv":
         table = read_csv_numbers(file)
         X, y = table[:, :-1], table[:, -1]
