@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from audit.run_context import finished_run
+from audit.run_context import finished_run, writing_into
 
 if TYPE_CHECKING:
     from audit.stats.outcome import Outcome
@@ -42,6 +42,7 @@ def write_report(run_dir: str | os.PathLike, outcome: Outcome | None = None) -> 
         The path of report.html.
 
     Raises:
+        UserError: the report or the index could not be written (:func:`audit.run_context.writing_into`).
         AuditIncomplete: the report could not be drawn (the traceback in the run's log.txt), as inside the run.
     """
     # reports (jinja2, matplotlib) are imported when a report is drawn: the command line's --help stays fast
@@ -51,7 +52,9 @@ def write_report(run_dir: str | os.PathLike, outcome: Outcome | None = None) -> 
     with finished_run(run_dir) as paths:
         config = load_run_json(paths.run_dir, "config.json", required=False)
         recorded = {key: value for key, value in config.items() if key not in ADDED_BY_FINISH} if config else None
-        path = render_report(paths.run_dir, outcome, recorded)
+        with writing_into(paths.root):
+            path = render_report(paths.run_dir, outcome, recorded)
+            index = write_index(paths.root)
         paths.log(f"report written: {path}")
-        paths.log(f"index refreshed: {write_index(paths.root)}", logging.DEBUG)
+        paths.log(f"index refreshed: {index}", logging.DEBUG)
     return path

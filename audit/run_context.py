@@ -271,28 +271,60 @@ def cache_dir_of(out: str | os.PathLike) -> Path:
     return Path(out).expanduser() / "cache"
 
 
-def make_run_dir(out: str | os.PathLike, kind: str, target: str, name: str | None = None) -> RunPaths:
-    """Create a fresh run directory under ``out`` (never reusing an existing one), named
-    ``<utc-time>-<kind>-<target>`` or ``name`` (the audits inside a sweep)."""
-    root = Path(out).expanduser()
+#: The fix an output-folder error names for the commands with ``--out`` (:func:`writing_into`).
+OUT_FIX = "pass a writable --out DIR"
+
+
+@contextlib.contextmanager
+def writing_into(folder: str | os.PathLike, fix: str = OUT_FIX) -> Iterator[None]:
+    """Inside the block, a failure to write (an :class:`OSError`: no permission, a file where a folder is due, a
+    full disk) is the user's to fix: a one-line :class:`audit.errors.UserError` naming ``folder``, the reason
+    and ``fix`` (exit status 2), the same for ``run``, ``report`` and ``compare``. Keep reads that may fail
+    for their own reasons outside the block (the results readers already turn theirs into a UserError).
+
+    Args:
+        folder: the output folder the block writes into.
+        fix: what the user can do (default: :data:`OUT_FIX`).
+
+    Raises:
+        UserError: an OSError left the block.
+    """
     try:
+        yield
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise UserError(f"cannot write to output directory {folder} ({reason}); {fix}") from None
+
+
+def fresh_dir(root: Path, base: str) -> Path:
+    """Create ``root/base``, or the first of ``root/base-2``, ``root/base-3``, ... that does not exist, and return
+    it. ``mkdir`` alone decides which is free, so two processes naming a folder at the same moment never both
+    take one (the loser of a name moves on to the next suffix)."""
+    suffix = 1
+    while True:
+        run_dir = root / (base if suffix == 1 else f"{base}-{suffix}")
+        try:
+            run_dir.mkdir()
+        except FileExistsError:
+            suffix += 1
+            continue
+        return run_dir
+
+
+def make_run_dir(out: str | os.PathLike, kind: str, target: str, name: str | None = None) -> RunPaths:
+    """Create a fresh run directory under ``out`` (never reusing an existing one, :func:`fresh_dir`), named
+    ``<utc-time>-<kind>-<target>`` or ``name`` (the audits inside a sweep); a folder that cannot be written is
+    a one-line UserError (:func:`writing_into`)."""
+    root = Path(out).expanduser()
+    with writing_into(root):
         root.mkdir(parents=True, exist_ok=True)
         stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-        base = safe_name(name) if name else f"{stamp}-{kind}-{safe_name(target)}"
-        run_dir = root / base
-        suffix = 1
-        while run_dir.exists():
-            suffix += 1
-            run_dir = root / f"{base}-{suffix}"
-        run_dir.mkdir()
+        run_dir = fresh_dir(root, safe_name(name) if name else f"{stamp}-{kind}-{safe_name(target)}")
         probe = run_dir / ".write-test"
         probe.write_text("ok")
         probe.unlink()
         cache_dir = cache_dir_of(out)
         cache_dir.mkdir(exist_ok=True)
-    except OSError as exc:
-        raise UserError(f"cannot write to output directory {root} ({exc.strerror}); "
-                        "pass a writable --out DIR") from None
     return RunPaths(root, run_dir, cache_dir)
 
 

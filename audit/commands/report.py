@@ -12,6 +12,10 @@ import argparse
 from pathlib import Path
 
 from audit.errors import UserError
+from audit.run_context import writing_into
+
+#: The fix an error writing into a run directory names (the report is written inside it).
+RUN_DIR_FIX = "make it writable (chmod u+w), or copy the run directory to a writable folder and report the copy"
 
 
 def run_report(args: argparse.Namespace) -> int:
@@ -26,12 +30,15 @@ def run_report(args: argparse.Namespace) -> int:
         # heavy (matplotlib, jinja2): imported when the command runs, so --help stays fast
         from reports.index import write_index
 
-        print(f"index: {write_index(run_dir)}")
+        with writing_into(run_dir, RUN_DIR_FIX):
+            index = write_index(run_dir)
+        print(f"index: {index}")
         return 0
     # heavy (matplotlib, jinja2): imported when the command runs, so --help stays fast
     from reports.html import render_report
 
-    path = render_report(run_dir)
+    with writing_into(run_dir, RUN_DIR_FIX):  # render_report turns a results file it cannot read into a UserError
+        path = render_report(run_dir)
     print(f"report: {path}")
     return 0
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from audit.errors import AuditIncomplete
+from audit.errors import AuditIncomplete, UserError
 from audit.kinds import RunKind
 from audit.report_step import write_report
 from audit.results_header import ResultsHeader
@@ -104,3 +104,13 @@ def test_a_report_that_cannot_be_drawn_is_an_incomplete_audit(tmp_path, monkeypa
         write_report(run_dir, outcome)
     assert raised.value.log_path == str(run_dir / "log.txt")
     assert "ValueError: a figure could not be drawn" in (run_dir / "log.txt").read_text(encoding="utf-8")
+
+
+def test_a_report_that_cannot_be_written_is_the_users_error_naming_the_fix(tmp_path) -> None:
+    """An output folder the report cannot be written into (a folder where index.html goes; as root, permissions
+    stop nothing) is a one-line UserError naming the fix, as ``make_run_dir`` says it (issue 53), not exit 3."""
+    run_dir, outcome = run_example(ExampleOptions(out=str(tmp_path)))
+    (tmp_path / "index.html").mkdir()
+    with pytest.raises(UserError, match=rf"cannot write to output directory {tmp_path} \(Is a directory\); pass a "
+                                        r"writable --out DIR"):
+        write_report(run_dir, outcome)
