@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import os
 import pkgutil
 import signal
 import sys
-import tempfile
 import traceback
 from collections.abc import Sequence
 
@@ -29,7 +29,8 @@ import audit
 import audit.commands
 from audit.errors import AuditIncomplete, UserError
 from audit.quiet import quiet_libraries
-from audit.run_context import command_clock, configure_console
+from audit.run_context import LOGGER, command_clock, configure_console, process_start
+from audit.supervisor import supervised
 
 #: Commands shown first in ``--help``; every other module in :mod:`audit.commands` follows in
 #: alphabetical order (the audit kinds are not commands: ``run`` adds them, :mod:`audit.commands.run`).
@@ -67,30 +68,35 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv`` and run the command; returns the process exit status. Run as the whole process (``argv``
-    None), a Ctrl-C that comes once the command has returned — its results written — is ignored, so that it
-    cannot turn the exit status into a signal's during the interpreter's shutdown (torch's and Ray's threads)."""
-    code = _run_command(argv)
-    if argv is None:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-    return code
-
-
-def _run_command(argv: Sequence[str] | None) -> int:
+    None), the command runs supervised (:func:`audit.supervisor.supervised`: an ending of the process without a
+    verdict, such as the audited code's ``os._exit(0)``, is exit status 3), and a Ctrl-C that comes once the
+    command has returned — its results written — is ignored, so that it cannot turn the exit status into a
+    signal's during the interpreter's shutdown (torch's and Ray's threads)."""
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help and --version (0), usage errors (2): argparse has printed them
         return int(exc.code or 0)
+    if argv is None:
+        started = process_start()
+        code = supervised(lambda: _run_command(args, started))
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        return code
+    return _run_command(args, None)
+
+
+def _run_command(args: argparse.Namespace, started: float | None) -> int:
+    """Run the parsed command; ``started``: the process's start (``time.perf_counter()``), None when the command
+    is not the whole process."""
     configure_console(getattr(args, "verbose", 0), getattr(args, "quiet", False))
     try:
-        with command_clock(whole_process=argv is None), quiet_libraries(bool(getattr(args, "quiet", False))):
+        with command_clock(started), quiet_libraries(bool(getattr(args, "quiet", False))):
             return int(args.func(args) or 0)
     except UserError as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 2
     except AuditIncomplete as exc:
-        where = exc.log_path or _write_traceback(exc)
-        sys.stderr.write(f"error: the audit could not complete: {exc} (traceback in {where})\n")
+        sys.stderr.write(f"error: the audit could not complete: {exc} ({_traceback_note(exc, exc.log_path)})\n")
         return 3
     except KeyboardInterrupt:
         sys.stderr.write("interrupted: finished models are cached; run the same command again to resume\n")
@@ -98,15 +104,20 @@ def _run_command(argv: Sequence[str] | None) -> int:
     except BrokenPipeError:  # output piped into a reader that stopped early (e.g. `| head`): not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes
         return 0
+    except SystemExit as exc:  # the commands return their status: a SystemExit is the audited code's own
+        sys.stderr.write(f"error: the audit could not complete: the code it ran called sys.exit({exc.code!r}) "
+                         f"({_traceback_note(exc, None)})\n")
+        return 3
     except Exception as exc:  # an internal error outside a run directory
         sys.stderr.write(f"error: internal error, the command could not complete: {type(exc).__name__}: {exc} "
-                         f"(traceback in {_write_traceback(exc)})\n")
+                         f"({_traceback_note(exc, None)})\n")
         return 3
 
 
-def _write_traceback(exc: BaseException) -> str:
-    """Write ``exc``'s traceback to a new file in the temporary directory; returns its path."""
-    fd, path = tempfile.mkstemp(prefix="privacy-audit-error-", suffix=".txt")
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write("".join(traceback.format_exception(exc)))
-    return path
+def _traceback_note(exc: BaseException, log_path: str | None) -> str:
+    """Where the traceback of ``exc`` is: the run's log when it has one; else it is logged at debug level, so that
+    ``-v`` prints it (no file is left behind in the temporary folder)."""
+    if log_path:
+        return f"traceback in {log_path}"
+    logging.getLogger(LOGGER).debug("%s", "".join(traceback.format_exception(exc)).rstrip())
+    return "run again with -v for its traceback"

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from audit.errors import AuditIncomplete, UserError
 from audit.io import write_json
+from audit.supervisor import note_run_dir
 
 if TYPE_CHECKING:  # run_context is on the --help path: the outcome's types are imported when a run finishes
     from audit.run_results import RunResults
@@ -70,10 +71,11 @@ def process_start() -> float | None:
 
 
 @contextlib.contextmanager
-def command_clock(whole_process: bool) -> Iterator[None]:
-    """While the command line runs a command, its first run's ``total_s`` counts from the block's start, or
-    from the process's start when ``whole_process`` (the process is this command: ``python -m audit ...``)."""
-    _COMMAND_START[:] = [(process_start() if whole_process else None) or time.perf_counter()]
+def command_clock(started: float | None = None) -> Iterator[None]:
+    """While the command line runs a command, its first run's ``total_s`` counts from ``started`` (the process's
+    start, :func:`process_start`, when the process is this command: ``python -m audit ...``), else from the
+    block's start."""
+    _COMMAND_START[:] = [started or time.perf_counter()]
     try:
         yield
     finally:
@@ -345,6 +347,7 @@ class RunContext:
         if device != "cpu":  # --device cuda without a GPU: a one-line error before the run directory exists
             _ = self.device
         self.paths = make_run_dir(out, kind, target, name)
+        note_run_dir(self.paths.run_dir)
         self.stages = stages or Stages()
         self.stages.attach(self.paths)
         self.started = self.stages.started
@@ -496,6 +499,8 @@ def close_run_log(paths: RunPaths, exc: BaseException | None) -> AuditIncomplete
     if isinstance(exc, AuditIncomplete):
         exc.log_path = exc.log_path or str(log_path)
         return None
+    if isinstance(exc, SystemExit):  # the workbench returns its status: a SystemExit is the audited code's
+        return AuditIncomplete(f"the code it ran called sys.exit({exc.code!r})", str(log_path))
     return AuditIncomplete(f"internal error: {type(exc).__name__}: {exc}", str(log_path))
 
 

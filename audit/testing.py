@@ -39,7 +39,9 @@ from audit.errors import UserError
 from audit.mechanism.runner import MechanismOptions, run_mechanism
 from audit.plugins.accounting import deciding_findings
 from audit.report_step import write_report
+from audit.results_file import load_outcome
 from audit.stats.outcome import Outcome
+from audit.supervisor import call_in_child
 from audit.target_defaults import plugin_canary, trainer_plugin_use
 from targets.catalogue import resolve
 from targets.plugins.loading import MechanismPlugin, TrainerPlugin, plugin_from_dict, plugin_from_factory
@@ -109,6 +111,11 @@ def audit_target(target: Any, request: AuditRequest) -> tuple[Path, Outcome]:
     """Run the audit ``assert_private`` runs and render its report (:func:`audit.report_step.write_report`, as the
     command line does); returns (run directory, outcome).
 
+    The audit runs in a child process (:func:`audit.supervisor.call_in_child`): the audited code's own ending of
+    its process (``os._exit``, a signal) cannot end the caller's, and raises instead. The target is sent there
+    with cloudpickle (lambdas and closures by value, importable functions by name: a monkeypatch of a module does
+    not reach the child); the outcome is read back from the run's ``results.json``.
+
     Args:
         target: as for :func:`assert_private`.
         request: the audit asked for (:class:`AuditRequest`).
@@ -119,10 +126,19 @@ def audit_target(target: Any, request: AuditRequest) -> tuple[Path, Outcome]:
 
     Raises:
         UserError: as for :func:`assert_private`.
+        AuditIncomplete: the audited code raised, or ended the audit's process without a verdict.
     """
+    run_dir = Path(call_in_child(_audit_and_report, target, request))
+    outcome = load_outcome(run_dir)
+    assert isinstance(outcome, Outcome)  # a run directory holds a run's results
+    return run_dir, outcome
+
+
+def _audit_and_report(target: Any, request: AuditRequest) -> str:
+    """In the audit's child process: the audit and its report; returns the run directory."""
     run_dir, outcome = _run_audit(target, request)
     write_report(run_dir, outcome)
-    return run_dir, outcome
+    return str(run_dir)
 
 
 def _run_audit(target: Any, request: AuditRequest) -> tuple[Path, Outcome]:
@@ -218,6 +234,9 @@ def assert_private(target: Any, *, attack: str | None = None, runs: int | None =
             never a pass).
         UserError: an option that does not apply (``runs`` or ``attack/canary`` with ``one_run=True``,
             ``canaries`` without it, an attack a mechanism does not take) or an unknown target.
+        AuditIncomplete: the audited code raised, or ended the audit's process without a verdict (``os._exit``,
+            ``sys.exit``, a signal): the audit runs in a child process (:func:`audit_target`), so such an ending
+            fails the test instead of ending pytest.
     """
     run_dir, outcome = audit_target(target, AuditRequest(attack=attack, runs=runs, confidence=confidence, seed=seed,
                                                          out=out, one_run=one_run, canaries=canaries))

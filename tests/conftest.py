@@ -5,6 +5,7 @@ every run of the suite checks the same cases."""
 
 import contextlib
 import io
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -178,6 +179,15 @@ def plugin_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     shutil.copy(FIXTURES / "user_dp_code.py", tmp_path / "user_dp_code.py")
     monkeypatch.syspath_prepend(str(tmp_path))
     return "user_dp_code"
+
+
+@pytest.fixture()
+def hostile_module(monkeypatch: pytest.MonkeyPatch) -> str:
+    """The plugins that end their process (``tests/fixtures/hostile_plugins.py``), importable for one test and by the
+    processes it starts (``PYTHONPATH``): the module's name, for ``--target hostile_plugins:FACTORY``."""
+    monkeypatch.syspath_prepend(str(FIXTURES))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(FIXTURES), os.environ.get("PYTHONPATH", "")]))
+    return "hostile_plugins"
 
 
 @pytest.fixture()

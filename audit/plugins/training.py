@@ -52,7 +52,7 @@ def train_once(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int):
             model = plugin.train(X.copy(), y.copy(), *trainer_args(plugin.rng, seed))
     except UserError:  # the audit's instrumentation refusing what the loop does (audit.plugins.probe)
         raise
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # sys.exit in train ends no audit (docs/reliability.md)
         raise TargetCodeError(f"train of plugin {plugin.spec} raised {type(exc).__name__}: {exc}") from exc
     if not callable(model):
         raise UserError(f"train of plugin {plugin.spec} must return predict_proba, a function; got "

@@ -64,7 +64,7 @@ class PluginMechanism(Mechanism):
         try:
             with thread_limit(self.plugin.threads):
                 outputs = [f(dataset, *mechanism_args(kind, g)) for _ in range(int(n))]
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # sys.exit in the mechanism ends no audit (docs/reliability.md)
             raise TargetCodeError(f"plugin mechanism {self.plugin.spec} raised {type(exc).__name__}: {exc}") from exc
         return self._encoder.encode(outputs)
 

@@ -4,8 +4,9 @@ reason otherwise (diffprivlib 0.6.6 does not import with scikit-learn >= 1.8).""
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -17,12 +18,12 @@ from audit.testing import assert_private
 EXAMPLES = ROOT / "examples"
 
 
-def load_example(name: str) -> ModuleType:
-    """Import ``examples/<name>.py`` by path (examples/ is not a package)."""
-    spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+@pytest.fixture()
+def load_example(monkeypatch) -> Callable[[str], ModuleType]:
+    """Import ``examples/<name>.py`` by its name, as a user's module (examples/ is not a package): the audit's
+    child process imports it by that name (audit.supervisor.call_in_child)."""
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    return importlib.import_module
 
 
 def _config(out: Path) -> dict:
@@ -30,7 +31,7 @@ def _config(out: Path) -> dict:
     return json.loads(path.read_text())
 
 
-def test_opendp_laplace_example(tmp_path):
+def test_opendp_laplace_example(tmp_path, load_example):
     pytest.importorskip("opendp", reason="OpenDP is not installed: pip install -e '.[opendp]'")
     example = load_example("opendp_laplace")
     results = assert_private(example.mechanism, runs=1000, out=tmp_path / "ok")
@@ -43,7 +44,7 @@ def test_opendp_laplace_example(tmp_path):
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")  # diffprivlib's own scipy calls
-def test_diffprivlib_model_example(tmp_path):
+def test_diffprivlib_model_example(tmp_path, load_example):
     pytest.importorskip("diffprivlib", exc_type=ImportError,
                         reason="diffprivlib is not installed or does not import with this scikit-learn "
                                "(diffprivlib 0.6.6 needs scikit-learn < 1.8): pip install -e '.[diffprivlib]' "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -55,8 +56,12 @@ def test_a_factory_that_raises_exits_3_before_any_run(user_module, tmp_path, cap
     code = main(["run", "dp", "--target", f"{user_module}:factory_raises", "--out", str(tmp_path / "runs"), "--quiet"])
     assert code == 3
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "boom in the factory" in err
-    assert "RuntimeError: boom in the factory" in Path(err.rsplit("traceback in ", 1)[1].rstrip(")\n")).read_text()
+    assert err.count("\n") == 1 and "boom in the factory" in err and "run again with -v for its traceback" in err
+    temp = set(Path(tempfile.gettempdir()).glob("privacy-audit-error-*"))
+    assert main(["run", "dp", "--target", f"{user_module}:factory_raises", "--out", str(tmp_path / "runs"), "-v"]) == 3
+    err = capsys.readouterr().err  # -v: the traceback on stderr, no file left in the temporary folder
+    assert "Traceback" in err and "RuntimeError: boom in the factory" in err
+    assert set(Path(tempfile.gettempdir()).glob("privacy-audit-error-*")) == temp
 
 
 def test_an_internal_error_inside_a_run_exits_3(monkeypatch, tmp_path, capsys) -> None:

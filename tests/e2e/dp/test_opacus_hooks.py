@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 import warnings
 
+import cloudpickle
 import pytest
 import torch
 from helpers import ROOT
@@ -90,7 +91,12 @@ def test_readme_loop_passes_and_a_broken_copy_fails_with_bound_claim_and_run_dir
     assert results.audited.params["code"]["steps"] == 4 and results.game.observation["coordinate"] == 0
     plugin = hooked_dpsgd.trainer()
     monkeypatch.setattr(hooked_dpsgd, "SIGMA", 0.239)
-    with pytest.raises(AssertionError) as err:
-        assert_private(plugin, attack="updates/dirac", runs=60, out=tmp_path)
+    # the audit runs in a child process, which imports modules afresh: the patched module is sent by value
+    cloudpickle.register_pickle_by_value(hooked_dpsgd)
+    try:
+        with pytest.raises(AssertionError) as err:
+            assert_private(plugin, attack="updates/dirac", runs=60, out=tmp_path)
+    finally:
+        cloudpickle.unregister_pickle_by_value(hooked_dpsgd)
     message = str(err.value)
     assert "lower bound" in message and "claimed epsilon 1.995" in message and str(tmp_path) in message

@@ -1,0 +1,292 @@
+"""The supervised gate: the user's code runs in a process whose ending cannot become the audit's verdict.
+
+A plugin's ``train`` that calls ``os._exit(0)`` (or a library's hard exit), or a process killed by a signal,
+ended the audit with that status: a CI read exit 0 as "consistent" with no results written. Two supervisors
+close that door, each at the cost of at most one process start:
+
+* :func:`supervised` — the command line (``python -m audit ...``, run as the whole process). After the light
+  parse (no numpy, torch or user code imported yet, so a fork is safe) the process forks; the child runs the
+  command and writes its exit status into a pipe just before it returns it; the parent waits. A status in the
+  pipe is the command's; a child that ended without writing one ended without a verdict: exit 3 with one line
+  naming how (exit status or signal). Signals sent to the parent alone (``kill``, a CI's timeout) are
+  forwarded to the child; a terminal's Ctrl-C reaches both already and is not sent twice; the child dies
+  with the parent (``PR_SET_PDEATHSIG`` on Linux).
+* :func:`call_in_child` — :func:`audit.testing.assert_private` inside pytest, a process whose threads (OpenMP,
+  XLA) make a plain fork unsafe (a forked child's first OpenMP region waits for ever on threads that were not
+  copied): the audit runs in a child of a fork server (:func:`serve`, started once per process with the
+  workbench imported, so each audit costs a fork), which answers through a JSON file. Unlike
+  multiprocessing's fork server it never runs the caller's ``__main__`` again, so a plain script may call
+  ``assert_private`` at its top level.
+
+Both need a POSIX system with ``fork`` (Linux, macOS); :func:`supervised` also needs ``sigtimedwait``
+(Linux). Elsewhere the command runs unsupervised, as before. The guarantees are listed in
+``docs/reliability.md``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import importlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from audit.errors import AuditIncomplete, UserError
+from audit.io import write_json
+
+#: Signals the parent forwards to the child when they were sent to the parent alone.
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+#: ``si_code`` of a signal the kernel generated for a whole process group (a terminal's Ctrl-C, a hangup):
+#: the child received it too, so it is not forwarded (Linux ``SI_KERNEL``).
+SI_KERNEL = 0x80
+#: ``prctl`` option: the signal a process receives when its parent dies (Linux ``PR_SET_PDEATHSIG``).
+PR_SET_PDEATHSIG = 1
+#: Modules the fork server (:func:`serve`) imports once, so that each audit's child starts with them.
+PRELOADED = ["audit.testing"]
+#: The open end of the pipe to the supervising parent, in the supervised child (empty elsewhere).
+_CHANNEL: list[int] = []
+
+
+def ending(status: int, run_dir: str | None = None) -> str:
+    """The one line saying how a process ended without a verdict; ``status`` as
+    :func:`os.waitstatus_to_exitcode` gives it (negative: killed by that signal)."""
+    if status < 0:
+        name = signal.Signals(-status).name if -status in signal.valid_signals() else f"signal {-status}"
+        how = (f"its process was killed by {name} before reaching a verdict (the code it ran, the system's "
+               f"out-of-memory killer, or a signal sent to it)")
+    else:
+        how = (f"its process ended with exit status {status} before reaching a verdict: the code it ran ended the "
+               f"process (os._exit, sys.exit or a library's hard exit); no result was written")
+    return how + (f"; its log: {Path(run_dir) / 'log.txt'}" if run_dir else "")
+
+
+def note_run_dir(run_dir: str | os.PathLike) -> None:
+    """Tell the supervising parent (if any) the run directory this process writes, for its line when the process
+    ends without a verdict."""
+    if _CHANNEL:
+        with contextlib.suppress(OSError):
+            os.write(_CHANNEL[0], f"run {os.fspath(run_dir)}\n".encode())
+
+
+def supervised(command: Callable[[], int]) -> int:
+    """Run ``command`` in a forked child and return its exit status; exit status 3, with one line on stderr,
+    when the child ended without returning one (module docstring).
+
+    Args:
+        command: the command line's command, returning the process's exit status. Called in the child only.
+
+    Returns:
+        The command's exit status (in the child and in the parent), or 3.
+    """
+    if not (hasattr(os, "fork") and hasattr(signal, "sigtimedwait")):
+        return command()
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    read_end, write_end = os.pipe()
+    waited = {*FORWARDED, signal.SIGCHLD}
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, waited)  # no signal lost between the fork and the wait
+    parent = os.getpid()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_end)
+        _die_with(parent)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        _CHANNEL[:] = [write_end]
+        code = command()
+        os.write(write_end, f"exit {code}\n".encode())
+        os.close(write_end)
+        return code
+    os.close(write_end)
+    try:
+        status = _wait_forwarding(pid, waited)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    said = _read_available(read_end)
+    codes = [line.split()[1] for line in said if line.startswith("exit ")]
+    if codes:
+        return int(codes[-1])
+    runs = [line[4:] for line in said if line.startswith("run ")]
+    sys.stderr.write(f"error: the audit could not complete: {ending(status, runs[-1] if runs else None)}\n")
+    return 3
+
+
+def _die_with(parent: int) -> None:
+    """This child is killed when its parent dies (Linux; elsewhere nothing happens)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(3)
+
+
+def _wait_forwarding(pid: int, waited: set[int]) -> int:
+    """Wait for the child ``pid`` (its status as :func:`os.waitstatus_to_exitcode` gives it), forwarding the
+    signals sent to this process alone (module docstring)."""
+    while True:
+        info = signal.sigtimedwait(waited, 1.0)
+        if info is not None and info.si_signo in FORWARDED and info.si_code != SI_KERNEL:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, info.si_signo)
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+
+
+def _read_available(fd: int) -> list[str]:
+    """The lines written into the pipe ``fd`` so far (a grandchild holding its other end does not block this)."""
+    os.set_blocking(fd, False)
+    chunks = []
+    with contextlib.suppress(BlockingIOError):
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+    os.close(fd)
+    return b"".join(chunks).decode(errors="replace").splitlines()
+
+
+def call_in_child(function: Callable[..., str], *args: Any) -> str:
+    """``function(*args)`` run in a child of this process's fork server (:func:`serve`); returns what it returned
+    (a path).
+
+    The call is sent with cloudpickle, the serialiser Ray and joblib send functions with: lambdas, closures and
+    local functions by value (with the values of the globals they read), importable functions by name (the
+    child imports their module afresh, so a monkeypatch of this process does not reach them); a mutation the call
+    makes to an object of this process stays in the child. The child has this process's environment variables,
+    working directory, ``sys.path`` and torch thread count; what it prints goes to this process's stderr. The
+    bytes are made here and read back only by the child a moment later: they never come from a file or another
+    party (the rule against untrusted pickles, docs/reliability.md, is about those).
+
+    Raises:
+        UserError: an argument cannot be sent to the child, or ``function`` raised one.
+        AuditIncomplete: ``function`` raised anything else (the message names it and carries its traceback), or
+            the child ended without an answer (:func:`ending`).
+    """
+    import cloudpickle  # the command line imports this module: its --help stays light
+
+    try:
+        payload = cloudpickle.dumps((function, args))
+    except Exception as exc:  # cloudpickle's errors for what it cannot send (a lock, an open file, a generator)
+        raise UserError(f"the audit runs in a child process so that the code's own exit cannot decide the test, and "
+                        f"its target cannot be sent there ({type(exc).__name__}: {exc}): pass 'module:factory' or a "
+                        f"factory that holds no open resource") from None
+    with tempfile.TemporaryDirectory(prefix="privacy-audit-child-") as folder:
+        answer = Path(folder) / "answer.json"
+        threads = sys.modules["torch"].get_num_threads() if "torch" in sys.modules else None
+        job = {"environ": dict(os.environ), "cwd": os.getcwd(), "path": list(sys.path), "threads": threads,
+               "answer": str(answer)}
+        status = _SERVER.run(job, payload)
+        if not answer.is_file():
+            raise AuditIncomplete(ending(status))
+        said = json.loads(answer.read_text(encoding="utf-8"))
+    if said.get("error") == "UserError":
+        raise UserError(said["message"])
+    if "error" in said:
+        raise AuditIncomplete(said["message"], said.get("log"))
+    return said["value"]
+
+
+class ForkServer:
+    """The caller's side of :func:`serve`: a process started on first use (one interpreter start, the workbench
+    imported once), which forks one child per job; restarted if it died. Jobs are sent one at a time."""
+
+    def __init__(self) -> None:
+        self._process: subprocess.Popen | None = None
+        self._lock = threading.Lock()
+
+    def run(self, job: dict[str, Any], payload: bytes) -> int:
+        """Run one job in a fresh child; returns the child's ending (:func:`os.waitstatus_to_exitcode`)."""
+        with self._lock:
+            process = self._started()
+            header = json.dumps(job | {"size": len(payload)}).encode()
+            try:
+                process.stdin.write(header + b"\n" + payload)
+                process.stdin.flush()
+                line = process.stdout.readline()
+            except OSError:
+                line = b""
+            if not line:  # the server itself died: the next job starts another
+                self._process = None
+                return process.wait()
+            return int(line)
+
+    def _started(self) -> subprocess.Popen:
+        if self._process is None or self._process.poll() is not None:
+            home = str(Path(__file__).resolve().parent.parent)  # the folder holding the audit package
+            environment = dict(os.environ, PYTHONPATH=os.pathsep.join([home, os.environ.get("PYTHONPATH", "")]))
+            self._process = subprocess.Popen([sys.executable, "-c", "from audit.supervisor import serve; serve()"],
+                                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=environment)
+        return self._process
+
+
+#: This process's fork server (:func:`call_in_child`).
+_SERVER = ForkServer()
+
+
+def serve() -> None:
+    """The fork server's loop (:class:`ForkServer`): import :data:`PRELOADED`, then for each job read from stdin (a
+    JSON header line, then the call's bytes) fork a child that runs it (:func:`_run_job`), and write the child's
+    ending to stdout. Ends when stdin closes (the caller ended). Forking here is safe where forking the caller is
+    not: this process has imported the workbench but run nothing (no OpenMP or XLA threads to lose)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the caller's and its child's to handle
+    for module in PRELOADED:
+        importlib.import_module(module)
+    jobs, replies = sys.stdin.buffer, sys.stdout.buffer
+    while header := jobs.readline():
+        job = json.loads(header)
+        payload = jobs.read(job["size"])
+        pid = os.fork()
+        if pid == 0:
+            _run_job(job, payload)
+        _, status = os.waitpid(pid, 0)
+        replies.write(f"{os.waitstatus_to_exitcode(status)}\n".encode())
+        replies.flush()
+
+
+def _run_job(job: dict[str, Any], payload: bytes) -> None:
+    """The fork server's child: the caller's state (environment, folder, ``sys.path``, threads), then its call;
+    what the call returned, or the exception it raised, goes to the JSON file ``job["answer"]``. Never returns."""
+    import cloudpickle
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(2, 1)  # the server's stdout carries its replies: what the call prints goes to stderr
+    os.environ.clear()
+    os.environ.update(job["environ"])
+    os.chdir(job["cwd"])
+    sys.path[:] = job["path"]
+    if job["threads"] is not None:
+        sys.modules["torch"].set_num_threads(job["threads"])  # preloaded (audit.testing imports torch)
+    try:
+        function, args = cloudpickle.loads(payload)  # the caller's bytes, made a moment ago (call_in_child)
+    except Exception as exc:  # a module the child cannot import by the name the caller had
+        said: dict[str, Any] = {"error": "UserError", "message": f"the audit's child process could not read its "
+                                f"target ({type(exc).__name__}: {exc}): make its module importable by that name"}
+    else:
+        said = _called(function, args)
+    write_json(job["answer"], said)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def _called(function: Callable[..., str], args: tuple) -> dict[str, Any]:
+    """``function(*args)``: ``{"value": ...}``, or the error it raised as :func:`call_in_child` re-raises it."""
+    try:
+        return {"value": function(*args)}
+    except UserError as exc:
+        return {"error": "UserError", "message": str(exc)}
+    except AuditIncomplete as exc:
+        return {"error": "AuditIncomplete", "message": str(exc), "log": exc.log_path}
+    except SystemExit as exc:
+        return {"error": "AuditIncomplete", "message": f"the code it ran called sys.exit({exc.code!r})"}
+    except Exception as exc:  # reported to the caller with its traceback
+        return {"error": type(exc).__name__,
+                "message": f"{type(exc).__name__}: {exc}\n{''.join(traceback.format_exception(exc))}"}
