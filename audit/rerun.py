@@ -14,6 +14,7 @@ from pathlib import Path
 from audit.errors import UserError
 from audit.kinds import kind_of, run_kinds
 from audit.stats.outcome import Outcome
+from audit.terminal import printable
 from reports.html import load_run_json
 
 
@@ -33,8 +34,9 @@ def rerun(run_dir: str | Path, out: str | Path | None = None,
     fields = {f.name for f in dataclasses.fields(options_class)}
     unknown = sorted(set(options) - fields)
     if unknown:
-        raise UserError(f"{run_dir / 'config.json'} has options this version does not know ({', '.join(unknown)}); "
-                        f"rerun it with the privacy-audit version in its config.json 'packages'")
+        raise UserError(f"{run_dir / 'config.json'} has options this version does not know "
+                        f"({printable(', '.join(unknown))}); rerun it with the privacy-audit version in its "
+                        f"config.json 'packages'")
     values = {k: tuple(v) if isinstance(v, list) else v for k, v in options.items()}
     values |= {"out": str(out if out is not None else run_dir.resolve().parent), "quiet": quiet}
     return kind.execute(options_class(**values))

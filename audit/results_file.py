@@ -20,6 +20,7 @@ from audit.kind_table import kind_records
 from audit.schemas import results_schema, validate_results
 from audit.stats.blocks import Block
 from audit.stats.outcome import Comparison, Outcome
+from audit.terminal import printable
 
 __all__ = ["load_outcome", "outcome_of", "write_outcome", "results_path"]
 
@@ -47,8 +48,8 @@ def _schema_error(where: str, data: Mapping[str, Any]) -> UserError:
     branch = "#/$defs/run" if "kind" in data or "schema_version" in data else "#/$defs/comparison"
     validator = jsonschema.Draft202012Validator(results_schema() | {"oneOf": [{"$ref": branch}]})
     best = jsonschema.exceptions.best_match(validator.iter_errors(data))
-    at = "/".join(str(p) for p in best.absolute_path) or "the top level"
-    message = " ".join(best.message.split())
+    at = printable("/".join(str(p) for p in best.absolute_path) or "the top level")  # the file's keys, as typed
+    message = printable(" ".join(best.message.split()))
     if len(message) > _MESSAGE_CHARS:
         message = message[:_MESSAGE_CHARS - 3] + "..."
     return UserError(f"{where} does not follow the results schema (at {at}: {message}): re-run the audit to "

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import argparse
 
-from audit.run_context import make_run_dir
+from audit.run_context import make_run_dir, writing_into
+from audit.terminal import printable
 
 
 def run_compare(args: argparse.Namespace) -> int:
@@ -21,18 +22,20 @@ def run_compare(args: argparse.Namespace) -> int:
     attacks = expand_attacks(args.attack) if args.attack else None
     load_runs(args.run_dirs)  # fail on a bad run directory before creating the output directory
     paths = make_run_dir(args.out, "compare", f"{len(args.run_dirs)}runs")
-    comparison = compare_runs(args.run_dirs, paths.run_dir, attacks)
     # heavy (numpy, matplotlib): imported when the command runs, so --help stays fast
     from reports.index import write_index
 
-    write_index(paths.root)
+    with writing_into(paths.root):  # the runs were read above: what fails here is a write
+        comparison = compare_runs(args.run_dirs, paths.run_dir, attacks)
+        write_index(paths.root)
     print(f"report:    {comparison.html}")
     print(f"figure:    {comparison.figure}")
-    width = max(len(r.run) for r in comparison.rows)
-    for r in comparison.rows:
+    labels = [printable(r.run) for r in comparison.rows]  # read from the runs' files: no escape sequence runs
+    width = max(len(label) for label in labels)
+    for label, r in zip(labels, comparison.rows, strict=True):
         tpr01 = "—" if r.tpr_01 is None else f"{r.tpr_01:.3f}"
         auc = "—" if r.auc is None else f"{r.auc:.3f}"
-        print(f"{r.run:<{width}}  {r.attack:<13} AUC {auc}  TPR@0.1%FPR {tpr01}")
+        print(f"{label:<{width}}  {printable(r.attack):<13} AUC {auc}  TPR@0.1%FPR {tpr01}")
     return 0
 
 
