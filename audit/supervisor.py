@@ -25,6 +25,7 @@ Both need a POSIX system with ``fork`` (Linux, macOS); :func:`supervised` also n
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
 import importlib
@@ -222,7 +223,18 @@ class ForkServer:
             environment = dict(os.environ, PYTHONPATH=os.pathsep.join([home, os.environ.get("PYTHONPATH", "")]))
             self._process = subprocess.Popen([sys.executable, "-c", "from audit.supervisor import serve; serve()"],
                                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=environment)
+            atexit.register(self.close)
         return self._process
+
+    def close(self) -> None:
+        """End the server (it ends when its stdin closes) and wait for it."""
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            process.stdin.close()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
 
 
 #: This process's fork server (:func:`call_in_child`).
@@ -243,7 +255,10 @@ def serve() -> None:
         payload = jobs.read(job["size"])
         pid = os.fork()
         if pid == 0:
-            _run_job(job, payload)
+            try:
+                _run_job(job, payload)
+            finally:  # an interrupt in the child: it never returns into this loop
+                os._exit(1)
         _, status = os.waitpid(pid, 0)
         replies.write(f"{os.waitstatus_to_exitcode(status)}\n".encode())
         replies.flush()
