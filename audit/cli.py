@@ -79,7 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(exc.code or 0)
     if argv is None:
         started = process_start()
-        code = supervised(lambda: _run_command(args, started))
+        code = supervised(lambda: _run_command(args, started), parent_exits=True)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         return code
     return _run_command(args, None)

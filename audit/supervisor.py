@@ -78,15 +78,17 @@ def note_run_dir(run_dir: str | os.PathLike) -> None:
             os.write(_CHANNEL[0], f"run {os.fspath(run_dir)}\n".encode())
 
 
-def supervised(command: Callable[[], int]) -> int:
+def supervised(command: Callable[[], int], *, parent_exits: bool = False) -> int:
     """Run ``command`` in a forked child and return its exit status; exit status 3, with one line on stderr,
     when the child ended without returning one (module docstring).
 
     Args:
         command: the command line's command, returning the process's exit status. Called in the child only.
+        parent_exits: the parent ends the process with that status instead of returning it (it ran none of the
+            command, so it has nothing to finalise: the interpreter's shutdown, as long as the command's, is saved).
 
     Returns:
-        The command's exit status (in the child and in the parent), or 3.
+        The command's exit status (in the child; in the parent unless ``parent_exits``), or 3.
     """
     if not (hasattr(os, "fork") and hasattr(signal, "sigtimedwait")):
         return command()
@@ -111,7 +113,17 @@ def supervised(command: Callable[[], int]) -> int:
         status = _wait_forwarding(pid, waited)
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-    said = _read_available(read_end)
+    code = _verdict(_read_available(read_end), status)
+    if parent_exits:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+def _verdict(said: list[str], status: int) -> int:
+    """The exit status the child handed over in ``said`` (its lines in the pipe); else 3, with the line saying how
+    it ended (``status``)."""
     codes = [line.split()[1] for line in said if line.startswith("exit ")]
     if codes:
         return int(codes[-1])
