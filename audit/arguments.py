@@ -4,7 +4,9 @@
 end open or closed) and :func:`numbers` that of a comma-separated list of them. A value they reject
 is one line naming what was expected and what was given, which argparse prints with the option's
 name (exit status 2), e.g. ``argument --delta: delta must lie in (0, 1) (got '1.5'); e.g. 1e-5``.
-Standard library only, so that ``--help`` stays fast.
+:func:`limited` adds a limit that is not the number's own but the workbench's (the claims its theory can
+compute, :mod:`audit.theory.limits`; the seeds its generators take), with the reason in the error line.
+:func:`folder` is the type of ``--out``. Standard library only, so that ``--help`` stays fast.
 """
 
 from __future__ import annotations
@@ -12,13 +14,27 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable
+from typing import TypeVar
 
-__all__ = ["number", "numbers", "positive_int", "non_negative_int", "seed_value", "confidence_level",
-           "epsilon_value", "delta_value", "guess_spec", "guess_form"]
+from audit.theory.limits import DELTA_MAX, DELTA_MAX_WHY, DELTA_MIN, DELTA_MIN_WHY, EPSILON_MAX, EPSILON_MAX_WHY
+
+__all__ = ["number", "numbers", "limited", "folder", "positive_int", "non_negative_int", "seed_value",
+           "confidence_level", "epsilon_value", "epsilons_value", "delta_value", "guess_spec", "guess_form",
+           "SEED_RANGE", "EPSILON_RANGE", "DELTA_RANGE"]
+
+Parsed = TypeVar("Parsed", int, float, tuple)
+
+#: The largest seed: the run's seed seeds numpy's ``RandomState`` and scikit-learn's ``random_state`` (the blind
+#: split check), which take 0 to 2**32 - 1, and numpy's ``SeedSequence``, which takes no negative number.
+SEED_MAX = 2 ** 32 - 1
+#: The accepted values, as the options' help states them.
+SEED_RANGE = f"0 to {SEED_MAX}"
+EPSILON_RANGE = f"in (0, {EPSILON_MAX:g}]"
+DELTA_RANGE = f"in [{DELTA_MIN:g}, {DELTA_MAX:g}]"
 
 
 def _bound(value: float) -> str:
-    return format(value, "g")
+    return str(value) if isinstance(value, int) else format(value, "g")
 
 
 def _requirement(kind: type, minimum: float | None, maximum: float | None, open_min: bool, open_max: bool) -> str:
@@ -105,16 +121,53 @@ def numbers(kind: type = float, *, minimum: float | None = None, maximum: float 
     return parse
 
 
+def limited(parse: Callable[[str], Parsed], *, name: str, why: str, example: str, minimum: float | None = None,
+            maximum: float | None = None) -> Callable[[str], Parsed]:
+    """argparse type: what ``parse`` reads (a number, or a tuple of them from :func:`numbers`), each value also
+    within the workbench's limits, ``minimum`` <= value <= ``maximum``; a value beyond them is one line naming the
+    limit and ``why``: "epsilon must be at most 100 (got '1e308'): WHY; e.g. EXAMPLE"."""
+
+    def parse_limited(text: str) -> Parsed:
+        value = parse(text)
+        values = value if isinstance(value, tuple) else (value,)
+        if minimum is not None and any(v < minimum for v in values):
+            raise argparse.ArgumentTypeError(f"{name} must be at least {_bound(minimum)} (got {text!r}): {why}; "
+                                             f"e.g. {example}")
+        if maximum is not None and any(v > maximum for v in values):
+            raise argparse.ArgumentTypeError(f"{name} must be at most {_bound(maximum)} (got {text!r}): {why}; "
+                                             f"e.g. {example}")
+        return value
+
+    return parse_limited
+
+
+def folder(text: str) -> str:
+    """argparse type of ``--out``: a folder's path, not empty or blank (an empty path is the current folder,
+    which would receive the run folders, ``index.html`` and ``cache/``)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"the output folder must be a path, not {text!r}; e.g. --out runs")
+    return text
+
+
 #: The numeric types of the options every command shares.
 positive_int = number(int, minimum=1)
 non_negative_int = number(int, minimum=0)
-seed_value = number(int)
+seed_value = limited(number(int, name="seed", example="0"), name="seed", example="0", minimum=0, maximum=SEED_MAX,
+                     why="seeds run from 0 to 2**32 - 1 = 4294967295 (numpy's and scikit-learn's generators)")
 confidence_level = number(float, minimum=0, maximum=1, open_min=True, open_max=True, name="confidence",
                           example="0.95")
-#: A claimed epsilon, positive and finite (the runners check it again).
-epsilon_value = number(float, minimum=0, open_min=True, name="epsilon", example="1.0")
-#: A delta in (0, 1) (the runners check it again).
-delta_value = number(float, minimum=0, maximum=1, open_min=True, open_max=True, name="delta", example="1e-5")
+#: A claimed epsilon, positive, finite and at most :data:`audit.theory.limits.EPSILON_MAX` (the runners check
+#: it again).
+epsilon_value = limited(number(float, minimum=0, open_min=True, name="epsilon", example="1.0"), name="epsilon",
+                        why=EPSILON_MAX_WHY, example="8", maximum=EPSILON_MAX)
+#: The claimed epsilons of a sweep, each as :data:`epsilon_value`.
+epsilons_value = limited(numbers(float, minimum=0, open_min=True, name="epsilons", example="1,2,4,8"),
+                         name="each epsilon", why=EPSILON_MAX_WHY, example="1,2,4,8", maximum=EPSILON_MAX)
+#: A delta from :data:`audit.theory.limits.DELTA_MIN` to :data:`audit.theory.limits.DELTA_MAX` (the runners check
+#: it again).
+delta_value = limited(limited(number(float, minimum=0, maximum=1, open_min=True, open_max=True, name="delta",
+                                     example="1e-5"), name="delta", why=DELTA_MIN_WHY, example="1e-5",
+                              minimum=DELTA_MIN), name="delta", why=DELTA_MAX_WHY, example="1e-5", maximum=DELTA_MAX)
 
 
 def guess_spec(value: str | int) -> tuple[int, str] | None:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 
+from audit.arguments import SEED_MAX
+from audit.errors import UserError
 from audit.executors import make_executor
 
 #: Names of the common options, in field order (also the command-line ``dest`` names).
@@ -28,6 +31,15 @@ class CommonRunOptions:
     workers: int = 1
     executor: str = "local"
     ray_address: str | None = None
+
+    def __post_init__(self) -> None:
+        """A seed the generators refuse is the user's one-line error before a run folder is made, for the callers
+        the command line's check (:data:`audit.arguments.seed_value`) does not see: ``rerun`` of an edited
+        config.json, a library caller."""
+        if isinstance(self.seed, bool) or not isinstance(self.seed, numbers.Integral) \
+                or not 0 <= self.seed <= SEED_MAX:
+            raise UserError(f"seed must be an integer from 0 to {SEED_MAX} = 2**32 - 1 (got {self.seed!r}): numpy's "
+                            f"and scikit-learn's generators take no other; e.g. seed 0")
 
     def make_executor(self):
         """The executor training chunks run on (:func:`audit.executors.make_executor`)."""

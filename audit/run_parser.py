@@ -16,9 +16,13 @@ from collections.abc import Callable
 from typing import Any
 
 from audit.arguments import (
+    DELTA_RANGE,
+    EPSILON_RANGE,
+    SEED_RANGE,
     confidence_level,
     delta_value,
     epsilon_value,
+    folder,
     non_negative_int,
     positive_int,
     seed_value,
@@ -123,17 +127,18 @@ def common_options() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     group = common.add_argument_group("common run options")
     group.add_argument("--target", required=True, help="target name (see `python -m audit list`) or module:factory")
-    group.add_argument("--out", default="runs",
-                       help="root folder for run directories and the model cache (default: runs)")
+    group.add_argument("--out", type=folder, default="runs",
+                       help="root folder for run directories and the model cache, a non-empty path (default: runs)")
     group.add_argument("--seed", type=seed_value, default=0,
-                       help="random seed; the same seed gives the same results (default 0)")
+                       help=f"random seed, {SEED_RANGE}; the same seed gives the same results (default 0)")
     group.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
                        help="where to train (default auto: CUDA if available)")
     group.add_argument("--quick", action="store_true",
                        help="reduced preset that finishes in well under a minute (tests, demos)")
     group.add_argument("--epsilon", type=epsilon_value, default=None,
-                       help="claimed epsilon of a DP target (recalibrates its noise)")
-    group.add_argument("--delta", type=delta_value, default=None, help="delta of the claim (default: the target's)")
+                       help=f"claimed epsilon of a DP target, {EPSILON_RANGE} (recalibrates its noise)")
+    group.add_argument("--delta", type=delta_value, default=None,
+                       help=f"delta of the claim, {DELTA_RANGE} (default: the target's)")
     group.add_argument("--data-dir", default=None,
                        help="folder with full-MNIST IDX files or CIFAR-10 binary files (else $AUDIT_DATA_DIR; "
                             "MNIST: else the embedded sample)")

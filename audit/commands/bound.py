@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from audit.arguments import delta_value, epsilon_value
+from audit.arguments import DELTA_RANGE, EPSILON_RANGE, delta_value, epsilon_value, folder
 from audit.errors import UserError
 from audit.io import to_jsonable
 from audit.run_context import safe_name
@@ -144,11 +144,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "PNG of each curve with the Gaussian-DP summary overlaid.")
     parser.add_argument("--target", required=True, help="a DP target (see `python -m audit list`)")
     parser.add_argument("--delta", type=delta_value, default=None,
-                        help="delta at which to report epsilon (default: the target's; 1e-5 for pure-DP mechanisms)")
+                        help=f"delta at which to report epsilon, {DELTA_RANGE} (default: the target's; 1e-5 for "
+                             "pure-DP mechanisms)")
     parser.add_argument("--epsilon", type=epsilon_value, default=None,
-                        help="claimed epsilon to calibrate the target to (default: the target's)")
+                        help=f"claimed epsilon to calibrate the target to, {EPSILON_RANGE} (default: the target's)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text and a plot")
-    parser.add_argument("--out", default="runs", help="folder for the PNGs (default: runs)")
+    parser.add_argument("--out", type=folder, default="runs",
+                        help="folder for the PNGs, a non-empty path (default: runs)")
     parser.add_argument("--png", default=None,
                         help="path of the tradeoff PNG (default: OUT/bound-TARGET.png); the ReRo PNG is written "
                              "beside it as NAME-rero.png")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 
+from audit.arguments import folder
 from audit.run_context import make_run_dir, writing_into
 from audit.terminal import printable
 
@@ -47,7 +48,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "0.1%% FPR, advantage against its DP bound, best epsilon lower bound) and one overlaid "
                     "log-log ROC figure with each DP run's theoretical limit. Nothing is retrained.")
     parser.add_argument("run_dirs", metavar="RUN_DIR", nargs="+", help="run directories holding results.json")
-    parser.add_argument("--out", default="runs", help="parent directory of the comparison directory (default runs)")
+    parser.add_argument("--out", type=folder, default="runs",
+                        help="parent directory of the comparison directory, a non-empty path (default runs)")
     parser.add_argument("--attack", default=None,
                         help="comma-separated attacks to include (shadow, lira, loss, ...; default all)")
     parser.set_defaults(func=run_compare)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from audit.arguments import folder
 from audit.errors import UserError
 from audit.run_parser import add_verbosity, gated_results
 from audit.stats.outcome import Outcome
@@ -31,7 +32,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "nothing that exists is retrained. The new results.json equals the old one apart from its "
                     "volatile keys (created, host, timing).")
     parser.add_argument("run_dir", metavar="RUN_DIR", help="directory of a finished run (holds config.json)")
-    parser.add_argument("--out", default=None, help="root folder of the new run directory (default: RUN_DIR's parent)")
+    parser.add_argument("--out", type=folder, default=None,
+                        help="root folder of the new run directory, a non-empty path (default: RUN_DIR's parent)")
     parser.add_argument("--fail-above-claim", action="store_true",
                         help="exit with status 1 when the empirical lower bound exceeds the claim (CI gate)")
     add_verbosity(parser)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from audit.arguments import numbers, positive_int
+from audit.arguments import EPSILON_RANGE, epsilons_value, positive_int
 from audit.choices import DP_CANARIES, THREATS
 from audit.errors import UserError
 from audit.kinds import RunKind
@@ -41,8 +41,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     kinds.required = True
     dp = kinds.add_parser("dp", help="sweep the multi-run DP audit (run dp) over epsilons", parents=[common_options()],
                           epilog=targets_epilog(RUN_KIND), formatter_class=argparse.RawDescriptionHelpFormatter)
-    dp.add_argument("--epsilons", type=numbers(float, minimum=0, open_min=True, name="epsilons", example="1,2,4,8"),
-                    default=(1.0, 2.0, 4.0, 8.0), help="claimed epsilons (default 1,2,4,8)")
+    dp.add_argument("--epsilons", type=epsilons_value,
+                    default=(1.0, 2.0, 4.0, 8.0), help=f"claimed epsilons, each {EPSILON_RANGE} (default 1,2,4,8)")
     dp.add_argument("--threats", type=_threats, default=None,
                     help="comma-separated threat models, one series each (default: updates,white-box for DP-SGD; "
                          "white-box for DP-ERM)")

@@ -1,6 +1,7 @@
 """Argument checks shared by the theory and the statistics layers: the one definition of a valid
 epsilon, delta, confidence and FPR grid, each raising :class:`audit.errors.UserError` with a
-one-line fix."""
+one-line fix. A claim's epsilon and delta (``positive=True``) also stay within what the theory can
+compute (:mod:`audit.theory.limits`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from audit.errors import UserError
+from audit.theory.limits import DELTA_MAX, DELTA_MAX_WHY, DELTA_MIN, DELTA_MIN_WHY, EPSILON_MAX, EPSILON_MAX_WHY
 
 __all__ = ["as_alpha", "scalar_or_array", "check_epsilon", "check_delta", "check_confidence"]
 
@@ -48,12 +50,13 @@ def scalar_or_array(x: ArrayLike, values: np.ndarray) -> float | np.ndarray:
 
 
 def check_epsilon(epsilon: float, name: str = "epsilon", *, positive: bool = False) -> float:
-    """``epsilon`` as a float: non-negative (``inf`` allowed), or with ``positive`` finite and > 0.
+    """``epsilon`` as a float: non-negative (``inf`` allowed), or with ``positive`` (a claim's) in
+    (0, :data:`audit.theory.limits.EPSILON_MAX`].
 
     Args:
         epsilon: the value to check.
         name: how the error names it.
-        positive: require a finite epsilon > 0.
+        positive: require a claim's epsilon: finite, > 0 and at most ``EPSILON_MAX``.
 
     Returns:
         epsilon as a float.
@@ -65,17 +68,19 @@ def check_epsilon(epsilon: float, name: str = "epsilon", *, positive: bool = Fal
     if math.isnan(e) or e < 0.0 or (positive and not (0.0 < e < math.inf)):
         need = "a positive finite number" if positive else "a non-negative number"
         raise UserError(f"{name} must be {need} (got {epsilon!r}); e.g. {name} 1.0")
+    if positive and e > EPSILON_MAX:
+        raise UserError(f"{name} must be at most {EPSILON_MAX:g} (got {epsilon!r}): {EPSILON_MAX_WHY}; e.g. {name} 8")
     return e
 
 
 def check_delta(delta: float, name: str = "delta", *, positive: bool = False) -> float:
     """``delta`` as a float in [0, 1) (every mechanism is (eps, 1)-DP, so 1 says nothing), or with
-    ``positive`` in (0, 1).
+    ``positive`` (a claim's) from :data:`audit.theory.limits.DELTA_MIN` to :data:`audit.theory.limits.DELTA_MAX`.
 
     Args:
         delta: the value to check.
         name: how the error names it.
-        positive: require delta > 0.
+        positive: require a claim's delta, from ``DELTA_MIN`` to ``DELTA_MAX``.
 
     Returns:
         delta as a float.
@@ -87,6 +92,10 @@ def check_delta(delta: float, name: str = "delta", *, positive: bool = False) ->
     if not (0.0 <= d < 1.0) or (positive and d == 0.0):
         interval = "(0, 1)" if positive else "[0, 1)"
         raise UserError(f"{name} must lie in {interval} (got {delta!r}); e.g. {name} 1e-5")
+    if positive and d < DELTA_MIN:
+        raise UserError(f"{name} must be at least {DELTA_MIN:g} (got {delta!r}): {DELTA_MIN_WHY}; e.g. {name} 1e-5")
+    if positive and d > DELTA_MAX:
+        raise UserError(f"{name} must be at most {DELTA_MAX:g} (got {delta!r}): {DELTA_MAX_WHY}; e.g. {name} 1e-5")
     return d
 
 

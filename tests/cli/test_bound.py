@@ -60,8 +60,8 @@ def test_bound_text_writes_png_with_gdp_overlay(tmp_path, capsys):
 def test_bound_epsilon_and_delta_overrides(capsys):
     out = _bound_json(capsys, "--target", "gaussian_analytic", "--epsilon", "2", "--delta", "1e-6")
     assert out["epsilon"] == pytest.approx(2.0, abs=1e-6) and out["delta"] == 1e-6
-    out = _bound_json(capsys, "--target", "laplace_count", "--delta", "0.01")
-    assert out["epsilon"] == pytest.approx(LaplaceClaim(1.0).epsilon(0.01)) and out["epsilon"] < 1.0
+    out = _bound_json(capsys, "--target", "laplace_count", "--delta", "1e-3")
+    assert out["epsilon"] == pytest.approx(LaplaceClaim(1.0).epsilon(1e-3)) and out["epsilon"] < 1.0
 
 
 @pytest.mark.parametrize("argv, message", [
