@@ -57,8 +57,12 @@ def load_cifar10(data_dir: str | os.PathLike | None = None) -> Dataset:
 def read_csv_numbers(file: Path, what: str = "") -> np.ndarray:
     """A .csv of numbers as a 2-D array, its first line skipped when it is not numbers (a header);
     ``what`` prefixes the one-line error."""
-    with open(file) as handle:
-        first = handle.readline()
+    try:
+        with open(file) as handle:
+            first = handle.readline()
+    except UnicodeDecodeError:
+        raise UserError(f"{what + ': ' if what else ''}{file} is not text: give a .csv of numbers separated by "
+                        f"commas") from None
     try:
         [float(v) for v in first.split(",")]
         skip = 0

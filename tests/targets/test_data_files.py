@@ -1,5 +1,6 @@
 """A user's ``.npz`` data file (:func:`targets.data_files.load_array_file`) is read without unpickling anything:
-object arrays, a file that is no archive and a single array are each a one-line UserError naming the file."""
+object arrays, a file that is no archive and a single array are each a one-line UserError naming the file; so is a
+``.csv`` that is not text."""
 
 from __future__ import annotations
 
@@ -45,3 +46,10 @@ def test_an_npz_of_numbers_loads(tmp_path) -> None:
     np.savez(path, X=np.zeros((12, 2)), y=np.arange(12) % 2)
     data = load_array_file(path)
     assert data.X.shape == (12, 2) and data.n_classes == 2
+
+
+def test_a_csv_that_is_not_text_is_refused_naming_the_file(tmp_path) -> None:
+    path = tmp_path / "records.csv"
+    path.write_bytes(b"\xff\xfe1,2\n")
+    with pytest.raises(UserError, match="records.csv"):  # not text (UTF-8), or not numbers (another locale)
+        load_array_file(path)
