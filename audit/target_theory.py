@@ -102,9 +102,9 @@ def rero_kappas() -> np.ndarray:
 def check_privacy_args(epsilon: float | None, delta: float | None) -> None:
     """A requested epsilon must be positive and finite, a delta in (0, 1); else a one-line error."""
     if epsilon is not None:
-        check_epsilon(epsilon, "--epsilon", positive=True)
+        check_epsilon(epsilon, "--epsilon", positive=True, limited=True)
     if delta is not None:
-        check_delta(delta, "--delta", positive=True)
+        check_delta(delta, "--delta", positive=True, limited=True)
 
 
 def theory_for(name: str, epsilon: float | None = None, delta: float | None = None) -> TargetTheory:

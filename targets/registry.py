@@ -56,9 +56,9 @@ class TrainedTarget:
     def with_privacy(self, epsilon: float | None, delta: float | None) -> TrainedTarget:
         """The same target with a different claimed (epsilon, delta); checks their ranges."""
         if delta is not None:
-            check_delta(delta, "--delta", positive=True)
+            check_delta(delta, "--delta", positive=True, limited=True)
         if epsilon is not None:
-            check_epsilon(epsilon, "--epsilon", positive=True)
+            check_epsilon(epsilon, "--epsilon", positive=True, limited=True)
             if not self.private:
                 raise UserError(f"target {self.name} is not private; --epsilon applies to DP targets only")
         return replace(self, epsilon=self.epsilon if epsilon is None else float(epsilon),

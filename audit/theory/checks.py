@@ -1,7 +1,7 @@
 """Argument checks shared by the theory and the statistics layers: the one definition of a valid
 epsilon, delta, confidence and FPR grid, each raising :class:`audit.errors.UserError` with a
-one-line fix. A claim's epsilon and delta (``positive=True``) also stay within what the theory can
-compute (:mod:`audit.theory.limits`)."""
+one-line fix. With ``limited=True`` (a user's epsilon and delta that the DP-SGD noise calibration will search
+with), they also stay within what that search computes in seconds (:mod:`audit.theory.limits`)."""
 
 from __future__ import annotations
 
@@ -49,14 +49,15 @@ def scalar_or_array(x: ArrayLike, values: np.ndarray) -> float | np.ndarray:
     return np.asarray(values, dtype=np.float64).reshape(np.shape(x))
 
 
-def check_epsilon(epsilon: float, name: str = "epsilon", *, positive: bool = False) -> float:
-    """``epsilon`` as a float: non-negative (``inf`` allowed), or with ``positive`` (a claim's) in
-    (0, :data:`audit.theory.limits.EPSILON_MAX`].
+def check_epsilon(epsilon: float, name: str = "epsilon", *, positive: bool = False, limited: bool = False) -> float:
+    """``epsilon`` as a float: non-negative (``inf`` allowed), or with ``positive`` finite and > 0; with ``limited``
+    also at most :data:`audit.theory.limits.EPSILON_MAX`.
 
     Args:
         epsilon: the value to check.
         name: how the error names it.
-        positive: require a claim's epsilon: finite, > 0 and at most ``EPSILON_MAX``.
+        positive: require a finite epsilon > 0.
+        limited: require at most ``EPSILON_MAX`` (an epsilon the DP-SGD noise calibration searches with).
 
     Returns:
         epsilon as a float.
@@ -68,19 +69,22 @@ def check_epsilon(epsilon: float, name: str = "epsilon", *, positive: bool = Fal
     if math.isnan(e) or e < 0.0 or (positive and not (0.0 < e < math.inf)):
         need = "a positive finite number" if positive else "a non-negative number"
         raise UserError(f"{name} must be {need} (got {epsilon!r}); e.g. {name} 1.0")
-    if positive and e > EPSILON_MAX:
+    if limited and e > EPSILON_MAX:
         raise UserError(f"{name} must be at most {EPSILON_MAX:g} (got {epsilon!r}): {EPSILON_MAX_WHY}; e.g. {name} 8")
     return e
 
 
-def check_delta(delta: float, name: str = "delta", *, positive: bool = False) -> float:
+def check_delta(delta: float, name: str = "delta", *, positive: bool = False, limited: bool = False) -> float:
     """``delta`` as a float in [0, 1) (every mechanism is (eps, 1)-DP, so 1 says nothing), or with
-    ``positive`` (a claim's) from :data:`audit.theory.limits.DELTA_MIN` to :data:`audit.theory.limits.DELTA_MAX`.
+    ``positive`` in (0, 1); with ``limited`` from :data:`audit.theory.limits.DELTA_MIN` to
+    :data:`audit.theory.limits.DELTA_MAX`.
 
     Args:
         delta: the value to check.
         name: how the error names it.
-        positive: require a claim's delta, from ``DELTA_MIN`` to ``DELTA_MAX``.
+        positive: require delta > 0.
+        limited: require ``DELTA_MIN`` <= delta <= ``DELTA_MAX`` (a delta the DP-SGD noise calibration searches
+            with).
 
     Returns:
         delta as a float.
@@ -92,9 +96,9 @@ def check_delta(delta: float, name: str = "delta", *, positive: bool = False) ->
     if not (0.0 <= d < 1.0) or (positive and d == 0.0):
         interval = "(0, 1)" if positive else "[0, 1)"
         raise UserError(f"{name} must lie in {interval} (got {delta!r}); e.g. {name} 1e-5")
-    if positive and d < DELTA_MIN:
+    if limited and d < DELTA_MIN:
         raise UserError(f"{name} must be at least {DELTA_MIN:g} (got {delta!r}): {DELTA_MIN_WHY}; e.g. {name} 1e-5")
-    if positive and d > DELTA_MAX:
+    if limited and d > DELTA_MAX:
         raise UserError(f"{name} must be at most {DELTA_MAX:g} (got {delta!r}): {DELTA_MAX_WHY}; e.g. {name} 1e-5")
     return d
 

@@ -189,8 +189,8 @@ def calibrate_noise_multiplier(epsilon: float, delta: float, sample_rate: float,
     Cached in memory and on disk (:func:`audit.theory.disk_cache.remembered`): a later process asking the same
     question with the same code reads the figure this search returned.
     """
-    epsilon = check_epsilon(epsilon, positive=True)
-    delta = check_delta(delta, positive=True)
+    epsilon = check_epsilon(epsilon, positive=True, limited=True)
+    delta = check_delta(delta, positive=True, limited=True)
     if not (0.0 < sample_rate <= 1.0) or int(steps) != steps or steps < 1:
         raise UserError("calibration needs 0 < sample_rate <= 1 and a positive integer number of steps")
     arguments = {"epsilon": float(epsilon), "delta": float(delta), "sample_rate": float(sample_rate),

@@ -2,8 +2,9 @@
 
 Standard library only: the command line reads these limits when it parses ``--epsilon``, ``--epsilons`` and
 ``--delta`` (:mod:`audit.arguments`), before anything heavy is imported; :func:`audit.theory.checks.check_epsilon`
-and :func:`audit.theory.checks.check_delta` hold a claim's epsilon and delta to the same range for every other
-caller (a plugin's claim, ``rerun`` of an edited config.json, the library).
+and :func:`audit.theory.checks.check_delta` with ``limited=True`` hold to the same range every epsilon and delta
+the DP-SGD noise calibration searches with (a plugin's claim reaches it there, and ``rerun`` of an edited
+config.json). Other claims are not limited: a DP-ERM or mechanism claim at epsilon 1e6 is computed in closed form.
 
 The limits were measured on the DP-SGD noise calibration (:func:`audit.theory.dpsgd.calibrate_noise_multiplier`:
 an RDP bracket, a Brent search on a coarse PLD, then dp-accounting's PLD at discretisation 1e-4; docs/references.md,

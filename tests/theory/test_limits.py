@@ -1,6 +1,7 @@
-"""A claim's epsilon and delta stay within what the theory computes (:mod:`audit.theory.limits`, issue 53): every
-caller of the checks, not only the command line, gets the one-line error naming the limit and why, at once instead
-of a calibration that runs for minutes or a float that overflows."""
+"""An epsilon and delta the DP-SGD noise calibration searches with stay within what it computes in seconds
+(:mod:`audit.theory.limits`, issue 53): every caller of the calibration, not only the command line, gets the one-line
+error naming the limit and why, at once instead of a search that runs for minutes; claims computed in closed form
+(DP-ERM, mechanisms) are not limited."""
 
 from __future__ import annotations
 
@@ -14,20 +15,21 @@ from audit.theory.dpsgd import calibrate_noise_multiplier
 from audit.theory.limits import DELTA_MAX, DELTA_MIN, EPSILON_MAX
 
 
-def test_a_claims_epsilon_may_reach_the_limit_and_no_further() -> None:
-    assert check_epsilon(EPSILON_MAX, positive=True) == EPSILON_MAX
+def test_a_limited_epsilon_may_reach_the_limit_and_no_further() -> None:
+    assert check_epsilon(EPSILON_MAX, positive=True, limited=True) == EPSILON_MAX
     with pytest.raises(UserError, match=r"epsilon must be at most 32 \(got 1e\+308\): the DP-SGD noise calibration"):
-        check_epsilon(1e308, positive=True)
+        check_epsilon(1e308, positive=True, limited=True)
+    assert check_epsilon(1e6, positive=True) == 1e6  # a closed-form claim (DP-ERM at 1e6: almost no noise)
     assert check_epsilon(1e308) == 1e308  # an epsilon that is no claim (a bound, a composition) has no limit
 
 
-def test_a_claims_delta_lies_between_the_limits() -> None:
-    assert check_delta(DELTA_MIN, positive=True) == DELTA_MIN and check_delta(DELTA_MAX, positive=True) == DELTA_MAX
+def test_a_limited_delta_lies_between_the_limits() -> None:
+    assert check_delta(DELTA_MIN, limited=True) == DELTA_MIN and check_delta(DELTA_MAX, limited=True) == DELTA_MAX
     with pytest.raises(UserError, match=r"delta must be at least 1e-12 \(got 1e-300\)"):
-        check_delta(1e-300, positive=True)
+        check_delta(1e-300, positive=True, limited=True)
     with pytest.raises(UserError, match=r"delta must be at most 0.001 \(got 0.5\)"):
-        check_delta(0.5, positive=True)
-    assert check_delta(0.5) == 0.5
+        check_delta(0.5, positive=True, limited=True)
+    assert check_delta(0.5, positive=True) == 0.5 and check_delta(0.5) == 0.5
 
 
 @pytest.mark.parametrize("call", [lambda: calibrate_noise_multiplier(1e308, 1e-5, 0.17, 88),

@@ -101,8 +101,8 @@ def lm_claim(opts: DPOptions, plugin: TrainerPlugin) -> tuple[PrivacyClaim, floa
         raise UserError(f"plugin {plugin.spec} claims no privacy (no 'claim'): give the claim to test, --epsilon E "
                         f"[--delta D]")
     delta = plugin.delta if opts.delta is None else opts.delta
-    check_epsilon(opts.epsilon, "--epsilon", positive=True)
-    check_delta(delta, "--delta", positive=True)
+    check_epsilon(opts.epsilon, "--epsilon", positive=True, limited=True)
+    check_delta(delta, "--delta", positive=True, limited=True)
     return ApproxDPClaim(float(opts.epsilon), float(delta)), float(delta)
 
 
