@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from audit.arguments import SEED_MAX
 from audit.errors import UserError
 from audit.executors import make_executor
+from audit.theory.checks import check_delta, check_epsilon
 
 #: Names of the common options, in field order (also the command-line ``dest`` names).
 COMMON_OPTION_NAMES = ("target", "out", "seed", "device", "quick", "epsilon", "delta", "data_dir", "quiet",
@@ -33,13 +34,17 @@ class CommonRunOptions:
     ray_address: str | None = None
 
     def __post_init__(self) -> None:
-        """A seed the generators refuse is the user's one-line error before a run folder is made, for the callers
-        the command line's check (:data:`audit.arguments.seed_value`) does not see: ``rerun`` of an edited
-        config.json, a library caller."""
+        """A seed the generators refuse, or an epsilon or delta beyond :mod:`audit.theory.limits`, is the user's
+        one-line error before a run folder is made, for the callers the command line's checks
+        (:mod:`audit.arguments`) do not see: ``rerun`` of an edited config.json, a library caller."""
         if isinstance(self.seed, bool) or not isinstance(self.seed, numbers.Integral) \
                 or not 0 <= self.seed <= SEED_MAX:
             raise UserError(f"seed must be an integer from 0 to {SEED_MAX} = 2**32 - 1 (got {self.seed!r}): numpy's "
                             f"and scikit-learn's generators take no other; e.g. seed 0")
+        if self.epsilon is not None:
+            check_epsilon(self.epsilon, "epsilon", positive=True, limited=True)
+        if self.delta is not None:
+            check_delta(self.delta, "delta", positive=True, limited=True)
 
     def make_executor(self):
         """The executor training chunks run on (:func:`audit.executors.make_executor`)."""
