@@ -18,8 +18,10 @@ close that door, each at the cost of at most one process start:
   multiprocessing's fork server it never runs the caller's ``__main__`` again, so a plain script may call
   ``assert_private`` at its top level.
 
-Both need a POSIX system with ``fork`` (Linux, macOS); :func:`supervised` also needs ``sigtimedwait``
-(Linux). Elsewhere the command runs unsupervised, as before. The guarantees are listed in
+Both need a POSIX system with ``fork`` (Linux, macOS); elsewhere the command runs unsupervised, as before.
+Without ``sigtimedwait`` (macOS) the parent forwards SIGTERM and SIGHUP through handlers and ignores SIGINT (a
+terminal's Ctrl-C reaches the child itself; a SIGINT sent to the parent alone is not forwarded), and without
+``PR_SET_PDEATHSIG`` a child outlives a parent killed by SIGKILL. The guarantees are listed in
 ``docs/reliability.md``.
 """
 
@@ -90,7 +92,7 @@ def supervised(command: Callable[[], int], *, parent_exits: bool = False) -> int
     Returns:
         The command's exit status (in the child; in the parent unless ``parent_exits``), or 3.
     """
-    if not (hasattr(os, "fork") and hasattr(signal, "sigtimedwait")):
+    if not hasattr(os, "fork"):
         return command()
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
@@ -110,7 +112,7 @@ def supervised(command: Callable[[], int], *, parent_exits: bool = False) -> int
         return code
     os.close(write_end)
     try:
-        status = _wait_forwarding(pid, waited)
+        status = _wait_forwarding(pid, waited) if hasattr(signal, "sigtimedwait") else _wait_handling(pid, mask)
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     code = _verdict(_read_available(read_end), status)
@@ -151,6 +153,24 @@ def _wait_forwarding(pid: int, waited: set[int]) -> int:
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
             return os.waitstatus_to_exitcode(status)
+
+
+def _wait_handling(pid: int, mask: set[int]) -> int:
+    """:func:`_wait_forwarding` where ``sigtimedwait`` is missing (macOS): handlers forward SIGTERM and SIGHUP, SIGINT
+    is ignored (the terminal's reaches the child), then the signals blocked since the fork are let in (``mask``)."""
+    def forward(signo: int, _frame: Any) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signo)
+
+    handlers = {signo: forward for signo in FORWARDED if signo != signal.SIGINT} | {signal.SIGINT: signal.SIG_IGN}
+    previous = {signo: signal.signal(signo, handler) for signo, handler in handlers.items()}
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    try:
+        _, status = os.waitpid(pid, 0)  # retried after each handler (PEP 475)
+    finally:
+        for signo, handler in previous.items():
+            signal.signal(signo, handler)
+    return os.waitstatus_to_exitcode(status)
 
 
 def _read_available(fd: int) -> list[str]:

@@ -83,3 +83,13 @@ def test_signals_sent_to_the_supervisor_alone_reach_the_command(capsys):
 def test_ending_names_the_status_or_the_signal():
     assert "exit status 7" in ending(7) and "SIGSEGV" in ending(-signal.SIGSEGV)
     assert ending(0, "/r").endswith("its log: /r/log.txt")
+
+
+def test_without_sigtimedwait_the_parent_forwards_by_handlers(monkeypatch, capsys):
+    """macOS has no sigtimedwait: the fallback still turns a hard exit into exit 3 and forwards a SIGTERM."""
+    monkeypatch.delattr(signal, "sigtimedwait")
+    assert _supervised(lambda: 1) == 1
+    assert _supervised(_hard_exit) == 3
+    assert _supervised(_terminates_its_supervisor) == 3
+    err = capsys.readouterr().err
+    assert "ended with exit status 0" in err and "was killed by SIGTERM" in err
