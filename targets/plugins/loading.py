@@ -231,8 +231,9 @@ _USER_STYLE = {"targets.opacus_controls"}
 
 
 @functools.lru_cache(maxsize=1)
-def _distributions() -> dict[str, list[str]]:
-    """Top-level module -> distributions (scans every installed distribution once per process)."""
+def installed_distributions() -> dict[str, list[str]]:
+    """Top-level module -> distributions (scans every installed distribution once per process; the fork server of
+    :func:`audit.supervisor.call_in_child` scans them once for all its children)."""
 
     return packages_distributions()
 
@@ -252,7 +253,7 @@ def imported_packages(namespaces: Iterable[dict], new_modules: Iterable[str] = (
                 continue
             if isinstance(name, str):
                 tops.add(name.split(".")[0])
-    distributions = _distributions()
+    distributions = installed_distributions()
     found = {}
     for top in sorted(tops - set(sys.stdlib_module_names) - _PROJECT - {"builtins", "__main__"}):
         for dist in distributions.get(top, ()):
