@@ -27,7 +27,7 @@ from collections.abc import Sequence
 
 import audit
 import audit.commands
-from audit.errors import AuditIncomplete, UserError
+from audit.errors import AuditIncomplete, UserError, sys_exit_called
 from audit.quiet import quiet_libraries
 from audit.run_context import LOGGER, command_clock, configure_console, process_start
 from audit.supervisor import supervised
@@ -105,7 +105,7 @@ def _run_command(args: argparse.Namespace, started: float | None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes
         return 0
     except SystemExit as exc:  # the commands return their status: a SystemExit is the audited code's own
-        sys.stderr.write(f"error: the audit could not complete: the code it ran called sys.exit({exc.code!r}) "
+        sys.stderr.write(f"error: the audit could not complete: {sys_exit_called(exc)} "
                          f"({_traceback_note(exc, None)})\n")
         return 3
     except Exception as exc:  # an internal error outside a run directory

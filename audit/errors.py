@@ -38,6 +38,12 @@ class TargetCodeError(AuditIncomplete):
     raised; raise it ``from`` the original exception so its traceback is kept."""
 
 
+def sys_exit_called(exc: SystemExit) -> str:
+    """What an audit says when the code it ran raised :class:`SystemExit` (the workbench returns its exit statuses
+    and never raises it past parsing, so a SystemExit is the audited code's own ``sys.exit``)."""
+    return f"the code it ran called sys.exit({exc.code!r})"
+
+
 def did_you_mean(word: str, choices: Iterable[str], n: int = 3) -> str:
     """``"; did you mean 'x'?"`` (or ``'x' or 'y'``) for the ``choices`` closest to ``word``
     (:func:`difflib.get_close_matches`, ratio >= 0.6); ``""`` when none is close."""

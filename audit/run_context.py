@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from audit.errors import AuditIncomplete, UserError
+from audit.errors import AuditIncomplete, UserError, sys_exit_called
 from audit.io import write_json
 from audit.supervisor import note_run_dir
 
@@ -500,7 +500,7 @@ def close_run_log(paths: RunPaths, exc: BaseException | None) -> AuditIncomplete
         exc.log_path = exc.log_path or str(log_path)
         return None
     if isinstance(exc, SystemExit):  # the workbench returns its status: a SystemExit is the audited code's
-        return AuditIncomplete(f"the code it ran called sys.exit({exc.code!r})", str(log_path))
+        return AuditIncomplete(sys_exit_called(exc), str(log_path))
     return AuditIncomplete(f"internal error: {type(exc).__name__}: {exc}", str(log_path))
 
 

@@ -43,7 +43,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from audit.errors import AuditIncomplete, UserError
+from audit.errors import AuditIncomplete, UserError, sys_exit_called
 from audit.io import write_json
 
 #: Signals the parent forwards to the child when they were sent to the parent alone.
@@ -234,6 +234,7 @@ class ForkServer:
     def __init__(self) -> None:
         self._process: subprocess.Popen | None = None
         self._lock = threading.Lock()
+        atexit.register(self.close)  # a no-op until a server was started
 
     def run(self, job: dict[str, Any], payload: bytes) -> int:
         """Run one job in a fresh child; returns the child's ending (:func:`os.waitstatus_to_exitcode`)."""
@@ -259,7 +260,6 @@ class ForkServer:
             path = [str(Path(entry or os.curdir).resolve()) for entry in sys.path]
             self._process = subprocess.Popen([sys.executable, "-c", BOOTSTRAP, json.dumps(path)],
                                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-            atexit.register(self.close)
         return self._process
 
     def close(self) -> None:
@@ -356,7 +356,7 @@ def _called(function: Callable[..., str], args: tuple) -> dict[str, Any]:
     except AuditIncomplete as exc:
         return {"error": "AuditIncomplete", "message": str(exc), "log": exc.log_path}
     except SystemExit as exc:
-        return {"error": "AuditIncomplete", "message": f"the code it ran called sys.exit({exc.code!r})"}
+        return {"error": "AuditIncomplete", "message": sys_exit_called(exc)}
     except Exception as exc:  # reported to the caller with its traceback
         return {"error": type(exc).__name__,
                 "message": f"{type(exc).__name__}: {exc}\n{''.join(traceback.format_exception(exc))}"}
