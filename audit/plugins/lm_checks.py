@@ -57,6 +57,7 @@ import numpy as np
 import torch
 
 from audit.errors import TargetCodeError
+from audit.plugins.gate_checks import GateCheck, register
 from audit.plugins.training import train_once
 from audit.stats.outcome import Finding
 from targets.catalogue import is_language_model
@@ -419,8 +420,7 @@ def lm_checks(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int, wa
     """The checks of the module docstring on the plugin's data ``(X, y)``: ``watch`` and ``trained`` (its
     ``logprobs``, None when stopped) from a call of ``train`` inside :func:`watched_training` (the accounting
     check's probe), then, when it ran, the replay; the findings in the order position-ids, loss-coupling,
-    non-dp-updates, frozen-weights, canary-ids (the violations rank first in
-    :data:`audit.plugins.accounting.DECIDING_ORDER`)."""
+    non-dp-updates, frozen-weights, canary-ids (the violations rank first: :data:`CHECKS`)."""
     try:
         if watch.module is None:
             return LMChecks([Finding.checked("position-ids", False, True, "Not checked: the loop made no Opacus "
@@ -436,3 +436,11 @@ def lm_checks(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int, wa
     replay = _replay_call(plugin, X, y, seed)
     first = _position_finding(replay if replay.mismatch else watch)
     return LMChecks([first, _coupling_finding(replay), *findings], not replay.mismatch)
+
+
+#: The language-model checks in the gate's registry (:mod:`audit.plugins.gate_checks`): they run on the watched
+#: training (:func:`lm_checks`), and their violations decide before the accounting check's: what voids
+#: per-example clipping before what the noisy sums show. The notes (frozen-weights, canary-ids) decide nothing.
+CHECKS = (GateCheck("position-ids", 0), GateCheck("loss-coupling", 10), GateCheck("non-dp-updates", 20))
+for _check in CHECKS:
+    register(_check)

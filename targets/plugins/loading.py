@@ -33,7 +33,9 @@ instead of the (eps, delta) curve, and checks the stated epsilon is what that ac
 
 Optional keys: ``"name"`` (names the target in run directories and results.json for every run kind;
 default: the spec ``module:factory``), ``"description"``, ``"neighbouring"`` (text), ``"params"`` (a
-JSON-serialisable dict shown in reports), ``"rng"``. Every problem is a one-line
+JSON-serialisable dict shown in reports), ``"rng"``, and for a trainer ``"mechanism"``: the DP mechanism its
+training runs when it is not DP-SGD (:mod:`targets.plugins.declared`: cyclic or truncated Poisson, balls-in-bins,
+correlated noise; default DP-SGD). Every problem is a one-line
 :class:`audit.errors.UserError` naming the bad field. :func:`imported_packages` records the
 versions of the packages a plugin uses (config.json ``plugin.packages``).
 
@@ -60,9 +62,11 @@ import numpy as np
 from audit.errors import TargetCodeError, UserError, did_you_mean
 from audit.theory.checks import check_delta, check_epsilon
 from audit.theory.claims import PURE_DP_DELTA, ApproxDPClaim, GaussianClaim, PrivacyClaim, PureDPClaim
+from audit.theory.declared_mechanism import DPSGD, DeclaredMechanism
 from audit.theory.dpsgd import DPSGDClaim
 from audit.theory.rdp import ZCDPClaim
 from targets.datasets import DATA_FILE_SUFFIXES, DATASETS
+from targets.plugins.declared import declared_mechanism
 from targets.plugins.lm import LMTexts, lm_trainer_fields
 from targets.plugins.rng import rng_kind
 from targets.threads import thread_limit
@@ -125,6 +129,7 @@ class TrainerPlugin:
     packages: dict = field(default_factory=dict)
     threads: int | None = None
     lm: LMTexts | None = None
+    mechanism: DeclaredMechanism = DPSGD
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -348,7 +353,7 @@ def _dataset_field(spec: str, value: Any) -> str | tuple[np.ndarray, np.ndarray]
 _COMMON_KEYS = ("kind", "name", "description", "params", "claim", "rng")
 #: The keys a plugin dict of each kind may hold (module docstring; :mod:`targets.trained_model` for models).
 PLUGIN_KEYS = {
-    "trainer": frozenset(_COMMON_KEYS + ("dataset", "train", "delta", "neighbouring")),
+    "trainer": frozenset(_COMMON_KEYS + ("dataset", "train", "delta", "neighbouring", "mechanism")),
     "mechanism": frozenset(_COMMON_KEYS + ("mechanism", "neighbours", "delta", "neighbouring")),
     "model": frozenset(_COMMON_KEYS + ("predict_proba", "architecture", "weights", "members", "nonmembers", "train",
                                        "population", "training_size", "membership", "device", "outputs",
@@ -401,7 +406,8 @@ def plugin_from_dict(spec: str, made: dict, loaded: Iterable[str] = (),
                              dataset=dataset, train=code, claim=claim, delta=delta,
                              neighbouring=str(made.get("neighbouring", "add/remove one record")), params=params,
                              rng=rng_kind(code, made.get("rng"), 2, "seed", f"plugin {spec}"),
-                             packages=imported_packages(spaces, loaded))
+                             packages=imported_packages(spaces, loaded),
+                             mechanism=declared_mechanism(spec, made.get("mechanism")))
     if kind == "mechanism":
         if not callable(code):
             raise UserError(f"plugin {spec}: field 'mechanism' must be a function f(data, rng) returning one output")

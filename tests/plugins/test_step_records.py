@@ -16,8 +16,9 @@ from audit.plugins.accounting import (
     FIX_RECORDS,
     block_status,
     check_lines,
+    rate_finding,
     records_finding,
-    sampling_findings,
+    sampling_finding,
     unread_findings,
 )
 from audit.run_parser import gated_results
@@ -102,7 +103,7 @@ def test_examples_of_another_dataset_are_not_the_records():
     assert found.violation and found.fix == FIX_RECORDS and f"{N + 7} items" in found.message
     clean = records_finding([("the probe", _run(lambda: None), N)])
     assert clean.check == "records" and not clean.problem and clean.read
-    unseen = sampling_findings(rec, N, 0.2, {"sampling": 0.01, "rate": 0.01})
+    unseen = sampling_finding(rec, N, 0.01) + [rate_finding(rec, N, 0.2, 0.01)]
     assert all(f.read is False and not f.problem and "not the records" in f.message for f in unseen)
 
 

@@ -162,8 +162,8 @@ def plugin_accounting(plugin: TrainerPlugin, data_dir: str | None, seed: int, al
     with stages.stage("other_world", f"other worlds: training the code on its {len(X)} {records} plus one record and "
                                      f"less one record, the configuration read again (accounting check)"):
         with watched_trainer():  # a Hugging Face Trainer's batches given to the steps that train on them
-            block = accounting_check(plugin, X, y, seed, found, probed.claim, plugin.delta, alpha)
-    if lm is not None:  # the language-model checks first (audit.plugins.accounting.DECIDING_ORDER)
+            block = accounting_check(plugin, X, y, seed, found, probed.claim, alpha)
+    if lm is not None:  # the language-model checks first (audit.plugins.lm_checks.CHECKS)
         findings = lm.findings + trainer_findings(block.findings, probed.trainer)
         block = replace(block, findings=tuple(findings), status=block_status(findings),
                         trainings=block.trainings + 1)  # the replay (its three steps)

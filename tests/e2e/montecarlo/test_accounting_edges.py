@@ -3,7 +3,7 @@
 Correct loops are simulated with exact draws (Poisson batches at the accounted rate, Gaussian noise at exactly
 the multiplier the claim needs, a second run from another seed for the seed test) and the whole statistical
 part of the check runs on them with the project's functions and alpha split
-(``audit.plugins.accounting.alpha_split``, ``sampling_findings``: the rate and sampling tests;
+(``audit.plugins.gate_checks.alpha_split``, ``sampling_finding``, ``rate_finding``: the rate and sampling tests;
 ``audit.stats.noise_check.check_noise``: every noise test). A correct loop must be flagged at most at alpha:
 with ``--check-config`` the check's alpha is 0.05, with ``--one-run`` half of it
 (``audit.plugins.accounting.ONE_RUN_SHARE``). Judged by Clopper & Pearson: the count of false violations in R
@@ -29,7 +29,8 @@ import pytest
 from helpers import max_exceedances
 from scipy import stats
 
-from audit.plugins.accounting import ONE_RUN_SHARE, alpha_split, sampling_findings
+from audit.plugins.accounting import ONE_RUN_SHARE, rate_finding, sampling_finding
+from audit.plugins.gate_checks import alpha_split
 from audit.stats.noise_check import NoiseRecorder, check_noise
 from audit.theory.dpsgd import calibrate_noise_multiplier
 
@@ -62,7 +63,8 @@ def false_violations(n: int, q: float, steps: int, alpha: float, reps: int) -> t
         rng = np.random.default_rng([n, steps, rep, 39])
         batches, rec = _run(rng, n, q, steps, sigma)
         _, other = _run(rng, n + 1, q, steps, sigma)
-        findings = sampling_findings(SimpleNamespace(batches=batches, steps=steps), n, q, alphas, seed=rep)
+        seen = SimpleNamespace(batches=batches, steps=steps)
+        findings = sampling_finding(seen, n, alphas["sampling"], seed=rep) + [rate_finding(seen, n, q, alphas["rate"])]
         findings += check_noise(rec, other, C, sigma, alphas["noise"]).findings
         flagged = {f.check for f in findings if f.violation}
         for check in flagged:

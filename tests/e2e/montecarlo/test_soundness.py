@@ -429,7 +429,7 @@ def test_accounting_check_power_at_095_sigma():
     claim needs when the chi-square upper bound falls below it, with probability
     p = P[chi2_N < chi2_N.ppf(a) / 0.95^2]; the check then says violation (its other tests only add
     violations), so the count is at least the 0.001 quantile of Bin(POWER_REPS, p)."""
-    from audit.plugins.accounting import alpha_split
+    from audit.plugins.gate_checks import alpha_split
     from audit.stats.noise_check import ALPHA_SHARES
 
     n = ACC_D * ACC_T
