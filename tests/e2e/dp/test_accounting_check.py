@@ -138,3 +138,24 @@ def test_an_opacus_loop_bypassing_its_poisson_loader_is_a_violation():
     block = _check(_opacus_loop_iterating_its_original_loader())
     sampling = _finding(block, "sampling")
     assert sampling["details"]["verdict"] in ("shuffled", "fixed-size") and sampling["violation"]
+
+
+def test_a_mechanism_the_checks_cannot_test_is_could_not_read_never_a_violation_nor_a_pass():
+    """Cyclic participation and banded noise declared (issue 49): the sampling, rate, noise and epsilon checks
+    cannot test them yet, so they say could-not-read with the reason (exit 2 under --fail-above-claim), while
+    the facts read from the code (records, clipping, world-dependence) still run."""
+    from audit.dp.plugins.config import config_verdict
+    from audit.plugins.accounting import unread_findings
+    from audit.stats.outcome import ConfigCheck
+    from audit.theory.declared_mechanism import DeclaredMechanism, NoisingMatrix, PoissonParticipation
+
+    declared = DeclaredMechanism(PoissonParticipation(rate=Q, cycle=4), NoisingMatrix("banded-toeplitz", (1.0, 0.5)))
+    plugin = plugin_from_dict("test:loop", {"kind": "trainer", "name": "loop", "dataset": _data(), "train": _loop(),
+                                            "claim": {"epsilon": EPS, "delta": DELTA}, "mechanism": declared})
+    block = plugin_accounting(plugin, None, 0, 0.05).block
+    assert block.status == "could-not-read" and not any(f.violation for f in block.findings)
+    unread = {f.check: f.message for f in unread_findings(block)}
+    assert set(unread) == {"sampling", "rate", "noise", "epsilon"}
+    assert "cyclic over 4 groups" in unread["sampling"] and "banded-toeplitz" in unread["noise"]
+    assert {"records", "clipping", "world-dependence"} <= {f.check for f in block.findings if f.read}
+    assert config_verdict(ConfigCheck.from_dict(block.to_dict())).status == "could-not-read"
