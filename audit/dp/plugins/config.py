@@ -19,6 +19,7 @@ statistical tests get the whole alpha ``1 - confidence``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -41,7 +42,7 @@ from audit.plugins.training import plugin_dataset
 from audit.results_header import ResultsHeader
 from audit.run_context import RunContext, Stages
 from audit.run_results import RunResults, Unbounded
-from audit.stats.outcome import ConfigCheck, Curve, Family, Outcome, Verdict
+from audit.stats.outcome import ConfigCheck, Curve, Family, Finding, Outcome, Verdict
 from targets.catalogue import is_language_model, is_plugin, record_word
 from targets.dataset import Dataset
 from targets.plugins.loading import TrainerPlugin, load_plugin, plugin_config
@@ -173,10 +174,11 @@ def plugin_accounting(plugin: TrainerPlugin, data_dir: str | None, seed: int, al
 
 
 def run_check_config(opts: DPOptions, plugin: TrainerPlugin | None = None, probed: dict | None = None,
-                     stages: Stages | None = None) -> tuple[Path, Outcome]:
+                     stages: Stages | None = None, unread: Sequence[Finding] = ()) -> tuple[Path, Outcome]:
     """The accounting check of ``opts.target`` (a trainer plugin) as a run of its own. ``plugin``, ``probed``
     (:func:`plugin_probe`) and ``stages``: a one-run audit's whose training the language-model checks stopped
-    (no probe, so no canaries): the check is then its whole result."""
+    (no probe, so no canaries), or whose declared mechanism its canaries cannot audit (``unread``: that
+    could-not-read finding, added to the block): the check is then its whole result."""
     if plugin is None:
         if not is_plugin(opts.target):
             raise UserError("--check-config reads the DP-SGD of a trainer plugin (--target module:factory or a "
@@ -191,6 +193,9 @@ def run_check_config(opts: DPOptions, plugin: TrainerPlugin | None = None, probe
     with ctx:
         found = plugin_accounting(plugin, opts.data_dir, opts.seed, 1.0 - opts.confidence, probed, stages)
         block, claim = found.block, found.probed.claim
+        if unread:
+            findings = (*block.findings, *unread)
+            block = replace(block, findings=findings, status=block_status(findings))
         header = ResultsHeader(description=plugin.description, dataset=found.probed.data.name,
                                model={"name": f"user trainer {plugin.spec}"}, delta=plugin.delta,
                                confidence=opts.confidence, epsilon_theory=float(claim.epsilon(plugin.delta)),

@@ -159,3 +159,23 @@ def test_a_mechanism_the_checks_cannot_test_is_could_not_read_never_a_violation_
     assert "cyclic over 4 groups" in unread["sampling"] and "banded-toeplitz" in unread["noise"]
     assert {"records", "clipping", "world-dependence"} <= {f.check for f in block.findings if f.read}
     assert config_verdict(ConfigCheck.from_dict(block.to_dict())).status == "could-not-read"
+
+
+def test_one_run_of_a_mechanism_its_canaries_cannot_audit_is_the_check_alone_could_not_read(tmp_path):
+    """--one-run of a declared banded-noise mechanism: its DP-SGD canaries would be scored against the wrong
+    mechanism (a correct loop was certified a violation, issue 49), so the canary training is not run and the
+    verdict is the check's, could-not-read, with the one-run test named."""
+    from audit.dp.options import DPOptions
+    from audit.dp.plugins.one_run import run_plugin_one_run
+    from audit.theory.declared_mechanism import DeclaredMechanism, NoisingMatrix
+
+    declared = DeclaredMechanism(noise=NoisingMatrix("banded-toeplitz", (1.0, 0.5, 0.25, 0.1)))
+    plugin = plugin_from_dict("test:loop", {"kind": "trainer", "name": "loop", "dataset": _data(), "train": _loop(),
+                                            "claim": {"epsilon": EPS, "delta": DELTA}, "mechanism": declared})
+    _, outcome = run_plugin_one_run(DPOptions(target="test:loop", one_run=True, out=str(tmp_path), quiet=True),
+                                    plugin)
+    assert outcome.verdict.status == "could-not-read" and not outcome.lower_bounds
+    block = outcome.kind_detail.accounting_check()
+    one_run = next(f for f in block.findings if f.check == "one-run")
+    assert one_run.unread and "banded-toeplitz" in one_run.message and "--check-config" in one_run.message
+    assert {f.check for f in block.findings if f.unread} == {"noise", "epsilon", "one-run"}
