@@ -401,20 +401,24 @@ def _sq_counts_given_sizes(m: int, sizes: np.ndarray, draws: int, rng: np.random
     multivariate hypergeometric draw over the count classes (sequential hypergeometric variates, exact)."""
     hist = np.zeros((draws, sizes.size + 1), dtype=np.int64)
     hist[:, 0] = m
-    top = 0
+    low = top = 0  # the occupied classes of any draw lie in low..top
     for size in sizes:
         remaining = np.full(draws, int(size), dtype=np.int64)
         rest = np.full(draws, m, dtype=np.int64)
-        moved = np.zeros((draws, top + 1), dtype=np.int64)
-        for k in range(top + 1):
+        moved = np.zeros((draws, top + 1 - low), dtype=np.int64)
+        for j, k in enumerate(range(low, top + 1)):
+            if not remaining.any():
+                break
             good = hist[:, k]
             rest = rest - good
-            moved[:, k] = rng.hypergeometric(good, rest, remaining) if remaining.any() else 0
-            remaining = remaining - moved[:, k]
-        hist[:, :top + 1] -= moved
-        hist[:, 1:top + 2] += moved
-        if moved[:, top].any():
+            moved[:, j] = rng.hypergeometric(good, rest, remaining)
+            remaining = remaining - moved[:, j]
+        hist[:, low:top + 1] -= moved
+        hist[:, low + 1:top + 2] += moved
+        if moved[:, -1].any():
             top += 1
+        while low < top and not hist[:, low].any():
+            low += 1
     return hist[:, :top + 1] @ (np.arange(top + 1, dtype=np.int64) ** 2)
 
 
