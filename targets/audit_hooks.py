@@ -214,7 +214,8 @@ class UpdateRecorder:
     that is not the records given: their count and that dataset's size); a probe run also keeps ``noise``, a
     :class:`audit.stats.noise_check.NoiseRecorder` of the
     noise the code added (the noisy sum minus the clipped sum) per parameter tensor and step, in memory
-    bounded whatever the model's size (its module docstring). For Opacus ``normalisation`` /
+    bounded whatever the model's size (its module docstring), seen through ``noise_view`` when set (a declared
+    noise correlation undone step by step, :mod:`audit.stats.decorrelation`). For Opacus ``normalisation`` /
     ``normaliser``: how the noisy sum is divided. ``iterates``: a :class:`targets.final_params.IterateSketch`
     that Opacus's instrumentation attaches to the DP optimizer (None: the iterates are not recorded).
     """
@@ -243,6 +244,7 @@ class UpdateRecorder:
         self._claim: tuple[Any, list[LoaderBatch]] | None = None
         self._data: np.ndarray | None = None
         self.noise: NoiseRecorder | None = None
+        self.noise_view: Callable[[np.ndarray], np.ndarray] | None = None
         self.iterates: Any = None
         self._pending = False
 
@@ -294,7 +296,8 @@ class UpdateRecorder:
             noisy = _flat(tensors)
             if self.noise is None:
                 self.noise = NoiseRecorder(self.sizes)
-            self.noise.add(noisy - self._data)
+            noise = noisy - self._data
+            self.noise.add(noise if self.noise_view is None else self.noise_view(noise))
             self.observations.append(float(np.linalg.norm(noisy)) / self.clip_norm)
         else:
             tensor, index = self._locate(tensors)

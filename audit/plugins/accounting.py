@@ -68,7 +68,7 @@ first on the command line.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -79,25 +79,35 @@ from audit.plugins.gate_checks import (
     GateCheck,
     alpha_split,
     deciding_rank,
-    only_dpsgd_participation,
-    only_independent_noise,
+    plain_poisson,
     register,
     registered,
     unsupported_finding,
 )
-from audit.plugins.probe import Probe, require_steps, run_once
+from audit.plugins.probe import Probe, probe_recorder, require_steps, run_once
+from audit.stats.decorrelation import banded_sensitivity_reason, noise_scale
 from audit.stats.noise_check import NoiseCheck, check_noise
 from audit.stats.outcome import ClippingCheck, ConfigCheck, Finding, Table
+from audit.stats.participation_check import (
+    ParticipationResult,
+    balls_in_bins_check,
+    cyclic_poisson_check,
+    min_separation_check,
+    periodic_participation_check,
+)
 from audit.stats.sampling_check import rate_test, sampling_from_batches
 from audit.theory.config_check import (
+    CONFIG_TOLERANCE,
     DPSGDConfig,
     check_config_against_claim,
     compare_world_configs,
 )
-from audit.theory.declared_mechanism import DeclaredMechanism
+from audit.theory.declared_mechanism import BallsInBins, DeclaredMechanism, MinSeparation, PoissonParticipation
+from audit.theory.dp_accounting_adapter import calibrate_event_sigma, event_epsilon
 from audit.theory.dpsgd import calibrate_noise_multiplier
 from targets.audit_hooks import UpdateRecorder
 from targets.final_params import IterateSketch
+from targets.plugins.declared import accounting_gap, event_maker
 from targets.plugins.loading import TrainerPlugin
 
 #: Relative slack of the clipping check (float32 sums).
@@ -118,6 +128,9 @@ TINY = float(np.finfo(float).tiny)
 FIX_RECORDS = ("give the training one example per record (pad or truncate each text to its own sequence; never join "
                "records and cut them into blocks, as group_texts does), or account for the unit really protected: "
                "give the plugin those examples as its records and claim privacy per example")
+FIX_PERIODIC = ("account for the participation the loop runs: declare it (a cyclic or balls-in-bins participation, "
+                "e.g. jax_privacy's sampler as the plugin's 'mechanism') and claim its epsilon, or sample every record "
+                "at every step by its own coin as plain Poisson sampling")
 FIX_SAMPLING = ("sample each record by its own coin with rate q at every step, as accounted (with Opacus, iterate "
                 "the data loader make_private returns, with poisson_sampling=True)")
 
@@ -266,8 +279,8 @@ def world_training(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: in
 
 
 def world_run(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int, salt: int) -> UpdateRecorder:
-    """:func:`world_training` into a fresh recorder, returned."""
-    other = UpdateRecorder(None, 0)
+    """:func:`world_training` into a fresh recorder (:func:`audit.plugins.probe.probe_recorder`), returned."""
+    other = probe_recorder(plugin.mechanism)
     world_training(plugin, X, y, seed, salt, other)
     return other
 
@@ -290,6 +303,8 @@ class Evidence:
         needed: the noise multiplier the claim needs at the probe's rate and steps.
         sigma_code: the optimizer's noise multiplier (Opacus), else None.
         seed: the audit's seed.
+        make_event: the declared mechanism's DpEvent as a function of sigma (:func:`mechanism_event`); None for
+            DP-SGD, accounted by our PLD accountant.
     """
 
     probe: UpdateRecorder
@@ -306,6 +321,7 @@ class Evidence:
     needed: float
     sigma_code: float | None
     seed: int
+    make_event: Callable[[float], Any] | None = None
 
     @property
     def noisy_enough(self) -> bool:
@@ -361,7 +377,7 @@ def accounting_check(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: 
     mechanism, delta = plugin.mechanism, plugin.delta
     ev = gather_evidence(plugin, X, y, seed, found, claim, alpha)
     findings: list[Finding] = []
-    for check in registered():
+    for check in registered(mechanism):
         if check.run is None:
             continue
         reason = check.supports(mechanism)
@@ -374,34 +390,82 @@ def accounting_check(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: 
                        config=ev.config.to_dict() | {"epsilon": epsilon}, claimed_epsilon=float(claim.epsilon(delta)),
                        delta=delta, noise_measured=ev.noise.summary | {"optimizer": ev.sigma_code}, sampling=sampling,
                        clipping=clipping, alpha=alpha,
-                       alpha_split=alphas | {"sampling_per_tail": alphas["sampling"] / SAMPLING_TAILS},
-                       trainings=4, nulls=frozenset({"sampling"} if sampling is None else ()))
+                       alpha_split=alphas | ({"sampling_per_tail": alphas["sampling"] / SAMPLING_TAILS}
+                                             if "sampling" in alphas else {}),
+                       trainings=4, nulls=frozenset({"sampling"} if sampling is None else ()),
+                       mechanism=None if mechanism.is_dpsgd else mechanism.to_dict())
 
 
 def gather_evidence(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int, found: Probe, claim: Any,
                     alpha: float) -> Evidence:
     """The :class:`Evidence` of :func:`accounting_check`: the runs with one record added and removed, and the noise
-    tests of the probe against the first (the noise multiplier the configuration is read with)."""
-    recorder, alphas, sigma_code = found.recorder, alpha_split(alpha), found.source.noise_multiplier
-    delta = plugin.delta
-    needed = float(calibrate_noise_multiplier(float(claim.epsilon(delta)), delta, recorder.source.sample_rate,
-                                              recorder.steps))
-    added_run = UpdateRecorder(None, 0)
+    tests of the probe against the first (the noise multiplier the configuration is read with). For a declared
+    mechanism other than DP-SGD that jax_privacy accounts, the noise the claim needs is calibrated on its DpEvent
+    and the noise tests read the noise with the declared correlation undone at the strategy's sensitivity
+    (:mod:`audit.stats.decorrelation`)."""
+    recorder, alphas, sigma_code = found.recorder, alpha_split(alpha, plugin.mechanism), found.source.noise_multiplier
+    delta, mechanism, n = plugin.delta, plugin.mechanism, len(X)
+    claimed = float(claim.epsilon(delta))
+    make_event = mechanism_event(mechanism, recorder, n)
+    needed = float(calibrate_noise_multiplier(claimed, delta, recorder.source.sample_rate, recorder.steps)
+                   if make_event is None else calibrate_event_sigma(make_event, claimed, delta))
+    added_run = probe_recorder(mechanism)
     added_run.iterates = IterateSketch(recorder.steps, seed)  # the final-model check reads this run
     trained = world_training(plugin, np.concatenate([X, X[:1]]), np.concatenate([y, y[:1]]), seed, 31, added_run)
-    noise = check_noise(recorder.noise, added_run.noise, recorder.clip_norm, needed, alphas["noise"])
+    scale = noise_scale(mechanism.noise.coefficients) if mechanism.noise.kind == "banded-toeplitz" else 1.0
+    noise = check_noise(recorder.noise, added_run.noise, recorder.clip_norm * scale, needed, alphas["noise"])
     sigma = max(measured_sigma(noise, sigma_code), TINY)  # a tensor without noise measures 0
     removed_run = world_run(plugin, X[1:], y[1:], seed, 43)
-    return Evidence(probe=recorder, added=added_run, removed=removed_run, trained=trained, n=len(X),
-                    mechanism=plugin.mechanism, alphas=alphas, noise=noise, config=read_config(recorder, sigma, len(X)),
-                    claim=claim, delta=delta, needed=needed, sigma_code=sigma_code, seed=seed)
+    return Evidence(probe=recorder, added=added_run, removed=removed_run, trained=trained, n=n,
+                    mechanism=mechanism, alphas=alphas, noise=noise, config=read_config(recorder, sigma, n),
+                    claim=claim, delta=delta, needed=needed, sigma_code=sigma_code, seed=seed, make_event=make_event)
+
+
+def mechanism_event(mechanism: DeclaredMechanism, recorder: UpdateRecorder, n: int) -> Callable[[float], Any] | None:
+    """The declared mechanism's DpEvent as a function of sigma at the rate (declared, else the hooks') and steps
+    the probe ran (:func:`targets.plugins.declared.event_maker`); None for DP-SGD (our PLD accountant) or a
+    mechanism jax_privacy does not account (:func:`targets.plugins.declared.accounting_gap`)."""
+    if mechanism.is_dpsgd or accounting_gap(mechanism):
+        return None
+    rate = getattr(mechanism.participation, "rate", None) or recorder.source.sample_rate
+    return event_maker(mechanism, float(rate), recorder.steps, n)
 
 
 def _run_epsilon(ev: Evidence) -> list[Finding]:
-    """The epsilon finding of the evidence (:func:`_epsilon_finding`)."""
+    """The epsilon finding of the evidence: DP-SGD's (:func:`_epsilon_finding`) or the declared mechanism's
+    (:func:`_mechanism_epsilon_finding`)."""
     shown = measured_sigma(ev.noise, ev.sigma_code)
     source = _noise_source(ev.noise.summary, ev.sigma_code, ev.alphas["noise"])
+    if ev.make_event is not None:
+        return [_mechanism_epsilon_finding(ev, shown, source)]
     return [_epsilon_finding(ev.config, ev.claim, ev.delta, shown, ev.needed, source)]
+
+
+def _mechanism_epsilon_finding(ev: Evidence, sigma: float, source: str) -> Finding:
+    """The epsilon of the declared mechanism at the noise multiplier measured (``sigma``, with the declared
+    correlation undone; ``source`` says where it comes from), the rate and the steps the code ran, by the PLD
+    accountant on the DpEvent jax_privacy builds for it; above the claim beyond
+    :data:`audit.theory.config_check.CONFIG_TOLERANCE`, a violation."""
+    claimed, cfg = float(ev.claim.epsilon(ev.delta)), ev.config
+    what = f"{ev.mechanism.describe()} ({ev.mechanism.source}), sigma {sigma:.4g}, {cfg.steps} steps"
+    details = {"config": cfg.to_dict(), "mechanism": ev.mechanism.to_dict(), "claimed_epsilon": claimed,
+               "delta": ev.delta, "tolerance": CONFIG_TOLERANCE, "noise_multiplier_needed": ev.needed,
+               "noise_multiplier_source": source, "accountant": "jax_privacy's DpEvent, PLD (dp-accounting)"}
+    if sigma < MIN_SIGMA * ev.needed:
+        return Finding.checked("epsilon", True, True, f"The loop adds noise of multiplier at most {sigma:.3g} where "
+                               f"the declared mechanism ({what}) needs at least {ev.needed:.4g} for the claimed "
+                               f"epsilon {claimed:.3g}.", f"raise the noise multiplier to at least {ev.needed:.4g}",
+                               details | {"epsilon": None})
+    eps = event_epsilon(ev.make_event(sigma), ev.delta)
+    details["epsilon"] = eps
+    if eps <= claimed * (1.0 + CONFIG_TOLERANCE):
+        return Finding.checked("epsilon", False, True, f"The mechanism read from the code ({what}) is ({eps:.3g}, "
+                               f"{ev.delta:g})-DP by its accountant, within the claimed epsilon {claimed:.3g}.",
+                               details=details)
+    return Finding.checked("epsilon", True, True, f"The mechanism read from the code ({what}) is only ({eps:.3g}, "
+                           f"{ev.delta:g})-DP by its accountant, more than the claimed epsilon {claimed:.3g}.",
+                           f"raise the noise multiplier to at least {ev.needed:.4g}, or claim epsilon {eps:.3g}",
+                           details)
 
 
 def _run_clipping(ev: Evidence) -> list[Finding]:
@@ -423,22 +487,71 @@ def _run_final_model(ev: Evidence) -> list[Finding]:
     return [final_model_check(ev.added.iterates, ev.trained, ev.added.source.kind)]
 
 
+def periodicity_finding(ev: Evidence) -> Finding:
+    """The periodicity finding under declared plain Poisson sampling: records that join only every c-th step
+    (cyclic or balls-in-bins participation accounted as Poisson,
+    :func:`audit.stats.participation_check.periodic_participation_check`); could-not-read when some step's records
+    were not seen."""
+    batches = _seen_batches(ev.probe)
+    if batches is None:
+        return Finding.checked("periodicity", False, True, _unseen_steps(ev.probe, "periodic participation"),
+                               read=False)
+    found = periodic_participation_check(batches, ev.n, ev.alphas["periodicity"], ev.seed)
+    if not found.read:  # too few steps for any cycle: nothing periodic to see, the sampling test reads the law
+        return Finding.checked("periodicity", False, True, found.message, details=found.to_dict()["details"])
+    return _participation(found, "periodicity", FIX_PERIODIC)
+
+
+def participation_finding(ev: Evidence) -> Finding:
+    """The participation finding of a declared participation other than plain Poisson: its own law's test
+    (:mod:`audit.stats.participation_check`: cyclic or truncated Poisson, balls-in-bins, min-separation), at the
+    declared rate (else the hooks'); could-not-read when some step's records were not seen."""
+    batches = _seen_batches(ev.probe)
+    if batches is None:
+        return Finding.checked("participation", False, True, _unseen_steps(ev.probe, "the declared participation"),
+                               read=False)
+    p, alpha, seed = ev.mechanism.participation, ev.alphas["participation"], ev.seed
+    if isinstance(p, BallsInBins):
+        found = balls_in_bins_check(batches, ev.n, p.cycle, alpha, seed)
+    elif isinstance(p, MinSeparation):
+        found = min_separation_check(batches, ev.n, p.rate, p.min_separation, alpha, seed)
+    else:
+        found = cyclic_poisson_check(batches, ev.n, p.rate or ev.config.rate, p.cycle, alpha, seed, cap=p.cap)
+    return _participation(found, "participation", f"sample as declared: {p.describe()}")
+
+
+def _participation(found: ParticipationResult, name: str, fix: str) -> Finding:
+    """A participation test's result as the finding ``name``."""
+    return Finding.checked(name, found.violation, True, found.message, found.fix or fix if found.violation else "",
+                           found.to_dict()["details"], read=found.read)
+
+
 #: The findings of the noise tests (:func:`audit.stats.noise_check.check_noise`), registered as the noise check's.
 NOISE_FINDINGS = ("noise-level", "noise-coverage", "noise-cross-tensor", "noise-independence", "noise-distribution",
                   "noise-seed")
 
 
-def _dpsgd_accounting(mechanism: DeclaredMechanism) -> str:
-    """The epsilon check's support: DP-SGD's PLD accountant, for DP-SGD only ("" when supported)."""
-    if mechanism.is_dpsgd:
+def _epsilon_support(mechanism: DeclaredMechanism) -> str:
+    """The epsilon check's support: DP-SGD by our PLD accountant, another mechanism by the DpEvent jax_privacy
+    builds for it ("" when supported, else why not)."""
+    return "" if mechanism.is_dpsgd else accounting_gap(mechanism)
+
+
+def _noise_support(mechanism: DeclaredMechanism) -> str:
+    """The noise tests' support: independent noise, or noise correlated by a banded Toeplitz strategy whose
+    sensitivity is read (:mod:`audit.stats.decorrelation`) under a participation jax_privacy accounts ("" when
+    supported, else why not)."""
+    noise, p = mechanism.noise, mechanism.participation
+    if noise.independent:
         return ""
-    return f"it accounts DP-SGD by the PLD accountant, and the declared mechanism is {mechanism.describe()}"
+    if noise.kind != "banded-toeplitz":
+        return f"it undoes a banded Toeplitz correlation, and the declared noise is {noise.describe()}"
+    cycle = p.cycle if isinstance(p, PoissonParticipation) else 1
+    return banded_sensitivity_reason(len(noise.coefficients), cycle) or accounting_gap(mechanism)
 
 
 _NOISE_FIX = ("declare independent noise if the loop adds it, or audit with --one-run alone; the noise tests undo a "
               "declared correlation once the gate reads it")
-_SAMPLING_FIX = ("declare plain Poisson participation if the loop samples so, or audit with --one-run alone; the "
-                 "tests of other participation laws are not in the gate yet")
 #: The accounting check's own registered checks (:mod:`audit.plugins.gate_checks`), in deciding order after the
 #: language-model checks (:mod:`audit.plugins.lm_checks`): facts read from the code, then the statistical tests
 #: (a third of alpha each to the sampling, rate and noise tests), then the epsilon the configuration gives.
@@ -448,12 +561,15 @@ CHECKS = (
     GateCheck("clipping", 50, run=_run_clipping),
     GateCheck("world-dependence", 60, run=lambda ev: [world_finding(ev)]),
     GateCheck("sampling", 70, 1.0, lambda ev: sampling_finding(ev.probe, ev.n, ev.alphas["sampling"], ev.seed),
-              only_dpsgd_participation, fix_unsupported=_SAMPLING_FIX),
+              applies=plain_poisson),
+    GateCheck("periodicity", 72, 1.0, lambda ev: [periodicity_finding(ev)], applies=plain_poisson),
+    GateCheck("participation", 74, 2.0, lambda ev: [participation_finding(ev)],
+              applies=lambda mechanism: not plain_poisson(mechanism)),
     GateCheck("rate", 80, 1.0, lambda ev: [rate_finding(ev.probe, ev.n, ev.config.rate, ev.alphas["rate"])],
-              only_dpsgd_participation, fix_unsupported=_SAMPLING_FIX),
-    GateCheck("noise", 90, 1.0, lambda ev: list(ev.noise.findings), only_independent_noise,
+              applies=plain_poisson),
+    GateCheck("noise", 90, 1.0, lambda ev: list(ev.noise.findings), _noise_support,
               emits=NOISE_FINDINGS, fix_unsupported=_NOISE_FIX),
-    GateCheck("epsilon", 100, run=_run_epsilon, supports=_dpsgd_accounting,
+    GateCheck("epsilon", 100, run=_run_epsilon, supports=_epsilon_support,
               fix_unsupported="give the accountant of the declared mechanism (a dp_accounting DpEvent)"),
 )
 for _check in CHECKS:
@@ -483,11 +599,23 @@ def check_lines(block: ConfigCheck) -> list[str]:
         return unread_lines
     if not problems:
         cfg = block.config or {}
+        if block.mechanism:
+            return [f"config:    as claimed: epsilon {cfg['epsilon']:.3g} by jax_privacy's accounting of the declared "
+                    f"mechanism ({_mechanism_words(block.mechanism)}; sigma {cfg['noise_multiplier']:.4g}, "
+                    f"{cfg['steps']} steps) <= claimed {block.claimed_epsilon:.3g}"]
         return [f"config:    as claimed: epsilon {cfg['epsilon']:.3g} by the PLD accountant for the DP-SGD the code "
                 f"runs (sigma {cfg['noise_multiplier']:.4g}, q {cfg['sample_rate']:.4g}, {cfg['steps']} steps) <= "
                 f"claimed {block.claimed_epsilon:.3g}"]
     return [f"CONFIG {'VIOLATION' if f.violation else 'FINDING'} ({f.check}): {f.message}"
             + (f" Fix: {f.fix}." if f.fix else "") for f in problems] + unread_lines
+
+
+def _mechanism_words(mechanism: Mapping[str, Any]) -> str:
+    """A declared mechanism as results.json holds it (:meth:`DeclaredMechanism.to_dict`), in a few words."""
+    part, noise = mechanism["participation"], mechanism["noise"]
+    rate = f" at q {part['rate']:.4g}" if "rate" in part else ""
+    return (f"{part['law']}{rate}" + (f", cycle {part['cycle']}" if part.get("cycle", 1) > 1 else "")
+            + (f", cap {part['cap']}" if "cap" in part else "") + f", {noise['matrix']} noise")
 
 
 def config_table(block: ConfigCheck) -> Table:

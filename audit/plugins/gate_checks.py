@@ -6,11 +6,14 @@ dp_accounting's ``supports(event)``: an accountant declines what it does not kno
 A :class:`GateCheck` is registered once, by the module that implements it (:func:`register`). From the registry:
 
 * **the alpha split** (:func:`alpha_split`): the accounting check's ``alpha`` divided among the registered
-  statistical checks in proportion to their shares, in one place, before any data is seen; a loop that runs
-  exactly as declared is flagged with probability at most ``alpha`` (Bonferroni over the shares, each
-  check keeping within its own).
+  statistical checks that apply to the declared mechanism, in proportion to their shares, in one place, before
+  any data is seen; a loop that runs exactly as declared is flagged with probability at most ``alpha``
+  (Bonferroni over the shares, each check keeping within its own).
 * **the deciding order** (:func:`deciding_rank`): facts read from the code before statistical tests; the
   first violation in this order is the one the verdict names.
+* **which checks apply** (``applies``): a check written for one family of mechanisms (the Poisson dispersion
+  test; the tests of a declared cyclic, truncated or balls-in-bins participation) does not run, and takes no
+  alpha, where another registered check tests the declared mechanism's law in its place.
 * **what a check cannot test** (:func:`unsupported_finding`): a check whose ``supports`` declines the declared
   mechanism (:class:`audit.theory.declared_mechanism.DeclaredMechanism`) does not run; its finding says
   could-not-read with the reason, so the block is "could-not-read" (exit 2 under ``--fail-above-claim``),
@@ -27,10 +30,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from audit.stats.outcome import Finding
-from audit.theory.declared_mechanism import DeclaredMechanism
+from audit.theory.declared_mechanism import DPSGD, DeclaredMechanism
 
 __all__ = ["GateCheck", "register", "registered", "alpha_split", "deciding_rank", "unsupported_finding",
-           "supports_everything", "only_dpsgd_participation", "only_independent_noise"]
+           "supports_everything", "only_dpsgd_participation", "only_independent_noise", "plain_poisson"]
 
 
 def supports_everything(_mechanism: DeclaredMechanism) -> str:
@@ -38,12 +41,17 @@ def supports_everything(_mechanism: DeclaredMechanism) -> str:
     return ""
 
 
+def plain_poisson(mechanism: DeclaredMechanism) -> bool:
+    """Whether the declared participation is plain Poisson sampling (no cycle, no cap)."""
+    return getattr(mechanism.participation, "law", "") == "poisson"
+
+
 def only_dpsgd_participation(mechanism: DeclaredMechanism) -> str:
     """Plain Poisson participation only ("" when supported, else why not)."""
-    p = mechanism.participation
-    if getattr(p, "law", "") == "poisson":
+    if plain_poisson(mechanism):
         return ""
-    return f"it tests plain Poisson sampling, and the declared participation is {p.describe()}"
+    return ("it tests plain Poisson sampling, and the declared participation is "
+            f"{mechanism.participation.describe()}")
 
 
 def only_independent_noise(mechanism: DeclaredMechanism) -> str:
@@ -66,6 +74,7 @@ class GateCheck:
         supports: "" when it can test the declared mechanism, else why not.
         emits: the names of its findings besides ``name`` (the noise tests' ``noise-level``, ...).
         fix_unsupported: what the user can do when the mechanism is not supported.
+        applies: whether it runs at all for a mechanism (module docstring; default: always).
     """
 
     name: str
@@ -75,6 +84,7 @@ class GateCheck:
     supports: Callable[[DeclaredMechanism], str] = supports_everything
     emits: tuple[str, ...] = ()
     fix_unsupported: str = ""
+    applies: Callable[[DeclaredMechanism], bool] = lambda _mechanism: True
 
 
 _REGISTRY: dict[str, GateCheck] = {}
@@ -90,17 +100,17 @@ def register(check: GateCheck) -> GateCheck:
     return check
 
 
-def registered() -> list[GateCheck]:
-    """The registered checks in deciding order."""
-    return sorted(_REGISTRY.values(), key=lambda c: (c.order, c.name))
+def registered(mechanism: DeclaredMechanism = DPSGD) -> list[GateCheck]:
+    """The registered checks that apply to ``mechanism``, in deciding order."""
+    return sorted((c for c in _REGISTRY.values() if c.applies(mechanism)), key=lambda c: (c.order, c.name))
 
 
-def alpha_split(alpha: float) -> dict[str, float]:
-    """The alpha of each registered statistical check: ``alpha`` in proportion to their shares (module
-    docstring)."""
+def alpha_split(alpha: float, mechanism: DeclaredMechanism = DPSGD) -> dict[str, float]:
+    """The alpha of each registered statistical check that applies to ``mechanism``: ``alpha`` in proportion to
+    their shares (module docstring)."""
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"the accounting check's alpha must lie in (0, 1) (got {alpha!r})")
-    tests = [c for c in registered() if c.alpha_share > 0]
+    tests = [c for c in registered(mechanism) if c.alpha_share > 0]
     total = sum(c.alpha_share for c in tests)
     return {c.name: alpha * c.alpha_share / total for c in tests}
 

@@ -26,7 +26,9 @@ import numpy as np
 from audit.errors import TargetCodeError, UserError
 from audit.plugins.training import train_once
 from audit.run_context import Stages
+from audit.stats.decorrelation import ToeplitzDecorrelator
 from audit.theory.claims import PURE_DP_DELTA, ApproxDPClaim, PrivacyClaim
+from audit.theory.declared_mechanism import DeclaredMechanism
 from audit.theory.dpsgd import DPSGDClaim, calibrate_noise_multiplier
 from targets.audit_hooks import StepSource, UpdateRecorder, loader_indices, recording
 from targets.catalogue import record_word
@@ -158,12 +160,21 @@ def repeat_matches(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: in
     return same, n
 
 
+def probe_recorder(mechanism: DeclaredMechanism) -> UpdateRecorder:
+    """A recorder of a run without canary, its noise seen with the ``mechanism``'s declared correlation undone
+    (:class:`audit.stats.decorrelation.ToeplitzDecorrelator` for a banded Toeplitz strategy)."""
+    recorder = UpdateRecorder(None, 0)
+    if mechanism.noise.kind == "banded-toeplitz" and not mechanism.noise.independent:
+        recorder.noise_view = ToeplitzDecorrelator(mechanism.noise.coefficients)
+    return recorder
+
+
 def probe(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int, delta: float,
           stages: Stages | None = None) -> Probe:
     """Train once without a canary, repeat its first steps (the reproducibility check) and read the code's
     DP-SGD. ``stages``: an :class:`audit.run_context.Stages` that times and announces the two stages."""
     probe_seed = int(np.random.SeedSequence([seed, 29]).generate_state(1)[0])
-    first = UpdateRecorder(None, 0)
+    first = probe_recorder(plugin.mechanism)
     records = record_word(plugin)
     with _stage(stages, "probe", f"probe: training the code once on its {len(X)} {records}, reading the DP-SGD "
                                  f"it runs"):

@@ -679,6 +679,7 @@ class ConfigCheck(Block):
         driver: what drove the training (a hooked loop, Opacus).
         n_train: the training records or texts.
         opacus_reported_epsilon: the epsilon Opacus reported for the training, where it ran.
+        mechanism: the mechanism the training declares (participation and noise; absent: DP-SGD).
     """
 
     status: str
@@ -695,6 +696,7 @@ class ConfigCheck(Block):
     driver: str | None = None
     n_train: int | None = None
     opacus_reported_epsilon: float | None = number_or_inf(optional=True)
+    mechanism: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

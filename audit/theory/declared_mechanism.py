@@ -144,7 +144,7 @@ class DeclaredMechanism:
 
     participation: Participation = field(default_factory=PoissonParticipation)
     noise: NoisingMatrix = IDENTITY
-    source: str = "the default: DP-SGD"
+    source: str = "declared by the plugin"
 
     @property
     def is_dpsgd(self) -> bool:
@@ -166,4 +166,4 @@ class DeclaredMechanism:
 
 
 #: DP-SGD: Poisson at the rate the hooks declare, fresh independent noise.
-DPSGD = DeclaredMechanism()
+DPSGD = DeclaredMechanism(source="the default: DP-SGD")

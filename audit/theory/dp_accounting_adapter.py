@@ -25,7 +25,11 @@ from dp_accounting import rdp as dp_rdp
 from audit.errors import UserError
 
 __all__ = ["TESTED_VERSIONS", "check_version", "dpsgd_event", "dpsgd_pld", "dpsgd_rdp", "rdp_epsilon",
-           "pld_profile_arrays", "calibrate_dpsgd_sigma"]
+           "pld_profile_arrays", "calibrate_dpsgd_sigma", "event_epsilon", "calibrate_event_sigma",
+           "EVENT_DISCRETIZATION"]
+
+#: The PLD value discretisation of :func:`event_epsilon` and :func:`calibrate_event_sigma` (the library's default).
+EVENT_DISCRETIZATION = 1e-4
 
 #: Versions of dp-accounting this module was tested with: [lowest, first untested minor).
 TESTED_VERSIONS = ("0.4.3", "0.7")
@@ -186,3 +190,59 @@ def calibrate_dpsgd_sigma(sample_rate: float, steps: int, epsilon: float, delta:
     return float(dp_accounting.calibrate_dp_mechanism(
         lambda: dp_pld.PLDAccountant(value_discretization_interval=discretization), make_event, epsilon, delta,
         bracket_interval=dp_accounting.ExplicitBracketInterval(*bracket), tol=tol))
+
+
+def event_epsilon(event: Any, delta: float, discretization: float = EVENT_DISCRETIZATION) -> float:
+    """Epsilon at ``delta`` of any ``dp_accounting`` DpEvent (a declared mechanism's, e.g. the ones jax_privacy's
+    execution plans emit) by the PLD accountant (add/remove neighbours, pessimistic discretisation).
+
+    Args:
+        event: the DpEvent.
+        delta: the delta.
+        discretization: the PLD's value discretisation interval.
+
+    Returns:
+        The epsilon.
+
+    Raises:
+        UserError: the PLD accountant does not support the event (``supports`` declines it).
+    """
+    check_version()
+    accountant = dp_pld.PLDAccountant(value_discretization_interval=discretization)
+    if not accountant.supports(event):
+        raise UserError(f"dp-accounting's PLD accountant does not support the event {type(event).__name__}")
+    accountant.compose(event)
+    return float(accountant.get_epsilon(delta))
+
+
+def calibrate_event_sigma(make_event: Callable[[float], Any], epsilon: float, delta: float,
+                          bracket: tuple[float, float] = (0.05, 500.0), tol: float = 1e-4,
+                          discretization: float = EVENT_DISCRETIZATION) -> float:
+    """The noise multiplier at which ``make_event(sigma)`` is (epsilon, delta)-DP by the PLD accountant
+    (dp-accounting's ``calibrate_dp_mechanism``, to ``tol``): first inside ``bracket`` on a PLD 100 times coarser
+    (pessimistic, so its root lies at or above the fine one; about a second), then within 2% below that root at
+    ``discretization`` (about 90 s for a 40-step amplified BandMF event done at once, 6 s in two passes).
+
+    Args:
+        make_event: sigma -> DpEvent.
+        epsilon: the target epsilon.
+        delta: the target delta.
+        bracket: (lowest, highest) noise multiplier searched.
+        tol: the search's tolerance on sigma.
+        discretization: the PLD's value discretisation interval.
+
+    Returns:
+        The noise multiplier.
+    """
+    check_version()
+
+    def search(interval: tuple[float, float], step: float, within: float) -> float:
+        return float(dp_accounting.calibrate_dp_mechanism(
+            lambda: dp_pld.PLDAccountant(value_discretization_interval=step), make_event, epsilon, delta,
+            bracket_interval=dp_accounting.ExplicitBracketInterval(*interval), tol=within))
+
+    coarse = search(bracket, 100 * discretization, 10 * tol)
+    try:
+        return search((0.98 * coarse, coarse * 1.001 + tol), discretization, tol)
+    except (ValueError, RuntimeError):  # the fine root outside the narrow bracket: search the whole one
+        return search(bracket, discretization, tol)

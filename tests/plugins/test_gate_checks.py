@@ -29,9 +29,13 @@ from targets.plugins.declared import declared_mechanism
 def test_the_alpha_split_comes_from_the_registry_and_spends_exactly_alpha():
     split = alpha_split(0.05)
     statistical = {c.name for c in registered() if c.alpha_share > 0}
-    assert set(split) == statistical == {"sampling", "rate", "noise"}
+    assert set(split) == statistical == {"sampling", "periodicity", "rate", "noise"}
     assert sum(split.values()) == pytest.approx(0.05)
-    assert all(v == pytest.approx(0.05 / 3) for v in split.values())
+    assert all(v == pytest.approx(0.05 / 4) for v in split.values())
+    cyclic = DeclaredMechanism(PoissonParticipation(0.1, cycle=4))
+    split = alpha_split(0.05, cyclic)  # the declared law's test in place of Poisson's three
+    assert split == pytest.approx({"participation": 0.05 * 2 / 3, "noise": 0.05 / 3})
+    assert {c.name for c in registered(cyclic)} >= {"participation", "noise", "records"}
     with pytest.raises(ValueError):
         alpha_split(1.0)
 

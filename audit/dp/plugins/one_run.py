@@ -68,7 +68,12 @@ from audit.dp.plugins.input_canaries import InputCanaries, canary_scores, input_
 from audit.dp.plugins.lm_blackbox import run_lm_blackbox
 from audit.errors import UserError
 from audit.plugins.accounting import INPUT_CANARY_SHARE, ONE_RUN_SHARE, config_table
-from audit.plugins.gate_checks import GateCheck, only_dpsgd_participation, only_independent_noise, unsupported_finding
+from audit.plugins.gate_checks import (
+    GateCheck,
+    only_dpsgd_participation,
+    only_independent_noise,
+    unsupported_finding,
+)
 from audit.plugins.probe import require_steps, run_once
 from audit.results_header import ResultsHeader
 from audit.run_context import RunContext, Stages
