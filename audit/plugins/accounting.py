@@ -44,18 +44,26 @@ with its fix); what leaves the accounting intact is a note:
 **The alpha split.** The check's statistical tests share one error budget ``alpha`` (the
 accounting check's part of the audit's family: all of ``1 - confidence`` with ``--check-config``,
 half of it with ``--one-run``, :data:`ONE_RUN_SHARE`), split before any data is seen by the registry of
-checks (:func:`audit.plugins.gate_checks.alpha_split` over :data:`CHECKS`): a third to the rate test, a third to
-the sampling test (its four dispersion tails at a twelfth of alpha each, each exact or a Monte-Carlo p-value of
-the law given the total) and a third to the noise (one alpha for the tests of
-:func:`audit.stats.noise_check.check_noise`, split among them there). A loop that runs exactly as it
-is accounted is flagged with probability at most ``alpha`` (Bonferroni); the clipping and
-world-dependence checks are facts read from the code, not tests, and use none of it.
+checks (:func:`audit.plugins.gate_checks.alpha_split` over :data:`CHECKS`, the checks that apply to the
+declared mechanism). Under plain Poisson: a quarter to the rate test, a quarter to the sampling test (its four
+dispersion tails at a sixteenth of alpha each, each exact or a Monte-Carlo p-value of the law given the total), a
+quarter to the periodicity test (records that join only every c-th step: cyclic participation accounted as
+Poisson, :func:`audit.stats.participation_check.periodic_participation_check`) and a quarter to the noise (one
+alpha for the tests of :func:`audit.stats.noise_check.check_noise`, split among them there). Under another
+declared participation, two thirds to its own law's test (:func:`participation_finding`) and a third to the
+noise. A loop that runs exactly as it is declared is flagged with probability at most ``alpha`` (Bonferroni);
+the clipping and world-dependence checks are facts read from the code, not tests, and use none of it.
 
-**The declared mechanism.** Each registered check says which mechanisms it can test
-(:mod:`audit.theory.declared_mechanism`, the plugin's ``"mechanism"``): the sampling and rate tests plain
-Poisson participation, the noise tests independent noise, the epsilon DP-SGD's PLD accountant. A check that
-cannot test the declared mechanism does not run and says could-not-read with the reason
-(:func:`audit.plugins.gate_checks.unsupported_finding`): never a violation of correct code, never a pass.
+**The declared mechanism.** Each registered check says which mechanisms it applies to and which it can test
+(:mod:`audit.theory.declared_mechanism`, the plugin's ``"mechanism"``): a declared cyclic, truncated,
+balls-in-bins or min-separation participation is tested under its own law (the ``participation`` check, in
+place of the sampling, periodicity and rate tests); noise correlated by a declared banded Toeplitz strategy is
+decorrelated step by step before the noise tests (:func:`audit.plugins.probe.probe_recorder`), read at the
+strategy's sensitivity; epsilon and the noise the claim needs come from the DpEvent jax_privacy builds for the
+mechanism (:func:`targets.plugins.declared.event_maker`). A check that cannot test the declared mechanism (a BLT
+or dense strategy; a participation jax_privacy has no accountant for) does not run and says could-not-read with
+the reason (:func:`audit.plugins.gate_checks.unsupported_finding`): never a violation of correct code, never a
+pass.
 
 **Nothing unread passes.** Each check ends ok, violation, or *could not read* with its reason (a finding
 with ``read`` False: the records of the steps unseen, so sampling, rate and clipping untested): a check that
