@@ -1,5 +1,6 @@
 """JAX loops of the mechanisms jax_privacy 2.0 trains and accounts, written as its user writes them, and the
-mistakes those mechanisms invite (issue 49; docs/references.md, "Configuration checks" and "Bug zoo").
+mistakes those mechanisms invite (issue 49; docs/references.md, "Configuration checks", "Correlated noise" and
+"Bug zoo").
 
 Every loop trains the JAX zoo's model (:mod:`examples.zoo.jax_loops`: softmax regression on the first 300
 rows of scikit-learn's digits, its per-example clipped sum :func:`examples.zoo.jax_loops._clipped_sum` at

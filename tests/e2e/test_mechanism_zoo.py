@@ -1,7 +1,8 @@
-"""The mechanism zoo (examples/zoo/jax_mechanisms.py; issue 49; docs/references.md, "Configuration checks" and
-"Bug zoo"): jax_privacy loops of the mechanisms the gate reads from a plugin's ``"mechanism"`` — Band-MF with
-cyclic Poisson, truncated Poisson, cyclic Poisson and balls-in-bins with independent noise — and four mistakes,
-each at 40 and 200 steps, audited by ``run dp --check-config --fail-above-claim`` as a user runs it.
+"""The mechanism zoo (examples/zoo/jax_mechanisms.py; issue 49; docs/references.md, "Configuration checks",
+"Correlated noise" and "Bug zoo"): jax_privacy loops of the mechanisms the gate reads from a plugin's
+``"mechanism"`` — Band-MF with cyclic Poisson, truncated Poisson, cyclic Poisson and balls-in-bins with
+independent noise — and four mistakes, each at 40 and 200 steps, audited by ``run dp --check-config
+--fail-above-claim`` as a user runs it.
 
 The assertions are the target: a correct loop exits 0 with the accounting check "ok" and prints the declared
 mechanism's epsilon (within 2% of jax_privacy's, its claim); a mistake exits 1 with a violation by the finding
