@@ -116,6 +116,7 @@ class Watch:
     ids: Counter = field(default_factory=Counter)
     hook: Any = None
     restore: Any = None
+    dropout: list[tuple[Any, float]] = field(default_factory=list)
 
     def names(self) -> dict[int, str]:
         return {id(p): n.removeprefix("_module.") for n, p in self.module.named_parameters()}
@@ -226,8 +227,9 @@ def _attach(watch: Watch, out: tuple) -> tuple:
             p.copy_(value)
 
     watch.restore = module.register_forward_pre_hook(restore)
-    for sub in module.modules():
+    for sub in module.modules():  # the rate each had is put back when the replay ends (_replay_call)
         if isinstance(sub, torch.nn.modules.dropout._DropoutNd):
+            watch.dropout.append((sub, sub.p))
             sub.p = 0.0
     return (*out[:-1], _replay_loader(out[-1], watch))
 
@@ -286,6 +288,8 @@ def _replay_call(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int)
         for handle in (replay.hook, replay.restore):
             if handle is not None:
                 handle.remove()
+        for sub, rate in replay.dropout:  # a model the user's code keeps across calls trains with its dropout
+            sub.p = rate
     return replay
 
 

@@ -89,8 +89,31 @@ def _head_outside_dp(texts: list[str], seed: int):
     return lm_loops._logprobs(model, lm_loops.TOKENIZER.encode)
 
 
-def test_a_tensor_trained_outside_the_dp_optimizer_is_a_violation():
+def test_a_tensor_trained_outside_the_dp_optimizer_is_a_violation(monkeypatch):
+    """Also: the replay sets every dropout rate to 0 (its steps must be reproducible) and puts the rates back when it
+    ends, so nothing the user's code holds is left changed (issue 49: "dropout.p = 0 on the user's modules is never
+    undone"); the models this loop builds are recorded, their rates set apart from 0 first."""
+    built = []
+
+    def build(*args, **kwargs):
+        model = original(*args, **kwargs)
+        for i, m in enumerate(_dropouts(model)):
+            m.p = 0.05 + 0.01 * i
+        built.append(model)
+        return model
+
+    original = lm_loops.build_model
+    monkeypatch.setattr(lm_loops, "build_model", build)
     runs, found = _check("head", _head_outside_dp)
     assert runs and found["non-dp-updates"].violation
     assert found["non-dp-updates"].details["moved_outside_dp"] == ["base_model.model.lm_head.weight"]
     assert not found["loss-coupling"].problem and not found["frozen-weights"].problem
+    assert len(built) == 2  # the watched training and the replay
+    assert all([m.p for m in _dropouts(model)] == [0.05 + 0.01 * i for i in range(len(_dropouts(model)))]
+               for model in built)
+
+
+def _dropouts(model: torch.nn.Module) -> list[torch.nn.Module]:
+    found = [m for m in model.modules() if isinstance(m, torch.nn.modules.dropout._DropoutNd)]
+    assert found
+    return found
