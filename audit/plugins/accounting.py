@@ -82,6 +82,7 @@ from typing import Any
 
 import numpy as np
 
+from audit.plugins.confirmation import CONFIRM_ALPHA, confirmed
 from audit.plugins.final_model import final_model_check
 from audit.plugins.gate_checks import (
     GateCheck,
@@ -385,11 +386,14 @@ def accounting_check(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: 
     mechanism, delta = plugin.mechanism, plugin.delta
     ev = gather_evidence(plugin, X, y, seed, found, claim, alpha)
     findings: list[Finding] = []
+    ran = []
     for check in registered(mechanism):
         if check.run is None:
             continue
         reason = check.supports(mechanism)
         findings += [unsupported_finding(check, reason)] if reason else list(check.run(ev))
+        ran += [] if reason else [check]
+    findings, again = confirmed(findings, ran, lambda alphas: fresh_evidence(plugin, X, y, ev, alphas))
     clipping = clipping_check(ev.probe)
     sampling = next((f.details for f in findings if f.check == "sampling" and f.details and f.read), None)
     epsilon = next((f.details.get("epsilon") for f in findings if f.check == "epsilon" and f.details), None)
@@ -400,7 +404,7 @@ def accounting_check(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: 
                        clipping=clipping, alpha=alpha,
                        alpha_split=alphas | ({"sampling_per_tail": alphas["sampling"] / SAMPLING_TAILS}
                                              if "sampling" in alphas else {}),
-                       trainings=4, nulls=frozenset({"sampling"} if sampling is None else ()),
+                       trainings=4 + again, nulls=frozenset({"sampling"} if sampling is None else ()),
                        mechanism=None if mechanism.is_dpsgd else mechanism.to_dict())
 
 
@@ -420,13 +424,33 @@ def gather_evidence(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: i
     added_run = probe_recorder(mechanism)
     added_run.iterates = IterateSketch(recorder.steps, seed)  # the final-model check reads this run
     trained = world_training(plugin, np.concatenate([X, X[:1]]), np.concatenate([y, y[:1]]), seed, 31, added_run)
-    scale = noise_scale(mechanism.noise.coefficients) if mechanism.noise.kind == "banded-toeplitz" else 1.0
-    noise = check_noise(recorder.noise, added_run.noise, recorder.clip_norm * scale, needed, alphas["noise"])
+    noise = check_noise(recorder.noise, added_run.noise, noise_clip(mechanism, recorder.clip_norm), needed,
+                        alphas["noise"])
     sigma = max(measured_sigma(noise, sigma_code), TINY)  # a tensor without noise measures 0
     removed_run = world_run(plugin, X[1:], y[1:], seed, 43)
     return Evidence(probe=recorder, added=added_run, removed=removed_run, trained=trained, n=n,
                     mechanism=mechanism, alphas=alphas, noise=noise, config=read_config(recorder, sigma, n),
                     claim=claim, delta=delta, needed=needed, sigma_code=sigma_code, seed=seed, make_event=make_event)
+
+
+def noise_clip(mechanism: DeclaredMechanism, clip: float) -> float:
+    """The clip norm the noise tests read the (decorrelated) noise with: ``clip`` times the declared banded
+    strategy's sensitivity (:func:`audit.stats.decorrelation.noise_scale`), ``clip`` for independent noise."""
+    return clip * (noise_scale(mechanism.noise.coefficients) if mechanism.noise.kind == "banded-toeplitz" else 1.0)
+
+
+def fresh_evidence(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, ev: Evidence,
+                   alphas: dict[str, float]) -> Evidence:
+    """``ev`` with the probe replaced by one more training of the code from another seed (fresh sampling and fresh
+    noise) and its tests at ``alphas``: the evidence that confirms a statistical violation
+    (:mod:`audit.plugins.confirmation`). The noise tests compare it with the run with one record added."""
+    fresh = probe_recorder(ev.mechanism)
+    run_once(plugin, X, y, int(np.random.SeedSequence([ev.seed, 47]).generate_state(1)[0]), fresh)
+    require_steps(plugin, fresh)
+    noise = check_noise(fresh.noise, ev.added.noise, noise_clip(ev.mechanism, fresh.clip_norm), ev.needed,
+                        alphas.get("noise", CONFIRM_ALPHA))
+    sigma = max(measured_sigma(noise, ev.sigma_code), TINY)
+    return replace(ev, probe=fresh, noise=noise, config=read_config(fresh, sigma, len(X)), alphas=alphas)
 
 
 def mechanism_event(mechanism: DeclaredMechanism, recorder: UpdateRecorder, n: int) -> Callable[[float], Any] | None:

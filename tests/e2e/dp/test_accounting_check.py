@@ -90,6 +90,8 @@ def test_shuffled_batches_are_a_violation():
     block = _check(_loop(shuffled=True))
     assert _finding(block, "sampling")["details"]["verdict"] in ("shuffled", "fixed-size")
     assert _finding(block, "sampling")["violation"] and block["status"] == "violation"
+    # statistical only: confirmed on one more training from another seed before it fails the gate
+    assert "Confirmed on fresh evidence" in _finding(block, "sampling")["message"] and block["trainings"] == 5
 
 
 def test_rate_from_dataset_size_is_a_violation_both_ways():
