@@ -31,7 +31,9 @@ def game_phrase(outcome: Outcome) -> str:
     if outcome.game is None and check is not None:
         return (f"its accounting check alone (--check-config): the DP-SGD configuration read from "
                 f"{format_value(check.trainings)} instrumented calls of the code's training (the "
-                f"probe, the first steps of its repeat, the dataset plus one record and less one record) and "
+                f"probe, the first steps of its repeat and of a run from another seed, the dataset plus one record "
+                f"and less one record, and where a statistical test alone rejected, one more run from another "
+                f"seed) and "
                 f"compared with the claim; no canaries, no attack")
     if game.one_run:
         return (f"one run of your training with {format_value(game.canaries)} {game.canary_kind} "

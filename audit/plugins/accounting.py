@@ -30,7 +30,7 @@ with its fix); what leaves the accounting intact is a note:
 * **noise** (:func:`audit.stats.noise_check.check_noise`, the noise share of alpha split among its
   tests): noise below the multiplier the claim needs in any tensor or step, noise not drawn afresh at
   every step, noise that is not Gaussian, and noise that does not change with the seed (the probe
-  against the run on the dataset plus one record, from another seed): each a violation.
+  against the first steps of a run on the same records from another seed): each a violation.
 * **final-model** (:mod:`audit.plugins.final_model`), from the run on the dataset plus one record: the
   parameters the code returns must be its last DP iterate or a linear combination of its iterates (an
   average or EMA); a model changed outside DP-SGD (a non-private pass after the noisy steps) is a
@@ -93,7 +93,7 @@ from audit.plugins.gate_checks import (
     registered,
     unsupported_finding,
 )
-from audit.plugins.probe import Probe, probe_recorder, require_steps, run_once
+from audit.plugins.probe import Probe, first_steps_from_another_seed, probe_recorder, require_steps, run_once
 from audit.stats.decorrelation import banded_sensitivity_reason, noise_scale
 from audit.stats.noise_check import NoiseCheck, check_noise
 from audit.stats.outcome import ClippingCheck, ConfigCheck, Finding, Table
@@ -404,14 +404,16 @@ def accounting_check(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: 
                        clipping=clipping, alpha=alpha,
                        alpha_split=alphas | ({"sampling_per_tail": alphas["sampling"] / SAMPLING_TAILS}
                                              if "sampling" in alphas else {}),
-                       trainings=4 + again, nulls=frozenset({"sampling"} if sampling is None else ()),
+                       trainings=5 + again, nulls=frozenset({"sampling"} if sampling is None else ()),
                        mechanism=None if mechanism.is_dpsgd else mechanism.to_dict())
 
 
 def gather_evidence(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int, found: Probe, claim: Any,
                     alpha: float) -> Evidence:
     """The :class:`Evidence` of :func:`accounting_check`: the runs with one record added and removed, and the noise
-    tests of the probe against the first (the noise multiplier the configuration is read with). For a declared
+    tests of the probe (the noise multiplier the configuration is read with), its noise-seed test against the first
+    steps of a run on the same records from another seed
+    (:func:`audit.plugins.probe.first_steps_from_another_seed`). For a declared
     mechanism other than DP-SGD that jax_privacy accounts, the noise the claim needs is calibrated on its DpEvent
     and the noise tests read the noise with the declared correlation undone at the strategy's sensitivity
     (:mod:`audit.stats.decorrelation`)."""
@@ -424,7 +426,8 @@ def gather_evidence(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: i
     added_run = probe_recorder(mechanism)
     added_run.iterates = IterateSketch(recorder.steps, seed)  # the final-model check reads this run
     trained = world_training(plugin, np.concatenate([X, X[:1]]), np.concatenate([y, y[:1]]), seed, 31, added_run)
-    noise = check_noise(recorder.noise, added_run.noise, noise_clip(mechanism, recorder.clip_norm), needed,
+    seeded = first_steps_from_another_seed(plugin, X, y, int(np.random.SeedSequence([seed, 53]).generate_state(1)[0]))
+    noise = check_noise(recorder.noise, seeded.noise, noise_clip(mechanism, recorder.clip_norm), needed,
                         alphas["noise"])
     sigma = max(measured_sigma(noise, sigma_code), TINY)  # a tensor without noise measures 0
     removed_run = world_run(plugin, X[1:], y[1:], seed, 43)
@@ -447,7 +450,7 @@ def fresh_evidence(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, ev: Evid
     fresh = probe_recorder(ev.mechanism)
     run_once(plugin, X, y, int(np.random.SeedSequence([ev.seed, 47]).generate_state(1)[0]), fresh)
     require_steps(plugin, fresh)
-    noise = check_noise(fresh.noise, ev.added.noise, noise_clip(ev.mechanism, fresh.clip_norm), ev.needed,
+    noise = check_noise(fresh.noise, ev.probe.noise, noise_clip(ev.mechanism, fresh.clip_norm), ev.needed,
                         alphas.get("noise", CONFIRM_ALPHA))
     sigma = max(measured_sigma(noise, ev.sigma_code), TINY)
     return replace(ev, probe=fresh, noise=noise, config=read_config(fresh, sigma, len(X)), alphas=alphas)

@@ -160,6 +160,35 @@ def repeat_matches(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: in
     return same, n
 
 
+class _FirstSteps(UpdateRecorder):
+    """A probe recorder that stops the run after ``limit`` noisy steps."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(None, 0)
+        self.limit = limit
+
+    def _observe(self, tensors: list[Any]) -> None:
+        super()._observe(tensors)
+        if len(self.observations) >= self.limit:
+            raise _RepeatDecided
+
+
+def first_steps_from_another_seed(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int,
+                                  limit: int = REPEAT_STEPS) -> UpdateRecorder:
+    """The first ``limit`` noisy steps of ``train`` on the same records from ``seed`` (another than the probe's),
+    their noise seen as the probe's (:func:`probe_recorder`): the run the noise-seed test compares with the probe
+    (a seed that never changes the noise, e.g. a ``TrainingArguments`` without ``seed=`` calling ``set_seed(42)``
+    after the user's seeding, repeats the probe's noise here, where a world with one record more or less draws
+    it shifted; issue 50)."""
+    run = _FirstSteps(limit)
+    run.noise_view = probe_recorder(plugin.mechanism).noise_view
+    try:
+        run_once(plugin, X, y, seed, run)
+    except _RepeatDecided:
+        pass
+    return run
+
+
 def probe_recorder(mechanism: DeclaredMechanism) -> UpdateRecorder:
     """A recorder of a run without canary, its noise seen with the ``mechanism``'s declared correlation undone
     (:class:`audit.stats.decorrelation.ToeplitzDecorrelator` for a banded Toeplitz strategy)."""

@@ -32,4 +32,4 @@ def test_quick_benchmark_writes_its_figures_and_the_load(tmp_path):
         timing = figures["timing"]
         assert timing["total_s"] >= sum(v for k, v in timing.items() if k != "total_s")
         assert figures["verdict"] == "consistent"
-    assert results["one_run"]["trainings"] == 5
+    assert results["one_run"]["trainings"] == 6

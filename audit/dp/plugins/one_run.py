@@ -484,7 +484,8 @@ def _results(opts: DPOptions, audited: AuditedPluginRun, stats: OneRunResults) -
         game=Game(one_run=True, runs=1, canaries=int(inc.size), canary_kind=audited.canary_info["kind"],
                   canary=audited.canary_info, threat=threat, observation=audited.observation(),
                   trainings_text=f"{trainings} calls of the code's training: the probe, the first steps of its "
-                                 f"repeat (stopped once the reproducibility check is decided), "
+                                 f"repeat (stopped once the reproducibility check is decided) and of a run from "
+                                 f"another seed (the noise-seed test), "
                                  + ("three steps replayed on chosen batches (language-model checks), "
                                     if is_language_model(plugin) else "")
                                  + "the dataset plus one record and less one record (accounting check), and the "
@@ -513,7 +514,8 @@ def plugin_one_run_summary(outcome: Outcome) -> list[str]:
     lm = "language-model checks" in (game.trainings_text or "")
     replay = "the language-model checks' replay, " if lm else ""
     lines = [f"training:  the audited run on all {game.n_train} {'texts' if lm else 'rows'}; "
-             f"{game.trainings} calls of the code's training in all (probe, the first steps of its repeat, "
+             f"{game.trainings} calls of the code's training in all (probe, the first steps of its repeat and of "
+             f"a run from another seed, "
              f"{replay}the dataset plus and less one record, the audited run)"]
     inputs = game.input_canaries
     if inputs:

@@ -25,11 +25,12 @@ def _data():
     return rng.normal(size=(N, 5)).astype(np.float32), rng.integers(0, 2, N)
 
 
-def _loop(*, epochs=EPOCHS, rate=None, shuffled=False, hooks=True, report=True):
+def _loop(*, epochs=EPOCHS, rate=None, shuffled=False, hooks=True, report=True, constant_seed=False):
     """A hand-written DP-SGD loop (per-example clipping, sum + noise); ``rate`` None: fixed Q, else
-    rate(n) computed from the data; ``shuffled``: fixed-size batches of a permutation."""
+    rate(n) computed from the data; ``shuffled``: fixed-size batches of a permutation; ``constant_seed``: the
+    generator seeded by 42 whatever the seed (a library's ``set_seed(42)`` after the user's seeding)."""
     def train(X, y, seed):
-        gen = torch.manual_seed(seed)
+        gen = torch.manual_seed(42 if constant_seed else seed)
         X, y = torch.as_tensor(X), torch.as_tensor(y)
         w = torch.zeros(X.shape[1], 2)
         q = Q if rate is None else rate(len(X))
@@ -91,7 +92,16 @@ def test_shuffled_batches_are_a_violation():
     assert _finding(block, "sampling")["details"]["verdict"] in ("shuffled", "fixed-size")
     assert _finding(block, "sampling")["violation"] and block["status"] == "violation"
     # statistical only: confirmed on one more training from another seed before it fails the gate
-    assert "Confirmed on fresh evidence" in _finding(block, "sampling")["message"] and block["trainings"] == 5
+    assert "Confirmed on fresh evidence" in _finding(block, "sampling")["message"] and block["trainings"] == 6
+
+
+def test_a_seed_that_never_changes_the_noise_is_a_violation():
+    """The same records from another seed give the same noise (issue 50: a world with one record more or less
+    draws the stream shifted, so the old comparison passed it); the repeat from the same seed cannot see it."""
+    block = _check(_loop(constant_seed=True))
+    seed = _finding(block, "noise-seed")
+    assert seed["violation"] and block["status"] == "violation" and "largest_cosine" in str(seed["details"])
+    assert not _finding(_check(_loop()), "noise-seed")["problem"]
 
 
 def test_rate_from_dataset_size_is_a_violation_both_ways():

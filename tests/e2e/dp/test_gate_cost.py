@@ -97,8 +97,9 @@ def test_check_config_prints_each_stage_with_an_estimate_and_logs_it(tmp_path, c
     timing = res["timing"]
     stages = sum(v for k, v in timing.items() if k != "total_s")
     assert timing["total_s"] >= stages > 0 and {"probe_s", "repeat_s", "other_world_s"} <= set(timing)
-    # the repeat stopped after REPEAT_STEPS noisy steps: probe, repeat, the worlds plus and less one record
-    assert CALLS == [STEPS, REPEAT_STEPS, STEPS, STEPS]
+    # the repeat and the run from another seed (the noise-seed test) stopped after REPEAT_STEPS noisy steps: probe,
+    # repeat, the world plus one record, the other seed, the world less one record
+    assert CALLS == [STEPS, REPEAT_STEPS, STEPS, REPEAT_STEPS, STEPS]
     assert res["config_check"]["status"] == "ok"
 
 
@@ -118,7 +119,7 @@ def test_one_run_announces_five_stages_and_total_covers_them(tmp_path, capsys):
     assert "[5/5] audited run" in log and "stage audited_run ended after" in log
     timing = res["timing"]
     assert timing["total_s"] >= sum(v for k, v in timing.items() if k != "total_s")
-    assert CALLS == [STEPS, REPEAT_STEPS, STEPS, STEPS, STEPS] and res["game"]["trainings"] == 5
+    assert CALLS == [STEPS, REPEAT_STEPS, STEPS, REPEAT_STEPS, STEPS, STEPS] and res["game"]["trainings"] == 6
 
 
 def test_a_loop_ignoring_its_seed_is_caught_by_the_repeat_at_its_first_step(tmp_path, capsys):

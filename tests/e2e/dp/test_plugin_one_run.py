@@ -36,7 +36,7 @@ def test_one_run_of_a_hooked_loop_trains_once_on_the_whole_dataset(tmp_path, cap
     assert out.splitlines()[0].startswith("config:    as claimed")  # the accounting check is printed first
     res = _results(tmp_path)
     game = res["game"]
-    assert game["one_run"] and game["trainings"] == 5 and game["n_train"] == N > MAX_TRAIN
+    assert game["one_run"] and game["trainings"] == 6 and game["n_train"] == N > MAX_TRAIN
     assert game["canary_kind"] == "dirac" and game["canaries"] == FEATURES * CLASSES  # capped by the parameters
     assert game["observation"]["steps_audited_run"] == STEPS
     assert res["config_check"]["status"] == "ok" and res["verdict"]["status"] == "consistent"
@@ -64,7 +64,7 @@ def test_white_box_of_a_hooked_loop_is_one_line_exit_2(tmp_path, capsys):
 
 def test_assert_private_one_run_passes_a_correct_loop(tmp_path):
     outcome = assert_private(hooked_plugin("one_run_correct"), one_run=True, out=tmp_path)
-    assert outcome.game.trainings == 5 and outcome.verdict.status == "consistent"
+    assert outcome.game.trainings == 6 and outcome.verdict.status == "consistent"
 
 
 def test_assert_private_one_run_flags_a_loop_that_trains_three_times_the_epochs(tmp_path):
@@ -80,6 +80,6 @@ def test_opacus_tutorial_cnn_one_run_at_ci_size(tmp_path, capsys):
                  "-q", "--fail-above-claim", "--out", str(tmp_path)])
     assert code == 0, capsys.readouterr()
     res = _results(tmp_path)
-    assert res["game"]["trainings"] == 5 and res["game"]["n_train"] == 500
+    assert res["game"]["trainings"] == 6 and res["game"]["n_train"] == 500
     assert res["model"]["parameters"] > 20_000 and res["params"]["code"]["driver"] == "opacus"
     assert res["config_check"]["status"] == "ok"
