@@ -41,18 +41,19 @@ with its fix); what leaves the accounting intact is a note:
   rate, the noisy steps it took — by our PLD accountant
   (:func:`audit.theory.config_check.check_config_against_claim`). Above the claim: a violation.
 
-**The alpha split.** The check's statistical tests share one error budget ``alpha`` (the
-accounting check's part of the audit's family: all of ``1 - confidence`` with ``--check-config``,
-half of it with ``--one-run``, :data:`ONE_RUN_SHARE`), split before any data is seen by the registry of
-checks (:func:`audit.plugins.gate_checks.alpha_split` over :data:`CHECKS`, the checks that apply to the
-declared mechanism). Under plain Poisson: a quarter to the rate test, a quarter to the sampling test (its four
-dispersion tails at a sixteenth of alpha each, each exact or a Monte-Carlo p-value of the law given the total), a
-quarter to the periodicity test (records that join only every c-th step: cyclic participation accounted as
-Poisson, :func:`audit.stats.participation_check.periodic_participation_check`) and a quarter to the noise (one
-alpha for the tests of :func:`audit.stats.noise_check.check_noise`, split among them there). Under another
-declared participation, two thirds to its own law's test (:func:`participation_finding`) and a third to the
-noise. A loop that runs exactly as it is declared is flagged with probability at most ``alpha`` (Bonferroni);
-the clipping and world-dependence checks are facts read from the code, not tests, and use none of it.
+**The alpha split.** The check's statistical tests share one error budget ``alpha`` (the accounting check's part of
+the audit's family: all of ``1 - confidence`` with ``--check-config``, half of it with ``--one-run``,
+:data:`ONE_RUN_SHARE`), split before any data is seen by the registry of checks
+(:func:`audit.plugins.gate_checks.alpha_split` over :data:`CHECKS`, the checks that apply to the declared
+mechanism). Under plain Poisson: a quarter to the rate test, a quarter to the sampling test (its four dispersion
+tails at a sixteenth of alpha each, each exact or a Monte-Carlo p-value of the law given the total), a quarter to
+the periodicity check, half to records that join only every c-th step (cyclic participation accounted as Poisson,
+:func:`audit.stats.participation_check.periodic_participation_check`) and half to batches cut to a cap (truncation
+accounted as Poisson, :func:`audit.stats.participation_check.cap_under_poisson_check`), and a quarter to the noise
+(one alpha for the tests of :func:`audit.stats.noise_check.check_noise`, split among them there). Under another
+declared participation, two thirds to its own law's test (:func:`participation_finding`) and a third to the noise. A
+loop that runs exactly as it is declared is flagged with probability at most ``alpha`` (Bonferroni); the clipping
+and world-dependence checks are facts read from the code, not tests, and use none of it.
 
 **The declared mechanism.** Each registered check says which mechanisms it applies to and which it can test
 (:mod:`audit.theory.declared_mechanism`, the plugin's ``"mechanism"``): a declared cyclic, truncated,
@@ -100,6 +101,7 @@ from audit.stats.outcome import ClippingCheck, ConfigCheck, Finding, Table
 from audit.stats.participation_check import (
     ParticipationResult,
     balls_in_bins_check,
+    cap_under_poisson_check,
     cyclic_poisson_check,
     min_separation_check,
     periodic_participation_check,
@@ -522,19 +524,23 @@ def _run_final_model(ev: Evidence) -> list[Finding]:
     return [final_model_check(ev.added.iterates, ev.trained, ev.added.source.kind)]
 
 
-def periodicity_finding(ev: Evidence) -> Finding:
-    """The periodicity finding under declared plain Poisson sampling: records that join only every c-th step
-    (cyclic or balls-in-bins participation accounted as Poisson,
-    :func:`audit.stats.participation_check.periodic_participation_check`); could-not-read when some step's records
-    were not seen."""
+def periodicity_findings(ev: Evidence) -> list[Finding]:
+    """Under declared plain Poisson sampling, the participation of another law the loop may really run, each at
+    half the check's alpha: **periodicity**, records that join only every c-th step (cyclic or balls-in-bins
+    participation accounted as Poisson, :func:`audit.stats.participation_check.periodic_participation_check`),
+    and **truncation**, batches cut to a cap (:func:`audit.stats.participation_check.cap_under_poisson_check`);
+    could-not-read when some step's records were not seen."""
     batches = _seen_batches(ev.probe)
     if batches is None:
-        return Finding.checked("periodicity", False, True, _unseen_steps(ev.probe, "periodic participation"),
-                               read=False)
-    found = periodic_participation_check(batches, ev.n, ev.alphas["periodicity"], ev.seed)
+        return [Finding.checked(name, False, True, _unseen_steps(ev.probe, what), read=False)
+                for name, what in (("periodicity", "periodic participation"), ("truncation", "a cap on the batches"))]
+    alpha = ev.alphas["periodicity"] / 2
+    found = periodic_participation_check(batches, ev.n, alpha, ev.seed)
     if not found.read:  # too few steps for any cycle: nothing periodic to see, the sampling test reads the law
-        return Finding.checked("periodicity", False, True, found.message, details=found.to_dict()["details"])
-    return _participation(found, "periodicity", FIX_PERIODIC)
+        periodic = Finding.checked("periodicity", False, True, found.message, details=found.to_dict()["details"])
+    else:
+        periodic = _participation(found, "periodicity", FIX_PERIODIC)
+    return [periodic, _participation(cap_under_poisson_check(batches, ev.n, alpha, ev.seed), "truncation", "")]
 
 
 def participation_finding(ev: Evidence) -> Finding:
@@ -597,7 +603,7 @@ CHECKS = (
     GateCheck("world-dependence", 60, run=lambda ev: [world_finding(ev)]),
     GateCheck("sampling", 70, 1.0, lambda ev: sampling_finding(ev.probe, ev.n, ev.alphas["sampling"], ev.seed),
               applies=plain_poisson),
-    GateCheck("periodicity", 72, 1.0, lambda ev: [periodicity_finding(ev)], applies=plain_poisson),
+    GateCheck("periodicity", 65, 1.0, periodicity_findings, applies=plain_poisson, emits=("truncation",)),
     GateCheck("participation", 74, 2.0, lambda ev: [participation_finding(ev)],
               applies=lambda mechanism: not plain_poisson(mechanism)),
     GateCheck("rate", 80, 1.0, lambda ev: [rate_finding(ev.probe, ev.n, ev.config.rate, ev.alphas["rate"])],

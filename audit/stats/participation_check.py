@@ -89,7 +89,7 @@ from audit.errors import UserError
 from audit.stats.sampling_check import MC_PER_LEVEL, rate_test, sampling_from_batches
 
 __all__ = ["ParticipationResult", "cyclic_poisson_check", "balls_in_bins_check", "min_separation_check",
-           "periodic_participation_check", "PARTITIONS"]
+           "periodic_participation_check", "cap_under_poisson_check", "PARTITIONS"]
 
 #: Partition types of cyclic Poisson sampling (jax_privacy ``PartitionType``); None: unknown, valid under both.
 PARTITIONS = ("independent", "equal_split")
@@ -781,8 +781,8 @@ def periodic_participation_check(batches: Sequence[ArrayLike], n: int, alpha: fl
         if p < share:
             flagged.append(c)
     details.update(per_cycle=per_cycle, significance_per_cycle=share, flagged_cycles=flagged)
-    if flagged:
-        c = flagged[0]
+    if flagged:  # the cycle all informative records keep to (cycle 4 also keeps them on one residue mod 2)
+        c = max(flagged, key=lambda k: (per_cycle[str(k)]["one_residue_records"], k))
         seen = per_cycle[str(c)]
         return ParticipationResult(
             check="periodic-participation", violation=True, read=True,
@@ -796,3 +796,48 @@ def periodic_participation_check(batches: Sequence[ArrayLike], n: int, alpha: fl
     return ParticipationResult(check="periodic-participation", violation=False, read=True,
                                message="No periodic participation: records take part at steps spread as "
                                        "Poisson sampling spreads them.", details=details)
+
+
+def cap_under_poisson_check(batches: Sequence[ArrayLike], n: int, alpha: float, seed: int) -> ParticipationResult:
+    """Under a declared plain Poisson law, whether the batches are capped (truncated Poisson accounted as plain
+    Poisson: the cap leaves out of the accounting what it does to a record's chance of joining).
+
+    Given the total ``S`` of the T batch sizes, plain Poisson sampling makes the sizes multivariate
+    hypergeometric (T urns of n cells, S drawn; :mod:`audit.stats.sampling_check`), whatever the rate. The
+    statistic ``K``, the number of steps whose size equals the largest, is tested in its upper tail against
+    ``B = MC_PER_LEVEL / alpha`` seeded draws of that law, p-value ``(1 + #{K_b >= K}) / (B + 1)`` (valid for any
+    B): a loop that cuts every larger batch to a cap ``m`` puts many steps exactly at ``m``. Batches that all
+    have one size are the sampling test's fixed-size finding, not a cap: read, not a violation here.
+    Sources: docs/references.md, "Configuration checks".
+    """
+    alpha = _check_alpha(alpha)
+    logs, _ = _batches(batches, n)
+    sizes = np.array([b.size for b in logs], dtype=np.int64)
+    steps, total = sizes.size, int(sizes.sum())
+    details: dict[str, Any] = {"n": int(n), "steps": steps, "alpha": alpha}
+    if steps < 3 or np.all(sizes == sizes[0]):
+        why = (f"only {steps} steps" if steps < 3 else
+               f"every batch holds {int(sizes[0])} records (the sampling test reads fixed-size batches)")
+        return ParticipationResult(check="truncation", violation=False, read=True,
+                                   message=f"No cap to test: {why}.", details=details)
+    largest = int(sizes.max())
+    observed = int(np.count_nonzero(sizes == largest))
+    draws = _rng(seed, 61).multivariate_hypergeometric(np.full(steps, int(n)), total, size=_draws(alpha))
+    at_max = (draws == draws.max(axis=1, keepdims=True)).sum(axis=1)
+    p = float((1 + np.count_nonzero(at_max >= observed)) / (at_max.size + 1))
+    details.update(largest=largest, steps_at_largest=observed, expected_at_largest=float(at_max.mean()), p_value=p,
+                   draws=int(at_max.size))
+    if p < alpha:
+        return ParticipationResult(
+            check="truncation", violation=True, read=True,
+            message=f"{observed} of {steps} batches hold exactly {largest} records, the largest, where Poisson "
+                    f"sampling with these totals puts about {_fmt(details['expected_at_largest'])} at its largest "
+                    f"(p = {_fmt(p)}): the loop caps its batches at {largest} (truncated Poisson sampling), and the "
+                    "accountant of plain Poisson sampling does not cover the cap.",
+            fix=f"declare the cap (a truncated Poisson participation with cap {largest}, e.g. jax_privacy's "
+                f"CyclicPoissonSampling(truncated_batch_size={largest}) as the plugin's 'mechanism') and claim its "
+                "epsilon, or let every record join every step by its own coin with no cap",
+            details=details)
+    return ParticipationResult(check="truncation", violation=False, read=True,
+                               message=f"No cap: {observed} of {steps} batches at the largest size {largest}, as "
+                                       "Poisson sampling puts them.", details=details)

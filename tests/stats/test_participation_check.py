@@ -18,6 +18,7 @@ from audit.errors import UserError
 from audit.stats import participation_check as pc
 from audit.stats.participation_check import (
     balls_in_bins_check,
+    cap_under_poisson_check,
     cyclic_poisson_check,
     min_separation_check,
     periodic_participation_check,
@@ -330,6 +331,37 @@ def test_periodic_check_catches_cyclic_and_balls_in_bins(steps):
     for cycle in (4, 10):
         result = periodic_participation_check(_balls_in_bins(rng, 500, steps, cycle), 500, 0.05, 0)
         assert result.violation and "one residue" in result.message
+
+
+def test_periodic_check_names_the_cycle_the_records_keep_to():
+    """Cycle 4 also keeps every record on one residue mod 2 (and half of them mod 8): the finding names 4."""
+    result = periodic_participation_check(_cyclic(np.random.default_rng(3), 300, 0.4, 40, 4), 300, 0.05, 0)
+    assert result.violation and "one residue mod 4" in result.message
+
+
+# ------------------------------------------------------------------------------ a cap under declared Poisson
+
+@pytest.mark.parametrize(("steps", "q", "reps"), [(3, 0.5, 40), (40, 0.01, 40), (40, 0.95, 40), (200, 0.1, 20)])
+def test_cap_check_keeps_its_level_under_poisson(steps, q, reps):
+    rng = np.random.default_rng(5000 + steps + int(100 * q))
+    flagged = sum(cap_under_poisson_check(_cyclic(rng, 60, q, steps), 60, ALPHA, seed=rep).violation
+                  for rep in range(reps))
+    assert flagged <= max_exceedances(reps, ALPHA), flagged
+
+
+def test_cap_check_catches_truncation_and_leaves_fixed_size_batches_to_the_sampling_test():
+    """Poisson at 0.1 over 300 records cut to 30 (half the batches): caught at 40 and 200 steps over 10 seeds each;
+    batches of one size are not called a cap (the sampling test's fixed-size finding names them)."""
+    for steps in (40, 200):
+        caught = 0
+        for seed in range(10):
+            rng = np.random.default_rng(seed)
+            capped = [b if b.size <= 30 else rng.choice(b, 30, replace=False) for b in _cyclic(rng, 300, 0.1, steps)]
+            found = cap_under_poisson_check(capped, 300, 0.025, seed)
+            caught += found.violation
+        assert caught == 10 and "caps its batches at 30" in found.message and "truncated_batch_size=30" in found.fix
+    fixed = cap_under_poisson_check(_fixed_size(np.random.default_rng(0), 300, 30, 40), 300, 0.025, 0)
+    assert fixed.read and not fixed.violation and "fixed-size" in fixed.message
 
 
 def test_one_residue_probability_matches_enumeration():
