@@ -23,6 +23,7 @@ from dp_accounting import pld as dp_pld
 from dp_accounting import rdp as dp_rdp
 
 from audit.errors import UserError
+from audit.theory.disk_cache import remembered
 
 __all__ = ["TESTED_VERSIONS", "check_version", "dpsgd_event", "dpsgd_pld", "dpsgd_rdp", "rdp_epsilon",
            "pld_profile_arrays", "calibrate_dpsgd_sigma", "event_epsilon", "calibrate_event_sigma",
@@ -222,6 +223,8 @@ def calibrate_event_sigma(make_event: Callable[[float], Any], epsilon: float, de
     (dp-accounting's ``calibrate_dp_mechanism``, to ``tol``): first inside ``bracket`` on a PLD 100 times coarser
     (pessimistic, so its root lies at or above the fine one; about a second), then within 2% below that root at
     ``discretization`` (about 90 s for a 40-step amplified BandMF event done at once, 6 s in two passes).
+    Remembered on disk (:func:`audit.theory.disk_cache.remembered`), keyed by the events ``make_event`` builds at
+    sigma 1 and 2 (their repr) and the search's arguments.
 
     Args:
         make_event: sigma -> DpEvent.
@@ -241,8 +244,14 @@ def calibrate_event_sigma(make_event: Callable[[float], Any], epsilon: float, de
             lambda: dp_pld.PLDAccountant(value_discretization_interval=step), make_event, epsilon, delta,
             bracket_interval=dp_accounting.ExplicitBracketInterval(*interval), tol=within))
 
-    coarse = search(bracket, 100 * discretization, 10 * tol)
-    try:
-        return search((0.98 * coarse, coarse * 1.001 + tol), discretization, tol)
-    except (ValueError, RuntimeError):  # the fine root outside the narrow bracket: search the whole one
-        return search(bracket, discretization, tol)
+    def two_passes() -> float:
+        coarse = search(bracket, 100 * discretization, 10 * tol)
+        try:
+            return search((0.98 * coarse, coarse * 1.001 + tol), discretization, tol)
+        except (ValueError, RuntimeError):  # the fine root outside the narrow bracket: search the whole one
+            return search(bracket, discretization, tol)
+
+    question = {"events": [repr(make_event(1.0)), repr(make_event(2.0))], "epsilon": float(epsilon),
+                "delta": float(delta), "bracket": [float(b) for b in bracket], "tol": float(tol),
+                "discretization": float(discretization)}
+    return remembered("event_noise_multiplier", question, two_passes)

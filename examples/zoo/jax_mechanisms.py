@@ -16,8 +16,9 @@ rows of scikit-learn's digits, its per-example clipped sum :func:`examples.zoo.j
 The sampler and the privatizer are jax_privacy's own objects: ``BandMFExecutionPlanConfig(...).plan``'s
 ``batch_selection_strategy`` and ``noise_addition_transform`` (``matrix_factorization_privatizer`` with the
 strategy's Toeplitz inverse, ``toeplitz.inverse_as_streaming_matrix``), or a ``CyclicPoissonSampling`` /
-``BallsInBinsSampling`` with ``gaussian_privatizer`` (the identity case). The indices are padded with ``-1`` to
-the dataset's size (``batch_selection``'s padding convention) so each training compiles one step. The noise key
+``BallsInBinsSampling`` with ``gaussian_privatizer`` (the identity case). The rows, the mask and the indices are
+padded to a fixed capacity (:data:`CAPACITY`; indices with ``-1``, ``batch_selection``'s padding convention), so
+every training of a loop — on its records, and with one record more or less — reuses one compiled step. The noise key
 is the training's seed (``noise_seed=seed``, ``prng_key=seed``), so a run repeats bit for bit.
 
 Each plugin gives ``"mechanism"`` (the config or the strategy the gate reads,
@@ -132,11 +133,17 @@ class Loop:
     event: Any
 
 
+#: The rows every step is compiled for (module docstring): the dataset's and a few more.
+CAPACITY = N + 8
+
+
 def _padded(indices: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """The batch's indices padded with -1 to ``n`` entries, and its mask over the ``n`` rows."""
-    padded = np.full(n, -1, dtype=np.int32)
+    """The batch's indices padded with -1 to :data:`CAPACITY` entries, and its mask over those rows (``n`` real)."""
+    if n > CAPACITY:
+        raise ValueError(f"this loop is compiled for at most {CAPACITY} records (got {n})")
+    padded = np.full(CAPACITY, -1, dtype=np.int32)
     padded[: len(indices)] = indices
-    mask = np.zeros(n, dtype=np.float32)
+    mask = np.zeros(CAPACITY, dtype=np.float32)
     mask[indices] = 1.0
     return padded, mask
 
@@ -169,8 +176,12 @@ def _step_for(loop: Loop) -> Callable:
 
 def train(X: np.ndarray, y: np.ndarray, seed: int, loop: Loop):
     """Train as ``loop`` says (module docstring); returns ``predict_proba``."""
-    X, y = jnp.asarray(X, dtype=jnp.float32), jnp.asarray(y)
-    n = X.shape[0]
+    n = len(X)
+    rows = np.zeros((CAPACITY, *np.shape(X)[1:]), dtype=np.float32)
+    rows[:n] = X
+    labels = np.zeros(CAPACITY, dtype=np.asarray(y).dtype)
+    labels[:n] = y
+    X, y = jnp.asarray(rows), jnp.asarray(labels)
     params = {"weight": jnp.zeros((10, X.shape[1])), "bias": jnp.zeros(10)}
     noise_state = loop.privatizer(seed).init(params)
     step = _step_for(loop)
