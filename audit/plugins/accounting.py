@@ -562,9 +562,11 @@ def participation_finding(ev: Evidence) -> Finding:
 
 
 def _participation(found: ParticipationResult, name: str, fix: str) -> Finding:
-    """A participation test's result as the finding ``name``."""
+    """A participation test's result as the finding ``name`` (a broken fact marked ``details["fact"]``: nothing
+    for :mod:`audit.plugins.confirmation` to confirm)."""
+    details = found.to_dict()["details"] | ({"fact": True} if found.fact else {})
     return Finding.checked(name, found.violation, True, found.message, found.fix or fix if found.violation else "",
-                           found.to_dict()["details"], read=found.read)
+                           details, read=found.read)
 
 
 #: The findings of the noise tests (:func:`audit.stats.noise_check.check_noise`), registered as the noise check's.
@@ -648,7 +650,7 @@ def check_lines(block: ConfigCheck) -> list[str]:
                 f"runs (sigma {cfg['noise_multiplier']:.4g}, q {cfg['sample_rate']:.4g}, {cfg['steps']} steps) <= "
                 f"claimed {block.claimed_epsilon:.3g}"]
     return [f"CONFIG {'VIOLATION' if f.violation else 'FINDING'} ({f.check}): {f.message}"
-            + (f" Fix: {f.fix}." if f.fix else "") for f in problems] + unread_lines
+            + (f" Fix: {f.fix.rstrip('.')}." if f.fix else "") for f in problems] + unread_lines
 
 
 def _mechanism_words(mechanism: Mapping[str, Any]) -> str:

@@ -5,7 +5,8 @@ The accounting check's statistical tests (:mod:`audit.plugins.gate_checks`, the 
 flag a loop that runs exactly as declared with probability at most ``alpha`` (5% by default). A CI that pins the
 audit's seed would then be red on correct code one time in twenty at worst, for ever. So when every violation of
 the check comes from statistical tests (no fact read from the code: clipping, records, world-dependence,
-final-model, epsilon), the code is trained once more from another seed — fresh sampling and fresh noise,
+final-model, epsilon, or a fact a statistical check reads, marked ``details["fact"]``: a record outside its cycle
+group, twice in one batch), the code is trained once more from another seed — fresh sampling and fresh noise,
 independent of the first training — and the tests that fired run again on that training at their own level,
 :data:`CONFIRM_ALPHA` split among them in proportion to their registered shares. A violation stands only when its
 test rejects again; one that does not is kept as a note that names both outcomes.
@@ -44,7 +45,7 @@ def confirmed(findings: Sequence[Finding], checks: Sequence[GateCheck],
     ``fresh(alphas)``: the evidence of one more training from another seed, its tests at ``alphas``."""
     statistical = _statistical(checks)
     fired = [f for f in findings if f.violation]
-    if not fired or any(f.check not in statistical for f in fired):
+    if not fired or any(f.check not in statistical or (f.details or {}).get("fact") for f in fired):
         return list(findings), False
     rerun = list({statistical[f.check].name: statistical[f.check] for f in fired}.values())
     total = sum(c.alpha_share for c in rerun)

@@ -627,7 +627,7 @@ class Finding(Block):
         Returns:
             The sentence.
         """
-        return f"{self.check}: {self.message}" + (f" Fix: {self.fix}." if self.fix else "")
+        return f"{self.check}: {self.message}" + (f" Fix: {self.fix.rstrip('.')}." if self.fix else "")
 
     @property
     def unread(self) -> bool:

@@ -100,7 +100,8 @@ _SEED_TAG = 0x9A27
 class ParticipationResult:
     """A participation check's finding. ``violation``: the log is not what the declared law produces (a
     fact broken, or a test at its share of ``alpha``); ``read``: False when the log cannot test the law
-    (``message`` says why; never a pass); ``fix``: "" when fine; ``details``: JSON-serialisable numbers."""
+    (``message`` says why; never a pass); ``fix``: "" when fine; ``details``: JSON-serialisable numbers;
+    ``fact``: the violation is a fact the declared law never produces (no test, no alpha: nothing to confirm)."""
 
     check: str
     violation: bool
@@ -108,10 +109,11 @@ class ParticipationResult:
     message: str
     fix: str = ""
     details: dict[str, Any] = field(default_factory=dict)
+    fact: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {"check": self.check, "violation": self.violation, "read": self.read, "message": self.message,
-                "fix": self.fix, "details": dict(self.details)}
+                "fix": self.fix, "details": dict(self.details), "fact": self.fact}
 
 
 # ---------------------------------------------------------------------------------------------- common pieces
@@ -473,6 +475,47 @@ def _truncated(batches: list[np.ndarray], law: _Law, cap: int, share: float, see
     return out
 
 
+def _untruncated_problems(logs: list[np.ndarray], spec: _Law, alpha: float, seed: int,
+                          details: dict[str, Any]) -> tuple[list[str], bool, str]:
+    """The tests of :func:`cyclic_poisson_check` without a cap: what they reject, whether they read, the fix."""
+    disp = _dispersion(logs, spec, alpha / 8, seed)
+    rate_res = _cyclic_rate(logs, spec, alpha / 2)
+    details.update(dispersion=disp, rate_test=rate_res)
+    problems = []
+    if disp.get("verdict") in ("shuffled", "fixed-size", "other"):
+        problems.append({"shuffled": "records take part far more evenly than independent coins allow "
+                                     "(shuffled batches within the groups)",
+                         "fixed-size": "the batch sizes vary less than binomial sizes do (fixed-size batches)",
+                         "other": "the batch sizes or record counts vary more than independent coins "
+                                  "allow"}[disp["verdict"]])
+    if rate_res["rejected"]:
+        problems.append(f"{rate_res['records']} records were drawn where rate {_fmt(spec.rate)} expects about "
+                        f"{_fmt(max(rate_res.get('expected_records', [rate_res.get('trials', 0) * spec.rate])))} "
+                        f"(p = {_fmt(rate_res['p_value'])})")
+    fix = ("Draw each eligible record by its own coin at the declared rate at every step of its group "
+           "(e.g. jax_privacy CyclicPoissonSampling), or declare and account the rate and sampling the loop "
+           "really uses.") if problems else ""
+    return problems, bool(disp["read"] or rate_res["read"]), fix
+
+
+def _truncated_problems(logs: list[np.ndarray], spec: _Law, cap: int, alpha: float, seed: int,
+                        details: dict[str, Any]) -> tuple[list[str], bool, str]:
+    """The tests of :func:`cyclic_poisson_check` with a cap: what they reject, whether they read, the fix."""
+    trunc = _truncated(logs, spec, cap, alpha, seed)
+    details.update(truncation=trunc)
+    problems = []
+    if trunc["sizes_rejected"]:
+        problems.append(f"the batch sizes (mean {_fmt(trunc['size_mean'])}, sd {_fmt(trunc['size_sd'])}) do "
+                        f"not follow min(Binomial, {cap}) at rate {_fmt(spec.rate)} (expected mean about "
+                        f"{_fmt(max(trunc['expected_size_per_law']))})")
+    if trunc["counts_rejected"]:
+        problems.append("given the batch sizes, the records do not take part as uniform subsets would")
+    fix = ("Draw each eligible record by its own coin at the declared rate and cut a batch above the cap to a "
+           "uniform subset of the cap (e.g. jax_privacy CyclicPoissonSampling with truncated_batch_size); "
+           "a fixed batch size is not truncated Poisson sampling.") if problems else ""
+    return problems, True, fix
+
+
 def cyclic_poisson_check(batches: Sequence[ArrayLike], n: int, rate: float, cycle: int, alpha: float, seed: int,
                          cap: int | None = None, *,
                          partition: str | Sequence[ArrayLike] | None = None) -> ParticipationResult:
@@ -513,44 +556,13 @@ def cyclic_poisson_check(batches: Sequence[ArrayLike], n: int, rate: float, cycl
                + ", or account for the sampling the loop really uses.")
         return ParticipationResult(check="cyclic-poisson", violation=True, read=True,
                                    message=f"The batches break {law}: " + "; ".join(broken) + ".", fix=fix,
-                                   details=details)
+                                   details=details, fact=True)
     if not logs:
         return ParticipationResult(check="cyclic-poisson", violation=False, read=False,
                                    message="No steps were recorded: the participation cannot be tested.",
                                    details=details)
-    if cap is None:
-        disp = _dispersion(logs, spec, alpha / 8, seed)
-        rate_res = _cyclic_rate(logs, spec, alpha / 2)
-        details.update(dispersion=disp, rate_test=rate_res)
-        problems = []
-        if disp.get("verdict") in ("shuffled", "fixed-size", "other"):
-            problems.append({"shuffled": "records take part far more evenly than independent coins allow "
-                                         "(shuffled batches within the groups)",
-                             "fixed-size": "the batch sizes vary less than binomial sizes do (fixed-size batches)",
-                             "other": "the batch sizes or record counts vary more than independent coins "
-                                      "allow"}[disp["verdict"]])
-        if rate_res["rejected"]:
-            problems.append(f"{rate_res['records']} records were drawn where rate {_fmt(rate)} expects about "
-                            f"{_fmt(max(rate_res.get('expected_records', [rate_res.get('trials', 0) * rate])))} "
-                            f"(p = {_fmt(rate_res['p_value'])})")
-        read = bool(disp["read"] or rate_res["read"])
-        fix = ("Draw each eligible record by its own coin at the declared rate at every step of its group "
-               "(e.g. jax_privacy CyclicPoissonSampling), or declare and account the rate and sampling the loop "
-               "really uses.") if problems else ""
-    else:
-        trunc = _truncated(logs, spec, cap, alpha, seed)
-        details.update(truncation=trunc)
-        problems = []
-        if trunc["sizes_rejected"]:
-            problems.append(f"the batch sizes (mean {_fmt(trunc['size_mean'])}, sd {_fmt(trunc['size_sd'])}) do "
-                            f"not follow min(Binomial, {cap}) at rate {_fmt(rate)} (expected mean about "
-                            f"{_fmt(max(trunc['expected_size_per_law']))})")
-        if trunc["counts_rejected"]:
-            problems.append("given the batch sizes, the records do not take part as uniform subsets would")
-        read = True
-        fix = ("Draw each eligible record by its own coin at the declared rate and cut a batch above the cap to a "
-               "uniform subset of the cap (e.g. jax_privacy CyclicPoissonSampling with truncated_batch_size); "
-               "a fixed batch size is not truncated Poisson sampling.") if problems else ""
+    problems, read, fix = (_untruncated_problems(logs, spec, alpha, seed, details) if cap is None else
+                           _truncated_problems(logs, spec, cap, alpha, seed, details))
     if problems:
         return ParticipationResult(check="cyclic-poisson", violation=True, read=True,
                                    message=f"The batches are not {law}: " + "; ".join(problems) + ".", fix=fix,
@@ -601,7 +613,7 @@ def balls_in_bins_check(batches: Sequence[ArrayLike], n: int, cycle: int, alpha:
     law = f"balls-in-bins sampling with {cycle} bins"
     if broken:
         return ParticipationResult(
-            check="balls-in-bins", violation=True, read=True,
+            check="balls-in-bins", violation=True, read=True, fact=True,
             message=f"The batches break {law}: " + "; ".join(broken) + ".",
             fix="Give each record one uniformly random bin and put it in every step of that bin and no other "
                 "(e.g. jax_privacy BallsInBinsSampling), or account for the sampling the loop really uses.",
@@ -689,7 +701,7 @@ def min_separation_check(batches: Sequence[ArrayLike], n: int, rate: float, min_
             [f"{close} times a record takes part again within {min_sep} steps (smallest gap "
              f"{int(gaps.min())})"] if close else [])
         return ParticipationResult(
-            check="min-separation", violation=True, read=True,
+            check="min-separation", violation=True, read=True, fact=True,
             message=f"The batches break {law}: " + "; ".join(what) + ".",
             fix="Exclude from each step the records of the previous min_sep - 1 steps (e.g. jax_privacy "
                 "BMinSepSampling), or account for the sampling the loop really uses.", details=details)
@@ -754,7 +766,7 @@ def periodic_participation_check(batches: Sequence[ArrayLike], n: int, alpha: fl
                                "duplicates": duplicates}
     if duplicates:
         return ParticipationResult(
-            check="periodic-participation", violation=True, read=True,
+            check="periodic-participation", violation=True, read=True, fact=True,
             message=f"{duplicates} records appear twice in one batch, which Poisson sampling never does.",
             fix="Sample each record by its own coin at every step (e.g. Opacus poisson_sampling=True).",
             details=details)

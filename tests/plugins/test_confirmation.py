@@ -49,3 +49,14 @@ def test_a_fact_violation_needs_no_confirmation_and_no_training():
     assert not ran and out == findings
     assert confirmed([Finding.checked("rate", False, True, "fine.")], _checks(), fresh) == (
         [Finding.checked("rate", False, True, "fine.")], False)
+
+
+def test_a_broken_fact_inside_a_statistical_check_needs_no_confirmation():
+    """A record outside its cycle group is a fact the participation check reads (details["fact"]): the gate fails
+    without training again."""
+    def fresh(_alphas):
+        raise AssertionError("a broken fact is not a chance event")
+
+    fact = Finding.checked("rate", True, True, "a record at two residues.", "fix", {"fact": True})
+    out, ran = confirmed([fact], _checks(), fresh)
+    assert not ran and out == [fact]
