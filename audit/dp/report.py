@@ -29,7 +29,8 @@ def game_phrase(outcome: Outcome) -> str:
     game = outcome.game or Game()
     check = (outcome.detail or DpDetail()).config_check
     if outcome.game is None and check is not None:
-        return (f"its accounting check alone (--check-config): the DP-SGD configuration read from "
+        what = "the declared mechanism's configuration" if check.mechanism else "the DP-SGD configuration"
+        return (f"its accounting check alone (--check-config): {what} read from "
                 f"{format_value(check.trainings)} instrumented calls of the code's training (the "
                 f"probe, the first steps of its repeat and of a run from another seed, the dataset plus one record "
                 f"and less one record, and where a statistical test alone rejected, one more run from another "

@@ -662,11 +662,17 @@ def _mechanism_words(mechanism: Mapping[str, Any]) -> str:
 
 
 def config_table(block: ConfigCheck) -> Table:
-    """Report table of the accounting check."""
+    """Report table of the accounting check: what the code runs (the declared mechanism, else DP-SGD), each
+    finding, and the split of alpha among the statistical tests."""
     rows = [[f.check, "violation" if f.violation else "finding" if f.problem else
              "could not read" if f.read is False else "ok", f.message, f.fix] for f in block.findings]
-    return Table(title="Accounting check: the DP-SGD the code runs", columns=["check", "status", "what", "fix"],
-                 rows=rows, caption="Read from instrumented trainings of the code (probe, its repeat, the dataset "
-                                    "plus one record and less one record); epsilon by our PLD accountant; the "
-                                    f"statistical tests share alpha {block.alpha:.3g} (rate, sampling, noise: "
-                                    "a third each).")
+    split = ", ".join(f"{name} {share:.3g}" for name, share in (block.alpha_split or {}).items()
+                      if name != "sampling_per_tail")
+    what = (f"the declared mechanism ({_mechanism_words(block.mechanism)})" if block.mechanism else "the DP-SGD")
+    accountant = ("jax_privacy's DpEvent of the declared mechanism, by the PLD accountant" if block.mechanism else
+                  "our PLD accountant")
+    return Table(title=f"Accounting check: {what} the code runs", columns=["check", "status", "what", "fix"],
+                 rows=rows, caption="Read from instrumented trainings of the code (probe, its repeat, the first steps "
+                                    "from another seed, the dataset plus one record and less one record); epsilon by "
+                                    f"{accountant}; the statistical tests share alpha {block.alpha:.3g}"
+                                    + (f" ({split})." if split else "."))
