@@ -448,7 +448,8 @@ def fresh_evidence(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, ev: Evid
                    alphas: dict[str, float]) -> Evidence:
     """``ev`` with the probe replaced by one more training of the code from another seed (fresh sampling and fresh
     noise) and its tests at ``alphas``: the evidence that confirms a statistical violation
-    (:mod:`audit.plugins.confirmation`). The noise tests compare it with the run with one record added."""
+    (:mod:`audit.plugins.confirmation`). Its noise-seed test compares it with the probe (the same records, another
+    seed)."""
     fresh = probe_recorder(ev.mechanism)
     run_once(plugin, X, y, int(np.random.SeedSequence([ev.seed, 47]).generate_state(1)[0]), fresh)
     require_steps(plugin, fresh)
