@@ -606,7 +606,7 @@ CHECKS = (
     GateCheck("world-dependence", 60, run=lambda ev: [world_finding(ev)]),
     GateCheck("sampling", 70, 1.0, lambda ev: sampling_finding(ev.probe, ev.n, ev.alphas["sampling"], ev.seed),
               applies=plain_poisson),
-    GateCheck("periodicity", 65, 1.0, periodicity_findings, applies=plain_poisson, emits=("truncation",)),
+    GateCheck("periodicity", 72, 1.0, periodicity_findings, applies=plain_poisson, emits=("truncation",)),
     GateCheck("participation", 74, 2.0, lambda ev: [participation_finding(ev)],
               applies=lambda mechanism: not plain_poisson(mechanism)),
     GateCheck("rate", 80, 1.0, lambda ev: [rate_finding(ev.probe, ev.n, ev.config.rate, ev.alphas["rate"])],

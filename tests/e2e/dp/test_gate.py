@@ -201,11 +201,13 @@ def test_a_loop_sampling_faster_than_it_declares_fails(tmp_path, capsys):
 
 
 def test_a_loop_whose_records_are_unseen_is_never_a_pass(tmp_path, capsys):
-    """Nothing unread passes: sampling, rate and clipping cannot be read (no batch=, no DataLoader), so the
+    """Nothing unread passes: sampling, periodicity, truncation, rate and clipping cannot be read (no batch=, no
+    DataLoader), so the
     check says so on the terminal and in the verdict, never "as claimed", and the gate exits 2 in both modes."""
     for flags in (("--check-config",), ("--one-run", "--quick")):
         code, out, res = _cli(tmp_path, capsys, "records_unseen", *flags)
         assert code == 2 and res["verdict"]["status"] == "could-not-read", res["verdict"]["text"]
         assert "as claimed" not in out and "CONFIG NOT READ (sampling)" in out
         unread = {f["check"] for f in res["config_check"]["findings"] if f.get("read") is False}
-        assert unread == {"sampling", "rate", "clipping"} and res["config_check"]["status"] == "could-not-read"
+        assert unread == {"sampling", "periodicity", "truncation", "rate", "clipping"}
+        assert res["config_check"]["status"] == "could-not-read"
