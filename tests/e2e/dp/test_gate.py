@@ -202,8 +202,8 @@ def test_a_loop_sampling_faster_than_it_declares_fails(tmp_path, capsys):
 
 def test_a_loop_whose_records_are_unseen_is_never_a_pass(tmp_path, capsys):
     """Nothing unread passes: sampling, periodicity, truncation, rate and clipping cannot be read (no batch=, no
-    DataLoader), so the
-    check says so on the terminal and in the verdict, never "as claimed", and the gate exits 2 in both modes."""
+    DataLoader), so the check says so on the terminal and in the verdict, never "as claimed", and the gate exits 2
+    in both modes."""
     for flags in (("--check-config",), ("--one-run", "--quick")):
         code, out, res = _cli(tmp_path, capsys, "records_unseen", *flags)
         assert code == 2 and res["verdict"]["status"] == "could-not-read", res["verdict"]["text"]
