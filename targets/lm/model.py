@@ -31,7 +31,10 @@ N_LAYER, N_EMBD, N_HEAD = 2, 128, 4
 
 
 def build_model(tokenizer: ByteTokenizer, seed: int) -> torch.nn.Module:
-    """A freshly initialised tiny ``GPT2LMHeadModel`` (module docstring), seeded."""
+    """A freshly initialised tiny ``GPT2LMHeadModel`` (module docstring), its weights drawn from ``seed`` on a fork
+    of torch's generator: the caller's generator state is left as it was, so a training that seeds torch and then
+    builds the model keeps its own seed for what follows (Opacus's noise draws from it; resetting it here made
+    the noise the same at every seed, issue 50)."""
     # optional dependency (the lm extra)
     from transformers import GPT2Config, GPT2LMHeadModel
 
@@ -39,8 +42,9 @@ def build_model(tokenizer: ByteTokenizer, seed: int) -> torch.nn.Module:
                         n_layer=N_LAYER, n_head=N_HEAD, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
                         bos_token_id=tokenizer.bos, eos_token_id=tokenizer.eos,
                         tie_word_embeddings=False)
-    torch.manual_seed(int(seed))
-    return GPT2LMHeadModel(config)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int(seed))
+        return GPT2LMHeadModel(config)
 
 
 def model_device(model: torch.nn.Module) -> torch.device:

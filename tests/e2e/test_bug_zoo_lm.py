@@ -84,7 +84,9 @@ def test_the_correct_loops_pass(name, tmp_path):
     code, results = _audit(name, tmp_path)
     block = results["config_check"]
     assert code == 0, (results["verdict"]["text"], [f for f in block["findings"] if f["problem"]])
-    assert block["status"] == "ok"
+    # ok, or a statistical rejection the confirming training did not repeat (a note: audit.plugins.confirmation)
+    assert block["status"] == "ok" or all("Not confirmed on fresh evidence" in f["message"]
+                                          for f in block["findings"] if f["problem"]), block["findings"]
     checks = {f["check"] for f in block["findings"]}
     assert {"position-ids", "loss-coupling", "non-dp-updates", "frozen-weights", "canary-ids"} <= checks
     assert all(f.get("read", True) for f in block["findings"] if f["check"] != "canary-ids")

@@ -52,9 +52,10 @@ def test_opacus_lora_gpt2_one_run_is_consistent_with_its_claim(outside, tmp_path
     assert code == 0, err[-2000:]
     assert "verdict:   consistent" in out and "as claimed" in out
     assert "[5/5] audited run: the training on all 24 texts" in err and "Traceback" not in err
-    # the probe, its repeat, the language-model checks' replay, one text more and one less, the audited run
-    assert "on all 24 texts; 6 calls of the code's training in all (probe, the first steps of its repeat, the " \
-           "language-model checks' replay, " in out
+    # the probe, its repeat and the first steps from another seed, the language-model checks' replay, one text more
+    # and one less, the audited run
+    assert "on all 24 texts; 7 calls of the code's training in all (probe, the first steps of its repeat and of a " \
+           "run from another seed, the language-model checks' replay, " in out
     assert _results(tmp_path)["verdict"]["status"] == "consistent"
 
 

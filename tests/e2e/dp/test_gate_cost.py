@@ -124,7 +124,7 @@ def test_one_run_announces_five_stages_and_total_covers_them(tmp_path, capsys):
 
 def test_a_loop_ignoring_its_seed_is_caught_by_the_repeat_at_its_first_step(tmp_path, capsys):
     code, _, res, _ = _run(tmp_path, "unseeded", "--check-config", "-q")
-    assert code == 0 and CALLS == [STEPS, 1, STEPS, STEPS]
+    assert code == 0 and CALLS == [STEPS, 1, STEPS, REPEAT_STEPS, STEPS]
     assert res["config_check"]["status"] in ("ok", "finding")
 
 
