@@ -77,6 +77,7 @@ first on the command line.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -334,6 +335,11 @@ class Evidence:
     seed: int
     make_event: Callable[[float], Any] | None = None
 
+    @functools.cached_property
+    def clipping(self) -> ClippingCheck:
+        """The clipping check of the probe (:func:`clipping_check`), read once for its finding and the block."""
+        return clipping_check(self.probe)
+
     @property
     def noisy_enough(self) -> bool:
         """Whether the probe's noise is within reach of the claim (a PLD is computed)."""
@@ -396,7 +402,7 @@ def accounting_check(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: 
         findings += [unsupported_finding(check, reason)] if reason else list(check.run(ev))
         ran += [] if reason else [check]
     findings, again = confirmed(findings, ran, lambda alphas: fresh_evidence(plugin, X, y, ev, alphas))
-    clipping = clipping_check(ev.probe)
+    clipping = ev.clipping
     sampling = next((f.details for f in findings if f.check == "sampling" and f.details and f.read), None)
     epsilon = next((f.details.get("epsilon") for f in findings if f.check == "epsilon" and f.details), None)
     alphas = ev.alphas
@@ -508,7 +514,7 @@ def _mechanism_epsilon_finding(ev: Evidence, sigma: float, source: str) -> Findi
 
 def _run_clipping(ev: Evidence) -> list[Finding]:
     """The clipping finding of the evidence (:func:`clipping_check`)."""
-    clipping = clipping_check(ev.probe)
+    clipping = ev.clipping
     return [Finding.checked("clipping", clipping.problem, True, clipping.message,
                             "clip each example's gradient to C before summing" if clipping.problem else "",
                             clipping.to_dict(), read=clipping.checked)]
@@ -566,7 +572,7 @@ def _participation(found: ParticipationResult, name: str, fix: str) -> Finding:
     """A participation test's result as the finding ``name`` (a broken fact marked ``details["fact"]``: nothing
     for :mod:`audit.plugins.confirmation` to confirm)."""
     details = found.to_dict()["details"] | ({"fact": True} if found.fact else {})
-    return Finding.checked(name, found.violation, True, found.message, found.fix or fix if found.violation else "",
+    return Finding.checked(name, found.violation, True, found.message, (found.fix or fix) if found.violation else "",
                            details, read=found.read)
 
 

@@ -16,6 +16,7 @@ key used at every step without being split (``key_not_split``). Sources: docs/re
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import jax
@@ -107,6 +108,11 @@ def train(X: np.ndarray, y: np.ndarray, seed: int, loop: Loop):
     noise = {name: 0.0 if name in loop.unnoised else std for name in params}
     for keys in _keys(loop, seed):
         params = _step(params, keys, X, y, loop.rate, noise, clip=loop.clip, declared_rate=loop.declared_rate)
+    return softmax_predictor(params)
+
+
+def softmax_predictor(params: dict) -> Callable[[np.ndarray], np.ndarray]:
+    """``predict_proba`` of the softmax regression ``params`` (``weight``, ``bias``), in numpy."""
     W, b = np.asarray(params["weight"]), np.asarray(params["bias"])
 
     def predict_proba(Z: np.ndarray) -> np.ndarray:

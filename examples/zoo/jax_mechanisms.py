@@ -88,7 +88,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from examples.zoo.hooked import DELTA, LR, C, N
-from examples.zoo.jax_loops import _clipped_sum
+from examples.zoo.jax_loops import _clipped_sum, softmax_predictor
 from targets import jax_hooks
 from targets.datasets import load_digits
 
@@ -188,14 +188,7 @@ def train(X: np.ndarray, y: np.ndarray, seed: int, loop: Loop):
     for indices in loop.sampler.batch_iterator(n, rng=seed):
         batch, mask = _padded(np.asarray(indices), n)
         params, noise_state = step(params, noise_state, X, y, mask, batch)
-    W, b = np.asarray(params["weight"]), np.asarray(params["bias"])
-
-    def predict_proba(Z: np.ndarray) -> np.ndarray:
-        logits = np.asarray(Z, dtype=np.float64).reshape(len(Z), -1) @ W.T + b
-        e = np.exp(logits - logits.max(axis=1, keepdims=True))
-        return e / e.sum(axis=1, keepdims=True)
-
-    return predict_proba
+    return softmax_predictor(params)
 
 
 def plugin(loop: Loop, description: str) -> dict:
