@@ -12,7 +12,11 @@ The ``Trainer`` fetches batches before it trains on them (accelerate's loader re
 ``get_batch_samples`` a whole accumulation window), so the record indices its loaders yield
 (:func:`targets.audit_hooks.loader_indices`) are held back while ``Trainer.train`` runs and handed to the
 recorder one batch per ``training_step``, in the order fetched: each noisy step is given the batches it
-trained on, not those fetched ahead (any call of ``train`` inside the block: the probe, the other worlds).
+trained on, not those fetched ahead (any call of ``train`` inside the block: the probe, the other worlds). The
+batches of the ``Trainer``'s evaluation (``evaluate``, ``predict``: its per-epoch or per-step evaluation inside
+``train`` too) are not held back: they reach the recorder as they are yielded, which drops a batch the model ran on
+without autograd, so an evaluation never counts as a step's records (issue 50: they were handed to the next
+training steps).
 :func:`trainer_findings` then, for a ``Trainer`` that trained:
 
 * **sampling**: when the loader is not Opacus's Poisson ``DPDataLoader`` (the ``Trainer``'s default is a
@@ -65,12 +69,14 @@ class TrainerWatch:
     trainers: list[Any] = field(default_factory=list)
     loaders: dict[int, Any] = field(default_factory=dict)
     training: int = 0
+    evaluating: int = 0
     fetched: list[tuple[Any, Any, int, bool]] = field(default_factory=list)
 
 
 def _wrap_init(watch: TrainerWatch, original: Callable) -> Callable:
     """``Trainer.__init__`` keeping the ``Trainer`` and wrapping its own ``get_train_dataloader``, ``train`` and
-    ``training_step`` (on the instance: whichever class defines them, even one made while the block runs)."""
+    ``training_step``, and its ``evaluate`` and ``predict`` (on the instance: whichever class defines them, even one
+    made while the block runs)."""
     @functools.wraps(original)
     def init(self: Any, *args: Any, **kwargs: Any) -> None:
         original(self, *args, **kwargs)
@@ -78,6 +84,8 @@ def _wrap_init(watch: TrainerWatch, original: Callable) -> Callable:
         self.get_train_dataloader = _kept_loader(watch, self, self.get_train_dataloader)
         self.train = _counted_training(watch, self.train)
         self.training_step = _released_step(watch, self.training_step)
+        self.evaluate = _evaluation(watch, self.evaluate)
+        self.predict = _evaluation(watch, self.predict)
 
     return init
 
@@ -106,6 +114,21 @@ def _counted_training(watch: TrainerWatch, method: Callable) -> Callable:
     return train
 
 
+def _evaluation(watch: TrainerWatch, method: Callable) -> Callable:
+    """``evaluate`` or ``predict``: the batches its loaders yield are never held back for the training steps; they go
+    to the recorder at once, which drops a batch the model ran on without autograd (the ``Trainer``'s
+    ``prediction_step`` runs under ``torch.no_grad``) and counts one only if a gradient flows back from it."""
+    @functools.wraps(method)
+    def evaluation(*args: Any, **kwargs: Any) -> Any:
+        watch.evaluating += 1
+        try:
+            return method(*args, **kwargs)
+        finally:
+            watch.evaluating -= 1
+
+    return evaluation
+
+
 def _released_step(watch: TrainerWatch, method: Callable) -> Callable:
     @functools.wraps(method)
     def training_step(*args: Any, **kwargs: Any) -> Any:
@@ -128,7 +151,7 @@ _NOTE = UpdateRecorder.note_loader_indices
 def _wrap_note(watch: TrainerWatch) -> Callable:
     @functools.wraps(_NOTE)
     def note_loader_indices(self: Any, indices: Any, dataset_size: int, grad_enabled: bool = True) -> None:
-        if watch.training:
+        if watch.training and not watch.evaluating:
             watch.fetched.append((self, indices, dataset_size, grad_enabled))
         else:
             _NOTE(self, indices, dataset_size, grad_enabled)

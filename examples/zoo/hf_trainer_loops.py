@@ -15,6 +15,9 @@ accumulation — written here for Opacus's ``make_private``:
 * :meth:`OpacusTrainer.compute_loss` is each text's mean token loss, averaged over the batch, with position
   ids of shape ``(B, L)``, and not divided by the accumulation steps (``loss_is_scaled_for_ga``: Opacus
   normalises the noisy sum); an empty Poisson batch is a noise-only step (:meth:`OpacusTrainer.training_step`);
+* the ``Trainer`` evaluates the model on :data:`HELD_OUT` other speeches every :data:`EVAL_STEPS` steps
+  (``eval_strategy="steps"``, no-grad batches of :data:`EVAL_BATCH` from its own evaluation loader): a pass that
+  never counts as a step's records, in every loop here;
 * :class:`OpacusCallback` clears the DP optimizer after each step (the ``Trainer`` only clears the model's
   gradients, and Opacus would carry the clipped sums into the next step) and, between the micro-batches of a
   gradient-accumulation window, takes Opacus's virtual step (clip and accumulate, no noise).
@@ -51,6 +54,17 @@ from examples.zoo.lm_loops import BATCH, CLIP, DELTA, EPOCHS, EPS, LR, _logprobs
 BASE_TEXTS, BASE_EPOCHS = 200, 1
 #: Canary tokens named by the plugins (reserved ids of the base's tokenizer).
 N_CANARY_TOKENS = 64
+#: The held-out speeches the ``Trainer`` evaluates on, its evaluation batch size and how often it evaluates (steps).
+HELD_OUT, EVAL_BATCH, EVAL_STEPS = 24, 10, 2
+
+
+@functools.cache
+def held_out() -> tuple[str, ...]:
+    """:data:`HELD_OUT` speeches of the fine-tuning pool after the training texts (16 to 60 characters)."""
+    from targets.lm.base import finetune_pool  # the packaged corpus (the lm extra)
+
+    short = [t for t in finetune_pool() if 16 <= len(t) <= 60]
+    return tuple(short[len(texts()):len(texts()) + HELD_OUT])
 
 
 @functools.cache
@@ -140,7 +154,8 @@ def trainer_classes() -> tuple[type, type]:
 
         collator = staticmethod(collate)
 
-        def __init__(self, *, model: torch.nn.Module, args: Any, train_dataset: TextRows, poisson: bool = True) -> None:
+        def __init__(self, *, model: torch.nn.Module, args: Any, train_dataset: TextRows, eval_dataset: TextRows,
+                     poisson: bool = True) -> None:
             optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad],
                                           lr=args.learning_rate)
             loader = torch.utils.data.DataLoader(train_dataset, batch_size=args.per_device_train_batch_size,
@@ -150,8 +165,8 @@ def trainer_classes() -> tuple[type, type]:
                 module=model, optimizer=optimizer, data_loader=loader, noise_multiplier=noise_multiplier(),
                 max_grad_norm=CLIP, poisson_sampling=True)
             self.poisson = poisson
-            super().__init__(model=private, args=args, train_dataset=train_dataset, data_collator=self.collator,
-                             optimizers=(optimizer, None), callbacks=[OpacusCallback()])
+            super().__init__(model=private, args=args, train_dataset=train_dataset, eval_dataset=eval_dataset,
+                             data_collator=self.collator, optimizers=(optimizer, None), callbacks=[OpacusCallback()])
             self.remove_callback(PrinterCallback)  # no metrics printed
             self.loss_is_scaled_for_ga = True  # Opacus scales the noisy sum; the Trainer must not divide the loss
 
@@ -192,13 +207,15 @@ def train(batch_texts: list[str], seed: int, *, poisson: bool = True, accumulati
     torch.manual_seed(seed)
     with tempfile.TemporaryDirectory(prefix="hf-trainer-") as out:
         args = TrainingArguments(output_dir=out, per_device_train_batch_size=BATCH,
+                                 per_device_eval_batch_size=EVAL_BATCH, eval_strategy="steps", eval_steps=EVAL_STEPS,
                                  gradient_accumulation_steps=accumulation, num_train_epochs=EPOCHS,
                                  learning_rate=LR, lr_scheduler_type="constant", max_grad_norm=0.0,
                                  seed=int(seed), data_seed=int(seed), use_cpu=True, report_to="none",
                                  save_strategy="no", logging_strategy="no", disable_tqdm=True,
                                  dataloader_num_workers=0, remove_unused_columns=False)
         cls = trainer_loss if loss == "trainer" else opacus_trainer
-        trainer = cls(model=base_model(), args=args, train_dataset=TextRows(batch_texts), poisson=poisson)
+        trainer = cls(model=base_model(), args=args, train_dataset=TextRows(batch_texts),
+                      eval_dataset=TextRows(list(held_out())), poisson=poisson)
         trainer.train()
     return _logprobs(trainer.model, base_spec().tokenizer.encode)
 
@@ -232,7 +249,8 @@ def labels_loss() -> dict:
 
 
 def correct() -> dict:
-    """The ``Trainer`` iterating Opacus's Poisson loader, a per-sequence loss, no accumulation."""
+    """The ``Trainer`` iterating Opacus's Poisson loader, a per-sequence loss, no accumulation (and its evaluation
+    every :data:`EVAL_STEPS` steps, which never counts)."""
     return plugin("correct", "transformers.Trainer wired to Opacus: Poisson loader, per-sequence loss")
 
 
