@@ -26,11 +26,18 @@ training steps).
   steps compared, so a loss-coupling finding read from them is void: it becomes "not checked", saying why.
 * **gradient accumulation**: with ``gradient_accumulation_steps`` k > 1 each noisy step holds k micro-batches;
   a rate or sampling violation names that, with the fix (one Poisson batch per noisy step at the accounted
-  rate, split for memory by Opacus's ``BatchMemoryManager``, never by the ``Trainer``'s accumulation).
-* **token-averaged loss**: a loss-coupling violation of a ``Trainer`` whose ``compute_loss`` is the
-  ``Trainer``'s own (the model's ``labels=`` loss, a mean over every token of the batch, and under
-  accumulation over every token of the window, ``num_items_in_batch``) names it, with the fix: override
-  ``compute_loss`` with a per-sequence loss.
+  rate, never the ``Trainer``'s accumulation).
+* **``BatchMemoryManager`` under the ``Trainer``**: the ``Trainer`` takes the length of the loader Opacus's
+  ``BatchMemoryManager`` yields (the expected number of physical batches, which moves with the dataset's size) as
+  its number of training steps, and ends an epoch partway through a logical batch: a dataset-size dependence,
+  sampling, rate or records violation names that, with the fix (``make_private``'s loader itself, one whole
+  Poisson batch per noisy step, a smaller rate where a batch does not fit in memory; ``BatchMemoryManager`` only in
+  a loop of one's own).
+* **token-averaged loss**: a loss-coupling violation of a ``Trainer`` whose loss is the ``Trainer``'s own
+  ``compute_loss`` (the model's ``labels=`` loss, a mean over every token of the batch, and under accumulation
+  over every token of the window, ``num_items_in_batch``) names it, with the fix: override ``compute_loss`` with a
+  per-sequence loss. An override that calls ``super().compute_loss`` runs it too: the ``Trainer``'s own is
+  patched while the block runs, to see whether a training step called it.
 
 A finding keeps its check and status; its message gains the cause, its fix is the ``Trainer``'s, and its
 ``details`` a ``trainer`` entry. Without transformers, or when no ``Trainer`` trained, nothing changes.
@@ -41,6 +48,7 @@ from __future__ import annotations
 import functools
 import importlib.abc
 import importlib.util
+import inspect
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -54,8 +62,13 @@ FIX_SAMPLER = ("return the data loader make_private returns (Poisson sampling at
                "Trainer subclass's get_train_dataloader: the Trainer's own loader shuffles the records into batches "
                "of a fixed size")
 FIX_ACCUMULATION = ("set gradient_accumulation_steps=1 and let each noisy step hold one Poisson batch at the "
-                    "accounted rate (split it for memory with Opacus's BatchMemoryManager, which samples once per "
-                    "logical batch), or account the rate and steps the accumulated batches really have")
+                    "accounted rate (where a batch does not fit in memory under the Trainer, a smaller rate with its "
+                    "noise accounted again: Opacus's BatchMemoryManager splits batches only in a loop of your own), or "
+                    "account the rate and steps the accumulated batches really have")
+FIX_MEMORY_SPLIT = ("return the loader make_private returns from get_train_dataloader, one whole Poisson batch per "
+                    "noisy step, and where a batch does not fit in memory lower the sampling rate and account its "
+                    "noise again; Opacus's BatchMemoryManager needs a training loop of your own (the optimizer's "
+                    "skipped steps mark its logical batches), which the Trainer's step count cannot follow")
 FIX_TRAINER_LOSS = ("override compute_loss in your Trainer subclass with a per-sequence loss: nll = "
                     "cross_entropy(logits, targets, reduction='none'), loss_i = (nll * mask).sum(1) / mask.sum(1), "
                     "then loss_i.mean(), never the model's labels= loss (a mean over every token of the batch, and of "
@@ -70,6 +83,7 @@ class TrainerWatch:
     loaders: dict[int, Any] = field(default_factory=dict)
     training: int = 0
     evaluating: int = 0
+    own_loss: set[int] = field(default_factory=set)  # Trainers whose training steps ran Trainer.compute_loss
     fetched: list[tuple[Any, Any, int, bool]] = field(default_factory=list)
 
 
@@ -129,6 +143,17 @@ def _evaluation(watch: TrainerWatch, method: Callable) -> Callable:
     return evaluation
 
 
+def _noted_loss(watch: TrainerWatch, original: Callable) -> Callable:
+    """``Trainer.compute_loss`` noting the ``Trainer`` whose training step ran it (directly or by ``super()``)."""
+    @functools.wraps(original)
+    def compute_loss(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if watch.training and not watch.evaluating:
+            watch.own_loss.add(id(self))
+        return original(self, *args, **kwargs)
+
+    return compute_loss
+
+
 def _released_step(watch: TrainerWatch, method: Callable) -> Callable:
     @functools.wraps(method)
     def training_step(*args: Any, **kwargs: Any) -> Any:
@@ -171,9 +196,10 @@ def watched_trainer() -> Iterator[TrainerWatch]:
 
     def patch(trainer_module: Any) -> None:
         trainer = trainer_module.Trainer
-        original = trainer.__dict__["__init__"]
-        patched.append((trainer, original))
-        trainer.__init__ = _wrap_init(watch, original)
+        for name, wrap in (("__init__", _wrap_init), ("compute_loss", _noted_loss)):
+            original = trainer.__dict__[name]
+            patched.append((trainer, name, original))
+            setattr(trainer, name, wrap(watch, original))
 
     hook = _OnImport(TRAINER_MODULE, patch)
     if TRAINER_MODULE in sys.modules:
@@ -187,8 +213,8 @@ def watched_trainer() -> Iterator[TrainerWatch]:
         if hook in sys.meta_path:
             sys.meta_path.remove(hook)
         UpdateRecorder.note_loader_indices = _NOTE
-        for trainer, original in patched:
-            trainer.__init__ = original
+        for trainer, name, original in patched:
+            setattr(trainer, name, original)
 
 
 #: The module that defines ``transformers.Trainer`` (``from transformers import Trainer`` imports it lazily).
@@ -221,35 +247,44 @@ class _OnImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         self.then(module)
 
 
-def _sampler_of(loader: Any) -> tuple[bool, str]:
-    """Whether ``loader`` samples by Poisson (Opacus's ``DPDataLoader``) and how it samples, in words."""
-    if importlib.util.find_spec("opacus") is not None:
-        # optional dependency (the opacus extra): the loader make_private returns
-        from opacus.data_loader import DPDataLoader
-
-        if isinstance(loader, DPDataLoader):
-            return True, f"Opacus's Poisson DPDataLoader at rate {float(loader.sample_rate):.4g}"
+def _sampler_of(loader: Any) -> tuple[bool, bool, str]:
+    """Whether ``loader`` is Opacus's Poisson ``DPDataLoader``, whether it is the loader Opacus's
+    ``BatchMemoryManager`` yields (Poisson batches split into physical ones), and how it samples, in words."""
     inner = getattr(loader, "base_dataloader", loader)  # accelerate's DataLoaderShard
     batches = getattr(inner, "batch_sampler", None)
+    if importlib.util.find_spec("opacus") is not None:
+        # optional dependency (the opacus extra): the loaders make_private and BatchMemoryManager return
+        from opacus.data_loader import DPDataLoader
+        from opacus.utils.batch_memory_manager import BatchSplittingSampler
+
+        if isinstance(loader, DPDataLoader):
+            return True, False, f"Opacus's Poisson DPDataLoader at rate {float(loader.sample_rate):.4g}"
+        if isinstance(batches, BatchSplittingSampler):
+            rate = getattr(batches.sampler, "sample_rate", None)
+            return False, True, ("Opacus's BatchMemoryManager loader (Poisson batches" + (
+                f" at rate {float(rate):.4g}" if rate is not None else "") +
+                f" split into physical batches of at most {batches.max_batch_size})")
     batches = getattr(batches, "batch_sampler", batches)  # accelerate's BatchSamplerShard
     sampler = getattr(batches, "sampler", getattr(inner, "sampler", None))
     size = getattr(batches, "batch_size", None)
     over = f"accelerate's {type(loader).__name__} over " if inner is not loader else ""
-    return False, f"{over}a {type(sampler).__name__}" + (f" in batches of {size}" if size else "")
+    return False, False, f"{over}a {type(sampler).__name__}" + (f" in batches of {size}" if size else "")
 
 
 @dataclass(frozen=True)
 class TrainerFacts:
-    """What the ``Trainer`` that trained shows: its loader samples by Poisson, in words, its accumulation, and
-    whether its ``compute_loss`` is the ``Trainer``'s own."""
+    """What the ``Trainer`` that trained shows: its loader samples by Poisson, or is ``BatchMemoryManager``'s
+    (``memory_split``), how it samples in words, its accumulation, and whether its ``compute_loss`` is the
+    ``Trainer``'s own."""
 
     poisson: bool
+    memory_split: bool
     sampler: str
     accumulation: int
     default_loss: bool
 
     def to_dict(self) -> Finding:
-        return {"poisson_loader": self.poisson, "sampler": self.sampler,
+        return {"poisson_loader": self.poisson, "batch_memory_manager": self.memory_split, "sampler": self.sampler,
                 "gradient_accumulation_steps": self.accumulation, "default_compute_loss": self.default_loss}
 
 
@@ -264,9 +299,12 @@ def trainer_facts(watch: TrainerWatch | None) -> TrainerFacts | None:
     from transformers import Trainer
 
     first = trained[0]
-    poisson, sampler = _sampler_of(watch.loaders[id(first)])
-    return TrainerFacts(poisson, sampler, int(getattr(first.args, "gradient_accumulation_steps", 1) or 1),
-                        type(first).compute_loss is Trainer.compute_loss)
+    poisson, memory_split, sampler = _sampler_of(watch.loaders[id(first)])
+    # unwrapped: a class made while a watch ran may hold its wrapper (``compute_loss = Trainer.compute_loss``)
+    own = inspect.unwrap(type(first).compute_loss) is inspect.unwrap(Trainer.compute_loss)
+    return TrainerFacts(poisson, memory_split, sampler,
+                        int(getattr(first.args, "gradient_accumulation_steps", 1) or 1),
+                        own or id(first) in watch.own_loss)
 
 
 def _named(f: Finding, cause: str, fix: str, facts: TrainerFacts) -> Finding:
@@ -275,9 +313,9 @@ def _named(f: Finding, cause: str, fix: str, facts: TrainerFacts) -> Finding:
 
 
 def _void_replay(f: Finding, facts: TrainerFacts) -> Finding:
-    return Finding.checked("loss-coupling", False, True, "Could not read: the transformers.Trainer iterates its own "
-                           f"training loader ({facts.sampler}), not the one make_private returns, so the replay's "
-                           "chosen batches never reached the steps compared.", "",
+    return Finding.checked("loss-coupling", False, True, "Could not read: the transformers.Trainer iterates a "
+                           f"training loader ({facts.sampler}) other than the one make_private returns, so the "
+                           "replay's chosen batches never reached the steps compared.", "",
                            {**(f.details or {}), "trainer": facts.to_dict()}, read=False)
 
 
@@ -288,6 +326,10 @@ def _named_finding(f: Finding, facts: TrainerFacts) -> Finding:
         return _void_replay(f, facts)
     if not f.violation:
         return f
+    if facts.memory_split and check in ("world-dependence", "sampling", "rate", "records"):
+        return _named(f, f"The transformers.Trainer iterates {facts.sampler}: it counts the loader's length (the "
+                         "expected number of physical batches, which moves with the dataset's size) as its "
+                         "training steps and ends an epoch partway through a logical batch.", FIX_MEMORY_SPLIT, facts)
     if check in ("sampling", "rate") and not facts.poisson:
         return _named(f, f"The transformers.Trainer iterates its own training loader ({facts.sampler}), not the "
                          "Poisson loader make_private returns.", FIX_SAMPLER, facts)

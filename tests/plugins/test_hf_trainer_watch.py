@@ -46,3 +46,47 @@ def test_the_watch_patches_the_trainer_for_the_block_only():
         assert hasattr(trainer.__init__, "__wrapped__"), "the Trainer the loop imports is not watched"
     assert not hasattr(trainer.__init__, "__wrapped__"), "the patch outlived the block"
     assert not [finder for finder in sys.meta_path if isinstance(finder, _OnImport)]
+
+
+def _one_step_trainer(compute_loss_override: str):
+    """A ``Trainer`` subclass on a linear model over 4 examples, one training step; ``compute_loss_override``:
+    ``"none"`` (the Trainer's own), ``"super"`` (an override that logs and calls ``super().compute_loss``) or
+    ``"own"`` (a loss of its own)."""
+    import torch
+    import transformers
+
+    class Linear(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer = torch.nn.Linear(2, 1)
+
+        def forward(self, x, labels=None):
+            out = self.layer(x)[:, 0]
+            return {"loss": ((out - labels) ** 2).mean(), "logits": out}
+
+    class Overridden(transformers.Trainer):
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            if compute_loss_override == "super":
+                return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+            out = model(**inputs)["logits"]
+            return ((out - inputs["labels"]) ** 2).sum()
+
+    rows = [{"x": torch.tensor([float(i), 1.0]), "labels": torch.tensor(float(i))} for i in range(4)]
+    return (transformers.Trainer if compute_loss_override == "none" else Overridden), Linear(), rows
+
+
+@pytest.mark.parametrize(("override", "default_loss"), [("none", True), ("super", True), ("own", False)])
+def test_the_trainers_own_loss_is_seen_even_through_super(override, default_loss, tmp_path):
+    """The ``labels=`` loss finding names the Trainer's own compute_loss also when an override calls super()."""
+    pytest.importorskip("transformers")
+    from audit.plugins.hf_trainer import trainer_facts
+
+    with watched_trainer() as watch:
+        import transformers
+
+        cls, model, rows = _one_step_trainer(override)
+        args = transformers.TrainingArguments(output_dir=str(tmp_path), per_device_train_batch_size=4, max_steps=1,
+                                              use_cpu=True, report_to="none", save_strategy="no", disable_tqdm=True,
+                                              logging_strategy="no", remove_unused_columns=False)
+        cls(model=model, args=args, train_dataset=rows).train()
+    assert trainer_facts(watch).default_loss is default_loss
