@@ -113,6 +113,7 @@ from audit.theory.config_check import (
     DPSGDConfig,
     check_config_against_claim,
     compare_world_configs,
+    steps_beyond_claim,
 )
 from audit.theory.declared_mechanism import BallsInBins, DeclaredMechanism, MinSeparation, PoissonParticipation
 from audit.theory.dp_accounting_adapter import calibrate_event_sigma, event_epsilon
@@ -383,6 +384,20 @@ def _noise_source(measured: dict[str, Any], sigma_code: float | None, alpha: flo
             f"{measured['coordinates_x_steps']} coordinate-steps, level {alpha:.3g} split among the noise tests)")
 
 
+def steps_named(findings: list[Finding]) -> list[Finding]:
+    """``findings`` with the noise-level violation naming the steps when the epsilon violation found that the noise
+    read from the code meets the claim over fewer steps than the loop took (``steps_within_claim``): a loop running
+    steps beyond its accounting (``max_steps`` or epochs larger than the accountant's) reads as noise below what its
+    steps need, and the noise-level finding, which decides first, says so with the epsilon finding's fix."""
+    epsilon = next((f for f in findings if f.check == "epsilon" and f.violation and f.details
+                    and f.details.get("steps_within_claim")), None)
+    if epsilon is None:
+        return findings
+    within, steps = int(epsilon.details["steps_within_claim"]), int(epsilon.details["config"]["steps"])
+    return [replace(f, message=f"{f.message} {steps_beyond_claim(within, steps)}", fix=epsilon.fix)
+            if f.check == "noise-level" and f.violation else f for f in findings]
+
+
 def accounting_check(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int, found: Probe, claim: Any,
                      alpha: float) -> ConfigCheck:
     """The ``config_check`` block (module docstring): the evidence of the probe and the two other worlds
@@ -402,6 +417,7 @@ def accounting_check(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: 
         findings += [unsupported_finding(check, reason)] if reason else list(check.run(ev))
         ran += [] if reason else [check]
     findings, again = confirmed(findings, ran, lambda alphas: fresh_evidence(plugin, X, y, ev, alphas))
+    findings = steps_named(findings)
     clipping = ev.clipping
     sampling = next((f.details for f in findings if f.check == "sampling" and f.details and f.read), None)
     epsilon = next((f.details.get("epsilon") for f in findings if f.check == "epsilon" and f.details), None)

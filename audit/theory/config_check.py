@@ -23,11 +23,11 @@ from typing import Any
 from audit.errors import UserError
 from audit.theory.checks import check_delta
 from audit.theory.claims import PrivacyClaim
-from audit.theory.dpsgd import DPSGDClaim, calibrate_noise_multiplier
+from audit.theory.dpsgd import DPSGDClaim, calibrate_noise_multiplier, most_steps_within
 
 __all__ = ["NORMALISATIONS", "CONFIG_TOLERANCE", "DPSGDConfig", "ConfigFinding", "config_epsilon",
-           "check_config_against_claim", "compare_world_configs", "FIX_RATE_STEPS", "FIX_NORMALISATION",
-           "FIX_EXPECTED_BATCH", "FIX_NOISE_CLIP"]
+           "steps_beyond_claim", "check_config_against_claim", "compare_world_configs", "FIX_RATE_STEPS",
+           "FIX_NORMALISATION", "FIX_EXPECTED_BATCH", "FIX_NOISE_CLIP"]
 
 #: How the noisy gradient sum is divided: by the expected batch size ``q n`` fixed in advance
 #: ("expected"), by the batch actually drawn ("actual"), not at all ("sum"), or something else.
@@ -202,14 +202,30 @@ def check_config_against_claim(config: DPSGDConfig, claimed: float | PrivacyClai
         return ConfigFinding("epsilon", False, f"The configuration read from the code ({config.summary()}) is "
                              f"({eps:.3g}, {delta:g})-DP by the PLD accountant, within the claimed epsilon "
                              f"{claimed_eps:.3g}.", "", details)
+    message = (f"The configuration read from the code ({config.summary()}) is only ({eps:.3g}, {delta:g})-DP by the "
+               f"PLD accountant, more than the claimed epsilon {claimed_eps:.3g}.")
+    within = most_steps_within(config.noise_multiplier, config.rate, claimed_eps, delta, config.steps - 1)
     fix = f"claim epsilon {eps:.3g}, or take fewer steps or a smaller sampling rate"
+    if within:
+        details["steps_within_claim"] = within
+        message += " " + steps_beyond_claim(within, config.steps)
+        fix = f"claim epsilon {eps:.3g}, or sample at a smaller rate"
     if suggest_noise and claimed_eps > 0:
         needed = calibrate_noise_multiplier(claimed_eps, delta, config.rate, config.steps)
         details["noise_multiplier_needed"] = needed
         fix = f"raise the noise multiplier to at least {needed:.4g}, or " + fix
-    return ConfigFinding("epsilon", True, f"The configuration read from the code ({config.summary()}) is only "
-                         f"({eps:.3g}, {delta:g})-DP by the PLD accountant, more than the claimed epsilon "
-                         f"{claimed_eps:.3g}.", fix, details)
+    if within:
+        fix = f"take at most {within} steps (max_steps and the epochs as the noise was calibrated for), or " + fix
+    return ConfigFinding("epsilon", True, message, fix, details)
+
+
+def steps_beyond_claim(within: int, steps: int) -> str:
+    """The sentence saying that the noise would meet the claim over ``within`` of the ``steps`` steps taken: the
+    cause when a loop runs more steps than its noise multiplier was calibrated for (``max_steps`` or epochs beyond
+    the accountant's)."""
+    return (f"Its noise multiplier meets the claim over at most {within} steps at this rate, and the loop took "
+            f"{steps}: if the noise was calibrated for {within} steps or fewer, the loop runs steps beyond its "
+            f"accounting (max_steps or epochs larger than the accountant's).")
 
 
 def _differs(a: Any, b: Any, rel_tol: float) -> bool:

@@ -30,7 +30,7 @@ from audit.theory.disk_cache import remembered
 from audit.theory.pld import PLDClaim
 from audit.theory.rdp import RDPClaim, rdp_to_dp_epsilon
 
-__all__ = ["dpsgd_gdp_mu", "DPSGD_ACCOUNTANTS", "DPSGDClaim", "calibrate_noise_multiplier"]
+__all__ = ["dpsgd_gdp_mu", "DPSGD_ACCOUNTANTS", "DPSGDClaim", "calibrate_noise_multiplier", "most_steps_within"]
 
 
 def dpsgd_gdp_mu(noise_multiplier: float, sample_rate: float, steps: int) -> float:
@@ -197,6 +197,35 @@ def calibrate_noise_multiplier(epsilon: float, delta: float, sample_rate: float,
                  "steps": int(steps), "value_discretization_interval": float(value_discretization_interval),
                  "tol": float(tol)}
     return remembered("dpsgd_noise_multiplier", arguments, lambda: _search_noise_multiplier(**arguments))
+
+
+def most_steps_within(noise_multiplier: float, sample_rate: float, epsilon: float, delta: float, upto: int) -> int:
+    """The most steps, at most ``upto``, for which DP-SGD at this noise multiplier and rate stays within
+    (``epsilon``, ``delta``) by the PLD accountant (:class:`DPSGDClaim`, pessimistic estimate at a discretisation of
+    1e-3, an upper bound on epsilon: the steps returned are within it, perhaps a few less than the finest PLD
+    allows): a bisection on T, since epsilon grows with the steps composed. 0 when even one step exceeds it.
+
+    Args:
+        noise_multiplier: sigma.
+        sample_rate: q, in (0, 1].
+        epsilon: the epsilon not to exceed.
+        delta: its delta.
+        upto: the largest T tried (a non-negative integer).
+
+    Returns:
+        The largest T in [0, ``upto``] with ``DPSGDClaim(sigma, q, T).epsilon(delta) <= epsilon``.
+    """
+    def within(steps: int) -> bool:
+        return DPSGDClaim(noise_multiplier, sample_rate, steps, value_discretization_interval=1e-3).epsilon(
+            delta) <= epsilon
+
+    low, high = 0, int(upto)  # within(low) holds (no step spends nothing); within(high) is what is asked
+    if high < 1 or within(high):
+        return max(high, 0)
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if within(middle) else (low, middle)
+    return low
 
 
 def _search_noise_multiplier(epsilon: float, delta: float, sample_rate: float, steps: int,

@@ -20,7 +20,7 @@ from audit.theory.config_check import (
     compare_world_configs,
     config_epsilon,
 )
-from audit.theory.dpsgd import DPSGDClaim
+from audit.theory.dpsgd import DPSGDClaim, most_steps_within
 
 DELTA = 1e-5
 #: One small configuration shared by the tests that need an accountant (its PLD is cached: fast).
@@ -60,6 +60,25 @@ def test_config_above_claim_says_what_to_change() -> None:
     quick = check_config_against_claim(cfg, eps / 2, DELTA, suggest_noise=False)
     assert quick.problem and "noise_multiplier_needed" not in quick.details
     json.dumps(finding.details)  # JSON-serialisable, as the block holds it
+
+
+def test_steps_beyond_the_accounting_are_named_with_the_steps_the_noise_affords() -> None:
+    """A loop calibrated for 3 steps that runs 5 (max_steps beyond the accountant's): the finding says the noise meets
+    the claim over 3 steps, and its fix starts with taking at most 3 (issue 50: it read as too little noise alone)."""
+    claim = DPSGDClaim(2.0, 0.5, 3).epsilon(DELTA) * 1.002  # the coarse PLD of the search is within 0.2% here
+    finding = check_config_against_claim(DPSGDConfig(**SMALL), claim, DELTA)
+    assert finding.problem and finding.details["steps_within_claim"] == 3
+    assert "meets the claim over at most 3 steps" in finding.message and "the loop took 5" in finding.message
+    assert finding.fix.startswith("take at most 3 steps") and "take fewer steps" not in finding.fix
+    far = check_config_against_claim(DPSGDConfig(**SMALL), DPSGDClaim(2.0, 0.5, 1).epsilon(DELTA) / 2, DELTA)
+    assert "steps_within_claim" not in far.details and "take fewer steps" in far.fix  # not one step affordable
+
+
+def test_most_steps_within_is_the_largest_count_within_the_claim() -> None:
+    eps = DPSGDClaim(2.0, 0.5, 4).epsilon(DELTA)
+    assert most_steps_within(2.0, 0.5, eps * 1.001, DELTA, 10) == 4  # the coarse PLD's bound is within 0.1% here
+    assert most_steps_within(2.0, 0.5, eps * 1.001, DELTA, 3) == 3  # capped by upto
+    assert most_steps_within(2.0, 0.5, 1e-6, DELTA, 10) == 0
 
 
 def test_same_configuration_in_both_worlds() -> None:
