@@ -386,16 +386,19 @@ def _noise_source(measured: dict[str, Any], sigma_code: float | None, alpha: flo
 
 def steps_named(findings: list[Finding]) -> list[Finding]:
     """``findings`` with the noise-level violation naming the steps when the epsilon violation found that the noise
-    read from the code meets the claim over fewer steps than the loop took (``steps_within_claim``): a loop running
-    steps beyond its accounting (``max_steps`` or epochs larger than the accountant's) reads as noise below what its
-    steps need, and the noise-level finding, which decides first, says so with the epsilon finding's fix."""
+    read from the code meets the claim over fewer steps than the loop took (``steps_within_claim``) and the noise
+    falls short over the whole training, not at some steps only (``uniform_over_steps``): a loop running steps
+    beyond its accounting (``max_steps`` or epochs larger than the accountant's) reads as noise below what its steps
+    need, and the noise-level finding, which decides first, says so with the epsilon finding's fix. A step without
+    its noise (a warm-up) keeps the noise fix: fewer steps would not pass."""
     epsilon = next((f for f in findings if f.check == "epsilon" and f.violation and f.details
                     and f.details.get("steps_within_claim")), None)
     if epsilon is None:
         return findings
     within, steps = int(epsilon.details["steps_within_claim"]), int(epsilon.details["config"]["steps"])
     return [replace(f, message=f"{f.message} {steps_beyond_claim(within, steps)}", fix=epsilon.fix)
-            if f.check == "noise-level" and f.violation else f for f in findings]
+            if f.check == "noise-level" and f.violation and (f.details or {}).get("uniform_over_steps") else f
+            for f in findings]
 
 
 def accounting_check(plugin: TrainerPlugin, X: np.ndarray, y: np.ndarray, seed: int, found: Probe, claim: Any,

@@ -403,8 +403,12 @@ def _level(rec: NoiseRecorder, clip: float, sigma_needed: float, sigma_floor: fl
                    f"{sigma_needed:.4g}, less its tolerance of {LEVEL_TOLERANCE:.2%} ({k} tensors, {steps} steps).")
     fix = (f"add N(0, sigma^2 C^2) noise with sigma >= {sigma_needed:.4g} to every coordinate of every parameter "
            f"tensor at every step")
+    counts = below.sum(axis=0)
     details = {"noise_multiplier_needed": sigma_needed, "noise_multiplier_tested": sigma_floor,
                "tolerance": LEVEL_TOLERANCE, "tensors_below": sorted(set(low_pool) | set(low_step)),
+               # no tensor below at some steps only: a shortfall over the whole training (too many steps for the
+               # noise, or too little noise), not a step without its noise
+               "uniform_over_steps": bool(np.all((counts == 0) | (counts == steps))),
                "alpha_pooled_per_tensor": a_pool, "alpha_per_tensor_step": a_step}
     return _finding("noise-level", problem, message, fix, details), upper, tensors
 
