@@ -213,8 +213,15 @@ def most_steps_within(noise_multiplier: float, sample_rate: float, epsilon: floa
         upto: the largest T tried (a non-negative integer).
 
     Returns:
-        The largest T in [0, ``upto``] with ``DPSGDClaim(sigma, q, T).epsilon(delta) <= epsilon``.
+        The largest T in [0, ``upto``] with ``DPSGDClaim(sigma, q, T).epsilon(delta) <= epsilon``. Remembered on disk
+        as :func:`calibrate_noise_multiplier` is.
     """
+    arguments = {"noise_multiplier": float(noise_multiplier), "sample_rate": float(sample_rate),
+                 "epsilon": float(epsilon), "delta": float(delta), "upto": int(upto)}
+    return int(remembered("dpsgd_most_steps_within", arguments, lambda: _search_most_steps(**arguments)))
+
+
+def _search_most_steps(noise_multiplier: float, sample_rate: float, epsilon: float, delta: float, upto: int) -> int:
     def within(steps: int) -> bool:
         return DPSGDClaim(noise_multiplier, sample_rate, steps, value_discretization_interval=1e-3).epsilon(
             delta) <= epsilon
