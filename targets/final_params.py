@@ -10,8 +10,11 @@ module records; here only the recording:
 * **The iterates** (:class:`IterateSketch`): when Opacus's ``make_private`` returns (the audit's
   instrumentation, :mod:`targets.opacus_hooks`, calls :meth:`IterateSketch.attach`), ``theta_0`` is read
   from the DP optimizer's parameters, and a step post-hook on the optimizer Opacus wraps
-  (``original_optimizer``, whose ``step`` runs only on a real, noisy step) reads ``theta_t`` after each
-  update. Keeping the T + 1 iterates would cost ``(T + 1) d`` floats; the sketch keeps ``s_t = P theta_t``
+  (``original_optimizer``, whose ``step`` the DP optimizer calls only on a real, noisy step) reads ``theta_t``
+  after each update. A step of that optimizer with no noisy step since the last iterate (the loop calling
+  ``original_optimizer.step()`` itself on a raw gradient: no clipping, no noise) is not an iterate: it is counted
+  (:attr:`IterateSketch.raw_steps`) and the model it moved is outside the span of the iterates. Keeping the
+  T + 1 iterates would cost ``(T + 1) d`` floats; the sketch keeps ``s_t = P theta_t``
   for one Gaussian matrix ``P`` of ``k = T + 1 + MARGIN`` rows (``T`` the steps the probe counted), plus
   the last iterate itself: ``k d + d + k (T + 1)`` floats. For ``k >= d`` no sketch is needed and the
   iterates are kept as they are (``P`` the identity).
@@ -40,6 +43,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -87,7 +91,7 @@ class IterateSketch:
     After the training: ``names`` and ``shapes`` of the DP optimizer's parameters, ``sketches`` (one row
     per iterate, ``theta_0`` first), ``last`` (the last iterate, float64), ``steps`` (iterates after
     ``theta_0``), ``eps`` (the largest machine epsilon of their dtypes), ``unreadable`` (why the iterates could not
-    be kept; None when they were).
+    be kept; None when they were), ``raw_steps`` (steps of the wrapped optimizer without a noisy step).
     """
 
     def __init__(self, expected_steps: int, seed: int, budget: int = MAX_SKETCH_FLOATS) -> None:
@@ -101,6 +105,9 @@ class IterateSketch:
         self.unreadable: str | None = None
         self.eps = float(torch.finfo(torch.float32).eps)
         self.handle: Any = None
+        self.noisy_steps: Callable[[], int] | None = None
+        self.noisy_seen = 0
+        self.raw_steps = 0
 
     @property
     def steps(self) -> int:
@@ -110,9 +117,11 @@ class IterateSketch:
     def dimension(self) -> int:
         return int(sum(int(np.prod(s)) for s in self.shapes))
 
-    def attach(self, module: Any, optimizer: Any) -> None:
+    def attach(self, module: Any, optimizer: Any, noisy_steps: Callable[[], int] | None = None) -> None:
         """Read ``theta_0`` from ``optimizer``'s parameters (named as in ``module``) and read each later
-        iterate after the step of the optimizer it wraps (Opacus's ``original_optimizer``)."""
+        iterate after the step of the optimizer it wraps (Opacus's ``original_optimizer``); ``noisy_steps``: the
+        count of noisy steps so far (the recorder's), so that a step of the wrapped optimizer without one is a raw
+        step, not an iterate (None: every step is an iterate)."""
         if self.params:
             self.unreadable = "the training made more than one DP optimizer"
             return
@@ -131,7 +140,20 @@ class IterateSketch:
             gen = torch.Generator().manual_seed(self.seed)
             self.projection = torch.randn(self.rows, d, generator=gen, dtype=torch.float32)
         inner = getattr(optimizer, "original_optimizer", optimizer)
-        self.handle = inner.register_step_post_hook(lambda *_: self.observe())
+        self.noisy_steps = noisy_steps
+        self.noisy_seen = noisy_steps() if noisy_steps is not None else 0
+        self.handle = inner.register_step_post_hook(lambda *_: self.stepped())
+        self.observe()
+
+    def stepped(self) -> None:
+        """After a step of the wrapped optimizer: the next iterate when a noisy step came since the last one, else
+        a raw step (counted, not an iterate)."""
+        if self.noisy_steps is not None:
+            now = self.noisy_steps()
+            if now == self.noisy_seen:
+                self.raw_steps += 1
+                return
+            self.noisy_seen = now
         self.observe()
 
     def sketch(self, theta: torch.Tensor) -> np.ndarray:

@@ -126,7 +126,7 @@ def _wrap_make_private(original: Callable[..., Any]) -> Callable[..., Any]:
             rate = float(loader.sample_rate) if poisson else 1.0 / len(loader)
             recorder.register(optimizer, StepSource("opacus", rate, float(optimizer.noise_multiplier), poisson), self)
             if recorder.iterates is not None:  # the final-model check (targets.final_params)
-                recorder.iterates.attach(out[0], optimizer)
+                recorder.iterates.attach(out[0], optimizer, lambda: recorder.steps)
         return out
 
     return make_private

@@ -92,7 +92,7 @@ def final_model_check(iterates: IterateSketch | None, trained: Any, driver: str)
     sketches = np.stack(iterates.sketches, axis=1)
     steps = iterates.steps
     details: dict[str, Any] = {"read": True, "how": how, "steps": steps, "parameters": iterates.dimension,
-                               "sketch_rows": int(sketches.shape[0])}
+                               "sketch_rows": int(sketches.shape[0]), "raw_steps": iterates.raw_steps}
     last = iterates.last
     tol = tolerance(steps, iterates.eps)
     gap = float(np.abs(theta - last).max()) / max(float(np.abs(last).max()), float(np.finfo(float).tiny))
@@ -113,4 +113,13 @@ def final_model_check(iterates: IterateSketch | None, trained: Any, driver: str)
                            f"combination of its {steps + 1} DP iterates (tolerance {fit['tolerance']:.2g}; "
                            f"{fit['relative_distance_to_last']:.3g} from the last iterate), so some update after or "
                            "outside the noisy steps (a non-private pass over the data) reached the model, and the "
-                           "accountant's epsilon does not cover it.", FIX_FINAL, details)
+                           "accountant's epsilon does not cover it." + _raw_steps(iterates.raw_steps), FIX_FINAL,
+                           details)
+
+
+def _raw_steps(count: int) -> str:
+    """The sentence naming the steps of the optimizer Opacus wraps taken without a noisy step, if any."""
+    if not count:
+        return ""
+    return (f" The optimizer Opacus wraps stepped {count} time{'s' if count > 1 else ''} without a noisy step "
+            "(original_optimizer.step() called on a raw gradient: no clipping, no noise); those are not DP iterates.")

@@ -84,6 +84,27 @@ def test_a_plain_pass_after_the_dp_steps_is_a_violation():
     assert found.details["relative_residual"] > 100 * found.details["tolerance"]
 
 
+def test_a_raw_step_of_the_wrapped_optimizer_is_not_an_iterate():
+    """``original_optimizer.step()`` called by the loop on a raw gradient (no noisy step since the last iterate) is
+    counted, not kept as an iterate: the model it moved fails, naming it (issue 50: it passed as a DP iterate)."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(64, 10)
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    noisy = [0]  # the recorder's count of noisy steps
+    sketch = IterateSketch(STEPS, seed=7)
+    sketch.attach(model, opt, lambda: noisy[0])
+    X, y = torch.randn(200, 64), torch.randint(0, 10, (200,))
+    for t in range(STEPS + 1):
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(X[10 * t:10 * t + 10]), y[10 * t:10 * t + 10]).backward()
+        noisy[0] += t < STEPS  # the last step: the wrapped optimizer called directly, no noisy step
+        opt.step()
+    sketch.detach()
+    assert sketch.steps == STEPS and sketch.raw_steps == 1
+    found = final_model_check(sketch, _predict(model), "opacus")
+    assert found.problem and found.details["raw_steps"] == 1 and "original_optimizer.step()" in found.message
+
+
 def test_a_change_on_one_coordinate_is_seen_through_the_sketch():
     model, sketch, _, _ = _training()
     with torch.no_grad():
