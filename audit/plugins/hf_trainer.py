@@ -71,7 +71,9 @@ FIX_MEMORY_SPLIT = ("return the loader make_private returns from get_train_datal
                     "skipped steps mark its logical batches), which the Trainer's step count cannot follow")
 FIX_TRAINER_LOSS = ("override compute_loss in your Trainer subclass with a per-sequence loss: nll = "
                     "cross_entropy(logits, targets, reduction='none'), loss_i = (nll * mask).sum(1) / mask.sum(1), "
-                    "then loss_i.mean(), never the model's labels= loss (a mean over every token of the batch, and of "
+                    "then loss_i.sum() with make_private(..., loss_reduction='sum') (loss_i.mean() with Opacus's "
+                    "default divides by int(N q), which moves with the dataset's size at some sizes), never the "
+                    "model's labels= loss (a mean over every token of the batch, and of "
                     "the accumulation window with num_items_in_batch)")
 
 
