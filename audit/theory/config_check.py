@@ -205,18 +205,17 @@ def check_config_against_claim(config: DPSGDConfig, claimed: float | PrivacyClai
     message = (f"The configuration read from the code ({config.summary()}) is only ({eps:.3g}, {delta:g})-DP by the "
                f"PLD accountant, more than the claimed epsilon {claimed_eps:.3g}.")
     within = most_steps_within(config.noise_multiplier, config.rate, claimed_eps, delta, config.steps - 1)
-    fix = f"claim epsilon {eps:.3g}, or take fewer steps or a smaller sampling rate"
-    if within:
-        details["steps_within_claim"] = within
-        message += " " + steps_beyond_claim(within, config.steps)
-        fix = f"claim epsilon {eps:.3g}, or sample at a smaller rate"
+    fixes = [f"claim epsilon {eps:.3g}", "sample at a smaller rate" if within else
+             "take fewer steps or a smaller sampling rate"]
     if suggest_noise and claimed_eps > 0:
         needed = calibrate_noise_multiplier(claimed_eps, delta, config.rate, config.steps)
         details["noise_multiplier_needed"] = needed
-        fix = f"raise the noise multiplier to at least {needed:.4g}, or " + fix
+        fixes.insert(0, f"raise the noise multiplier to at least {needed:.4g}")
     if within:
-        fix = f"take at most {within} steps (max_steps and the epochs as the noise was calibrated for), or " + fix
-    return ConfigFinding("epsilon", True, message, fix, details)
+        details["steps_within_claim"] = within
+        message += " " + steps_beyond_claim(within, config.steps)
+        fixes.insert(0, f"take at most {within} steps (max_steps and the epochs as the noise was calibrated for)")
+    return ConfigFinding("epsilon", True, message, ", or ".join(fixes), details)
 
 
 def steps_beyond_claim(within: int, steps: int) -> str:
