@@ -52,7 +52,19 @@ from typing import Any
 
 import torch
 
-from examples.zoo.lm_loops import BATCH, CLIP, DELTA, EPOCHS, EPS, LR, _logprobs, _loss, noise_multiplier, texts
+from examples.zoo.lm_loops import (
+    BATCH,
+    CLIP,
+    DELTA,
+    EPOCHS,
+    EPS,
+    LR,
+    _logprobs,
+    _loss,
+    noise_multiplier,
+    short_speeches,
+    texts,
+)
 
 #: The quick base of the language-model targets (pretrained once on 200 speeches, cached).
 BASE_TEXTS, BASE_EPOCHS = 200, 1
@@ -64,13 +76,9 @@ HELD_OUT, EVAL_BATCH, EVAL_STEPS = 24, 10, 2
 PHYSICAL = 4
 
 
-@functools.cache
 def held_out() -> tuple[str, ...]:
-    """:data:`HELD_OUT` speeches of the fine-tuning pool after the training texts (16 to 60 characters)."""
-    from targets.lm.base import finetune_pool  # the packaged corpus (the lm extra)
-
-    short = [t for t in finetune_pool() if 16 <= len(t) <= 60]
-    return tuple(short[len(texts()):len(texts()) + HELD_OUT])
+    """:data:`HELD_OUT` short speeches after the training texts (:func:`examples.zoo.lm_loops.short_speeches`)."""
+    return short_speeches()[len(texts()):len(texts()) + HELD_OUT]
 
 
 @functools.cache

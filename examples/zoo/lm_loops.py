@@ -51,11 +51,16 @@ TOKENIZER = ByteTokenizer(n_reserved=64, max_length=64)
 
 
 @functools.cache
-def texts() -> tuple[str, ...]:
-    """The first :data:`N` speeches of 16 to 60 characters of the fine-tuning pool (a few dozen short texts)."""
+def short_speeches() -> tuple[str, ...]:
+    """The speeches of 16 to 60 characters of the fine-tuning pool, in corpus order."""
     from targets.lm.base import finetune_pool  # the packaged corpus (the lm extra)
 
-    return tuple([t for t in finetune_pool() if 16 <= len(t) <= 60][:N])
+    return tuple(t for t in finetune_pool() if 16 <= len(t) <= 60)
+
+
+def texts() -> tuple[str, ...]:
+    """The first :data:`N` of :func:`short_speeches` (a few dozen short texts)."""
+    return short_speeches()[:N]
 
 
 @functools.cache
